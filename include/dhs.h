@@ -1,0 +1,309 @@
+/*
+ * dhs.h - dhisparse public API: a load-adaptive KV hierarchy for natively
+ * sparse-attention LLMs (DeepSeek-V3.2 DSA, GLM-5.x IndexShare, V4.1-style
+ * shared sources). See docs/API.md and ../shared/DESIGN.md.
+ *
+ * Vocabulary (DESIGN.md §1): a *source* is one physical KV payload store with
+ * rows of `row_bytes` bytes, each covering `m` token positions. A *group* is
+ * the unit of selection state: one index producer and the payload sources that
+ * share its selections (OWN: one source; FOLLOW: several). Every source of a
+ * group has the same residency structure, so one resolver plan serves all of
+ * them, each source copying its own bytes into its own pool.
+ *
+ * A *location* is a row index into the source's device pool (FlashMLA
+ * `indices` convention: page*page_rows + offset; -1 = invalid).
+ *
+ * Example usage (CPU backend, one request, one decode step):
+ *
+ *   dhs_arch arch = dhs_arch_default();            // one group, one source, 576 B rows
+ *   dhs_config cfg = dhs_config_default();
+ *   dhs_backend *be; dhs_backend_cpu_create(NULL, &be);
+ *   dhs_ctx *ctx;   dhs_ctx_create(&arch, &cfg, be, &ctx);
+ *   dhs_req r;      dhs_request_open(ctx, 1000, &r);         // may return DHS_WAIT
+ *   const void *rows[1] = { prefill_rows };                   // 1000 rows
+ *   dhs_request_import(ctx, r, 1000, rows, DHS_IMPORT_DEVICE);
+ *   int32_t K = 1;
+ *   dhs_round_begin(ctx, 1, &r, &K);
+ *   dhs_write_rows(ctx, r, 0, 1000, 1, new_row);              // KV of position 1000
+ *   dhs_resolve_item it = { .req = r, .n_queries = 1, .sel = sel, .loc = loc };
+ *   dhs_resolve(ctx, 0, k, 1, &it);                           // loc[i] -> pool row
+ *   ... attention reads dhs_source_pool(ctx, 0)[loc[i] * row_bytes] ...
+ *   int32_t accepted = 0;
+ *   dhs_round_end(ctx, &accepted);
+ *   dhs_request_close(ctx, r);
+ *   dhs_ctx_destroy(ctx); dhs_backend_destroy(be);
+ *
+ * Threading: a dhs_ctx is not thread-safe; one engine thread drives it.
+ * On error every call changes no state unless documented otherwise.
+ * The library never prints and never exits.
+ */
+#ifndef DHS_H
+#define DHS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- status */
+/* Stable numbering: append only. */
+typedef enum dhs_status {
+    DHS_OK = 0,
+    DHS_WAIT = 1,                  /* not an error: capacity is short, retry later; nothing changed */
+    DHS_ERR_NOMEM = -1,            /* host allocation failed (or injected) */
+    DHS_ERR_DEVICE_NOMEM = -2,     /* device-tier allocation failed (or injected) */
+    DHS_ERR_BACKEND = -3,          /* a backend copy/fence failed (or injected) */
+    DHS_ERR_INVALID_ARG = -4,      /* a null pointer, a bad count or a bad config value */
+    DHS_ERR_MISALIGNED = -5,       /* a buffer not aligned to DHS_ALIGN */
+    DHS_ERR_UNKNOWN_REQUEST = -6,  /* request handle never opened or already closed */
+    DHS_ERR_UNKNOWN_SOURCE = -7,   /* source or group index out of range */
+    DHS_ERR_ROW_RANGE = -8,        /* a row outside the request's rows */
+    DHS_ERR_NOT_VISIBLE = -9,      /* a selected row outside the query's visible set (I3) */
+    DHS_ERR_K_TOO_LARGE = -10,     /* k above dhs_config.max_k */
+    DHS_ERR_TOO_MANY_QUERIES = -11,/* K_r above dhs_config.k_max (spec width) */
+    DHS_ERR_STATE = -12,           /* call not valid in this state (no round open, import twice, ...) */
+    DHS_ERR_ACCEPTED_RANGE = -13,  /* accepted count outside 0..K_r-1 */
+    DHS_ERR_NOT_IN_ROUND = -14,    /* request not part of the open round */
+    DHS_ERR_TOO_LARGE = -15,       /* request can never fit (more pages than the pools hold) */
+    DHS_ERR_STAGING = -16,         /* staging arenas exhausted this round */
+    DHS_ERR_UNSUPPORTED = -17,     /* backend lacks the feature */
+    DHS_ERR_CLOSED = -18,          /* request already closed */
+    DHS_STATUS_LAST_ = -18
+} dhs_status;
+
+const char *dhs_status_str(dhs_status s);
+
+#define DHS_ALIGN 16 /* row buffers must be 16-byte aligned (16-byte loads on GPU) */
+
+/* ---------------------------------------------------------- architecture */
+typedef enum dhs_consumer_kind {
+    DHS_CONSUMER_OWN = 0,     /* own indexer, own source */
+    DHS_CONSUMER_FOLLOW = 1,  /* producer's selection, own payload source */
+    DHS_CONSUMER_REUSE = 2,   /* previous consumer's locations and payload; no resolver call */
+    DHS_CONSUMER_REINDEX = 3  /* fresh selection over a shared source */
+} dhs_consumer_kind;
+
+#define DHS_MAX_SOURCES 128
+#define DHS_MAX_CONSUMERS 256
+
+typedef struct dhs_source_desc {
+    uint32_t row_bytes; /* d_KV, multiple of 16 */
+    uint32_t m;         /* token positions per row (1 = uncompressed) */
+    int32_t group;      /* selection-state group (index producer) it belongs to */
+} dhs_source_desc;
+
+typedef struct dhs_consumer_desc {
+    dhs_consumer_kind kind;
+    int32_t source;     /* payload source read */
+    int32_t group;      /* group whose selection it uses */
+} dhs_consumer_desc;
+
+typedef struct dhs_arch {
+    int32_t n_groups;
+    int32_t n_sources;
+    dhs_source_desc sources[DHS_MAX_SOURCES];
+    int32_t n_consumers;                        /* optional: describes layers */
+    dhs_consumer_desc consumers[DHS_MAX_CONSUMERS];
+    uint32_t index_key_bytes;                   /* d_idx per producer (planner only) */
+} dhs_arch;
+
+/* one group, one 576-byte source, m = 1, one OWN consumer */
+dhs_arch dhs_arch_default(void);
+/* validates: groups non-empty, sources' m equal within a group, sizes */
+dhs_status dhs_arch_validate(const dhs_arch *a);
+const char *dhs_consumer_kind_str(dhs_consumer_kind k);
+
+/* ---------------------------------------------------------------- config */
+typedef enum dhs_policy {
+    DHS_POLICY_LRU = 0,   /* exact LRU (doubly linked list, O(1) touch) */
+    DHS_POLICY_CLOCK = 1, /* second chance with a hand */
+    DHS_POLICY_FIFO = 2,
+    DHS_POLICY_LFU = 3,   /* least frequently used, ties by age (O(log B) heap) */
+    DHS_POLICY_COUNT_
+} dhs_policy;
+const char *dhs_policy_str(dhs_policy p);
+int dhs_policy_parse(const char *s, dhs_policy *out); /* 0 on success */
+
+typedef enum dhs_reclaim_order {
+    DHS_RECLAIM_MOST_PAGES = 0,  /* requests holding most optional pages first */
+    DHS_RECLAIM_OLDEST = 1,      /* oldest admission first */
+    DHS_RECLAIM_NEWEST = 2,      /* newest admission first */
+    DHS_RECLAIM_COUNT_
+} dhs_reclaim_order;
+const char *dhs_reclaim_order_str(dhs_reclaim_order o);
+
+typedef struct dhs_config {
+    int32_t max_requests;      /* request slots N */
+    int32_t max_k;             /* largest selection length k */
+    int32_t k_max;             /* largest queries per request per round (spec width), 1 = no spec */
+    int32_t hot_rows;          /* B, hot-cache rows per request and group (multiple of page_rows) */
+    int32_t tail_rows;         /* tail ring rows per request and source (multiple of page_rows) */
+    int32_t page_rows;         /* p */
+    int64_t max_rows;          /* largest history rows per request (reverse-index size) */
+    uint64_t device_bytes;     /* M: device pool capacity over all sources */
+    uint64_t reserve_bytes;    /* M_res: admission reserve */
+    int32_t staging_arenas;    /* chi: live staging arenas (0 = one per group) */
+    int32_t repop_pages;       /* pages populated per repopulation attempt (all requests) */
+    dhs_policy policy;
+    dhs_reclaim_order reclaim_order;
+    int32_t resident_first;    /* 1: keep imported history on device while capacity allows */
+    int32_t payload_free;      /* 1: simulate placement only: no pools, no host rows, no bytes
+                                  copied (import/write data pointers may be NULL); every
+                                  decision, census and accounting figure is the same */
+} dhs_config;
+
+dhs_config dhs_config_default(void);
+
+/* ---------------------------------------------------------------- backend */
+typedef struct dhs_backend dhs_backend;
+
+typedef struct dhs_cpu_options {
+    int32_t async_delay;   /* copies/reader fences complete this many ticks late (0 = at once) */
+    int32_t random_order;  /* 1: late completions in random order */
+    uint64_t seed;         /* for random_order */
+} dhs_cpu_options;
+
+dhs_status dhs_backend_cpu_create(const dhs_cpu_options *opt, dhs_backend **out);
+/* CUDA backend: returns DHS_ERR_UNSUPPORTED when built without CUDA or no device is present */
+dhs_status dhs_backend_cuda_create(int device, dhs_backend **out);
+void dhs_backend_destroy(dhs_backend *be); /* NULL is a no-op */
+const char *dhs_backend_name(const dhs_backend *be);
+
+/* Fault injection: make the nth (1-based) allocation or copy from now fail;
+   0 disables. Costs one branch when off. */
+typedef enum dhs_fault_kind { DHS_FAULT_HOST_ALLOC = 0, DHS_FAULT_DEVICE_ALLOC = 1, DHS_FAULT_COPY = 2, DHS_FAULT_COUNT_ } dhs_fault_kind;
+void dhs_backend_fault_at(dhs_backend *be, dhs_fault_kind kind, uint64_t nth);
+uint64_t dhs_backend_faults_injected(const dhs_backend *be);
+
+/* ---------------------------------------------------------------- context */
+typedef struct dhs_ctx dhs_ctx;
+typedef struct dhs_req { uint32_t id; uint32_t gen; } dhs_req; /* opaque handle value */
+
+/* The context keeps a copy of arch and cfg; be must outlive it. */
+dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out);
+void dhs_ctx_destroy(dhs_ctx *ctx); /* NULL is a no-op; frees every byte on both tiers */
+
+/* Device pool of a source: pool_rows() rows of row_bytes each. On the CPU
+   backend this is host memory emulating the device tier. */
+const void *dhs_source_pool(const dhs_ctx *ctx, int32_t source);
+int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source);
+
+/* ---------------------------------------------------------------- requests */
+/* Admission (DESIGN §3): reserves required allocations (hot caches, tails,
+   staging share) and room for `expected_rows` rows of optional history.
+   Returns DHS_WAIT when even reclaiming every optional page cannot make room;
+   nothing is changed then. Reclaim may take whole other requests' optional
+   pages (after their host backup and earlier readers completed). */
+dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *out);
+
+/* Import a request's prefill history: n_positions positions; rows[src] points
+   to ceil(n_positions / m) rows of that source (16-byte aligned). Flags:
+   DHS_IMPORT_DEVICE: rows are device-tier buffers (prefill output): complete
+     pages go to optional history while capacity allows, their host backup
+     deferred; the rest is copied to host.
+   DHS_IMPORT_HOST: rows already exist on host; copied into host backing, and
+     optional pages are populated later by repopulation.
+   Only valid once, before the request's first round. The caller's buffers may
+   be reused when the call returns. */
+#define DHS_IMPORT_DEVICE 1u
+#define DHS_IMPORT_HOST 2u
+dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
+                              const void *const *rows, unsigned flags);
+
+/* Close: releases every allocation of the request (after its readers). */
+dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r);
+
+/* Committed positions n_r of a request. */
+dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n);
+
+/* ---------------------------------------------------------------- rounds */
+/* Opens a round: requests reqs[i] verify K[i] queries at positions
+   n_r .. n_r + K[i] - 1 (1 <= K[i] <= k_max). Also runs housekeeping:
+   completes copies, publishes populated pages, retires reclaimed ones,
+   repopulates (bounded). */
+dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K);
+
+/* Writes rows of the current block into the tail: rows first_row ..
+   first_row + n_rows - 1 of `source`, each row covering positions < n_r + K_r.
+   Rows of a compressed source's incomplete group may be rewritten. */
+dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row,
+                          int32_t n_rows, const void *data);
+
+typedef struct dhs_resolve_item {
+    dhs_req req;
+    int32_t n_queries;  /* K_r of the open round (all queries) */
+    const int32_t *sel; /* [n_queries][k] selected rows, -1 = padding */
+    int32_t *loc;       /* out: [n_sources_of_group][n_queries][k] pool rows, -1 for -1 */
+} dhs_resolve_item;
+
+/* Resolves selections of `group` for a batch of requests: direct (tail, ready
+   optional pages) -> hot -> recover from host. Every source of the group gets
+   its own location vector (same plan, its own bytes). All inputs are
+   validated before any state changes. */
+dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
+                       const dhs_resolve_item *items);
+
+/* Closes the round: accepted[i] proposals of reqs[i] accepted
+   (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
+   join history with host backup scheduled; rejected rows are discarded. */
+dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
+
+/* Completes every outstanding copy and fence (for shutdown and tests). */
+dhs_status dhs_sync(dhs_ctx *ctx);
+
+/* ---------------------------------------------------------------- stats */
+typedef struct dhs_stats {
+    uint64_t entries;            /* resolved entries (excluding -1) */
+    uint64_t census_direct, census_hot, census_host;
+    uint64_t distinct_misses;    /* distinct rows recovered from host */
+    uint64_t host_rows_copied;   /* rows gathered host -> device by the resolver */
+    uint64_t host_bytes_copied;
+    uint64_t backup_rows, backup_bytes;   /* device -> host */
+    uint64_t populate_rows, populate_bytes;
+    uint64_t staging_rows, staging_rows_peak;
+    uint64_t admissions, waits, reclaims, reclaimed_pages, repopulated_pages, retired_pages;
+    uint64_t rounds, accepted, rejected_rows;
+    uint64_t resolve_calls;
+} dhs_stats;
+
+void dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out);
+void dhs_reset_stats(dhs_ctx *ctx);
+
+typedef struct dhs_mem {
+    uint64_t M;          /* pool capacity, bytes */
+    uint64_t M_req;      /* required allocations (hot, tail, staging), bytes */
+    uint64_t M_opt;      /* optional history pages (any state), bytes */
+    uint64_t M_res;      /* admission reserve, bytes */
+    uint64_t device_bytes_allocated; /* every device-tier byte the library holds */
+    uint64_t host_bytes_allocated;   /* every host byte (pinned + metadata) */
+    int64_t pages_total, pages_free;
+    int32_t requests_open;
+} dhs_mem;
+void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
+
+/* ---------------------------------------------------------------- sizing */
+/* DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p). */
+int64_t dhs_ring_rows(int64_t window, int32_t k_max, int32_t page_rows);
+/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row. */
+uint64_t dhs_ring_bytes(int64_t window, int32_t k_max, int32_t page_rows, int32_t slots,
+                        uint64_t bytes_per_draft_row);
+/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d). */
+int64_t dhs_ring_row(int64_t ring_rows, int32_t slot, int64_t t);
+/* Staging reservation M_stage = chi * N * K_max * k * d_KV. */
+uint64_t dhs_staging_bytes(int32_t live_sources, int32_t slots, int32_t k_max, int32_t k,
+                           uint64_t row_bytes);
+
+/* ---------------------------------------------------------------- checks */
+/* Invariant checkers, usable inside assert(): return 0 when everything holds,
+   else the number of violations found; the first is described in msg. */
+int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len);
+
+/* Reads the bytes a location addresses (for tests and verification). */
+dhs_status dhs_read_location(const dhs_ctx *ctx, int32_t source, int32_t loc, void *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* backend.h - the small vtable every backend implements (CPU reference in
+ * src/cpu, CUDA in src/cuda). The core never touches device memory except
+ * through these calls; on the CPU backend "device" memory is plain host
+ * memory that emulates the device tier.
+ *
+ * Streams: the backend has a *compute stream* (resolver gathers, attention in
+ * the engine) and a *side stream* (backups, population). Work on the compute
+ * stream is ordered: a gather issued before a reader is visible to it. Side
+ * stream copies complete later and are tracked by tickets.
+ */
+#ifndef DHS_CORE_BACKEND_H
+#define DHS_CORE_BACKEND_H
+
+#include "dhs.h"
+
+typedef uint64_t dhs_ticket; /* 0 = nothing to wait for */
+
+/* one row to move: src and dst are row starts, row_bytes each */
+typedef struct dhs_copy_pair {
+    const void *src;
+    void *dst;
+} dhs_copy_pair;
+
+typedef struct dhs_backend_ops {
+    const char *name;
+    /* device tier: pools (accounted by the caller through be_* wrappers) */
+    dhs_status (*dev_alloc)(dhs_backend *be, size_t bytes, void **out);
+    void (*dev_free)(dhs_backend *be, void *p, size_t bytes);
+    /* pinned host memory, mapped for device reads */
+    dhs_status (*host_alloc)(dhs_backend *be, size_t bytes, void **out);
+    void (*host_free)(dhs_backend *be, void *p, size_t bytes);
+    /* resolver recovery: rows host -> device on the compute stream, visible to
+       every later reader on that stream. pairs[] live in host memory. */
+    dhs_status (*gather_h2d)(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes);
+    /* rows copied on the side stream (backup d2h, population h2d, d2d);
+       bytes are read when the copy executes, which may be late. */
+    dhs_status (*copy_rows_async)(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n,
+                                  uint32_t row_bytes, dhs_ticket *t);
+    /* synchronous copy between the engine's buffers and device/host memory
+       (imports, tail writes): src/dst may be host or device. */
+    dhs_status (*copy_sync)(dhs_backend *be, void *dst, const void *src, size_t bytes);
+    /* a ticket that completes when every reader issued so far finished */
+    dhs_status (*record_readers)(dhs_backend *be, dhs_ticket *t);
+    int (*done)(dhs_backend *be, dhs_ticket t);
+    dhs_status (*wait)(dhs_backend *be, dhs_ticket t);
+    /* advance emulated time by one round (CPU async mode; no-op elsewhere) */
+    void (*tick)(dhs_backend *be);
+    void (*destroy)(dhs_backend *be);
+} dhs_backend_ops;
+
+struct dhs_backend {
+    const dhs_backend_ops *ops;
+    void *impl;
+    /* fault injection: fail the nth call of each kind (0 = off) */
+    uint64_t fault_nth[DHS_FAULT_COUNT_];
+    uint64_t fault_calls[DHS_FAULT_COUNT_];
+    uint64_t faults_injected;
+    /* accounting of everything allocated through the wrappers below */
+    uint64_t dev_bytes, host_bytes;
+};
+
+/* Returns 1 (and counts it) when this call of `kind` must fail. */
+static inline int be_fault(dhs_backend *be, dhs_fault_kind kind)
+{
+    if (!be->fault_nth[kind]) return 0;
+    if (++be->fault_calls[kind] == be->fault_nth[kind]) {
+        be->fault_nth[kind] = 0;
+        be->faults_injected++;
+        return 1;
+    }
+    return 0;
+}
+
+/* Accounted choke points (src/core/backend.c). */
+dhs_status be_dev_alloc(dhs_backend *be, size_t bytes, void **out);
+void be_dev_free(dhs_backend *be, void *p, size_t bytes);
+dhs_status be_host_alloc(dhs_backend *be, size_t bytes, void **out);
+void be_host_free(dhs_backend *be, void *p, size_t bytes);
+dhs_status be_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes);
+dhs_status be_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t);
+
+/* Shared by backends: initialise the common part. */
+void be_init_common(dhs_backend *be, const dhs_backend_ops *ops, void *impl);
+
+#endif

@@ -1,0 +1,32 @@
+/* policy.h - hot-cache replacement policies behind one interface.
+ *
+ * A policy orders the occupied slots of one hot cache (B slots). The core
+ * keeps free slots itself and asks for a victim only when none is free.
+ * Every call is O(1) or O(log B); victim() skips slots protected in the
+ * current round (prot[slot] == epoch) and returns -1 when every occupied slot
+ * is protected. `key` is the policy's extra input: ignored by LRU/CLOCK/FIFO,
+ * the access time for LFU ties, the next-use time for OPT (simulator oracle).
+ */
+#ifndef DHS_CORE_POLICY_H
+#define DHS_CORE_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dhs.h"
+
+typedef struct dhs_policy_ops {
+    const char *name;
+    size_t (*state_bytes)(int32_t B);
+    void (*init)(void *st, int32_t B);
+    void (*insert)(void *st, int32_t slot, uint64_t key); /* slot newly filled */
+    void (*touch)(void *st, int32_t slot, uint64_t key);  /* hit on an occupied slot */
+    void (*remove)(void *st, int32_t slot);               /* slot emptied */
+    int32_t (*victim)(void *st, const uint32_t *prot, uint32_t epoch);
+} dhs_policy_ops;
+
+/* DHS_POLICY_OPT is simulator-only: it needs the next-use oracle. */
+#define DHS_POLICY_OPT ((dhs_policy)DHS_POLICY_COUNT_)
+const dhs_policy_ops *dhs_policy_get(dhs_policy p);
+
+#endif
