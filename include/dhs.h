@@ -245,6 +245,13 @@ typedef struct dhs_resolve_item {
 dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
                        const dhs_resolve_item *items);
 
+/* Declares that every consumer of `group` in this round has been issued:
+   its staged rows are promoted into the hot cache and its staging arenas can
+   serve the next layer group once these readers complete. Optional: the round
+   end does it for every group. Locations of the group's staged rows are not
+   valid for readers issued after this call. */
+dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
+
 /* Closes the round: accepted[i] proposals of reqs[i] accepted
    (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
    join history with host backup scheduled; rejected rows are discarded. */

@@ -1,0 +1,139 @@
+/* check.c - invariant checkers (DESIGN §2): I1 (no loss), I3 (isolation:
+ * every page a request maps is owned by it, once), I4 (accounting), and the
+ * reverse-index / slot-table agreement. I2 (bytes) is checked by callers that
+ * hold the original rows (tests, `dhs verify`) through dhs_read_location.
+ * Cost is O(pages + requests * (B + rows)): for tests, not the hot path.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+typedef struct {
+    int n;
+    char *msg;
+    size_t len;
+} viol;
+
+static void fail(viol *v, const char *fmt, ...)
+{
+    if (v->n++ == 0 && v->msg && v->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(v->msg, v->len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void own(viol *v, const dhs_ctx *ctx, uint8_t *seen, int32_t pg, int32_t slot, enum page_use use, const char *what)
+{
+    if (pg < 0 || pg >= ctx->n_pages) { fail(v, "I3: request %d %s page %d out of range", slot, what, pg); return; }
+    if (seen[pg]++) fail(v, "I3: page %d mapped twice (request %d %s)", pg, slot, what);
+    if (ctx->page_owner[pg] != slot) fail(v, "I3: page %d of request %d %s owned by %d", pg, slot, what, ctx->page_owner[pg]);
+    if (ctx->page_use[pg] != use) fail(v, "I4: page %d of request %d %s has use %d", pg, slot, what, ctx->page_use[pg]);
+}
+
+int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
+{
+    viol v = {0, msg, msg_len};
+    if (msg && msg_len) msg[0] = 0;
+    if (!ctx) return 0;
+    const dhs_config *c = &ctx->cfg;
+    int32_t B = c->hot_rows, p = c->page_rows;
+    /* I4: page census equals the counters and fits */
+    int64_t cnt[PAGE_DEFERRED + 1] = {0};
+    for (int64_t i = 0; i < ctx->n_pages; i++) cnt[ctx->page_use[i] <= PAGE_DEFERRED ? ctx->page_use[i] : 0]++;
+    if (cnt[PAGE_FREE] != ctx->n_free_pages) fail(&v, "I4: %lld free pages, free list holds %lld", (long long)cnt[PAGE_FREE], (long long)ctx->n_free_pages);
+    if (cnt[PAGE_OPT] != ctx->pages_opt) fail(&v, "I4: %lld optional pages, counter %lld", (long long)cnt[PAGE_OPT], (long long)ctx->pages_opt);
+    if (cnt[PAGE_HOT] + cnt[PAGE_TAIL] + cnt[PAGE_STAGING] + cnt[PAGE_DEFERRED] != ctx->pages_req)
+        fail(&v, "I4: required page census differs from counter %lld", (long long)ctx->pages_req);
+    if (ctx->pages_req + ctx->pages_opt + ctx->pages_res > ctx->n_pages)
+        fail(&v, "I4: M_req %lld + M_opt %lld + M_res %lld > M %lld pages", (long long)ctx->pages_req,
+             (long long)ctx->pages_opt, (long long)ctx->pages_res, (long long)ctx->n_pages);
+    if (cnt[PAGE_DEFERRED] != ctx->n_deferred) fail(&v, "I4: deferred pages %lld, list %lld", (long long)cnt[PAGE_DEFERRED], (long long)ctx->n_deferred);
+    if (c->payload_free == 0 && ctx->be->dev_bytes < (uint64_t)ctx->n_pages * p * ctx->row_stride)
+        fail(&v, "I4: device bytes accounted below the pool size");
+    uint8_t *seen = calloc((size_t)ctx->n_pages + 1, 1);
+    if (!seen) return v.n + 1;
+    int32_t open = 0;
+    for (int32_t slot = 0; slot < c->max_requests; slot++) {
+        const request *rq = &ctx->req[slot];
+        if (!rq->in_use) continue;
+        open++;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            const grp_state *gs = &rq->g[g];
+            int32_t nsrc = ctx->grp_nsrc[g];
+            /* reverse index and slot table agree */
+            int32_t occupied = 0;
+            for (int32_t q = 0; q < B; q++) {
+                int64_t row = gs->row_of[q];
+                if (row < 0) continue;
+                occupied++;
+                if (row >= ctx->grp_max_rows[g] || gs->slot_of[row] != q)
+                    fail(&v, "index: request %d group %d slot %d holds row %lld but slot_of disagrees", slot, g, q, (long long)row);
+                if (row >= gs->hist_rows) fail(&v, "hot slot %d of request %d holds uncommitted row %lld", q, slot, (long long)row);
+                else if (!bit_get(gs->host_valid, row)) fail(&v, "hot row %lld of request %d has no host copy", (long long)row, slot);
+            }
+            if (occupied + gs->n_free != B) fail(&v, "index: request %d group %d: %d occupied + %d free != B", slot, g, occupied, gs->n_free);
+            int64_t mapped = 0;
+            for (int64_t row = 0; row < ctx->grp_max_rows[g]; row++) {
+                int32_t q = gs->slot_of[row];
+                if (q < 0) continue;
+                if (q < B) {
+                    mapped++;
+                    if (gs->row_of[q] != row) fail(&v, "index: slot_of[%lld] = %d but row_of = %lld", (long long)row, q, (long long)gs->row_of[q]);
+                } else if (q - B >= gs->n_staged || gs->staged_row[q - B] != row) {
+                    fail(&v, "index: row %lld of request %d maps to stale staging %d", (long long)row, slot, q - B);
+                }
+            }
+            if (mapped != occupied) fail(&v, "index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
+            /* tail window */
+            if (!(gs->tail_lo <= gs->backup_hi && gs->backup_hi <= gs->hist_rows))
+                fail(&v, "tail: request %d group %d tail_lo %lld backup_hi %lld hist %lld", slot, g, (long long)gs->tail_lo,
+                     (long long)gs->backup_hi, (long long)gs->hist_rows);
+            for (int32_t si = 0; si < nsrc; si++)
+                if (gs->src[si].written_hi - gs->tail_lo > c->tail_rows)
+                    fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
+                         (long long)(gs->src[si].written_hi - gs->tail_lo), c->tail_rows);
+            /* optional pages */
+            int64_t held = 0;
+            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+                int st = gs->opt_state[hp];
+                if (st != OPT_ABSENT) held++;
+                for (int32_t si = 0; si < nsrc; si++) {
+                    int32_t pg = gs->src[si].opt_pages[hp];
+                    if ((st == OPT_ABSENT) != (pg < 0)) fail(&v, "opt: request %d page %lld state %d phys %d", slot, (long long)hp, st, pg);
+                    if (pg >= 0) own(&v, ctx, seen, pg, slot, PAGE_OPT, "optional");
+                }
+                if (st == OPT_PENDING)
+                    for (int32_t i = 0; i < p; i++)
+                        if (!bit_get(gs->host_valid, hp * p + i)) fail(&v, "I1: pending page %lld of request %d lacks host rows", (long long)hp, slot);
+            }
+            if (held != gs->opt_held) fail(&v, "opt: request %d group %d held %lld counter %lld", slot, g, (long long)held, (long long)gs->opt_held);
+            /* I1: every committed row is ready on the device or has a host copy */
+            for (int64_t row = 0; row < gs->hist_rows; row++) {
+                if (row >= gs->tail_lo) break; /* tail rows are ready */
+                if (bit_get(gs->host_valid, row)) continue;
+                int64_t hp = row / p;
+                if (hp < gs->n_opt_pages && gs->opt_state[hp] == OPT_READY) continue;
+                fail(&v, "I1: request %d group %d row %lld is neither ready nor backed up", slot, g, (long long)row);
+                break;
+            }
+            for (int32_t si = 0; si < nsrc; si++) {
+                const src_state *ss = &gs->src[si];
+                for (int32_t i = 0; i < B / p; i++) own(&v, ctx, seen, ss->hot_pages[i], slot, PAGE_HOT, "hot");
+                for (int32_t i = 0; i < c->tail_rows / p; i++) own(&v, ctx, seen, ss->tail_pages[i], slot, PAGE_TAIL, "tail");
+            }
+        }
+    }
+    if (open != ctx->n_open) fail(&v, "requests: %d open, counter %d", open, ctx->n_open);
+    for (int64_t i = 0; i < ctx->n_pages; i++) {
+        int u = ctx->page_use[i];
+        if ((u == PAGE_HOT || u == PAGE_TAIL || u == PAGE_OPT) && !seen[i])
+            fail(&v, "I4: page %lld in use %d by %d but mapped by no request", (long long)i, u, ctx->page_owner[i]);
+    }
+    free(seen);
+    return v.n;
+}

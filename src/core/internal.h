@@ -1,0 +1,192 @@
+/* internal.h - private state of a dhs_ctx. Not part of the public API.
+ *
+ * Memory layout: ONE device pool of `n_pages` pages, each `page_rows` rows of
+ * `row_stride` bytes (the largest row_bytes of the architecture). A location
+ * is a row index into that pool (page * page_rows + offset), as FlashMLA's
+ * `indices`. Hot caches, tails, optional history and staging arenas are all
+ * pages of this pool, owned by exactly one (request, use) at a time.
+ *
+ * Per request and group (the selection-state unit) the core keeps one plan
+ * state (reverse index, hot slots, tail window, optional page states); each
+ * source of the group has its own physical pages and host backing, laid out
+ * identically, so one plan is replayed per source.
+ */
+#ifndef DHS_CORE_INTERNAL_H
+#define DHS_CORE_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "core/policy.h"
+#include "core/sim_hooks.h"
+#include "dhs.h"
+
+#define HOST_CHUNK_ROWS 1024
+
+enum opt_state { OPT_ABSENT = 0, OPT_PENDING = 1, OPT_READY = 2, OPT_RETIRING = 3 };
+
+enum page_use { PAGE_FREE = 0, PAGE_HOT, PAGE_TAIL, PAGE_OPT, PAGE_STAGING, PAGE_DEFERRED };
+
+/* per source of a group, per request: physical pages and host rows */
+typedef struct src_state {
+    int32_t *hot_pages;    /* [B / p] */
+    int32_t *tail_pages;   /* [T / p] */
+    int32_t *opt_pages;    /* [n_opt_pages] physical page or -1 */
+    uint8_t **host_chunks; /* [max_rows / HOST_CHUNK_ROWS + 1] pinned host chunks */
+    int64_t n_host_chunks;
+    int64_t written_hi;    /* rows < written_hi hold valid bytes for this source */
+} src_state;
+
+typedef struct grp_state {
+    /* hot cache */
+    int32_t *slot_of;   /* [max_rows_g] hot slot of a row or -1 (reverse index) */
+    int64_t *row_of;    /* [B] row in a slot or -1 */
+    uint32_t *prot;     /* [B] round epoch in which the slot was selected */
+    uint32_t *fill;     /* [B] resolve-call id that filled the slot */
+    int32_t *free_slots;
+    int32_t n_free;
+    void *pol;          /* policy state */
+    /* history and tail (rows of this group's sources) */
+    int64_t hist_rows;     /* committed complete rows */
+    int64_t import_rows;   /* complete rows that came from import (optional-eligible) */
+    int64_t tail_lo;       /* rows < tail_lo have a complete host copy (or are optional-ready) */
+    int64_t backup_hi;     /* rows [tail_lo, backup_hi) have a backup in flight */
+    dhs_ticket backup_ticket;
+    uint64_t *host_valid;  /* bitmap [max_rows_g]: complete host copy */
+    /* optional history pages */
+    int64_t n_opt_pages;   /* = import_rows / p (complete imported pages) */
+    uint8_t *opt_state;    /* [n_opt_pages] enum opt_state */
+    uint8_t *opt_backing;  /* [n_opt_pages] 1 when a reclaim backup is in flight */
+    dhs_ticket *opt_ticket;/* [n_opt_pages] copy or readers ticket */
+    int64_t opt_held;      /* pages (per source) held in any non-absent state */
+    /* staging this round: rows beyond the hot cache, slot_of[row] = B + idx */
+    int32_t n_staged;      /* staged rows used this round */
+    int32_t n_staged_call; /* n_staged when the current resolve call began */
+    int64_t *staged_row;   /* [k_max * max_k] row of each staged index */
+    src_state *src;        /* [n_sources_of_group] */
+} grp_state;
+
+typedef struct request {
+    uint32_t gen;
+    int in_use;
+    int imported;
+    int in_round;
+    int32_t K;          /* queries this round */
+    int64_t n;          /* committed positions n_r */
+    int64_t expected;   /* positions announced at open */
+    uint64_t admit_seq; /* admission order */
+    int reclaiming;     /* reclaim in progress (optional pages being given back) */
+    grp_state *g;       /* [n_groups] */
+} request;
+
+typedef struct arena {
+    int32_t first_page;   /* arenas are contiguous page runs */
+    int32_t n_pages;
+    int busy;
+    dhs_ticket readers;   /* free once this completes (after release) */
+    int released;
+} arena;
+
+typedef struct deferred_free {
+    int32_t page;
+    dhs_ticket t;
+} deferred_free;
+
+struct dhs_ctx {
+    dhs_arch arch;
+    dhs_config cfg;
+    dhs_backend *be;
+    const dhs_policy_ops *pol;
+    dhs_next_use_fn next_use;
+    void *next_use_user;
+
+    /* architecture derived */
+    int32_t *grp_m;         /* [n_groups] positions per row */
+    int32_t *grp_nsrc;      /* [n_groups] */
+    int32_t **grp_srcs;     /* [n_groups][nsrc] source ids */
+    int32_t *src_grp_idx;   /* [n_sources] index of the source within its group */
+    uint32_t row_stride;    /* pool row bytes */
+    int64_t *grp_max_rows;  /* [n_groups] */
+
+    /* pool */
+    uint8_t *pool;          /* device tier, n_pages * page_rows * row_stride bytes */
+    int64_t n_pages;
+    int32_t *free_pages;
+    int64_t n_free_pages;
+    uint8_t *page_use;      /* [n_pages] enum page_use */
+    int32_t *page_owner;    /* [n_pages] request slot or -1 */
+    int64_t pages_req;      /* hot + tail + staging (+ deferred) */
+    int64_t pages_opt;
+    int64_t pages_res;      /* reserve */
+    int64_t req_pages_per_request;
+
+    /* staging arenas: grp_arena[g] = first of grp_nsrc[g] arenas held this round, -1 none */
+    int32_t *grp_arena;
+    arena *arenas;
+    int32_t n_arenas;
+    int32_t arena_rows_per_slot; /* K_max * k rows per request slot */
+
+    deferred_free *deferred;
+    int64_t n_deferred, cap_deferred;
+
+    /* requests */
+    request *req;
+    int32_t n_open;
+    uint64_t admit_seq;
+    int32_t repop_cursor;
+
+    /* round */
+    int round_open;
+    uint32_t epoch;         /* round counter (protection) */
+    uint32_t call_id;       /* resolve call counter */
+    int32_t n_round;
+    int32_t *round_reqs;    /* [max_requests] slots in the round, in order */
+    uint64_t clock;         /* access time for policies */
+
+    /* scratch for the resolver */
+    int64_t *scratch_code;  /* [k_max * max_k * max_requests] per entry logical location */
+    dhs_copy_pair *pairs;
+    int64_t cap_pairs;
+
+    uint64_t meta_bytes;    /* host metadata bytes (accounted) */
+    dhs_stats st;
+};
+
+/* accounted host metadata allocation (plain malloc, counted, fault-injectable) */
+void *ctx_calloc(dhs_ctx *ctx, size_t n, size_t size);
+void ctx_free(dhs_ctx *ctx, void *p, size_t n, size_t size);
+
+/* page allocator */
+int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner);
+void page_release(dhs_ctx *ctx, int32_t page); /* deferred until readers completed */
+void page_free_now(dhs_ctx *ctx, int32_t page);
+
+static inline uint8_t *pool_row(const dhs_ctx *ctx, int64_t loc)
+{
+    return ctx->pool + (uint64_t)loc * ctx->row_stride;
+}
+
+/* host rows are spaced by row_stride like pool rows, so one copy of
+   row_stride bytes moves a row of any source */
+static inline uint8_t *host_row(const dhs_ctx *ctx, const src_state *ss, int64_t row)
+{
+    return ss->host_chunks[row / HOST_CHUNK_ROWS] + (uint64_t)(row % HOST_CHUNK_ROWS) * ctx->row_stride;
+}
+
+static inline int bit_get(const uint64_t *b, int64_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1u); }
+static inline void bit_set(uint64_t *b, int64_t i) { b[i >> 6] |= (uint64_t)1 << (i & 63); }
+static inline void bit_clr(uint64_t *b, int64_t i) { b[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
+
+request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+
+/* residency (residency.c) */
+dhs_status res_admit(dhs_ctx *ctx, request *rq);
+void res_housekeeping(dhs_ctx *ctx);
+dhs_status res_drain(dhs_ctx *ctx);
+void res_repopulate(dhs_ctx *ctx);
+dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows);
+dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
+void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
+void request_free_all(dhs_ctx *ctx, request *rq);
+
+#endif

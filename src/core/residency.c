@@ -1,0 +1,393 @@
+/* residency.c - load-adaptive residency (DESIGN §3): resident-first
+ * admission, whole-request reclaim, ordered retire/populate, bounded
+ * round-robin repopulation, tail backups.
+ *
+ * Ordering rules (I1 at every instant):
+ *  - a reclaimed page keeps serving (READY) until the backup of its rows has
+ *    completed; only then is it retired, and its memory returns to the free
+ *    list after every reader issued before the retirement completed;
+ *  - a populated page is PENDING (invisible to the resolver) until its copy
+ *    completed, then READY;
+ *  - a committed tail row stays in the tail (served directly) until its host
+ *    backup completed.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows)
+{
+    (void)src;
+    if (ctx->cfg.payload_free) return DHS_OK;
+    int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
+    while (ss->n_host_chunks < need) {
+        void *p = NULL;
+        dhs_status s = be_host_alloc(ctx->be, (size_t)HOST_CHUNK_ROWS * ctx->row_stride, &p);
+        if (s != DHS_OK) return s;
+        ss->host_chunks[ss->n_host_chunks++] = p;
+    }
+    return DHS_OK;
+}
+
+static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
+{
+    int32_t p = ctx->cfg.page_rows;
+    int32_t t = (int32_t)(row % ctx->cfg.tail_rows);
+    return (int64_t)ss->tail_pages[t / p] * p + t % p;
+}
+
+static dhs_status ensure_pairs(dhs_ctx *ctx, int64_t n)
+{
+    if (n <= ctx->cap_pairs) return DHS_OK;
+    int64_t cap = ctx->cap_pairs ? ctx->cap_pairs : 1024;
+    while (cap < n) cap *= 2;
+    dhs_copy_pair *np = ctx_calloc(ctx, (size_t)cap, sizeof *np);
+    if (!np) return DHS_ERR_NOMEM;
+    ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
+    ctx->pairs = np;
+    ctx->cap_pairs = cap;
+    return DHS_OK;
+}
+
+dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n);
+dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n) { return ensure_pairs(ctx, n); }
+
+/* Issues the host backup of committed tail rows [tail_lo, hist_rows) of one
+   group (all its sources) on the side stream, unless one is in flight. */
+dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g)
+{
+    grp_state *gs = &rq->g[g];
+    if (gs->backup_ticket || gs->backup_hi >= gs->hist_rows) return DHS_OK;
+    int64_t lo = gs->backup_hi, hi = gs->hist_rows, n = 0;
+    int32_t nsrc = ctx->grp_nsrc[g];
+    for (int32_t si = 0; si < nsrc; si++) {
+        dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &gs->src[si], hi);
+        if (s != DHS_OK) return s;
+    }
+    if (!ctx->cfg.payload_free) {
+        dhs_status s = ensure_pairs(ctx, (hi - lo) * nsrc);
+        if (s != DHS_OK) return s;
+        for (int32_t si = 0; si < nsrc; si++) {
+            src_state *ss = &gs->src[si];
+            for (int64_t row = lo; row < hi; row++)
+                ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row)};
+        }
+    }
+    dhs_ticket t = 0;
+    dhs_status s = be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t);
+    if (s != DHS_OK) return s;
+    gs->backup_ticket = t ? t : 0;
+    gs->backup_hi = hi;
+    ctx->st.backup_rows += (uint64_t)(hi - lo) * nsrc;
+    ctx->st.backup_bytes += (uint64_t)(hi - lo) * nsrc * ctx->row_stride;
+    if (!t) { /* completed at once */
+        for (int64_t row = gs->tail_lo; row < hi; row++) bit_set(gs->host_valid, row);
+        gs->tail_lo = hi;
+    }
+    return DHS_OK;
+}
+
+/* Marks a completed backup; with force, waits for it and backs up the rest. */
+void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
+{
+    grp_state *gs = &rq->g[g];
+    for (int pass = 0; pass < 2; pass++) {
+        if (gs->backup_ticket) {
+            if (!ctx->be->ops->done(ctx->be, gs->backup_ticket)) {
+                if (!force) return;
+                if (ctx->be->ops->wait(ctx->be, gs->backup_ticket) != DHS_OK) return;
+            }
+            for (int64_t row = gs->tail_lo; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+            gs->tail_lo = gs->backup_hi;
+            gs->backup_ticket = 0;
+        }
+        if (!force || gs->tail_lo >= gs->hist_rows) return;
+        if (backup_issue(ctx, rq, g) != DHS_OK) return;
+    }
+}
+
+/* ------------------------------------------------------------- optional pages */
+static int32_t nsrc_of(const dhs_ctx *ctx, int32_t g) { return ctx->grp_nsrc[g]; }
+
+static int64_t req_opt_pages(const dhs_ctx *ctx, const request *rq)
+{
+    int64_t a = 0;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) a += rq->g[g].opt_held * nsrc_of(ctx, g);
+    return a;
+}
+
+static void opt_release_page(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
+{
+    grp_state *gs = &rq->g[g];
+    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+        if (gs->src[si].opt_pages[hp] >= 0) page_release(ctx, gs->src[si].opt_pages[hp]);
+        gs->src[si].opt_pages[hp] = -1;
+    }
+    gs->opt_state[hp] = OPT_ABSENT;
+    gs->opt_backing[hp] = 0;
+    gs->opt_ticket[hp] = 0;
+    gs->opt_held--;
+}
+
+/* Starts the reclaim of page hp: back up rows without a host copy. */
+static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
+{
+    grp_state *gs = &rq->g[g];
+    int32_t p = ctx->cfg.page_rows;
+    if (gs->opt_state[hp] != OPT_READY || gs->opt_backing[hp]) return DHS_OK;
+    int need = 0;
+    for (int32_t i = 0; i < p; i++)
+        if (!bit_get(gs->host_valid, hp * p + i)) need = 1;
+    if (!need) {
+        gs->opt_state[hp] = OPT_RETIRING;
+        return DHS_OK;
+    }
+    int32_t nsrc = ctx->grp_nsrc[g];
+    int64_t n = 0;
+    if (!ctx->cfg.payload_free) {
+        dhs_status s = ensure_pairs(ctx, (int64_t)p * nsrc);
+        if (s != DHS_OK) return s;
+        for (int32_t si = 0; si < nsrc; si++) {
+            src_state *ss = &gs->src[si];
+            for (int32_t i = 0; i < p; i++)
+                ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i),
+                                                  host_row(ctx, ss, hp * p + i)};
+        }
+    }
+    dhs_ticket t = 0;
+    dhs_status s = be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t);
+    if (s != DHS_OK) return s;
+    ctx->st.backup_rows += (uint64_t)p * nsrc;
+    ctx->st.backup_bytes += (uint64_t)p * nsrc * ctx->row_stride;
+    gs->opt_backing[hp] = 1;
+    gs->opt_ticket[hp] = t;
+    return DHS_OK;
+}
+
+/* Advances page hp: backup done -> retiring (host copy complete) -> freed
+   after the readers. With force, waits. */
+static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int force)
+{
+    grp_state *gs = &rq->g[g];
+    int32_t p = ctx->cfg.page_rows;
+    dhs_backend *be = ctx->be;
+    if (gs->opt_state[hp] == OPT_PENDING && gs->opt_ticket[hp]) {
+        if (!be->ops->done(be, gs->opt_ticket[hp])) {
+            if (!force) return;
+            be->ops->wait(be, gs->opt_ticket[hp]);
+        }
+        gs->opt_ticket[hp] = 0;
+        gs->opt_state[hp] = rq->reclaiming ? OPT_RETIRING : OPT_READY;
+        if (gs->opt_state[hp] == OPT_READY) ctx->st.repopulated_pages++;
+    }
+    if (gs->opt_state[hp] == OPT_READY && gs->opt_backing[hp]) {
+        if (gs->opt_ticket[hp] && !be->ops->done(be, gs->opt_ticket[hp])) {
+            if (!force) return;
+            be->ops->wait(be, gs->opt_ticket[hp]);
+        }
+        for (int32_t i = 0; i < p; i++) bit_set(gs->host_valid, hp * p + i);
+        gs->opt_backing[hp] = 0;
+        gs->opt_ticket[hp] = 0;
+        gs->opt_state[hp] = OPT_RETIRING;
+    }
+    if (gs->opt_state[hp] == OPT_RETIRING) {
+        /* no reader can be handed this page from now on; page_release defers
+           the memory until earlier readers complete */
+        opt_release_page(ctx, rq, g, hp);
+        ctx->st.retired_pages++;
+    }
+}
+
+/* Takes every optional page of a request (whole-request reclaim). */
+static dhs_status reclaim_request(dhs_ctx *ctx, request *rq)
+{
+    rq->reclaiming = 1;
+    ctx->st.reclaims++;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+            if (gs->opt_state[hp] == OPT_ABSENT) continue;
+            ctx->st.reclaimed_pages += (uint64_t)ctx->grp_nsrc[g];
+            dhs_status s = opt_start_reclaim(ctx, rq, g, hp);
+            if (s != DHS_OK) return s;
+        }
+    }
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++)
+        for (int64_t hp = 0; hp < rq->g[g].n_opt_pages; hp++)
+            if (rq->g[g].opt_state[hp] != OPT_ABSENT) opt_advance(ctx, rq, g, hp, 1);
+    rq->reclaiming = 0;
+    return DHS_OK;
+}
+
+/* Frees deferred pages whose readers completed; with force waits for all. */
+static void deferred_sweep(dhs_ctx *ctx, int force)
+{
+    int64_t j = 0;
+    for (int64_t i = 0; i < ctx->n_deferred; i++) {
+        deferred_free d = ctx->deferred[i];
+        int done = !d.t || ctx->be->ops->done(ctx->be, d.t);
+        if (!done && force) done = ctx->be->ops->wait(ctx->be, d.t) == DHS_OK;
+        if (done) {
+            ctx->page_use[d.page] = PAGE_HOT; /* counted as required until now */
+            page_free_now(ctx, d.page);
+        } else {
+            ctx->deferred[j++] = d;
+        }
+    }
+    ctx->n_deferred = j;
+}
+
+dhs_status res_drain(dhs_ctx *ctx)
+{
+    deferred_sweep(ctx, 1);
+    return DHS_OK;
+}
+
+typedef struct { int32_t slot; int64_t key; } order_ent;
+
+static int cmp_order(const void *a, const void *b)
+{
+    const order_ent *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return x->slot - y->slot;
+}
+
+dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
+{
+    (void)new_rq;
+    int64_t need = ctx->req_pages_per_request;
+    deferred_sweep(ctx, 0);
+    if (ctx->n_free_pages - need >= ctx->pages_res) return DHS_OK;
+    deferred_sweep(ctx, 1);
+    int64_t delta = need + ctx->pages_res - ctx->n_free_pages;
+    if (delta <= 0) return DHS_OK;
+    /* what reclaiming every optional page could give */
+    int64_t all = 0;
+    int32_t N = ctx->cfg.max_requests;
+    order_ent *ord = malloc(sizeof(order_ent) * (size_t)N);
+    if (!ord) return DHS_ERR_NOMEM;
+    int32_t n = 0;
+    for (int32_t i = 0; i < N; i++) {
+        request *rq = &ctx->req[i];
+        if (!rq->in_use) continue;
+        int64_t a = req_opt_pages(ctx, rq);
+        if (a == 0) continue;
+        all += a;
+        int64_t key = 0;
+        switch (ctx->cfg.reclaim_order) {
+        case DHS_RECLAIM_MOST_PAGES: key = -a; break;
+        case DHS_RECLAIM_OLDEST: key = (int64_t)rq->admit_seq; break;
+        case DHS_RECLAIM_NEWEST: key = -(int64_t)rq->admit_seq; break;
+        default: break;
+        }
+        ord[n++] = (order_ent){i, key};
+    }
+    if (all < delta) {
+        free(ord);
+        return DHS_WAIT;
+    }
+    qsort(ord, (size_t)n, sizeof *ord, cmp_order);
+    int64_t covered = 0;
+    dhs_status s = DHS_OK;
+    for (int32_t i = 0; i < n && covered < delta; i++) {
+        request *rq = &ctx->req[ord[i].slot];
+        covered += req_opt_pages(ctx, rq);
+        s = reclaim_request(ctx, rq);
+        if (s != DHS_OK) break;
+    }
+    free(ord);
+    deferred_sweep(ctx, 1);
+    if (s != DHS_OK) return s;
+    return ctx->n_free_pages - need >= ctx->pages_res ? DHS_OK : DHS_WAIT;
+}
+
+/* Bounded round-robin repopulation of absent optional pages whose rows all
+   have host copies. */
+void res_repopulate(dhs_ctx *ctx)
+{
+    int32_t budget = ctx->cfg.repop_pages, N = ctx->cfg.max_requests, p = ctx->cfg.page_rows;
+    if (budget <= 0 || !ctx->cfg.resident_first) return;
+    for (int32_t step = 0; step < N && budget > 0; step++) {
+        int32_t slot = (ctx->repop_cursor + step) % N;
+        request *rq = &ctx->req[slot];
+        if (!rq->in_use || rq->reclaiming) continue;
+        for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0; g++) {
+            grp_state *gs = &rq->g[g];
+            int32_t nsrc = ctx->grp_nsrc[g];
+            for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
+                if (gs->opt_state[hp] != OPT_ABSENT) continue;
+                if (ctx->n_free_pages - nsrc < ctx->pages_res) return;
+                int ok = 1;
+                for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
+                if (!ok) continue;
+                int64_t n = 0;
+                if (!ctx->cfg.payload_free && ensure_pairs(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                for (int32_t si = 0; si < nsrc; si++) {
+                    src_state *ss = &gs->src[si];
+                    ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
+                    if (ctx->cfg.payload_free) continue;
+                    for (int32_t i = 0; i < p; i++)
+                        ctx->pairs[n++] = (dhs_copy_pair){host_row(ctx, ss, hp * p + i),
+                                                          pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};
+                }
+                dhs_ticket t = 0;
+                gs->opt_held++;
+                if (be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t) != DHS_OK) {
+                    /* nothing was read from these pages: free them at once */
+                    for (int32_t si = 0; si < nsrc; si++) {
+                        page_free_now(ctx, gs->src[si].opt_pages[hp]);
+                        gs->src[si].opt_pages[hp] = -1;
+                    }
+                    gs->opt_held--;
+                    return;
+                }
+                ctx->st.populate_rows += (uint64_t)p * nsrc;
+                ctx->st.populate_bytes += (uint64_t)p * nsrc * ctx->row_stride;
+                gs->opt_state[hp] = OPT_PENDING;
+                gs->opt_ticket[hp] = t;
+                if (!t) {
+                    gs->opt_state[hp] = OPT_READY;
+                    ctx->st.repopulated_pages++;
+                }
+                budget--;
+            }
+        }
+    }
+    ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
+}
+
+void res_housekeeping(dhs_ctx *ctx)
+{
+    if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
+    deferred_sweep(ctx, 0);
+    for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
+        request *rq = &ctx->req[i];
+        if (!rq->in_use) continue;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            grp_state *gs = &rq->g[g];
+            backup_complete(ctx, rq, g, 0);
+            backup_issue(ctx, rq, g); /* retries a failed issue; no-op otherwise */
+            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+                if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 0);
+        }
+    }
+    res_repopulate(ctx);
+}
+
+dhs_status dhs_sync(dhs_ctx *ctx)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
+        request *rq = &ctx->req[i];
+        if (!rq->in_use) continue;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            grp_state *gs = &rq->g[g];
+            backup_complete(ctx, rq, g, 1);
+            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+                if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 1);
+        }
+    }
+    deferred_sweep(ctx, 1);
+    return DHS_OK;
+}

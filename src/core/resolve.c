@@ -1,0 +1,398 @@
+/* resolve.c - rounds and the fused resolver (DESIGN §4, §5).
+ *
+ * One call resolves a group's selections for a batch of requests:
+ *   1. validate every entry of every item (nothing changes on error);
+ *   2. plan: per entry a logical location — tail ring index, optional page
+ *      row, hot slot or staging index — via O(1) lookups (reverse index
+ *      slot_of[row]); distinct misses of the request's union get a victim
+ *      slot from the policy (amortised O(1)) or a staging row when every slot
+ *      is protected this round;
+ *   3. one gather of all misses of all items and all sources of the group;
+ *   4. replay the plan per source: logical -> that source's physical rows.
+ */
+#include <string.h>
+
+#include "core/internal.h"
+
+dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n);
+
+enum { C_TAIL = 1, C_OPT = 2, C_HOT = 3, C_STAGE = 4 };
+#define CODE(kind, v) (((int64_t)(kind) << 48) | (int64_t)(v))
+#define CODE_KIND(c) ((int)((c) >> 48))
+#define CODE_VAL(c) ((c) & (((int64_t)1 << 48) - 1))
+#define PROMOTING UINT32_MAX /* fill mark of slots being promoted from staging */
+
+/* ------------------------------------------------------------- rounds */
+dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (ctx->round_open) return DHS_ERR_STATE;
+    if (n < 0 || n > ctx->cfg.max_requests || (n > 0 && (!reqs || !K))) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++) {
+        dhs_status err;
+        request *rq = req_get(ctx, reqs[i], &err);
+        if (!rq) return err;
+        if (K[i] > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
+        if (K[i] < 1) return DHS_ERR_INVALID_ARG;
+        if (rq->n + K[i] > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+        for (int32_t j = 0; j < i; j++)
+            if (reqs[j].id == reqs[i].id) return DHS_ERR_INVALID_ARG;
+    }
+    res_housekeeping(ctx);
+    ctx->epoch++;
+    ctx->n_round = n;
+    for (int32_t i = 0; i < n; i++) {
+        request *rq = &ctx->req[reqs[i].id];
+        rq->in_round = 1;
+        rq->K = K[i];
+        ctx->round_reqs[i] = (int32_t)reqs[i].id;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].n_staged = 0;
+    }
+    ctx->round_open = 1;
+    return DHS_OK;
+}
+
+/* Takes grp_nsrc[g] free arenas for group g; -1 when none are free. */
+static int32_t arena_acquire(dhs_ctx *ctx, int32_t g)
+{
+    int32_t need = ctx->grp_nsrc[g];
+    for (int32_t a = 0; a + need <= ctx->n_arenas; a++) {
+        int ok = 1;
+        for (int32_t i = a; i < a + need && ok; i++) {
+            arena *ar = &ctx->arenas[i];
+            if (ar->busy) ok = 0;
+            else if (ar->readers && !ctx->be->ops->done(ctx->be, ar->readers)) ok = 0;
+        }
+        if (!ok) continue;
+        for (int32_t i = a; i < a + need; i++) {
+            ctx->arenas[i].busy = 1;
+            ctx->arenas[i].readers = 0;
+        }
+        return a;
+    }
+    return -1;
+}
+
+/* Staged rows of the group are promoted into hot slots (copied back to stable
+   hot addresses) and the group's arenas are released after their readers. */
+static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
+{
+    int32_t a0 = ctx->grp_arena[g];
+    if (a0 < 0) return DHS_OK;
+    const dhs_config *c = &ctx->cfg;
+    int32_t p = c->page_rows, B = c->hot_rows, nsrc = ctx->grp_nsrc[g];
+    /* promotion: staged rows become hot rows now that the round's protection
+       is over; victims are chosen by the policy as for a miss */
+    int64_t npairs = 0;
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        int64_t tot = (int64_t)rq->g[g].n_staged * nsrc;
+        if (resolver_pairs(ctx, npairs + tot) != DHS_OK) return DHS_ERR_NOMEM;
+        grp_state *gs = &rq->g[g];
+        for (int32_t sidx = 0; sidx < gs->n_staged; sidx++) {
+            int64_t row = gs->staged_row[sidx];
+            gs->slot_of[row] = -1;
+            int32_t q;
+            if (gs->n_free > 0) {
+                q = gs->free_slots[--gs->n_free];
+            } else {
+                q = ctx->pol->victim(gs->pol, gs->prot, ctx->epoch + 1); /* nothing protected */
+                if (q < 0) continue;
+                gs->slot_of[gs->row_of[q]] = -1;
+                ctx->pol->remove(gs->pol, q);
+            }
+            gs->row_of[q] = row;
+            gs->slot_of[row] = q;
+            gs->fill[q] = PROMOTING;
+            ctx->pol->insert(gs->pol, q, ctx->clock++);
+            if (c->payload_free) continue;
+            for (int32_t si = 0; si < nsrc; si++) {
+                arena *ar = &ctx->arenas[a0 + si];
+                int64_t sloc = (int64_t)ar->first_page * p + (int64_t)ctx->round_reqs[i] * ctx->arena_rows_per_slot + sidx;
+                int64_t hloc = (int64_t)gs->src[si].hot_pages[q / p] * p + q % p;
+                ctx->pairs[npairs++] = (dhs_copy_pair){pool_row(ctx, sloc), pool_row(ctx, hloc)};
+            }
+        }
+        gs->n_staged = 0;
+    }
+    dhs_status s = be_gather(ctx->be, ctx->pairs, npairs, ctx->row_stride);
+    /* on failure the promoted slots hold stale bytes: empty them (the rows
+       keep their host copies); the arenas are released either way */
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        grp_state *gs = &ctx->req[ctx->round_reqs[i]].g[g];
+        for (int32_t q = 0; q < B; q++) {
+            if (gs->fill[q] != PROMOTING) continue;
+            gs->fill[q] = 0;
+            if (s == DHS_OK) continue;
+            gs->slot_of[gs->row_of[q]] = -1;
+            gs->row_of[q] = -1;
+            ctx->pol->remove(gs->pol, q);
+            gs->free_slots[gs->n_free++] = q;
+        }
+    }
+    dhs_ticket t = 0;
+    ctx->be->ops->record_readers(ctx->be, &t);
+    for (int32_t si = 0; si < nsrc; si++) {
+        ctx->arenas[a0 + si].busy = 0;
+        ctx->arenas[a0 + si].readers = t;
+    }
+    ctx->grp_arena[g] = -1;
+    return s;
+}
+
+dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open) return DHS_ERR_STATE;
+    return group_release_staging(ctx, group);
+}
+
+dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->round_open) return DHS_ERR_STATE;
+    if (ctx->n_round > 0 && !accepted) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        if (accepted[i] < 0 || accepted[i] > rq->K - 1) return DHS_ERR_ACCEPTED_RANGE;
+        int64_t n2 = rq->n + accepted[i] + 1;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            int64_t h2 = n2 / ctx->grp_m[g];
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+                if (rq->g[g].src[si].written_hi < h2) return DHS_ERR_STATE; /* committed rows never written */
+        }
+    }
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) group_release_staging(ctx, g);
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        int64_t n2 = rq->n + accepted[i] + 1;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            grp_state *gs = &rq->g[g];
+            int64_t h2 = n2 / ctx->grp_m[g];
+            gs->hist_rows = h2;
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = h2;
+            backup_issue(ctx, rq, g); /* a failure is retried at the next round */
+        }
+        ctx->st.accepted += (uint64_t)accepted[i];
+        ctx->st.rejected_rows += (uint64_t)(rq->K - 1 - accepted[i]);
+        rq->n = n2;
+        rq->in_round = 0;
+        rq->imported = 1;
+    }
+    ctx->st.rounds++;
+    ctx->n_round = 0;
+    ctx->round_open = 0;
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- resolver */
+static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const dhs_resolve_item *it)
+{
+    dhs_status err;
+    request *rq = req_get(ctx, it->req, &err);
+    if (!rq) return err;
+    if (!rq->in_round) return DHS_ERR_NOT_IN_ROUND;
+    if (it->n_queries > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
+    if (it->n_queries != rq->K) return DHS_ERR_INVALID_ARG;
+    if (!it->sel || !it->loc) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)it->sel % sizeof(int32_t) || (uintptr_t)it->loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    const grp_state *gs = &rq->g[g];
+    int64_t m = ctx->grp_m[g];
+    int64_t written = INT64_MAX;
+    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+        if (gs->src[si].written_hi < written) written = gs->src[si].written_hi;
+    for (int32_t j = 0; j < it->n_queries; j++) {
+        const int32_t *sel = it->sel + (int64_t)j * k;
+        int64_t vis = rq->n + j + 1; /* positions visible to query j */
+        for (int32_t i = 0; i < k; i++) {
+            int64_t s = sel[i];
+            if (s == -1) continue;
+            if (s < 0) return DHS_ERR_ROW_RANGE;
+            if ((s + 1) * m > vis) return DHS_ERR_NOT_VISIBLE;
+            if (s >= written) return DHS_ERR_ROW_RANGE; /* row of the block not written yet */
+        }
+    }
+    return DHS_OK;
+}
+
+static int64_t phys(const dhs_ctx *ctx, const grp_state *gs, int32_t g, int32_t si, int32_t rslot, int64_t code)
+{
+    int32_t p = ctx->cfg.page_rows;
+    int64_t v = CODE_VAL(code);
+    const src_state *ss = &gs->src[si];
+    switch (CODE_KIND(code)) {
+    case C_TAIL: return (int64_t)ss->tail_pages[v / p] * p + v % p;
+    case C_OPT: return (int64_t)ss->opt_pages[v / p] * p + v % p;
+    case C_HOT: return (int64_t)ss->hot_pages[v / p] * p + v % p;
+    case C_STAGE: {
+        const arena *ar = &ctx->arenas[ctx->grp_arena[g] + si];
+        return (int64_t)ar->first_page * p + (int64_t)rslot * ctx->arena_rows_per_slot + v;
+    }
+    }
+    return -1;
+}
+
+/* Undo the fills of the current call after a failed gather: the slots become
+   free (their old rows were already evicted; they still have host copies). */
+static void rollback_call(dhs_ctx *ctx, int32_t g, int32_t n_items, const dhs_resolve_item *items)
+{
+    for (int32_t it = 0; it < n_items; it++) {
+        request *rq = &ctx->req[items[it].req.id];
+        grp_state *gs = &rq->g[g];
+        for (int32_t q = 0; q < ctx->cfg.hot_rows; q++) {
+            if (gs->fill[q] != ctx->call_id || gs->row_of[q] < 0) continue;
+            gs->slot_of[gs->row_of[q]] = -1;
+            gs->row_of[q] = -1;
+            gs->fill[q] = 0;
+            ctx->pol->remove(gs->pol, q);
+            gs->free_slots[gs->n_free++] = q;
+        }
+        for (int32_t sidx = gs->n_staged_call; sidx < gs->n_staged; sidx++) gs->slot_of[gs->staged_row[sidx]] = -1;
+        gs->n_staged = gs->n_staged_call;
+    }
+}
+
+dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, const dhs_resolve_item *items)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    if (k < 1 || k > ctx->cfg.max_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
+    if (n_items < 0 || n_items > ctx->cfg.max_requests || (n_items > 0 && !items)) return DHS_ERR_INVALID_ARG;
+    for (int32_t it = 0; it < n_items; it++) {
+        dhs_status s = validate_item(ctx, group, k, &items[it]);
+        if (s != DHS_OK) return s;
+        for (int32_t j = 0; j < it; j++)
+            if (items[j].req.id == items[it].req.id) return DHS_ERR_INVALID_ARG;
+    }
+    const dhs_config *c = &ctx->cfg;
+    const int32_t g = group, p = c->page_rows, B = c->hot_rows, T = c->tail_rows, nsrc = ctx->grp_nsrc[g];
+    const int64_t m = ctx->grp_m[g];
+    const uint32_t epoch = ctx->epoch, call = ++ctx->call_id;
+    const int payload = !c->payload_free;
+    const dhs_policy_ops *pol = ctx->pol;
+    ctx->st.resolve_calls++;
+    int64_t npairs = 0, ent = 0;
+    uint64_t c_direct = 0, c_hot = 0, c_host = 0, misses = 0, staged = 0;
+    dhs_status s = DHS_OK;
+    int64_t *code = ctx->scratch_code;
+    for (int32_t it = 0; it < n_items && s == DHS_OK; it++) {
+        request *rq = &ctx->req[items[it].req.id];
+        grp_state *gs = &rq->g[g];
+        gs->n_staged_call = gs->n_staged;
+        const int32_t K = items[it].n_queries;
+        const int64_t nent = (int64_t)K * k;
+        if (payload && (s = resolver_pairs(ctx, npairs + nent * nsrc)) != DHS_OK) break;
+        int64_t *cd = code + ent;
+        for (int64_t e = 0; e < nent; e++) {
+            int64_t row = items[it].sel[e];
+            if (row < 0) { cd[e] = -1; continue; }
+            /* 1. direct: tail rows and ready optional pages */
+            if (row >= gs->tail_lo) {
+                cd[e] = CODE(C_TAIL, row % T);
+                c_direct++;
+                continue;
+            }
+            int64_t hp = row / p;
+            if (hp < gs->n_opt_pages && gs->opt_state[hp] == OPT_READY) {
+                cd[e] = CODE(C_OPT, row);
+                c_direct++;
+                continue;
+            }
+            /* 2. hot: reverse index */
+            int32_t q = gs->slot_of[row];
+            if (q >= 0) {
+                if (q >= B) { /* staged this round */
+                    cd[e] = CODE(C_STAGE, q - B);
+                    if (q - B >= gs->n_staged_call) c_host++; else c_hot++;
+                    continue;
+                }
+                cd[e] = CODE(C_HOT, q);
+                if (gs->fill[q] == call) { c_host++; continue; }
+                gs->prot[q] = epoch;
+                pol->touch(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
+                c_hot++;
+                continue;
+            }
+            /* 3. recover: a distinct miss of this request's union */
+            if (!bit_get(gs->host_valid, row)) { s = DHS_ERR_STATE; break; } /* I1 broken: never expected */
+            if (gs->n_free > 0) {
+                q = gs->free_slots[--gs->n_free];
+            } else {
+                q = pol->victim(gs->pol, gs->prot, epoch);
+                if (q >= 0) {
+                    gs->slot_of[gs->row_of[q]] = -1;
+                    pol->remove(gs->pol, q);
+                }
+            }
+            uint64_t key = ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++;
+            if (q >= 0) {
+                gs->row_of[q] = row;
+                gs->slot_of[row] = q;
+                gs->prot[q] = epoch;
+                gs->fill[q] = call;
+                pol->insert(gs->pol, q, key);
+                cd[e] = CODE(C_HOT, q);
+            } else { /* every slot protected: staging overflow */
+                if (ctx->grp_arena[g] < 0 && (ctx->grp_arena[g] = arena_acquire(ctx, g)) < 0) { s = DHS_ERR_STAGING; break; }
+                if (gs->n_staged >= ctx->arena_rows_per_slot) { s = DHS_ERR_STAGING; break; }
+                int32_t sidx = gs->n_staged++;
+                gs->staged_row[sidx] = row;
+                gs->slot_of[row] = B + sidx;
+                cd[e] = CODE(C_STAGE, sidx);
+                staged++;
+            }
+            misses++;
+            c_host++;
+            if (payload) {
+                for (int32_t si = 0; si < nsrc; si++)
+                    ctx->pairs[npairs++] = (dhs_copy_pair){host_row(ctx, &gs->src[si], row),
+                                                           pool_row(ctx, phys(ctx, gs, g, si, (int32_t)items[it].req.id, cd[e]))};
+            }
+        }
+        ent += nent;
+    }
+    if (s == DHS_OK) s = be_gather(ctx->be, ctx->pairs, npairs, ctx->row_stride);
+    if (s != DHS_OK) {
+        rollback_call(ctx, g, n_items, items);
+        return s;
+    }
+    /* 4. replay the plan for every source of the group */
+    ent = 0;
+    for (int32_t it = 0; it < n_items; it++) {
+        request *rq = &ctx->req[items[it].req.id];
+        const grp_state *gs = &rq->g[g];
+        const int64_t nent = (int64_t)items[it].n_queries * k;
+        const int64_t *cd = code + ent;
+        int32_t rslot = (int32_t)items[it].req.id;
+        for (int32_t si = 0; si < nsrc; si++) {
+            int32_t *loc = items[it].loc + (int64_t)si * nent;
+            const src_state *ss = &gs->src[si];
+            for (int64_t e = 0; e < nent; e++) {
+                int64_t cde = cd[e];
+                if (cde < 0) { loc[e] = -1; continue; }
+                int64_t v = CODE_VAL(cde);
+                switch (CODE_KIND(cde)) {
+                case C_HOT: loc[e] = (int32_t)((int64_t)ss->hot_pages[v / p] * p + v % p); break;
+                case C_TAIL: loc[e] = (int32_t)((int64_t)ss->tail_pages[v / p] * p + v % p); break;
+                default: loc[e] = (int32_t)phys(ctx, gs, g, si, rslot, cde); break;
+                }
+            }
+        }
+        ent += nent;
+    }
+    (void)m;
+    ctx->st.entries += c_direct + c_hot + c_host;
+    ctx->st.census_direct += c_direct;
+    ctx->st.census_hot += c_hot;
+    ctx->st.census_host += c_host;
+    ctx->st.distinct_misses += misses;
+    ctx->st.host_rows_copied += payload ? (uint64_t)npairs / (uint64_t)nsrc : misses;
+    ctx->st.host_bytes_copied += (uint64_t)npairs * ctx->row_stride;
+    ctx->st.staging_rows += staged;
+    uint64_t cur_staged = 0;
+    for (int32_t it = 0; it < n_items; it++) cur_staged += (uint64_t)ctx->req[items[it].req.id].g[g].n_staged;
+    if (cur_staged > ctx->st.staging_rows_peak) ctx->st.staging_rows_peak = cur_staged;
+    return DHS_OK;
+}

@@ -1,0 +1,217 @@
+/* cpu_backend.c - the reference backend: the device tier is emulated in host
+ * memory. Compute-stream work (gathers) is synchronous. Side-stream copies and
+ * reader fences can complete late: `async_delay` ticks after their issue (a
+ * tick is one round), or at a random tick within that delay when
+ * `random_order` is set, so ordering bugs in the core show without a GPU.
+ * A late copy reads its source bytes when it executes, as a GPU copy would.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+
+typedef struct cpu_op {
+    dhs_ticket t;
+    uint64_t due;
+    dhs_copy_pair *pairs; /* NULL for a reader fence */
+    int64_t n;
+    uint32_t row_bytes;
+} cpu_op;
+
+typedef struct cpu_impl {
+    dhs_cpu_options opt;
+    uint64_t now, next_ticket, rng;
+    cpu_op *ops;
+    int64_t n_ops, cap_ops;
+} cpu_impl;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static dhs_status cpu_dev_alloc(dhs_backend *be, size_t bytes, void **out)
+{
+    (void)be;
+    size_t b = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, b ? b : 64);
+    if (!p) return DHS_ERR_DEVICE_NOMEM;
+    memset(p, 0xA5, b); /* poison: unwritten device rows never look valid */
+    *out = p;
+    return DHS_OK;
+}
+
+static void cpu_free(dhs_backend *be, void *p, size_t bytes)
+{
+    (void)be;
+    (void)bytes;
+    free(p);
+}
+
+static dhs_status cpu_host_alloc(dhs_backend *be, size_t bytes, void **out)
+{
+    (void)be;
+    size_t b = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, b ? b : 64);
+    if (!p) return DHS_ERR_NOMEM;
+    memset(p, 0x5A, b);
+    *out = p;
+    return DHS_OK;
+}
+
+static void run_pairs(const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes)
+{
+    for (int64_t i = 0; i < n; i++) memcpy(pairs[i].dst, pairs[i].src, row_bytes);
+}
+
+static dhs_status cpu_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes)
+{
+    (void)be;
+    run_pairs(pairs, n, row_bytes);
+    return DHS_OK;
+}
+
+static dhs_status enqueue(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t)
+{
+    cpu_impl *c = be->impl;
+    if (c->n_ops == c->cap_ops) {
+        int64_t cap = c->cap_ops ? 2 * c->cap_ops : 64;
+        cpu_op *no = realloc(c->ops, sizeof(cpu_op) * (size_t)cap);
+        if (!no) return DHS_ERR_NOMEM;
+        c->ops = no;
+        c->cap_ops = cap;
+    }
+    cpu_op op = {.t = ++c->next_ticket, .n = n, .row_bytes = row_bytes};
+    if (pairs) {
+        op.pairs = malloc(sizeof(dhs_copy_pair) * (size_t)(n ? n : 1));
+        if (!op.pairs) return DHS_ERR_NOMEM;
+        memcpy(op.pairs, pairs, sizeof(dhs_copy_pair) * (size_t)n);
+    }
+    uint64_t d = (uint64_t)c->opt.async_delay;
+    if (c->opt.random_order) d = rng_next(&c->rng) % (d + 1);
+    op.due = c->now + d;
+    c->ops[c->n_ops++] = op;
+    *t = op.t;
+    return DHS_OK;
+}
+
+static dhs_status cpu_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t)
+{
+    cpu_impl *c = be->impl;
+    if (c->opt.async_delay <= 0) {
+        run_pairs(pairs, n, row_bytes);
+        *t = 0;
+        return DHS_OK;
+    }
+    return enqueue(be, pairs, n, row_bytes, t);
+}
+
+static dhs_status cpu_copy_sync(dhs_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memmove(dst, src, bytes);
+    return DHS_OK;
+}
+
+static dhs_status cpu_record_readers(dhs_backend *be, dhs_ticket *t)
+{
+    cpu_impl *c = be->impl;
+    if (c->opt.async_delay <= 0) {
+        *t = 0;
+        return DHS_OK;
+    }
+    return enqueue(be, NULL, 0, 0, t);
+}
+
+static void exec_at(cpu_impl *c, int64_t i)
+{
+    cpu_op op = c->ops[i];
+    if (op.pairs) {
+        run_pairs(op.pairs, op.n, op.row_bytes);
+        free(op.pairs);
+    }
+    c->ops[i] = c->ops[--c->n_ops]; /* order of the pending list does not matter */
+}
+
+static int64_t find_op(const cpu_impl *c, dhs_ticket t)
+{
+    for (int64_t i = 0; i < c->n_ops; i++)
+        if (c->ops[i].t == t) return i;
+    return -1;
+}
+
+static int cpu_done(dhs_backend *be, dhs_ticket t)
+{
+    return t == 0 || find_op(be->impl, t) < 0;
+}
+
+/* Waiting executes the op; without random order, every earlier op first (a
+   stream completes in order). */
+static dhs_status cpu_wait(dhs_backend *be, dhs_ticket t)
+{
+    cpu_impl *c = be->impl;
+    if (t == 0) return DHS_OK;
+    if (!c->opt.random_order) {
+        for (int64_t i = 0; i < c->n_ops;)
+            if (c->ops[i].t <= t) exec_at(c, i); else i++;
+        return DHS_OK;
+    }
+    int64_t i = find_op(c, t);
+    if (i >= 0) exec_at(c, i);
+    return DHS_OK;
+}
+
+static void cpu_tick(dhs_backend *be)
+{
+    cpu_impl *c = be->impl;
+    c->now++;
+    for (int64_t i = 0; i < c->n_ops;)
+        if (c->ops[i].due <= c->now) exec_at(c, i); else i++;
+}
+
+static void cpu_destroy(dhs_backend *be)
+{
+    cpu_impl *c = be->impl;
+    while (c->n_ops) exec_at(c, 0);
+    free(c->ops);
+    free(c);
+    free(be);
+}
+
+static const dhs_backend_ops cpu_ops = {
+    .name = "cpu",
+    .dev_alloc = cpu_dev_alloc,
+    .dev_free = cpu_free,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_free,
+    .gather_h2d = cpu_gather,
+    .copy_rows_async = cpu_copy_async,
+    .copy_sync = cpu_copy_sync,
+    .record_readers = cpu_record_readers,
+    .done = cpu_done,
+    .wait = cpu_wait,
+    .tick = cpu_tick,
+    .destroy = cpu_destroy,
+};
+
+dhs_status dhs_backend_cpu_create(const dhs_cpu_options *opt, dhs_backend **out)
+{
+    if (!out) return DHS_ERR_INVALID_ARG;
+    *out = NULL;
+    if (opt && opt->async_delay < 0) return DHS_ERR_INVALID_ARG;
+    dhs_backend *be = malloc(sizeof *be);
+    cpu_impl *c = calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be);
+        free(c);
+        return DHS_ERR_NOMEM;
+    }
+    if (opt) c->opt = *opt;
+    c->rng = c->opt.seed ^ 0x5eedULL;
+    be_init_common(be, &cpu_ops, c);
+    *out = be;
+    return DHS_OK;
+}
