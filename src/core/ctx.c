@@ -168,11 +168,14 @@ void page_release(dhs_ctx *ctx, int32_t pg)
 }
 
 /* ------------------------------------------------------------- context */
+/* Staging arenas: one per source of the widest group (chi) unless set; none
+   when a round's union can never exceed the hot cache. */
 static int32_t arena_count(const dhs_ctx *ctx)
 {
     const dhs_config *c = &ctx->cfg;
     if (c->staging_arenas < 0) return 0;
     if (c->staging_arenas > 0) return c->staging_arenas;
+    if (ctx->arena_rows_per_slot <= c->hot_rows) return 0;
     int32_t mx = 0;
     for (int g = 0; g < ctx->arch.n_groups; g++)
         if (ctx->grp_nsrc[g] > mx) mx = ctx->grp_nsrc[g];
@@ -257,8 +260,18 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->pages_res = (int64_t)((c->reserve_bytes + page_bytes - 1) / page_bytes);
     for (int g = 0; g < ng; g++)
         ctx->req_pages_per_request += (int64_t)ctx->grp_nsrc[g] * (c->hot_rows + c->tail_rows) / c->page_rows;
+    /* a request's round may resolve a group once per OWN/REINDEX consumer;
+       every location stays valid until the round's consumers finish, so the
+       overflow bound is K_max * k per resolve call of the busiest group */
+    int32_t calls = 1;
+    for (int g = 0; g < ng; g++) {
+        int32_t n = 0;
+        for (int i = 0; i < arch->n_consumers; i++)
+            if (arch->consumers[i].group == g && (arch->consumers[i].kind == DHS_CONSUMER_OWN || arch->consumers[i].kind == DHS_CONSUMER_REINDEX)) n++;
+        if (n > calls) calls = n;
+    }
+    ctx->arena_rows_per_slot = c->k_max * c->max_k * calls;
     ctx->n_arenas = arena_count(ctx);
-    ctx->arena_rows_per_slot = c->k_max * c->max_k;
     int64_t arena_pages = ((int64_t)c->max_requests * ctx->arena_rows_per_slot + c->page_rows - 1) / c->page_rows;
     if (ctx->n_pages < 1 || (int64_t)ctx->n_arenas * arena_pages + ctx->pages_res + ctx->req_pages_per_request > ctx->n_pages) {
         ctx_free_all(ctx);
@@ -391,7 +404,7 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
     ctx_free(ctx, gs->fill, (size_t)B, sizeof(uint32_t));
     ctx_free(ctx, gs->free_slots, (size_t)B, sizeof(int32_t));
     ctx_free(ctx, gs->host_valid, (size_t)(mr / 64 + 1), sizeof(uint64_t));
-    ctx_free(ctx, gs->staged_row, (size_t)c->k_max * c->max_k, sizeof(int64_t));
+    ctx_free(ctx, gs->staged_row, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
     ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
     ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
     ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
@@ -421,7 +434,7 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         int64_t mr = ctx->grp_max_rows[g];
-        gs->staged_row = ctx_calloc(ctx, (size_t)c->k_max * c->max_k, sizeof(int64_t));
+        gs->staged_row = ctx_calloc(ctx, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
         if (!gs->staged_row) return DHS_ERR_NOMEM;
         gs->slot_of = ctx_calloc(ctx, (size_t)mr, sizeof(int32_t));
         gs->row_of = ctx_calloc(ctx, (size_t)B, sizeof(int64_t));

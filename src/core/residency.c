@@ -44,6 +44,7 @@ static dhs_status ensure_pairs(dhs_ctx *ctx, int64_t n)
     while (cap < n) cap *= 2;
     dhs_copy_pair *np = ctx_calloc(ctx, (size_t)cap, sizeof *np);
     if (!np) return DHS_ERR_NOMEM;
+    if (ctx->cap_pairs) memcpy(np, ctx->pairs, sizeof *np * (size_t)ctx->cap_pairs);
     ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
     ctx->pairs = np;
     ctx->cap_pairs = cap;

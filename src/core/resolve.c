@@ -52,23 +52,30 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
     return DHS_OK;
 }
 
-/* Takes grp_nsrc[g] free arenas for group g; -1 when none are free. */
+/* Takes grp_nsrc[g] free arenas for group g; -1 when none are free. An
+   arena released by an earlier layer group is reused once that group's
+   readers completed: the first pass takes arenas already quiet, the second
+   waits for the readers (on one compute stream they precede this call). */
 static int32_t arena_acquire(dhs_ctx *ctx, int32_t g)
 {
     int32_t need = ctx->grp_nsrc[g];
-    for (int32_t a = 0; a + need <= ctx->n_arenas; a++) {
-        int ok = 1;
-        for (int32_t i = a; i < a + need && ok; i++) {
-            arena *ar = &ctx->arenas[i];
-            if (ar->busy) ok = 0;
-            else if (ar->readers && !ctx->be->ops->done(ctx->be, ar->readers)) ok = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t a = 0; a + need <= ctx->n_arenas; a++) {
+            int ok = 1;
+            for (int32_t i = a; i < a + need && ok; i++) {
+                arena *ar = &ctx->arenas[i];
+                if (ar->busy) ok = 0;
+                else if (pass == 0 && ar->readers && !ctx->be->ops->done(ctx->be, ar->readers)) ok = 0;
+            }
+            if (!ok) continue;
+            for (int32_t i = a; i < a + need; i++) {
+                arena *ar = &ctx->arenas[i];
+                if (ar->readers && ctx->be->ops->wait(ctx->be, ar->readers) != DHS_OK) return -1;
+                ar->busy = 1;
+                ar->readers = 0;
+            }
+            return a;
         }
-        if (!ok) continue;
-        for (int32_t i = a; i < a + need; i++) {
-            ctx->arenas[i].busy = 1;
-            ctx->arenas[i].readers = 0;
-        }
-        return a;
     }
     return -1;
 }
@@ -83,11 +90,11 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     int32_t p = c->page_rows, B = c->hot_rows, nsrc = ctx->grp_nsrc[g];
     /* promotion: staged rows become hot rows now that the round's protection
        is over; victims are chosen by the policy as for a miss */
-    int64_t npairs = 0;
+    int64_t npairs = 0, tot = 0;
+    for (int32_t i = 0; i < ctx->n_round; i++) tot += (int64_t)ctx->req[ctx->round_reqs[i]].g[g].n_staged * nsrc;
+    if (resolver_pairs(ctx, tot) != DHS_OK) return DHS_ERR_NOMEM; /* nothing changed */
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
-        int64_t tot = (int64_t)rq->g[g].n_staged * nsrc;
-        if (resolver_pairs(ctx, npairs + tot) != DHS_OK) return DHS_ERR_NOMEM;
         grp_state *gs = &rq->g[g];
         for (int32_t sidx = 0; sidx < gs->n_staged; sidx++) {
             int64_t row = gs->staged_row[sidx];
