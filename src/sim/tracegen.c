@@ -1,0 +1,589 @@
+/* tracegen.c - synthetic selection traces (model: tracegen.h, docs/TRACE.md).
+ *
+ * Determinism: every random draw comes from a per-request xoshiro256**
+ * stream seeded from (seed, request id), and per-row choices (window and
+ * cluster membership, producer keep/shift) from a 64-bit hash of a per-request
+ * key and the row, so a row's membership is stable across rounds. Only
+ * integer arithmetic and IEEE double compares are used (no libm).
+ */
+#include "sim/tracegen.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------- random */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct rng { uint64_t s[4]; } rng;
+
+static void rng_seed(rng *r, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(rng *r) /* xoshiro256** */
+{
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+static double u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
+static double rng_u01(rng *r) { return u01(rng_next(r)); }
+/* uniform in [0, n), n > 0 */
+static int64_t rng_below(rng *r, int64_t n) { return (int64_t)(rng_next(r) % (uint64_t)n); }
+/* per-row fixed value in [0, 1) */
+static double hash01(uint64_t key, int64_t row) { return u01(mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
+
+static void fmt(char *buf, size_t len, const char *f, ...)
+{
+    if (!buf || !len) return;
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, len, f, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- params */
+dhs_tracegen_params dhs_tracegen_default(void)
+{
+    dhs_tracegen_params p;
+    memset(&p, 0, sizeof p);
+    p.seed = 1;
+    p.n_requests = 8;
+    p.n_rounds = 200;
+    p.batch = 0;
+    p.out_len = 0;
+    p.context = 32768;
+    p.context_min = 0;
+    p.spec = 1;
+    p.accept = 0.7;
+    p.k = 2048;
+    p.n_producers = 1;
+    p.sources_per_producer = 1;
+    p.row_bytes = 576;
+    p.m = 1;
+    p.sinks = 4;
+    p.window = 512;
+    p.window_full = 64;
+    p.window_density = 0.5;
+    p.clusters = 64;
+    p.cluster_radius = 32;
+    p.cluster_density = 0.5;
+    p.topic_on = 0.3;
+    p.topic_off = 0.1;
+    p.drift = 2;
+    p.topic_switch = 0.005;
+    p.tail_min = 0.05;
+    p.spec_jitter = 0.05;
+    p.overlap_min = 0.7;
+    p.overlap_max = 1.0;
+    p.shift_radius = 8;
+    p.sorted = 0;
+    snprintf(p.name, sizeof p.name, "synthetic");
+    return p;
+}
+
+static int prob_ok(double x) { return x >= 0.0 && x <= 1.0; }
+
+dhs_trace_status dhs_tracegen_check(const dhs_tracegen_params *p, char *err, size_t len)
+{
+#define BAD(...)                            \
+    do {                                    \
+        fmt(err, len, __VA_ARGS__);         \
+        return DHS_TRACE_ERR_INVALID_ARG;   \
+    } while (0)
+    if (!p) BAD("params is NULL");
+    if (p->n_requests < 1 || p->n_requests > DHS_TRACE_MAX_REQUESTS) BAD("requests must be 1..%d", DHS_TRACE_MAX_REQUESTS);
+    if (p->n_rounds < 0) BAD("rounds must be >= 0");
+    if (p->batch < 0) BAD("batch must be >= 0");
+    if (p->out_len < 0) BAD("out-len must be >= 0");
+    if (p->context < 1 || p->context > ((int64_t)1 << 36)) BAD("context must be 1..2^36 positions");
+    if (p->context_min < 0 || p->context_min > p->context) BAD("context-min must be 0..context");
+    if (p->spec < 1 || p->spec > DHS_TRACE_MAX_QUERIES) BAD("spec must be 1..%d", DHS_TRACE_MAX_QUERIES);
+    if (p->k < 1 || p->k > DHS_TRACE_MAX_K) BAD("k must be 1..%d", DHS_TRACE_MAX_K);
+    if (p->n_producers < 1 || p->sources_per_producer < 1 ||
+        (int64_t)p->n_producers * p->sources_per_producer > DHS_TRACE_MAX_SOURCES)
+        BAD("producers x sources-per-producer must be 1..%d", DHS_TRACE_MAX_SOURCES);
+    if (p->row_bytes < 1) BAD("row-bytes must be > 0");
+    if (p->m < 1 || p->m > DHS_TRACE_MAX_M) BAD("m must be 1..%d", DHS_TRACE_MAX_M);
+    if (p->sinks < 0 || p->window < 0 || p->window_full < 0 || p->clusters < 0 || p->cluster_radius < 0 ||
+        p->drift < 0 || p->shift_radius < 1)
+        BAD("sinks, window, window-full, clusters, cluster-radius, drift must be >= 0, shift-radius >= 1");
+    if (p->clusters > 1 << 20 || p->cluster_radius > 1 << 20 || p->window > 1 << 24 || p->sinks > 1 << 20)
+        BAD("clusters, cluster-radius, sinks or window implausibly large");
+    if (!prob_ok(p->accept) || !prob_ok(p->window_density) || !prob_ok(p->cluster_density) ||
+        !prob_ok(p->topic_on) || !prob_ok(p->topic_off) || !prob_ok(p->topic_switch) || !prob_ok(p->tail_min) ||
+        !prob_ok(p->spec_jitter) || !prob_ok(p->overlap_min) || !prob_ok(p->overlap_max))
+        BAD("probabilities and fractions must lie in [0, 1]");
+    if (p->overlap_min > p->overlap_max) BAD("overlap min above max");
+    if (memchr(p->name, 0, sizeof p->name) == NULL) BAD("name not terminated");
+    return DHS_TRACE_OK;
+#undef BAD
+}
+
+dhs_trace_status dhs_tracegen_header(const dhs_tracegen_params *p, dhs_trace_header *h)
+{
+    dhs_trace_status st = dhs_tracegen_check(p, NULL, 0);
+    if (st) return st;
+    memset(h, 0, sizeof *h);
+    h->version = DHS_TRACE_VERSION;
+    h->n_groups = p->n_producers;
+    for (int32_t g = 0; g < p->n_producers; g++) h->k[g] = p->k;
+    h->n_sources = p->n_producers * p->sources_per_producer;
+    for (int32_t s = 0; s < h->n_sources; s++) {
+        h->sources[s].row_bytes = p->row_bytes;
+        h->sources[s].m = p->m;
+        h->sources[s].group = s / p->sources_per_producer;
+    }
+    h->n_requests = p->n_requests;
+    h->k_max = p->spec;
+    h->flags = p->sorted ? DHS_TRACE_F_SORTED : 0;
+    snprintf(h->name, sizeof h->name, "%s", p->name);
+    snprintf(h->meta, sizeof h->meta,
+             "{\"generator\":\"dhs trace gen\",\"seed\":%" PRIu64 ",\"requests\":%d,\"rounds\":%d,\"batch\":%d,"
+             "\"out_len\":%" PRId64 ",\"context\":%" PRId64 ",\"context_min\":%" PRId64 ",\"spec\":%d,"
+             "\"accept\":%.15g,\"k\":%d,\"producers\":%d,\"sources_per_producer\":%d,\"row_bytes\":%u,\"m\":%u,"
+             "\"sinks\":%d,\"window\":%d,\"window_full\":%d,\"window_density\":%.15g,\"clusters\":%d,"
+             "\"cluster_radius\":%d,\"cluster_density\":%.15g,\"topic_on\":%.15g,\"topic_off\":%.15g,"
+             "\"drift\":%d,\"topic_switch\":%.15g,\"tail_min\":%.15g,\"spec_jitter\":%.15g,"
+             "\"overlap_min\":%.15g,\"overlap_max\":%.15g,\"shift_radius\":%d,\"order\":\"%s\"}",
+             p->seed, p->n_requests, p->n_rounds, p->batch, p->out_len, p->context, p->context_min, p->spec,
+             p->accept, p->k, p->n_producers, p->sources_per_producer, p->row_bytes, p->m, p->sinks, p->window,
+             p->window_full, p->window_density, p->clusters, p->cluster_radius, p->cluster_density, p->topic_on,
+             p->topic_off, p->drift, p->topic_switch, p->tail_min, p->spec_jitter, p->overlap_min, p->overlap_max,
+             p->shift_radius, p->sorted ? "sorted" : "score");
+    return DHS_TRACE_OK;
+}
+
+/* ---------------------------------------------------------------- state */
+typedef struct cluster {
+    int64_t center; /* row */
+    uint64_t key;   /* membership hash key; new on a topic switch */
+    int on;
+} cluster;
+
+enum { RQ_PENDING = 0, RQ_LIVE = 1, RQ_DONE = 2 };
+
+typedef struct greq {
+    int state;
+    rng r;
+    int64_t n;          /* committed positions n_r */
+    int64_t produced;   /* accepted tokens so far (A + 1 per round) */
+    int64_t out_target; /* 0 = unlimited */
+    uint64_t wkey;      /* window membership key */
+    cluster *cl;        /* [clusters] */
+    double *overlap;    /* [producers], [0] unused */
+    uint64_t *pkey;     /* [producers] keep/shift keys */
+} greq;
+
+typedef struct gen {
+    const dhs_tracegen_params *p;
+    greq *rq;
+    /* chosen-row stamps over rows 0..cap-1 */
+    uint32_t *stamp;
+    int32_t *scratch;   /* [cap] free-row list for dense tail fills */
+    int64_t cap;
+    uint32_t epoch;
+    int32_t *rest0;     /* [k] query 0's topical + tail rows, in order */
+    int32_t n_rest0;
+    int32_t *out;       /* current query being built */
+    int32_t cnt;
+} gen;
+
+static int ensure_rows(gen *G, int64_t V)
+{
+    if (V <= G->cap) return 1;
+    int64_t cap = G->cap ? G->cap : 4096;
+    while (cap < V) cap *= 2;
+    uint32_t *s = realloc(G->stamp, (size_t)cap * sizeof *s);
+    if (!s) return 0;
+    G->stamp = s;
+    memset(s + G->cap, 0, (size_t)(cap - G->cap) * sizeof *s);
+    int32_t *sc = realloc(G->scratch, (size_t)cap * sizeof *sc);
+    if (!sc) return 0;
+    G->scratch = sc;
+    G->cap = cap;
+    return 1;
+}
+
+static void begin_query(gen *G, int32_t *out)
+{
+    if (++G->epoch == 0) { /* wrapped: clear */
+        memset(G->stamp, 0, (size_t)G->cap * sizeof *G->stamp);
+        G->epoch = 1;
+    }
+    G->out = out;
+    G->cnt = 0;
+}
+
+static int chosen(const gen *G, int64_t row) { return G->stamp[row] == G->epoch; }
+
+static void add(gen *G, int64_t row)
+{
+    if (G->cnt < G->p->k && G->stamp[row] != G->epoch) {
+        G->stamp[row] = G->epoch;
+        G->out[G->cnt++] = (int32_t)row;
+    }
+}
+
+/* Random tail: uniform unchosen rows of [0, V) until k are chosen. */
+static void fill_tail(gen *G, rng *r, int64_t V)
+{
+    int32_t k = G->p->k;
+    int64_t need = k - G->cnt, free_rows = V - G->cnt;
+    if (need <= 0) return;
+    if (free_rows < 4 * need) { /* dense: list the free rows, partial shuffle */
+        int64_t nf = 0;
+        for (int64_t s = 0; s < V; s++)
+            if (!chosen(G, s)) G->scratch[nf++] = (int32_t)s;
+        for (int64_t i = 0; i < need && i < nf; i++) {
+            int64_t j = i + rng_below(r, nf - i);
+            int32_t t = G->scratch[i];
+            G->scratch[i] = G->scratch[j];
+            G->scratch[j] = t;
+            add(G, G->scratch[i]);
+        }
+    } else {
+        while (G->cnt < k) add(G, rng_below(r, V));
+    }
+}
+
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The window: newest window_full rows, then older rows of the last `window`
+   with their fixed probability; newest first (score order). */
+static void window_rows(gen *G, const greq *q, int64_t V)
+{
+    const dhs_tracegen_params *p = G->p;
+    int64_t ns = p->sinks < V ? p->sinks : V;
+    for (int64_t d = 0; d < p->window && G->cnt < p->k; d++) {
+        int64_t row = V - 1 - d;
+        if (row < ns) break;
+        if (d < p->window_full || hash01(q->wkey, row) < p->window_density) add(G, row);
+    }
+}
+
+static void sink_rows(gen *G, int64_t V)
+{
+    int64_t ns = G->p->sinks < V ? G->p->sinks : V;
+    for (int64_t s = 0; s < ns; s++) add(G, s);
+}
+
+/* Producer 0, query j of request q: visible rows V (> k). */
+static void select_base(gen *G, greq *q, int32_t j, int64_t V, int32_t *out)
+{
+    const dhs_tracegen_params *p = G->p;
+    begin_query(G, out);
+    sink_rows(G, V);
+    window_rows(G, q, V);
+    int32_t fixed = G->cnt;
+    if (j == 0) {
+        int32_t cap = p->k - (int32_t)((double)p->k * p->tail_min);
+        for (int32_t c = 0; c < p->clusters && G->cnt < cap; c++) {
+            const cluster *cl = &q->cl[c];
+            if (!cl->on) continue;
+            int64_t lo = cl->center - p->cluster_radius, hi = cl->center + p->cluster_radius;
+            if (lo < p->sinks) lo = p->sinks;
+            if (hi > V - 1) hi = V - 1;
+            for (int64_t s = lo; s <= hi && G->cnt < cap; s++)
+                if (hash01(cl->key, s) < p->cluster_density) add(G, s);
+        }
+        fill_tail(G, &q->r, V);
+        G->n_rest0 = G->cnt - fixed;
+        memcpy(G->rest0, out + fixed, (size_t)G->n_rest0 * sizeof *out);
+    } else {
+        for (int32_t i = 0; i < G->n_rest0; i++)
+            if (rng_u01(&q->r) >= p->spec_jitter && G->rest0[i] < V) add(G, G->rest0[i]);
+        fill_tail(G, &q->r, V);
+    }
+}
+
+/* Producer g >= 1 from producer g-1's query (prev), visible rows V (> k). */
+static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *prev, int32_t *out)
+{
+    const dhs_tracegen_params *p = G->p;
+    begin_query(G, out);
+    double o = q->overlap[g];
+    uint64_t key = q->pkey[g];
+    for (int32_t i = 0; i < p->k; i++) {
+        int64_t e = prev[i];
+        if (e < 0) continue;
+        if (e < p->sinks || hash01(key, e) < o) {
+            add(G, e);
+            continue;
+        }
+        /* stable replacement: the first free row of a fixed probe sequence
+           e +- (1..shift_radius); else e itself; else (rare) the tail */
+        int placed = 0;
+        for (uint64_t t = 0; t < 8 && !placed; t++) {
+            uint64_t h = mix64(key ^ (0xA5A5A5A5A5A5A5A5ull + t) ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull));
+            int64_t sh = 1 + (int64_t)(h % (uint64_t)p->shift_radius);
+            int64_t e2 = (h >> 63) ? e + sh : e - sh;
+            if (e2 >= p->sinks && e2 < V && !chosen(G, e2)) {
+                add(G, e2);
+                placed = 1;
+            }
+        }
+        if (!placed) add(G, e);
+    }
+    /* rows lost to collisions: take replaced rows of prev back (stable), then
+       the tail (only if prev had fewer than k distinct rows) */
+    for (int32_t i = 0; i < p->k && G->cnt < p->k; i++)
+        if (prev[i] >= 0) add(G, prev[i]);
+    fill_tail(G, &q->r, V);
+}
+
+static void update_clusters(const dhs_tracegen_params *p, greq *q, int64_t V0)
+{
+    int64_t hist_hi = V0 - p->window;
+    if (hist_hi < p->sinks + 1) hist_hi = p->sinks + 1;
+    int64_t lo = p->sinks, hi = V0 - 1 > lo ? V0 - 1 : lo;
+    for (int32_t c = 0; c < p->clusters; c++) {
+        cluster *cl = &q->cl[c];
+        if (rng_u01(&q->r) < p->topic_switch) {
+            cl->center = p->sinks + rng_below(&q->r, hist_hi - p->sinks);
+            cl->key = rng_next(&q->r);
+            cl->on = 1;
+        } else {
+            cl->center += rng_below(&q->r, 2 * (int64_t)p->drift + 1) - p->drift;
+            if (cl->center < lo) cl->center = lo;
+            if (cl->center > hi) cl->center = hi;
+            double u = rng_u01(&q->r);
+            cl->on = cl->on ? !(u < p->topic_off) : (u < p->topic_on);
+        }
+    }
+}
+
+static void gen_free(gen *G, int32_t n)
+{
+    if (G->rq)
+        for (int32_t i = 0; i < n; i++) {
+            free(G->rq[i].cl);
+            free(G->rq[i].overlap);
+            free(G->rq[i].pkey);
+        }
+    free(G->rq);
+    free(G->stamp);
+    free(G->scratch);
+    free(G->rest0);
+}
+
+static int start_request(const dhs_tracegen_params *p, greq *q, uint32_t id)
+{
+    uint64_t x = p->seed ^ mix64(0x5851F42D4C957F2Dull + id);
+    rng_seed(&q->r, x);
+    int64_t cmin = p->context_min ? p->context_min : p->context / 2;
+    if (cmin < 1) cmin = 1;
+    int64_t cmax = p->context < cmin ? cmin : p->context;
+    q->n = cmin + rng_below(&q->r, cmax - cmin + 1);
+    q->produced = 0;
+    q->out_target = 0;
+    if (p->out_len > 0) {
+        int64_t lo = p->out_len / 2 > 0 ? p->out_len / 2 : 1;
+        q->out_target = lo + rng_below(&q->r, p->out_len - lo + 1);
+    }
+    q->wkey = rng_next(&q->r);
+    q->cl = calloc((size_t)(p->clusters > 0 ? p->clusters : 1), sizeof *q->cl);
+    q->overlap = calloc((size_t)p->n_producers, sizeof *q->overlap);
+    q->pkey = calloc((size_t)p->n_producers, sizeof *q->pkey);
+    if (!q->cl || !q->overlap || !q->pkey) return 0;
+    int64_t V0 = (q->n + 1) / p->m;
+    int64_t hist_hi = V0 - p->window;
+    if (hist_hi < p->sinks + 1) hist_hi = p->sinks + 1;
+    double on_share = p->topic_on + p->topic_off > 0 ? p->topic_on / (p->topic_on + p->topic_off) : 1.0;
+    for (int32_t c = 0; c < p->clusters; c++) {
+        q->cl[c].center = p->sinks + rng_below(&q->r, hist_hi - p->sinks);
+        q->cl[c].key = rng_next(&q->r);
+        q->cl[c].on = rng_u01(&q->r) < on_share;
+    }
+    for (int32_t g = 1; g < p->n_producers; g++) {
+        q->overlap[g] = p->overlap_min + (p->overlap_max - p->overlap_min) * rng_u01(&q->r);
+        q->pkey[g] = rng_next(&q->r);
+    }
+    q->state = RQ_LIVE;
+    return 1;
+}
+
+dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer *w, dhs_tracegen_summary *s,
+                                  char *err, size_t err_len)
+{
+    dhs_trace_status st = dhs_tracegen_check(p, err, err_len);
+    if (st) return st;
+    if (!w) {
+        fmt(err, err_len, "writer is NULL");
+        return DHS_TRACE_ERR_INVALID_ARG;
+    }
+    dhs_tracegen_summary sum;
+    memset(&sum, 0, sizeof sum);
+    gen G;
+    memset(&G, 0, sizeof G);
+    G.p = p;
+    const int32_t N = p->n_requests, K = p->spec, k = p->k, NG = p->n_producers;
+    const int32_t batch = p->batch > 0 && p->batch < N ? p->batch : N;
+    const size_t per_item = (size_t)NG * (size_t)K * (size_t)k;
+    int32_t *sel = NULL;
+    const int32_t **ptrs = NULL;
+    dhs_trace_item *items = NULL;
+    int32_t *acc = NULL;
+    G.rq = calloc((size_t)N, sizeof *G.rq);
+    G.rest0 = malloc((size_t)k * sizeof *G.rest0);
+    sel = malloc((size_t)batch * per_item * sizeof *sel);
+    ptrs = malloc((size_t)batch * (size_t)NG * sizeof *ptrs);
+    items = calloc((size_t)batch, sizeof *items);
+    acc = calloc((size_t)batch, sizeof *acc);
+    if (!G.rq || !G.rest0 || !sel || !ptrs || !items || !acc) {
+        fmt(err, err_len, "out of memory (%zu selection bytes per round)", (size_t)batch * per_item * 4);
+        st = DHS_TRACE_ERR_NOMEM;
+        goto done;
+    }
+
+    int32_t next_pending = 0, live = 0;
+    for (int32_t round = 0; round < p->n_rounds; round++) {
+        /* arrivals: fill free slots in id order */
+        while (live < batch && next_pending < N) {
+            greq *q = &G.rq[next_pending];
+            if (!start_request(p, q, (uint32_t)next_pending)) {
+                fmt(err, err_len, "out of memory");
+                st = DHS_TRACE_ERR_NOMEM;
+                goto done;
+            }
+            if ((st = dhs_trace_write_start(w, (uint32_t)next_pending, q->n))) goto werr;
+            sum.requests_started++;
+            live++;
+            next_pending++;
+        }
+        if (live == 0) break;
+        int32_t n_items = 0;
+        for (int32_t id = 0; id < N; id++) {
+            greq *q = &G.rq[id];
+            if (q->state != RQ_LIVE) continue;
+            int32_t A = 0;
+            while (A < K - 1 && rng_u01(&q->r) < p->accept) A++;
+            int64_t V0 = (q->n + 1) / p->m;
+            if (V0 > k) update_clusters(p, q, V0);
+            G.n_rest0 = 0; /* query 0 of this request sets it (when its history exceeds k) */
+            int32_t *base = sel + (size_t)n_items * per_item;
+            const int32_t **pp = ptrs + (size_t)n_items * (size_t)NG;
+            for (int32_t g = 0; g < NG; g++) pp[g] = base + (size_t)g * (size_t)K * (size_t)k;
+            for (int32_t j = 0; j < K; j++) {
+                int64_t V = (q->n + j + 1) / p->m;
+                for (int32_t g = 0; g < NG; g++) {
+                    int32_t *out = (int32_t *)pp[g] + (size_t)j * (size_t)k;
+                    if (V <= k) { /* short history: every row, ascending, then padding */
+                        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
+                        sum.padding += (uint64_t)(k - V);
+                        continue;
+                    }
+                    if (!ensure_rows(&G, V)) {
+                        fmt(err, err_len, "out of memory (%" PRId64 " rows)", V);
+                        st = DHS_TRACE_ERR_NOMEM;
+                        goto done;
+                    }
+                    if (g == 0) select_base(&G, q, j, V, out);
+                    else select_follow(&G, q, g, V, pp[g - 1] + (size_t)j * (size_t)k, out);
+                }
+            }
+            if (p->sorted)
+                for (int32_t g = 0; g < NG; g++)
+                    for (int32_t j = 0; j < K; j++) {
+                        int32_t *out = (int32_t *)pp[g] + (size_t)j * (size_t)k;
+                        if ((q->n + j + 1) / p->m > k) qsort(out, (size_t)k, sizeof *out, cmp_i32);
+                    }
+            items[n_items] = (dhs_trace_item){.req = (uint32_t)id, .n_queries = K, .n_r = q->n, .accepted = A, .sel = pp};
+            acc[n_items] = A;
+            n_items++;
+        }
+        if ((st = dhs_trace_write_round(w, n_items, items))) goto werr;
+        sum.rounds++;
+        sum.items += (uint64_t)n_items;
+        sum.entries += (uint64_t)n_items * per_item;
+        for (int32_t i = 0; i < n_items; i++) {
+            greq *q = &G.rq[items[i].req];
+            q->n += acc[i] + 1;
+            q->produced += acc[i] + 1;
+            if (q->out_target > 0 && q->produced >= q->out_target) {
+                if ((st = dhs_trace_write_end(w, items[i].req))) goto werr;
+                q->state = RQ_DONE;
+                sum.requests_ended++;
+                live--;
+            }
+        }
+    }
+    for (int32_t id = 0; id < N; id++)
+        if (G.rq[id].state == RQ_LIVE) {
+            if ((st = dhs_trace_write_end(w, (uint32_t)id))) goto werr;
+            G.rq[id].state = RQ_DONE;
+            sum.requests_ended++;
+        }
+    sum.bytes = dhs_trace_writer_bytes(w);
+    if (s) *s = sum;
+    st = DHS_TRACE_OK;
+    goto done;
+werr:
+    fmt(err, err_len, "%s", dhs_trace_writer_error(w));
+done:
+    gen_free(&G, N);
+    free(sel);
+    free(ptrs);
+    free(items);
+    free(acc);
+    return st;
+}
+
+dhs_trace_status dhs_tracegen_write(const dhs_tracegen_params *p, const char *path, dhs_tracegen_summary *s,
+                                    char *err, size_t err_len)
+{
+    dhs_trace_header h;
+    dhs_trace_status st = dhs_tracegen_check(p, err, err_len);
+    if (st) return st;
+    if ((st = dhs_tracegen_header(p, &h))) return st;
+    dhs_trace_writer *w;
+    if ((st = dhs_trace_writer_open(path, &h, &w, err, err_len))) return st;
+    dhs_tracegen_summary sum;
+    st = dhs_tracegen_run(p, w, &sum, err, err_len);
+    if (st) {
+        dhs_trace_writer_close(w);
+        remove(path);
+        return st;
+    }
+    if ((st = dhs_trace_writer_close(w))) {
+        fmt(err, err_len, "%s: closing failed (%s)", path, dhs_trace_status_str(st));
+        remove(path);
+        return st;
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0) sum.bytes = (uint64_t)sb.st_size;
+    if (s) *s = sum;
+    return DHS_TRACE_OK;
+}
