@@ -16,7 +16,7 @@
 
 dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n);
 
-enum { C_TAIL = 1, C_OPT = 2, C_HOT = 3, C_STAGE = 4 };
+enum { C_TAIL = 1, C_OPT = 2, C_HOT = 3, C_STAGE = 4, C_MISS = 5 };
 #define CODE(kind, v) (((int64_t)(kind) << 48) | (int64_t)(v))
 #define CODE_KIND(c) ((int)((c) >> 48))
 #define CODE_VAL(c) ((c) & (((int64_t)1 << 48) - 1))
@@ -292,6 +292,9 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
         const int64_t nent = (int64_t)K * k;
         if (payload && (s = resolver_pairs(ctx, npairs + nent * nsrc)) != DHS_OK) break;
         int64_t *cd = code + ent;
+        /* pass 1: direct and hot entries; every hit of the request's union is
+           protected before any victim is chosen */
+        int64_t nmiss = 0;
         for (int64_t e = 0; e < nent; e++) {
             int64_t row = items[it].sel[e];
             if (row < 0) { cd[e] = -1; continue; }
@@ -309,20 +312,31 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             }
             /* 2. hot: reverse index */
             int32_t q = gs->slot_of[row];
-            if (q >= 0) {
-                if (q >= B) { /* staged this round */
-                    cd[e] = CODE(C_STAGE, q - B);
-                    if (q - B >= gs->n_staged_call) c_host++; else c_hot++;
-                    continue;
-                }
-                cd[e] = CODE(C_HOT, q);
-                if (gs->fill[q] == call) { c_host++; continue; }
-                gs->prot[q] = epoch;
-                pol->touch(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
+            if (q < 0) { cd[e] = CODE(C_MISS, row); nmiss++; continue; }
+            if (q >= B) { /* staged earlier this round */
+                cd[e] = CODE(C_STAGE, q - B);
                 c_hot++;
                 continue;
             }
-            /* 3. recover: a distinct miss of this request's union */
+            cd[e] = CODE(C_HOT, q);
+            if (gs->prot[q] != epoch || gs->fill[q] != call) {
+                gs->prot[q] = epoch;
+                pol->touch(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
+            }
+            c_hot++;
+        }
+        /* pass 2, 3. recover: each distinct miss of the union once, into an
+           unprotected victim slot or, when every slot is protected, staging */
+        for (int64_t e = 0; nmiss > 0 && e < nent; e++) {
+            if (cd[e] < 0 || CODE_KIND(cd[e]) != C_MISS) continue;
+            nmiss--;
+            int64_t row = CODE_VAL(cd[e]);
+            int32_t q = gs->slot_of[row];
+            if (q >= 0) { /* a duplicate of a miss recovered above */
+                cd[e] = q >= B ? CODE(C_STAGE, q - B) : CODE(C_HOT, q);
+                c_host++;
+                continue;
+            }
             if (!bit_get(gs->host_valid, row)) { s = DHS_ERR_STATE; break; } /* I1 broken: never expected */
             if (gs->n_free > 0) {
                 q = gs->free_slots[--gs->n_free];
@@ -333,15 +347,14 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
                     pol->remove(gs->pol, q);
                 }
             }
-            uint64_t key = ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++;
             if (q >= 0) {
                 gs->row_of[q] = row;
                 gs->slot_of[row] = q;
                 gs->prot[q] = epoch;
                 gs->fill[q] = call;
-                pol->insert(gs->pol, q, key);
+                pol->insert(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
                 cd[e] = CODE(C_HOT, q);
-            } else { /* every slot protected: staging overflow */
+            } else {
                 if (ctx->grp_arena[g] < 0 && (ctx->grp_arena[g] = arena_acquire(ctx, g)) < 0) { s = DHS_ERR_STAGING; break; }
                 if (gs->n_staged >= ctx->arena_rows_per_slot) { s = DHS_ERR_STAGING; break; }
                 int32_t sidx = gs->n_staged++;
