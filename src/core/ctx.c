@@ -544,10 +544,15 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
         uint32_t rb = ctx->arch.sources[src].row_bytes;
         src_state *ss = &gs->src[si];
         if (ctx->cfg.payload_free) continue;
-        for (int64_t row = r0; row < r1; row++) {
+        /* one copy per run of rows contiguous on both sides */
+        int contig = rb == ctx->row_stride;
+        for (int64_t row = r0; row < r1;) {
+            int64_t end = contig ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
+            if (end > r1) end = r1;
             dhs_status s = ctx->be->ops->copy_sync(ctx->be, host_row(ctx, ss, row),
-                                                   (const uint8_t *)rows[src] + (uint64_t)row * rb, rb);
+                                                   (const uint8_t *)rows[src] + (uint64_t)row * rb, (size_t)(end - row) * rb);
             if (s != DHS_OK) return s;
+            row = end;
         }
     }
     for (int64_t row = r0; row < r1; row++) bit_set(gs->host_valid, row);
@@ -622,10 +627,12 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
                     if (c->payload_free) continue;
                     int32_t src = ctx->grp_srcs[g][si];
                     uint32_t rb = ctx->arch.sources[src].row_bytes;
-                    for (int32_t i = 0; i < p; i++) {
+                    int32_t run = rb == ctx->row_stride ? p : 1; /* whole page in one copy when rows are dense */
+                    for (int32_t i = 0; i < p; i += run) {
                         dhs_status s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, (int64_t)pg * p + i),
-                                                               (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb, rb);
-                        if (s != DHS_OK) return s; /* only a backend failure; the page stays absent-free below */
+                                                               (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
+                                                               (size_t)run * rb);
+                        if (s != DHS_OK) return s;
                     }
                 }
                 gs->opt_state[hp] = OPT_READY;
@@ -685,12 +692,17 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     }
     int32_t si = ctx->src_grp_idx[source];
     uint32_t rb = ctx->arch.sources[source].row_bytes;
-    for (int32_t i = 0; i < n_rows && !c->payload_free; i++) {
+    /* one copy per run of rows inside one tail page (dense rows) */
+    for (int32_t i = 0; i < n_rows && !c->payload_free;) {
         int64_t row = first_row + i;
-        int32_t t = (int32_t)(row % c->tail_rows);
-        int64_t loc = (int64_t)gs->src[si].tail_pages[t / c->page_rows] * c->page_rows + t % c->page_rows;
-        dhs_status s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)data + (uint64_t)i * rb, rb);
+        int32_t t = (int32_t)(row % c->tail_rows), off = t % c->page_rows;
+        int32_t run = rb == ctx->row_stride ? c->page_rows - off : 1;
+        if (run > n_rows - i) run = n_rows - i;
+        int64_t loc = (int64_t)gs->src[si].tail_pages[t / c->page_rows] * c->page_rows + off;
+        dhs_status s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)data + (uint64_t)i * rb,
+                                               (size_t)run * rb);
         if (s != DHS_OK) return s;
+        i += run;
     }
     if (first_row + n_rows > gs->src[si].written_hi) gs->src[si].written_hi = first_row + n_rows;
     return DHS_OK;

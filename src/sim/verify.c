@@ -67,6 +67,7 @@ typedef struct {
     int32_t *round_slots;
     int32_t *round_K;
     int32_t n_round;
+    int32_t step;
 } vstate;
 
 static void violation(vstate *v, const char *what)
@@ -306,6 +307,19 @@ static dhs_status resolve_group(vstate *v, int32_t g)
         s = dhs_resolve(v->ctx, g, k, v->n_round, items);
         check(v, "resolve retry");
     }
+    if (s == DHS_OK && v->o->corrupt_at_step && v->step == v->o->corrupt_at_step && v->n_round > 0) {
+        /* deliberate damage: the byte check below must catch it */
+        for (int64_t e = 0; e < (int64_t)v->round_K[0] * k; e++)
+            if (items[0].loc[e] >= 0) {
+                int32_t src0 = 0;
+                while (v->arch.sources[src0].group != g) src0++;
+                uint32_t stride = 0;
+                for (int i = 0; i < v->arch.n_sources; i++)
+                    if (v->arch.sources[i].row_bytes > stride) stride = v->arch.sources[i].row_bytes;
+                ((uint8_t *)dhs_source_pool(v->ctx, src0))[(uint64_t)items[0].loc[e] * stride] ^= 0x40;
+                break;
+            }
+    }
     if (s != DHS_OK) unexpected(v, "dhs_resolve", s);
     else check_locations(v, g, "after resolve");
     return s;
@@ -526,6 +540,7 @@ int verify_run(const verify_opts *o, verify_result *res)
     }
     int32_t *slots = calloc((size_t)o->requests, sizeof(int32_t));
     for (int32_t step = 0; step < o->steps; step++) {
+        v.step = step;
         if (o->progress && step % 20 == 0) fprintf(stderr, "\rverify: step %d/%d", step, o->steps);
         /* arrivals: every free slot tries to admit a new request */
         for (int32_t i = 0; i < o->requests; i++)
