@@ -302,6 +302,22 @@ int64_t dhs_ring_row(int64_t ring_rows, int32_t slot, int64_t t);
 uint64_t dhs_staging_bytes(int32_t live_sources, int32_t slots, int32_t k_max, int32_t k,
                            uint64_t row_bytes);
 
+/* Block-width schedule (DESIGN §5): the speculation width K narrows as load
+   rises. Step i applies from sessions >= min_sessions[i]; steps are sorted by
+   min_sessions. Default: K = 8 up to 32 sessions, 6 from 33 (so 6 at 64),
+   4 from 128. */
+#define DHS_MAX_SCHEDULE_STEPS 8
+typedef struct dhs_spec_schedule {
+    int32_t n_steps;
+    int32_t min_sessions[DHS_MAX_SCHEDULE_STEPS];
+    int32_t width[DHS_MAX_SCHEDULE_STEPS];
+} dhs_spec_schedule;
+dhs_spec_schedule dhs_spec_schedule_default(void);
+/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending). 0 on success. */
+int dhs_spec_schedule_parse(const char *s, dhs_spec_schedule *out);
+/* Width K for `sessions` concurrent sessions (>= 1). */
+int32_t dhs_spec_width(const dhs_spec_schedule *s, int32_t sessions);
+
 /* ---------------------------------------------------------------- checks */
 /* Invariant checkers, usable inside assert(): return 0 when everything holds,
    else the number of violations found; the first is described in msg. */

@@ -1,0 +1,50 @@
+/* test_sizing.c - closed-form sizes (DESIGN §6) and the block-width schedule (§5). */
+#include <math.h>
+#include <stdio.h>
+
+#include "dhs.h"
+
+static int passes, failures;
+#define CHECK(c)                                                         \
+    do {                                                                 \
+        if (c) passes++;                                                 \
+        else { failures++; printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); } \
+    } while (0)
+
+int main(void)
+{
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    CHECK(dhs_ring_rows(2048, 8, 64) == 2176);
+    CHECK(dhs_ring_rows(2048, 6, 64) == 2176); /* covers the six- and four-query blocks too */
+    CHECK(dhs_ring_rows(0, 1, 64) == 64);
+    CHECK(dhs_ring_rows(64, 1, 64) == 128);
+    double ring = (double)dhs_ring_bytes(2048, 8, 64, 35, 12288) / GiB;
+    printf("ring: 35 slots x 2176 rows x 12288 B = %.4f GiB\n", ring);
+    CHECK(fabs(ring - 0.87) < 0.01);
+    double s78 = (double)dhs_staging_bytes(78, 35, 8, 2048, 576) / GiB, s4 = (double)dhs_staging_bytes(4, 35, 8, 2048, 576) / GiB;
+    printf("staging: 78 live sources %.3f GiB, 4 live sources %.3f GiB (ratio %.1f)\n", s78, s4, s78 / s4);
+    CHECK(fabs(s78 - 24.0) < 0.05 && fabs(s4 - 1.23) < 0.01);
+    /* ring addressing: live positions of one slot never share a row; slots disjoint */
+    int64_t R = dhs_ring_rows(2048, 8, 64);
+    int collide = 0;
+    for (int64_t t = 0; t < 3 * R; t++)
+        for (int64_t d = 1; d < R; d += 97)
+            if (dhs_ring_row(R, 3, t) == dhs_ring_row(R, 3, t + d)) collide++;
+    CHECK(collide == 0);
+    CHECK(dhs_ring_row(R, 1, 0) == R && dhs_ring_row(R, 0, R - 1) == R - 1 && dhs_ring_row(R, 0, R) == 0);
+    CHECK(dhs_ring_row(R, -1, 0) == -1);
+    /* schedule: 8 up to 32 sessions, 6 at 64, 4 from 128 */
+    dhs_spec_schedule s = dhs_spec_schedule_default();
+    CHECK(dhs_spec_width(&s, 1) == 8 && dhs_spec_width(&s, 32) == 8 && dhs_spec_width(&s, 64) == 6);
+    CHECK(dhs_spec_width(&s, 127) == 6 && dhs_spec_width(&s, 128) == 4 && dhs_spec_width(&s, 1000) == 4);
+    dhs_spec_schedule p;
+    CHECK(dhs_spec_schedule_parse("8@0,6@33,4@128", &p) == 0);
+    CHECK(p.n_steps == 3 && dhs_spec_width(&p, 64) == 6 && dhs_spec_width(&p, 200) == 4);
+    CHECK(dhs_spec_schedule_parse("4@0,2@16", &p) == 0 && dhs_spec_width(&p, 20) == 2);
+    CHECK(dhs_spec_schedule_parse("", &p) != 0);
+    CHECK(dhs_spec_schedule_parse("8@10,6@5", &p) != 0); /* not ascending */
+    CHECK(dhs_spec_schedule_parse("8@0,x", &p) != 0);
+    CHECK(dhs_spec_schedule_parse("0@0", &p) != 0);
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
