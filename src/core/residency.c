@@ -211,7 +211,12 @@ static dhs_status reclaim_request(dhs_ctx *ctx, request *rq)
             if (gs->opt_state[hp] == OPT_ABSENT) continue;
             ctx->st.reclaimed_pages += (uint64_t)ctx->grp_nsrc[g];
             dhs_status s = opt_start_reclaim(ctx, rq, g, hp);
-            if (s != DHS_OK) return s;
+            if (s != DHS_OK) {
+                /* pages whose backup started finish in housekeeping; the rest
+                   keep serving and the request may repopulate again */
+                rq->reclaiming = 0;
+                return s;
+            }
         }
     }
     for (int32_t g = 0; g < ctx->arch.n_groups; g++)
