@@ -76,7 +76,7 @@ dhs_status dhs_arch_validate(const dhs_arch *a)
     for (int g = 0; g < a->n_groups; g++) m_of[g] = 0;
     for (int s = 0; s < a->n_sources; s++) {
         const dhs_source_desc *d = &a->sources[s];
-        if (d->row_bytes == 0 || d->row_bytes % DHS_ALIGN || d->m < 1 || d->group < 0 || d->group >= a->n_groups)
+        if (d->row_bytes == 0 || d->row_bytes % DHS_ALIGN || d->m < 1 || d->m > INT32_MAX || d->group < 0 || d->group >= a->n_groups)
             return DHS_ERR_INVALID_ARG;
         if (m_of[d->group] && m_of[d->group] != (int32_t)d->m) return DHS_ERR_INVALID_ARG;
         m_of[d->group] = (int32_t)d->m;
@@ -191,7 +191,7 @@ static void ctx_free_all(dhs_ctx *ctx)
     if (!ctx->cfg.payload_free && ctx->pool)
         be_dev_free(ctx->be, ctx->pool, (size_t)ctx->n_pages * ctx->cfg.page_rows * ctx->row_stride);
     int32_t ng = ctx->arch.n_groups;
-    if (ctx->grp_srcs)
+    if (ctx->grp_srcs && ctx->grp_nsrc) /* grp_nsrc may be the allocation that failed */
         for (int g = 0; g < ng; g++) ctx_free(ctx, ctx->grp_srcs[g], (size_t)ctx->grp_nsrc[g], sizeof(int32_t));
     ctx_free(ctx, ctx->grp_srcs, (size_t)ng, sizeof(int32_t *));
     ctx_free(ctx, ctx->grp_m, (size_t)ng, sizeof(int32_t));
@@ -219,11 +219,14 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
     const dhs_config *c = cfg;
+    /* bounds first: no arithmetic below may overflow */
+    if (c->max_k > (1 << 24) || c->max_requests > (1 << 20) || c->k_max > (1 << 16) || c->hot_rows > (1 << 30) ||
+        c->tail_rows > (1 << 30) || c->max_rows > INT32_MAX)
+        return DHS_ERR_INVALID_ARG;
     if (c->max_requests < 1 || c->max_k < 1 || c->k_max < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
         c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
         c->tail_rows < 2 * c->k_max || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
-        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0 ||
-        c->max_k > (1 << 24) || c->max_requests > (1 << 20))
+        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
         return DHS_ERR_INVALID_ARG;
     if (be_fault(be, DHS_FAULT_HOST_ALLOC)) return DHS_ERR_NOMEM;
     dhs_ctx *ctx = calloc(1, sizeof *ctx);
@@ -270,6 +273,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
             if (arch->consumers[i].group == g && (arch->consumers[i].kind == DHS_CONSUMER_OWN || arch->consumers[i].kind == DHS_CONSUMER_REINDEX)) n++;
         if (n > calls) calls = n;
     }
+    if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
     ctx->arena_rows_per_slot = c->k_max * c->max_k * calls;
     ctx->n_arenas = arena_count(ctx);
     int64_t arena_pages = ((int64_t)c->max_requests * ctx->arena_rows_per_slot + c->page_rows - 1) / c->page_rows;
@@ -359,7 +363,8 @@ int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 /* ------------------------------------------------------------- requests */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
 {
-    if (!ctx || r.id >= (uint32_t)ctx->cfg.max_requests) { if (err) *err = DHS_ERR_UNKNOWN_REQUEST; return NULL; }
+    if (!ctx) { if (err) *err = DHS_ERR_INVALID_ARG; return NULL; }
+    if (r.id >= (uint32_t)ctx->cfg.max_requests) { if (err) *err = DHS_ERR_UNKNOWN_REQUEST; return NULL; }
     request *rq = &ctx->req[r.id];
     if (!rq->in_use) {
         if (err) *err = (rq->gen == r.gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST;
@@ -456,12 +461,14 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
         ctx->pol->init(gs->pol, B);
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
             src_state *ss = &gs->src[si];
+            /* -1 as soon as the arrays exist: after a failure, request_free_all
+               releases only pages this request took (calloc's 0 is a real page) */
             ss->hot_pages = ctx_calloc(ctx, (size_t)(B / p), sizeof(int32_t));
+            for (int32_t i = 0; ss->hot_pages && i < B / p; i++) ss->hot_pages[i] = -1;
             ss->tail_pages = ctx_calloc(ctx, (size_t)(c->tail_rows / p), sizeof(int32_t));
+            for (int32_t i = 0; ss->tail_pages && i < c->tail_rows / p; i++) ss->tail_pages[i] = -1;
             ss->host_chunks = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
             if (!ss->hot_pages || !ss->tail_pages || !ss->host_chunks) return DHS_ERR_NOMEM;
-            for (int32_t i = 0; i < B / p; i++) ss->hot_pages[i] = -1;
-            for (int32_t i = 0; i < c->tail_rows / p; i++) ss->tail_pages[i] = -1;
             for (int32_t i = 0; i < B / p; i++)
                 if ((ss->hot_pages[i] = page_alloc(ctx, PAGE_HOT, slot)) < 0) return DHS_ERR_DEVICE_NOMEM;
             for (int32_t i = 0; i < c->tail_rows / p; i++)
@@ -587,6 +594,18 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         grp_state *gs = &rq->g[g];
         int64_t hist = n_positions / m;
         int64_t nop = hist / p;
+        if (gs->opt_state && gs->n_opt_pages != nop) {
+            /* left by a failed import of another length: no page was taken yet */
+            ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
+            ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
+            ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                ctx_free(ctx, gs->src[si].opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+                gs->src[si].opt_pages = NULL;
+            }
+            gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
+            gs->n_opt_pages = 0;
+        }
         if (nop > 0 && !gs->opt_state) {
             gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
             gs->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);

@@ -259,24 +259,41 @@ static int cmp_order(const void *a, const void *b)
     return x->slot - y->slot;
 }
 
+/* A request whose optional pages an admission may reclaim. A request of the
+   open round may have handed out locations in its optional pages to consumers
+   not issued yet (I2): not a candidate until the round ends. */
+static int reclaim_candidate(const dhs_ctx *ctx, const request *rq)
+{
+    return rq->in_use && !(ctx->round_open && rq->in_round);
+}
+
 dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
 {
     (void)new_rq;
     int64_t need = ctx->req_pages_per_request;
+    int32_t N = ctx->cfg.max_requests;
+    if (ctx->n_free_pages - need >= ctx->pages_res) return DHS_OK;
+    /* decide before touching anything: deferred pages come back once their
+       readers completed, candidates' optional pages by reclaim; when even all
+       of it cannot make room the admission waits and nothing changed (no
+       sweep, no wait for readers) */
+    int64_t all = 0;
+    for (int32_t i = 0; i < N; i++)
+        if (reclaim_candidate(ctx, &ctx->req[i])) all += req_opt_pages(ctx, &ctx->req[i]);
+    if (ctx->n_free_pages + ctx->n_deferred + all - need < ctx->pages_res) return DHS_WAIT;
     deferred_sweep(ctx, 0);
     if (ctx->n_free_pages - need >= ctx->pages_res) return DHS_OK;
     deferred_sweep(ctx, 1);
     int64_t delta = need + ctx->pages_res - ctx->n_free_pages;
     if (delta <= 0) return DHS_OK;
-    /* what reclaiming every optional page could give */
-    int64_t all = 0;
-    int32_t N = ctx->cfg.max_requests;
+    /* reclaim order over the candidates */
+    all = 0;
     order_ent *ord = malloc(sizeof(order_ent) * (size_t)N);
     if (!ord) return DHS_ERR_NOMEM;
     int32_t n = 0;
     for (int32_t i = 0; i < N; i++) {
         request *rq = &ctx->req[i];
-        if (!rq->in_use) continue;
+        if (!reclaim_candidate(ctx, rq)) continue;
         int64_t a = req_opt_pages(ctx, rq);
         if (a == 0) continue;
         all += a;

@@ -92,7 +92,24 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
        is over; victims are chosen by the policy as for a miss */
     int64_t npairs = 0, tot = 0;
     for (int32_t i = 0; i < ctx->n_round; i++) tot += (int64_t)ctx->req[ctx->round_reqs[i]].g[g].n_staged * nsrc;
-    if (resolver_pairs(ctx, tot) != DHS_OK) return DHS_ERR_NOMEM; /* nothing changed */
+    if (!c->payload_free && resolver_pairs(ctx, tot) != DHS_OK) {
+        /* no room to list the copies: drop the staged rows instead of promoting
+           them (they keep their host copies) and release the arenas, so no
+           staged mapping outlives the round */
+        for (int32_t i = 0; i < ctx->n_round; i++) {
+            grp_state *gs = &ctx->req[ctx->round_reqs[i]].g[g];
+            for (int32_t sidx = 0; sidx < gs->n_staged; sidx++) gs->slot_of[gs->staged_row[sidx]] = -1;
+            gs->n_staged = 0;
+        }
+        dhs_ticket t = 0;
+        ctx->be->ops->record_readers(ctx->be, &t);
+        for (int32_t si = 0; si < nsrc; si++) {
+            ctx->arenas[a0 + si].busy = 0;
+            ctx->arenas[a0 + si].readers = t;
+        }
+        ctx->grp_arena[g] = -1;
+        return DHS_ERR_NOMEM;
+    }
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         grp_state *gs = &rq->g[g];
@@ -284,10 +301,12 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     uint64_t c_direct = 0, c_hot = 0, c_host = 0, misses = 0, staged = 0;
     dhs_status s = DHS_OK;
     int64_t *code = ctx->scratch_code;
+    /* every item's rollback point, before any is planned: a failure while
+       planning item i must not roll back items after i to a stale mark */
+    for (int32_t it = 0; it < n_items; it++) ctx->req[items[it].req.id].g[g].n_staged_call = ctx->req[items[it].req.id].g[g].n_staged;
     for (int32_t it = 0; it < n_items && s == DHS_OK; it++) {
         request *rq = &ctx->req[items[it].req.id];
         grp_state *gs = &rq->g[g];
-        gs->n_staged_call = gs->n_staged;
         const int32_t K = items[it].n_queries;
         const int64_t nent = (int64_t)K * k;
         if (payload && (s = resolver_pairs(ctx, npairs + nent * nsrc)) != DHS_OK) break;

@@ -1,0 +1,520 @@
+/* test_residency.c - load-adaptive residency (DESIGN §3) as a property test.
+ *
+ * Random event sequences - admissions, imports (DEVICE / HOST), decode rounds
+ * (block writes, resolves of two groups with speculation, REINDEX, group_done,
+ * acceptance), spot checks of whole histories, closes and injected faults -
+ * run on the CPU backend with async_delay 0..4, in order and in random order,
+ * under every replacement policy and reclaim order. After every API call the
+ * invariants I1-I4 are checked (dhs_check_invariants, and M_req + M_opt +
+ * M_res <= M from dhs_get_mem); the bytes at every returned location are
+ * compared with the model; every committed row of a request is read back
+ * before it closes (no loss). The pool is small enough that admissions must
+ * reclaim, some must wait (DHS_WAIT changes nothing: dhs_get_mem identical),
+ * and freed pages are repopulated; the test requires each to have happened.
+ *
+ * Crafted scenarios: the three reclaim orders take different victims; an
+ * admission while a round is open leaves that round's locations valid.
+ *
+ * Scale: 200,000 top-level events in the normal build; DHS_TEST_SCALE
+ * multiplies, and sanitizer builds run 0.1 of it (see th_scale).
+ */
+#include "test_help.h"
+
+static uint64_t g_seed;
+
+#define NREQ 5
+#define KSEL 16
+#define KMAX 3
+
+typedef struct {
+    long events, api_calls, rounds, opens, waits, imports, closes, faults_armed, fault_hits, sweeps, mid_round;
+    long wrong_bytes, lost_rows, inv_fail, mem_fail, wait_changed, unexpected;
+    uint64_t reclaims, repopulated, retired, admissions;
+} rstats;
+
+typedef struct {
+    th_env e;
+    uint64_t rng;
+    rstats *rs;
+    int stage[NREQ];            /* 0 free, 1 opened (not imported), 2 live */
+    int armed;                  /* a fault is armed for the next calls */
+} rt;
+
+static void inv(rt *t, const char *after)
+{
+    char msg[256];
+    t->rs->api_calls++;
+    if (dhs_check_invariants(t->e.ctx, msg, sizeof msg)) {
+        if (t->rs->inv_fail++ < 5) printf("invariants after %s: %s\n", after, msg);
+    }
+    dhs_mem m;
+    dhs_get_mem(t->e.ctx, &m);
+    if (m.M_req + m.M_opt + m.M_res > m.M) {
+        if (t->rs->mem_fail++ < 5)
+            printf("I4 after %s: M_req %llu + M_opt %llu + M_res %llu > M %llu\n", after, (unsigned long long)m.M_req,
+                   (unsigned long long)m.M_opt, (unsigned long long)m.M_res, (unsigned long long)m.M);
+    }
+}
+
+static int is_fault(dhs_status s) { return s == DHS_ERR_NOMEM || s == DHS_ERR_DEVICE_NOMEM || s == DHS_ERR_BACKEND; }
+
+static void disarm(rt *t)
+{
+    for (int k = 0; k < DHS_FAULT_COUNT_; k++) dhs_backend_fault_at(t->e.be, (dhs_fault_kind)k, 0);
+    t->armed = 0;
+}
+
+static void unexpected(rt *t, const char *what, dhs_status s)
+{
+    if (t->rs->unexpected++ < 10) printf("unexpected: %s returned %s\n", what, dhs_status_str(s));
+}
+
+/* A call that may meet an armed fault: a fault status is followed by a check, a disarm and one retry. */
+#define CALL(t, s, what, expr)                                       \
+    do {                                                             \
+        s = (expr);                                                  \
+        inv((t), what);                                              \
+        if (is_fault(s)) {                                           \
+            (t)->rs->fault_hits++;                                   \
+            disarm(t);                                               \
+            s = (expr);                                              \
+            inv((t), what " (retry)");                               \
+        }                                                            \
+    } while (0)
+
+static int mem_same(const dhs_mem *a, const dhs_mem *b)
+{
+    return a->M == b->M && a->M_req == b->M_req && a->M_opt == b->M_opt && a->M_res == b->M_res &&
+           a->device_bytes_allocated == b->device_bytes_allocated && a->host_bytes_allocated == b->host_bytes_allocated &&
+           a->pages_total == b->pages_total && a->pages_free == b->pages_free && a->requests_open == b->requests_open;
+}
+
+static void ev_open(rt *t, int q)
+{
+    dhs_mem m0, m1;
+    dhs_get_mem(t->e.ctx, &m0);
+    int64_t expect = 40 + th_below(&t->rng, 300);
+    dhs_status s;
+    CALL(t, s, "open", th_open(&t->e, q, expect));
+    t->rs->opens++;
+    if (s == DHS_WAIT) {
+        t->rs->waits++;
+        dhs_get_mem(t->e.ctx, &m1);
+        if (!mem_same(&m0, &m1)) {
+            if (t->rs->wait_changed++ < 5)
+                printf("DHS_WAIT changed memory: M_req %llu -> %llu, M_opt %llu -> %llu, free %lld -> %lld, open %d -> %d\n",
+                       (unsigned long long)m0.M_req, (unsigned long long)m1.M_req, (unsigned long long)m0.M_opt,
+                       (unsigned long long)m1.M_opt, (long long)m0.pages_free, (long long)m1.pages_free, m0.requests_open,
+                       m1.requests_open);
+        }
+        return;
+    }
+    if (s != DHS_OK) { unexpected(t, "open", s); return; }
+    t->stage[q] = 1;
+}
+
+static void ev_import(rt *t, int q)
+{
+    int64_t n = th_below(&t->rng, 10) == 0 ? 0 : 1 + th_below(&t->rng, 300);
+    unsigned flags = th_below(&t->rng, 10) < 6 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+    dhs_status s;
+    CALL(t, s, "import", th_import(&t->e, q, n, flags));
+    t->rs->imports++;
+    if (s != DHS_OK) { unexpected(t, "import", s); return; }
+    t->stage[q] = 2;
+}
+
+static void ev_close(rt *t, int q, int sweep)
+{
+    if (sweep) {
+        disarm(t); /* the read-back itself runs without faults */
+        long lost = th_sweep(&t->e, q, KSEL);
+        inv(t, "sweep");
+        t->rs->lost_rows += lost;
+        t->rs->sweeps++;
+        if (lost && t->rs->lost_rows == lost) printf("request slot %d: %ld rows lost\n", q, lost);
+    }
+    dhs_status s;
+    CALL(t, s, "close", th_close(&t->e, q));
+    if (s != DHS_OK) unexpected(t, "close", s);
+    t->stage[q] = 0;
+    t->rs->closes++;
+}
+
+/* random visible selection of query j (rows of a group with m positions per row) */
+static void gen_sel(rt *t, const th_req *r, int64_t m, int32_t j, int32_t *out)
+{
+    int64_t vis = (r->n + j + 1) / m;
+    for (int32_t i = 0; i < KSEL; i++) {
+        int64_t x = th_below(&t->rng, 16);
+        if (vis <= 0 || x == 0) out[i] = -1;
+        else if (x < 5) out[i] = (int32_t)(vis - 1 - th_below(&t->rng, vis < 10 ? vis : 10));
+        else if (x < 7 && i > 0) out[i] = out[th_below(&t->rng, i)];
+        else if (x < 11) out[i] = (int32_t)th_below(&t->rng, vis < 24 ? vis : 24); /* a reused set */
+        else out[i] = (int32_t)th_below(&t->rng, vis);
+    }
+}
+
+static void ev_round(rt *t)
+{
+    int32_t slots[NREQ], K[NREQ], n = 0;
+    dhs_req h[NREQ];
+    for (int q = 0; q < NREQ; q++)
+        if (t->stage[q] == 2 && th_below(&t->rng, 5) != 0 && t->e.rq[q].n + KMAX + 2 * KSEL < t->e.cfg.max_rows) {
+            slots[n] = q;
+            h[n] = t->e.rq[q].h;
+            K[n] = 1 + (int32_t)th_below(&t->rng, KMAX);
+            n++;
+        }
+    t->rs->rounds++;
+    dhs_status s;
+    CALL(t, s, "round_begin", dhs_round_begin(t->e.ctx, n, h, K));
+    if (s != DHS_OK) { unexpected(t, "round_begin", s); return; }
+    for (int i = 0; i < n; i++) {
+        CALL(t, s, "write_rows", th_write_block(&t->e, slots[i], K[i]));
+        if (s != DHS_OK) unexpected(t, "write_rows", s);
+    }
+    static int32_t sel[2][NREQ][KMAX * KSEL], loc[2][NREQ][2 * KMAX * KSEL];
+    for (int32_t g = 0; g < 2 && n > 0; g++) {
+        int64_t m = t->e.m_of[g];
+        int calls = g == 0 ? 1 + (int)th_below(&t->rng, 2) : 1; /* group 0: OWN, sometimes REINDEX */
+        for (int c = 0; c < calls; c++) {
+            dhs_resolve_item items[NREQ];
+            for (int i = 0; i < n; i++) {
+                th_req *r = &t->e.rq[slots[i]];
+                for (int32_t j = 0; j < K[i]; j++) gen_sel(t, r, m, j, sel[c][i] + j * KSEL);
+                items[i] = (dhs_resolve_item){r->h, K[i], sel[c][i], loc[c][i]};
+            }
+            CALL(t, s, "resolve", dhs_resolve(t->e.ctx, g, KSEL, n, items));
+            if (s != DHS_OK) { unexpected(t, "resolve", s); continue; }
+            for (int cc = 0; cc <= c; cc++) /* a REINDEX keeps the earlier call's locations valid */
+                for (int i = 0; i < n; i++) t->rs->wrong_bytes += th_check_item(&t->e, slots[i], g, K[i], KSEL, sel[cc][i], loc[cc][i]);
+        }
+        if (g == 0) {
+            CALL(t, s, "group_done", dhs_group_done(t->e.ctx, 0));
+            if (s != DHS_OK) unexpected(t, "group_done", s);
+        }
+    }
+    /* sometimes a request outside the round arrives, imports or leaves while the round is open; the
+       round's group-1 locations (its consumers may still run) must keep their bytes */
+    if (n > 0 && th_below(&t->rng, 8) == 0) {
+        int q = (int)th_below(&t->rng, NREQ), in = 0;
+        for (int i = 0; i < n; i++) in |= slots[i] == q;
+        if (!in) {
+            if (t->stage[q] == 0) ev_open(t, q);
+            if (t->stage[q] == 1) ev_import(t, q);
+            else if (t->stage[q] == 2 && th_below(&t->rng, 2)) ev_close(t, q, 0);
+            t->rs->mid_round++;
+            for (int i = 0; i < n; i++) t->rs->wrong_bytes += th_check_item(&t->e, slots[i], 1, K[i], KSEL, sel[0][i], loc[0][i]);
+        }
+    }
+    int32_t acc[NREQ];
+    for (int i = 0; i < n; i++) acc[i] = (int32_t)th_below(&t->rng, K[i]);
+    CALL(t, s, "round_end", dhs_round_end(t->e.ctx, acc));
+    if (s != DHS_OK) { unexpected(t, "round_end", s); return; }
+    for (int i = 0; i < n; i++) t->e.rq[slots[i]].n += acc[i] + 1;
+}
+
+/* spot check: k random committed rows of one request, from anywhere in its history */
+static void ev_spot(rt *t, int q)
+{
+    th_req *r = &t->e.rq[q];
+    if (r->n + 2 >= t->e.cfg.max_rows) return;
+    int32_t one = 1, acc = 0;
+    dhs_status s;
+    CALL(t, s, "round_begin", dhs_round_begin(t->e.ctx, 1, &r->h, &one));
+    if (s != DHS_OK) { unexpected(t, "spot round_begin", s); return; }
+    CALL(t, s, "write_rows", th_write_block(&t->e, q, 1));
+    for (int32_t g = 0; g < 2; g++) {
+        int64_t rows = r->n / t->e.m_of[g];
+        int32_t sel[KSEL], loc[2 * KSEL];
+        for (int i = 0; i < KSEL; i++) sel[i] = rows > 0 ? (int32_t)th_below(&t->rng, rows) : -1;
+        dhs_resolve_item it = {r->h, 1, sel, loc};
+        CALL(t, s, "resolve", dhs_resolve(t->e.ctx, g, KSEL, 1, &it));
+        if (s != DHS_OK) { unexpected(t, "spot resolve", s); continue; }
+        t->rs->lost_rows += th_check_item(&t->e, q, g, 1, KSEL, sel, loc);
+    }
+    CALL(t, s, "round_end", dhs_round_end(t->e.ctx, &acc));
+    if (s == DHS_OK) r->n++;
+}
+
+static void run_phase(rstats *rs, long events, int async_delay, int random_order, dhs_policy pol, dhs_reclaim_order ord, uint64_t seed)
+{
+    rt t;
+    memset(&t, 0, sizeof t);
+    t.rs = rs;
+    t.rng = seed;
+    /* group 0: two sources (OWN + FOLLOW), m = 1; group 1: one source, m = 4 (OWN + REINDEX declared) */
+    dhs_arch a;
+    memset(&a, 0, sizeof a);
+    a.n_groups = 2;
+    a.n_sources = 3;
+    a.sources[0] = (dhs_source_desc){32, 1, 0};
+    a.sources[1] = (dhs_source_desc){16, 1, 0};
+    a.sources[2] = (dhs_source_desc){32, 4, 1};
+    a.n_consumers = 5;
+    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 1, 0};
+    a.consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_REINDEX, 0, 0};
+    a.consumers[3] = (dhs_consumer_desc){DHS_CONSUMER_REUSE, 0, 0};
+    a.consumers[4] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 2, 1};
+    dhs_config c = dhs_config_default();
+    c.max_requests = NREQ;
+    c.max_k = KSEL;
+    c.k_max = KMAX;
+    c.hot_rows = 24;
+    c.tail_rows = 16;
+    c.page_rows = 8;
+    c.max_rows = 420;
+    c.policy = pol;
+    c.reclaim_order = ord;
+    c.repop_pages = 1 + (int32_t)(seed % 5);
+    /* staging: 2 arenas x ceil(5 x 96 / 8) = 120 pages; a request needs (24+16)/8 x 3 = 15 pages.
+       Room for the arenas, a reserve of 2 pages, 3 requests' required pages and 24 optional pages:
+       admitting a 4th request reclaims, a 5th usually waits. */
+    int64_t pages = 120 + 2 + 3 * 15 + 24;
+    c.device_bytes = (uint64_t)pages * 8 * 32;
+    c.reserve_bytes = 2ull * 8 * 32;
+    dhs_cpu_options o = {.async_delay = async_delay, .random_order = random_order, .seed = seed};
+    if (th_env_init(&t.e, &a, &c, &o) != DHS_OK) {
+        printf("phase: ctx_create failed\n");
+        th_failed++;
+        return;
+    }
+    inv(&t, "create");
+    for (long ev = 0; ev < events; ev++) {
+        rs->events++;
+        int64_t x = th_below(&t.rng, 100);
+        int q = (int)th_below(&t.rng, NREQ);
+        if (x < 3 && !t.armed) {
+            /* arm a fault for the next call(s); a fault status is retried once by CALL */
+            dhs_backend_fault_at(t.e.be, (dhs_fault_kind)th_below(&t.rng, DHS_FAULT_COUNT_), 1 + (uint64_t)th_below(&t.rng, 3));
+            t.armed = 1;
+            rs->faults_armed++;
+        } else if (x < 12) {
+            if (t.stage[q] == 0) ev_open(&t, q);
+            else if (t.stage[q] == 1) ev_import(&t, q);
+            else ev_round(&t);
+        } else if (x < 15) {
+            if (t.stage[q] == 2) ev_close(&t, q, th_below(&t.rng, 3) == 0);
+            else if (t.stage[q] == 1) ev_import(&t, q);
+            else ev_open(&t, q);
+        } else if (x < 19) {
+            if (t.stage[q] == 2) ev_spot(&t, q);
+            else ev_round(&t);
+        } else {
+            ev_round(&t);
+        }
+        /* requests near their end of history close (after a full read-back) */
+        for (int i = 0; i < NREQ; i++)
+            if (t.stage[i] == 2 && t.e.rq[i].n + KMAX + 2 * KSEL + 8 >= c.max_rows) ev_close(&t, i, 1);
+        if (rs->inv_fail + rs->wrong_bytes + rs->lost_rows + rs->unexpected > 50) break;
+    }
+    disarm(&t);
+    for (int i = 0; i < NREQ; i++)
+        if (t.stage[i] == 2) ev_close(&t, i, 1);
+        else if (t.stage[i] == 1) ev_close(&t, i, 0);
+    CHECK_ST(dhs_sync(t.e.ctx), DHS_OK);
+    inv(&t, "sync");
+    dhs_mem m;
+    dhs_get_mem(t.e.ctx, &m);
+    CHECKF(m.requests_open == 0 && m.M_opt == 0 && m.M_req == 120ull * 8 * 32, "memory held after every close: M_req %llu M_opt %llu",
+           (unsigned long long)m.M_req, (unsigned long long)m.M_opt);
+    dhs_stats st;
+    dhs_get_stats(t.e.ctx, &st);
+    rs->reclaims += st.reclaims;
+    rs->repopulated += st.repopulated_pages;
+    rs->retired += st.retired_pages;
+    rs->admissions += st.admissions;
+    CHECKF(st.host_rows_copied == st.distinct_misses, "host_rows_copied %llu != distinct_misses %llu",
+           (unsigned long long)st.host_rows_copied, (unsigned long long)st.distinct_misses);
+    th_env_free(&t.e);
+}
+
+static void test_random_events(double scale)
+{
+    rstats rs;
+    memset(&rs, 0, sizeof rs);
+    long total = (long)(200000 * scale);
+    if (total < 5000) total = 5000;
+    const int phases = 20;
+    double t0 = th_now();
+    for (int ph = 0; ph < phases; ph++) {
+        int delay = ph % 5, rnd = (ph / 5) % 2;
+        dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
+        dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
+        run_phase(&rs, total / phases, delay, rnd, pol, ord, th_mix(g_seed + (uint64_t)ph));
+    }
+    printf("residency: %ld events (%ld API calls, each followed by the invariant check), %ld rounds, %ld opens "
+           "(%ld waits), %ld imports, %ld closes (%ld full read-backs), %ld arrivals/departures inside a round, "
+           "%ld faults armed (%ld hit), %.1f s\n",
+           rs.events, rs.api_calls, rs.rounds, rs.opens, rs.waits, rs.imports, rs.closes, rs.sweeps, rs.mid_round, rs.faults_armed,
+           rs.fault_hits, th_now() - t0);
+    printf("residency: admissions %llu, reclaims %llu, repopulated pages %llu, retired pages %llu\n",
+           (unsigned long long)rs.admissions, (unsigned long long)rs.reclaims, (unsigned long long)rs.repopulated,
+           (unsigned long long)rs.retired);
+    CHECKF(rs.events >= total, "only %ld of %ld events ran (stopped on failures)", rs.events, total);
+    CHECKF(rs.inv_fail == 0, "%ld invariant violations", rs.inv_fail);
+    CHECKF(rs.mem_fail == 0, "%ld times M_req + M_opt + M_res > M", rs.mem_fail);
+    CHECKF(rs.wrong_bytes == 0, "%ld locations with wrong bytes", rs.wrong_bytes);
+    CHECKF(rs.lost_rows == 0, "%ld committed rows lost", rs.lost_rows);
+    CHECKF(rs.unexpected == 0, "%ld unexpected statuses", rs.unexpected);
+    CHECKF(rs.wait_changed == 0, "%ld DHS_WAIT answers changed dhs_get_mem", rs.wait_changed);
+    CHECKF(rs.reclaims > 0, "no reclaim happened");
+    CHECKF(rs.waits > 0, "no admission waited");
+    CHECKF(rs.repopulated > 0, "no page was repopulated");
+    CHECKF(rs.fault_hits > 0, "no injected fault was met");
+    CHECKF(rs.sweeps > 0, "no full read-back");
+    CHECKF(rs.mid_round > 0, "no admission inside a round");
+}
+
+/* ------------------------------------------------------------ reclaim orders */
+/* A (oldest, 20 optional pages), B (most, 30), C (newest, 10) hold the pool; D's admission needs 4
+   pages: exactly one whole request is reclaimed, chosen by the order. Each request then reads its
+   imported rows: the victim's come from host, the others' stay direct. */
+static int reclaim_victim(dhs_reclaim_order ord)
+{
+    dhs_arch a = dhs_arch_default();
+    a.sources[0].row_bytes = 64;
+    dhs_config c = dhs_config_default();
+    c.max_requests = 4;
+    c.max_k = 16;
+    c.k_max = 1;
+    c.hot_rows = 32;
+    c.tail_rows = 16;
+    c.page_rows = 8;
+    c.max_rows = 1000;
+    c.repop_pages = 0; /* what is reclaimed stays on host */
+    c.reclaim_order = ord;
+    c.device_bytes = (3ull * 6 + 60 + 2) * 8 * 64;
+    th_env e;
+    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    const int64_t len[3] = {160, 240, 80};
+    for (int q = 0; q < 3; q++) {
+        CHECK_ST(th_open(&e, q, 600), DHS_OK);
+        CHECK_INV(e.ctx);
+        CHECK_ST(th_import(&e, q, len[q], DHS_IMPORT_DEVICE), DHS_OK);
+        CHECK_INV(e.ctx);
+    }
+    dhs_mem m;
+    dhs_get_mem(e.ctx, &m);
+    CHECK(m.pages_free == 2 && m.M_opt == 60ull * 8 * 64);
+    dhs_stats s0, s1;
+    dhs_get_stats(e.ctx, &s0);
+    CHECK_ST(th_open(&e, 3, 100), DHS_OK);
+    CHECK_INV(e.ctx);
+    dhs_get_stats(e.ctx, &s1);
+    CHECK(s1.reclaims - s0.reclaims == 1);
+    int victim = -1, victims = 0;
+    for (int q = 0; q < 3; q++) {
+        th_req *r = &e.rq[q];
+        int32_t one = 1, acc = 0, sel[16], loc[16];
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &r->h, &one), DHS_OK);
+        CHECK_INV(e.ctx);
+        CHECK_ST(th_write_block(&e, q, 1), DHS_OK);
+        CHECK_INV(e.ctx);
+        for (int i = 0; i < 16; i++) sel[i] = (int32_t)(i * (len[q] / 16));
+        dhs_resolve_item it = {r->h, 1, sel, loc};
+        dhs_get_stats(e.ctx, &s0);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 16, 1, &it), DHS_OK);
+        CHECK_INV(e.ctx);
+        dhs_get_stats(e.ctx, &s1);
+        CHECK(th_check_item(&e, q, 0, 1, 16, sel, loc) == 0);
+        uint64_t direct = s1.census_direct - s0.census_direct;
+        if (direct == 0) { victim = q; victims++; }
+        else CHECKF(direct == 16, "request %d: %llu of 16 imported rows direct", q, (unsigned long long)direct);
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        CHECK_INV(e.ctx);
+        r->n++;
+        CHECK_INV(e.ctx);
+    }
+    CHECKF(victims == 1, "%d requests lost their optional pages", victims);
+    for (int q = 0; q < 4; q++) CHECK(th_sweep(&e, q, 16) == 0);
+    th_env_free(&e);
+    return victim;
+}
+
+static void test_reclaim_orders(void)
+{
+    int most = reclaim_victim(DHS_RECLAIM_MOST_PAGES);
+    int oldest = reclaim_victim(DHS_RECLAIM_OLDEST);
+    int newest = reclaim_victim(DHS_RECLAIM_NEWEST);
+    CHECKF(most == 1, "most-pages reclaimed request %d, want B (1)", most);
+    CHECKF(oldest == 0, "oldest reclaimed request %d, want A (0)", oldest);
+    CHECKF(newest == 2, "newest reclaimed request %d, want C (2)", newest);
+    printf("reclaim victims: most-pages %c, oldest %c, newest %c\n", 'A' + most, 'A' + oldest, 'A' + newest);
+}
+
+/* ------------------------------------------------------------ admission during an open round */
+/* Request A is in the open round and holds locations in its optional pages; an admission in the
+   middle of the round must not hand those pages to anyone before the round's readers finished. */
+static void test_admission_during_round(int async_delay)
+{
+    dhs_arch a = dhs_arch_default();
+    a.sources[0].row_bytes = 64;
+    dhs_config c = dhs_config_default();
+    c.max_requests = 3;
+    c.max_k = 16;
+    c.k_max = 1;
+    c.hot_rows = 32;
+    c.tail_rows = 16;
+    c.page_rows = 8;
+    c.max_rows = 1000;
+    c.repop_pages = 0;
+    c.device_bytes = (6ull + 24 + 2) * 8 * 64; /* A: 6 required + 24 optional pages; 2 free; B needs 6 */
+    dhs_cpu_options o = {.async_delay = async_delay};
+    th_env e;
+    CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
+    CHECK_ST(th_open(&e, 0, 600), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(th_import(&e, 0, 192, DHS_IMPORT_DEVICE), DHS_OK); /* 24 optional pages */
+    CHECK_INV(e.ctx);
+    th_req *r = &e.rq[0];
+    int32_t one = 1, acc = 0, sel[16], loc[16];
+    CHECK_ST(dhs_round_begin(e.ctx, 1, &r->h, &one), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
+    CHECK_INV(e.ctx);
+    for (int i = 0; i < 16; i++) sel[i] = i * 12;
+    dhs_resolve_item it = {r->h, 1, sel, loc};
+    CHECK_ST(dhs_resolve(e.ctx, 0, 16, 1, &it), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK(th_check_item(&e, 0, 0, 1, 16, sel, loc) == 0);
+    /* mid-round: B arrives and imports its prefill */
+    dhs_status s = th_open(&e, 1, 300);
+    CHECK_INV(e.ctx);
+    CHECKF(s == DHS_OK || s == DHS_WAIT || s == DHS_ERR_STATE, "mid-round open: %s", dhs_status_str(s));
+    if (s == DHS_OK) {
+        CHECK_ST(th_import(&e, 1, 192, DHS_IMPORT_DEVICE), DHS_OK);
+        CHECK_INV(e.ctx);
+    }
+    /* A's attention of this round (later layers, the REUSE consumer) still reads A's rows */
+    long wrong = th_check_item(&e, 0, 0, 1, 16, sel, loc);
+    CHECKF(wrong == 0, "async_delay %d: %ld of A's locations of the open round were handed to the new request (admission: %s)",
+           async_delay, wrong, dhs_status_str(s));
+    CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+    CHECK_INV(e.ctx);
+    r->n++;
+    CHECK_INV(e.ctx);
+    if (s != DHS_OK) { /* admitted between rounds */
+        CHECK_ST(th_open(&e, 1, 300), DHS_OK);
+        CHECK_INV(e.ctx);
+        CHECK_ST(th_import(&e, 1, 192, DHS_IMPORT_DEVICE), DHS_OK);
+        CHECK_INV(e.ctx);
+    }
+    CHECK(th_sweep(&e, 0, 16) == 0 && th_sweep(&e, 1, 16) == 0);
+    CHECK_INV(e.ctx);
+    th_env_free(&e);
+}
+
+int main(void)
+{
+    g_seed = th_seed("test_residency");
+    double t0 = th_now();
+    test_reclaim_orders();
+    test_admission_during_round(0);
+    test_admission_during_round(2);
+    test_random_events(th_scale());
+    printf("test_residency: %.2f s\n", th_now() - t0);
+    return th_summary();
+}
