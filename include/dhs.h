@@ -27,7 +27,7 @@
  *   dhs_write_rows(ctx, r, 0, 1000, 1, new_row);              // KV of position 1000
  *   dhs_resolve_item it = { .req = r, .n_queries = 1, .sel = sel, .loc = loc };
  *   dhs_resolve(ctx, 0, k, 1, &it);                           // loc[i] -> pool row
- *   ... attention reads dhs_source_pool(ctx, 0)[loc[i] * row_bytes] ...
+ *   ... attention reads dhs_source_pool(ctx, 0) + loc[i] * dhs_pool_row_stride(ctx) ...
  *   int32_t accepted = 0;
  *   dhs_round_end(ctx, &accepted);
  *   dhs_request_close(ctx, r);
@@ -144,7 +144,10 @@ typedef struct dhs_config {
     int64_t max_rows;          /* largest history rows per request (reverse-index size) */
     uint64_t device_bytes;     /* M: device pool capacity over all sources */
     uint64_t reserve_bytes;    /* M_res: admission reserve */
-    int32_t staging_arenas;    /* chi: live staging arenas (0 = one per group) */
+    int32_t staging_arenas;    /* chi: staging arenas, each serving one source of a live group
+                                  (0 = automatic: as many as the widest group has sources, or
+                                  none when K_max*k per resolve call fits the hot cache;
+                                  -1 = no staging: overflow returns DHS_ERR_STAGING) */
     int32_t repop_pages;       /* pages populated per repopulation attempt (all requests) */
     dhs_policy policy;
     dhs_reclaim_order reclaim_order;
@@ -185,14 +188,20 @@ typedef struct dhs_req { uint32_t id; uint32_t gen; } dhs_req; /* opaque handle 
 dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out);
 void dhs_ctx_destroy(dhs_ctx *ctx); /* NULL is a no-op; frees every byte on both tiers */
 
-/* Device pool of a source: pool_rows() rows of row_bytes each. On the CPU
-   backend this is host memory emulating the device tier. */
+/* Device pool of a source: dhs_source_pool_rows() rows, row i at byte
+   i * dhs_pool_row_stride() (the largest row_bytes of the architecture; a
+   source with smaller rows uses the first row_bytes of each). All sources
+   share one pool, so every location vector indexes the same tensor. On the
+   CPU backend this is host memory emulating the device tier. */
 const void *dhs_source_pool(const dhs_ctx *ctx, int32_t source);
 int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source);
+uint32_t dhs_pool_row_stride(const dhs_ctx *ctx);
 
 /* ---------------------------------------------------------------- requests */
-/* Admission (DESIGN §3): reserves required allocations (hot caches, tails,
-   staging share) and room for `expected_rows` rows of optional history.
+/* Admission (DESIGN §3): reserves the request's required allocations (hot
+   caches and tails of every source; staging arenas are reserved once at
+   context creation). `expected_positions` is validated against max_rows and
+   recorded; optional history takes whatever capacity is spare at import.
    Returns DHS_WAIT when even reclaiming every optional page cannot make room;
    nothing is changed then. Reclaim may take whole other requests' optional
    pages (after their host backup and earlier readers completed). */
@@ -247,9 +256,12 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
 
 /* Declares that every consumer of `group` in this round has been issued:
    its staged rows are promoted into the hot cache and its staging arenas can
-   serve the next layer group once these readers complete. Optional: the round
-   end does it for every group. Locations of the group's staged rows are not
-   valid for readers issued after this call. */
+   serve the next layer group once these readers complete. The round end does
+   it for every group still open; call it earlier when the next layer group
+   needs the arenas (with the default arena count, one group at a time can
+   overflow). After this call NO location of this group handed out in the
+   round is valid for readers issued later: promotion may overwrite hot slots
+   selected in the round. */
 dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
 
 /* Closes the round: accepted[i] proposals of reqs[i] accepted

@@ -354,6 +354,11 @@ const void *dhs_source_pool(const dhs_ctx *ctx, int32_t source)
     return ctx->pool;
 }
 
+uint32_t dhs_pool_row_stride(const dhs_ctx *ctx)
+{
+    return ctx ? ctx->row_stride : 0;
+}
+
 int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 {
     if (!ctx || source < 0 || source >= ctx->arch.n_sources) return 0;
