@@ -1,0 +1,667 @@
+/* engine.c - serves sessions of the reference model round by round.
+ *
+ * One round (DESIGN.md §5) for a batch of sessions, each with K_i queries at
+ * positions n_i .. n_i+K_i-1 (anchor + K_i-1 drafter proposals):
+ *   1. drafter: catch up on committed tokens, propose K_i-1 tokens
+ *   2. hierarchical: dhs_round_begin
+ *   3. target, layer by layer over the whole batch:
+ *        rows (and index keys) of all K_i positions -> write (tail)
+ *        producer: indexer + top-k per query -> resolve (hier: dhs_resolve)
+ *        attention of every query over its selected locations, MLP
+ *   4. verification (greedy or speculative sampling) -> A_i, bonus token
+ *   5. hierarchical: dhs_round_end(A); model state of rejected positions
+ *      (index keys) discarded
+ * The only difference between the storage modes is where rows are written
+ * and how a selection becomes (base, locations): resident arrays with
+ * location = row, or the library's pool with the resolver's locations.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref/model.h"
+#include "sim/trace.h"
+
+typedef struct sess {
+    int active;
+    int32_t slot;          /* drafter ring slot */
+    dhs_req req;           /* hierarchical */
+    int64_t prompt;        /* prompt positions */
+    int64_t n;             /* committed positions n_r */
+    int32_t *tokens;       /* [max_positions + 1]: tokens[0..n) committed, tokens[n] = anchor */
+    uint8_t *rows[DHS_MAX_SOURCES];     /* resident: [rows_cap(src)][656] */
+    dhs_ref_keys keys[DHS_MAX_SOURCES]; /* per group */
+    float *pend_lat[DHS_MAX_SOURCES];   /* m > 1 sources: [P][576] latents of position t at t % P */
+    float *pend_key[DHS_MAX_SOURCES];   /* m > 1 groups: [P][idx_dim] */
+    int64_t dn;            /* drafter KV valid for positions < dn (from max(0, dn - W)) */
+    uint64_t rng;
+} sess;
+
+struct dhs_ref_engine {
+    const dhs_ref_model *m;
+    dhs_ref_engine_cfg cfg;
+    int32_t V, d, k, kmax, ng, ns, P;
+    sess *s;                /* [max_sessions] */
+    uint8_t *slot_used;     /* [max_slots] */
+    float *ring;            /* [max_slots * ring_rows][2*draft_dim] */
+    int64_t ring_rows;
+    dhs_ref_scratch *sc;
+    /* round buffers, indexed by batch position i < max_slots */
+    int32_t *blk;           /* [slots][kmax] tokens of the queries */
+    float *dprob;           /* [slots][kmax][V] drafter distributions */
+    float *X, *XN;          /* [slots][kmax][d] */
+    int32_t *sel;           /* [ng][slots][kmax][k] */
+    int32_t *loc;           /* [ng][slots][nsrc_max][kmax][k] */
+    int32_t nsrc_max;
+    uint8_t *rowbuf;        /* [slots][kmax+1][656] */
+    uint8_t *zeros;         /* [kmax+1][656] */
+    uint8_t *fetch;         /* [k][656] rows read with dhs_read_location (fetch_rows) */
+    int32_t *fidx;          /* [k] */
+    float *prob;            /* [V] */
+    dhs_resolve_item *items;/* [slots] */
+    dhs_req *reqs;          /* [slots] */
+    dhs_trace_item *titems; /* [slots] */
+    const int32_t **tsel;   /* [slots][ng] */
+    char err[160];
+    uint64_t shadow_bad;    /* located rows differing from the model's own copy */
+    char shadow_first[256];
+    uint64_t rounds;
+};
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+static int64_t rows_cap(const dhs_ref_engine *e, int32_t mm) { return (e->cfg.max_positions + mm - 1) / mm + 1; }
+
+static void set_err(dhs_ref_engine *e, const char *what, dhs_status st)
+{
+    snprintf(e->err, sizeof e->err, "%s: %s (%d)", what, dhs_status_str(st), (int)st);
+}
+
+const char *dhs_ref_engine_error(const dhs_ref_engine *e) { return e->err; }
+
+uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first)
+{
+    if (first) *first = e->shadow_first;
+    return e->shadow_bad;
+}
+
+/* shadow mode: the bytes attention is about to read for entry q of query j
+   (row `row`, location `loc`) against the row the model wrote */
+static void shadow_check(dhs_ref_engine *e, const sess *s, int32_t id, int32_t l, int32_t src, int32_t j, int32_t q,
+                         int32_t row, int32_t loc, const uint8_t *bytes)
+{
+    if (!memcmp(bytes, s->rows[src] + (int64_t)row * DHS_REF_ROW_BYTES, DHS_REF_ROW_BYTES)) return;
+    if (!e->shadow_bad++)
+        snprintf(e->shadow_first, sizeof e->shadow_first,
+                 "round %" PRIu64 " session %d (n=%" PRId64 ") layer %d source %d query %d entry %d: row %d at location %d "
+                 "holds other bytes",
+                 e->rounds, id, s->n, l, src, j, q, row, loc);
+}
+int64_t dhs_ref_engine_ring_rows(const dhs_ref_engine *e) { return e->ring_rows; }
+
+uint64_t dhs_ref_engine_model_bytes(const dhs_ref_model *m, int64_t positions, int resident, int64_t ring_rows)
+{
+    uint64_t b = 0;
+    for (int32_t g = 0; g < dhs_ref_n_groups(m); g++)
+        b += (uint64_t)((positions + dhs_ref_group_m(m, g) - 1) / dhs_ref_group_m(m, g)) * dhs_ref_key_bytes(m);
+    if (resident)
+        for (int32_t s = 0; s < dhs_ref_n_sources(m); s++)
+            b += (uint64_t)((positions + dhs_ref_source_m(m, s) - 1) / dhs_ref_source_m(m, s)) * DHS_REF_ROW_BYTES;
+    b += (uint64_t)ring_rows * dhs_ref_draft_row_bytes(m);
+    return b;
+}
+
+dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cfg *cfg, dhs_ref_engine **out)
+{
+    if (!m || !cfg || !out || cfg->max_sessions < 1 || cfg->max_slots < 1 || cfg->k_max < 1 ||
+        cfg->max_positions < 1 || cfg->page_rows < 1)
+        return DHS_ERR_INVALID_ARG;
+    *out = NULL;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ref_engine *e = calloc(1, sizeof *e);
+    if (!e) return DHS_ERR_NOMEM;
+    e->m = m;
+    e->cfg = *cfg;
+    if (e->cfg.temperature <= 0.0f) e->cfg.temperature = 1.0f;
+    e->V = c->vocab;
+    e->d = c->d_model;
+    e->k = c->topk;
+    e->kmax = cfg->k_max;
+    e->ng = dhs_ref_n_groups(m);
+    e->ns = dhs_ref_n_sources(m);
+    e->P = (c->comp_m > 1 ? c->comp_m : 1) + cfg->k_max;
+    for (int32_t g = 0; g < e->ng; g++) {
+        int32_t n;
+        dhs_ref_group_sources(m, g, &n);
+        if (n > e->nsrc_max) e->nsrc_max = n;
+    }
+    size_t S = (size_t)cfg->max_slots, K = (size_t)cfg->k_max;
+    e->ring_rows = dhs_ring_rows(c->draft_window, cfg->k_max, cfg->page_rows);
+    e->s = calloc((size_t)cfg->max_sessions, sizeof *e->s);
+    e->slot_used = calloc(S, 1);
+    e->ring = calloc(S * (size_t)e->ring_rows, dhs_ref_draft_row_bytes(m));
+    e->sc = dhs_ref_scratch_create(m);
+    e->blk = calloc(S * K, sizeof(int32_t));
+    e->dprob = calloc(S * K * (size_t)e->V, sizeof(float));
+    e->X = calloc(S * K * (size_t)e->d, sizeof(float));
+    e->XN = calloc(S * K * (size_t)e->d, sizeof(float));
+    e->sel = calloc((size_t)e->ng * S * K * (size_t)e->k, sizeof(int32_t));
+    e->loc = calloc((size_t)e->ng * S * (size_t)e->nsrc_max * K * (size_t)e->k, sizeof(int32_t));
+    e->rowbuf = aligned_alloc(16, S * (K + 1) * DHS_REF_ROW_BYTES);
+    e->zeros = aligned_alloc(16, (K + 1) * DHS_REF_ROW_BYTES);
+    e->fetch = aligned_alloc(16, (size_t)e->k * DHS_REF_ROW_BYTES);
+    e->fidx = calloc((size_t)e->k, sizeof(int32_t));
+    e->prob = calloc((size_t)e->V, sizeof(float));
+    e->items = calloc(S, sizeof *e->items);
+    e->reqs = calloc(S, sizeof *e->reqs);
+    e->titems = calloc(S, sizeof *e->titems);
+    e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
+    if (!e->titems || !e->tsel ||
+        !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
+        !e->loc || !e->rowbuf || !e->zeros || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_NOMEM;
+    }
+    memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    memset(e->zeros, 0, (K + 1) * DHS_REF_ROW_BYTES);
+    *out = e;
+    return DHS_OK;
+}
+
+static void sess_free(dhs_ref_engine *e, sess *s)
+{
+    free(s->tokens);
+    for (int32_t i = 0; i < DHS_MAX_SOURCES; i++) {
+        free(s->rows[i]);
+        free(s->pend_lat[i]);
+        free(s->pend_key[i]);
+        dhs_ref_keys_free(&s->keys[i]);
+    }
+    if (s->active && s->slot >= 0) e->slot_used[s->slot] = 0;
+    memset(s, 0, sizeof *s);
+}
+
+void dhs_ref_engine_destroy(dhs_ref_engine *e)
+{
+    if (!e) return;
+    if (e->s)
+        for (int32_t i = 0; i < e->cfg.max_sessions; i++)
+            if (e->s[i].active) {
+                if (e->cfg.ctx) dhs_request_close(e->cfg.ctx, e->s[i].req);
+                sess_free(e, &e->s[i]);
+            }
+    free(e->s);
+    free(e->slot_used);
+    free(e->ring);
+    dhs_ref_scratch_destroy(e->sc);
+    free(e->blk);
+    free(e->dprob);
+    free(e->X);
+    free(e->XN);
+    free(e->sel);
+    free(e->loc);
+    free(e->rowbuf);
+    free(e->zeros);
+    free(e->fetch);
+    free(e->fidx);
+    free(e->prob);
+    free(e->items);
+    free(e->reqs);
+    free(e->titems);
+    free(e->tsel);
+    free(e);
+}
+
+/* a token from logits by the verification rule's sampling (greedy: argmax) */
+static int32_t pick(dhs_ref_engine *e, sess *s, const float *logits)
+{
+    if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) return dhs_ref_argmax(logits, e->V);
+    dhs_ref_softmax(logits, e->V, e->cfg.temperature, e->prob);
+    return dhs_ref_sample(e->prob, e->V, dhs_ref_rng_uniform(&s->rng));
+}
+
+dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
+        p->n + e->kmax + 1 > e->cfg.max_positions)
+        return DHS_ERR_INVALID_ARG;
+    int32_t slot = -1;
+    for (int32_t i = 0; i < e->cfg.max_slots; i++)
+        if (!e->slot_used[i]) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) return DHS_ERR_STATE;
+    sess *s = &e->s[id];
+    memset(s, 0, sizeof *s);
+    s->slot = -1;
+    s->tokens = malloc(sizeof(int32_t) * (size_t)(e->cfg.max_positions + 1));
+    if (!s->tokens) goto nomem;
+    for (int32_t g = 0; g < e->ng; g++) {
+        int32_t mm = dhs_ref_group_m(m, g);
+        if (dhs_ref_keys_init(&s->keys[g], c->idx_dim, rows_cap(e, mm))) goto nomem;
+        /* the prefill's keys: ceil(n/m) rows, same blocked layout */
+        int64_t nrows = (p->n + mm - 1) / mm;
+        int64_t nfl = ALIGN_UP(nrows, DHS_REF_KEY_BLOCK) * c->idx_dim;
+        memcpy(s->keys[g].data, p->keys[g].data, sizeof(float) * (size_t)nfl);
+        if (mm > 1) {
+            if (!(s->pend_key[g] = calloc((size_t)e->P * (size_t)c->idx_dim, sizeof(float)))) goto nomem;
+            for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)
+                memcpy(s->pend_key[g] + (t % e->P) * c->idx_dim, p->tail_key[g] + j * c->idx_dim,
+                       sizeof(float) * (size_t)c->idx_dim);
+        }
+    }
+    for (int32_t src = 0; src < e->ns; src++) {
+        int32_t mm = dhs_ref_source_m(m, src);
+        if (mm > 1) {
+            if (!(s->pend_lat[src] = calloc((size_t)e->P * DHS_REF_LAT, sizeof(float)))) goto nomem;
+            for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)
+                memcpy(s->pend_lat[src] + (t % e->P) * DHS_REF_LAT, p->tail_lat[src] + j * DHS_REF_LAT,
+                       sizeof(float) * DHS_REF_LAT);
+        }
+        if (!e->cfg.ctx || e->cfg.shadow) {
+            size_t bytes = (size_t)rows_cap(e, mm) * DHS_REF_ROW_BYTES;
+            if (!(s->rows[src] = aligned_alloc(16, bytes))) goto nomem;
+            size_t have = (size_t)((p->n + mm - 1) / mm) * DHS_REF_ROW_BYTES;
+            memcpy(s->rows[src], p->rows[src], have);
+            memset(s->rows[src] + have, 0, bytes - have);
+        }
+    }
+    if (e->cfg.ctx) {
+        const void *rows[DHS_MAX_SOURCES];
+        for (int32_t src = 0; src < e->ns; src++) rows[src] = p->rows[src];
+        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
+        if (st != DHS_OK) {
+            set_err(e, "dhs_request_import", st);
+            sess_free(e, s);
+            return st;
+        }
+        s->req = req;
+    }
+    memcpy(s->tokens, p->tokens, sizeof(int32_t) * (size_t)p->n);
+    s->prompt = s->n = p->n;
+    s->rng = e->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(id + 1));
+    s->tokens[s->n] = pick(e, s, p->logits); /* the first anchor */
+    s->dn = p->n - c->draft_window > 0 ? p->n - c->draft_window : 0;
+    s->slot = slot;
+    s->active = 1;
+    e->slot_used[slot] = 1;
+    if (e->cfg.trace) dhs_trace_write_start((dhs_trace_writer *)e->cfg.trace, (uint32_t)id, p->n);
+    return DHS_OK;
+nomem:
+    sess_free(e, s);
+    return DHS_ERR_NOMEM;
+}
+
+dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id)
+{
+    if (id < 0 || id >= e->cfg.max_sessions || !e->s[id].active) return DHS_ERR_INVALID_ARG;
+    sess *s = &e->s[id];
+    dhs_status st = DHS_OK;
+    if (e->cfg.ctx) {
+        st = dhs_request_close(e->cfg.ctx, s->req);
+        if (st != DHS_OK) set_err(e, "dhs_request_close", st);
+    }
+    if (e->cfg.trace) dhs_trace_write_end((dhs_trace_writer *)e->cfg.trace, (uint32_t)id);
+    sess_free(e, s);
+    return st;
+}
+
+int64_t dhs_ref_engine_positions(const dhs_ref_engine *e, int32_t id) { return e->s[id].n; }
+int64_t dhs_ref_engine_generated(const dhs_ref_engine *e, int32_t id) { return e->s[id].n + 1 - e->s[id].prompt; }
+
+const int32_t *dhs_ref_engine_tokens(const dhs_ref_engine *e, int32_t id, int64_t *n)
+{
+    *n = e->s[id].n + 1;
+    return e->s[id].tokens;
+}
+
+/* ------------------------------------------------------------- round pieces */
+static float *Xat(dhs_ref_engine *e, float *A, int32_t i, int32_t j)
+{
+    return A + ((int64_t)i * e->kmax + j) * e->d;
+}
+
+static int32_t *sel_at(dhs_ref_engine *e, int32_t g, int32_t i, int32_t j)
+{
+    return e->sel + (((int64_t)g * e->cfg.max_slots + i) * e->kmax + j) * e->k;
+}
+
+/* locations of item i for the si-th source of group g: [K_i][k] */
+static int32_t *loc_at(dhs_ref_engine *e, int32_t g, int32_t i, int32_t si, int32_t Ki)
+{
+    return e->loc + (((int64_t)g * e->cfg.max_slots + i) * e->nsrc_max * e->kmax) * e->k + (int64_t)si * Ki * e->k;
+}
+
+/* drafter: catch up on committed tokens, then propose K-1 tokens */
+static void draft(dhs_ref_engine *e, sess *s, int32_t i, int32_t K)
+{
+    const dhs_ref_model *m = e->m;
+    int32_t *blk = e->blk + (int64_t)i * e->kmax;
+    blk[0] = s->tokens[s->n];
+    for (int64_t t = s->dn; t < s->n; t++) dhs_ref_draft_kv(m, s->tokens[t], t, e->ring, e->ring_rows, s->slot);
+    s->dn = s->n;
+    float *logits = e->prob; /* reused: drafter logits, then its distribution */
+    for (int32_t j = 0; j + 1 < K; j++) {
+        float *q = e->dprob + ((int64_t)i * e->kmax + j) * e->V;
+        dhs_ref_draft_step(m, blk[j], s->n + j, e->ring, e->ring_rows, s->slot, logits, e->sc);
+        if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) {
+            blk[j + 1] = dhs_ref_argmax(logits, e->V);
+        } else {
+            dhs_ref_softmax(logits, e->V, e->cfg.temperature, q);
+            blk[j + 1] = dhs_ref_sample(q, e->V, dhs_ref_rng_uniform(&s->rng));
+        }
+    }
+}
+
+/* verification: returns A, writes the A+1 emitted tokens */
+static int32_t verify(dhs_ref_engine *e, sess *s, int32_t i, int32_t K, const float *logits, int32_t *emitted)
+{
+    const int32_t *blk = e->blk + (int64_t)i * e->kmax;
+    int32_t A = 0, V = e->V;
+    if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) {
+        while (A < K - 1 && blk[A + 1] == dhs_ref_argmax(logits + (int64_t)A * V, V)) A++;
+        for (int32_t j = 0; j < A; j++) emitted[j] = blk[j + 1];
+        emitted[A] = dhs_ref_argmax(logits + (int64_t)A * V, V);
+        return A;
+    }
+    /* speculative sampling (Leviathan et al. 2023) */
+    float *p = e->prob;
+    for (; A < K - 1; A++) {
+        const float *q = e->dprob + ((int64_t)i * e->kmax + A) * V;
+        int32_t x = blk[A + 1];
+        dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+        float u = dhs_ref_rng_uniform(&s->rng);
+        if (u * q[x] < p[x]) { /* accept with probability min(1, p/q) */
+            emitted[A] = x;
+            continue;
+        }
+        /* rejected: sample from the residual max(0, p - q) (normalised) */
+        float tot = 0.0f;
+        for (int32_t v = 0; v < V; v++) {
+            p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
+            tot += p[v];
+        }
+        if (tot <= 0.0f) dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+        emitted[A] = dhs_ref_sample(p, V, dhs_ref_rng_uniform(&s->rng));
+        return A;
+    }
+    dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+    emitted[A] = dhs_ref_sample(p, V, dhs_ref_rng_uniform(&s->rng));
+    return A;
+}
+
+/* rows of layer l's source for the block of session s: encodes them into buf,
+   sets the index keys (producer), returns the first row and row count */
+static int32_t block_rows(dhs_ref_engine *e, sess *s, int32_t l, int32_t i, int32_t K, uint8_t *buf, int64_t *first)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+    int32_t mm = li->m, D = dhs_ref_model_cfg(m)->idx_dim;
+    float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
+    if (mm == 1) {
+        for (int32_t j = 0; j < K; j++) {
+            int64_t t = s->n + j;
+            const float *xn = Xat(e, e->XN, i, j);
+            dhs_ref_latent(m, l, t, xn, lat);
+            dhs_ref_row_encode(lat, buf + (int64_t)j * DHS_REF_ROW_BYTES);
+            if (li->producer) {
+                dhs_ref_index_key(m, l, xn, key);
+                dhs_ref_keys_set(&s->keys[li->group], t, key);
+            }
+        }
+        *first = s->n;
+        return K;
+    }
+    /* compressed: per-position state into the pending rings, then every row
+       the block touches is rebuilt from its positions (the incomplete last
+       row included: it is rewritten as positions arrive) */
+    for (int32_t j = 0; j < K; j++) {
+        int64_t t = s->n + j;
+        const float *xn = Xat(e, e->XN, i, j);
+        dhs_ref_latent(m, l, t, xn, s->pend_lat[li->source] + (t % e->P) * DHS_REF_LAT);
+        if (li->producer) dhs_ref_index_key(m, l, xn, s->pend_key[li->group] + (t % e->P) * D);
+    }
+    int64_t last = s->n + K - 1, r0 = s->n / mm, r1 = last / mm;
+    for (int64_t r = r0; r <= r1; r++) {
+        const float *lp[DHS_REF_MAX_M], *kp[DHS_REF_MAX_M];
+        int32_t cnt = 0;
+        for (int64_t t = r * mm; t < (r + 1) * mm && t <= last; t++, cnt++) {
+            lp[cnt] = s->pend_lat[li->source] + (t % e->P) * DHS_REF_LAT;
+            if (li->producer) kp[cnt] = s->pend_key[li->group] + (t % e->P) * D;
+        }
+        dhs_ref_mean(lp, cnt, DHS_REF_LAT, lat);
+        dhs_ref_row_encode(lat, buf + (r - r0) * DHS_REF_ROW_BYTES);
+        if (li->producer) {
+            dhs_ref_mean(kp, cnt, D, key);
+            dhs_ref_keys_set(&s->keys[li->group], r, key);
+        }
+    }
+    *first = r0;
+    return (int32_t)(r1 - r0 + 1);
+}
+
+dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
+                                dhs_ref_round_out *out)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    int32_t V = e->V, k = e->k, kmax = e->kmax;
+    dhs_status st;
+    if (n < 1 || n > e->cfg.max_slots || !ids || !K || !out) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= e->cfg.max_sessions || !e->s[ids[i]].active || K[i] < 1 || K[i] > kmax)
+            return DHS_ERR_INVALID_ARG;
+        if (e->s[ids[i]].n + K[i] + 1 > e->cfg.max_positions) return DHS_ERR_ROW_RANGE;
+    }
+    /* 1. proposals */
+    for (int32_t i = 0; i < n; i++) draft(e, &e->s[ids[i]], i, K[i]);
+    /* 2. open the round */
+    if (ctx) {
+        for (int32_t i = 0; i < n; i++) e->reqs[i] = e->s[ids[i]].req;
+        if ((st = dhs_round_begin(ctx, n, e->reqs, K)) != DHS_OK) {
+            set_err(e, "dhs_round_begin", st);
+            return st;
+        }
+    }
+    /* 3. the target, layer by layer over the batch */
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < K[i]; j++) dhs_ref_embed(m, e->blk[(int64_t)i * kmax + j], Xat(e, e->X, i, j));
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, src = li->source, nsrc;
+        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
+        int32_t si = 0;
+        while (gsrc[si] != src) si++;
+        /* rows and keys of every position of the block, written before any query */
+        for (int32_t i = 0; i < n; i++) {
+            sess *s = &e->s[ids[i]];
+            for (int32_t j = 0; j < K[i]; j++) dhs_ref_rmsnorm(m, Xat(e, e->X, i, j), Xat(e, e->XN, i, j));
+            uint8_t *buf = e->rowbuf + (int64_t)i * (kmax + 1) * DHS_REF_ROW_BYTES;
+            int64_t first;
+            int32_t nrows = block_rows(e, s, l, i, K[i], buf, &first);
+            if (ctx && (st = dhs_write_rows(ctx, s->req, src, first, nrows, buf)) != DHS_OK) {
+                set_err(e, "dhs_write_rows", st);
+                return st;
+            }
+            if (!ctx || e->cfg.shadow) memcpy(s->rows[src] + first * DHS_REF_ROW_BYTES, buf, (size_t)nrows * DHS_REF_ROW_BYTES);
+        }
+        /* The library validates a group's selections against the rows written
+           for EVERY source of the group, but a follower computes its rows only
+           at its own layer, after the producer resolved. Until the library
+           accepts selections of block rows a follower has not written yet,
+           the follower's block rows are pre-written with zeros here and
+           rewritten with their real bytes at the follower's layer (the tail
+           location of a row does not change within the round). Attention
+           never reads the zeros: the compare mode checks exactly that. */
+        if (ctx && li->producer && nsrc > 1) {
+            for (int32_t i = 0; i < n; i++) {
+                sess *s = &e->s[ids[i]];
+                int64_t first = s->n / li->m, last = (s->n + K[i] - 1) / li->m;
+                for (int32_t q = 1; q < nsrc; q++)
+                    if ((st = dhs_write_rows(ctx, s->req, gsrc[q], first, (int32_t)(last - first + 1), e->zeros)) != DHS_OK) {
+                        set_err(e, "dhs_write_rows (follower pre-write)", st);
+                        return st;
+                    }
+            }
+        }
+        /* producer: selections of every query, then their locations */
+        if (li->producer) {
+            for (int32_t i = 0; i < n; i++) {
+                sess *s = &e->s[ids[i]];
+                for (int32_t j = 0; j < K[i]; j++)
+                    if (dhs_ref_select(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc) < 0)
+                        return DHS_ERR_NOMEM;
+            }
+            if (ctx) {
+                for (int32_t i = 0; i < n; i++)
+                    e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};
+                if ((st = dhs_resolve(ctx, g, k, n, e->items)) != DHS_OK) {
+                    set_err(e, "dhs_resolve", st);
+                    return st;
+                }
+            } else {
+                /* resident: the location of row s is s in the source's array */
+                for (int32_t i = 0; i < n; i++)
+                    for (int32_t q = 0; q < nsrc; q++)
+                        memcpy(loc_at(e, g, i, q, K[i]), sel_at(e, g, i, 0), sizeof(int32_t) * (size_t)K[i] * (size_t)k);
+            }
+        }
+        /* attention over the located rows, then the MLP */
+        for (int32_t i = 0; i < n; i++) {
+            sess *s = &e->s[ids[i]];
+            const uint8_t *base = ctx ? (const uint8_t *)dhs_source_pool(ctx, src) : s->rows[src];
+            const int32_t *locs = loc_at(e, g, i, si, K[i]);
+            for (int32_t j = 0; j < K[i]; j++) {
+                const int32_t *lj = locs + (int64_t)j * k;
+                if (ctx && e->cfg.fetch_rows) {
+                    /* the located rows, read through the library into host memory */
+                    for (int32_t q = 0; q < k; q++) {
+                        e->fidx[q] = -1;
+                        if (lj[q] < 0) continue;
+                        if ((st = dhs_read_location(ctx, src, lj[q], e->fetch + (int64_t)q * DHS_REF_ROW_BYTES)) != DHS_OK) {
+                            set_err(e, "dhs_read_location", st);
+                            return st;
+                        }
+                        e->fidx[q] = q;
+                        if (e->cfg.shadow)
+                            shadow_check(e, s, ids[i], l, src, j, q, sel_at(e, g, i, j)[q], lj[q],
+                                         e->fetch + (int64_t)q * DHS_REF_ROW_BYTES);
+                    }
+                    dhs_ref_attend_mlp(m, l, s->n + j, Xat(e, e->XN, i, j), e->fetch, DHS_REF_ROW_BYTES, e->fidx,
+                                       Xat(e, e->X, i, j), e->sc);
+                } else {
+                    if (ctx && e->cfg.shadow)
+                        for (int32_t q = 0; q < k; q++)
+                            if (lj[q] >= 0)
+                                shadow_check(e, s, ids[i], l, src, j, q, sel_at(e, g, i, j)[q], lj[q],
+                                             base + (int64_t)lj[q] * DHS_REF_ROW_BYTES);
+                    dhs_ref_attend_mlp(m, l, s->n + j, Xat(e, e->XN, i, j), base, DHS_REF_ROW_BYTES, lj,
+                                       Xat(e, e->X, i, j), e->sc);
+                }
+            }
+        }
+        /* the group's last consumer issued: its staging can serve the next group */
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < K[i]; j++)
+            dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
+    if (out->block)
+        for (int32_t i = 0; i < n; i++)
+            memcpy(out->block + (int64_t)i * kmax, e->blk + (int64_t)i * kmax, sizeof(int32_t) * (size_t)K[i]);
+    /* 4. verification */
+    for (int32_t i = 0; i < n; i++)
+        out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
+                                  out->emitted + (int64_t)i * kmax);
+    /* 5. close the round, commit the accepted prefix */
+    if (ctx && (st = dhs_round_end(ctx, out->accepted)) != DHS_OK) {
+        set_err(e, "dhs_round_end", st);
+        return st;
+    }
+    if (e->cfg.trace) {
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t **sp = e->tsel + (int64_t)i * e->ng;
+            for (int32_t g = 0; g < e->ng; g++) sp[g] = sel_at(e, g, i, 0);
+            e->titems[i] = (dhs_trace_item){(uint32_t)ids[i], K[i], e->s[ids[i]].n, out->accepted[i], sp};
+        }
+        dhs_trace_status ts = dhs_trace_write_round((dhs_trace_writer *)e->cfg.trace, n, e->titems);
+        if (ts != DHS_TRACE_OK) {
+            snprintf(e->err, sizeof e->err, "trace: %s", dhs_trace_writer_error((dhs_trace_writer *)e->cfg.trace));
+            return DHS_ERR_BACKEND;
+        }
+    }
+    e->rounds++;
+    for (int32_t i = 0; i < n; i++) {
+        sess *s = &e->s[ids[i]];
+        int32_t A = out->accepted[i];
+        const int32_t *em = out->emitted + (int64_t)i * kmax;
+        int64_t n0 = s->n, n1 = s->n + A + 1;
+        for (int32_t j = 0; j <= A; j++) s->tokens[n0 + 1 + j] = em[j]; /* tokens[n0] is the anchor */
+        s->n = n1;
+        /* drafter KV holds positions < n0 + K - 1 with the block's tokens */
+        s->dn = n0 + K[i] - 1 < n1 ? n0 + K[i] - 1 : n1;
+        /* discard the index keys of rejected positions (and of the
+           incomplete row, rebuilt by the next round) */
+        for (int32_t g = 0; g < e->ng; g++) {
+            int32_t mm = dhs_ref_group_m(m, g);
+            dhs_ref_keys_clear(&s->keys[g], n1 / mm, (n0 + K[i] - 1) / mm + 1);
+        }
+    }
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- library config */
+static int32_t widest_group(const dhs_ref_model *m)
+{
+    int32_t w = 1;
+    for (int32_t g = 0; g < dhs_ref_n_groups(m); g++) {
+        int32_t n;
+        dhs_ref_group_sources(m, g, &n);
+        if (n > w) w = n;
+    }
+    return w;
+}
+
+uint64_t dhs_ref_hier_required_bytes(const dhs_ref_model *m, const dhs_config *c)
+{
+    return (uint64_t)dhs_ref_n_sources(m) * (uint64_t)(c->hot_rows + c->tail_rows) * DHS_REF_ROW_BYTES;
+}
+
+uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
+{
+    int64_t arena_pages = ((int64_t)c->max_requests * c->k_max * c->max_k + c->page_rows - 1) / c->page_rows;
+    int32_t arenas = c->staging_arenas > 0 ? c->staging_arenas : widest_group(m);
+    return (uint64_t)arenas * (uint64_t)arena_pages * (uint64_t)c->page_rows * DHS_REF_ROW_BYTES;
+}
+
+dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t positions, int32_t k_max,
+                               double history_sessions, int64_t history_positions, int32_t page_rows)
+{
+    const dhs_ref_cfg *mc = dhs_ref_model_cfg(m);
+    dhs_config c = dhs_config_default();
+    int32_t p = page_rows;
+    c.page_rows = p;
+    c.max_requests = slots;
+    c.max_k = mc->topk;
+    c.k_max = k_max;
+    c.hot_rows = ALIGN_UP(2 * mc->topk, p);
+    c.tail_rows = ALIGN_UP(2 * k_max + 2 * (mc->comp_m > 1 ? mc->comp_m : 1), p);
+    if (c.tail_rows < 2 * p) c.tail_rows = 2 * p;
+    c.max_rows = positions + 2 * k_max + 8;
+    c.staging_arenas = widest_group(m);
+    uint64_t page = (uint64_t)p * DHS_REF_ROW_BYTES;
+    int64_t hist_pages = 0; /* complete imported pages of one session, all sources */
+    for (int32_t s = 0; s < dhs_ref_n_sources(m); s++) hist_pages += history_positions / dhs_ref_source_m(m, s) / p;
+    c.device_bytes = dhs_ref_hier_staging_bytes(m, &c) + (uint64_t)slots * dhs_ref_hier_required_bytes(m, &c) +
+                     (uint64_t)(history_sessions * (double)hist_pages) * page;
+    return c;
+}

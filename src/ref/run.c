@@ -1,0 +1,384 @@
+/* run.c - the serving driver of the reference model (see run.h). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ref/run.h"
+#include "sim/trace.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
+{
+    dhs_ref_run_cfg c;
+    memset(&c, 0, sizeof c);
+    c.model = dhs_ref_cfg_tiny();
+    c.sessions = 16;
+    c.context = 4096;
+    c.tokens = 64;
+    c.spec = 4;
+    c.compare = 1;
+    c.hier = 1;
+    c.policy = DHS_POLICY_LRU;
+    c.verify = DHS_REF_VERIFY_GREEDY;
+    c.temperature = 1.0f;
+    c.seed = 1;
+    c.slots = 8;
+    c.history = 2.0;
+    c.page_rows = 64;
+    c.arrival = 2;
+    c.async_delay = 1;
+    c.threads = 1;
+    return c;
+}
+
+void dhs_ref_run_result_free(dhs_ref_run_result *r)
+{
+    if (!r) return;
+    free(r->tokens_of);
+    r->tokens_of = NULL;
+}
+
+/* ---------------------------------------------------------------- prefill threads */
+typedef struct prefill_job {
+    const dhs_ref_model *m;
+    const dhs_ref_run_cfg *c;
+    dhs_ref_prefill *pf;   /* [sessions] */
+    const int64_t *len;    /* [sessions] */
+    int32_t next;
+    int failed;
+    pthread_mutex_t mu;
+} prefill_job;
+
+static void *prefill_worker(void *arg)
+{
+    prefill_job *J = arg;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int32_t i = J->next++;
+        pthread_mutex_unlock(&J->mu);
+        if (i >= J->c->sessions) return NULL;
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)J->len[i]);
+        dhs_status st = DHS_ERR_NOMEM;
+        if (tok) {
+            dhs_ref_prompt(J->c->seed, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
+            st = dhs_ref_prefill_run(J->m, tok, J->len[i], &J->pf[i]);
+            free(tok);
+        }
+        if (st != DHS_OK) {
+            pthread_mutex_lock(&J->mu);
+            J->failed = 1;
+            pthread_mutex_unlock(&J->mu);
+        }
+    }
+}
+
+static int prefill_all(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf)
+{
+    prefill_job J;
+    memset(&J, 0, sizeof J);
+    J.m = m;
+    J.c = c;
+    J.pf = pf;
+    J.len = len;
+    pthread_mutex_init(&J.mu, NULL);
+    int32_t nt = c->threads < 1 ? 1 : c->threads;
+    if (nt > c->sessions) nt = c->sessions;
+    if (nt > 256) nt = 256;
+    pthread_t th[256];
+    int32_t started = 0;
+    for (; started < nt - 1; started++)
+        if (pthread_create(&th[started], NULL, prefill_worker, &J)) break;
+    prefill_worker(&J); /* this thread works too */
+    for (int32_t t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&J.mu);
+    return J.failed ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- the run */
+enum { S_FUTURE = 0, S_WAITING, S_ACTIVE, S_DONE };
+
+static uint64_t fnv1a(const int32_t *t, int64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) {
+            h ^= (uint8_t)((uint32_t)t[i] >> (8 * b));
+            h *= 0x100000001b3ull;
+        }
+    return h;
+}
+
+#define FAIL(...)                                             \
+    do {                                                      \
+        snprintf(r->errmsg, sizeof r->errmsg, __VA_ARGS__);   \
+        r->error = 1;                                         \
+        goto done;                                            \
+    } while (0)
+
+int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
+{
+    double t_start = now_s();
+    dhs_ref_run_cfg c = *cfg;
+    memset(r, 0, sizeof *r);
+    if (c.slots < 1) c.slots = c.sessions / 2 > 1 ? c.sessions / 2 : 1;
+    int use_res = c.compare || !c.hier, use_hier = c.compare || c.hier;
+    int32_t S = c.sessions, KM = c.spec;
+    dhs_ref_model *m = NULL;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_ref_engine *er = NULL, *eh = NULL;
+    dhs_trace_writer *tw = NULL;
+    int32_t *state = NULL, *ids = NULL, *Kv = NULL, *A_res = NULL, *A_hier = NULL, *E_res = NULL, *E_hier = NULL;
+    int64_t *arrive = NULL, *len = NULL;
+    float *L_res = NULL, *L_hier = NULL;
+    dhs_ref_prefill *pf = NULL;
+    int32_t n_done = 0;
+    if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1) FAIL("bad run configuration");
+    if (dhs_ref_model_create(&c.model, &m) != DHS_OK) {
+        const char *why = dhs_ref_cfg_check(&c.model);
+        FAIL("cannot create the model: %s", why ? why : "out of memory");
+    }
+    int32_t V = c.model.vocab;
+    state = calloc((size_t)S, sizeof *state);
+    arrive = calloc((size_t)S, sizeof *arrive);
+    len = calloc((size_t)S, sizeof *len);
+    pf = calloc((size_t)S, sizeof *pf);
+    ids = calloc((size_t)S, sizeof *ids);
+    Kv = calloc((size_t)S, sizeof *Kv);
+    L_res = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
+    L_hier = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
+    A_res = calloc((size_t)S, sizeof(int32_t));
+    A_hier = calloc((size_t)S, sizeof(int32_t));
+    E_res = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
+    E_hier = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
+    r->tokens_of = calloc((size_t)S, sizeof(uint64_t));
+    if (!state || !arrive || !len || !pf || !ids || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
+        !r->tokens_of)
+        FAIL("out of memory");
+    int64_t max_len = 0;
+    for (int32_t i = 0; i < S; i++) {
+        len[i] = c.context - (c.context > 64 ? (13 * i) % 32 : 0);
+        arrive[i] = (int64_t)i * c.arrival;
+        if (len[i] > max_len) max_len = len[i];
+    }
+    int64_t max_pos = max_len + c.tokens + KM + 2;
+    r->positions = c.context + c.tokens;
+
+    /* prefill: once per session, shared by both storage modes */
+    double t0 = now_s();
+    if (prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
+    r->t_prefill = now_s() - t0;
+
+    /* library */
+    dhs_arch arch;
+    dhs_ref_arch(m, &arch);
+    if (use_hier) {
+        r->lib_cfg = dhs_ref_hier_config(m, c.slots, max_pos, KM, c.history, c.context, c.page_rows);
+        r->lib_cfg.policy = c.policy;
+        if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
+        dhs_cpu_options co = {c.async_delay, c.async_delay > 0, c.seed};
+        dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
+        if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));
+        if (st == DHS_OK) st = dhs_ctx_create(&arch, &r->lib_cfg, be, &ctx);
+        if (st != DHS_OK)
+            FAIL("cannot create the hierarchy (device budget %.2f MiB): %s", (double)r->lib_cfg.device_bytes / 1048576.0,
+                 dhs_status_str(st));
+        r->bytes_hier_hot_tail = dhs_ref_hier_required_bytes(m, &r->lib_cfg);
+        r->bytes_hier_staging_share = dhs_ref_hier_staging_bytes(m, &r->lib_cfg) / (uint64_t)r->lib_cfg.max_requests;
+    }
+    int64_t ring_rows = dhs_ring_rows(c.model.draft_window, KM, c.page_rows);
+    r->bytes_resident_session = dhs_ref_engine_model_bytes(m, r->positions, 1, ring_rows);
+    r->bytes_keys_ring = dhs_ref_engine_model_bytes(m, r->positions, 0, ring_rows);
+    if (c.trace) {
+        dhs_trace_header h;
+        char err[200], name[64];
+        snprintf(name, sizeof name, "refmodel-tiny-%s", dhs_ref_layout_str(c.model.layout));
+        if (dhs_trace_header_from_arch(&h, &arch, c.model.topk, KM, S, name) != DHS_TRACE_OK)
+            FAIL("cannot describe the model as a trace header");
+        snprintf(h.meta, sizeof h.meta,
+                 "{\"generator\":\"dhs run\",\"layout\":\"%s\",\"sessions\":%d,\"context\":%" PRId64
+                 ",\"tokens\":%d,\"spec\":%d,\"verify\":\"%s\",\"seed\":%" PRIu64 "}",
+                 dhs_ref_layout_str(c.model.layout), S, c.context, c.tokens, KM,
+                 c.verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", c.seed);
+        if (dhs_trace_writer_open(c.trace, &h, &tw, err, sizeof err) != DHS_TRACE_OK) FAIL("trace %s: %s", c.trace, err);
+    }
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = S;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = max_pos;
+    ec.verify = c.verify;
+    ec.temperature = c.temperature;
+    ec.seed = c.seed;
+    ec.page_rows = c.page_rows;
+    if (use_res) {
+        ec.ctx = NULL;
+        ec.trace = use_hier ? NULL : tw;
+        if (dhs_ref_engine_create(m, &ec, &er) != DHS_OK) FAIL("out of memory");
+    }
+    if (use_hier) {
+        ec.ctx = ctx;
+        ec.fetch_rows = c.cuda || c.fetch_rows;
+        ec.shadow = c.check;
+        ec.trace = tw;
+        if (dhs_ref_engine_create(m, &ec, &eh) != DHS_OK) FAIL("out of memory");
+    }
+    dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
+
+    /* rounds */
+    int64_t round = 0;
+    while (n_done < S) {
+        for (int32_t i = 0; i < S; i++)
+            if (state[i] == S_FUTURE && arrive[i] <= round) state[i] = S_WAITING;
+        /* admissions in arrival order; a wait holds back later arrivals too */
+        for (int32_t i = 0; i < S; i++) {
+            if (state[i] != S_WAITING) continue;
+            dhs_req req = {0, 0};
+            if (ctx) {
+                dhs_status st = dhs_request_open(ctx, max_pos, &req);
+                if (st == DHS_WAIT) break;
+                if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+            }
+            if (er && dhs_ref_engine_start(er, i, &pf[i], req) != DHS_OK) FAIL("resident start of session %d failed", i);
+            if (eh && dhs_ref_engine_start(eh, i, &pf[i], req) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
+            dhs_ref_prefill_free(&pf[i]);
+            state[i] = S_ACTIVE;
+        }
+        /* the batch */
+        int32_t n = 0;
+        for (int32_t i = 0; i < S; i++) {
+            if (state[i] != S_ACTIVE) continue;
+            int64_t left = c.tokens - dhs_ref_engine_generated(ref, i);
+            if (left <= 0) continue;
+            ids[n] = i;
+            Kv[n] = (int32_t)(left < KM ? left : KM);
+            n++;
+        }
+        if ((uint64_t)n > r->max_active) r->max_active = (uint64_t)n;
+        if (n > 0) {
+            dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
+            if (er) {
+                double ta = now_s();
+                dhs_status st = dhs_ref_engine_round(er, n, ids, Kv, &o_res);
+                r->t_resident += now_s() - ta;
+                if (st != DHS_OK) FAIL("resident round %" PRId64 ": %s", round, dhs_status_str(st));
+            }
+            if (eh) {
+                double ta = now_s();
+                dhs_status st = dhs_ref_engine_round(eh, n, ids, Kv, &o_hier);
+                r->t_hier += now_s() - ta;
+                if (st != DHS_OK) FAIL("round %" PRId64 ": %s", round, dhs_ref_engine_error(eh));
+            }
+            const int32_t *A = er ? A_res : A_hier;
+            for (int32_t i = 0; i < n; i++) {
+                r->proposals += (uint64_t)(Kv[i] - 1);
+                r->accepted += (uint64_t)A[i];
+                r->decode_tokens += (uint64_t)A[i] + 1;
+            }
+            if (er && eh) {
+                int diverged = 0;
+                for (int32_t i = 0; i < n; i++) {
+                    for (int32_t j = 0; j < Kv[i]; j++) {
+                        size_t off = ((size_t)i * (size_t)KM + (size_t)j) * (size_t)V;
+                        r->logit_rows_compared++;
+                        if (memcmp(L_res + off, L_hier + off, sizeof(float) * (size_t)V)) r->logit_mismatches++;
+                    }
+                    if (A_res[i] != A_hier[i] || memcmp(E_res + (size_t)i * (size_t)KM, E_hier + (size_t)i * (size_t)KM,
+                                                        sizeof(int32_t) * (size_t)(A_res[i] + 1))) {
+                        r->token_mismatches++;
+                        diverged = 1;
+                    }
+                }
+                if (diverged) FAIL("tokens diverged in round %" PRId64 " (run stopped)", round);
+            }
+            if (eh && c.check) {
+                const char *first;
+                r->shadow_mismatches = dhs_ref_engine_shadow_mismatches(eh, &first);
+                if (r->shadow_mismatches) FAIL("%s", first);
+            }
+            if (ctx && c.check) {
+                char msg[200];
+                int nv = dhs_check_invariants(ctx, msg, sizeof msg);
+                if (nv) {
+                    r->invariant_violations += (uint64_t)nv;
+                    FAIL("round %" PRId64 ": invariant violated: %s", round, msg);
+                }
+            }
+            r->rounds++;
+        }
+        /* completions */
+        for (int32_t i = 0; i < S; i++) {
+            if (state[i] != S_ACTIVE || dhs_ref_engine_generated(ref, i) < c.tokens) continue;
+            int64_t na;
+            const int32_t *ta = dhs_ref_engine_tokens(ref, i, &na);
+            r->tokens_of[i] = fnv1a(ta, na);
+            if (er && eh) {
+                int64_t nb;
+                const int32_t *tb = dhs_ref_engine_tokens(eh, i, &nb);
+                if (na != nb || memcmp(ta, tb, sizeof(int32_t) * (size_t)na)) r->token_mismatches++;
+            }
+            r->tokens += (uint64_t)dhs_ref_engine_generated(ref, i);
+            if (er) dhs_ref_engine_finish(er, i);
+            if (eh && dhs_ref_engine_finish(eh, i) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
+            state[i] = S_DONE;
+            n_done++;
+        }
+        int waiting = 0, active = 0, future = 0;
+        for (int32_t i = 0; i < S; i++) {
+            future += state[i] == S_FUTURE;
+            waiting += state[i] == S_WAITING;
+            active += state[i] == S_ACTIVE;
+        }
+        if (n == 0 && !future && waiting && !active)
+            FAIL("admission waits with no session active: the device budget is too small for one session");
+        if (c.progress) {
+            dhs_ref_progress p = {round, active, waiting, n_done, S, r->decode_tokens + (uint64_t)n_done,
+                                  r->logit_mismatches};
+            c.progress(c.user, &p);
+        }
+        round++;
+    }
+done:
+    r->sessions_done = (uint64_t)n_done;
+    if (ctx) {
+        dhs_sync(ctx);
+        dhs_get_stats(ctx, &r->st);
+        dhs_get_mem(ctx, &r->mem);
+    }
+    r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;
+    dhs_ref_engine_destroy(er);
+    dhs_ref_engine_destroy(eh);
+    if (tw && dhs_trace_writer_close(tw) != DHS_TRACE_OK && !r->error) {
+        snprintf(r->errmsg, sizeof r->errmsg, "trace: closing %s failed", c.trace);
+        r->error = 1;
+    }
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    if (pf)
+        for (int32_t i = 0; i < S; i++) dhs_ref_prefill_free(&pf[i]);
+    free(state);
+    free(arrive);
+    free(len);
+    free(pf);
+    free(ids);
+    free(Kv);
+    free(L_res);
+    free(L_hier);
+    free(A_res);
+    free(A_hier);
+    free(E_res);
+    free(E_hier);
+    dhs_ref_model_destroy(m);
+    r->t_total = now_s() - t_start;
+    return r->error ? -1 : 0;
+}

@@ -1,0 +1,95 @@
+/*
+ * run.h - the serving driver of the reference model (what `dhs run` and the
+ * tests run): sessions arrive over the run, are admitted through
+ * dhs_request_open (which may answer DHS_WAIT), prefill once (in parallel
+ * threads; the prefill is a pure function of the seed), decode `tokens` tokens
+ * with rounds of up to `spec` queries and finish. In the compare mode a
+ * resident engine runs the same schedule next to the hierarchical one and
+ * every round's logits are compared with memcmp, and every emitted token.
+ *
+ * Schedule: session i arrives at round i*arrival with a prompt of
+ * context - (13 i mod 32) positions (context > 64; else context), so page and
+ * compressed-row boundaries differ between sessions. Admission is in arrival
+ * order; a DHS_WAIT holds back later arrivals. A round batches every admitted
+ * unfinished session with K_i = min(spec, tokens - generated_i).
+ */
+#ifndef DHS_REF_RUN_H
+#define DHS_REF_RUN_H
+
+#include "ref/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dhs_ref_progress {
+    int64_t round;
+    int32_t active, waiting, done, sessions;
+    uint64_t tokens, logit_mismatches;
+} dhs_ref_progress;
+
+typedef struct dhs_ref_run_cfg {
+    dhs_ref_cfg model;
+    int32_t sessions;
+    int64_t context;
+    int32_t tokens;          /* generated per session, the first (from the prefill) included */
+    int32_t spec;            /* K_max */
+    int compare;             /* 1: resident and hierarchical side by side */
+    int hier;                /* without compare: 1 hierarchical, 0 resident */
+    dhs_policy policy;
+    dhs_ref_verify verify;
+    float temperature;
+    uint64_t seed;           /* prompts, sampling, CPU backend completion order */
+    int32_t slots;           /* request slots (0: sessions/2, at least 1) */
+    double history;          /* device budget holds this many sessions' imported history */
+    uint64_t device_bytes;   /* 0: derived (dhs_ref_hier_config) */
+    int32_t page_rows;
+    int32_t arrival;         /* rounds between arrivals */
+    int32_t async_delay;     /* CPU backend: side copies complete this many rounds late (random order) */
+    int cuda;                /* 1: the CUDA backend (device 0); located rows are read with
+                                dhs_read_location. 0: the CPU backend */
+    int fetch_rows;          /* CPU backend: read located rows with dhs_read_location too */
+    int32_t threads;         /* prefill threads (0: 1) */
+    int check;               /* dhs_check_invariants after every round, and every located row
+                                checked against the model's own copy (shadow) */
+    const char *trace;       /* selection trace file or NULL */
+    void (*progress)(void *user, const dhs_ref_progress *p);
+    void *user;
+} dhs_ref_run_cfg;
+
+/* defaults: tiny model, 16 sessions x 4096, 64 tokens, spec 4, compare,
+   LRU, greedy, slots 8, history 2, page 64, arrival 2, async delay 1 */
+dhs_ref_run_cfg dhs_ref_run_cfg_default(void);
+
+typedef struct dhs_ref_run_result {
+    int identical;              /* compare mode: every logit row and token equal, every session done */
+    uint64_t logit_mismatches;  /* query rows (K_i x V floats) whose bytes differ */
+    uint64_t token_mismatches;
+    uint64_t logit_rows_compared;
+    uint64_t sessions_done, tokens, decode_tokens, rounds, max_active;
+    uint64_t proposals, accepted;
+    uint64_t invariant_violations;
+    uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
+    double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    dhs_config lib_cfg;         /* the library configuration used */
+    dhs_stats st;               /* library statistics at the end */
+    dhs_mem mem;
+    uint64_t bytes_resident_session;    /* at context + tokens positions */
+    uint64_t bytes_hier_hot_tail;       /* library required allocations per request */
+    uint64_t bytes_hier_staging_share;  /* staging arenas / slots */
+    uint64_t bytes_keys_ring;           /* index keys + drafter ring per session */
+    int64_t positions;                  /* context + tokens */
+    uint64_t *tokens_of;                /* [sessions] hash of each session's tokens (FNV-1a) */
+    int error;                  /* 1: the run stopped on an error (errmsg) */
+    char errmsg[512];
+} dhs_ref_run_result;
+
+/* Runs; returns 0 when the run completed (identical or not), -1 on an error
+   (errmsg). The result owns tokens_of: free with dhs_ref_run_result_free. */
+int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *res);
+void dhs_ref_run_result_free(dhs_ref_run_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
