@@ -247,7 +247,13 @@ typedef struct dhs_resolve_item {
     int32_t *loc;       /* out: [n_sources_of_group][n_queries][k] pool rows, -1 for -1 */
 } dhs_resolve_item;
 
-/* Resolves selections of `group` for a batch of requests: direct (tail, ready
+/* Rows of the current block that a selection names must have been written
+   (dhs_write_rows) for the group's first source (the producer's own layer)
+   before the call. The other sources of a FOLLOW group compute their rows at
+   their own layer: they receive tail locations now and must write the rows
+   before their attention reads them; dhs_round_end refuses to commit rows
+   some source never wrote.
+   Resolves selections of `group` for a batch of requests: direct (tail, ready
    optional pages) -> hot -> recover from host. Every source of the group gets
    its own location vector (same plan, its own bytes). All inputs are
    validated before any state changes. */

@@ -90,6 +90,8 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     int32_t p = c->page_rows, B = c->hot_rows, nsrc = ctx->grp_nsrc[g];
     /* promotion: staged rows become hot rows now that the round's protection
        is over; victims are chosen by the policy as for a miss */
+    /* a protection mark no round uses for 2^31 rounds */
+    const uint32_t promo = ctx->epoch ^ 0x80000000u;
     int64_t npairs = 0, tot = 0;
     for (int32_t i = 0; i < ctx->n_round; i++) tot += (int64_t)ctx->req[ctx->round_reqs[i]].g[g].n_staged * nsrc;
     if (!c->payload_free && resolver_pairs(ctx, tot) != DHS_OK) {
@@ -113,20 +115,25 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         grp_state *gs = &rq->g[g];
+        /* the most recent B staged rows are promoted, each into its own slot */
         for (int32_t sidx = 0; sidx < gs->n_staged; sidx++) {
             int64_t row = gs->staged_row[sidx];
             gs->slot_of[row] = -1;
+            if (sidx < gs->n_staged - B) continue;
             int32_t q;
             if (gs->n_free > 0) {
                 q = gs->free_slots[--gs->n_free];
             } else {
-                q = ctx->pol->victim(gs->pol, gs->prot, ctx->epoch + 1); /* nothing protected */
+                /* only slots promoted in this pass are protected: two promotions
+                   must never share a destination in one gather */
+                q = ctx->pol->victim(gs->pol, gs->prot, promo);
                 if (q < 0) continue;
                 gs->slot_of[gs->row_of[q]] = -1;
                 ctx->pol->remove(gs->pol, q);
             }
             gs->row_of[q] = row;
             gs->slot_of[row] = q;
+            gs->prot[q] = promo;
             gs->fill[q] = PROMOTING;
             ctx->pol->insert(gs->pol, q, ctx->clock++);
             if (c->payload_free) continue;
@@ -223,9 +230,11 @@ static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const 
     if ((uintptr_t)it->sel % sizeof(int32_t) || (uintptr_t)it->loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
     const grp_state *gs = &rq->g[g];
     int64_t m = ctx->grp_m[g];
-    int64_t written = INT64_MAX;
-    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
-        if (gs->src[si].written_hi < written) written = gs->src[si].written_hi;
+    /* rows of the block must have been written by the group's first source
+       (the producer's own layer); FOLLOW sources compute theirs at their own
+       layer, after this call, and must write them before their attention
+       reads the (tail) location; dhs_round_end refuses unwritten rows */
+    int64_t written = gs->src[0].written_hi;
     for (int32_t j = 0; j < it->n_queries; j++) {
         const int32_t *sel = it->sel + (int64_t)j * k;
         int64_t vis = rq->n + j + 1; /* positions visible to query j */

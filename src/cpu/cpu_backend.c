@@ -23,6 +23,8 @@ typedef struct cpu_impl {
     uint64_t now, next_ticket, rng;
     cpu_op *ops;
     int64_t n_ops, cap_ops;
+    void **dst;      /* scratch: destinations of one gather */
+    int64_t cap_dst;
 } cpu_impl;
 
 static uint64_t rng_next(uint64_t *s)
@@ -67,9 +69,28 @@ static void run_pairs(const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes)
     for (int64_t i = 0; i < n; i++) memcpy(pairs[i].dst, pairs[i].src, row_bytes);
 }
 
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(void *const *)a, y = (uintptr_t)*(void *const *)b;
+    return (x > y) - (x < y);
+}
+
+/* A GPU gather runs its rows in parallel: two pairs with one destination race
+   there. The reference backend refuses such a gather (a core bug) instead of
+   hiding it behind in-order copies. */
 static dhs_status cpu_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes)
 {
-    (void)be;
+    cpu_impl *c = be->impl;
+    if (n > c->cap_dst) {
+        void **nd = realloc(c->dst, sizeof(void *) * (size_t)n);
+        if (!nd) return DHS_ERR_NOMEM;
+        c->dst = nd;
+        c->cap_dst = n;
+    }
+    for (int64_t i = 0; i < n; i++) c->dst[i] = pairs[i].dst;
+    qsort(c->dst, (size_t)n, sizeof(void *), cmp_ptr);
+    for (int64_t i = 1; i < n; i++)
+        if (c->dst[i] == c->dst[i - 1]) return DHS_ERR_BACKEND;
     run_pairs(pairs, n, row_bytes);
     return DHS_OK;
 }
@@ -177,6 +198,7 @@ static void cpu_destroy(dhs_backend *be)
     cpu_impl *c = be->impl;
     while (c->n_ops) exec_at(c, 0);
     free(c->ops);
+    free(c->dst);
     free(c);
     free(be);
 }
