@@ -1,0 +1,40 @@
+/* policy_opt.h - offline Belady (OPT) replacement for the simulator.
+ *
+ * OPT evicts the unprotected slot whose `key` is largest: the key is the
+ * logical time of the row's next access as the next-use oracle
+ * (dhs_ctx_set_next_use, src/core/sim_hooks.h) reports it, UINT64_MAX when it
+ * is never used again. Install it with
+ *
+ *   dhs_ctx_set_policy_ops(ctx, dhs_policy_opt());   // before any request opens
+ *   dhs_ctx_set_next_use(ctx, oracle, user);
+ *
+ * Cost: insert / touch / remove O(1) (they only record the key: a selected
+ * slot is protected for its round); victim() O(1) for a candidate never used
+ * again, else O(log B) per slot it looks at, plus re-entering the previous
+ * round's selected slots into a max-heap (lazy deletion, amortised O(1)
+ * compaction). See policy_opt.c.
+ *
+ * Keys from the oracle must be >= DHS_OPT_KEY_BASE. A key below it did not
+ * come from the oracle (the core inserts rows promoted from staging with its
+ * access clock, without asking the oracle); when a fallback is installed OPT
+ * asks it for the key instead. Without an oracle every key is the core's
+ * access clock and OPT degenerates to MRU.
+ */
+#ifndef DHS_CORE_POLICY_OPT_H
+#define DHS_CORE_POLICY_OPT_H
+
+#include <stdint.h>
+
+#include "core/policy.h"
+
+#define DHS_OPT_KEY_BASE ((uint64_t)1 << 62) /* oracle keys are >= this */
+#define DHS_OPT_KEY_NEVER UINT64_MAX         /* never used again */
+
+const dhs_policy_ops *dhs_policy_opt(void);
+
+/* Process-wide hook for keys below DHS_OPT_KEY_BASE (simulator only; not
+   thread-safe; NULL uninstalls). fn returns the key to use. */
+typedef uint64_t (*dhs_opt_fallback_fn)(void *user);
+void dhs_policy_opt_set_fallback(dhs_opt_fallback_fn fn, void *user);
+
+#endif

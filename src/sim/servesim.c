@@ -1,0 +1,914 @@
+/* servesim.c - discrete-event serving simulator over the real core.
+ * Model, modes and cost constants: servesim.h and docs/SIM.md. */
+#include "sim/servesim.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt(char *err, size_t n, const char *f, ...)
+{
+    if (!err || !n) return;
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(err, n, f, ap);
+    va_end(ap);
+}
+
+/* ------------------------------------------------------------- rng, hash */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static uint64_t rnd(uint64_t *s) { return mix64(*s += 0x9e3779b97f4a7c15ull); }
+static double rnd_unit(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+static int64_t rnd_below(uint64_t *s, int64_t n) { return n <= 0 ? 0 : (int64_t)(rnd(s) % (uint64_t)n); }
+static int64_t rnd_range(uint64_t *s, int64_t lo, int64_t hi) { return hi <= lo ? lo : lo + rnd_below(s, hi - lo + 1); }
+/* a fixed per-(key, row) 64-bit hash; "below p" means hash < p * 2^64 */
+static uint64_t hash_row(uint64_t key, int64_t row)
+{
+    uint64_t z = (key ^ ((uint64_t)row * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 31;
+    z *= 0x94d049bb133111ebull;
+    return z ^ (z >> 29);
+}
+static uint64_t threshold(double p) { return p <= 0 ? 0 : p >= 1 ? UINT64_MAX : (uint64_t)(p * 18446744073709551616.0); }
+
+/* ------------------------------------------------------------- defaults */
+const char *dhs_serve_mode_str(dhs_serve_mode m)
+{
+    switch (m) {
+    case DHS_SERVE_RESIDENT: return "resident";
+    case DHS_SERVE_FIXED: return "fixed";
+    case DHS_SERVE_ADAPTIVE: return "adaptive";
+    default: return "unknown";
+    }
+}
+
+dhs_serve_cost dhs_serve_cost_default(void)
+{
+    dhs_serve_cost c;
+    c.layers = 61;                 /* DeepSeek-V3.2: 61 layers, each with its own indexer (facts §1) */
+    c.row_bytes = 656;             /* FP8 MLA row (facts §1, §6) */
+    c.idx_bytes = 132;             /* 128 fp8 + 4 B scale per position and layer (facts §1) */
+    c.base_us = 12000;             /* assumption: weights, experts, communication per step on one rank */
+    c.token_us = 25;               /* assumption: compute per query token */
+    c.attn_us = 0.8;               /* 2048 x 656 B = 1.34 MB at the 1.7 TB/s HBM gather of facts §7 */
+    c.idx_us_per_ktok = 0.031;     /* 1000 x 132 B at the 4.28 TB/s HBM rate of facts §7 */
+    c.pcie_gbps = 38;              /* zero-copy gather of 656-B rows, 2048 rows in 35 us (facts §7) */
+    c.gather_us = 4;               /* 256 rows in 8.3 us = 4 us latency + 4.4 us at 38 GB/s (facts §7) */
+    c.resolver_us = 5;             /* assumption: one device-resident resolver launch (3.3 us launch, facts §7) */
+    c.resolver_ns_per_entry = 0.5; /* assumption: device hash/reverse-index lookups */
+    c.draft_us = 800;              /* assumption: one MTP-layer draft forward per drafted position */
+    c.prefill_us_per_token = 20;   /* assumption: a prefill instance at 50K prompt tokens/s (DeepSeek reports ~74K/node) */
+    return c;
+}
+
+dhs_serve_locality dhs_serve_locality_default(void)
+{
+    dhs_serve_locality l;
+    l.sinks = 4;
+    l.window = 512;
+    l.window_full = 64;
+    l.window_density = 0.5;
+    l.clusters = 64;
+    l.cluster_radius = 32;
+    l.cluster_density = 0.5;
+    l.topic_on = 0.3;
+    l.topic_off = 0.1;
+    l.drift = 2;
+    l.topic_switch = 0.005;
+    l.tail_min = 0.05;
+    l.spec_jitter = 0.05;
+    return l;
+}
+
+dhs_serve_config dhs_serve_config_default(void)
+{
+    dhs_serve_config c;
+    memset(&c, 0, sizeof c);
+    c.mode = DHS_SERVE_ADAPTIVE;
+    c.spec = 0;
+    dhs_serve_parse_schedule("8@32,6@64,5@127,4", &c);
+    c.accept_p = 0.7;
+    c.k = 2048;
+    c.hot_rows = 4096;
+    c.page_rows = 64;
+    c.tail_rows = 128;
+    c.max_batch = 128;
+    c.kv_gib = 40;
+    c.idx_share = 0;
+    c.stage_layers = 4;
+    c.max_context = 131072;
+    c.max_output = 4096;
+    c.prefill_remote = 1;
+    c.cost = dhs_serve_cost_default();
+    c.loc = dhs_serve_locality_default();
+    return c;
+}
+
+int dhs_serve_parse_schedule(const char *s, dhs_serve_config *c)
+{
+    int32_t n = 0, kk[8], bb[8];
+    const char *p = s;
+    while (p && *p) {
+        char *end;
+        long k = strtol(p, &end, 10);
+        if (end == p || k < 1 || k > 256) return -1;
+        long b = INT32_MAX;
+        if (*end == '@') {
+            p = end + 1;
+            b = strtol(p, &end, 10);
+            if (end == p || b < 1) return -1;
+        }
+        if (n >= 8 || (n > 0 && b <= bb[n - 1])) return -1;
+        kk[n] = (int32_t)k;
+        bb[n] = (int32_t)b;
+        n++;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return -1;
+        if (b == INT32_MAX && *p) return -1; /* the open-ended entry is last */
+    }
+    if (n == 0 || bb[n - 1] != INT32_MAX) return -1;
+    c->n_sched = n;
+    memcpy(c->sched_k, kk, sizeof kk);
+    memcpy(c->sched_batch, bb, sizeof bb);
+    return 0;
+}
+
+int32_t dhs_serve_block_width(const dhs_serve_config *c, int32_t batch)
+{
+    for (int32_t i = 0; i < c->n_sched; i++)
+        if (batch <= c->sched_batch[i]) return c->sched_k[i];
+    return c->n_sched ? c->sched_k[c->n_sched - 1] : 1;
+}
+
+static int32_t spec_kmax(const dhs_serve_config *c)
+{
+    if (!c->spec) return 1;
+    int32_t m = 1;
+    for (int32_t i = 0; i < c->n_sched; i++)
+        if (c->sched_k[i] > m) m = c->sched_k[i];
+    return m;
+}
+
+/* ------------------------------------------------------------- locality model */
+typedef struct topic {
+    int64_t center;
+    uint64_t key;
+    int on;
+} topic;
+
+typedef struct sreq {
+    double arrival, t_first, t_last;
+    int64_t prompt, out;   /* positions, tokens */
+    int64_t n;             /* committed positions */
+    int64_t tokens;        /* generated */
+    int admitted, joined, done, issued;
+    double ready;          /* prefill done and KV in place */
+    dhs_req h;
+    uint64_t rng_sel, rng_acc, key;
+    topic *topics;
+} sreq;
+
+typedef struct gen {
+    const dhs_serve_locality *l;
+    int32_t k;
+    uint32_t *stamp; /* [max_rows] */
+    uint32_t cur;
+    int64_t rows;
+} gen;
+
+static void topics_init(const gen *g, sreq *q)
+{
+    const dhs_serve_locality *l = g->l;
+    double on_share = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 0;
+    for (int32_t c = 0; c < l->clusters; c++) {
+        q->topics[c].center = rnd_below(&q->rng_sel, q->prompt > 0 ? q->prompt : 1);
+        q->topics[c].key = rnd(&q->rng_sel);
+        q->topics[c].on = rnd_unit(&q->rng_sel) < on_share;
+    }
+}
+
+static void topics_step(const gen *g, sreq *q, int64_t V)
+{
+    const dhs_serve_locality *l = g->l;
+    if (V <= g->k) return;
+    for (int32_t c = 0; c < l->clusters; c++) {
+        topic *t = &q->topics[c];
+        if (rnd_unit(&q->rng_sel) < l->topic_switch) {
+            int64_t old = V - l->window;
+            t->center = rnd_below(&q->rng_sel, old > 0 ? old : V);
+            t->key = rnd(&q->rng_sel);
+            t->on = 1;
+            continue;
+        }
+        t->center += rnd_range(&q->rng_sel, -l->drift, l->drift);
+        if (t->center < 0) t->center = 0;
+        if (t->center > V - 1) t->center = V - 1;
+        if (t->on) t->on = !(rnd_unit(&q->rng_sel) < l->topic_off);
+        else t->on = rnd_unit(&q->rng_sel) < l->topic_on;
+    }
+}
+
+static void gen_next_stamp(gen *g)
+{
+    if (++g->cur == 0) {
+        memset(g->stamp, 0, sizeof(uint32_t) * (size_t)g->rows);
+        g->cur = 1;
+    }
+}
+
+/* query 0 at position t: rows 0 .. t visible (m = 1) */
+static void gen_query0(gen *g, sreq *q, int64_t t, int32_t *out)
+{
+    const dhs_serve_locality *l = g->l;
+    int32_t k = g->k, n = 0;
+    int64_t V = t + 1;
+    if (V <= k) {
+        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
+        return;
+    }
+    gen_next_stamp(g);
+    uint32_t cur = g->cur, *st = g->stamp;
+    const uint64_t wth = threshold(l->window_density), cth = threshold(l->cluster_density);
+#define ADD(r)                                   \
+    do {                                         \
+        int64_t r_ = (r);                        \
+        if (st[r_] != cur) {                     \
+            st[r_] = cur;                        \
+            out[n++] = (int32_t)r_;              \
+        }                                        \
+    } while (0)
+    for (int32_t r = 0; r < l->sinks && r < V && n < k; r++) ADD(r);
+    for (int32_t d = 0; d < l->window && n < k; d++) {
+        int64_t row = V - 1 - d;
+        if (row < 0) break;
+        if (d < l->window_full || hash_row(q->key, row) < wth) ADD(row);
+    }
+    int32_t limit = k - (int32_t)(l->tail_min * k);
+    for (int32_t c = 0; c < l->clusters && n < limit; c++) {
+        const topic *tp = &q->topics[c];
+        if (!tp->on) continue;
+        int64_t lo = tp->center - l->cluster_radius, hi = tp->center + l->cluster_radius;
+        if (lo < 0) lo = 0;
+        if (hi > V - 1) hi = V - 1;
+        for (int64_t row = lo; row <= hi && n < limit; row++)
+            if (hash_row(tp->key, row) < cth) ADD(row);
+    }
+    while (n < k) ADD(rnd_below(&q->rng_sel, V));
+#undef ADD
+}
+
+/* query j >= 1: query 0's rows, the newest rows t+1 .. t+j in place of the
+   last (random-tail) entries, and a jitter share replaced by random rows */
+static void gen_query_j(gen *g, sreq *q, int64_t t, int32_t j, const int32_t *q0, int32_t *out)
+{
+    int32_t k = g->k;
+    int64_t V = t + j + 1;
+    memcpy(out, q0, sizeof(int32_t) * (size_t)k);
+    if (V <= k) {
+        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
+        return;
+    }
+    gen_next_stamp(g);
+    uint32_t cur = g->cur, *st = g->stamp;
+    for (int32_t i = 0; i < k; i++)
+        if (out[i] >= 0) st[out[i]] = cur;
+    int32_t pos = k - 1;
+    for (int64_t row = t + 1; row <= t + j && pos >= 0; row++) {
+        if (st[row] == cur) continue;
+        st[row] = cur;
+        out[pos--] = (int32_t)row;
+    }
+    for (int32_t i = g->l->sinks; i <= pos; i++) {
+        if (rnd_unit(&q->rng_sel) >= g->l->spec_jitter) continue;
+        for (int tries = 0; tries < 8; tries++) {
+            int64_t row = rnd_below(&q->rng_sel, V);
+            if (st[row] == cur) continue;
+            st[row] = cur;
+            out[i] = (int32_t)row;
+            break;
+        }
+    }
+}
+
+/* ------------------------------------------------------------- statistics */
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* numpy.percentile (linear interpolation) of a sorted array */
+static double pct(const double *v, int64_t n, double p)
+{
+    if (n <= 0) return 0;
+    double idx = p / 100.0 * (double)(n - 1);
+    int64_t lo = (int64_t)floor(idx), hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (idx - (double)lo);
+}
+
+static void summarize(double *v, int64_t n, double *mean, double *median, double *p99)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += v[i];
+    qsort(v, (size_t)n, sizeof(double), cmp_dbl);
+    *mean = n ? s / (double)n : 0;
+    *median = pct(v, n, 50);
+    *p99 = pct(v, n, 99);
+}
+
+typedef struct dvec {
+    double *v;
+    int64_t n, cap;
+} dvec;
+
+static int dvec_push(dvec *d, double x)
+{
+    if (d->n == d->cap) {
+        int64_t cap = d->cap ? 2 * d->cap : 1024;
+        double *nv = realloc(d->v, sizeof(double) * (size_t)cap);
+        if (!nv) return -1;
+        d->v = nv;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+    return 0;
+}
+
+/* ------------------------------------------------------------- the core's context */
+typedef struct hier {
+    dhs_backend *be;
+    dhs_ctx *ctx;
+    uint64_t idx_cap, idx_used;
+    uint64_t pool_bytes;
+} hier;
+
+static dhs_config core_config(const dhs_serve_config *c)
+{
+    dhs_config d = dhs_config_default();
+    int32_t km = spec_kmax(c);
+    d.max_requests = c->max_batch;
+    d.max_k = c->k;
+    d.k_max = km;
+    d.hot_rows = c->hot_rows;
+    d.page_rows = c->page_rows;
+    int32_t t = c->tail_rows > 2 * km ? c->tail_rows : 2 * km;
+    d.tail_rows = (t + c->page_rows - 1) / c->page_rows * c->page_rows;
+    d.max_rows = c->max_context + c->max_output + km + 1;
+    d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
+    d.payload_free = 1;
+    d.policy = DHS_POLICY_LRU;
+    return d;
+}
+
+static dhs_arch core_arch(const dhs_serve_config *c)
+{
+    dhs_arch a = dhs_arch_default();
+    a.sources[0].row_bytes = (c->cost.row_bytes + 15u) & ~15u;
+    a.index_key_bytes = c->cost.idx_bytes;
+    return a;
+}
+
+static double mean_len(const dhs_serve_workload *w, const dhs_serve_config *c)
+{
+    if (w->arrival == DHS_ARRIVAL_TRACE && w->n_trace > 0) {
+        double s = 0;
+        for (int32_t i = 0; i < w->n_trace; i++) {
+            int64_t p = w->trace[i].input_len < c->max_context ? w->trace[i].input_len : c->max_context;
+            int64_t o = w->trace[i].output_len < c->max_output ? w->trace[i].output_len : c->max_output;
+            s += (double)(p + o);
+        }
+        return s / w->n_trace;
+    }
+    int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
+    return 0.5 * (double)(cmin + w->context) + 0.5 * (double)(omin + w->output_len);
+}
+
+static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
+{
+    memset(H, 0, sizeof *H);
+    const dhs_serve_cost *k = &c->cost;
+    dhs_arch a = core_arch(c);
+    dhs_config d = core_config(c);
+    uint64_t row = a.sources[0].row_bytes, pb = (uint64_t)d.page_rows * row;
+    double M = c->kv_gib * 1073741824.0;
+    int32_t km = d.k_max;
+    /* staging: chi live layer groups, K_max * k rows per slot, when a round's union can exceed B */
+    double stage = (int64_t)km * c->k > c->hot_rows ? (double)c->stage_layers * d.max_requests * km * c->k * (double)row : 0;
+    double share = c->idx_share;
+    if (share <= 0) {
+        /* auto: index keys and required payload allocations run out at the same session count */
+        double L = mean_len(w, c);
+        double idx = L * k->layers * k->idx_bytes, req = (double)(d.hot_rows + d.tail_rows) * row * k->layers;
+        share = idx / (idx + req);
+    }
+    double rest = M - stage;
+    if (rest <= 0) { fmt(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0); return -1; }
+    H->idx_cap = (uint64_t)(rest * share);
+    double layer_pool = rest * (1 - share) / k->layers;
+    /* arena pages the core takes (probe on a generous pool) */
+    dhs_backend *be = NULL;
+    dhs_ctx *probe = NULL;
+    int64_t arena_up = (int64_t)((int64_t)d.max_requests * km * c->k / d.page_rows + 1);
+    d.device_bytes = (uint64_t)(arena_up + 4 * (d.hot_rows + d.tail_rows) / d.page_rows + 16) * pb;
+    dhs_status s = dhs_backend_cpu_create(NULL, &be);
+    if (s == DHS_OK) s = dhs_ctx_create(&a, &d, be, &probe);
+    if (s != DHS_OK) { fmt(err, err_len, "core context: %s", dhs_status_str(s)); dhs_backend_destroy(be); return -1; }
+    dhs_mem m;
+    dhs_get_mem(probe, &m);
+    int64_t arena_pages = m.pages_total - m.pages_free;
+    dhs_ctx_destroy(probe);
+    d.device_bytes = (uint64_t)(arena_pages + (int64_t)(layer_pool / (double)pb)) * pb;
+    H->pool_bytes = d.device_bytes;
+    s = dhs_ctx_create(&a, &d, be, &H->ctx);
+    if (s != DHS_OK) {
+        fmt(err, err_len, "core context (%.1f MiB per layer): %s; raise --kv-gib", layer_pool / 1048576.0, dhs_status_str(s));
+        dhs_backend_destroy(be);
+        return -1;
+    }
+    H->be = be;
+    r->device_pool_bytes = H->pool_bytes;
+    r->idx_budget_bytes = H->idx_cap;
+    return 0;
+}
+
+static void hier_free(hier *H)
+{
+    dhs_ctx_destroy(H->ctx);
+    dhs_backend_destroy(H->be);
+}
+
+/* a request finished at time t: metrics, release its capacity, closed loop issues the next */
+static int complete(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, sreq *q, sreq *rq, int hierarchical,
+                    double *res_used, int32_t *issued, int32_t N, double t, dhs_serve_result *r, dvec *e2el, dvec *tpot)
+{
+    const dhs_serve_cost *cost = &c->cost;
+    q->done = 1;
+    if (dvec_push(e2el, (t - q->arrival) * 1e3)) return -1;
+    if (tpot && q->out > 1 && dvec_push(tpot, (q->t_last - q->t_first) * 1e3 / (double)(q->out - 1))) return -1;
+    r->total_input_tokens += q->prompt;
+    r->total_output_tokens += q->out;
+    if (hierarchical) {
+        dhs_request_close(H->ctx, q->h); /* cannot fail for an open request outside a round */
+        H->idx_used -= (uint64_t)((double)(q->prompt + q->out) * cost->layers * cost->idx_bytes);
+    } else {
+        *res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+    }
+    if (w->arrival == DHS_ARRIVAL_CLOSED && *issued < N) {
+        rq[*issued].arrival = t;
+        (*issued)++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- the run */
+int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
+{
+    memset(r, 0, sizeof *r);
+    double w0 = wall_s();
+    const dhs_serve_cost *cost = &c->cost;
+    if (c->k < 1 || c->max_batch < 1 || c->hot_rows < c->page_rows || c->hot_rows % c->page_rows || cost->layers < 1 ||
+        c->kv_gib <= 0 || !(c->accept_p >= 0 && c->accept_p <= 1) || c->n_sched < 1) {
+        fmt(err, err_len, "invalid configuration");
+        return -1;
+    }
+    int32_t N = w->n_requests;
+    if (w->arrival == DHS_ARRIVAL_TRACE) {
+        if (!w->trace || w->n_trace < 1) { fmt(err, err_len, "empty request trace"); return -1; }
+        if (N <= 0 || N > w->n_trace) N = w->n_trace;
+    }
+    if (N < 1) { fmt(err, err_len, "no requests"); return -1; }
+    if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { fmt(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
+    if (w->arrival == DHS_ARRIVAL_CLOSED && w->concurrency < 1) { fmt(err, err_len, "closed loop needs a concurrency >= 1"); return -1; }
+    int hierarchical = c->mode != DHS_SERVE_RESIDENT;
+    int32_t KM = spec_kmax(c);
+    int rc = -1;
+    sreq *rq = calloc((size_t)N, sizeof *rq);
+    int32_t *queue = malloc(sizeof(int32_t) * (size_t)N), *run = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    int32_t *bat = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    int32_t *newly = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    topic *topics = calloc((size_t)N * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1), sizeof(topic));
+    dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
+    hier H;
+    memset(&H, 0, sizeof H);
+    gen g = {&c->loc, c->k, NULL, 0, 0};
+    int32_t *sel = NULL, *loc = NULL, *Kv = NULL, *acc = NULL;
+    dhs_req *hs = NULL;
+    dhs_resolve_item *items = NULL;
+    if (!rq || !queue || !run || !bat || !newly || !topics) goto nomem;
+    /* requests: lengths and arrival times from their own streams */
+    uint64_t arr_rng = mix64(w->seed ^ 0xa076bc5d1f3e2a49ull), len_rng = mix64(w->seed ^ 0x3c6ef372fe94f82bull);
+    int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
+    double t = 0;
+    for (int32_t i = 0; i < N; i++) {
+        sreq *q = &rq[i];
+        if (w->arrival == DHS_ARRIVAL_TRACE) {
+            q->prompt = w->trace[i].input_len;
+            q->out = w->trace[i].output_len;
+            q->arrival = w->trace[i].t_s / (w->time_scale > 0 ? w->time_scale : 1);
+        } else {
+            q->prompt = rnd_range(&len_rng, cmin, w->context);
+            q->out = rnd_range(&len_rng, omin, w->output_len);
+            if (w->arrival == DHS_ARRIVAL_POISSON) {
+                t += -log(1 - rnd_unit(&arr_rng)) / w->rate;
+                q->arrival = t;
+            } else {
+                q->arrival = i < w->concurrency ? 0 : INFINITY; /* later ones when one completes */
+            }
+        }
+        if (q->prompt > c->max_context) q->prompt = c->max_context;
+        if (q->prompt < 1) q->prompt = 1;
+        if (q->out > c->max_output) q->out = c->max_output;
+        if (q->out < 1) q->out = 1;
+        q->rng_sel = mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
+        q->rng_acc = mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
+        q->key = rnd(&q->rng_sel);
+        q->topics = topics + (size_t)i * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1);
+        q->issued = w->arrival != DHS_ARRIVAL_CLOSED || i < w->concurrency;
+    }
+    if (hierarchical) {
+        if (hier_init(&H, c, w, r, err, err_len)) goto out;
+        g.rows = c->max_context + c->max_output + KM + 8;
+        g.stamp = calloc((size_t)g.rows, sizeof(uint32_t));
+        size_t nsel = (size_t)c->max_batch * (size_t)KM * (size_t)c->k;
+        sel = malloc(sizeof(int32_t) * nsel);
+        loc = malloc(sizeof(int32_t) * nsel);
+        if (!g.stamp || !sel || !loc) goto nomem;
+    }
+    Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    hs = malloc(sizeof(dhs_req) * (size_t)c->max_batch);
+    items = malloc(sizeof(dhs_resolve_item) * (size_t)c->max_batch);
+    if (!Kv || !acc || !hs || !items) goto nomem;
+    double M = c->kv_gib * 1073741824.0, res_used = 0;
+    int32_t qh = 0, qt = 0, n_run = 0, next_arr = 0, completed = 0, issued = w->arrival == DHS_ARRIVAL_CLOSED ? (w->concurrency < N ? w->concurrency : N) : N;
+    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, last_progress = w0;
+    uint64_t acc_n = 0;
+    dhs_stats st0;
+    if (hierarchical) dhs_get_stats(H.ctx, &st0);
+    /* arrival order: Poisson and closed loop are in index order; a trace is sorted by the loader.
+       run[]: admitted requests (slot and memory held); a request decodes once its prefill is
+       done and its KV arrived (joined). */
+    int remote = c->prefill_remote;
+    while (completed < N) {
+        while (next_arr < issued && rq[next_arr].arrival <= now) queue[qt++] = next_arr++;
+        /* admission, head of line */
+        int32_t n_new = 0;
+        while (qh < qt && n_run < c->max_batch) {
+            sreq *q = &rq[queue[qh]];
+            double pos = (double)(q->prompt + q->out);
+            int ok;
+            if (!hierarchical) {
+                double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+                ok = res_used + need <= M;
+                if (!ok && n_run == 0) {
+                    fmt(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
+                    goto out;
+                }
+                if (ok) res_used += need;
+            } else {
+                uint64_t need = (uint64_t)(pos * cost->layers * cost->idx_bytes);
+                ok = H.idx_used + need <= H.idx_cap;
+                if (ok) {
+                    dhs_status s = dhs_request_open(H.ctx, q->prompt + q->out, &q->h);
+                    if (s == DHS_WAIT) ok = 0;
+                    else if (s != DHS_OK) { fmt(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
+                }
+                if (!ok && n_run == 0) {
+                    fmt(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
+                        (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H.idx_cap / 1073741824.0);
+                    goto out;
+                }
+                if (ok) H.idx_used += need;
+            }
+            if (!ok) { r->waits++; break; }
+            qh++;
+            q->admitted = 1;
+            q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
+            run[n_run++] = (int32_t)(q - rq);
+            newly[n_new++] = (int32_t)(q - rq);
+        }
+        if (n_run > r->max_running) r->max_running = n_run;
+        if (!remote && n_new) {
+            /* local prefill: the admitted prompts run one after another and stall decoding */
+            double tp = 0;
+            for (int32_t i = 0; i < n_new; i++) tp += cost->prefill_us_per_token * (double)rq[newly[i]].prompt;
+            now += tp * 1e-6;
+            for (int32_t i = 0; i < n_new; i++) rq[newly[i]].ready = now;
+        }
+        /* join: prefill done, KV imported, first token out */
+        for (int32_t i = 0; i < n_run; i++) {
+            sreq *q = &rq[run[i]];
+            if (q->joined || q->ready > now) continue;
+            if (hierarchical) {
+                dhs_status s = dhs_request_import(H.ctx, q->h, q->prompt, NULL,
+                                                  c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
+                if (s != DHS_OK) { fmt(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
+                topics_init(&g, q);
+            }
+            q->joined = 1;
+            q->n = q->prompt;
+            q->tokens = 1;
+            q->t_first = q->t_last = q->ready;
+            if (dvec_push(&ttft, (q->ready - q->arrival) * 1e3)) goto nomem;
+        }
+        /* the decode batch: joined requests still generating; one-token requests complete */
+        int32_t nb = 0, j = 0;
+        for (int32_t i = 0; i < n_run; i++) {
+            sreq *q = &rq[run[i]];
+            if (q->joined && q->tokens >= q->out) {
+                if (complete(&H, c, w, q, rq, hierarchical, &res_used, &issued, N, q->t_last, r, &e2el, NULL)) goto nomem;
+                completed++;
+                continue;
+            }
+            run[j++] = run[i];
+            if (q->joined) bat[nb++] = run[i];
+        }
+        n_run = j;
+        if (nb == 0) {
+            /* idle: jump to the next arrival or prefill completion */
+            double t_next = INFINITY;
+            if (next_arr < issued) t_next = rq[next_arr].arrival;
+            for (int32_t i = 0; i < n_run; i++)
+                if (rq[run[i]].ready < t_next) t_next = rq[run[i]].ready;
+            if (t_next == INFINITY) {
+                if (completed < N) { fmt(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
+                break;
+            }
+            if (t_next > now) now = t_next;
+            continue;
+        }
+        int32_t Kb = c->spec ? dhs_serve_block_width(c, nb) : 1;
+        double attn = 0;
+        uint64_t dE = 0, dH = 0;
+        int32_t kmax_step = 1;
+        for (int32_t i = 0; i < nb; i++) {
+            sreq *q = &rq[bat[i]];
+            int64_t left = q->out - q->tokens;
+            Kv[i] = (int32_t)(Kb < left ? Kb : left);
+            if (Kv[i] < 1) Kv[i] = 1;
+            if (Kv[i] > kmax_step) kmax_step = Kv[i];
+            attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
+            int32_t a = 0;
+            while (a < Kv[i] - 1 && rnd_unit(&q->rng_acc) < c->accept_p) a++;
+            acc[i] = a;
+        }
+        if (hierarchical) {
+            for (int32_t i = 0; i < nb; i++) hs[i] = rq[bat[i]].h;
+            dhs_status s = dhs_round_begin(H.ctx, nb, hs, Kv);
+            int64_t off = 0;
+            for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
+                sreq *q = &rq[bat[i]];
+                s = dhs_write_rows(H.ctx, q->h, 0, q->n, Kv[i], NULL);
+                int32_t *qs = sel + off;
+                topics_step(&g, q, q->n + 1);
+                gen_query0(&g, q, q->n, qs);
+                for (int32_t jj = 1; jj < Kv[i]; jj++) gen_query_j(&g, q, q->n, jj, qs, qs + (int64_t)jj * c->k);
+                items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
+                off += (int64_t)Kv[i] * c->k;
+            }
+            dhs_stats a0, a1;
+            dhs_get_stats(H.ctx, &a0);
+            if (s == DHS_OK) s = dhs_resolve(H.ctx, 0, c->k, nb, items);
+            if (s == DHS_OK) s = dhs_group_done(H.ctx, 0);
+            if (s == DHS_OK) s = dhs_round_end(H.ctx, acc);
+            if (s != DHS_OK) { fmt(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
+            dhs_get_stats(H.ctx, &a1);
+            dE = a1.entries - a0.entries;
+            dH = a1.host_rows_copied - a0.host_rows_copied;
+        }
+        double qtok = 0;
+        for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
+        double dt = cost->base_us + cost->token_us * qtok + cost->layers * attn;
+        if (hierarchical) {
+            dt += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
+            if (dH) dt += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
+        }
+        if (c->spec) dt += cost->draft_us * (kmax_step - 1);
+        now += dt * 1e-6;
+        r->steps++;
+        batch_sum += nb;
+        step_sum += dt * 1e-3;
+        if (nb < DHS_SERVE_BATCH_HIST) {
+            r->step_ms_sum[nb] += dt * 1e-3;
+            r->step_n[nb]++;
+        }
+        /* tokens of the step; completions */
+        for (int32_t i = 0; i < nb; i++) {
+            sreq *q = &rq[bat[i]];
+            q->tokens += acc[i] + 1;
+            q->n += acc[i] + 1;
+            acc_sum += acc[i] + 1;
+            acc_n++;
+            if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
+            q->t_last = now;
+            if (q->tokens < q->out) continue;
+            if (complete(&H, c, w, q, rq, hierarchical, &res_used, &issued, N, now, r, &e2el, &tpot)) goto nomem;
+            completed++;
+        }
+        j = 0;
+        for (int32_t i = 0; i < n_run; i++)
+            if (!rq[run[i]].done) run[j++] = run[i];
+        n_run = j;
+        if (c->progress && wall_s() - last_progress > 0.25) {
+            last_progress = wall_s();
+            fprintf(stderr, "\r%s: %d/%d requests done, %d running, simulated %.1f s   ", c->progress_tag ? c->progress_tag : "serve-sim",
+                    completed, N, n_run, now);
+        }
+    }
+    r->completed = completed;
+    r->duration = now;
+    r->request_throughput = now > 0 ? completed / now : 0;
+    r->output_throughput = now > 0 ? (double)r->total_output_tokens / now : 0;
+    r->total_token_throughput = now > 0 ? (double)(r->total_input_tokens + r->total_output_tokens) / now : 0;
+    summarize(ttft.v, ttft.n, &r->mean_ttft_ms, &r->median_ttft_ms, &r->p99_ttft_ms);
+    summarize(tpot.v, tpot.n, &r->mean_tpot_ms, &r->median_tpot_ms, &r->p99_tpot_ms);
+    summarize(itl.v, itl.n, &r->mean_itl_ms, &r->median_itl_ms, &r->p99_itl_ms);
+    summarize(e2el.v, e2el.n, &r->mean_e2el_ms, &r->median_e2el_ms, &r->p99_e2el_ms);
+    r->mean_batch = r->steps ? batch_sum / (double)r->steps : 0;
+    r->mean_step_ms = r->steps ? step_sum / (double)r->steps : 0;
+    r->accept_length = acc_n ? acc_sum / (double)acc_n : 0;
+    if (hierarchical) {
+        dhs_stats s1;
+        dhs_get_stats(H.ctx, &s1);
+        r->entries = s1.entries - st0.entries;
+        r->host_rows = s1.host_rows_copied - st0.host_rows_copied;
+        r->census_direct = s1.census_direct - st0.census_direct;
+        r->census_hot = s1.census_hot - st0.census_hot;
+        r->census_host = s1.census_host - st0.census_host;
+        r->reclaims = s1.reclaims - st0.reclaims;
+        r->repopulated_pages = s1.repopulated_pages - st0.repopulated_pages;
+        r->host_rows_per_token = r->total_output_tokens ? (double)r->host_rows / (double)r->total_output_tokens : 0;
+    }
+    if (c->progress) fprintf(stderr, "\r%100s\r", "");
+    rc = 0;
+    goto out;
+nomem:
+    fmt(err, err_len, "out of memory");
+out:
+    if (hierarchical) hier_free(&H);
+    free(rq);
+    free(queue);
+    free(run);
+    free(bat);
+    free(newly);
+    free(topics);
+    free(ttft.v);
+    free(tpot.v);
+    free(itl.v);
+    free(e2el.v);
+    free(g.stamp);
+    free(sel);
+    free(loc);
+    free(Kv);
+    free(acc);
+    free(hs);
+    free(items);
+    r->wall_s = wall_s() - w0;
+    return rc;
+}
+
+/* ------------------------------------------------------------- request traces */
+static int cmp_req(const void *a, const void *b)
+{
+    const dhs_serve_req *x = a, *y = b;
+    return (x->t_s > y->t_s) - (x->t_s < y->t_s);
+}
+
+/* splits a CSV line in place (quotes kept simple: no embedded quotes) */
+static int csv_split(char *line, char **f, int max)
+{
+    int n = 0;
+    char *p = line;
+    while (n < max) {
+        if (*p == '"') {
+            f[n++] = ++p;
+            while (*p && *p != '"') p++;
+            if (*p) *p++ = 0;
+            while (*p && *p != ',') p++;
+        } else {
+            f[n++] = p;
+            while (*p && *p != ',') p++;
+        }
+        if (!*p) break;
+        *p++ = 0;
+    }
+    return n;
+}
+
+static void chomp(char *s)
+{
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
+}
+
+int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, char *err, size_t err_len)
+{
+    *out = NULL;
+    *n_out = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) { fmt(err, err_len, "cannot open %s", path); return -1; }
+    size_t cap = 1024, n = 0, lcap = 1 << 16;
+    dhs_serve_req *v = malloc(sizeof *v * cap);
+    char *line = malloc(lcap);
+    int rc = -1, csv = -1, col_t = -1, col_in = -1, col_out = -1;
+    long lineno = 0;
+    if (!v || !line) { fmt(err, err_len, "out of memory"); goto done; }
+    while (fgets(line, (int)lcap, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        while (len == lcap - 1 && line[len - 1] != '\n') { /* a long line (Mooncake hash_ids) */
+            char *nl = realloc(line, lcap * 2);
+            if (!nl) { fmt(err, err_len, "out of memory"); goto done; }
+            line = nl;
+            if (!fgets(line + len, (int)(lcap * 2 - len), f)) break;
+            lcap *= 2;
+            len = strlen(line);
+        }
+        chomp(line);
+        if (!line[0]) continue;
+        if (csv < 0) {
+            csv = line[0] != '{';
+            if (csv) {
+                char *fld[64];
+                int nf = csv_split(line, fld, 64);
+                for (int i = 0; i < nf; i++) {
+                    if (!strcmp(fld[i], "Timestamp")) col_t = i;
+                    else if (!strcmp(fld[i], "Request tokens")) col_in = i;
+                    else if (!strcmp(fld[i], "Response tokens")) col_out = i;
+                }
+                if (col_t < 0 || col_in < 0 || col_out < 0) {
+                    fmt(err, err_len, "%s: neither Mooncake JSONL nor BurstGPT CSV (header needs Timestamp, Request tokens, Response tokens)", path);
+                    goto done;
+                }
+                continue;
+            }
+        }
+        dhs_serve_req q;
+        if (csv) {
+            char *fld[64];
+            int nf = csv_split(line, fld, 64);
+            char *e1, *e2, *e3;
+            if (nf <= col_t || nf <= col_in || nf <= col_out) { fmt(err, err_len, "%s:%ld: too few fields", path, lineno); goto done; }
+            q.t_s = strtod(fld[col_t], &e1);
+            q.input_len = strtoll(fld[col_in], &e2, 10);
+            q.output_len = strtoll(fld[col_out], &e3, 10);
+            if (e1 == fld[col_t] || e2 == fld[col_in] || e3 == fld[col_out] || !isfinite(q.t_s)) {
+                fmt(err, err_len, "%s:%ld: bad number", path, lineno);
+                goto done;
+            }
+        } else {
+            cJSON *j = cJSON_Parse(line);
+            const cJSON *ts = j ? cJSON_GetObjectItemCaseSensitive(j, "timestamp") : NULL;
+            const cJSON *in = j ? cJSON_GetObjectItemCaseSensitive(j, "input_length") : NULL;
+            const cJSON *ou = j ? cJSON_GetObjectItemCaseSensitive(j, "output_length") : NULL;
+            if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(in) || !cJSON_IsNumber(ou)) {
+                cJSON_Delete(j);
+                fmt(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, lineno);
+                goto done;
+            }
+            q.t_s = ts->valuedouble / 1000.0; /* milliseconds */
+            q.input_len = (int64_t)in->valuedouble;
+            q.output_len = (int64_t)ou->valuedouble;
+            cJSON_Delete(j);
+        }
+        if (q.input_len <= 0 || q.output_len <= 0) continue; /* failed requests */
+        if (n == cap) {
+            cap *= 2;
+            dhs_serve_req *nv = realloc(v, sizeof *v * cap);
+            if (!nv) { fmt(err, err_len, "out of memory"); goto done; }
+            v = nv;
+        }
+        v[n++] = q;
+    }
+    if (n == 0) { fmt(err, err_len, "%s: no requests", path); goto done; }
+    if (n > INT32_MAX) { fmt(err, err_len, "%s: too many requests", path); goto done; }
+    qsort(v, n, sizeof *v, cmp_req);
+    double t0 = v[0].t_s;
+    for (size_t i = 0; i < n; i++) v[i].t_s -= t0;
+    *out = v;
+    *n_out = (int32_t)n;
+    v = NULL;
+    rc = 0;
+done:
+    free(v);
+    free(line);
+    fclose(f);
+    return rc;
+}

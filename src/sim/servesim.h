@@ -1,0 +1,192 @@
+/*
+ * servesim.h - discrete-event serving simulator (`dhs serve-sim`, docs/SIM.md).
+ *
+ * One GPU (one attention data-parallel decode rank) serves requests with
+ * continuous batching. Each iteration: arrivals join a FIFO queue; the head of
+ * the queue is admitted while capacity allows (head-of-line: the first refusal
+ * stops admission for the iteration); an admitted request is prefilled (by
+ * default on a separate prefill instance, prefill_remote = 1: its slot and
+ * memory are held meanwhile) and its first token ends the prefill; it then
+ * joins the decode batch at the next step boundary; one decode step runs for
+ * every joined request. Time advances by the cost model below; nothing runs
+ * on a GPU.
+ *
+ * Modes (what decides capacity and step cost):
+ *   RESIDENT  every row on the device: a request is admitted when its whole
+ *             final context (prompt + output) of payload rows and index keys
+ *             fits the KV budget; no hierarchy cost.
+ *   FIXED     HiSparse-like: payload on host, a fixed hot cache of B rows per
+ *             request, no optional history (resident_first = 0, import to host).
+ *   ADAPTIVE  the load-adaptive hierarchy: imported history stays on device
+ *             while capacity allows, reclaimed for admissions, refilled later.
+ * FIXED and ADAPTIVE run the real core on a payload-free context: admission
+ * (DHS_WAIT queues the request), reclaim, refill and the resolver's census
+ * all come from the core. The context models one attention layer's pool (the
+ * payload part of the budget divided by the layers; staging counted once);
+ * index keys (prompt + output positions x layers x idx_bytes) come from their
+ * own share of the budget. Host rows copied per step come from the core and
+ * are scaled by the layer count in the cost model.
+ *
+ * Selections: a compact locality model close to the trace generator's
+ * (src/sim/tracegen.h): sinks, a local window, recurring topical clusters with
+ * Markov on/off, drift and rare jumps, and a random tail; speculative queries
+ * j >= 1 repeat query 0 with the newest rows and a jitter share replaced.
+ *
+ * Decode step cost (microseconds), batch of requests i with K_i queries,
+ * context L_i, E entries resolved and H host rows copied (one layer):
+ *   t = base_us + token_us * sum K_i
+ *     + layers * sum_i K_i * (attn_us + idx_us_per_ktok * L_i / 1000)
+ *     + [FIXED, ADAPTIVE] layers * (resolver_us + resolver_ns_per_entry * E / 1000
+ *                                   + (H > 0 ? gather_us + H * row_bytes / (pcie_gbps * 1000) : 0))
+ *     + [speculation] draft_us * (max K_i - 1)
+ * Prefill of a prompt of P positions: prefill_us_per_token * P.
+ * Defaults and their sources: dhs_serve_cost_default() and docs/SIM.md.
+ */
+#ifndef DHS_SIM_SERVESIM_H
+#define DHS_SIM_SERVESIM_H
+
+#include <stdint.h>
+
+#include "dhs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { DHS_SERVE_RESIDENT = 0, DHS_SERVE_FIXED = 1, DHS_SERVE_ADAPTIVE = 2, DHS_SERVE_MODES_ } dhs_serve_mode;
+const char *dhs_serve_mode_str(dhs_serve_mode m);
+
+typedef struct dhs_serve_cost {
+    int32_t layers;               /* attention layers with their own selection (61) */
+    uint32_t row_bytes;           /* payload row, d_KV (656: FP8 MLA) */
+    uint32_t idx_bytes;           /* index key per position and layer (132) */
+    double base_us;               /* per decode step, independent of the batch */
+    double token_us;              /* per query token in the step (dense and expert compute) */
+    double attn_us;               /* per query and layer: sparse attention over k rows */
+    double idx_us_per_ktok;       /* per query and layer per 1000 context positions: indexer scores */
+    double pcie_gbps;             /* zero-copy gather bandwidth, GB/s */
+    double gather_us;             /* per layer with at least one miss: gather latency */
+    double resolver_us;           /* per layer and step: resolver launch and plan */
+    double resolver_ns_per_entry; /* per resolved entry */
+    double draft_us;              /* per drafted token position and step (whole batch) */
+    double prefill_us_per_token;  /* per prompt position */
+} dhs_serve_cost;
+
+dhs_serve_cost dhs_serve_cost_default(void);
+
+typedef struct dhs_serve_locality {
+    int32_t sinks;          /* 4 */
+    int32_t window;         /* 512 */
+    int32_t window_full;    /* 64 */
+    double window_density;  /* 0.5 */
+    int32_t clusters;       /* 64 */
+    int32_t cluster_radius; /* 32 */
+    double cluster_density; /* 0.5 */
+    double topic_on;        /* 0.3 per step */
+    double topic_off;       /* 0.1 per step */
+    int32_t drift;          /* 2 rows per step */
+    double topic_switch;    /* 0.005 per step */
+    double tail_min;        /* 0.05 of k */
+    double spec_jitter;     /* 0.05 */
+} dhs_serve_locality;
+
+dhs_serve_locality dhs_serve_locality_default(void);
+
+typedef enum { DHS_ARRIVAL_POISSON = 0, DHS_ARRIVAL_CLOSED = 1, DHS_ARRIVAL_TRACE = 2 } dhs_arrival_kind;
+
+/* one request of a request trace (Mooncake JSONL, BurstGPT CSV) */
+typedef struct dhs_serve_req {
+    double t_s;           /* arrival, seconds from the first request */
+    int64_t input_len;    /* prompt positions */
+    int64_t output_len;   /* tokens to generate */
+} dhs_serve_req;
+
+typedef struct dhs_serve_workload {
+    dhs_arrival_kind arrival;
+    double rate;                 /* POISSON: requests per second */
+    int32_t concurrency;         /* CLOSED: requests in flight */
+    int32_t n_requests;          /* requests issued (TRACE: at most this many of the trace, 0 = all) */
+    int64_t context_min, context;  /* prompt positions, uniform (POISSON, CLOSED) */
+    int64_t output_min, output_len;/* output tokens, uniform */
+    const dhs_serve_req *trace;  /* TRACE */
+    int32_t n_trace;
+    double time_scale;           /* TRACE: arrival times divided by this (rate multiplier) */
+    uint64_t seed;
+} dhs_serve_workload;
+
+typedef struct dhs_serve_config {
+    dhs_serve_mode mode;
+    int spec;                    /* speculative decoding on */
+    int32_t n_sched;             /* block-width schedule: K = sched_k[i] for the first i with batch <= sched_batch[i] */
+    int32_t sched_batch[8];
+    int32_t sched_k[8];
+    double accept_p;             /* each proposal accepted with this probability, in order */
+    int32_t k;                   /* selection length (2048) */
+    int32_t hot_rows;            /* B (4096) */
+    int32_t page_rows;           /* 64 */
+    int32_t tail_rows;           /* 128 */
+    int32_t max_batch;           /* request slots (128) */
+    double kv_gib;               /* device memory for KV, index keys and staging, GiB (40) */
+    double idx_share;            /* share of the budget for index keys; 0 = auto (see docs/SIM.md) */
+    int32_t stage_layers;        /* live layer groups whose staging is reserved (chi, 4) */
+    int64_t max_context;         /* longest prompt; longer trace prompts are clamped (131072) */
+    int64_t max_output;          /* longest output; longer trace outputs are clamped (4096) */
+    dhs_serve_cost cost;
+    dhs_serve_locality loc;
+    int prefill_remote;          /* 1: disaggregated prefill (default): the slot is reserved at
+                                    admission, the prompt is prefilled elsewhere and the request
+                                    joins the decode batch when its KV arrived; 0: local prefill
+                                    runs on this rank and stalls decoding */
+    int progress;                /* print progress to stderr */
+    const char *progress_tag;
+} dhs_serve_config;
+
+dhs_serve_config dhs_serve_config_default(void);
+/* Parses "8@32,6@64,5@127,4": K=8 up to 32 sessions, 6 up to 64, 5 up to
+   127, 4 beyond. 0 on success. */
+int dhs_serve_parse_schedule(const char *s, dhs_serve_config *c);
+int32_t dhs_serve_block_width(const dhs_serve_config *c, int32_t batch);
+
+#define DHS_SERVE_BATCH_HIST 1025 /* step statistics per batch size 0..1024 */
+
+typedef struct dhs_serve_result {
+    /* vLLM `bench serve` keys */
+    double duration;             /* s, first arrival (t = 0) to last completion */
+    int64_t completed, total_input_tokens, total_output_tokens;
+    double request_throughput, output_throughput, total_token_throughput;
+    double mean_ttft_ms, median_ttft_ms, p99_ttft_ms;
+    double mean_tpot_ms, median_tpot_ms, p99_tpot_ms;
+    double mean_itl_ms, median_itl_ms, p99_itl_ms;
+    double mean_e2el_ms, median_e2el_ms, p99_e2el_ms;
+    /* simulator extras */
+    int32_t max_running;         /* most requests admitted at once */
+    double mean_batch;           /* requests per decode step */
+    double mean_step_ms;         /* decode step time */
+    double accept_length;        /* mean tokens per request per step */
+    uint64_t steps, waits;       /* decode steps; iterations where the queue head was refused */
+    uint64_t entries, host_rows; /* one layer's resolved entries and host rows */
+    uint64_t census_direct, census_hot, census_host;
+    double host_rows_per_token;  /* one layer */
+    uint64_t reclaims, repopulated_pages;
+    uint64_t device_pool_bytes;  /* the core's pool (one layer + staging) */
+    uint64_t idx_budget_bytes;
+    double wall_s;
+    /* decode step time by batch size: sum (ms) and count */
+    double step_ms_sum[DHS_SERVE_BATCH_HIST];
+    uint64_t step_n[DHS_SERVE_BATCH_HIST];
+} dhs_serve_result;
+
+/* Runs one simulation. 0 on success, else -1 with err set. */
+int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len);
+
+/* Loads a request trace: Mooncake JSONL ({"timestamp": ms, "input_length",
+   "output_length"} per line) or BurstGPT CSV (header with "Timestamp" in
+   seconds, "Request tokens", "Response tokens"; rows with 0 response tokens
+   are failures and skipped). The format is detected from the first line.
+   Arrival times are made relative to the first request. 0 or -1 with err. */
+int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n, char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# CLI test of `dhs sim` and `dhs serve-sim`. Usage: bash tests/cli/sim.sh path/to/dhs
+set -u
+DHS=${1:?usage: sim.sh path/to/dhs}
+T=$(mktemp -d /tmp/dhs_cli_sim.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+# expect STATUS CMD...: runs CMD, stdout -> $T/out, stderr -> $T/err
+expect() {
+    local want=$1; shift
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $(head -c 300 "$T/err"))"
+}
+
+# ---------------------------------------------------------------- dhs sim
+expect 0 "$DHS" sim --help
+for f in --trace --policies --hot --json --csv --plot --opt-fit; do
+    grep -q -- "$f" "$T/out" || fail "sim --help lists $f"
+done
+expect 2 "$DHS" sim
+grep -q -- "--trace" "$T/err" || fail "missing --trace explained"
+expect 2 "$DHS" sim --trace "$T/missing.dtr"
+[ -s "$T/err" ] || fail "missing trace: message on stderr"
+expect 2 "$DHS" sim --trace x --bogus
+grep -q "bogus" "$T/err" || fail "bad flag named on stderr: $(cat "$T/err")"
+expect 2 "$DHS" sim --trace x --policies lru,belady
+expect 2 "$DHS" sim --trace x --hot 2048,abc
+expect 2 "$DHS" sim --trace x --hot 100
+expect 2 "$DHS" sim --trace x --import nowhere
+expect 2 "$DHS" sim --trace x --opt-fit -1
+expect 2 "$DHS" sim --trace x extra_arg
+
+# locality scaled to k = 256 (the generator's defaults are sized for k = 2048)
+expect 0 "$DHS" trace gen --out "$T/a.dtr" --requests 4 --rounds 40 --seed 7 --k 256 --context 4096 --spec 2 \
+    --window 128 --window-full 16 --clusters 16 --cluster-radius 16
+expect 0 "$DHS" sim --trace "$T/a.dtr" --policies lru,clock,fifo,opt --hot 256,512,1024 --json --csv "$T/a.csv" --plot "$T/a.svg"
+J="$T/out"
+for key in '"results"' '"policy"' '"hot"' '"host_rows"' '"entries"' '"census"' '"direct"' '"host_rows_per_token"' \
+    '"miss_ratio"' '"replay_mentries_per_s"' '"policy_vs_capacity"' '"opt_oracle"'; do
+    grep -q "$key" "$J" || fail "sim --json lacks $key"
+done
+n=$(grep -c '"policy": ' "$J")
+[ "$n" -eq 12 ] || fail "sim --json: 4 policies x 3 sizes = 12 results, got $n"
+# OPT never above another policy at the same size, never growing with the size
+# (sizes appear in ascending order: --hot is given ascending)
+awk -F'[:,]' '
+    /"policy": / {
+        p = $2; gsub(/[" ]/, "", p); h = $4 + 0; r = $6 + 0; rows[p, h] = r; pols[p] = 1
+        if (!(h in seen)) { seen[h] = 1; order[++ns] = h }
+    }
+    END {
+        bad = 0; prev = -1
+        for (i = 1; i <= ns; i++) {
+            h = order[i]
+            for (p in pols) if (rows["opt", h] > rows[p, h]) { print "opt above " p " at " h; bad = 1 }
+            if (prev >= 0 && rows["opt", h] > prev) { print "opt grows at " h; bad = 1 }
+            prev = rows["opt", h]
+        }
+        exit bad
+    }' "$J" || fail "OPT bound violated: $(grep '"policy"' "$J" | head -12)"
+# the sweep is not degenerate: LRU misses fall as the cache grows
+l256=$(grep '"policy": "lru", "hot": 256,' "$J" | sed 's/.*"host_rows": \([0-9]*\).*/\1/')
+l1024=$(grep '"policy": "lru", "hot": 1024,' "$J" | sed 's/.*"host_rows": \([0-9]*\).*/\1/')
+[ -n "$l256" ] && [ -n "$l1024" ] && [ "$l1024" -lt "$l256" ] || fail "LRU host rows should fall from B=256 ($l256) to 1024 ($l1024)"
+[ "$(wc -l <"$T/a.csv")" -eq 13 ] || fail "sim --csv: header + 12 rows"
+head -1 "$T/a.csv" | grep -q "^policy,hot,host_rows" || fail "sim --csv header"
+grep -q "<svg" "$T/a.svg" && grep -q "polyline" "$T/a.svg" || fail "sim --plot writes an SVG"
+expect 0 "$DHS" sim --trace "$T/a.dtr" --policies lru --hot 512 -q
+grep -q "M selected entries/s" "$T/out" || fail "sim prints the replay rate"
+grep -q "miss-ratio curves" "$T/out" || fail "sim prints miss-ratio curves"
+expect 2 "$DHS" sim --trace "$T/a.dtr" --hot 512 --csv /nonexistent/dir/x.csv -q
+expect 1 "$DHS" sim --trace "$T/a.dtr" --hot 512 --device-mib 1 -q
+[ -s "$T/err" ] || fail "too small a pool: message on stderr"
+
+# ---------------------------------------------------------------- dhs serve-sim
+expect 0 "$DHS" serve-sim --help
+for f in --rates --concurrency --requests-trace --modes --spec --accept-p --kv-gib --base-us --pcie-gbps --json; do
+    grep -q -- "$f" "$T/out" || fail "serve-sim --help lists $f"
+done
+expect 2 "$DHS" serve-sim --bogus
+expect 2 "$DHS" serve-sim --rates 1,x
+expect 2 "$DHS" serve-sim --modes resident,magic
+expect 2 "$DHS" serve-sim --spec maybe
+expect 2 "$DHS" serve-sim --spec-schedule 8@32
+expect 2 "$DHS" serve-sim --accept-p 2
+expect 2 "$DHS" serve-sim --concurrency 1.5
+expect 2 "$DHS" serve-sim --rate-scales 2
+expect 2 "$DHS" serve-sim --requests-trace "$T/missing.jsonl"
+SMALL=(--k 256 --hot 512 --context 4096 --output-len 8 --requests 8 --kv-gib 2 --max-batch 16 -q)
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --concurrency 1,4 --json --csv "$T/s.csv" --plot "$T/s.svg"
+for key in request_throughput output_throughput mean_ttft_ms median_ttft_ms p99_ttft_ms mean_tpot_ms median_tpot_ms \
+    p99_tpot_ms mean_itl_ms median_itl_ms p99_itl_ms completed duration equal_batch cost_model max_running; do
+    grep -q "\"$key\"" "$T/out" || fail "serve-sim --json lacks $key"
+done
+n=$(grep -c '"mode": ' "$T/out")
+[ "$n" -eq 12 ] || fail "serve-sim: 3 modes x 2 spec x 2 loads = 12 runs, got $n"
+grep -q '"completed": 8,' "$T/out" || fail "serve-sim: every request completes"
+grep -qi "nan\|inf" "$T/out" && fail "serve-sim: a non-finite number"
+[ "$(wc -l <"$T/s.csv")" -eq 13 ] || fail "serve-sim --csv: header + 12 rows"
+grep -q "<svg" "$T/s.svg" || fail "serve-sim --plot writes an SVG"
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 1,4 --modes adaptive --spec off
+grep -q "equal-batch" "$T/out" || fail "serve-sim prints the equal-batch table"
+printf '{"timestamp": 0, "input_length": 1200, "output_length": 6, "hash_ids": [1]}\n{"timestamp": 500, "input_length": 900, "output_length": 4, "hash_ids": [1, 2]}\n' >"$T/m.jsonl"
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/m.jsonl" --rate-scales 1,2 --json
+grep -q '"rate_scale": 2' "$T/out" && grep -q '"completed": 2,' "$T/out" || fail "serve-sim replays a Mooncake trace"
+printf 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0.5,ChatGPT,800,5,805,Conversation log\n1.0,GPT-4,700,0,700,API log\n' >"$T/b.csv"
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/b.csv" --json --modes fixed
+grep -q '"completed": 1,' "$T/out" || fail "serve-sim replays a BurstGPT trace (failure row skipped)"
+
+if [ "$fails" -ne 0 ]; then
+    echo "$fails failure(s)"
+    exit 1
+fi
+echo "cli sim: all passed"

@@ -1,0 +1,288 @@
+/* test_servesim.c - the discrete-event serving simulator (`dhs serve-sim`).
+ *
+ * - higher Poisson rate -> higher or equal mean and p99 TTFT (within one decode
+ *   step: admission happens at step boundaries), every mode, and far higher
+ *   once capacity binds;
+ * - at long context resident serving admits fewer sessions than adaptive;
+ * - every metric finite, every request completed, tokens add up;
+ * - deterministic for a seed (identical results twice), different for another;
+ * - speculation: acceptance 0 -> one token per step, acceptance 1 -> K;
+ *   the block-width schedule parser;
+ * - request traces: Mooncake JSONL and BurstGPT CSV loaded and replayed.
+ * Env: DHS_TEST_SEED, DHS_TEST_SCALE (see test_help.h).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/servesim.h"
+#include "test_help.h"
+
+static dhs_serve_config small_config(dhs_serve_mode m)
+{
+    dhs_serve_config c = dhs_serve_config_default();
+    c.mode = m;
+    c.k = 256;
+    c.hot_rows = 512;
+    c.max_batch = 32;
+    c.kv_gib = 2;
+    c.max_context = 16384;
+    c.max_output = 256;
+    c.loc.window = 128;
+    c.loc.window_full = 16;
+    c.loc.clusters = 16;
+    c.loc.cluster_radius = 8;
+    return c;
+}
+
+static dhs_serve_workload small_workload(uint64_t seed)
+{
+    dhs_serve_workload w;
+    memset(&w, 0, sizeof w);
+    w.arrival = DHS_ARRIVAL_POISSON;
+    w.rate = 1;
+    w.n_requests = 24;
+    w.context = 4096;
+    w.output_len = 24;
+    w.seed = seed;
+    return w;
+}
+
+static int finite_result(const dhs_serve_result *r)
+{
+    const double v[] = {r->duration, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
+                        r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms,
+                        r->median_itl_ms, r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->mean_batch,
+                        r->mean_step_ms, r->accept_length, r->host_rows_per_token};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (!isfinite(v[i]) || v[i] < 0) return 0;
+    return 1;
+}
+
+/* Admission happens at decode-step boundaries, so an arrival's phase against
+   the steps moves its TTFT by up to one step: TTFT may not fall by more than
+   one step time as the rate grows, and the saturated rate queues far longer. */
+static void test_rate_monotone(uint64_t seed)
+{
+    const double rates[] = {0.5, 2, 8, 32, 128};
+    for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+        for (int spec = 0; spec < 2; spec++) {
+            double prev_mean = -1, prev_p99 = -1, first = 0;
+            for (size_t i = 0; i < sizeof rates / sizeof rates[0]; i++) {
+                dhs_serve_config c = small_config((dhs_serve_mode)m);
+                c.spec = spec;
+                c.kv_gib = 0.25; /* capacity binds at the high rates */
+                dhs_serve_workload w = small_workload(seed);
+                w.rate = rates[i];
+                dhs_serve_result r;
+                char err[256];
+                int rc = dhs_serve_run(&c, &w, &r, err, sizeof err);
+                CHECKF(rc == 0, "%s: %s", dhs_serve_mode_str(c.mode), err);
+                if (rc) continue;
+                CHECKF(r.completed == w.n_requests, "completed %" PRId64, r.completed);
+                CHECK(finite_result(&r));
+                double slack = c.cost.base_us * 1e-3 + r.mean_step_ms;
+                CHECKF(r.mean_ttft_ms >= prev_mean - slack && r.p99_ttft_ms >= prev_p99 - slack,
+                       "%s spec %d: rate %g mean/p99 TTFT %.3f/%.3f ms below the lower rate's %.3f/%.3f by more than a step",
+                       dhs_serve_mode_str(c.mode), spec, rates[i], r.mean_ttft_ms, r.p99_ttft_ms, prev_mean, prev_p99);
+                if (i == 0) first = r.mean_ttft_ms;
+                prev_mean = r.mean_ttft_ms;
+                prev_p99 = r.p99_ttft_ms;
+            }
+            CHECKF(prev_mean > 2 * first, "%s spec %d: saturated mean TTFT %.1f ms vs %.1f ms at the lowest rate",
+                   dhs_serve_mode_str((dhs_serve_mode)m), spec, prev_mean, first);
+        }
+    }
+}
+
+static void test_long_context_capacity(uint64_t seed)
+{
+    int32_t maxrun[DHS_SERVE_MODES_] = {0};
+    double tput[DHS_SERVE_MODES_] = {0};
+    for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+        dhs_serve_config c = dhs_serve_config_default();
+        c.mode = (dhs_serve_mode)m;
+        c.k = 512;
+        c.hot_rows = 1024;
+        c.max_batch = 32;
+        c.kv_gib = 24;
+        c.max_context = 131072;
+        c.max_output = 64;
+        dhs_serve_workload w;
+        memset(&w, 0, sizeof w);
+        w.arrival = DHS_ARRIVAL_CLOSED;
+        w.concurrency = 24;
+        w.n_requests = 24;
+        w.context_min = 90000;
+        w.context = 110000;
+        w.output_len = 8;
+        w.seed = seed;
+        dhs_serve_result r;
+        char err[256];
+        int rc = dhs_serve_run(&c, &w, &r, err, sizeof err);
+        CHECKF(rc == 0, "%s: %s", dhs_serve_mode_str(c.mode), err);
+        if (rc) continue;
+        CHECK(r.completed == 24 && finite_result(&r));
+        maxrun[m] = r.max_running;
+        tput[m] = r.output_throughput;
+    }
+    printf("long context (~100K): sessions at once resident %d, fixed %d, adaptive %d; tokens/s %.1f %.1f %.1f\n",
+           maxrun[0], maxrun[1], maxrun[2], tput[0], tput[1], tput[2]);
+    CHECKF(maxrun[DHS_SERVE_RESIDENT] < maxrun[DHS_SERVE_ADAPTIVE], "resident %d sessions, adaptive %d", maxrun[0], maxrun[2]);
+    CHECKF(maxrun[DHS_SERVE_RESIDENT] >= 1 && maxrun[DHS_SERVE_RESIDENT] <= 6, "resident sessions %d (24 GiB / ~8 GiB each)", maxrun[0]);
+}
+
+static void test_determinism(uint64_t seed)
+{
+    for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+        dhs_serve_config c = small_config((dhs_serve_mode)m);
+        c.spec = 1;
+        dhs_serve_workload w = small_workload(seed);
+        w.rate = 4;
+        dhs_serve_result a, b, d;
+        char err[256];
+        int ok = dhs_serve_run(&c, &w, &a, err, sizeof err) == 0 && dhs_serve_run(&c, &w, &b, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        if (!ok) continue;
+        a.wall_s = b.wall_s = 0;
+        CHECKF(!memcmp(&a, &b, sizeof a), "%s: two runs with seed %" PRIu64 " differ", dhs_serve_mode_str(c.mode), seed);
+        w.seed = seed + 1;
+        ok = dhs_serve_run(&c, &w, &d, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        CHECKF(ok && (d.mean_ttft_ms != a.mean_ttft_ms || d.total_input_tokens != a.total_input_tokens), "another seed, same run");
+        /* tokens add up */
+        CHECKF(a.total_output_tokens >= a.completed && a.accept_length >= 1, "tokens %" PRId64, a.total_output_tokens);
+    }
+}
+
+static void test_spec(uint64_t seed)
+{
+    dhs_serve_config c = small_config(DHS_SERVE_ADAPTIVE);
+    CHECK(dhs_serve_parse_schedule("8@32,6@64,5@127,4", &c) == 0);
+    const int32_t b[] = {1, 32, 33, 64, 65, 127, 128, 1000}, want[] = {8, 8, 6, 6, 5, 5, 4, 4};
+    for (int i = 0; i < 8; i++) CHECKF(dhs_serve_block_width(&c, b[i]) == want[i], "batch %d -> %d", b[i], dhs_serve_block_width(&c, b[i]));
+    dhs_serve_config bad = c;
+    CHECK(dhs_serve_parse_schedule("8@32,6", &bad) == 0 && dhs_serve_block_width(&bad, 40) == 6);
+    CHECK(dhs_serve_parse_schedule("", &bad) == -1);
+    CHECK(dhs_serve_parse_schedule("8@32", &bad) == -1);      /* no open-ended entry */
+    CHECK(dhs_serve_parse_schedule("8@32,6@16,4", &bad) == -1); /* batches must grow */
+    CHECK(dhs_serve_parse_schedule("4,8", &bad) == -1);
+    CHECK(dhs_serve_parse_schedule("x", &bad) == -1);
+    for (int pi = 0; pi < 2; pi++) {
+        dhs_serve_config s = small_config((dhs_serve_mode)(pi ? DHS_SERVE_ADAPTIVE : DHS_SERVE_RESIDENT));
+        s.spec = 1;
+        s.accept_p = pi ? 1.0 : 0.0;
+        dhs_serve_parse_schedule("4", &s);
+        dhs_serve_workload w = small_workload(seed);
+        w.output_len = w.output_min = 41; /* 1 prefill token + 10 steps of 4 */
+        dhs_serve_result r;
+        char err[256];
+        CHECKF(dhs_serve_run(&s, &w, &r, err, sizeof err) == 0, "%s", err);
+        if (pi) CHECKF(fabs(r.accept_length - 4) < 1e-9, "acceptance 1: %.3f tokens per step", r.accept_length);
+        else CHECKF(fabs(r.accept_length - 1) < 1e-9, "acceptance 0: %.3f tokens per step", r.accept_length);
+    }
+}
+
+static void test_traces(uint64_t seed)
+{
+    char mc[] = "/tmp/dhs_test_serve_mc_XXXXXX", bg[] = "/tmp/dhs_test_serve_bg_XXXXXX";
+    int fd1 = mkstemp(mc), fd2 = mkstemp(bg);
+    if (fd1 >= 0) close(fd1);
+    if (fd2 >= 0) close(fd2);
+    FILE *f = fopen(mc, "w");
+    if (!f) { CHECK(0); return; }
+    uint64_t s = seed;
+    for (int i = 0; i < 20; i++)
+        fprintf(f, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [%d, %d, 7]}\n", 1000 + i * 250,
+                1000 + (int)th_below(&s, 3000), 4 + (int)th_below(&s, 20), i, i + 1);
+    fclose(f);
+    f = fopen(bg, "w");
+    if (!f) { CHECK(0); return; }
+    fprintf(f, "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
+    for (int i = 0; i < 20; i++)
+        fprintf(f, "%.1f,ChatGPT,%d,%d,%d,Conversation log\n", 5.0 + i * 0.5, 500 + i * 100, i % 5 == 4 ? 0 : 10 + i, 510 + i * 101);
+    fclose(f);
+    dhs_serve_req *v = NULL;
+    int32_t n = 0;
+    char err[256];
+    CHECKF(dhs_serve_load_trace(mc, &v, &n, err, sizeof err) == 0, "%s", err);
+    CHECKF(n == 20 && v && fabs(v[0].t_s) < 1e-12 && fabs(v[19].t_s - 4.75) < 1e-9, "mooncake: %d requests", n);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            free(v);
+            v = NULL;
+            CHECKF(dhs_serve_load_trace(bg, &v, &n, err, sizeof err) == 0, "%s", err);
+            CHECKF(n == 16 && v && v[0].input_len == 500 && v[0].output_len == 10 && fabs(v[15].t_s - 9.0) < 1e-9,
+                   "burstgpt: %d requests (4 failures skipped)", n);
+        }
+        if (!v) continue;
+        dhs_serve_config c = small_config(DHS_SERVE_ADAPTIVE);
+        dhs_serve_workload w = small_workload(seed);
+        w.arrival = DHS_ARRIVAL_TRACE;
+        w.trace = v;
+        w.n_trace = n;
+        w.n_requests = 0;
+        w.time_scale = 2;
+        dhs_serve_result r;
+        CHECKF(dhs_serve_run(&c, &w, &r, err, sizeof err) == 0, "%s", err);
+        CHECKF(r.completed == n && finite_result(&r), "trace replay completed %" PRId64 " of %d", r.completed, n);
+        int64_t in = 0;
+        for (int i = 0; i < n; i++) in += v[i].input_len;
+        CHECK(r.total_input_tokens == in);
+    }
+    free(v);
+    f = fopen(mc, "w");
+    if (f) {
+        fprintf(f, "{\"timestamp\": \"x\"}\n");
+        fclose(f);
+    }
+    CHECK(dhs_serve_load_trace(mc, &v, &n, err, sizeof err) == -1 && err[0]);
+    f = fopen(bg, "w");
+    if (f) {
+        fprintf(f, "a,b,c\n1,2,3\n");
+        fclose(f);
+    }
+    CHECK(dhs_serve_load_trace(bg, &v, &n, err, sizeof err) == -1);
+    CHECK(dhs_serve_load_trace("/nonexistent/x.jsonl", &v, &n, err, sizeof err) == -1);
+    unlink(mc);
+    unlink(bg);
+}
+
+static void test_errors(void)
+{
+    dhs_serve_config c = small_config(DHS_SERVE_FIXED);
+    dhs_serve_workload w = small_workload(1);
+    dhs_serve_result r;
+    char err[256];
+    w.rate = 0;
+    CHECK(dhs_serve_run(&c, &w, &r, err, sizeof err) == -1);
+    w = small_workload(1);
+    c.kv_gib = 0.001; /* a request never fits */
+    CHECK(dhs_serve_run(&c, &w, &r, err, sizeof err) == -1 && err[0]);
+    c = small_config(DHS_SERVE_RESIDENT);
+    c.kv_gib = 0.001;
+    CHECK(dhs_serve_run(&c, &w, &r, err, sizeof err) == -1 && strstr(err, "never fits"));
+    c = small_config(DHS_SERVE_ADAPTIVE);
+    c.prefill_remote = 0; /* local prefill stalls decoding: ITL tail grows */
+    dhs_serve_result loc, rem;
+    w.rate = 8;
+    CHECK(dhs_serve_run(&c, &w, &loc, err, sizeof err) == 0);
+    c.prefill_remote = 1;
+    CHECK(dhs_serve_run(&c, &w, &rem, err, sizeof err) == 0);
+    CHECKF(loc.p99_itl_ms >= rem.p99_itl_ms, "local prefill p99 ITL %.2f < remote %.2f", loc.p99_itl_ms, rem.p99_itl_ms);
+}
+
+int main(void)
+{
+    uint64_t seed = th_seed("test_servesim");
+    test_rate_monotone(seed);
+    test_long_context_capacity(seed);
+    test_determinism(seed);
+    test_spec(seed);
+    test_traces(seed);
+    test_errors();
+    return th_summary();
+}
