@@ -79,10 +79,8 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
     if (check) fprintf(f, ", \"invariant_violations\": %" PRIu64, r->invariant_violations);
     if (r->policy == DHS_SIM_OPT)
         fprintf(f, ", \"oracle_calls\": %" PRIu64 ", \"oracle_stale\": %" PRIu64 ", \"opt_references\": %" PRIu64
-                   ", \"opt_hot_path_references\": %" PRIu64 ", \"opt_record_s\": %.4f, \"opt_promotion_keys\": %" PRIu64
-                   ", \"opt_inexact_keys\": %" PRIu64,
-                r->oracle_calls, r->oracle_stale, r->opt_refs, r->opt_hot_refs, r->opt_record_s, r->opt_fallback_keys,
-                r->opt_fallback_unknown);
+                   ", \"opt_hot_path_references\": %" PRIu64 ", \"opt_record_s\": %.4f, \"opt_inexact_keys\": %" PRIu64,
+                r->oracle_calls, r->oracle_stale, r->opt_refs, r->opt_hot_refs, r->opt_record_s, r->opt_fallback_unknown);
     fprintf(f, "}");
 }
 

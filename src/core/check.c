@@ -76,6 +76,11 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 if (row >= gs->hist_rows) fail(&v, "hot slot %d of request %d holds uncommitted row %lld", q, slot, (long long)row);
                 else if (!bit_get(gs->host_valid, row)) fail(&v, "hot row %lld of request %d has no host copy", (long long)row, slot);
             }
+            if (gs->prot_epoch) {
+                int32_t np = 0;
+                for (int32_t q = 0; q < B; q++) np += gs->prot[q] == gs->prot_epoch;
+                if (np != gs->n_prot) fail(&v, "protection: request %d group %d counts %d protected slots, %d marked", slot, g, gs->n_prot, np);
+            }
             if (occupied + gs->n_free != B) fail(&v, "index: request %d group %d: %d occupied + %d free != B", slot, g, occupied, gs->n_free);
             int64_t mapped = 0;
             for (int64_t row = 0; row < ctx->grp_max_rows[g]; row++) {

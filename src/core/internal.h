@@ -43,6 +43,8 @@ typedef struct grp_state {
     int64_t *row_of;    /* [B] row in a slot or -1 */
     uint32_t *prot;     /* [B] round epoch in which the slot was selected */
     uint32_t *fill;     /* [B] resolve-call id that filled the slot */
+    uint32_t prot_epoch;/* epoch n_prot counts for */
+    int32_t n_prot;     /* slots with prot == prot_epoch: lets a miss skip victim() when all are */
     int32_t *free_slots;
     int32_t n_free;
     void *pol;          /* policy state */

@@ -10,7 +10,7 @@
  * made stale by a later touch or remove are skipped when they surface and
  * dropped when the heap array fills (compaction, amortised O(1)). A protected
  * slot found at the top is held, so each is looked at once per round.
- * (The core's staging promotion calls victim(prot, epoch + 1) between rounds:
+ * (The core's staging promotion calls victim() with its own promotion mark:
  * any epoch change, not only an increment, re-examines the held list.)
  *
  * Candidates whose key is DHS_OPT_KEY_NEVER (never used again) wait on a
@@ -23,21 +23,6 @@
 #include <string.h>
 
 #include "core/policy_opt.h"
-
-static dhs_opt_fallback_fn g_fallback;
-static void *g_fallback_user;
-
-void dhs_policy_opt_set_fallback(dhs_opt_fallback_fn fn, void *user)
-{
-    g_fallback = fn;
-    g_fallback_user = user;
-}
-
-static uint64_t fix_key(uint64_t key)
-{
-    if (key < DHS_OPT_KEY_BASE && g_fallback) return g_fallback(g_fallback_user);
-    return key;
-}
 
 typedef struct {
     uint64_t key;
@@ -197,7 +182,7 @@ static void opt_insert(void *p, int32_t q, uint64_t key)
 {
     opt_st *s = p;
     if (s->state[q] != OPT_EMPTY) opt_remove(s, q);
-    s->key[q] = fix_key(key);
+    s->key[q] = key;
     s->ver[q]++;
     list_add(s, q, OPT_NEW);
 }
@@ -206,7 +191,7 @@ static void opt_touch(void *p, int32_t q, uint64_t key)
 {
     opt_st *s = p;
     if (s->state[q] == OPT_EMPTY) return;
-    s->key[q] = fix_key(key);
+    s->key[q] = key;
     s->ver[q]++;
     if (s->state[q] == OPT_NEVER) list_del(s, q);
     if (s->state[q] == OPT_IN_HEAP || s->state[q] == OPT_NEVER) list_add(s, q, OPT_NEW);

@@ -14,11 +14,9 @@
  * round's selected slots into a max-heap (lazy deletion, amortised O(1)
  * compaction). See policy_opt.c.
  *
- * Keys from the oracle must be >= DHS_OPT_KEY_BASE. A key below it did not
- * come from the oracle (the core inserts rows promoted from staging with its
- * access clock, without asking the oracle); when a fallback is installed OPT
- * asks it for the key instead. Without an oracle every key is the core's
- * access clock and OPT degenerates to MRU.
+ * Keys from the oracle must be >= DHS_OPT_KEY_BASE (the core asks the oracle
+ * on every insert, touch and staging promotion). Without an oracle every key
+ * is the core's access clock and OPT degenerates to MRU.
  */
 #ifndef DHS_CORE_POLICY_OPT_H
 #define DHS_CORE_POLICY_OPT_H
@@ -31,10 +29,5 @@
 #define DHS_OPT_KEY_NEVER UINT64_MAX         /* never used again */
 
 const dhs_policy_ops *dhs_policy_opt(void);
-
-/* Process-wide hook for keys below DHS_OPT_KEY_BASE (simulator only; not
-   thread-safe; NULL uninstalls). fn returns the key to use. */
-typedef uint64_t (*dhs_opt_fallback_fn)(void *user);
-void dhs_policy_opt_set_fallback(dhs_opt_fallback_fn fn, void *user);
 
 #endif

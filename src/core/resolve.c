@@ -22,6 +22,27 @@ enum { C_TAIL = 1, C_OPT = 2, C_HOT = 3, C_STAGE = 4, C_MISS = 5 };
 #define CODE_VAL(c) ((c) & (((int64_t)1 << 48) - 1))
 #define PROMOTING UINT32_MAX /* fill mark of slots being promoted from staging */
 
+/* Marks slot q selected in round `epoch`, counting protected slots so a miss
+   can tell in O(1) that no victim exists. */
+static inline void protect(grp_state *gs, int32_t q, uint32_t epoch)
+{
+    if (gs->prot_epoch != epoch) {
+        gs->prot_epoch = epoch;
+        gs->n_prot = 0;
+    }
+    if (gs->prot[q] != epoch) {
+        gs->prot[q] = epoch;
+        gs->n_prot++;
+    }
+}
+
+/* Clears the protection of slot q (a slot emptied or repurposed in the round). */
+static inline void unprotect(grp_state *gs, int32_t q, uint32_t epoch)
+{
+    if (gs->prot[q] == epoch && gs->prot_epoch == epoch) gs->n_prot--;
+    gs->prot[q] = 0;
+}
+
 /* ------------------------------------------------------------- rounds */
 dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K)
 {
@@ -131,11 +152,13 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
                 gs->slot_of[gs->row_of[q]] = -1;
                 ctx->pol->remove(gs->pol, q);
             }
+            unprotect(gs, q, ctx->epoch);
             gs->row_of[q] = row;
             gs->slot_of[row] = q;
             gs->prot[q] = promo;
             gs->fill[q] = PROMOTING;
-            ctx->pol->insert(gs->pol, q, ctx->clock++);
+            ctx->pol->insert(gs->pol, q,
+                             ctx->next_use ? ctx->next_use(ctx->next_use_user, (uint32_t)ctx->round_reqs[i], g, row) : ctx->clock++);
             if (c->payload_free) continue;
             for (int32_t si = 0; si < nsrc; si++) {
                 arena *ar = &ctx->arenas[a0 + si];
@@ -278,6 +301,7 @@ static void rollback_call(dhs_ctx *ctx, int32_t g, int32_t n_items, const dhs_re
             gs->slot_of[gs->row_of[q]] = -1;
             gs->row_of[q] = -1;
             gs->fill[q] = 0;
+            unprotect(gs, q, ctx->epoch);
             ctx->pol->remove(gs->pol, q);
             gs->free_slots[gs->n_free++] = q;
         }
@@ -348,7 +372,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             }
             cd[e] = CODE(C_HOT, q);
             if (gs->prot[q] != epoch || gs->fill[q] != call) {
-                gs->prot[q] = epoch;
+                protect(gs, q, epoch);
                 pol->touch(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
             }
             c_hot++;
@@ -368,6 +392,8 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             if (!bit_get(gs->host_valid, row)) { s = DHS_ERR_STATE; break; } /* I1 broken: never expected */
             if (gs->n_free > 0) {
                 q = gs->free_slots[--gs->n_free];
+            } else if (gs->prot_epoch == epoch && gs->n_prot >= B) {
+                q = -1; /* every slot protected: no victim() scan */
             } else {
                 q = pol->victim(gs->pol, gs->prot, epoch);
                 if (q >= 0) {
@@ -378,7 +404,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             if (q >= 0) {
                 gs->row_of[q] = row;
                 gs->slot_of[row] = q;
-                gs->prot[q] = epoch;
+                protect(gs, q, epoch);
                 gs->fill[q] = call;
                 pol->insert(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
                 cd[e] = CODE(C_HOT, q);
@@ -437,7 +463,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     ctx->st.census_host += c_host;
     ctx->st.distinct_misses += misses;
     ctx->st.host_rows_copied += payload ? (uint64_t)npairs / (uint64_t)nsrc : misses;
-    ctx->st.host_bytes_copied += (uint64_t)npairs * ctx->row_stride;
+    ctx->st.host_bytes_copied += misses * (uint64_t)nsrc * ctx->row_stride; /* the same in payload-free mode */
     ctx->st.staging_rows += staged;
     uint64_t cur_staged = 0;
     for (int32_t it = 0; it < n_items; it++) cur_staged += (uint64_t)ctx->req[items[it].req.id].g[g].n_staged;

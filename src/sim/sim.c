@@ -434,16 +434,11 @@ typedef struct replay {
     uint8_t *hot;            /* RUN_RECORD: per reference, 1 when the hot cache was asked about it */
     uint64_t cursor;
     uint32_t stamp_now;
-    uint64_t *fq;            /* promotion keys of this round, in promotion order */
-    int64_t fq_n, fq_head, fq_cap;
-    int64_t arena_loc_limit; /* locations below this are staging arena rows */
     /* buffers */
     dhs_req *reqs;
     int32_t *K, *acc;
     dhs_resolve_item *items;
     int32_t *loc;
-    int64_t *pairs;          /* staged (loc, row) scratch */
-    int64_t cap_pairs;
     uint8_t *import_buf, *block_buf;
     int64_t import_rows_cap;
     dhs_sim_result *res;
@@ -471,62 +466,6 @@ static uint64_t oracle_fn(void *user, uint32_t req_id, int32_t group, int64_t ro
     return nx == NONE32 ? DHS_OPT_KEY_NEVER : DHS_OPT_KEY_BASE + nx;
 }
 
-static uint64_t fallback_fn(void *user)
-{
-    replay *R = user;
-    if (R->fq_head < R->fq_n) {
-        R->res->opt_fallback_keys++;
-        return R->fq[R->fq_head++];
-    }
-    R->res->opt_fallback_unknown++;
-    return DHS_OPT_KEY_NEVER;
-}
-
-static int cmp_i64pair(const void *a, const void *b)
-{
-    const int64_t *x = a, *y = b;
-    return (x[0] > y[0]) - (x[0] < y[0]);
-}
-
-/* After resolving group g with `staged` new staging rows: queue the keys the
-   OPT fallback will hand out when round_end promotes them (per request in
-   round order, staged rows in staging order = location order). */
-static void queue_promotions(replay *R, int32_t g, int32_t n_items, uint64_t staged)
-{
-    uint64_t found = 0;
-    int32_t k = R->h->k[g];
-    for (int32_t i = 0; i < n_items; i++) {
-        const dhs_resolve_item *it = &R->items[i];
-        int64_t n = (int64_t)it->n_queries * k, np = 0;
-        if (n > R->cap_pairs) continue; /* sized for k_max * max_k: cannot happen */
-        for (int64_t e = 0; e < n; e++) {
-            int32_t l = it->loc[e]; /* source 0 of the group */
-            if (l >= 0 && l < R->arena_loc_limit) {
-                R->pairs[2 * np] = l;
-                R->pairs[2 * np + 1] = it->sel[e];
-                np++;
-            }
-        }
-        if (!np) continue;
-        qsort(R->pairs, (size_t)np, 2 * sizeof(int64_t), cmp_i64pair);
-        rq_state *q = &R->rq[R->slot_req[it->req.id]];
-        for (int64_t j = 0; j < np; j++) {
-            if (j > 0 && R->pairs[2 * j] == R->pairs[2 * j - 2]) continue;
-            if (R->fq_n == R->fq_cap) {
-                int64_t cap = R->fq_cap ? 2 * R->fq_cap : 1024;
-                uint64_t *nq = realloc(R->fq, sizeof(uint64_t) * (size_t)cap);
-                if (!nq) return;
-                R->fq = nq;
-                R->fq_cap = cap;
-            }
-            uint32_t nx = q->ref[g][R->pairs[2 * j + 1]].key;
-            R->fq[R->fq_n++] = nx == NONE32 ? DHS_OPT_KEY_NEVER : DHS_OPT_KEY_BASE + nx;
-            found++;
-        }
-    }
-    if (found != staged) R->res->opt_fallback_unknown += staged > found ? staged - found : found - staged;
-}
-
 static void replay_free(replay *R)
 {
     if (R->ctx) dhs_ctx_destroy(R->ctx);
@@ -540,13 +479,11 @@ static void replay_free(replay *R)
     free(R->grp_nsrc);
     free(R->grp_row_bytes);
     free(R->slot_req);
-    free(R->fq);
     free(R->reqs);
     free(R->K);
     free(R->acc);
     free(R->items);
     free(R->loc);
-    free(R->pairs);
     free(R->import_buf);
     free(R->block_buf);
 }
@@ -601,14 +538,8 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     dhs_status s = dhs_backend_cpu_create(NULL, &R.be);
     if (s == DHS_OK) s = dhs_ctx_create(&R.arch, &d, R.be, &R.ctx);
     if (s != DHS_OK) { fmt(err, err_len, "dhs_ctx_create: %s", dhs_status_str(s)); goto out; }
-    {
-        dhs_mem m;
-        dhs_get_mem(R.ctx, &m);
-        R.arena_loc_limit = (m.pages_total - m.pages_free) * d.page_rows;
-    }
     if (mode == RUN_OPT) {
         if (dhs_ctx_set_policy_ops(R.ctx, dhs_policy_opt()) != DHS_OK) { fmt(err, err_len, "cannot install OPT"); goto out; }
-        dhs_policy_opt_set_fallback(fallback_fn, &R);
     }
     if (R.o) dhs_ctx_set_next_use(R.ctx, oracle_fn, &R);
     /* architecture tables */
@@ -636,9 +567,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     R.acc = calloc((size_t)N, sizeof(int32_t));
     R.items = calloc((size_t)N, sizeof(dhs_resolve_item));
     R.loc = malloc(sizeof(int32_t) * (size_t)N * (size_t)max_nsrc * (size_t)KM * (size_t)info->max_k);
-    R.cap_pairs = (int64_t)KM * info->max_k;
-    R.pairs = malloc(sizeof(int64_t) * 2 * (size_t)R.cap_pairs);
-    if (!R.reqs || !R.K || !R.acc || !R.items || !R.loc || !R.pairs) goto nomem;
+    if (!R.reqs || !R.K || !R.acc || !R.items || !R.loc) goto nomem;
     if (cfg->payload) {
         int64_t mx = 0;
         for (int32_t q = 0; q < info->n_requests; q++)
@@ -701,7 +630,6 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
         }
         s = dhs_round_begin(R.ctx, n, R.reqs, R.K);
         if (s != DHS_OK) { fmt(err, err_len, "round %llu: dhs_round_begin: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
-        R.fq_n = R.fq_head = 0;
         for (int32_t i = 0; i < n; i++) {
             const dhs_trace_item *it = &ev.items[i];
             for (int32_t sidx = 0; sidx < R.arch.n_sources; sidx++) {
@@ -756,8 +684,6 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             dhs_stats after;
             dhs_get_stats(R.ctx, &after);
             res->host_bytes += (after.distinct_misses - before.distinct_misses) * R.grp_row_bytes[g];
-            if (mode == RUN_OPT && after.staging_rows > before.staging_rows)
-                queue_promotions(&R, g, n, after.staging_rows - before.staging_rows);
             /* the group's consumers are done: staged rows are promoted, its
                staging arenas serve the next group (DESIGN §6) */
             s = dhs_group_done(R.ctx, g);
@@ -768,7 +694,6 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
         }
         s = dhs_round_end(R.ctx, R.acc);
         if (s != DHS_OK) { fmt(err, err_len, "round %llu: dhs_round_end: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
-        if (R.fq_head < R.fq_n) res->opt_fallback_unknown += (uint64_t)(R.fq_n - R.fq_head);
         check_inv(&R);
     }
     if (ts != DHS_TRACE_EOF) { fmt(err, err_len, "%s: %s", path, dhs_trace_reader_error(rd)); goto out; }
@@ -798,7 +723,6 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
 nomem:
     fmt(err, err_len, "out of memory");
 out:
-    if (mode == RUN_OPT) dhs_policy_opt_set_fallback(NULL, NULL);
     dhs_trace_reader_close(rd);
     replay_free(&R);
     return rc;

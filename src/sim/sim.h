@@ -134,9 +134,8 @@ typedef struct dhs_sim_result {
     double opt_record_s;                 /* the recording replay that finds the hot-path references */
     uint64_t opt_refs, opt_hot_refs;     /* references numbered; those that reached the hot cache */
     uint64_t oracle_calls, oracle_stale; /* stale: asked about a row not referenced this round */
-    uint64_t opt_fallback_keys;          /* promotion keys supplied for staged rows */
-    uint64_t opt_fallback_unknown;       /* inexact keys: promotion keys not matched, or the OPT replay's
-                                            hot-path entries differing from the recording replay's */
+    uint64_t opt_fallback_unknown;       /* inexact keys: the OPT replay's hot-path entries differing
+                                            from the recording replay's */
 } dhs_sim_result;
 
 /* Replays the trace with `policy` (OPT needs `oracle`). 0 on success, else -1
