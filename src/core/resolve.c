@@ -101,6 +101,19 @@ static int32_t arena_acquire(dhs_ctx *ctx, int32_t g)
     return -1;
 }
 
+/* Gives the group's arenas back; the next group may use them once every
+   reader issued so far completed. */
+static void arenas_release(dhs_ctx *ctx, int32_t g)
+{
+    dhs_ticket t = 0;
+    ctx->be->ops->record_readers(ctx->be, &t);
+    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+        ctx->arenas[ctx->grp_arena[g] + si].busy = 0;
+        ctx->arenas[ctx->grp_arena[g] + si].readers = t;
+    }
+    ctx->grp_arena[g] = -1;
+}
+
 /* Staged rows of the group are promoted into hot slots (copied back to stable
    hot addresses) and the group's arenas are released after their readers. */
 static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
@@ -124,13 +137,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
             for (int32_t sidx = 0; sidx < gs->n_staged; sidx++) gs->slot_of[gs->staged_row[sidx]] = -1;
             gs->n_staged = 0;
         }
-        dhs_ticket t = 0;
-        ctx->be->ops->record_readers(ctx->be, &t);
-        for (int32_t si = 0; si < nsrc; si++) {
-            ctx->arenas[a0 + si].busy = 0;
-            ctx->arenas[a0 + si].readers = t;
-        }
-        ctx->grp_arena[g] = -1;
+        arenas_release(ctx, g);
         return DHS_ERR_NOMEM;
     }
     for (int32_t i = 0; i < ctx->n_round; i++) {
@@ -184,13 +191,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
             gs->free_slots[gs->n_free++] = q;
         }
     }
-    dhs_ticket t = 0;
-    ctx->be->ops->record_readers(ctx->be, &t);
-    for (int32_t si = 0; si < nsrc; si++) {
-        ctx->arenas[a0 + si].busy = 0;
-        ctx->arenas[a0 + si].readers = t;
-    }
-    ctx->grp_arena[g] = -1;
+    arenas_release(ctx, g);
     return s;
 }
 

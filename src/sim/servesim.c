@@ -10,21 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void fmt(char *err, size_t n, const char *f, ...)
-{
-    if (!err || !n) return;
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(err, n, f, ap);
-    va_end(ap);
-}
+#include "sim/util.h"
 
 /* ------------------------------------------------------------- rng, hash */
 static uint64_t mix64(uint64_t z)
@@ -419,7 +405,7 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
         share = idx / (idx + req);
     }
     double rest = M - stage;
-    if (rest <= 0) { fmt(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0); return -1; }
+    if (rest <= 0) { dhs_errf(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0); return -1; }
     H->idx_cap = (uint64_t)(rest * share);
     double layer_pool = rest * (1 - share) / k->layers;
     /* arena pages the core takes (probe on a generous pool) */
@@ -429,7 +415,7 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
     d.device_bytes = (uint64_t)(arena_up + 4 * (d.hot_rows + d.tail_rows) / d.page_rows + 16) * pb;
     dhs_status s = dhs_backend_cpu_create(NULL, &be);
     if (s == DHS_OK) s = dhs_ctx_create(&a, &d, be, &probe);
-    if (s != DHS_OK) { fmt(err, err_len, "core context: %s", dhs_status_str(s)); dhs_backend_destroy(be); return -1; }
+    if (s != DHS_OK) { dhs_errf(err, err_len, "core context: %s", dhs_status_str(s)); dhs_backend_destroy(be); return -1; }
     dhs_mem m;
     dhs_get_mem(probe, &m);
     int64_t arena_pages = m.pages_total - m.pages_free;
@@ -438,7 +424,7 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
     H->pool_bytes = d.device_bytes;
     s = dhs_ctx_create(&a, &d, be, &H->ctx);
     if (s != DHS_OK) {
-        fmt(err, err_len, "core context (%.1f MiB per layer): %s; raise --kv-gib", layer_pool / 1048576.0, dhs_status_str(s));
+        dhs_errf(err, err_len, "core context (%.1f MiB per layer): %s; raise --kv-gib", layer_pool / 1048576.0, dhs_status_str(s));
         dhs_backend_destroy(be);
         return -1;
     }
@@ -481,21 +467,21 @@ static int complete(hier *H, const dhs_serve_config *c, const dhs_serve_workload
 int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
 {
     memset(r, 0, sizeof *r);
-    double w0 = wall_s();
+    double w0 = dhs_wall_s();
     const dhs_serve_cost *cost = &c->cost;
     if (c->k < 1 || c->max_batch < 1 || c->hot_rows < c->page_rows || c->hot_rows % c->page_rows || cost->layers < 1 ||
         c->kv_gib <= 0 || !(c->accept_p >= 0 && c->accept_p <= 1) || c->n_sched < 1) {
-        fmt(err, err_len, "invalid configuration");
+        dhs_errf(err, err_len, "invalid configuration");
         return -1;
     }
     int32_t N = w->n_requests;
     if (w->arrival == DHS_ARRIVAL_TRACE) {
-        if (!w->trace || w->n_trace < 1) { fmt(err, err_len, "empty request trace"); return -1; }
+        if (!w->trace || w->n_trace < 1) { dhs_errf(err, err_len, "empty request trace"); return -1; }
         if (N <= 0 || N > w->n_trace) N = w->n_trace;
     }
-    if (N < 1) { fmt(err, err_len, "no requests"); return -1; }
-    if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { fmt(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
-    if (w->arrival == DHS_ARRIVAL_CLOSED && w->concurrency < 1) { fmt(err, err_len, "closed loop needs a concurrency >= 1"); return -1; }
+    if (N < 1) { dhs_errf(err, err_len, "no requests"); return -1; }
+    if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { dhs_errf(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
+    if (w->arrival == DHS_ARRIVAL_CLOSED && w->concurrency < 1) { dhs_errf(err, err_len, "closed loop needs a concurrency >= 1"); return -1; }
     int hierarchical = c->mode != DHS_SERVE_RESIDENT;
     int32_t KM = spec_kmax(c);
     int rc = -1;
@@ -578,7 +564,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                 double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
                 ok = res_used + need <= M;
                 if (!ok && n_run == 0) {
-                    fmt(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
+                    dhs_errf(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
                     goto out;
                 }
                 if (ok) res_used += need;
@@ -588,10 +574,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                 if (ok) {
                     dhs_status s = dhs_request_open(H.ctx, q->prompt + q->out, &q->h);
                     if (s == DHS_WAIT) ok = 0;
-                    else if (s != DHS_OK) { fmt(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
+                    else if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
                 }
                 if (!ok && n_run == 0) {
-                    fmt(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
+                    dhs_errf(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
                         (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H.idx_cap / 1073741824.0);
                     goto out;
                 }
@@ -619,7 +605,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             if (hierarchical) {
                 dhs_status s = dhs_request_import(H.ctx, q->h, q->prompt, NULL,
                                                   c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
-                if (s != DHS_OK) { fmt(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
+                if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
                 topics_init(&g, q);
             }
             q->joined = 1;
@@ -648,7 +634,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             for (int32_t i = 0; i < n_run; i++)
                 if (rq[run[i]].ready < t_next) t_next = rq[run[i]].ready;
             if (t_next == INFINITY) {
-                if (completed < N) { fmt(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
+                if (completed < N) { dhs_errf(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
                 break;
             }
             if (t_next > now) now = t_next;
@@ -688,7 +674,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             if (s == DHS_OK) s = dhs_resolve(H.ctx, 0, c->k, nb, items);
             if (s == DHS_OK) s = dhs_group_done(H.ctx, 0);
             if (s == DHS_OK) s = dhs_round_end(H.ctx, acc);
-            if (s != DHS_OK) { fmt(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
+            if (s != DHS_OK) { dhs_errf(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
             dhs_get_stats(H.ctx, &a1);
             dE = a1.entries - a0.entries;
             dH = a1.host_rows_copied - a0.host_rows_copied;
@@ -726,8 +712,8 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         for (int32_t i = 0; i < n_run; i++)
             if (!rq[run[i]].done) run[j++] = run[i];
         n_run = j;
-        if (c->progress && wall_s() - last_progress > 0.25) {
-            last_progress = wall_s();
+        if (c->progress && dhs_wall_s() - last_progress > 0.25) {
+            last_progress = dhs_wall_s();
             fprintf(stderr, "\r%s: %d/%d requests done, %d running, simulated %.1f s   ", c->progress_tag ? c->progress_tag : "serve-sim",
                     completed, N, n_run, now);
         }
@@ -760,7 +746,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     rc = 0;
     goto out;
 nomem:
-    fmt(err, err_len, "out of memory");
+    dhs_errf(err, err_len, "out of memory");
 out:
     if (hierarchical) hier_free(&H);
     free(rq);
@@ -780,7 +766,7 @@ out:
     free(acc);
     free(hs);
     free(items);
-    r->wall_s = wall_s() - w0;
+    r->wall_s = dhs_wall_s() - w0;
     return rc;
 }
 
@@ -823,19 +809,19 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
     *out = NULL;
     *n_out = 0;
     FILE *f = fopen(path, "r");
-    if (!f) { fmt(err, err_len, "cannot open %s", path); return -1; }
+    if (!f) { dhs_errf(err, err_len, "cannot open %s", path); return -1; }
     size_t cap = 1024, n = 0, lcap = 1 << 16;
     dhs_serve_req *v = malloc(sizeof *v * cap);
     char *line = malloc(lcap);
     int rc = -1, csv = -1, col_t = -1, col_in = -1, col_out = -1;
     long lineno = 0;
-    if (!v || !line) { fmt(err, err_len, "out of memory"); goto done; }
+    if (!v || !line) { dhs_errf(err, err_len, "out of memory"); goto done; }
     while (fgets(line, (int)lcap, f)) {
         lineno++;
         size_t len = strlen(line);
         while (len == lcap - 1 && line[len - 1] != '\n') { /* a long line (Mooncake hash_ids) */
             char *nl = realloc(line, lcap * 2);
-            if (!nl) { fmt(err, err_len, "out of memory"); goto done; }
+            if (!nl) { dhs_errf(err, err_len, "out of memory"); goto done; }
             line = nl;
             if (!fgets(line + len, (int)(lcap * 2 - len), f)) break;
             lcap *= 2;
@@ -854,7 +840,7 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
                     else if (!strcmp(fld[i], "Response tokens")) col_out = i;
                 }
                 if (col_t < 0 || col_in < 0 || col_out < 0) {
-                    fmt(err, err_len, "%s: neither Mooncake JSONL nor BurstGPT CSV (header needs Timestamp, Request tokens, Response tokens)", path);
+                    dhs_errf(err, err_len, "%s: neither Mooncake JSONL nor BurstGPT CSV (header needs Timestamp, Request tokens, Response tokens)", path);
                     goto done;
                 }
                 continue;
@@ -865,12 +851,12 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
             char *fld[64];
             int nf = csv_split(line, fld, 64);
             char *e1, *e2, *e3;
-            if (nf <= col_t || nf <= col_in || nf <= col_out) { fmt(err, err_len, "%s:%ld: too few fields", path, lineno); goto done; }
+            if (nf <= col_t || nf <= col_in || nf <= col_out) { dhs_errf(err, err_len, "%s:%ld: too few fields", path, lineno); goto done; }
             q.t_s = strtod(fld[col_t], &e1);
             q.input_len = strtoll(fld[col_in], &e2, 10);
             q.output_len = strtoll(fld[col_out], &e3, 10);
             if (e1 == fld[col_t] || e2 == fld[col_in] || e3 == fld[col_out] || !isfinite(q.t_s)) {
-                fmt(err, err_len, "%s:%ld: bad number", path, lineno);
+                dhs_errf(err, err_len, "%s:%ld: bad number", path, lineno);
                 goto done;
             }
         } else {
@@ -880,7 +866,7 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
             const cJSON *ou = j ? cJSON_GetObjectItemCaseSensitive(j, "output_length") : NULL;
             if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(in) || !cJSON_IsNumber(ou)) {
                 cJSON_Delete(j);
-                fmt(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, lineno);
+                dhs_errf(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, lineno);
                 goto done;
             }
             q.t_s = ts->valuedouble / 1000.0; /* milliseconds */
@@ -892,13 +878,13 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
         if (n == cap) {
             cap *= 2;
             dhs_serve_req *nv = realloc(v, sizeof *v * cap);
-            if (!nv) { fmt(err, err_len, "out of memory"); goto done; }
+            if (!nv) { dhs_errf(err, err_len, "out of memory"); goto done; }
             v = nv;
         }
         v[n++] = q;
     }
-    if (n == 0) { fmt(err, err_len, "%s: no requests", path); goto done; }
-    if (n > INT32_MAX) { fmt(err, err_len, "%s: too many requests", path); goto done; }
+    if (n == 0) { dhs_errf(err, err_len, "%s: no requests", path); goto done; }
+    if (n > INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); goto done; }
     qsort(v, n, sizeof *v, cmp_req);
     double t0 = v[0].t_s;
     for (size_t i = 0; i < n; i++) v[i].t_s -= t0;

@@ -8,27 +8,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/util.h"
+
 #include "core/policy.h"
 #include "core/policy_opt.h"
 #include "core/sim_hooks.h"
 
 #define NONE32 UINT32_MAX
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void fmt(char *err, size_t n, const char *f, ...)
-{
-    if (!err || !n) return;
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(err, n, f, ap);
-    va_end(ap);
-}
 
 const char *dhs_sim_policy_str(int p)
 {
@@ -62,7 +48,7 @@ void dhs_sim_trace_info_free(dhs_sim_trace_info *info)
 int dhs_sim_scan(const char *path, dhs_sim_trace_info *info, char *err, size_t err_len)
 {
     memset(info, 0, sizeof *info);
-    double t0 = now_s();
+    double t0 = dhs_wall_s();
     dhs_trace_reader *r;
     if (dhs_trace_reader_open(path, 0, &r, err, err_len) != DHS_TRACE_OK) return -1;
     info->hdr = *dhs_trace_reader_header(r);
@@ -75,7 +61,7 @@ int dhs_sim_scan(const char *path, dhs_sim_trace_info *info, char *err, size_t e
     int64_t cap_life = 64;
     info->lifecycle = malloc(sizeof(int32_t) * (size_t)cap_life);
     if (!info->final_positions || !info->prefix || !info->lifecycle) {
-        fmt(err, err_len, "out of memory");
+        dhs_errf(err, err_len, "out of memory");
         goto fail;
     }
     dhs_trace_event ev;
@@ -86,7 +72,7 @@ int dhs_sim_scan(const char *path, dhs_sim_trace_info *info, char *err, size_t e
             if (info->n_life == cap_life) {
                 cap_life *= 2;
                 int32_t *nl = realloc(info->lifecycle, sizeof(int32_t) * (size_t)cap_life);
-                if (!nl) { fmt(err, err_len, "out of memory"); goto fail; }
+                if (!nl) { dhs_errf(err, err_len, "out of memory"); goto fail; }
                 info->lifecycle = nl;
             }
             if (ev.kind == DHS_TRACE_EV_START) {
@@ -119,13 +105,13 @@ int dhs_sim_scan(const char *path, dhs_sim_trace_info *info, char *err, size_t e
         }
     }
     if (st != DHS_TRACE_EOF) {
-        fmt(err, err_len, "%s: %s", path, dhs_trace_reader_error(r));
+        dhs_errf(err, err_len, "%s: %s", path, dhs_trace_reader_error(r));
         goto fail;
     }
     for (int32_t q = 0; q < h->n_requests; q++)
         if (info->final_positions[q] > info->max_positions) info->max_positions = info->final_positions[q];
     dhs_trace_reader_close(r);
-    info->scan_s = now_s() - t0;
+    info->scan_s = dhs_wall_s() - t0;
     return 0;
 fail:
     dhs_trace_reader_close(r);
@@ -224,24 +210,24 @@ int dhs_sim_oracle_build(const char *path, const dhs_sim_trace_info *info, dhs_s
                          size_t err_len)
 {
     *out = NULL;
-    double t0 = now_s();
+    double t0 = dhs_wall_s();
     const dhs_trace_header *h = &info->hdr;
     int32_t G = h->n_groups, N = info->n_requests;
     dhs_sim_oracle *o = calloc(1, sizeof *o);
     rq_state *rq = calloc((size_t)N, sizeof *rq);
     dhs_trace_reader *r = NULL;
     uint64_t live_bytes = 0, peak_live_bytes = 0;
-    if (!o || !rq) { fmt(err, err_len, "out of memory"); goto fail; }
+    if (!o || !rq) { dhs_errf(err, err_len, "out of memory"); goto fail; }
     o->cap = info->selected_entries / 2 + 1024;
     o->next = malloc(sizeof(uint32_t) * o->cap);
-    if (!o->next) { fmt(err, err_len, "out of memory (OPT oracle)"); goto fail; }
+    if (!o->next) { dhs_errf(err, err_len, "out of memory (OPT oracle)"); goto fail; }
     if (dhs_trace_reader_open(path, DHS_TRACE_READ_NO_ROW_CHECK, &r, err, err_len) != DHS_TRACE_OK) goto fail;
     dhs_trace_event ev;
     dhs_trace_status st;
     while ((st = dhs_trace_next(r, &ev)) == DHS_TRACE_OK) {
         if (ev.kind == DHS_TRACE_EV_START) {
             uint64_t b = 0;
-            if (rq_arrays_alloc(&rq[ev.req], info, (int32_t)ev.req, &b)) { fmt(err, err_len, "out of memory"); goto fail; }
+            if (rq_arrays_alloc(&rq[ev.req], info, (int32_t)ev.req, &b)) { dhs_errf(err, err_len, "out of memory"); goto fail; }
             live_bytes += b;
             if (live_bytes > peak_live_bytes) peak_live_bytes = live_bytes;
             continue;
@@ -263,11 +249,11 @@ int dhs_sim_oracle_build(const char *path, const dhs_sim_trace_info *info, dhs_s
                     uint64_t cap = o->cap * 2 + (uint64_t)n;
                     if (cap >= NONE32) cap = NONE32;
                     if (o->nref + (uint64_t)n > cap) {
-                        fmt(err, err_len, "trace too large for the OPT oracle (more than %u references)", NONE32 - 1);
+                        dhs_errf(err, err_len, "trace too large for the OPT oracle (more than %u references)", NONE32 - 1);
                         goto fail;
                     }
                     uint32_t *nn = realloc(o->next, sizeof(uint32_t) * cap);
-                    if (!nn) { fmt(err, err_len, "out of memory (OPT oracle, %llu references)", (unsigned long long)cap); goto fail; }
+                    if (!nn) { dhs_errf(err, err_len, "out of memory (OPT oracle, %llu references)", (unsigned long long)cap); goto fail; }
                     o->next = nn;
                     o->cap = cap;
                 }
@@ -284,14 +270,14 @@ int dhs_sim_oracle_build(const char *path, const dhs_sim_trace_info *info, dhs_s
         }
     }
     if (st != DHS_TRACE_EOF) {
-        fmt(err, err_len, "%s: %s", path, dhs_trace_reader_error(r));
+        dhs_errf(err, err_len, "%s: %s", path, dhs_trace_reader_error(r));
         goto fail;
     }
     dhs_trace_reader_close(r);
     for (int32_t q = 0; q < N; q++) rq_arrays_free(&rq[q], G);
     free(rq);
     o->peak_bytes = o->cap * sizeof(uint32_t) + peak_live_bytes;
-    o->build_s = now_s() - t0;
+    o->build_s = dhs_wall_s() - t0;
     *out = o;
     return 0;
 fail:
@@ -376,7 +362,7 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
     dhs_status s = dhs_backend_cpu_create(NULL, &be);
     if (s == DHS_OK) s = dhs_ctx_create(&a, &d, be, &ctx);
     if (s != DHS_OK) {
-        fmt(err, err_len, "cannot size the context: %s (hot %d, page %d, tail %d)", dhs_status_str(s), d.hot_rows,
+        dhs_errf(err, err_len, "cannot size the context: %s (hot %d, page %d, tail %d)", dhs_status_str(s), d.hot_rows,
             d.page_rows, d.tail_rows);
         dhs_backend_destroy(be);
         return -1;
@@ -390,7 +376,7 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
     dhs_ctx_destroy(ctx);
     dhs_backend_destroy(be);
     if (s != DHS_OK) {
-        fmt(err, err_len, "cannot size the context: probe admission %s", dhs_status_str(s));
+        dhs_errf(err, err_len, "cannot size the context: probe admission %s", dhs_status_str(s));
         return -1;
     }
     *arena_pages = m0.pages_total - m0.pages_free;
@@ -537,9 +523,9 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     R.max_slots = d.max_requests;
     dhs_status s = dhs_backend_cpu_create(NULL, &R.be);
     if (s == DHS_OK) s = dhs_ctx_create(&R.arch, &d, R.be, &R.ctx);
-    if (s != DHS_OK) { fmt(err, err_len, "dhs_ctx_create: %s", dhs_status_str(s)); goto out; }
+    if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_ctx_create: %s", dhs_status_str(s)); goto out; }
     if (mode == RUN_OPT) {
-        if (dhs_ctx_set_policy_ops(R.ctx, dhs_policy_opt()) != DHS_OK) { fmt(err, err_len, "cannot install OPT"); goto out; }
+        if (dhs_ctx_set_policy_ops(R.ctx, dhs_policy_opt()) != DHS_OK) { dhs_errf(err, err_len, "cannot install OPT"); goto out; }
     }
     if (R.o) dhs_ctx_set_next_use(R.ctx, oracle_fn, &R);
     /* architecture tables */
@@ -576,14 +562,14 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
         R.import_buf = zalloc_aligned((size_t)R.arch.n_sources * (size_t)R.import_rows_cap * 4096u);
         R.block_buf = zalloc_aligned((size_t)(KM + 2) * 4096u);
         for (int32_t sidx = 0; sidx < R.arch.n_sources; sidx++)
-            if (R.arch.sources[sidx].row_bytes > 4096u) { fmt(err, err_len, "payload replay: rows above 4096 B"); goto out; }
+            if (R.arch.sources[sidx].row_bytes > 4096u) { dhs_errf(err, err_len, "payload replay: rows above 4096 B"); goto out; }
         if (!R.import_buf || !R.block_buf) goto nomem;
         /* distinct bytes per row so a payload run really moves data */
         for (size_t i = 0; i < (size_t)R.arch.n_sources * (size_t)R.import_rows_cap * 4096u; i += 4)
             memcpy(R.import_buf + i, &(uint32_t){(uint32_t)(i * 2654435761u)}, 4);
     }
     if (dhs_trace_reader_open(path, DHS_TRACE_READ_NO_ROW_CHECK, &rd, err, err_len) != DHS_TRACE_OK) goto out;
-    double t0 = now_s();
+    double t0 = dhs_wall_s();
     dhs_trace_event ev;
     dhs_trace_status ts;
     while ((ts = dhs_trace_next(rd, &ev)) == DHS_TRACE_OK) {
@@ -591,7 +577,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             rq_state *q = &R.rq[ev.req];
             s = dhs_request_open(R.ctx, info->final_positions[ev.req], &q->h);
             if (s != DHS_OK) {
-                fmt(err, err_len, "request %u: dhs_request_open: %s (device pool %llu bytes)", ev.req, dhs_status_str(s),
+                dhs_errf(err, err_len, "request %u: dhs_request_open: %s (device pool %llu bytes)", ev.req, dhs_status_str(s),
                     (unsigned long long)dev);
                 goto out;
             }
@@ -606,14 +592,14 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
                 rp = rows;
             }
             s = dhs_request_import(R.ctx, q->h, ev.prefix, rp, cfg->import_flags);
-            if (s != DHS_OK) { fmt(err, err_len, "request %u: dhs_request_import: %s", ev.req, dhs_status_str(s)); goto out; }
+            if (s != DHS_OK) { dhs_errf(err, err_len, "request %u: dhs_request_import: %s", ev.req, dhs_status_str(s)); goto out; }
             check_inv(&R);
             continue;
         }
         if (ev.kind == DHS_TRACE_EV_END) {
             rq_state *q = &R.rq[ev.req];
             s = dhs_request_close(R.ctx, q->h);
-            if (s != DHS_OK) { fmt(err, err_len, "request %u: dhs_request_close: %s", ev.req, dhs_status_str(s)); goto out; }
+            if (s != DHS_OK) { dhs_errf(err, err_len, "request %u: dhs_request_close: %s", ev.req, dhs_status_str(s)); goto out; }
             R.slot_req[q->h.id] = -1;
             q->live = 0;
             rq_arrays_free(q, G);
@@ -622,14 +608,14 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
         }
         /* ROUND */
         int32_t n = ev.n_items;
-        if (n > N) { fmt(err, err_len, "round %llu: %d requests, more than the %d slots", (unsigned long long)ev.round, n, N); goto out; }
+        if (n > N) { dhs_errf(err, err_len, "round %llu: %d requests, more than the %d slots", (unsigned long long)ev.round, n, N); goto out; }
         for (int32_t i = 0; i < n; i++) {
             R.reqs[i] = R.rq[ev.items[i].req].h;
             R.K[i] = ev.items[i].n_queries;
             R.acc[i] = ev.items[i].accepted;
         }
         s = dhs_round_begin(R.ctx, n, R.reqs, R.K);
-        if (s != DHS_OK) { fmt(err, err_len, "round %llu: dhs_round_begin: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
+        if (s != DHS_OK) { dhs_errf(err, err_len, "round %llu: dhs_round_begin: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
         for (int32_t i = 0; i < n; i++) {
             const dhs_trace_item *it = &ev.items[i];
             for (int32_t sidx = 0; sidx < R.arch.n_sources; sidx++) {
@@ -637,7 +623,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
                 int64_t lo = it->n_r / m, hi = (it->n_r + it->n_queries + m - 1) / m;
                 s = dhs_write_rows(R.ctx, R.reqs[i], sidx, lo, (int32_t)(hi - lo), cfg->payload ? R.block_buf : NULL);
                 if (s != DHS_OK) {
-                    fmt(err, err_len, "round %llu request %u: dhs_write_rows: %s", (unsigned long long)ev.round, it->req,
+                    dhs_errf(err, err_len, "round %llu request %u: dhs_write_rows: %s", (unsigned long long)ev.round, it->req,
                         dhs_status_str(s));
                     goto out;
                 }
@@ -678,7 +664,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             dhs_get_stats(R.ctx, &before);
             s = dhs_resolve(R.ctx, g, k, n, R.items);
             if (s != DHS_OK) {
-                fmt(err, err_len, "round %llu group %d: dhs_resolve: %s", (unsigned long long)ev.round, g, dhs_status_str(s));
+                dhs_errf(err, err_len, "round %llu group %d: dhs_resolve: %s", (unsigned long long)ev.round, g, dhs_status_str(s));
                 goto out;
             }
             dhs_stats after;
@@ -688,19 +674,19 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
                staging arenas serve the next group (DESIGN §6) */
             s = dhs_group_done(R.ctx, g);
             if (s != DHS_OK) {
-                fmt(err, err_len, "round %llu group %d: dhs_group_done: %s", (unsigned long long)ev.round, g, dhs_status_str(s));
+                dhs_errf(err, err_len, "round %llu group %d: dhs_group_done: %s", (unsigned long long)ev.round, g, dhs_status_str(s));
                 goto out;
             }
         }
         s = dhs_round_end(R.ctx, R.acc);
-        if (s != DHS_OK) { fmt(err, err_len, "round %llu: dhs_round_end: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
+        if (s != DHS_OK) { dhs_errf(err, err_len, "round %llu: dhs_round_end: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
         check_inv(&R);
     }
-    if (ts != DHS_TRACE_EOF) { fmt(err, err_len, "%s: %s", path, dhs_trace_reader_error(rd)); goto out; }
+    if (ts != DHS_TRACE_EOF) { dhs_errf(err, err_len, "%s: %s", path, dhs_trace_reader_error(rd)); goto out; }
     dhs_sync(R.ctx);
-    res->replay_s = now_s() - t0;
+    res->replay_s = dhs_wall_s() - t0;
     if (R.o && R.cursor != R.o->nref) {
-        fmt(err, err_len, "OPT oracle out of step: %llu references replayed, %llu numbered",
+        dhs_errf(err, err_len, "OPT oracle out of step: %llu references replayed, %llu numbered",
             (unsigned long long)R.cursor, (unsigned long long)R.o->nref);
         goto out;
     }
@@ -721,7 +707,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     rc = 0;
     goto out;
 nomem:
-    fmt(err, err_len, "out of memory");
+    dhs_errf(err, err_len, "out of memory");
 out:
     dhs_trace_reader_close(rd);
     replay_free(&R);
@@ -734,10 +720,10 @@ int dhs_sim_replay(const char *path, const dhs_sim_trace_info *info, const dhs_s
     memset(res, 0, sizeof *res);
     res->policy = policy;
     res->hot_rows = cfg->hot_rows;
-    if (policy < 0 || policy >= DHS_SIM_POLICIES) { fmt(err, err_len, "unknown policy %d", policy); return -1; }
-    if (policy == DHS_SIM_OPT && !oracle) { fmt(err, err_len, "OPT needs the next-use oracle"); return -1; }
+    if (policy < 0 || policy >= DHS_SIM_POLICIES) { dhs_errf(err, err_len, "unknown policy %d", policy); return -1; }
+    if (policy == DHS_SIM_OPT && !oracle) { dhs_errf(err, err_len, "OPT needs the next-use oracle"); return -1; }
     if (cfg->page_rows < 1 || cfg->hot_rows < cfg->page_rows || cfg->hot_rows % cfg->page_rows) {
-        fmt(err, err_len, "hot-cache rows %d must be a positive multiple of the page rows %d", cfg->hot_rows, cfg->page_rows);
+        dhs_errf(err, err_len, "hot-cache rows %d must be a positive multiple of the page rows %d", cfg->hot_rows, cfg->page_rows);
         return -1;
     }
     if (policy != DHS_SIM_OPT) return replay_run(path, info, cfg, policy, NULL, RUN_PLAIN, NULL, NULL, res, err, err_len);
@@ -753,9 +739,9 @@ int dhs_sim_replay(const char *path, const dhs_sim_trace_info *info, const dhs_s
     uint32_t *nh = malloc(sizeof(uint32_t) * (n ? n : 1));
     int rc = -1;
     dhs_sim_result rec;
-    if (!hot || !nh) { fmt(err, err_len, "out of memory (OPT hot-path keys)"); goto done; }
+    if (!hot || !nh) { dhs_errf(err, err_len, "out of memory (OPT hot-path keys)"); goto done; }
     if (replay_run(path, info, cfg, policy, oracle, RUN_RECORD, NULL, hot, &rec, err, err_len)) goto done;
-    if (rec.oracle_stale) { fmt(err, err_len, "OPT recording pass: %llu calls outside the round", (unsigned long long)rec.oracle_stale); goto done; }
+    if (rec.oracle_stale) { dhs_errf(err, err_len, "OPT recording pass: %llu calls outside the round", (unsigned long long)rec.oracle_stale); goto done; }
     uint64_t n_hot = 0;
     for (uint64_t i = n; i-- > 0;) {
         uint32_t nx = oracle->next[i];
