@@ -58,6 +58,12 @@ dhs_status be_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n,
     return be->ops->copy_rows_async(be, pairs, n, row_bytes, t);
 }
 
+dhs_status be_copy_sync(dhs_backend *be, void *dst, const void *src, size_t bytes)
+{
+    if (be_fault(be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
+    return be->ops->copy_sync(be, dst, src, bytes);
+}
+
 void dhs_backend_destroy(dhs_backend *be)
 {
     if (be) be->ops->destroy(be);

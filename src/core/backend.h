@@ -77,6 +77,7 @@ void be_dev_free(dhs_backend *be, void *p, size_t bytes);
 dhs_status be_host_alloc(dhs_backend *be, size_t bytes, void **out);
 void be_host_free(dhs_backend *be, void *p, size_t bytes);
 dhs_status be_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes);
+dhs_status be_copy_sync(dhs_backend *be, void *dst, const void *src, size_t bytes);
 dhs_status be_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t);
 
 /* Shared by backends: initialise the common part. */

@@ -561,7 +561,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
         for (int64_t row = r0; row < r1;) {
             int64_t end = contig ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
             if (end > r1) end = r1;
-            dhs_status s = ctx->be->ops->copy_sync(ctx->be, host_row(ctx, ss, row),
+            dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row),
                                                    (const uint8_t *)rows[src] + (uint64_t)row * rb, (size_t)(end - row) * rb);
             if (s != DHS_OK) return s;
             row = end;
@@ -635,6 +635,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             gs->n_opt_pages = nop;
         }
     }
+    dhs_status st = DHS_OK;
     /* copy: optional pages while I4 allows (resident-first), else host */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
@@ -653,21 +654,21 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
                     uint32_t rb = ctx->arch.sources[src].row_bytes;
                     int32_t run = rb == ctx->row_stride ? p : 1; /* whole page in one copy when rows are dense */
                     for (int32_t i = 0; i < p; i += run) {
-                        dhs_status s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, (int64_t)pg * p + i),
+                        dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)pg * p + i),
                                                                (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
                                                                (size_t)run * rb);
-                        if (s != DHS_OK) return s;
+                        if (s != DHS_OK) { st = s; goto fail; }
                     }
                 }
                 gs->opt_state[hp] = OPT_READY;
                 gs->opt_held++;
             } else {
                 dhs_status s = import_to_host(ctx, rq, g, rows, hp * p, (hp + 1) * p);
-                if (s != DHS_OK) return s;
+                if (s != DHS_OK) { st = s; goto fail; }
             }
         }
         dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist);
-        if (s != DHS_OK) return s;
+        if (s != DHS_OK) { st = s; goto fail; }
         /* incomplete compressed row: stays in the tail */
         if (rows_all > hist && !c->payload_free) {
             for (int32_t si = 0; si < nsrc; si++) {
@@ -675,8 +676,8 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
                 uint32_t rb = ctx->arch.sources[src].row_bytes;
                 int32_t t = (int32_t)(hist % c->tail_rows);
                 int64_t loc = (int64_t)gs->src[si].tail_pages[t / p] * p + t % p;
-                s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)hist * rb, rb);
-                if (s != DHS_OK) return s;
+                s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)hist * rb, rb);
+                if (s != DHS_OK) { st = s; goto fail; }
             }
         }
         gs->hist_rows = hist;
@@ -688,6 +689,23 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     rq->n = n_positions;
     rq->imported = 1;
     return DHS_OK;
+fail:
+    /* a backend copy failed: give back every optional page this call took
+       (nothing read them) so a retry starts from the same state */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                if (gs->src[si].opt_pages[hp] >= 0) page_free_now(ctx, gs->src[si].opt_pages[hp]);
+                gs->src[si].opt_pages[hp] = -1;
+            }
+            gs->opt_state[hp] = OPT_ABSENT;
+        }
+        gs->opt_held = 0;
+        gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backup_hi = 0;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
+    }
+    return st;
 }
 
 /* ------------------------------------------------------------- tail writes */
@@ -723,7 +741,7 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
         int32_t run = rb == ctx->row_stride ? c->page_rows - off : 1;
         if (run > n_rows - i) run = n_rows - i;
         int64_t loc = (int64_t)gs->src[si].tail_pages[t / c->page_rows] * c->page_rows + off;
-        dhs_status s = ctx->be->ops->copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)data + (uint64_t)i * rb,
+        dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)data + (uint64_t)i * rb,
                                                (size_t)run * rb);
         if (s != DHS_OK) return s;
         i += run;
