@@ -18,6 +18,12 @@ typedef struct {
     int32_t B, head, tail;
     int32_t *prev, *next;
     uint8_t *in;
+    /* FIFO scan cursor of the current epoch: the last victim and the slot
+       after it toward the head; every slot between the tail and the victim
+       was protected when the scan passed it (protection only grows within an
+       epoch), so the next scan resumes there instead of at the tail */
+    int32_t last, last_prev, last_next;
+    uint32_t cur_epoch;
 } list_st;
 
 static size_t list_bytes(int32_t B)
@@ -30,6 +36,8 @@ static void list_init(void *p, int32_t B)
     list_st *s = p;
     s->B = B;
     s->head = s->tail = -1;
+    s->last = s->last_prev = s->last_next = -1;
+    s->cur_epoch = 0;
     s->prev = (int32_t *)(s + 1);
     s->next = s->prev + B;
     s->in = (uint8_t *)(s->next + B);
@@ -84,6 +92,41 @@ static int32_t list_victim(void *p, const uint32_t *prot, uint32_t epoch)
     for (int32_t q = s->tail; q >= 0; q = s->prev[q])
         if (prot[q] != epoch) return q;
     return -1;
+}
+
+/* FIFO: hits do not move slots, so protected slots gather at the tail; the
+   cursor makes a round's misses walk past them once instead of once per miss.
+   The scan restarts at the last victim when it is still in place (victim()
+   asked twice), else at the slot after it; a scan that finds nothing, or an
+   epoch change, restarts at the tail. */
+static int32_t fifo_victim(void *p, const uint32_t *prot, uint32_t epoch)
+{
+    list_st *s = p;
+    int32_t start = s->tail;
+    if (s->cur_epoch == epoch) {
+        /* resume only where the scanned run is provably intact: the slot we
+           restart from still sits right above its tail-side neighbour */
+        if (s->last >= 0 && s->in[s->last] && s->prev[s->last] == s->last_prev && s->next[s->last] == s->last_next)
+            start = s->last;
+        else if (s->last_prev >= 0 && s->in[s->last_prev] && s->next[s->last_prev] == s->last_next)
+            start = s->last_prev;
+    }
+    int32_t q = -1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (q = start; q >= 0; q = s->prev[q])
+            if (prot[q] != epoch) break;
+        if (q >= 0 || start == s->tail) break;
+        start = s->tail;
+    }
+    if (q < 0) {
+        s->cur_epoch = 0;
+        return -1;
+    }
+    s->cur_epoch = epoch;
+    s->last = q;
+    s->last_prev = s->prev[q];
+    s->last_next = s->next[q];
+    return q;
 }
 
 /* ---------------------------------------------------------- CLOCK */
@@ -259,7 +302,7 @@ static int32_t lfu_victim(void *p, const uint32_t *prot, uint32_t epoch)
 static const dhs_policy_ops ops_table[DHS_POLICY_COUNT_] = {
     [DHS_POLICY_LRU] = {"lru", list_bytes, list_init, list_insert, lru_touch, list_remove, list_victim},
     [DHS_POLICY_CLOCK] = {"clock", clock_bytes, clock_init, clock_insert, clock_touch, clock_remove, clock_victim},
-    [DHS_POLICY_FIFO] = {"fifo", list_bytes, list_init, list_insert, fifo_touch, list_remove, list_victim},
+    [DHS_POLICY_FIFO] = {"fifo", list_bytes, list_init, list_insert, fifo_touch, list_remove, fifo_victim},
     [DHS_POLICY_LFU] = {"lfu", lfu_bytes, lfu_init, lfu_insert, lfu_touch, lfu_remove, lfu_victim},
 };
 
