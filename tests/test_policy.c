@@ -266,14 +266,14 @@ static void test_lfu_ties(void)
     CHECK(pi.ops->victim(pi.st, prot, 1) == 2);
     prot[2] = 1;
     CHECK(pi.ops->victim(pi.st, prot, 1) == 1);
-    /* a victim() call that walked past protected entries leaves the heap intact */
-    prot[0] = prot[2] = 0;
-    CHECK(pi.ops->victim(pi.st, prot, 1) == 0);
+    /* the next round (epoch 2): protection lapsed, entries walked past in
+       round 1 compete again with their frequencies intact */
+    CHECK(pi.ops->victim(pi.st, prot, 2) == 0);
     pi.ops->insert(pi.st, 4, 9); /* freq 1: the least frequent now */
-    CHECK(pi.ops->victim(pi.st, prot, 1) == 4);
-    prot[0] = prot[1] = prot[2] = prot[4] = 1;
-    CHECK(pi.ops->victim(pi.st, prot, 1) == -1);
     CHECK(pi.ops->victim(pi.st, prot, 2) == 4);
+    prot[0] = prot[1] = prot[2] = prot[4] = 2;
+    CHECK(pi.ops->victim(pi.st, prot, 2) == -1);
+    CHECK(pi.ops->victim(pi.st, prot, 3) == 4);
     free(pi.st);
 }
 

@@ -184,17 +184,20 @@ static int32_t clock_victim(void *p, const uint32_t *prot, uint32_t epoch)
 }
 
 /* ---------------------------------------------------------- LFU
- * Min-heap on (frequency, last access). victim() pops protected entries into
- * a side buffer and pushes them back: O(protected · log B) worst case. */
+ * Min-heap on (frequency, last access). Protected entries met at the top are
+ * set aside for the rest of the epoch (protection only grows within one) and
+ * pushed back when the epoch changes or a call finds no victim: O(log B)
+ * amortised per miss. Entries aside keep their frequency up to date. */
 typedef struct {
-    int32_t B, n;
-    int32_t *heap, *pos, *aside;
+    int32_t B, n, n_aside;
+    uint32_t aside_epoch;
+    int32_t *heap, *pos, *aside, *apos; /* apos[q]: index in aside or -1 */
     uint64_t *freq, *last;
 } lfu_st;
 
 static size_t lfu_bytes(int32_t B)
 {
-    return sizeof(lfu_st) + (size_t)B * (3 * sizeof(int32_t) + 2 * sizeof(uint64_t)) + 32;
+    return sizeof(lfu_st) + (size_t)B * (4 * sizeof(int32_t) + 2 * sizeof(uint64_t)) + 32;
 }
 
 static void lfu_init(void *p, int32_t B)
@@ -202,12 +205,18 @@ static void lfu_init(void *p, int32_t B)
     lfu_st *s = p;
     s->B = B;
     s->n = 0;
+    s->n_aside = 0;
+    s->aside_epoch = 0;
     s->freq = (uint64_t *)(s + 1);
     s->last = s->freq + B;
     s->heap = (int32_t *)(s->last + B);
     s->pos = s->heap + B;
     s->aside = s->pos + B;
-    for (int32_t i = 0; i < B; i++) s->pos[i] = -1;
+    s->apos = s->aside + B;
+    for (int32_t i = 0; i < B; i++) {
+        s->pos[i] = -1;
+        s->apos[i] = -1;
+    }
 }
 
 static int lfu_less(const lfu_st *s, int32_t a, int32_t b)
@@ -253,9 +262,8 @@ static void lfu_push(lfu_st *s, int32_t q)
     lfu_up(s, s->n - 1);
 }
 
-static void lfu_remove(void *p, int32_t q)
+static void lfu_heap_remove(lfu_st *s, int32_t q)
 {
-    lfu_st *s = p;
     int32_t i = s->pos[q];
     if (i < 0) return;
     s->n--;
@@ -265,6 +273,30 @@ static void lfu_remove(void *p, int32_t q)
         lfu_up(s, i);
     }
     s->pos[q] = -1;
+}
+
+/* pushes back every entry set aside */
+static void lfu_restore(lfu_st *s)
+{
+    for (int32_t i = 0; i < s->n_aside; i++) {
+        int32_t q = s->aside[i];
+        s->apos[q] = -1;
+        lfu_push(s, q);
+    }
+    s->n_aside = 0;
+}
+
+static void lfu_remove(void *p, int32_t q)
+{
+    lfu_st *s = p;
+    int32_t i = s->apos[q];
+    if (i >= 0) { /* swap-remove from the aside set */
+        int32_t last = s->aside[--s->n_aside];
+        s->aside[i] = last;
+        s->apos[last] = i;
+        s->apos[q] = -1;
+    }
+    lfu_heap_remove(s, q);
 }
 
 static void lfu_insert(void *p, int32_t q, uint64_t key)
@@ -279,24 +311,28 @@ static void lfu_insert(void *p, int32_t q, uint64_t key)
 static void lfu_touch(void *p, int32_t q, uint64_t key)
 {
     lfu_st *s = p;
-    if (s->pos[q] < 0) return;
     s->freq[q]++;
     s->last[q] = key;
-    lfu_down(s, s->pos[q]);
+    if (s->pos[q] >= 0) lfu_down(s, s->pos[q]);
 }
 
 static int32_t lfu_victim(void *p, const uint32_t *prot, uint32_t epoch)
 {
     lfu_st *s = p;
-    int32_t na = 0, v = -1;
+    if (s->aside_epoch != epoch) {
+        lfu_restore(s);
+        s->aside_epoch = epoch;
+    }
     while (s->n > 0) {
         int32_t q = s->heap[0];
-        if (prot[q] != epoch) { v = q; break; }
-        lfu_remove(s, q);
-        s->aside[na++] = q;
+        if (prot[q] != epoch) return q;
+        lfu_heap_remove(s, q);
+        s->apos[q] = s->n_aside;
+        s->aside[s->n_aside++] = q;
     }
-    for (int32_t i = 0; i < na; i++) lfu_push(s, s->aside[i]);
-    return v;
+    lfu_restore(s); /* no victim: forget, the next call looks at everything */
+    s->aside_epoch = 0;
+    return -1;
 }
 
 static const dhs_policy_ops ops_table[DHS_POLICY_COUNT_] = {

@@ -4,7 +4,12 @@
  * keeps free slots itself and asks for a victim only when none is free.
  * Every call is O(1) or O(log B); victim() skips slots protected in the
  * current round (prot[slot] == epoch) and returns -1 when every occupied slot
- * is protected. `key` is the policy's extra input: ignored by LRU/CLOCK/FIFO,
+ * is protected. Contract of the caller (the core keeps it): within one epoch
+ * protection only grows, and a victim returned is evicted (remove + insert)
+ * before the next victim() call of that epoch or asked for again unchanged;
+ * so FIFO and LFU may skip, for the rest of the epoch, the protected slots a
+ * scan already passed (amortised O(1) / O(log B) per miss). A call that finds
+ * no victim forgets that state. `key` is the policy's extra input: ignored by LRU/CLOCK/FIFO,
  * the access time for LFU ties, the next-use time for OPT (simulator oracle).
  */
 #ifndef DHS_CORE_POLICY_H
