@@ -159,6 +159,22 @@ typedef struct dhs_config {
 
 dhs_config dhs_config_default(void);
 
+/* What a context with this architecture and configuration reserves besides
+   optional history, so an engine can size device_bytes: the pool must hold
+   at least min_device_bytes, plus request_bytes for every further request to
+   be admitted at once, plus the imported history it wants resident. */
+typedef struct dhs_sizes {
+    uint32_t row_stride;          /* bytes per pool row (largest row_bytes) */
+    uint64_t page_bytes;          /* page_rows * row_stride */
+    uint64_t request_bytes;       /* required device bytes per admitted request (hot + tail, all sources) */
+    uint64_t staging_bytes;       /* staging arenas reserved at creation (M_stage) */
+    int32_t staging_arenas;       /* chi reserved */
+    int64_t staging_rows_per_slot;/* overflow rows per request and arena */
+    uint64_t reserve_bytes;       /* M_res rounded up to pages */
+    uint64_t min_device_bytes;    /* staging + reserve + one request */
+} dhs_sizes;
+dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_sizes *out);
+
 /* ---------------------------------------------------------------- backend */
 typedef struct dhs_backend dhs_backend;
 

@@ -45,6 +45,48 @@ int main(void)
     CHECK(dhs_spec_schedule_parse("8@10,6@5", &p) != 0); /* not ascending */
     CHECK(dhs_spec_schedule_parse("8@0,x", &p) != 0);
     CHECK(dhs_spec_schedule_parse("0@0", &p) != 0);
+    /* dhs_config_sizes says exactly what dhs_ctx_create reserves */
+    for (int spec = 1; spec <= 8; spec *= 8) {
+        dhs_arch a = dhs_arch_default();
+        a.n_sources = 3;
+        a.sources[1] = (dhs_source_desc){576, 1, 0};
+        a.sources[2] = (dhs_source_desc){576, 1, 0};
+        dhs_config c = dhs_config_default();
+        c.max_requests = 4;
+        c.max_k = 256;
+        c.k_max = spec;
+        c.hot_rows = 512;
+        c.max_rows = 4096;
+        c.reserve_bytes = 1000;
+        dhs_sizes z;
+        CHECK(dhs_config_sizes(&a, &c, &z) == DHS_OK);
+        printf("sizes (K_max %d): page %llu B, request %llu B, staging %llu B in %d arenas, reserve %llu B, minimum %llu B\n",
+               spec, (unsigned long long)z.page_bytes, (unsigned long long)z.request_bytes, (unsigned long long)z.staging_bytes,
+               z.staging_arenas, (unsigned long long)z.reserve_bytes, (unsigned long long)z.min_device_bytes);
+        CHECK(z.request_bytes == 3ull * (512 + 128) * 576 && z.reserve_bytes == z.page_bytes);
+        CHECK(spec == 1 ? z.staging_arenas == 0 : (z.staging_arenas == 3 && z.staging_bytes == 3ull * 4 * 8 * 256 * 576));
+        dhs_backend *be;
+        dhs_ctx *ctx;
+        CHECK(dhs_backend_cpu_create(NULL, &be) == DHS_OK);
+        c.device_bytes = z.min_device_bytes - z.page_bytes;
+        CHECK(dhs_ctx_create(&a, &c, be, &ctx) == DHS_ERR_TOO_LARGE);
+        c.device_bytes = z.min_device_bytes;
+        CHECK(dhs_ctx_create(&a, &c, be, &ctx) == DHS_OK);
+        dhs_req r, r2;
+        CHECK(dhs_request_open(ctx, 100, &r) == DHS_OK);
+        CHECK(dhs_request_open(ctx, 100, &r2) == DHS_WAIT); /* exactly one request fits */
+        dhs_mem m;
+        dhs_get_mem(ctx, &m);
+        CHECK(m.M_req == z.staging_bytes + z.request_bytes && m.M_res == z.reserve_bytes && m.M == z.min_device_bytes);
+        dhs_ctx_destroy(ctx);
+        dhs_backend_destroy(be);
+    }
+    dhs_sizes z;
+    dhs_config bad = dhs_config_default();
+    bad.k_max = 0;
+    dhs_arch a0 = dhs_arch_default();
+    CHECK(dhs_config_sizes(&a0, &bad, &z) == DHS_ERR_INVALID_ARG);
+    CHECK(dhs_config_sizes(NULL, &bad, &z) == DHS_ERR_INVALID_ARG);
     printf("%d passed, %d failed\n", passes, failures);
     return failures ? 1 : 0;
 }

@@ -168,20 +168,6 @@ void page_release(dhs_ctx *ctx, int32_t pg)
 }
 
 /* ------------------------------------------------------------- context */
-/* Staging arenas: one per source of the widest group (chi) unless set; none
-   when a round's union can never exceed the hot cache. */
-static int32_t arena_count(const dhs_ctx *ctx)
-{
-    const dhs_config *c = &ctx->cfg;
-    if (c->staging_arenas < 0) return 0;
-    if (c->staging_arenas > 0) return c->staging_arenas;
-    if (ctx->arena_rows_per_slot <= c->hot_rows) return 0;
-    int32_t mx = 0;
-    for (int g = 0; g < ctx->arch.n_groups; g++)
-        if (ctx->grp_nsrc[g] > mx) mx = ctx->grp_nsrc[g];
-    return mx;
-}
-
 static void ctx_free_all(dhs_ctx *ctx)
 {
     if (ctx->req) {
@@ -211,6 +197,69 @@ static void ctx_free_all(dhs_ctx *ctx)
     free(ctx);
 }
 
+static int config_valid(const dhs_config *c)
+{
+    /* bounds first: no arithmetic below may overflow */
+    if (c->max_k > (1 << 24) || c->max_requests > (1 << 20) || c->k_max > (1 << 16) || c->hot_rows > (1 << 30) ||
+        c->tail_rows > (1 << 30) || c->max_rows > INT32_MAX)
+        return 0;
+    if (c->max_requests < 1 || c->max_k < 1 || c->k_max < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
+        c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
+        c->tail_rows < 2 * c->k_max || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
+        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
+        return 0;
+    return 1;
+}
+
+/* Everything the pool must hold besides optional history, from the
+   architecture and the configuration alone (DESIGN §3, §6): one function so
+   dhs_ctx_create and dhs_config_sizes never disagree. */
+static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes *z)
+{
+    memset(z, 0, sizeof *z);
+    uint32_t stride = 0;
+    int32_t nsrc[DHS_MAX_SOURCES] = {0}, widest = 0, calls = 1;
+    for (int i = 0; i < a->n_sources; i++) {
+        if (a->sources[i].row_bytes > stride) stride = a->sources[i].row_bytes;
+        nsrc[a->sources[i].group]++;
+    }
+    for (int g = 0; g < a->n_groups; g++) {
+        if (nsrc[g] > widest) widest = nsrc[g];
+        /* a request's round may resolve a group once per OWN/REINDEX
+           consumer and every location stays valid until the round's
+           consumers finish: the overflow bound is K_max * k per call */
+        int32_t n = 0;
+        for (int i = 0; i < a->n_consumers; i++)
+            if (a->consumers[i].group == g &&
+                (a->consumers[i].kind == DHS_CONSUMER_OWN || a->consumers[i].kind == DHS_CONSUMER_REINDEX))
+                n++;
+        if (n > calls) calls = n;
+    }
+    if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) return DHS_ERR_INVALID_ARG;
+    z->row_stride = stride;
+    z->page_bytes = (uint64_t)c->page_rows * stride;
+    z->reserve_bytes = (c->reserve_bytes + z->page_bytes - 1) / z->page_bytes * z->page_bytes;
+    z->request_bytes = (uint64_t)a->n_sources * (uint64_t)(c->hot_rows + c->tail_rows) / (uint64_t)c->page_rows * z->page_bytes;
+    z->staging_rows_per_slot = (int64_t)c->k_max * c->max_k * calls;
+    /* chi: one arena per source of the widest group unless set; none when a
+       round's union can never exceed the hot cache */
+    if (c->staging_arenas > 0) z->staging_arenas = c->staging_arenas;
+    else if (c->staging_arenas == 0 && z->staging_rows_per_slot > c->hot_rows) z->staging_arenas = widest;
+    int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows;
+    z->staging_bytes = (uint64_t)z->staging_arenas * (uint64_t)arena_pages * z->page_bytes;
+    z->min_device_bytes = z->staging_bytes + z->reserve_bytes + z->request_bytes;
+    return DHS_OK;
+}
+
+dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_sizes *out)
+{
+    if (!arch || !cfg || !out) return DHS_ERR_INVALID_ARG;
+    dhs_status s = dhs_arch_validate(arch);
+    if (s != DHS_OK) return s;
+    if (!config_valid(cfg)) return DHS_ERR_INVALID_ARG;
+    return derive_sizes(arch, cfg, out);
+}
+
 dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out)
 {
     if (!out) return DHS_ERR_INVALID_ARG;
@@ -219,15 +268,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
     const dhs_config *c = cfg;
-    /* bounds first: no arithmetic below may overflow */
-    if (c->max_k > (1 << 24) || c->max_requests > (1 << 20) || c->k_max > (1 << 16) || c->hot_rows > (1 << 30) ||
-        c->tail_rows > (1 << 30) || c->max_rows > INT32_MAX)
-        return DHS_ERR_INVALID_ARG;
-    if (c->max_requests < 1 || c->max_k < 1 || c->k_max < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
-        c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
-        c->tail_rows < 2 * c->k_max || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
-        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
-        return DHS_ERR_INVALID_ARG;
+    if (!config_valid(c)) return DHS_ERR_INVALID_ARG;
     if (be_fault(be, DHS_FAULT_HOST_ALLOC)) return DHS_ERR_NOMEM;
     dhs_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return DHS_ERR_NOMEM;
@@ -257,26 +298,16 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
         int g = arch->sources[i].group;
         ctx->grp_srcs[g][ctx->src_grp_idx[i]] = i;
     }
-    uint64_t page_bytes = (uint64_t)c->page_rows * ctx->row_stride;
+    dhs_sizes z;
+    if (derive_sizes(arch, c, &z) != DHS_OK) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
+    uint64_t page_bytes = z.page_bytes;
     ctx->n_pages = (int64_t)(c->device_bytes / page_bytes);
     if (ctx->n_pages > INT32_MAX / c->page_rows) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
-    ctx->pages_res = (int64_t)((c->reserve_bytes + page_bytes - 1) / page_bytes);
-    for (int g = 0; g < ng; g++)
-        ctx->req_pages_per_request += (int64_t)ctx->grp_nsrc[g] * (c->hot_rows + c->tail_rows) / c->page_rows;
-    /* a request's round may resolve a group once per OWN/REINDEX consumer;
-       every location stays valid until the round's consumers finish, so the
-       overflow bound is K_max * k per resolve call of the busiest group */
-    int32_t calls = 1;
-    for (int g = 0; g < ng; g++) {
-        int32_t n = 0;
-        for (int i = 0; i < arch->n_consumers; i++)
-            if (arch->consumers[i].group == g && (arch->consumers[i].kind == DHS_CONSUMER_OWN || arch->consumers[i].kind == DHS_CONSUMER_REINDEX)) n++;
-        if (n > calls) calls = n;
-    }
-    if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
-    ctx->arena_rows_per_slot = c->k_max * c->max_k * calls;
-    ctx->n_arenas = arena_count(ctx);
-    int64_t arena_pages = ((int64_t)c->max_requests * ctx->arena_rows_per_slot + c->page_rows - 1) / c->page_rows;
+    ctx->pages_res = (int64_t)(z.reserve_bytes / page_bytes);
+    ctx->req_pages_per_request = (int64_t)(z.request_bytes / page_bytes);
+    ctx->arena_rows_per_slot = (int32_t)z.staging_rows_per_slot;
+    ctx->n_arenas = z.staging_arenas;
+    int64_t arena_pages = z.staging_arenas ? (int64_t)(z.staging_bytes / page_bytes) / z.staging_arenas : 0;
     if (ctx->n_pages < 1 || (int64_t)ctx->n_arenas * arena_pages + ctx->pages_res + ctx->req_pages_per_request > ctx->n_pages) {
         ctx_free_all(ctx);
         return DHS_ERR_TOO_LARGE;

@@ -631,16 +631,25 @@ static int32_t widest_group(const dhs_ref_model *m)
     return w;
 }
 
+/* the library's own accounting (dhs_config_sizes), so the budget below can
+   never drift from what dhs_ctx_create reserves */
+static dhs_sizes hier_sizes(const dhs_ref_model *m, const dhs_config *c)
+{
+    dhs_arch a;
+    dhs_sizes z;
+    dhs_ref_arch(m, &a);
+    if (dhs_config_sizes(&a, c, &z) != DHS_OK) memset(&z, 0, sizeof z);
+    return z;
+}
+
 uint64_t dhs_ref_hier_required_bytes(const dhs_ref_model *m, const dhs_config *c)
 {
-    return (uint64_t)dhs_ref_n_sources(m) * (uint64_t)(c->hot_rows + c->tail_rows) * DHS_REF_ROW_BYTES;
+    return hier_sizes(m, c).request_bytes;
 }
 
 uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
 {
-    int64_t arena_pages = ((int64_t)c->max_requests * c->k_max * c->max_k + c->page_rows - 1) / c->page_rows;
-    int32_t arenas = c->staging_arenas > 0 ? c->staging_arenas : widest_group(m);
-    return (uint64_t)arenas * (uint64_t)arena_pages * (uint64_t)c->page_rows * DHS_REF_ROW_BYTES;
+    return hier_sizes(m, c).staging_bytes;
 }
 
 dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t positions, int32_t k_max,

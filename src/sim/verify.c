@@ -498,25 +498,22 @@ int verify_run(const verify_opts *o, verify_result *res)
     int32_t ng = v.arch.n_groups;
     v.grp_m = calloc((size_t)ng, sizeof *v.grp_m);
     v.grp_rows = calloc((size_t)ng, sizeof *v.grp_rows);
-    int64_t req_pages = 0, opt_pages = 0, max_nsrc = 0;
+    int64_t opt_pages = 0;
     for (int32_t g = 0; g < ng; g++) {
         int32_t ns = grp_nsrc(&v, g);
         for (int s = 0; s < v.arch.n_sources; s++)
             if (v.arch.sources[s].group == g) v.grp_m[g] = (int32_t)v.arch.sources[s].m;
         v.grp_rows[g] = c.max_rows / v.grp_m[g] + 2;
-        req_pages += (int64_t)ns * (c.hot_rows + c.tail_rows) / c.page_rows;
         opt_pages += (int64_t)ns * (o->max_prefix / v.grp_m[g]) / c.page_rows;
-        if (ns > max_nsrc) max_nsrc = ns;
     }
-    /* the library's staging reservation (see dhs_config.staging_arenas) */
-    int64_t calls = (o->layout == VERIFY_LAYOUT_V41 || o->compress > 1) ? 2 : 1;
-    int64_t arena_rows = calls * o->spec * o->k;
-    int64_t arena_pages = arena_rows <= o->hot_rows ? 0 : max_nsrc * (((int64_t)o->requests * arena_rows + c.page_rows - 1) / c.page_rows);
-    int64_t pages = o->pressure ? arena_pages + req_pages * (o->requests / 2) + opt_pages
-                                : arena_pages + (req_pages + opt_pages) * o->requests + 64;
-    if (o->pressure && pages < arena_pages + req_pages * 2 + opt_pages) pages = arena_pages + req_pages * 2 + opt_pages;
-    c.device_bytes = (uint64_t)pages * c.page_rows * o->row_bytes;
+    /* the library says what it reserves; the budget adds room for requests
+       and history: all of it at low pressure, little at high pressure */
     c.reserve_bytes = o->pressure ? (uint64_t)c.page_rows * o->row_bytes * 4 : 0;
+    dhs_sizes z;
+    if (dhs_config_sizes(&v.arch, &c, &z) != DHS_OK) { dhs_backend_destroy(v.be); free(v.grp_m); free(v.grp_rows); return -1; }
+    uint64_t opt_bytes = (uint64_t)opt_pages * z.page_bytes, fixed = z.staging_bytes + z.reserve_bytes;
+    c.device_bytes = o->pressure ? fixed + z.request_bytes * (uint64_t)(o->requests / 2 > 2 ? o->requests / 2 : 2) + opt_bytes
+                                 : fixed + (z.request_bytes + opt_bytes) * (uint64_t)o->requests + 64 * z.page_bytes;
     v.cfg = c;
     dhs_status s = dhs_ctx_create(&v.arch, &c, v.be, &v.ctx);
     if (s != DHS_OK) { dhs_backend_destroy(v.be); free(v.grp_m); free(v.grp_rows); return -1; }
