@@ -356,11 +356,9 @@ nomem:
 void dhs_ctx_destroy(dhs_ctx *ctx)
 {
     if (!ctx) return;
-    if (ctx->be->ops->tick) {
-        /* complete everything before freeing memory that copies may touch */
-        dhs_ticket t = 0;
-        if (ctx->be->ops->record_readers(ctx->be, &t) == DHS_OK && t) ctx->be->ops->wait(ctx->be, t);
-    }
+    /* every reader and copy completes before the memory they touch is freed */
+    dhs_ticket t = 0;
+    if (ctx->be->ops->record_readers(ctx->be, &t) == DHS_OK && t) ctx->be->ops->wait(ctx->be, t);
     dhs_sync(ctx);
     ctx_free_all(ctx);
 }

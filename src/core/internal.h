@@ -180,6 +180,8 @@ static inline void bit_set(uint64_t *b, int64_t i) { b[i >> 6] |= (uint64_t)1 <<
 static inline void bit_clr(uint64_t *b, int64_t i) { b[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
 
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+/* grows ctx->pairs (the copy list) to hold n pairs, keeping its contents */
+dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n);
 
 /* residency (residency.c) */
 dhs_status res_admit(dhs_ctx *ctx, request *rq);

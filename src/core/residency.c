@@ -37,7 +37,7 @@ static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
     return (int64_t)ss->tail_pages[t / p] * p + t % p;
 }
 
-static dhs_status ensure_pairs(dhs_ctx *ctx, int64_t n)
+dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n)
 {
     if (n <= ctx->cap_pairs) return DHS_OK;
     int64_t cap = ctx->cap_pairs ? ctx->cap_pairs : 1024;
@@ -51,8 +51,6 @@ static dhs_status ensure_pairs(dhs_ctx *ctx, int64_t n)
     return DHS_OK;
 }
 
-dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n);
-dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n) { return ensure_pairs(ctx, n); }
 
 /* Issues the host backup of committed tail rows [tail_lo, hist_rows) of one
    group (all its sources) on the side stream, unless one is in flight. */
@@ -67,7 +65,7 @@ dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g)
         if (s != DHS_OK) return s;
     }
     if (!ctx->cfg.payload_free) {
-        dhs_status s = ensure_pairs(ctx, (hi - lo) * nsrc);
+        dhs_status s = pairs_reserve(ctx, (hi - lo) * nsrc);
         if (s != DHS_OK) return s;
         for (int32_t si = 0; si < nsrc; si++) {
             src_state *ss = &gs->src[si];
@@ -147,7 +145,7 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
     int32_t nsrc = ctx->grp_nsrc[g];
     int64_t n = 0;
     if (!ctx->cfg.payload_free) {
-        dhs_status s = ensure_pairs(ctx, (int64_t)p * nsrc);
+        dhs_status s = pairs_reserve(ctx, (int64_t)p * nsrc);
         if (s != DHS_OK) return s;
         for (int32_t si = 0; si < nsrc; si++) {
             src_state *ss = &gs->src[si];
@@ -345,7 +343,7 @@ void res_repopulate(dhs_ctx *ctx)
                 for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
                 if (!ok) continue;
                 int64_t n = 0;
-                if (!ctx->cfg.payload_free && ensure_pairs(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                if (!ctx->cfg.payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);

@@ -14,7 +14,6 @@
 
 #include "core/internal.h"
 
-dhs_status resolver_pairs(dhs_ctx *ctx, int64_t n);
 
 enum { C_TAIL = 1, C_OPT = 2, C_HOT = 3, C_STAGE = 4, C_MISS = 5 };
 #define CODE(kind, v) (((int64_t)(kind) << 48) | (int64_t)(v))
@@ -128,7 +127,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     const uint32_t promo = ctx->epoch ^ 0x80000000u;
     int64_t npairs = 0, tot = 0;
     for (int32_t i = 0; i < ctx->n_round; i++) tot += (int64_t)ctx->req[ctx->round_reqs[i]].g[g].n_staged * nsrc;
-    if (!c->payload_free && resolver_pairs(ctx, tot) != DHS_OK) {
+    if (!c->payload_free && pairs_reserve(ctx, tot) != DHS_OK) {
         /* no room to list the copies: drop the staged rows instead of promoting
            them (they keep their host copies) and release the arenas, so no
            staged mapping outlives the round */
@@ -343,7 +342,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
         grp_state *gs = &rq->g[g];
         const int32_t K = items[it].n_queries;
         const int64_t nent = (int64_t)K * k;
-        if (payload && (s = resolver_pairs(ctx, npairs + nent * nsrc)) != DHS_OK) break;
+        if (payload && (s = pairs_reserve(ctx, npairs + nent * nsrc)) != DHS_OK) break;
         int64_t *cd = code + ent;
         /* pass 1: direct and hot entries; every hit of the request's union is
            protected before any victim is chosen */
