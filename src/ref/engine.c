@@ -55,7 +55,6 @@ struct dhs_ref_engine {
     int32_t *loc;           /* [ng][slots][nsrc_max][kmax][k] */
     int32_t nsrc_max;
     uint8_t *rowbuf;        /* [slots][kmax+1][656] */
-    uint8_t *zeros;         /* [kmax+1][656] */
     uint8_t *fetch;         /* [k][656] rows read with dhs_read_location (fetch_rows) */
     int32_t *fidx;          /* [k] */
     float *prob;            /* [V] */
@@ -149,7 +148,6 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->sel = calloc((size_t)e->ng * S * K * (size_t)e->k, sizeof(int32_t));
     e->loc = calloc((size_t)e->ng * S * (size_t)e->nsrc_max * K * (size_t)e->k, sizeof(int32_t));
     e->rowbuf = aligned_alloc(16, S * (K + 1) * DHS_REF_ROW_BYTES);
-    e->zeros = aligned_alloc(16, (K + 1) * DHS_REF_ROW_BYTES);
     e->fetch = aligned_alloc(16, (size_t)e->k * DHS_REF_ROW_BYTES);
     e->fidx = calloc((size_t)e->k, sizeof(int32_t));
     e->prob = calloc((size_t)e->V, sizeof(float));
@@ -159,12 +157,11 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
     if (!e->titems || !e->tsel ||
         !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
-        !e->loc || !e->rowbuf || !e->zeros || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs) {
+        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
-    memset(e->zeros, 0, (K + 1) * DHS_REF_ROW_BYTES);
     *out = e;
     return DHS_OK;
 }
@@ -202,7 +199,6 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->sel);
     free(e->loc);
     free(e->rowbuf);
-    free(e->zeros);
     free(e->fetch);
     free(e->fidx);
     free(e->prob);
@@ -489,25 +485,6 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
                 return st;
             }
             if (!ctx || e->cfg.shadow) memcpy(s->rows[src] + first * DHS_REF_ROW_BYTES, buf, (size_t)nrows * DHS_REF_ROW_BYTES);
-        }
-        /* The library validates a group's selections against the rows written
-           for EVERY source of the group, but a follower computes its rows only
-           at its own layer, after the producer resolved. Until the library
-           accepts selections of block rows a follower has not written yet,
-           the follower's block rows are pre-written with zeros here and
-           rewritten with their real bytes at the follower's layer (the tail
-           location of a row does not change within the round). Attention
-           never reads the zeros: the compare mode checks exactly that. */
-        if (ctx && li->producer && nsrc > 1) {
-            for (int32_t i = 0; i < n; i++) {
-                sess *s = &e->s[ids[i]];
-                int64_t first = s->n / li->m, last = (s->n + K[i] - 1) / li->m;
-                for (int32_t q = 1; q < nsrc; q++)
-                    if ((st = dhs_write_rows(ctx, s->req, gsrc[q], first, (int32_t)(last - first + 1), e->zeros)) != DHS_OK) {
-                        set_err(e, "dhs_write_rows (follower pre-write)", st);
-                        return st;
-                    }
-            }
         }
         /* producer: selections of every query, then their locations */
         if (li->producer) {
