@@ -6,13 +6,7 @@
 #include <string.h>
 
 #include "core/backend.h"
-
-static int passes, failures;
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (c) passes++;                                                                  \
-        else { failures++; printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); }          \
-    } while (0)
+#include "test_help.h"
 
 int main(void)
 {
@@ -65,6 +59,5 @@ int main(void)
     CHECK(all);
     dhs_backend_destroy(be);
     CHECK(dhs_backend_cpu_create(&(dhs_cpu_options){.async_delay = -1}, &be) == DHS_ERR_INVALID_ARG);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return th_summary();
 }

@@ -3,13 +3,7 @@
 #include <stdio.h>
 
 #include "dhs.h"
-
-static int passes, failures;
-#define CHECK(c)                                                         \
-    do {                                                                 \
-        if (c) passes++;                                                 \
-        else { failures++; printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #c); } \
-    } while (0)
+#include "test_help.h"
 
 int main(void)
 {
@@ -87,6 +81,5 @@ int main(void)
     dhs_arch a0 = dhs_arch_default();
     CHECK(dhs_config_sizes(&a0, &bad, &z) == DHS_ERR_INVALID_ARG);
     CHECK(dhs_config_sizes(NULL, &bad, &z) == DHS_ERR_INVALID_ARG);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return th_summary();
 }

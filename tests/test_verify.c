@@ -7,19 +7,8 @@
 #include <stdlib.h>
 
 #include "sim/verify.h"
+#include "test_help.h"
 
-static int failures, passes;
-
-#define CHECK(cond, ...)                                                          \
-    do {                                                                          \
-        if (cond) passes++;                                                       \
-        else {                                                                    \
-            failures++;                                                           \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                \
-            printf(__VA_ARGS__);                                                  \
-            printf("\n");                                                         \
-        }                                                                         \
-    } while (0)
 
 static int scale(void)
 {
@@ -39,21 +28,21 @@ static void run(const char *name, verify_opts o, int pressure_mode, int spec_mod
            (unsigned long long)r.st.distinct_misses, (unsigned long long)r.st.waits, (unsigned long long)r.st.reclaims,
            (unsigned long long)r.st.repopulated_pages, (unsigned long long)r.faults_injected,
            (unsigned long long)r.st.staging_rows_peak, (unsigned long long)r.violations, r.first_violation);
-    CHECK(rc == 0 && r.violations == 0, "%s: %s", name, r.first_violation);
-    CHECK(r.lost_rows == 0, "%s lost rows", name);
-    CHECK(r.st.census_direct > 0 && r.st.census_hot > 0 && r.st.census_host > 0, "%s census share zero", name);
-    CHECK(r.st.host_rows_copied == r.st.distinct_misses, "%s copied %llu != misses %llu", name,
+    CHECKF(rc == 0 && r.violations == 0, "%s: %s", name, r.first_violation);
+    CHECKF(r.lost_rows == 0, "%s lost rows", name);
+    CHECKF(r.st.census_direct > 0 && r.st.census_hot > 0 && r.st.census_host > 0, "%s census share zero", name);
+    CHECKF(r.st.host_rows_copied == r.st.distinct_misses, "%s copied %llu != misses %llu", name,
           (unsigned long long)r.st.host_rows_copied, (unsigned long long)r.st.distinct_misses);
-    CHECK(r.checks > 0, "%s ran no invariant check", name);
+    CHECKF(r.checks > 0, "%s ran no invariant check", name);
     if (pressure_mode) {
-        CHECK(r.st.waits > 0, "%s no admission wait", name);
-        CHECK(r.st.reclaims > 0, "%s no reclaim", name);
-        CHECK(r.st.repopulated_pages > 0, "%s no repopulation", name);
+        CHECKF(r.st.waits > 0, "%s no admission wait", name);
+        CHECKF(r.st.reclaims > 0, "%s no reclaim", name);
+        CHECKF(r.st.repopulated_pages > 0, "%s no repopulation", name);
     }
-    if (o.faults > 0) CHECK(r.faults_injected > 0, "%s no fault injected", name);
+    if (o.faults > 0) CHECKF(r.faults_injected > 0, "%s no fault injected", name);
     if (spec_mode) {
-        CHECK(r.st.staging_rows_peak > 0, "%s staging unused", name);
-        CHECK(r.st.rejected_rows > 0 && r.st.accepted > 0, "%s no acceptance mix", name);
+        CHECKF(r.st.staging_rows_peak > 0, "%s staging unused", name);
+        CHECKF(r.st.rejected_rows > 0 && r.st.accepted > 0, "%s no acceptance mix", name);
     }
 }
 
@@ -110,7 +99,6 @@ int main(void)
     int rc = verify_run(&c, &r);
     printf("corruption run: rc %d, violations %llu, wrong bytes %llu: %s\n", rc, (unsigned long long)r.violations,
            (unsigned long long)r.wrong_bytes, r.first_violation);
-    CHECK(rc == 1 && r.wrong_bytes > 0, "deliberate corruption went unnoticed");
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    CHECKF(rc == 1 && r.wrong_bytes > 0, "deliberate corruption went unnoticed");
+    return th_summary();
 }
