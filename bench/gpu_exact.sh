@@ -29,4 +29,16 @@ for cfg in "own lru 1" "own lfu 9" "own clock 4" "follow fifo 5" "follow lfu 6" 
   printf '%-10s %-6s %-6s rc=%d %s\n' "$1" "$2" "$3" "$r" "$s"
   [ $r = 0 ] || { rc=1; tail -3 "$out/exact_$1_$2.err"; }
 done
+# the randomised harness with the hierarchy on the GPU: every located row is
+# read back from device memory and compared with its original bytes
+printf '\n%-52s %s\n' "dhs verify --backend cuda" result
+for args in "--requests 16 --steps 120" "--requests 16 --steps 120 --pressure high --faults 0.01" \
+            "--requests 16 --steps 40 --spec 8 --compress 4 --consumers glm" \
+            "--requests 16 --steps 40 --spec 8 --compress 4 --consumers v41 --pressure high"; do
+  j=$(timeout 240 "$root/build-gcuda/dhs" verify --backend cuda --seed 11 $args --json 2>"$out/verify.err")
+  r=$?
+  s=$(echo "$j" | grep -o '"entries": [0-9]*\|"violations": [0-9]*\|"waits": [0-9]*\|"reclaims": [0-9]*\|"staging_rows_peak": [0-9]*\|"faults_injected": [0-9]*' | tr '\n' ' ')
+  printf '%-52s rc=%d %s\n' "$args" "$r" "$s"
+  [ $r = 0 ] || { rc=1; tail -3 "$out/verify.err"; }
+done
 exit $rc

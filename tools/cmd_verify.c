@@ -15,7 +15,8 @@ static void usage(FILE *f)
             "locality, duplicates and -1 padding, new rows every step) through the public API,\n"
             "checks every returned location against the original row bytes (I2) and every\n"
             "invariant after every call. Exit status 1 iff a violation was found.\n\n"
-            "  --backend cpu          backend (cpu; the CUDA backend is checked by test_cuda)\n"
+            "  --backend cpu|cuda     backend (cpu); cuda needs a build with DHS_CUDA and a device:\n"
+            "                         every located row is read back from device memory\n"
             "  --requests N           concurrent request slots (32)\n"
             "  --steps N              decode rounds (300)\n"
             "  --seed S               random seed (1)\n"
@@ -52,7 +53,11 @@ int cmd_verify(int argc, char **argv)
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--random-order")) o.random_order = 1;
         else if (!strcmp(a, "--no-check")) o.check_every = 0;
-        else if (!strcmp(a, "--backend")) { if (!val || strcmp(val, "cpu")) goto bad; i++; }
+        else if (!strcmp(a, "--backend")) {
+            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda"))) goto bad;
+            o.use_cuda = !strcmp(val, "cuda");
+            i++;
+        }
         else if (!strcmp(a, "--requests")) NEXT_INT(1, 1024, o.requests);
         else if (!strcmp(a, "--steps")) NEXT_INT(0, 100000000, o.steps);
         else if (!strcmp(a, "--seed")) { if (arg_i64(val, 0, INT64_MAX, &x)) goto bad; o.seed = (uint64_t)x; i++; }
@@ -99,7 +104,13 @@ int cmd_verify(int argc, char **argv)
     o.progress = !json && isatty(2);
     verify_result r;
     int rc = verify_run(&o, &r);
-    if (rc < 0) { fprintf(stderr, "dhs verify: setup failed (configuration rejected by the library)\n"); return 2; }
+    if (rc < 0) {
+        fprintf(stderr, "dhs verify: setup failed (%s)\n",
+                o.use_cuda ? "no CUDA backend: built without CUDA or no device" : "configuration rejected by the library");
+        return 2;
+    }
+    if (o.use_cuda && (o.async_delay || o.random_order))
+        fprintf(stderr, "dhs verify: --async-delay/--random-order apply to the CPU backend only (ignored)\n");
     if (json) verify_print_json(stdout, &o, &r);
     else {
         printf("seed %llu: %llu entries, census direct %llu / hot %llu / host %llu, %llu distinct misses, %llu host rows copied\n",

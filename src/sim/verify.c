@@ -483,7 +483,8 @@ int verify_run(const verify_opts *o, verify_result *res)
         return -1;
     build_arch(&v);
     dhs_cpu_options co = {.async_delay = o->async_delay, .random_order = o->random_order, .seed = o->seed};
-    if (dhs_backend_cpu_create(&co, &v.be) != DHS_OK) return -1;
+    if ((o->use_cuda ? dhs_backend_cuda_create(0, &v.be) : dhs_backend_cpu_create(&co, &v.be)) != DHS_OK) return -1;
+    if (o->use_cuda && o->corrupt_at_step) { dhs_backend_destroy(v.be); return -1; } /* pool is device memory */
     dhs_config c = dhs_config_default();
     c.max_requests = o->requests;
     c.max_k = o->k;
@@ -584,7 +585,7 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
     const dhs_stats *s = &r->st;
     static const char *layouts[] = {"own", "glm", "v41"};
     fprintf(f,
-            "{\"seed\": %llu, \"backend\": \"cpu\", \"layout\": \"%s\", \"policy\": \"%s\", \"requests\": %d, \"steps\": %d, "
+            "{\"seed\": %llu, \"backend\": \"%s\", \"layout\": \"%s\", \"policy\": \"%s\", \"requests\": %d, \"steps\": %d, "
             "\"k\": %d, \"hot_rows\": %d, \"spec\": %d, \"compress\": %d, \"pressure\": \"%s\", \"async_delay\": %d, \"faults\": %g,\n"
             " \"entries\": %llu, \"violations\": %llu, \"census\": {\"direct\": %llu, \"hot\": %llu, \"host\": %llu},\n"
             " \"distinct_misses\": %llu, \"host_rows_copied\": %llu, \"invariant_checks\": %llu, \"wrong_bytes\": %llu,\n"
@@ -592,7 +593,7 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
             " \"retired_pages\": %llu, \"faults_injected\": %llu, \"lost_rows\": %llu, \"rounds\": %llu, \"accepted\": %llu,\n"
             " \"rejected_rows\": %llu, \"staging_rows\": %llu, \"staging_rows_peak\": %llu, \"backup_rows\": %llu,\n"
             " \"first_violation\": \"%s\"}\n",
-            (unsigned long long)o->seed, layouts[o->layout], dhs_policy_str(o->policy), o->requests, o->steps, o->k,
+            (unsigned long long)o->seed, o->use_cuda ? "cuda" : "cpu", layouts[o->layout], dhs_policy_str(o->policy), o->requests, o->steps, o->k,
             o->hot_rows, o->spec, o->compress, o->pressure ? "high" : "low", o->async_delay, o->faults,
             (unsigned long long)s->entries, (unsigned long long)r->violations, (unsigned long long)s->census_direct,
             (unsigned long long)s->census_hot, (unsigned long long)s->census_host, (unsigned long long)s->distinct_misses,

@@ -32,6 +32,7 @@ typedef struct verify_opts {
     double faults;         /* probability of an injected fault before each fallible call */
     int check_every;       /* run dhs_check_invariants after every call (1) */
     int progress;          /* print progress to stderr */
+    int use_cuda;          /* 1: the CUDA backend (device 0); async_delay/random_order are CPU-only */
     int corrupt_at_step;   /* >0: flip one byte of a returned location at this step (proves the checks bite) */
 } verify_opts;
 
