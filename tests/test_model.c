@@ -30,16 +30,7 @@
 #include "ref/run.h"
 #include "sim/trace.h"
 
-static int g_fail = 0;
-#define CHECK(cond, ...)                                                             \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            g_fail++;                                                                \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                            \
-            fprintf(stderr, "\n");                                                   \
-        }                                                                            \
-    } while (0)
+#include "test_help.h"
 
 static uint64_t g_rs;
 static uint64_t rnd(void) { return dhs_ref_rng_next(&g_rs); }
@@ -58,44 +49,44 @@ static void test_fp8(void)
 {
     for (int c = 0; c < 256; c++) {
         if ((c & 0x7f) == 0x7f) {
-            CHECK(isnan(dhs_ref_fp8_decode((uint8_t)c)), "code %#x is NaN", c);
+            CHECKF(isnan(dhs_ref_fp8_decode((uint8_t)c)), "code %#x is NaN", c);
             continue;
         }
         float v = dhs_ref_fp8_decode((uint8_t)c);
-        CHECK(dhs_ref_fp8_encode(v) == c, "code %#x -> %g -> %#x", c, v, dhs_ref_fp8_encode(v));
+        CHECKF(dhs_ref_fp8_encode(v) == c, "code %#x -> %g -> %#x", c, v, dhs_ref_fp8_encode(v));
         if (c > 0 && c < 0x7e) {
             float nx = dhs_ref_fp8_decode((uint8_t)(c + 1));
-            CHECK(nx > v, "positive codes ascend at %#x", c);
+            CHECKF(nx > v, "positive codes ascend at %#x", c);
             float mid = (v + nx) / 2.0f; /* exact: few mantissa bits */
             int even = (c & 1) ? c + 1 : c;
-            CHECK(dhs_ref_fp8_encode(mid) == even, "midpoint of %#x,%#x -> %#x (want %#x)", c, c + 1,
+            CHECKF(dhs_ref_fp8_encode(mid) == even, "midpoint of %#x,%#x -> %#x (want %#x)", c, c + 1,
                   dhs_ref_fp8_encode(mid), even);
-            CHECK(dhs_ref_fp8_encode(-mid) == (0x80 | even), "negative midpoint of %#x", c);
+            CHECKF(dhs_ref_fp8_encode(-mid) == (0x80 | even), "negative midpoint of %#x", c);
             float in = v + (nx - v) * 0.25f;
-            CHECK(dhs_ref_fp8_encode(in) == c, "a quarter above %#x rounds down", c);
+            CHECKF(dhs_ref_fp8_encode(in) == c, "a quarter above %#x rounds down", c);
         }
     }
-    CHECK(dhs_ref_fp8_decode(0x7e) == 448.0f, "max 448");
-    CHECK(dhs_ref_fp8_encode(1e9f) == 0x7e && dhs_ref_fp8_encode(-1e9f) == 0xfe, "saturation");
-    CHECK(dhs_ref_fp8_encode(460.0f) == 0x7e, "464 would be NaN: saturate");
-    CHECK(dhs_ref_fp8_decode(1) == 0x1p-9f, "smallest subnormal");
-    CHECK(dhs_ref_fp8_encode(0x1p-10f) == 0 && dhs_ref_fp8_encode(0x1.8p-9f) == 2, "subnormal ties to even");
-    CHECK(dhs_ref_fp8_encode(0.0f) == 0 && dhs_ref_fp8_encode(-0.0f) == 0x80, "zeros");
+    CHECKF(dhs_ref_fp8_decode(0x7e) == 448.0f, "max 448");
+    CHECKF(dhs_ref_fp8_encode(1e9f) == 0x7e && dhs_ref_fp8_encode(-1e9f) == 0xfe, "saturation");
+    CHECKF(dhs_ref_fp8_encode(460.0f) == 0x7e, "464 would be NaN: saturate");
+    CHECKF(dhs_ref_fp8_decode(1) == 0x1p-9f, "smallest subnormal");
+    CHECKF(dhs_ref_fp8_encode(0x1p-10f) == 0 && dhs_ref_fp8_encode(0x1.8p-9f) == 2, "subnormal ties to even");
+    CHECKF(dhs_ref_fp8_encode(0.0f) == 0 && dhs_ref_fp8_encode(-0.0f) == 0x80, "zeros");
     /* bf16 */
     for (int i = 0; i < 1000; i++) {
         float x = rndf() * 100.0f;
         uint16_t b = dhs_ref_bf16_encode(x);
         float y = dhs_ref_bf16_decode(b);
-        CHECK(fabsf(y - x) <= fabsf(x) * 0x1p-8f, "bf16 of %g is %g", x, y);
-        CHECK(dhs_ref_bf16_encode(y) == b, "bf16 fixed point");
+        CHECKF(fabsf(y - x) <= fabsf(x) * 0x1p-8f, "bf16 of %g is %g", x, y);
+        CHECKF(dhs_ref_bf16_encode(y) == b, "bf16 fixed point");
     }
-    CHECK(dhs_ref_bf16_encode(1.0f + 0x1p-8f) == dhs_ref_bf16_encode(1.0f), "bf16 tie to even (down)");
-    CHECK(dhs_ref_bf16_encode(1.0f + 0x1.8p-7f) == dhs_ref_bf16_encode(1.0f + 0x1p-6f), "bf16 tie to even (up)");
+    CHECKF(dhs_ref_bf16_encode(1.0f + 0x1p-8f) == dhs_ref_bf16_encode(1.0f), "bf16 tie to even (down)");
+    CHECKF(dhs_ref_bf16_encode(1.0f + 0x1.8p-7f) == dhs_ref_bf16_encode(1.0f + 0x1p-6f), "bf16 tie to even (up)");
 }
 
 static void test_rows(void)
 {
-    CHECK(DHS_REF_ROW_BYTES % 16 == 0, "rows are 16-byte multiples");
+    CHECKF(DHS_REF_ROW_BYTES % 16 == 0, "rows are 16-byte multiples");
     float lat[DHS_REF_LAT], back[DHS_REF_LAT];
     uint8_t row[DHS_REF_ROW_BYTES], row2[DHS_REF_ROW_BYTES];
     for (int it = 0; it < 200; it++) {
@@ -104,24 +95,24 @@ static void test_rows(void)
         dhs_ref_row_encode(lat, row);
         dhs_ref_row_decode(row, back);
         dhs_ref_row_encode(lat, row2);
-        CHECK(!memcmp(row, row2, sizeof row), "encoding is deterministic (iteration %d)", it);
+        CHECKF(!memcmp(row, row2, sizeof row), "encoding is deterministic (iteration %d)", it);
         float sc[4];
         memcpy(sc, row + DHS_REF_NOPE, sizeof sc);
         for (int t = 0; t < 4; t++) {
             int e;
-            CHECK(frexpf(sc[t], &e) == 0.5f, "scale %g is a power of two", sc[t]);
+            CHECKF(frexpf(sc[t], &e) == 0.5f, "scale %g is a power of two", sc[t]);
             for (int i = 0; i < DHS_REF_TILE; i++) {
                 float want = dhs_ref_fp8_decode(row[t * DHS_REF_TILE + i]) * sc[t];
                 if (f2u(want) != f2u(back[t * DHS_REF_TILE + i])) {
-                    CHECK(0, "decode of element %d differs", t * DHS_REF_TILE + i);
+                    CHECKF(0, "decode of element %d differs", t * DHS_REF_TILE + i);
                     break;
                 }
                 /* no element exceeds the tile's range; rounding error of 3 mantissa bits */
                 float x = lat[t * DHS_REF_TILE + i];
-                CHECK(fabsf(x) <= 448.0f * sc[t], "tile scale covers the tile");
+                CHECKF(fabsf(x) <= 448.0f * sc[t], "tile scale covers the tile");
                 float tol = fmaxf(fabsf(x) * 0x1p-4f, 0x1p-10f * sc[t]);
                 if (!(fabsf(back[t * DHS_REF_TILE + i] - x) <= tol)) {
-                    CHECK(0, "element %d: %g decodes as %g", t * DHS_REF_TILE + i, x, back[t * DHS_REF_TILE + i]);
+                    CHECKF(0, "element %d: %g decodes as %g", t * DHS_REF_TILE + i, x, back[t * DHS_REF_TILE + i]);
                     break;
                 }
             }
@@ -129,7 +120,7 @@ static void test_rows(void)
         for (int i = 0; i < DHS_REF_ROPE; i++) {
             uint16_t b;
             memcpy(&b, row + DHS_REF_NOPE + 16 + 2 * i, 2);
-            CHECK(b == dhs_ref_bf16_encode(lat[DHS_REF_NOPE + i]), "rope part is bf16");
+            CHECKF(b == dhs_ref_bf16_encode(lat[DHS_REF_NOPE + i]), "rope part is bf16");
         }
     }
 }
@@ -150,7 +141,7 @@ static void test_dot(void)
         float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
         for (; i < n; i++) s = s + a[i] * b[i];
         float got = dhs_ref_dot(a, b, n);
-        CHECK(f2u(got) == f2u(s), "dot order n=%d: %a vs %a", n, got, s);
+        CHECKF(f2u(got) == f2u(s), "dot order n=%d: %a vs %a", n, got, s);
     }
 }
 
@@ -174,11 +165,11 @@ static void check_topk(const float *sc, int64_t n, int32_t k, const char *what)
     qsort(all, (size_t)n, sizeof(int32_t), cmp_rule);
     int32_t cnt = dhs_ref_topk(sc, n, k, sel, scratch);
     int32_t want = n < k ? (int32_t)n : k;
-    CHECK(cnt == want, "%s: count %d want %d", what, cnt, want);
+    CHECKF(cnt == want, "%s: count %d want %d", what, cnt, want);
     for (int32_t i = 0; i < k; i++) {
         int32_t w = i < want ? all[i] : -1;
         if (sel[i] != w) {
-            CHECK(0, "%s (n=%" PRId64 " k=%d): entry %d is %d, the tie rule says %d", what, n, k, i, sel[i], w);
+            CHECKF(0, "%s (n=%" PRId64 " k=%d): entry %d is %d, the tie rule says %d", what, n, k, i, sel[i], w);
             break;
         }
     }
@@ -223,7 +214,7 @@ static void test_topk(void)
         int64_t x = rndi(0, 1000), y = rndi(0, 1000);
         if (x == y) continue;
         int better = a > b || (a == b && x < y);
-        CHECK((dhs_ref_topk_key(a, x) > dhs_ref_topk_key(b, y)) == better, "key order (%g,%" PRId64 ") vs (%g,%" PRId64 ")",
+        CHECKF((dhs_ref_topk_key(a, x) > dhs_ref_topk_key(b, y)) == better, "key order (%g,%" PRId64 ") vs (%g,%" PRId64 ")",
               a, x, b, y);
     }
 }
@@ -231,12 +222,12 @@ static void test_topk(void)
 /* ---------------------------------------------------------------- ring */
 static void test_ring(void)
 {
-    CHECK(dhs_ring_rows(2048, 8, 64) == 2176, "R_d(2048, 8, 64) = 2176 (DESIGN §6)");
+    CHECKF(dhs_ring_rows(2048, 8, 64) == 2176, "R_d(2048, 8, 64) = 2176 (DESIGN §6)");
     for (int it = 0; it < 50; it++) {
         int64_t W = rndi(0, 200);
         int32_t K = (int32_t)rndi(1, 9), p = (int32_t)rndi(1, 70);
         int64_t R = dhs_ring_rows(W, K, p);
-        CHECK(R % p == 0 && R >= W + K, "R_d(%" PRId64 ",%d,%d) = %" PRId64, W, K, p, R);
+        CHECKF(R % p == 0 && R >= W + K, "R_d(%" PRId64 ",%d,%d) = %" PRId64, W, K, p, R);
         for (int32_t slot = 0; slot < 3; slot++) {
             int64_t t0 = rndi(0, 5000);
             /* a live window: W prior positions, the position, K-1 more of the block */
@@ -244,9 +235,9 @@ static void test_ring(void)
             for (int64_t t = t0 - W; t <= t0 + K - 1; t++) {
                 if (t < 0) continue;
                 int64_t row = dhs_ring_row(R, slot, t);
-                CHECK(row >= slot * R && row < (slot + 1) * R, "slot %d keeps to its range", slot);
+                CHECKF(row >= slot * R && row < (slot + 1) * R, "slot %d keeps to its range", slot);
                 if (row >= slot * R && row < (slot + 1) * R) {
-                    CHECK(!seen[row - slot * R], "two live positions share ring row %" PRId64, row);
+                    CHECKF(!seen[row - slot * R], "two live positions share ring row %" PRId64, row);
                     seen[row - slot * R] = 1;
                 }
             }
@@ -258,7 +249,7 @@ static void test_ring(void)
     c.draft_window = 13;
     dhs_ref_model *m;
     if (dhs_ref_model_create(&c, &m) != DHS_OK) {
-        CHECK(0, "model");
+        CHECKF(0, "model");
         return;
     }
     int64_t R = dhs_ring_rows(c.draft_window, 4, 8), BIG = 400;
@@ -273,7 +264,7 @@ static void test_ring(void)
         dhs_ref_draft_step(m, tok, t, flat, BIG, 0, lb, sc);
         mism += memcmp(la, lb, sizeof(float) * (size_t)c.vocab) != 0;
     }
-    CHECK(mism == 0, "drafter through the ring differs at %d positions", mism);
+    CHECKF(mism == 0, "drafter through the ring differs at %d positions", mism);
     dhs_ref_scratch_destroy(sc);
     free(ring);
     free(flat);
@@ -299,7 +290,7 @@ static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
     dhs_ref_cfg c = small_model(layout, seed);
     dhs_ref_model *m;
     if (dhs_ref_model_create(&c, &m) != DHS_OK) {
-        CHECK(0, "model");
+        CHECKF(0, "model");
         return;
     }
     int64_t P = rndi(30, 60);
@@ -321,7 +312,7 @@ static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
     dhs_ref_round_out out = {L, &A, E, B};
     if (dhs_ref_prefill_run(m, tok, P, &pf) != DHS_OK || dhs_ref_engine_create(m, &ec, &e) != DHS_OK ||
         dhs_ref_engine_start(e, 0, &pf, (dhs_req){0, 0}) != DHS_OK) {
-        CHECK(0, "setup");
+        CHECKF(0, "setup");
         goto done;
     }
     for (int r = 0; r < 3; r++) {
@@ -329,7 +320,7 @@ static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
         const int32_t *t = dhs_ref_engine_tokens(e, 0, &nt); /* committed tokens + the anchor */
         memcpy(tok, t, sizeof(int32_t) * (size_t)nt);
         if (dhs_ref_engine_round(e, 1, &id, &K, &out) != DHS_OK) {
-            CHECK(0, "round");
+            CHECKF(0, "round");
             break;
         }
         /* query j reads token B[j] at position n + j: the prefill of the
@@ -339,15 +330,15 @@ static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
             tok[n + j] = B[j];
             dhs_ref_prefill q;
             if (dhs_ref_prefill_run(m, tok, n + j + 1, &q) != DHS_OK) {
-                CHECK(0, "prefill");
+                CHECKF(0, "prefill");
                 break;
             }
-            CHECK(!memcmp(q.logits, L + (int64_t)j * V, sizeof(float) * (size_t)V),
+            CHECKF(!memcmp(q.logits, L + (int64_t)j * V, sizeof(float) * (size_t)V),
                   "%s seed %" PRIu64 ": round %d query %d at position %" PRId64 " differs from the prefill",
                   dhs_ref_layout_str(layout), seed, r, j, n + j);
             dhs_ref_prefill_free(&q);
         }
-        CHECK(B[0] == t[n], "the anchor is the first query");
+        CHECKF(B[0] == t[n], "the anchor is the first query");
     }
 done:
     dhs_ref_engine_destroy(e);
@@ -385,13 +376,13 @@ static uint64_t run_compare(const dhs_ref_run_cfg *c, const char *what, agg *a)
 {
     dhs_ref_run_result r;
     int rc = dhs_ref_run(c, &r);
-    CHECK(rc == 0, "%s: run failed: %s", what, r.errmsg);
-    CHECK(r.identical, "%s: not identical (%" PRIu64 " logit rows differ, %" PRIu64 " token mismatches) %s", what,
+    CHECKF(rc == 0, "%s: run failed: %s", what, r.errmsg);
+    CHECKF(r.identical, "%s: not identical (%" PRIu64 " logit rows differ, %" PRIu64 " token mismatches) %s", what,
           r.logit_mismatches, r.token_mismatches, r.errmsg);
-    CHECK(r.sessions_done == (uint64_t)c->sessions, "%s: %" PRIu64 " sessions done", what, r.sessions_done);
-    CHECK(r.invariant_violations == 0, "%s: invariants", what);
-    CHECK(r.shadow_mismatches == 0, "%s: %" PRIu64 " located rows held other bytes", what, r.shadow_mismatches);
-    CHECK(r.logit_rows_compared > 0, "%s: nothing compared", what);
+    CHECKF(r.sessions_done == (uint64_t)c->sessions, "%s: %" PRIu64 " sessions done", what, r.sessions_done);
+    CHECKF(r.invariant_violations == 0, "%s: invariants", what);
+    CHECKF(r.shadow_mismatches == 0, "%s: %" PRIu64 " located rows held other bytes", what, r.shadow_mismatches);
+    CHECKF(r.logit_rows_compared > 0, "%s: nothing compared", what);
     if (a) {
         a->reclaims += r.st.reclaims;
         a->waits += r.st.waits;
@@ -417,11 +408,11 @@ static void check_trace(const char *path, const dhs_ref_run_cfg *c, uint64_t rou
     dhs_trace_reader *rd;
     char err[256];
     if (dhs_trace_reader_open(path, 0, &rd, err, sizeof err) != DHS_TRACE_OK) {
-        CHECK(0, "trace: %s", err);
+        CHECKF(0, "trace: %s", err);
         return;
     }
     const dhs_trace_header *h = dhs_trace_reader_header(rd);
-    CHECK(h->k[0] == c->model.topk && h->k_max == c->spec && h->n_requests == c->sessions, "trace header");
+    CHECKF(h->k[0] == c->model.topk && h->k_max == c->spec && h->n_requests == c->sessions, "trace header");
     dhs_trace_event ev;
     dhs_trace_status st;
     uint64_t starts = 0, ends = 0, nr = 0;
@@ -430,8 +421,8 @@ static void check_trace(const char *path, const dhs_ref_run_cfg *c, uint64_t rou
         ends += ev.kind == DHS_TRACE_EV_END;
         nr += ev.kind == DHS_TRACE_EV_ROUND;
     }
-    CHECK(st == DHS_TRACE_EOF, "trace: %s", dhs_trace_reader_error(rd));
-    CHECK(starts == (uint64_t)c->sessions && ends == starts && nr == rounds,
+    CHECKF(st == DHS_TRACE_EOF, "trace: %s", dhs_trace_reader_error(rd));
+    CHECKF(starts == (uint64_t)c->sessions && ends == starts && nr == rounds,
           "trace: %" PRIu64 " starts, %" PRIu64 " ends, %" PRIu64 " rounds (run: %" PRIu64 ")", starts, ends, nr, rounds);
     dhs_trace_reader_close(rd);
 }
@@ -453,15 +444,15 @@ static void test_compare_all(uint64_t seed)
             run_compare(&c, what, &a);
         }
         const char *ln = dhs_ref_layout_str(layouts[li]);
-        CHECK(a.reclaims > 0, "%s: no reclaim happened", ln);
-        CHECK(a.waits > 0, "%s: no admission waited", ln);
-        CHECK(a.host > 0 && a.hot > 0 && a.direct > 0, "%s: census %" PRIu64 "/%" PRIu64 "/%" PRIu64, ln, a.direct,
+        CHECKF(a.reclaims > 0, "%s: no reclaim happened", ln);
+        CHECKF(a.waits > 0, "%s: no admission waited", ln);
+        CHECKF(a.host > 0 && a.hot > 0 && a.direct > 0, "%s: census %" PRIu64 "/%" PRIu64 "/%" PRIu64, ln, a.direct,
               a.hot, a.host);
-        CHECK(a.staging > 0, "%s: no staging", ln);
-        CHECK(a.rejected > 0, "%s: no proposal was rejected", ln);
+        CHECKF(a.staging > 0, "%s: no staging", ln);
+        CHECKF(a.rejected > 0, "%s: no proposal was rejected", ln);
         refill += a.refill;
     }
-    CHECK(refill > 0, "no page was refilled in any run");
+    CHECKF(refill > 0, "no page was refilled in any run");
     /* speculative sampling through the hierarchy */
     dhs_ref_run_cfg c = small_run(DHS_REF_LAYOUT_FOLLOW, seed + 7);
     c.verify = DHS_REF_VERIFY_SAMPLE;
@@ -498,15 +489,15 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
     c.hier = 1;
     c.spec = 5;
     int r3 = dhs_ref_run(&c, &hier);
-    CHECK(r1 == 0 && r2 == 0 && r3 == 0, "runs: %s %s %s", plain.errmsg, spec.errmsg, hier.errmsg);
+    CHECKF(r1 == 0 && r2 == 0 && r3 == 0, "runs: %s %s %s", plain.errmsg, spec.errmsg, hier.errmsg);
     if (r1 == 0 && r2 == 0 && r3 == 0) {
-        CHECK(spec.accepted > 0 && spec.accepted < spec.proposals, "%s: speculation accepted %" PRIu64 " of %" PRIu64,
+        CHECKF(spec.accepted > 0 && spec.accepted < spec.proposals, "%s: speculation accepted %" PRIu64 " of %" PRIu64,
               dhs_ref_layout_str(layout), spec.accepted, spec.proposals);
-        CHECK(spec.rounds < plain.rounds, "%s: speculation saved no round", dhs_ref_layout_str(layout));
+        CHECKF(spec.rounds < plain.rounds, "%s: speculation saved no round", dhs_ref_layout_str(layout));
         for (int32_t i = 0; i < c.sessions; i++) {
-            CHECK(plain.tokens_of[i] == spec.tokens_of[i], "%s seed %" PRIu64 ": session %d: greedy K=4 tokens differ from plain",
+            CHECKF(plain.tokens_of[i] == spec.tokens_of[i], "%s seed %" PRIu64 ": session %d: greedy K=4 tokens differ from plain",
                   dhs_ref_layout_str(layout), seed, i);
-            CHECK(plain.tokens_of[i] == hier.tokens_of[i],
+            CHECKF(plain.tokens_of[i] == hier.tokens_of[i],
                   "%s seed %" PRIu64 ": session %d: hierarchical K=5 tokens differ from resident plain",
                   dhs_ref_layout_str(layout), seed, i);
         }
@@ -534,14 +525,14 @@ int main(void)
     test_dot();
     test_topk();
     test_ring();
-    printf("formats, dot order, top-k ties, ring: %s\n", g_fail ? "FAILED" : "ok");
+    printf("formats, dot order, top-k ties, ring: %s\n", (int)th_failed ? "FAILED" : "ok");
     for (int s = 0; s < scale; s++) {
         uint64_t sd = seed + 1000u * (uint64_t)s;
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_decode_equals_prefill((dhs_ref_layout)l, sd + (uint64_t)l);
-        printf("decode == prefill (every query of speculative rounds, 3 layouts): %s\n", g_fail ? "FAILED" : "ok");
+        printf("decode == prefill (every query of speculative rounds, 3 layouts): %s\n", (int)th_failed ? "FAILED" : "ok");
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_spec_equals_plain((dhs_ref_layout)l, sd + 10 + (uint64_t)l);
         test_compare_all(sd + 100);
     }
-    printf("test_model: %s (%d failures, seed %" PRIu64 ")\n", g_fail ? "FAILED" : "PASSED", g_fail, seed);
-    return g_fail ? 1 : 0;
+    printf("test_model: %s (%d failures, seed %" PRIu64 ")\n", (int)th_failed ? "FAILED" : "PASSED", (int)th_failed, seed);
+    return (int)th_failed ? 1 : 0;
 }

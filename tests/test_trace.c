@@ -22,16 +22,7 @@
 #include "sim/trace.h"
 #include "sim/tracegen.h"
 
-static int g_fail = 0;
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            g_fail++;                                                            \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-        }                                                                        \
-    } while (0)
+#include "test_help.h"
 
 /* ---------------------------------------------------------------- rng */
 static uint64_t g_rs;
@@ -306,17 +297,17 @@ static void test_roundtrip(int iters)
         random_script(&s, (int)rndi(0, 40));
         char err[512];
         dhs_trace_status st = write_script(&s, path, err, sizeof err);
-        CHECK(st == DHS_TRACE_OK, "iteration %d: write failed: %s", it, err);
+        CHECKF(st == DHS_TRACE_OK, "iteration %d: write failed: %s", it, err);
         dhs_trace_reader *r;
         st = dhs_trace_reader_open(path, 0, &r, err, sizeof err);
-        CHECK(st == DHS_TRACE_OK, "iteration %d: open failed: %s", it, err);
+        CHECKF(st == DHS_TRACE_OK, "iteration %d: open failed: %s", it, err);
         if (!st) {
             int bad = compare_script(&s, r);
-            CHECK(bad == 0, "iteration %d: %d mismatches after round trip", it, bad);
+            CHECKF(bad == 0, "iteration %d: %d mismatches after round trip", it, bad);
             entries += dhs_trace_reader_totals(r)->entries;
-            CHECK(dhs_trace_reader_rewind(r) == DHS_TRACE_OK, "rewind");
+            CHECKF(dhs_trace_reader_rewind(r) == DHS_TRACE_OK, "rewind");
             bad = compare_script(&s, r);
-            CHECK(bad == 0, "iteration %d: %d mismatches after rewind", it, bad);
+            CHECKF(bad == 0, "iteration %d: %d mismatches after rewind", it, bad);
             dhs_trace_reader_close(r);
         }
         script_free(&s);
@@ -388,19 +379,19 @@ static void test_reject(void)
     p.out_len = 5;
     p.batch = 2;
     st = dhs_tracegen_write(&p, path, NULL, err, sizeof err);
-    CHECK(st == DHS_TRACE_OK, "gen small: %s", err);
+    CHECKF(st == DHS_TRACE_OK, "gen small: %s", err);
     size_t n;
     unsigned char *b = slurp(path, &n);
-    CHECK(b && n > 100, "read back");
+    CHECKF(b && n > 100, "read back");
     if (!b) return;
-    CHECK(read_all(path, 0, err, sizeof err) == DHS_TRACE_EOF, "valid file reads to EOF: %s", err);
+    CHECKF(read_all(path, 0, err, sizeof err) == DHS_TRACE_EOF, "valid file reads to EOF: %s", err);
 
     /* bad magic: other file, empty file, short file */
     spit(bad, (const unsigned char *)"NOTATRACE-----------------------------------------------------", 60);
-    CHECK(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_BAD_MAGIC, "other file: %s", err);
+    CHECKF(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_BAD_MAGIC, "other file: %s", err);
     spit(bad, b, 0);
-    CHECK(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_BAD_MAGIC, "empty file: %s", err);
-    CHECK(read_all("/nonexistent/dir/x.dtr", 0, err, sizeof err) == DHS_TRACE_ERR_IO, "missing file: %s", err);
+    CHECKF(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_BAD_MAGIC, "empty file: %s", err);
+    CHECKF(read_all("/nonexistent/dir/x.dtr", 0, err, sizeof err) == DHS_TRACE_ERR_IO, "missing file: %s", err);
 
     /* bad version (checked before the header checksum) */
     unsigned char *c = malloc(n);
@@ -408,8 +399,8 @@ static void test_reject(void)
     wr32(c + 8, 2);
     spit(bad, c, n);
     st = read_all(bad, 0, err, sizeof err);
-    CHECK(st == DHS_TRACE_ERR_BAD_VERSION, "version 2: %d %s", st, err);
-    CHECK(strstr(err, "version 2") != NULL, "message names the version: %s", err);
+    CHECKF(st == DHS_TRACE_ERR_BAD_VERSION, "version 2: %d %s", st, err);
+    CHECKF(strstr(err, "version 2") != NULL, "message names the version: %s", err);
 
     /* every truncation */
     int trunc_bad = 0;
@@ -421,7 +412,7 @@ static void test_reject(void)
             if (trunc_bad++ < 5) fprintf(stderr, "truncated to %zu of %zu: status %d (%s)\n", L, n, st, err);
         }
     }
-    CHECK(trunc_bad == 0, "%d truncation lengths not reported as truncated", trunc_bad);
+    CHECKF(trunc_bad == 0, "%d truncation lengths not reported as truncated", trunc_bad);
 
     /* every byte flipped */
     int flip_bad = 0;
@@ -434,19 +425,19 @@ static void test_reject(void)
             if (flip_bad++ < 5) fprintf(stderr, "flip at byte %zu of %zu not detected (status %d)\n", i, n, st);
         }
     }
-    CHECK(flip_bad == 0, "%d flipped bytes not detected", flip_bad);
+    CHECKF(flip_bad == 0, "%d flipped bytes not detected", flip_bad);
 
     /* trailing bytes */
     unsigned char *t = malloc(n + 4);
     memcpy(t, b, n);
     memset(t + n, 0, 4);
     spit(bad, t, n + 4);
-    CHECK(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_CORRUPT, "trailing bytes: %s", err);
+    CHECKF(read_all(bad, 0, err, sizeof err) == DHS_TRACE_ERR_CORRUPT, "trailing bytes: %s", err);
     free(t);
 
     /* semantic errors behind valid checksums */
     size_t rec = first_round(b, n);
-    CHECK(rec > 0, "found a round");
+    CHECKF(rec > 0, "found a round");
     if (rec) {
         uint32_t count = rd32(b + rec + 4);
         /* n_r of the first item + 1 */
@@ -455,7 +446,7 @@ static void test_reject(void)
         fix_record_check(c, rec);
         spit(bad, c, n);
         st = read_all(bad, 0, err, sizeof err);
-        CHECK(st == DHS_TRACE_ERR_SEQUENCE, "n_r changed: %d %s", st, err);
+        CHECKF(st == DHS_TRACE_ERR_SEQUENCE, "n_r changed: %d %s", st, err);
         /* first row of the first item made invisible */
         memcpy(c, b, n);
         size_t row0 = rec + 16 + 8 + 24 * (size_t)count;
@@ -463,27 +454,27 @@ static void test_reject(void)
         fix_record_check(c, rec);
         spit(bad, c, n);
         st = read_all(bad, 0, err, sizeof err);
-        CHECK(st == DHS_TRACE_ERR_ROW, "invisible row: %d %s", st, err);
+        CHECKF(st == DHS_TRACE_ERR_ROW, "invisible row: %d %s", st, err);
         st = read_all(bad, DHS_TRACE_READ_NO_ROW_CHECK, err, sizeof err);
-        CHECK(st == DHS_TRACE_EOF, "invisible row accepted with NO_ROW_CHECK: %d %s", st, err);
+        CHECKF(st == DHS_TRACE_EOF, "invisible row accepted with NO_ROW_CHECK: %d %s", st, err);
         /* two different entries swapped: sum unchanged, sum of sums not */
         memcpy(c, b, n);
         size_t x = row0;
         while (x + 8 <= rec + 16 + (size_t)rd64(b + rec + 8) && rd32(c + x) == rd32(c + x + 4)) x += 4;
         uint32_t w0 = rd32(c + x), w1 = rd32(c + x + 4);
-        CHECK(w0 != w1, "found two different adjacent entries");
+        CHECKF(w0 != w1, "found two different adjacent entries");
         wr32(c + x, w1);
         wr32(c + x + 4, w0);
         spit(bad, c, n);
         st = read_all(bad, DHS_TRACE_READ_NO_ROW_CHECK, err, sizeof err);
-        CHECK(st == DHS_TRACE_ERR_CORRUPT, "swapped entries: %d %s", st, err);
+        CHECKF(st == DHS_TRACE_ERR_CORRUPT, "swapped entries: %d %s", st, err);
         /* K_r above k_max */
         memcpy(c, b, n);
         wr32(c + rec + 16 + 8 + 4, 99);
         fix_record_check(c, rec);
         spit(bad, c, n);
         st = read_all(bad, 0, err, sizeof err);
-        CHECK(st == DHS_TRACE_ERR_CORRUPT, "K_r 99: %d %s", st, err);
+        CHECKF(st == DHS_TRACE_ERR_CORRUPT, "K_r 99: %d %s", st, err);
     }
     free(c);
     free(b);
@@ -499,54 +490,54 @@ static void test_reject(void)
     dhs_trace_writer *w;
     dhs_trace_header hb = h;
     hb.k[0] = 0;
-    CHECK(dhs_trace_writer_open(path, &hb, &w, err, sizeof err) == DHS_TRACE_ERR_INVALID_ARG && w == NULL, "k = 0");
+    CHECKF(dhs_trace_writer_open(path, &hb, &w, err, sizeof err) == DHS_TRACE_ERR_INVALID_ARG && w == NULL, "k = 0");
     hb = h;
     hb.n_sources = 2;
     hb.sources[1] = (dhs_trace_source){576, 4, 0};
-    CHECK(dhs_trace_writer_open(path, &hb, &w, err, sizeof err) == DHS_TRACE_ERR_INVALID_ARG, "mixed m in a group");
+    CHECKF(dhs_trace_writer_open(path, &hb, &w, err, sizeof err) == DHS_TRACE_ERR_INVALID_ARG, "mixed m in a group");
     st = dhs_trace_writer_open(path, &h, &w, err, sizeof err);
-    CHECK(st == DHS_TRACE_OK, "open: %s", err);
+    CHECKF(st == DHS_TRACE_OK, "open: %s", err);
     if (st) return;
     int32_t rows[8] = {0, 1, 2, -1, 0, 1, 2, 3};
     const int32_t *pp[1] = {rows};
     dhs_trace_item it = {0, 1, 3, 0, pp};
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_SEQUENCE, "round before start");
-    CHECK(dhs_trace_write_end(w, 0) == DHS_TRACE_ERR_SEQUENCE, "end before start");
-    CHECK(dhs_trace_write_start(w, 0, 3) == DHS_TRACE_OK, "start");
-    CHECK(dhs_trace_write_start(w, 0, 3) == DHS_TRACE_ERR_SEQUENCE, "start twice");
-    CHECK(dhs_trace_write_start(w, 7, 3) == DHS_TRACE_ERR_SEQUENCE, "id out of range");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_SEQUENCE, "round before start");
+    CHECKF(dhs_trace_write_end(w, 0) == DHS_TRACE_ERR_SEQUENCE, "end before start");
+    CHECKF(dhs_trace_write_start(w, 0, 3) == DHS_TRACE_OK, "start");
+    CHECKF(dhs_trace_write_start(w, 0, 3) == DHS_TRACE_ERR_SEQUENCE, "start twice");
+    CHECKF(dhs_trace_write_start(w, 7, 3) == DHS_TRACE_ERR_SEQUENCE, "id out of range");
     uint64_t bytes = dhs_trace_writer_bytes(w);
     rows[0] = 4; /* n_r = 3: query 0 sees rows 0..3 */
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "row 4 not visible");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "row 4 not visible");
     rows[0] = -2;
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "row -2");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "row -2");
     rows[0] = 3;
     it.n_r = 4;
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_SEQUENCE, "n_r 4 instead of prefix 3");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_SEQUENCE, "n_r 4 instead of prefix 3");
     it.n_r = 3;
     it.n_queries = 3;
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_INVALID_ARG, "K above k_max");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_INVALID_ARG, "K above k_max");
     it.n_queries = 1;
     it.accepted = 1;
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_INVALID_ARG, "accepted >= K");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_INVALID_ARG, "accepted >= K");
     it.accepted = 0;
     dhs_trace_item two[2] = {it, it};
-    CHECK(dhs_trace_write_round(w, 2, two) == DHS_TRACE_ERR_SEQUENCE, "request twice in a round");
-    CHECK(dhs_trace_writer_bytes(w) == bytes, "nothing written by refused rounds");
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_OK, "valid round: %s", dhs_trace_writer_error(w));
+    CHECKF(dhs_trace_write_round(w, 2, two) == DHS_TRACE_ERR_SEQUENCE, "request twice in a round");
+    CHECKF(dhs_trace_writer_bytes(w) == bytes, "nothing written by refused rounds");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_OK, "valid round: %s", dhs_trace_writer_error(w));
     it.n_r = 4; /* n_r + A + 1 */
     it.n_queries = 2;
     it.accepted = 1;
     rows[7] = 5; /* query 1 at position 5 sees rows 0..5 */
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_OK, "spec round: %s", dhs_trace_writer_error(w));
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_OK, "spec round: %s", dhs_trace_writer_error(w));
     rows[7] = 8;
     it.n_r = 6; /* query 1 at position 7 sees rows 0..7 */
-    CHECK(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "query 1 selecting row 8 at position 7");
-    CHECK(dhs_trace_write_end(w, 0) == DHS_TRACE_OK, "end");
-    CHECK(dhs_trace_write_end(w, 0) == DHS_TRACE_ERR_SEQUENCE, "end twice");
-    CHECK(dhs_trace_writer_close(w) == DHS_TRACE_OK, "close");
+    CHECKF(dhs_trace_write_round(w, 1, &it) == DHS_TRACE_ERR_ROW, "query 1 selecting row 8 at position 7");
+    CHECKF(dhs_trace_write_end(w, 0) == DHS_TRACE_OK, "end");
+    CHECKF(dhs_trace_write_end(w, 0) == DHS_TRACE_ERR_SEQUENCE, "end twice");
+    CHECKF(dhs_trace_writer_close(w) == DHS_TRACE_OK, "close");
     st = read_all(path, 0, err, sizeof err);
-    CHECK(st == DHS_TRACE_EOF, "hand-written trace reads back: %s", err);
+    CHECKF(st == DHS_TRACE_EOF, "hand-written trace reads back: %s", err);
     remove(path);
     remove(bad);
     printf("rejection: magic, version, %zu truncations, %zu flips, trailing bytes, semantics, writer checks\n", n, n);
@@ -591,12 +582,12 @@ static void test_gen_determinism(uint64_t seed)
     tmp_path(c, sizeof c, "gc");
     char err[512];
     dhs_tracegen_params p = small_params(seed);
-    CHECK(dhs_tracegen_write(&p, a, NULL, err, sizeof err) == DHS_TRACE_OK, "gen a: %s", err);
-    CHECK(dhs_tracegen_write(&p, b, NULL, err, sizeof err) == DHS_TRACE_OK, "gen b: %s", err);
+    CHECKF(dhs_tracegen_write(&p, a, NULL, err, sizeof err) == DHS_TRACE_OK, "gen a: %s", err);
+    CHECKF(dhs_tracegen_write(&p, b, NULL, err, sizeof err) == DHS_TRACE_OK, "gen b: %s", err);
     p.seed = seed + 1;
-    CHECK(dhs_tracegen_write(&p, c, NULL, err, sizeof err) == DHS_TRACE_OK, "gen c: %s", err);
-    CHECK(files_equal(a, b), "same seed %" PRIu64 " gives different bytes", seed);
-    CHECK(!files_equal(a, c), "seeds %" PRIu64 " and %" PRIu64 " give identical bytes", seed, seed + 1);
+    CHECKF(dhs_tracegen_write(&p, c, NULL, err, sizeof err) == DHS_TRACE_OK, "gen c: %s", err);
+    CHECKF(files_equal(a, b), "same seed %" PRIu64 " gives different bytes", seed);
+    CHECKF(!files_equal(a, c), "seeds %" PRIu64 " and %" PRIu64 " give identical bytes", seed, seed + 1);
     remove(a);
     remove(b);
     remove(c);
@@ -617,10 +608,10 @@ static void check_generated(const char *path, const dhs_tracegen_params *p, gsta
     char err[512];
     dhs_trace_reader *r;
     dhs_trace_status st = dhs_trace_reader_open(path, DHS_TRACE_READ_NO_ROW_CHECK, &r, err, sizeof err);
-    CHECK(st == DHS_TRACE_OK, "open: %s", err);
+    CHECKF(st == DHS_TRACE_OK, "open: %s", err);
     if (st) return;
     const dhs_trace_header *h = dhs_trace_reader_header(r);
-    CHECK(h->k_max == p->spec && h->n_groups == p->n_producers, "header matches params");
+    CHECKF(h->k_max == p->spec && h->n_groups == p->n_producers, "header matches params");
     int64_t maxrows = (p->context + (int64_t)p->n_rounds * p->spec + 2) / p->m + 1;
     uint32_t *mark = calloc((size_t)maxrows, sizeof *mark), *m0 = calloc((size_t)maxrows, sizeof *m0);
     uint32_t *pm = calloc((size_t)maxrows, sizeof *pm);
@@ -702,8 +693,8 @@ static void check_generated(const char *path, const dhs_tracegen_params *p, gsta
                 }
         }
     }
-    CHECK(st == DHS_TRACE_EOF, "generated trace reads to EOF: %s", dhs_trace_reader_error(r));
-    CHECK(started == ended && started > 0, "every started request ended (%d started, %d ended)", started, ended);
+    CHECKF(st == DHS_TRACE_EOF, "generated trace reads to EOF: %s", dhs_trace_reader_error(r));
+    CHECKF(started == ended && started > 0, "every started request ended (%d started, %d ended)", started, ended);
     dhs_trace_reader_close(r);
     free(mark);
     free(m0);
@@ -728,7 +719,7 @@ static void test_gen_properties(uint64_t seed)
             p.context_min = 250;
             p.n_producers = 2;
         }
-        CHECK(dhs_tracegen_write(&p, path, NULL, err, sizeof err) == DHS_TRACE_OK, "gen variant %d: %s", variant, err);
+        CHECKF(dhs_tracegen_write(&p, path, NULL, err, sizeof err) == DHS_TRACE_OK, "gen variant %d: %s", variant, err);
         gstats S;
         check_generated(path, &p, &S);
         double prod = S.prod_total ? (double)S.prod_hits / (double)S.prod_total : 1.0;
@@ -736,17 +727,17 @@ static void test_gen_properties(uint64_t seed)
         printf("generator variant %d (m=%u, %s): %" PRIu64 " queries, %" PRIu64
                " rows; producer overlap %.3f (min %.3f), spec overlap %.3f\n",
                variant, p.m, p.sorted ? "sorted" : "score order", S.queries, S.rows_total, prod, S.prod_min, spec);
-        CHECK(S.queries > 0, "variant %d produced queries", variant);
-        CHECK(S.dup_queries == 0, "variant %d: %" PRIu64 " queries with duplicate rows", variant, S.dup_queries);
-        CHECK(S.invisible == 0, "variant %d: %" PRIu64 " rows not visible to their query", variant, S.invisible);
-        CHECK(S.missing_sinks == 0, "variant %d: %" PRIu64 " queries without all sinks", variant, S.missing_sinks);
-        CHECK(S.bad_short == 0, "variant %d: %" PRIu64 " queries with wrong padding", variant, S.bad_short);
-        CHECK(S.bad_order == 0, "variant %d: %" PRIu64 " rows out of order in a sorted trace", variant, S.bad_order);
+        CHECKF(S.queries > 0, "variant %d produced queries", variant);
+        CHECKF(S.dup_queries == 0, "variant %d: %" PRIu64 " queries with duplicate rows", variant, S.dup_queries);
+        CHECKF(S.invisible == 0, "variant %d: %" PRIu64 " rows not visible to their query", variant, S.invisible);
+        CHECKF(S.missing_sinks == 0, "variant %d: %" PRIu64 " queries without all sinks", variant, S.missing_sinks);
+        CHECKF(S.bad_short == 0, "variant %d: %" PRIu64 " queries with wrong padding", variant, S.bad_short);
+        CHECKF(S.bad_order == 0, "variant %d: %" PRIu64 " rows out of order in a sorted trace", variant, S.bad_order);
         if (S.prod_total) {
-            CHECK(prod >= 0.7 && prod <= 1.0, "variant %d: producer overlap %.3f outside [0.7, 1]", variant, prod);
-            CHECK(S.prod_min >= 0.5, "variant %d: a query's producer overlap %.3f", variant, S.prod_min);
+            CHECKF(prod >= 0.7 && prod <= 1.0, "variant %d: producer overlap %.3f outside [0.7, 1]", variant, prod);
+            CHECKF(S.prod_min >= 0.5, "variant %d: a query's producer overlap %.3f", variant, S.prod_min);
         }
-        if (S.spec_total) CHECK(spec >= 0.8, "variant %d: speculative overlap %.3f below 0.8", variant, spec);
+        if (S.spec_total) CHECKF(spec >= 0.8, "variant %d: speculative overlap %.3f below 0.8", variant, spec);
     }
     remove(path);
 }
@@ -759,7 +750,7 @@ static void test_read_speed(void)
     char err[512];
     dhs_tracegen_params p = dhs_tracegen_default(); /* 8 x 200 x 2048 = 3.3 M entries */
     dhs_trace_status st = dhs_tracegen_write(&p, path, NULL, err, sizeof err);
-    CHECK(st == DHS_TRACE_OK, "gen: %s", err);
+    CHECKF(st == DHS_TRACE_OK, "gen: %s", err);
     double best = 0;
     for (int rep = 0; rep < 3 && !st; rep++) {
         dhs_trace_reader *r;
@@ -784,7 +775,7 @@ static void test_read_speed(void)
 #endif
     );
 #if !defined(__SANITIZE_ADDRESS__) && defined(__OPTIMIZE__)
-    CHECK(best >= 20.0, "reader streams %.1f M entries/s, below 20", best);
+    CHECKF(best >= 20.0, "reader streams %.1f M entries/s, below 20", best);
 #endif
     remove(path);
 }
@@ -803,8 +794,8 @@ int main(void)
     test_gen_determinism(seed);
     test_gen_properties(seed);
     test_read_speed();
-    if (g_fail) {
-        printf("test_trace: %d checks FAILED (seed %" PRIu64 ")\n", g_fail, seed);
+    if ((int)th_failed) {
+        printf("test_trace: %d checks FAILED (seed %" PRIu64 ")\n", (int)th_failed, seed);
         return 1;
     }
     printf("test_trace: all checks passed\n");
