@@ -23,6 +23,7 @@
 #include "sim/tracegen.h"
 
 #include "test_help.h"
+#include "sim/util.h"
 
 /* ---------------------------------------------------------------- rng */
 static uint64_t g_rs;
@@ -34,13 +35,6 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 static int64_t rndi(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void tmp_path(char *buf, size_t n, const char *tag)
 {
@@ -754,14 +748,14 @@ static void test_read_speed(void)
     double best = 0;
     for (int rep = 0; rep < 3 && !st; rep++) {
         dhs_trace_reader *r;
-        double t0 = now_s();
+        double t0 = dhs_wall_s();
         if (dhs_trace_reader_open(path, 0, &r, err, sizeof err)) break;
         dhs_trace_event ev;
         uint64_t sum = 0;
         while (dhs_trace_next(r, &ev) == DHS_TRACE_OK)
             if (ev.kind == DHS_TRACE_EV_ROUND)
                 for (int32_t i = 0; i < ev.n_items; i++) sum += (uint32_t)ev.items[i].sel[0][0];
-        double dt = now_s() - t0;
+        double dt = dhs_wall_s() - t0;
         double rate = (double)dhs_trace_reader_totals(r)->entries / dt / 1e6;
         if (rate > best) best = rate;
         dhs_trace_reader_close(r);

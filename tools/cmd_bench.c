@@ -13,13 +13,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "dhs.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "sim/util.h"
 
 typedef struct {
     double us_per_call, mentries_per_s, scan_us_per_call, host_rows_per_call, direct, hot, host;
@@ -92,11 +86,11 @@ static int bench_resolve_one(int32_t B, int32_t k, int32_t misses, int32_t round
         dhs_write_rows(ctx, r, 0, n, 1, rows + (uint64_t)n * row_bytes);
         dhs_resolve_item it = {r, 1, sel, loc};
         if (round == warm) dhs_reset_stats(ctx);
-        double t0 = now_s();
+        double t0 = dhs_wall_s();
         dhs_status s = dhs_resolve(ctx, 0, k, 1, &it);
-        double t1 = now_s();
+        double t1 = dhs_wall_s();
         sink += scan_lookup(slot_rows, B, sel, k, mark, (uint32_t)round + 1, scan_out);
-        double t2 = now_s();
+        double t2 = dhs_wall_s();
         if (s != DHS_OK) { fprintf(stderr, "resolve failed: %s\n", dhs_status_str(s)); break; }
         if (round >= warm) { t_res += t1 - t0; t_scan += t2 - t1; }
         dhs_round_end(ctx, &acc);

@@ -14,13 +14,7 @@
 #include "cmds.h"
 #include "sim/trace.h"
 #include "sim/tracegen.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "sim/util.h"
 
 static void trace_usage(FILE *f)
 {
@@ -269,14 +263,14 @@ static int trace_gen(int argc, char **argv)
     }
     printf("seed %" PRIu64 "\n", p.seed);
     fflush(stdout);
-    double t0 = now_s();
+    double t0 = dhs_wall_s();
     dhs_tracegen_summary s;
     dhs_trace_status st = dhs_tracegen_write(&p, out, &s, err, sizeof err);
     if (st) {
         fprintf(stderr, "dhs trace gen: %s (%s)\n", err, dhs_trace_status_str(st));
         return st == DHS_TRACE_ERR_NOMEM ? 1 : 2;
     }
-    double dt = now_s() - t0;
+    double dt = dhs_wall_s() - t0;
     printf("wrote %s: %d requests, %" PRIu64 " rounds, %" PRIu64 " request-rounds, %" PRIu64
            " entries (%.2f%% padding), %" PRIu64 " bytes, %.2f s\n",
            out, s.requests_started, s.rounds, s.items, s.entries,
@@ -380,12 +374,12 @@ static int trace_info(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    double t_read = 0.0, t0 = now_s();
+    double t_read = 0.0, t0 = dhs_wall_s();
     dhs_trace_event ev;
     for (;;) {
-        double a = now_s();
+        double a = dhs_wall_s();
         st = dhs_trace_next(r, &ev);
-        t_read += now_s() - a;
+        t_read += dhs_wall_s() - a;
         if (st != DHS_TRACE_OK) break;
         if (ev.kind == DHS_TRACE_EV_START) {
             A.requests++;
@@ -482,7 +476,7 @@ static int trace_info(int argc, char **argv)
             }
         }
     }
-    double t_total = now_s() - t0;
+    double t_total = dhs_wall_s() - t0;
     if (st != DHS_TRACE_EOF) {
         fprintf(stderr, "dhs trace info: %s\n", dhs_trace_reader_error(r));
         rc = st == DHS_TRACE_ERR_NOMEM ? 1 : 2;

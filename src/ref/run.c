@@ -8,13 +8,7 @@
 
 #include "ref/run.h"
 #include "sim/trace.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "sim/util.h"
 
 dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
 {
@@ -126,7 +120,7 @@ static uint64_t fnv1a(const int32_t *t, int64_t n)
 
 int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
 {
-    double t_start = now_s();
+    double t_start = dhs_wall_s();
     dhs_ref_run_cfg c = *cfg;
     memset(r, 0, sizeof *r);
     if (c.slots < 1) c.slots = c.sessions / 2 > 1 ? c.sessions / 2 : 1;
@@ -174,9 +168,9 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     r->positions = c.context + c.tokens;
 
     /* prefill: once per session, shared by both storage modes */
-    double t0 = now_s();
+    double t0 = dhs_wall_s();
     if (prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
-    r->t_prefill = now_s() - t0;
+    r->t_prefill = dhs_wall_s() - t0;
 
     /* library */
     dhs_arch arch;
@@ -268,15 +262,15 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         if (n > 0) {
             dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
             if (er) {
-                double ta = now_s();
+                double ta = dhs_wall_s();
                 dhs_status st = dhs_ref_engine_round(er, n, ids, Kv, &o_res);
-                r->t_resident += now_s() - ta;
+                r->t_resident += dhs_wall_s() - ta;
                 if (st != DHS_OK) FAIL("resident round %" PRId64 ": %s", round, dhs_status_str(st));
             }
             if (eh) {
-                double ta = now_s();
+                double ta = dhs_wall_s();
                 dhs_status st = dhs_ref_engine_round(eh, n, ids, Kv, &o_hier);
-                r->t_hier += now_s() - ta;
+                r->t_hier += dhs_wall_s() - ta;
                 if (st != DHS_OK) FAIL("round %" PRId64 ": %s", round, dhs_ref_engine_error(eh));
             }
             const int32_t *A = er ? A_res : A_hier;
@@ -379,6 +373,6 @@ done:
     free(E_res);
     free(E_hier);
     dhs_ref_model_destroy(m);
-    r->t_total = now_s() - t_start;
+    r->t_total = dhs_wall_s() - t_start;
     return r->error ? -1 : 0;
 }

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "sim/util.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "trace.c reads and writes int32 blocks raw: little-endian hosts only"
@@ -54,15 +55,6 @@ static uint32_t get_u32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
-
-static void fmt(char *buf, size_t len, const char *f, ...)
-{
-    if (!buf || !len) return;
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, len, f, ap);
-    va_end(ap);
-}
 
 static uint32_t pad4(uint32_t n) { return (n + 3u) & ~3u; }
 
@@ -115,55 +107,55 @@ uint32_t dhs_trace_group_m(const dhs_trace_header *h, int32_t g)
 dhs_trace_status dhs_trace_header_validate(const dhs_trace_header *h, char *err, size_t err_len)
 {
     if (!h) {
-        fmt(err, err_len, "header is NULL");
+        dhs_errf(err, err_len, "header is NULL");
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     if (h->n_groups < 1 || h->n_groups > DHS_TRACE_MAX_GROUPS) {
-        fmt(err, err_len, "n_groups %d outside 1..%d", h->n_groups, DHS_TRACE_MAX_GROUPS);
+        dhs_errf(err, err_len, "n_groups %d outside 1..%d", h->n_groups, DHS_TRACE_MAX_GROUPS);
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     if (h->n_sources < h->n_groups || h->n_sources > DHS_TRACE_MAX_SOURCES) {
-        fmt(err, err_len, "n_sources %d outside n_groups..%d", h->n_sources, DHS_TRACE_MAX_SOURCES);
+        dhs_errf(err, err_len, "n_sources %d outside n_groups..%d", h->n_sources, DHS_TRACE_MAX_SOURCES);
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     for (int32_t g = 0; g < h->n_groups; g++)
         if (h->k[g] < 1 || h->k[g] > DHS_TRACE_MAX_K) {
-            fmt(err, err_len, "k of group %d is %d, outside 1..%d", g, h->k[g], DHS_TRACE_MAX_K);
+            dhs_errf(err, err_len, "k of group %d is %d, outside 1..%d", g, h->k[g], DHS_TRACE_MAX_K);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
     uint32_t gm[DHS_TRACE_MAX_GROUPS] = {0};
     for (int32_t s = 0; s < h->n_sources; s++) {
         const dhs_trace_source *src = &h->sources[s];
         if (src->group < 0 || src->group >= h->n_groups) {
-            fmt(err, err_len, "source %d names group %d, outside 0..%d", s, src->group, h->n_groups - 1);
+            dhs_errf(err, err_len, "source %d names group %d, outside 0..%d", s, src->group, h->n_groups - 1);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
         if (src->row_bytes == 0 || src->m < 1 || src->m > DHS_TRACE_MAX_M) {
-            fmt(err, err_len, "source %d: row_bytes %u / m %u invalid (row_bytes > 0, 1 <= m <= %d)", s,
+            dhs_errf(err, err_len, "source %d: row_bytes %u / m %u invalid (row_bytes > 0, 1 <= m <= %d)", s,
                 src->row_bytes, src->m, DHS_TRACE_MAX_M);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
         if (gm[src->group] && gm[src->group] != src->m) {
-            fmt(err, err_len, "sources of group %d have different m (%u, %u)", src->group, gm[src->group], src->m);
+            dhs_errf(err, err_len, "sources of group %d have different m (%u, %u)", src->group, gm[src->group], src->m);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
         gm[src->group] = src->m;
     }
     for (int32_t g = 0; g < h->n_groups; g++)
         if (!gm[g]) {
-            fmt(err, err_len, "group %d has no source", g);
+            dhs_errf(err, err_len, "group %d has no source", g);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
     if (h->n_requests < 1 || h->n_requests > DHS_TRACE_MAX_REQUESTS) {
-        fmt(err, err_len, "n_requests %d outside 1..%d", h->n_requests, DHS_TRACE_MAX_REQUESTS);
+        dhs_errf(err, err_len, "n_requests %d outside 1..%d", h->n_requests, DHS_TRACE_MAX_REQUESTS);
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     if (h->k_max < 1 || h->k_max > DHS_TRACE_MAX_QUERIES) {
-        fmt(err, err_len, "k_max %d outside 1..%d", h->k_max, DHS_TRACE_MAX_QUERIES);
+        dhs_errf(err, err_len, "k_max %d outside 1..%d", h->k_max, DHS_TRACE_MAX_QUERIES);
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     if (memchr(h->name, 0, sizeof h->name) == NULL || memchr(h->meta, 0, sizeof h->meta) == NULL) {
-        fmt(err, err_len, "name or meta not NUL-terminated within its limit");
+        dhs_errf(err, err_len, "name or meta not NUL-terminated within its limit");
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     return DHS_TRACE_OK;
@@ -264,15 +256,15 @@ static void ledger_free(ledger *L)
 static dhs_trace_status ledger_start(ledger *L, uint32_t req, int64_t prefix, char *err, size_t len)
 {
     if (req >= (uint32_t)L->n) {
-        fmt(err, len, "START of request %u, outside 0..%d", req, L->n - 1);
+        dhs_errf(err, len, "START of request %u, outside 0..%d", req, L->n - 1);
         return DHS_TRACE_ERR_SEQUENCE;
     }
     if (prefix < 0 || prefix >= DHS_TRACE_MAX_POSITIONS) {
-        fmt(err, len, "START of request %u with prefix %" PRId64 " outside 0..2^40-1", req, prefix);
+        dhs_errf(err, len, "START of request %u with prefix %" PRId64 " outside 0..2^40-1", req, prefix);
         return DHS_TRACE_ERR_SEQUENCE;
     }
     if (L->state[req] != RQ_NEW) {
-        fmt(err, len, "request %u started twice", req);
+        dhs_errf(err, len, "request %u started twice", req);
         return DHS_TRACE_ERR_SEQUENCE;
     }
     L->state[req] = RQ_LIVE;
@@ -284,11 +276,11 @@ static dhs_trace_status ledger_start(ledger *L, uint32_t req, int64_t prefix, ch
 static dhs_trace_status ledger_end(ledger *L, uint32_t req, char *err, size_t len)
 {
     if (req >= (uint32_t)L->n) {
-        fmt(err, len, "END of request %u, outside 0..%d", req, L->n - 1);
+        dhs_errf(err, len, "END of request %u, outside 0..%d", req, L->n - 1);
         return DHS_TRACE_ERR_SEQUENCE;
     }
     if (L->state[req] != RQ_LIVE) {
-        fmt(err, len, "END of request %u that is %s", req, L->state[req] == RQ_NEW ? "not started" : "already ended");
+        dhs_errf(err, len, "END of request %u that is %s", req, L->state[req] == RQ_NEW ? "not started" : "already ended");
         return DHS_TRACE_ERR_SEQUENCE;
     }
     L->state[req] = RQ_DONE;
@@ -331,7 +323,7 @@ static dhs_trace_status ledger_check_round(ledger *L, const dhs_trace_header *h,
                                            char *err, size_t len)
 {
     if (n < 0 || n > L->n || (n > 0 && !items)) {
-        fmt(err, len, "round %" PRIu64 ": %d items (at most %d requests)", round, n, L->n);
+        dhs_errf(err, len, "round %" PRIu64 ": %d items (at most %d requests)", round, n, L->n);
         return n < 0 || (n > 0 && !items) ? DHS_TRACE_ERR_INVALID_ARG : DHS_TRACE_ERR_SEQUENCE;
     }
     uint64_t ep = ++L->epoch;
@@ -339,52 +331,52 @@ static dhs_trace_status ledger_check_round(ledger *L, const dhs_trace_header *h,
         const dhs_trace_item *it = &items[i];
         uint32_t rq = it->req;
         if (rq >= (uint32_t)L->n) {
-            fmt(err, len, "round %" PRIu64 " item %d: request %u outside 0..%d", round, i, rq, L->n - 1);
+            dhs_errf(err, len, "round %" PRIu64 " item %d: request %u outside 0..%d", round, i, rq, L->n - 1);
             return DHS_TRACE_ERR_SEQUENCE;
         }
         if (L->state[rq] != RQ_LIVE) {
-            fmt(err, len, "round %" PRIu64 ": request %u is %s", round, rq,
+            dhs_errf(err, len, "round %" PRIu64 ": request %u is %s", round, rq,
                 L->state[rq] == RQ_NEW ? "not started" : "already ended");
             return DHS_TRACE_ERR_SEQUENCE;
         }
         if (L->seen[rq] == ep) {
-            fmt(err, len, "round %" PRIu64 ": request %u appears twice", round, rq);
+            dhs_errf(err, len, "round %" PRIu64 ": request %u appears twice", round, rq);
             return DHS_TRACE_ERR_SEQUENCE;
         }
         L->seen[rq] = ep;
         if (it->n_queries < 1 || it->n_queries > h->k_max) {
-            fmt(err, len, "round %" PRIu64 ": request %u has K_r = %d outside 1..k_max=%d", round, rq,
+            dhs_errf(err, len, "round %" PRIu64 ": request %u has K_r = %d outside 1..k_max=%d", round, rq,
                 it->n_queries, h->k_max);
             return range_err;
         }
         if (it->accepted < 0 || it->accepted >= it->n_queries) {
-            fmt(err, len, "round %" PRIu64 ": request %u accepted %d outside 0..K_r-1=%d", round, rq, it->accepted,
+            dhs_errf(err, len, "round %" PRIu64 ": request %u accepted %d outside 0..K_r-1=%d", round, rq, it->accepted,
                 it->n_queries - 1);
             return range_err;
         }
         if (it->n_r != L->next_n[rq]) {
-            fmt(err, len, "round %" PRIu64 ": request %u has n_r = %" PRId64 ", its lifecycle requires %" PRId64,
+            dhs_errf(err, len, "round %" PRIu64 ": request %u has n_r = %" PRId64 ", its lifecycle requires %" PRId64,
                 round, rq, it->n_r, L->next_n[rq]);
             return DHS_TRACE_ERR_SEQUENCE;
         }
         if (it->n_r + it->n_queries >= DHS_TRACE_MAX_POSITIONS) {
-            fmt(err, len, "round %" PRIu64 ": request %u positions beyond 2^40", round, rq);
+            dhs_errf(err, len, "round %" PRIu64 ": request %u positions beyond 2^40", round, rq);
             return DHS_TRACE_ERR_SEQUENCE;
         }
         if (!it->sel) {
-            fmt(err, len, "round %" PRIu64 ": request %u has no selections (sel == NULL)", round, rq);
+            dhs_errf(err, len, "round %" PRIu64 ": request %u has no selections (sel == NULL)", round, rq);
             return DHS_TRACE_ERR_INVALID_ARG;
         }
         for (int32_t g = 0; g < h->n_groups; g++) {
             if (!it->sel[g]) {
-                fmt(err, len, "round %" PRIu64 ": request %u group %d selection is NULL", round, rq, g);
+                dhs_errf(err, len, "round %" PRIu64 ": request %u group %d selection is NULL", round, rq, g);
                 return DHS_TRACE_ERR_INVALID_ARG;
             }
             int32_t bj, bi;
             if (check_rows &&
                 !rows_visible(it->sel[g], it->n_queries, h->k[g], it->n_r, dhs_trace_group_m(h, g), &bj, &bi)) {
                 int64_t vis = (it->n_r + bj + 1) / (int64_t)dhs_trace_group_m(h, g);
-                fmt(err, len,
+                dhs_errf(err, len,
                     "round %" PRIu64 ": request %u group %d query %d entry %d selects row %d, "
                     "visible rows are 0..%" PRId64 " (n_r=%" PRId64 ", m=%u) or -1",
                     round, rq, g, bj, bi, it->sel[g][(size_t)bj * (size_t)h->k[g] + (size_t)bi], vis - 1, it->n_r,
@@ -423,7 +415,7 @@ struct dhs_trace_writer {
 static dhs_trace_status w_write(dhs_trace_writer *w, const void *p, size_t n, ck *c)
 {
     if (n && fwrite(p, 1, n, w->f) != n) {
-        fmt(w->err, sizeof w->err, "write failed at byte %" PRIu64 ": %s", w->bytes, strerror(errno));
+        dhs_errf(w->err, sizeof w->err, "write failed at byte %" PRIu64 ": %s", w->bytes, strerror(errno));
         w->sticky = DHS_TRACE_ERR_IO;
         return w->sticky;
     }
@@ -458,14 +450,14 @@ dhs_trace_status dhs_trace_writer_open(const char *path, const dhs_trace_header 
 {
     if (out) *out = NULL;
     if (!path || !out) {
-        fmt(err, err_len, "path or out is NULL");
+        dhs_errf(err, err_len, "path or out is NULL");
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     dhs_trace_status st = dhs_trace_header_validate(h, err, err_len);
     if (st) return st;
     dhs_trace_writer *w = calloc(1, sizeof *w);
     if (!w) {
-        fmt(err, err_len, "out of memory");
+        dhs_errf(err, err_len, "out of memory");
         return DHS_TRACE_ERR_NOMEM;
     }
     w->h = *h;
@@ -474,12 +466,12 @@ dhs_trace_status dhs_trace_writer_open(const char *path, const dhs_trace_header 
     if (!ledger_init(&w->L, h->n_requests)) {
         ledger_free(&w->L);
         free(w);
-        fmt(err, err_len, "out of memory");
+        dhs_errf(err, err_len, "out of memory");
         return DHS_TRACE_ERR_NOMEM;
     }
     w->f = fopen(path, "wb");
     if (!w->f) {
-        fmt(err, err_len, "%s: cannot create: %s", path, strerror(errno));
+        dhs_errf(err, err_len, "%s: cannot create: %s", path, strerror(errno));
         ledger_free(&w->L);
         free(w);
         return DHS_TRACE_ERR_IO;
@@ -494,7 +486,7 @@ dhs_trace_status dhs_trace_writer_open(const char *path, const dhs_trace_header 
         remove(path);
         ledger_free(&w->L);
         free(w);
-        fmt(err, err_len, "out of memory");
+        dhs_errf(err, err_len, "out of memory");
         return DHS_TRACE_ERR_NOMEM;
     }
     memcpy(b, DHS_TRACE_MAGIC, 8);
@@ -526,7 +518,7 @@ dhs_trace_status dhs_trace_writer_open(const char *path, const dhs_trace_header 
     st = w_write(w, b, hb, NULL);
     free(b);
     if (st) {
-        fmt(err, err_len, "%s: %s", path, w->err);
+        dhs_errf(err, err_len, "%s: %s", path, w->err);
         fclose(w->f);
         remove(path);
         ledger_free(&w->L);
@@ -693,7 +685,7 @@ void dhs_trace_reader_close(dhs_trace_reader *r)
 static dhs_trace_status r_open_fail(dhs_trace_reader *r, dhs_trace_reader **out, char *err, size_t err_len)
 {
     dhs_trace_status st = r->sticky;
-    fmt(err, err_len, "%s", r->err);
+    dhs_errf(err, err_len, "%s", r->err);
     dhs_trace_reader_close(r);
     *out = NULL;
     return st;
@@ -704,12 +696,12 @@ dhs_trace_status dhs_trace_reader_open(const char *path, unsigned flags, dhs_tra
 {
     if (out) *out = NULL;
     if (!path || !out) {
-        fmt(err, err_len, "path or out is NULL");
+        dhs_errf(err, err_len, "path or out is NULL");
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     dhs_trace_reader *r = calloc(1, sizeof *r);
     if (!r) {
-        fmt(err, err_len, "out of memory");
+        dhs_errf(err, err_len, "out of memory");
         return DHS_TRACE_ERR_NOMEM;
     }
     r->flags = flags;

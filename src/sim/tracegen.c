@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "sim/util.h"
 
 /* ---------------------------------------------------------------- random */
 static uint64_t splitmix64(uint64_t *x)
@@ -61,15 +62,6 @@ static int64_t rng_below(rng *r, int64_t n) { return (int64_t)(rng_next(r) % (ui
 /* per-row fixed value in [0, 1) */
 static double hash01(uint64_t key, int64_t row) { return u01(mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
 
-static void fmt(char *buf, size_t len, const char *f, ...)
-{
-    if (!buf || !len) return;
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, len, f, ap);
-    va_end(ap);
-}
-
 /* ---------------------------------------------------------------- params */
 dhs_tracegen_params dhs_tracegen_default(void)
 {
@@ -116,7 +108,7 @@ dhs_trace_status dhs_tracegen_check(const dhs_tracegen_params *p, char *err, siz
 {
 #define BAD(...)                            \
     do {                                    \
-        fmt(err, len, __VA_ARGS__);         \
+        dhs_errf(err, len, __VA_ARGS__);         \
         return DHS_TRACE_ERR_INVALID_ARG;   \
     } while (0)
     if (!p) BAD("params is NULL");
@@ -441,7 +433,7 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
     dhs_trace_status st = dhs_tracegen_check(p, err, err_len);
     if (st) return st;
     if (!w) {
-        fmt(err, err_len, "writer is NULL");
+        dhs_errf(err, err_len, "writer is NULL");
         return DHS_TRACE_ERR_INVALID_ARG;
     }
     dhs_tracegen_summary sum;
@@ -463,7 +455,7 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
     items = calloc((size_t)batch, sizeof *items);
     acc = calloc((size_t)batch, sizeof *acc);
     if (!G.rq || !G.rest0 || !sel || !ptrs || !items || !acc) {
-        fmt(err, err_len, "out of memory (%zu selection bytes per round)", (size_t)batch * per_item * 4);
+        dhs_errf(err, err_len, "out of memory (%zu selection bytes per round)", (size_t)batch * per_item * 4);
         st = DHS_TRACE_ERR_NOMEM;
         goto done;
     }
@@ -474,7 +466,7 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
         while (live < batch && next_pending < N) {
             greq *q = &G.rq[next_pending];
             if (!start_request(p, q, (uint32_t)next_pending)) {
-                fmt(err, err_len, "out of memory");
+                dhs_errf(err, err_len, "out of memory");
                 st = DHS_TRACE_ERR_NOMEM;
                 goto done;
             }
@@ -506,7 +498,7 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
                         continue;
                     }
                     if (!ensure_rows(&G, V)) {
-                        fmt(err, err_len, "out of memory (%" PRId64 " rows)", V);
+                        dhs_errf(err, err_len, "out of memory (%" PRId64 " rows)", V);
                         st = DHS_TRACE_ERR_NOMEM;
                         goto done;
                     }
@@ -551,7 +543,7 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
     st = DHS_TRACE_OK;
     goto done;
 werr:
-    fmt(err, err_len, "%s", dhs_trace_writer_error(w));
+    dhs_errf(err, err_len, "%s", dhs_trace_writer_error(w));
 done:
     gen_free(&G, N);
     free(sel);
@@ -578,7 +570,7 @@ dhs_trace_status dhs_tracegen_write(const dhs_tracegen_params *p, const char *pa
         return st;
     }
     if ((st = dhs_trace_writer_close(w))) {
-        fmt(err, err_len, "%s: closing failed (%s)", path, dhs_trace_status_str(st));
+        dhs_errf(err, err_len, "%s: closing failed (%s)", path, dhs_trace_status_str(st));
         remove(path);
         return st;
     }
