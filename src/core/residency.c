@@ -378,37 +378,35 @@ void res_repopulate(dhs_ctx *ctx)
     ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
-void res_housekeeping(dhs_ctx *ctx)
+/* Completes what has completed (with force: waits for everything): tail
+   backups, populations and reclaim backups of every open request. */
+static void advance_all(dhs_ctx *ctx, int force)
 {
-    if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
-    deferred_sweep(ctx, 0);
     for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
         request *rq = &ctx->req[i];
         if (!rq->in_use) continue;
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             grp_state *gs = &rq->g[g];
-            backup_complete(ctx, rq, g, 0);
-            backup_issue(ctx, rq, g); /* retries a failed issue; no-op otherwise */
+            backup_complete(ctx, rq, g, force);
+            if (!force) backup_issue(ctx, rq, g); /* retries a failed issue; no-op otherwise */
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
-                if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 0);
+                if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, force);
         }
     }
+}
+
+void res_housekeeping(dhs_ctx *ctx)
+{
+    if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
+    deferred_sweep(ctx, 0);
+    advance_all(ctx, 0);
     res_repopulate(ctx);
 }
 
 dhs_status dhs_sync(dhs_ctx *ctx)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
-    for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
-        request *rq = &ctx->req[i];
-        if (!rq->in_use) continue;
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            grp_state *gs = &rq->g[g];
-            backup_complete(ctx, rq, g, 1);
-            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
-                if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 1);
-        }
-    }
+    advance_all(ctx, 1);
     deferred_sweep(ctx, 1);
     return DHS_OK;
 }
