@@ -75,6 +75,14 @@ typedef enum dhs_status {
 
 const char *dhs_status_str(dhs_status s);
 
+/* Library version: DHS_VERSION_MAJOR.MINOR.PATCH of the headers compiled
+   against; dhs_version() returns the linked library's as "MAJOR.MINOR.PATCH". */
+#define DHS_VERSION_MAJOR 0
+#define DHS_VERSION_MINOR 2
+#define DHS_VERSION_PATCH 0
+#define DHS_VERSION_STRING "0.2.0"
+const char *dhs_version(void);
+
 #define DHS_ALIGN 16 /* row buffers must be 16-byte aligned (16-byte loads on GPU) */
 
 /* ---------------------------------------------------------- architecture */

@@ -6,6 +6,8 @@
 #include "core/internal.h"
 
 /* ------------------------------------------------------------- strings */
+const char *dhs_version(void) { return DHS_VERSION_STRING; }
+
 const char *dhs_status_str(dhs_status s)
 {
     switch (s) {
