@@ -38,10 +38,12 @@
 
 #include "dhs.h"
 
+#ifndef DHS_HD
 #if defined(__CUDACC__)
 #define DHS_HD __host__ __device__
 #else
 #define DHS_HD
+#endif
 #endif
 
 /* the kernel's selection width: k <= this (DeepSeek-V3.2 / GLM-5.x index top-k) */
