@@ -148,8 +148,8 @@ int main(void)
     for (int g = 0; g < G_NGEN; g++)
         for (int ki = 0; ki < 4; ki++) {
             int32_t k = ks[ki];
-            int64_t ns[] = {0, 1, k - 1, k, k + 1, 2 * k + 3, 4097, 70000};
-            for (int ni = 0; ni < 8; ni++) {
+            int64_t ns[] = {0, 1, k - 1, k, k + 1, 2 * k + 3, 4096, 4097, 70000};
+            for (int ni = 0; ni < 9; ni++) {
                 if (ns[ni] < 0) continue;
                 total += run_case(&b, (gen_kind)g, ns[ni], k, 3, ni & 1, -1, &rng);
                 cases++;

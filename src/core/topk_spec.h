@@ -20,15 +20,15 @@
  *   and sorting keys descending is the reference order. Identical to
  *   dhs_ref_topk_key (tests check it bit for bit).
  * Slot value: NOT packed into the key. It does not take part in the order, so
- *   it rides beside the key as a 32-bit payload only once a candidate is
- *   selected: the kernel reads slot_of[pos] for the k selected positions in
- *   its compaction step (k reads, not n), and the final in-shared-memory sort
- *   moves (key, slot) pairs. Packing it into the key would either steal
- *   position bits (a 64-bit key holds 32 score bits + 32 position bits; 1M
- *   candidates need 20 of them and a 1M-token slot index another 20) or force
- *   96/128-bit compares in every radix pass over all n candidates, and reading
- *   slot_of for every candidate before the selection (the seed's pre-pack) costs
- *   n reads where k suffice.
+ *   it is looked up only once a candidate is selected: the kernel reads
+ *   slot_of[pos] for the k selected positions at the end of the same kernel
+ *   (after its in-shared-memory sort; k reads, not n, and no second launch),
+ *   and the CPU reference does the same after its selection. Packing it into
+ *   the key would either steal position bits (a 64-bit key holds 32 score
+ *   bits + 32 position bits; 1M candidates need 20 of them and a 1M-token slot
+ *   index another 20) or force 96/128-bit compares in every radix pass over
+ *   all n candidates; and reading slot_of for every candidate before the
+ *   selection (the seed's pre-pack) costs n reads where k suffice.
  */
 #ifndef DHS_TOPK_SPEC_H
 #define DHS_TOPK_SPEC_H

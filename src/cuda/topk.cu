@@ -7,18 +7,22 @@
  *   1. radix select on the 32-bit score key: three histogram passes over the
  *      candidates (11, 11, 10 bits; 2048 bins in shared memory) fix the score
  *      key Ts of the k-th best candidate and `need`, how many candidates with
- *      score key == Ts are selected (the rest of the k have score key > Ts).
- *      Pass 1 also counts NaNs: a query with any NaN writes -1 everywhere.
- *   2. compaction in position order, tile by tile: a candidate with key > Ts
- *      takes a slot from a shared counter; a candidate with key == Ts takes the
- *      next tie rank (warp ballots + a block scan, so ranks follow positions) and
- *      is kept when its rank < need - the lowest positions win, the reference
- *      tie rule. Here, and only for the k kept candidates, slot_of[pos] is read
- *      and stored beside the 64-bit key (the fused lookup: k reads, not n).
- *   3. bitonic sort of the (key, slot) pairs in shared memory, descending;
- *      keys are distinct, so the order is the reference order; write rows and
- *      locations.
- * n <= k skips 1-2: every candidate is selected.
+ *      score key == Ts are selected (the other c_gt = k - need have score key
+ *      > Ts). Pass 1 also counts NaNs: a query with any NaN writes -1s.
+ *   2. compaction: a candidate with key > Ts takes a slot in [0, c_gt) from a
+ *      shared counter; one with key == Ts is appended after them while the
+ *      buffer (TK_BUF = 2k entries) has room. If every tie fit, all of them are
+ *      kept and the sort below puts the lowest positions first (their keys
+ *      differ only in ~position). If not (thousands of equal scores at the
+ *      k-th value), an ordered pass over the candidates ranks the ties by
+ *      position (warp ballots + block prefix, tile by tile) and keeps ranks <
+ *      need - the reference tie rule either way.
+ *   3. bitonic sort of the kept 64-bit keys in shared memory, descending (keys
+ *      are distinct, so this is the reference order); the first min(n, k) are
+ *      the answer. The hot-slot lookup is fused here: slot_of[pos] is read for
+ *      those k positions only - never for the other n - k candidates.
+ * n <= k skips 1-2. Loads are float4 when the query's scores are 16-byte
+ * aligned, four of them in flight per thread.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -28,19 +32,62 @@
 #define TK_THREADS 1024
 #define TK_WARPS (TK_THREADS / 32)
 #define TK_BINS 2048
+#define TK_BUF (2 * DHS_TOPK_MAX_K)
 
 struct tk_shared {
-    uint64_t key[DHS_TOPK_MAX_K];
-    int32_t val[DHS_TOPK_MAX_K];
+    uint64_t key[TK_BUF];
     uint32_t hist[TK_BINS];
     uint32_t warp[TK_WARPS];
     uint32_t nan;
     uint32_t digit, rem; /* result of one radix pass */
-    uint32_t gt;         /* compaction: candidates with key > Ts placed */
+    uint32_t gt, eq;     /* compaction counters */
 };
 
+/* f(i, score) for every candidate i < n, each by exactly one thread */
+template <class F>
+__device__ static void for_each_score(const float *__restrict__ s, uint32_t n, F f)
+{
+    const int tid = threadIdx.x;
+    uint32_t done = 0;
+    if ((reinterpret_cast<uintptr_t>(s) & 15u) == 0) {
+        const float4 *s4 = reinterpret_cast<const float4 *>(s);
+        const uint32_t n4 = n / 4;
+        uint32_t i = tid;
+        for (; i + 3 * TK_THREADS < n4; i += 4 * TK_THREADS) {
+            float4 v[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[j] = __ldg(s4 + i + j * TK_THREADS);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const uint32_t b = 4 * (i + j * TK_THREADS);
+                f(b, v[j].x);
+                f(b + 1, v[j].y);
+                f(b + 2, v[j].z);
+                f(b + 3, v[j].w);
+            }
+        }
+        for (; i < n4; i += TK_THREADS) {
+            float4 v = __ldg(s4 + i);
+            f(4 * i, v.x);
+            f(4 * i + 1, v.y);
+            f(4 * i + 2, v.z);
+            f(4 * i + 3, v.w);
+        }
+        done = 4 * n4;
+    }
+    uint32_t i = done + tid;
+    for (; i + 3 * TK_THREADS < n; i += 4 * TK_THREADS) {
+        float v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = __ldg(s + i + j * TK_THREADS);
+#pragma unroll
+        for (int j = 0; j < 4; j++) f(i + j * TK_THREADS, v[j]);
+    }
+    for (; i < n; i += TK_THREADS) f(i, __ldg(s + i));
+}
+
 /* exclusive block scan of one value per thread (all TK_THREADS threads call it) */
-__device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums, uint32_t *total)
+__device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     uint32_t inc = v;
@@ -59,7 +106,6 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums, uint
             if (lane >= o) si += t;
         }
         warp_sums[lane] = si - s; /* exclusive warp offsets */
-        if (lane == 31) *total = si;
     }
     __syncthreads();
     uint32_t r = warp_sums[w] + inc - v;
@@ -67,18 +113,20 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums, uint
     return r;
 }
 
+__device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
+
 __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld, uint32_t n,
                                                                 int32_t k, const int32_t *__restrict__ slot_of, int64_t slot_ld,
                                                                 int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
                                                                 int32_t *__restrict__ nan_count)
 {
     __shared__ tk_shared sh;
-    __shared__ uint32_t scan_total;
     const int q = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const float *s = scores + (int64_t)q * score_ld;
     const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
     const uint32_t cnt = n < (uint32_t)k ? n : (uint32_t)k;
-    if (tid == 0) sh.nan = 0, sh.gt = 0;
+    uint32_t m = cnt; /* keys kept in sh.key for the sort */
+    if (tid == 0) sh.nan = 0, sh.gt = 0, sh.eq = 0;
     __syncthreads();
 
     if (n <= (uint32_t)k) {
@@ -86,7 +134,6 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
             float f = s[i];
             if (dhs_topk_is_nan_bits(__float_as_uint(f))) atomicAdd(&sh.nan, 1u);
             sh.key[i] = dhs_topk_key(f, i);
-            sh.val[i] = so ? so[i] : -1;
         }
     } else {
         /* 1. radix select on the score key */
@@ -96,25 +143,11 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
             const uint32_t nb = pass == 2 ? 1024u : 2048u;
             for (uint32_t b = tid; b < TK_BINS; b += TK_THREADS) sh.hist[b] = 0;
             __syncthreads();
-            uint32_t i = tid;
-            for (; i + 3 * TK_THREADS < n; i += 4 * TK_THREADS) {
-                float f[4];
-#pragma unroll
-                for (int j = 0; j < 4; j++) f[j] = __ldg(s + i + j * TK_THREADS);
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    uint32_t u = __float_as_uint(f[j]);
-                    if (pass == 0 && dhs_topk_is_nan_bits(u)) atomicAdd(&sh.nan, 1u);
-                    uint32_t key = dhs_topk_score_key(f[j]);
-                    if ((key & pmask) == prefix) atomicAdd(&sh.hist[(key >> shift) & (nb - 1)], 1u);
-                }
-            }
-            for (; i < n; i += TK_THREADS) {
-                float f = __ldg(s + i);
+            for_each_score(s, n, [&](uint32_t, float f) {
                 if (pass == 0 && dhs_topk_is_nan_bits(__float_as_uint(f))) atomicAdd(&sh.nan, 1u);
                 uint32_t key = dhs_topk_score_key(f);
                 if ((key & pmask) == prefix) atomicAdd(&sh.hist[(key >> shift) & (nb - 1)], 1u);
-            }
+            });
             __syncthreads();
             if (sh.nan) break; /* uniform: every thread sees the same count after the barrier */
             /* suffix scan over the bins, highest digit first: thread t owns bins
@@ -122,7 +155,7 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
             const uint32_t per = nb / TK_THREADS;
             uint32_t local = 0;
             for (uint32_t j = 0; j < per; j++) local += sh.hist[nb - 1 - tid * per - j];
-            uint32_t above = block_excl_scan(local, sh.warp, &scan_total);
+            uint32_t above = block_excl_scan(local, sh.warp);
             if (above < rem && rem <= above + local) {
                 for (uint32_t j = 0; j < per; j++) {
                     uint32_t b = nb - 1 - tid * per - j, h = sh.hist[b];
@@ -141,58 +174,63 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
             __syncthreads();
         }
         if (!sh.nan) {
-            /* 2. ordered compaction with the fused lookup */
+            /* 2. compaction: > Ts to [0, c_gt), == Ts appended after while room */
             const uint32_t ts = prefix, need = rem, c_gt = (uint32_t)k - rem;
-            uint32_t tie_base = 0;
-            for (uint32_t base = 0; base < n; base += TK_THREADS) {
-                const uint32_t i = base + tid;
-                float f = i < n ? __ldg(s + i) : 0.0f;
-                uint32_t key = i < n ? dhs_topk_score_key(f) : 0u;
+            for_each_score(s, n, [&](uint32_t i, float f) {
+                uint32_t key = dhs_topk_score_key(f);
                 if (key > ts) {
-                    uint32_t o = atomicAdd(&sh.gt, 1u);
-                    sh.key[o] = ((uint64_t)key << 32) | (uint64_t)(0xffffffffu - i);
-                    sh.val[o] = so ? so[i] : -1;
+                    sh.key[atomicAdd(&sh.gt, 1u)] = make_key(key, i);
+                } else if (key == ts) {
+                    uint32_t e = atomicAdd(&sh.eq, 1u);
+                    if (c_gt + e < TK_BUF) sh.key[c_gt + e] = make_key(key, i);
                 }
-                const bool eq = key == ts && i < n;
-                const uint32_t bal = __ballot_sync(0xffffffffu, eq);
-                if (lane == 0) sh.warp[w] = __popc(bal);
-                __syncthreads();
-                uint32_t woff = 0, tile = 0;
-                for (int x = 0; x < TK_WARPS; x++) {
-                    uint32_t c = sh.warp[x];
-                    woff += x < w ? c : 0;
-                    tile += c;
-                }
-                if (eq) {
-                    uint32_t r = tie_base + woff + __popc(bal & ((1u << lane) - 1u));
-                    if (r < need) {
-                        sh.key[c_gt + r] = ((uint64_t)key << 32) | (uint64_t)(0xffffffffu - i);
-                        sh.val[c_gt + r] = so ? so[i] : -1;
+            });
+            __syncthreads();
+            const uint32_t eq = sh.eq;
+            if (c_gt + eq <= TK_BUF) {
+                m = c_gt + eq; /* every tie kept: the sort orders them by position */
+            } else {
+                /* too many ties: rank them by position, tile by tile, keep rank < need */
+                m = (uint32_t)k;
+                uint32_t tie_base = 0;
+                for (uint32_t base = 0; base < n; base += TK_THREADS) {
+                    const uint32_t i = base + tid;
+                    const bool isq = i < n && dhs_topk_score_key(__ldg(s + i)) == ts;
+                    const uint32_t bal = __ballot_sync(0xffffffffu, isq);
+                    if (lane == 0) sh.warp[w] = __popc(bal);
+                    __syncthreads();
+                    uint32_t woff = 0, tile = 0;
+                    for (int x = 0; x < TK_WARPS; x++) {
+                        uint32_t c = sh.warp[x];
+                        woff += x < w ? c : 0;
+                        tile += c;
                     }
+                    if (isq) {
+                        uint32_t r = tie_base + woff + __popc(bal & ((1u << lane) - 1u));
+                        if (r < need) sh.key[c_gt + r] = make_key(ts, i);
+                    }
+                    tie_base += tile;
+                    if (tie_base >= need) break; /* uniform: tie_base is the same in every thread */
+                    __syncthreads();             /* sh.warp is rewritten by the next tile */
                 }
-                tie_base += tile;
-                __syncthreads(); /* every atomic of this tile done: sh.gt is final for the test */
-                const int done = tie_base >= need && sh.gt >= c_gt;
-                if (__syncthreads_and(done)) break; /* a barrier: nobody adds to sh.gt before all have read it */
             }
         }
     }
     __syncthreads();
-    const bool bad = sh.nan != 0;
     if (tid == 0 && nan_count) nan_count[q] = (int32_t)sh.nan;
     int32_t *orow = out_rows + (int64_t)q * k;
-    int32_t *oloc = out_locs ? out_locs + (int64_t)q * k : nullptr;
-    if (bad) {
+    int32_t *oloc = so ? out_locs + (int64_t)q * k : nullptr;
+    if (sh.nan) {
         for (int32_t i = tid; i < k; i += TK_THREADS) {
             orow[i] = -1;
-            if (oloc && slot_of) oloc[i] = -1;
+            if (oloc) oloc[i] = -1;
         }
         return;
     }
-    /* 3. bitonic sort, descending, of P = next power of two >= cnt entries */
+    /* 3. bitonic sort, descending, of P = next power of two >= m keys */
     uint32_t P = 1;
-    while (P < cnt) P <<= 1;
-    for (uint32_t i = cnt + tid; i < P; i += TK_THREADS) sh.key[i] = DHS_TOPK_KEY_NONE, sh.val[i] = -1;
+    while (P < m) P <<= 1;
+    for (uint32_t i = m + tid; i < P; i += TK_THREADS) sh.key[i] = DHS_TOPK_KEY_NONE;
     __syncthreads();
     for (uint32_t size = 2; size <= P; size <<= 1) {
         for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
@@ -200,19 +238,21 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
                 uint32_t a = 2 * t - (t & (stride - 1)), b = a + stride;
                 bool desc = (a & size) == 0;
                 uint64_t ka = sh.key[a], kb = sh.key[b];
-                if (desc ? ka < kb : ka > kb) {
-                    sh.key[a] = kb, sh.key[b] = ka;
-                    int32_t v = sh.val[a];
-                    sh.val[a] = sh.val[b], sh.val[b] = v;
-                }
+                if (desc ? ka < kb : ka > kb) sh.key[a] = kb, sh.key[b] = ka;
             }
             __syncthreads();
         }
     }
+    /* the answer, with the fused lookup for the selected positions only */
     for (uint32_t i = tid; i < (uint32_t)k; i += TK_THREADS) {
-        bool ok = i < cnt;
-        orow[i] = ok ? (int32_t)dhs_topk_key_pos(sh.key[i]) : -1;
-        if (oloc && slot_of) oloc[i] = ok ? sh.val[i] : -1;
+        if (i < cnt) {
+            const uint32_t pos = dhs_topk_key_pos(sh.key[i]);
+            orow[i] = (int32_t)pos;
+            if (oloc) oloc[i] = __ldg(so + pos);
+        } else {
+            orow[i] = -1;
+            if (oloc) oloc[i] = -1;
+        }
     }
 }
 
