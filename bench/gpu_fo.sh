@@ -67,12 +67,12 @@ echo "build ($mode): ok ($(( $(date +%s) - t0 )) s)"
 
 verdict() { case $1 in 0) echo ok ;; 77) echo "SKIPPED (no GPU)" ;; 124) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
 rc_t=0 rc_k=0 rc_l=0
-timeout 120 "$bdir/test_topk_cuda" > "$out/test_topk_cuda.log" 2>&1 || rc_t=$?
+timeout 90 "$bdir/test_topk_cuda" > "$out/test_topk_cuda.log" 2>&1 || rc_t=$?
 echo "test_topk_cuda: $(verdict $rc_t) $(grep -E 'seed|cases|passed' "$out/test_topk_cuda.log" | tr '\n' ' ')"
 [ $rc_t = 0 ] || grep -m 20 "CHECK failed\|error" "$out/test_topk_cuda.log"
-timeout 90 "$bdir/topk_bench" $quick --json "$out/topk.json" > "$out/topk_bench.log" 2>&1 || rc_k=$?
+timeout 60 "$bdir/topk_bench" $quick --json "$out/topk.json" > "$out/topk_bench.log" 2>&1 || rc_k=$?
 echo "topk_bench: $(verdict $rc_k)"
-timeout 90 "$bdir/lstream_bench" $quick --json "$out/lstream.json" > "$out/lstream_bench.log" 2>&1 || rc_l=$?
+timeout 60 "$bdir/lstream_bench" $quick --json "$out/lstream.json" > "$out/lstream_bench.log" 2>&1 || rc_l=$?
 echo "lstream_bench: $(verdict $rc_l)"
 echo
 echo "== fused top-k + lookup (k = 2048) =="
