@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# gpu_fo.sh - FlashOffloading pieces on the GPU: builds test_topk_cuda,
+# topk_bench and lstream_bench, runs them, prints a short table (full logs and
+# JSON under $OUT, default build-fo/out). Meant to run unattended on the H200
+# in well under 4 minutes.
+#
+# Build: CMake with CUDA (targets test_topk_cuda topk_bench lstream_bench in
+# build-fo/) when cmake and cJSON are present; otherwise (the device machine
+# lacks libcjson-dev, which the CMake project requires) nvcc/gcc directly on
+# the handful of sources these three programs need. FO_BUILD=direct|cmake
+# forces one. Usage: bench/gpu_fo.sh [--quick]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bdir=$root/build-fo
+out=${OUT:-$bdir/out}
+mkdir -p "$out"
+quick=""
+[ "${1:-}" = "--quick" ] && quick=--quick
+export PATH=$PATH:/usr/local/cuda/bin
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+t0=$(date +%s)
+{
+  date -u +"date: %Y-%m-%dT%H:%M:%SZ"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  else
+    echo "gpu: nvidia-smi not found"
+  fi
+  "$nvcc" --version | tail -1
+} | tee "$out/env.txt"
+
+mode=${FO_BUILD:-}
+if [ -z "$mode" ]; then
+  if command -v cmake >/dev/null && [ -f /usr/include/cjson/cJSON.h ]; then mode=cmake; else mode=direct; fi
+fi
+build_direct() {
+  local cuda inc cflags nvflags libs o=$bdir/direct
+  cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
+  mkdir -p "$o"
+  inc="-I$root/include -I$root/src -I$root/tests -I$cuda/include"
+  cflags="-std=c11 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DDHS_HAVE_CUDA=1 $inc"
+  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root/src -Xcompiler=-Wall,-Wextra,-Werror"
+  libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
+  gcc $cflags -c "$root/src/core/topk.c" -o "$o/topk.o" || return 1
+  gcc $cflags -c "$root/src/core/lstream.c" -o "$o/lstream.o" || return 1
+  # the CUDA objects and programs in parallel (independent nvcc runs)
+  local pids=() rc=0
+  "$nvcc" $nvflags -c "$root/src/cuda/topk.cu" -o "$o/topk_cu.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/src/cuda/lstream.cu" -o "$o/lstream_cu.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/bench/topk_bench.cu" -o "$o/topk_bench.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/bench/lstream_bench.cu" -o "$o/lstream_bench.o" & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  [ $rc = 0 ] || return 1
+  gcc $cflags "$root/tests/test_topk_cuda.c" "$o/topk.o" "$o/topk_cu.o" $libs -o "$bdir/test_topk_cuda" &&
+  "$nvcc" -arch=sm_90 "$o/topk_bench.o" "$o/topk.o" "$o/topk_cu.o" -o "$bdir/topk_bench" &&
+  "$nvcc" -arch=sm_90 "$o/lstream_bench.o" "$o/lstream.o" "$o/lstream_cu.o" -o "$bdir/lstream_bench"
+}
+build_cmake() {
+  cmake -S "$root" -B "$bdir/cmake" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+  cmake --build "$bdir/cmake" -j"$(nproc)" --target test_topk_cuda topk_bench lstream_bench &&
+  cp "$bdir/cmake/test_topk_cuda" "$bdir/cmake/topk_bench" "$bdir/cmake/lstream_bench" "$bdir/"
+}
+if ! "build_$mode" > "$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"; echo "BUILD FAILED ($mode)"; exit 1
+fi
+echo "build ($mode): ok ($(( $(date +%s) - t0 )) s)"
+
+verdict() { case $1 in 0) echo ok ;; 77) echo "SKIPPED (no GPU)" ;; 124) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
+rc_t=0 rc_k=0 rc_l=0
+timeout 90 "$bdir/test_topk_cuda" > "$out/test_topk_cuda.log" 2>&1 || rc_t=$?
+echo "test_topk_cuda: $(verdict $rc_t) $(grep -E 'seed|cases|passed' "$out/test_topk_cuda.log" | tr '\n' ' ')"
+[ $rc_t = 0 ] || grep -m 20 "CHECK failed\|error" "$out/test_topk_cuda.log"
+timeout 60 "$bdir/topk_bench" $quick --json "$out/topk.json" > "$out/topk_bench.log" 2>&1 || rc_k=$?
+echo "topk_bench: $(verdict $rc_k)"
+timeout 60 "$bdir/lstream_bench" $quick --json "$out/lstream.json" > "$out/lstream_bench.log" 2>&1 || rc_l=$?
+echo "lstream_bench: $(verdict $rc_l)"
+echo
+echo "== fused top-k + lookup (k = 2048) =="
+sed -n '/^device/p;/^ *n /,/^$/p' "$out/topk_bench.log" | sed '/^$/d'
+grep -m 3 "MISMATCH\|error\|failed" "$out/topk_bench.log"
+echo
+echo "== layer-streamed prefill =="
+grep -E "^(exactness|model|peak)" "$out/lstream_bench.log"
+sed -n '/^ *work /,/^$/p' "$out/lstream_bench.log" | sed '/^$/d'
+grep -m 3 "MISMATCH\|error\|failed" "$out/lstream_bench.log"
+echo "total: $(( $(date +%s) - t0 )) s"
+[ $rc_t = 0 ] && [ $rc_k = 0 ] && [ $rc_l = 0 ]
