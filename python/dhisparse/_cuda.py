@@ -139,7 +139,7 @@ def device_view(obj, *, dtype=None, ndim=None, device=None, stream=None, what="a
     interface does not say); stream: the consumer stream handed to DLPack."""
     if hasattr(obj, "__cuda_array_interface__"):
         v = _from_cai(obj)
-    elif hasattr(obj, "__dlpack_device__"):
+    elif is_device_array(obj):
         v = _from_dlpack(obj, stream)
     else:
         raise TypeError(f"{what}: expected a CUDA device array (__cuda_array_interface__ or DLPack), got {type(obj).__name__}")

@@ -639,7 +639,8 @@ class Context:
         if stream is not None:
             if not self.backend.is_cuda:
                 raise ValueError("stream: only the CUDA backend has streams")
-            self.backend.set_stream(stream)
+            if _cuda.stream_handle(stream) != self.backend.stream:
+                self.backend.set_stream(stream)
         if out is not None and len(out) != n:
             raise ValueError(f"out: {len(out)} arrays for {n} items")
         dev = [_cuda.is_device_array(sel) for _, sel in items]
