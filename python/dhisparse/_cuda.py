@@ -251,7 +251,7 @@ class DevicePool:
         self.__cuda_array_interface__ = {
             "shape": (int(rows), int(stride)),
             "typestr": "|u1",
-            "data": (int(ptr), True),
+            "data": (int(ptr), False),  # the engine only reads it; "read-only" trips some consumers
             "strides": None,
             "version": 3,
             "stream": stream if stream else None,

@@ -423,7 +423,7 @@ class Round:
         return self
 
     def __exit__(self, exc_type, *exc):
-        if exc_type is None and not self.ended:
+        if exc_type is None and not self.ended and self.ctx._round is not None:
             self.end(self.accepted)
         # on an exception the round stays open: the C API has no abort; the caller decides
 
