@@ -1,6 +1,6 @@
 """The ctypes mirrors of include/dhs.h must match the C layouts exactly: a C
 program compiled here prints sizeof and offsetof of every mirrored struct and
-field (and the enum values the package names), and each is compared."""
+field, and the size of each field (and the enum values the package names), and each is compared."""
 import os
 import shutil
 import subprocess
@@ -42,6 +42,7 @@ def c_layout(tmp_path_factory):
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
         for f, _ in st._fields_:
             lines.append(f'printf("{name}.{f} %zu\\n", offsetof({name}, {f}));')
+            lines.append(f'printf("{name}.{f}.size %zu\\n", sizeof((({name} *)0)->{f}));')
     for n in _enum_constants():
         lines.append(f'printf("{n} %lld\\n", (long long)({n}));')
     lines.append('printf("DHS_STATUS_LAST_ %lld\\n", (long long)DHS_STATUS_LAST_);')
@@ -60,6 +61,7 @@ def test_struct_layout(c_layout, name):
     assert ctypes.sizeof(st) == c_layout[name], f"sizeof({name})"
     for f, _ in st._fields_:
         assert getattr(st, f).offset == c_layout[f"{name}.{f}"], f"offsetof({name}, {f})"
+        assert getattr(st, f).size == c_layout[f"{name}.{f}.size"], f"sizeof {name}.{f}"
 
 
 def test_enum_values(c_layout):
