@@ -1,14 +1,49 @@
 #!/usr/bin/env bash
 # Full test suite: a normal build and an ASan+UBSan build, each running every
-# CTest test. Usage: scripts/test.sh   (env JOBS=N to set build parallelism)
+# CTest test (the normal build's includes consumer_install: install + an
+# out-of-tree consumer through CMake and pkg-config); the Python bindings'
+# pytest suite against the normal build's libdhs.so; the core alone built and
+# installed without cJSON and consumed (tests/consumer/run.sh).
+# Usage: scripts/test.sh   (env JOBS=N to set build parallelism, PYTHON=... to
+# pick the interpreter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
+t0=$(date +%s)
+step() { echo "== test.sh: $* ($(( $(date +%s) - t0 )) s)"; }
 scripts/deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+step "normal build"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHS_WERROR=ON >/dev/null
 cmake --build build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"
-cmake -S . -B build-san -DDHS_SANITIZE=ON -DDHS_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+
+step "python bindings (pytest) against build/libdhs.so"
+py=${PYTHON:-}
+if [ -z "$py" ]; then
+  for c in python3 /usr/bin/python3; do
+    if command -v "$c" >/dev/null && "$c" -c 'import numpy, pytest' 2>/dev/null; then py=$c; break; fi
+  done
+fi
+[ -n "$py" ] || { echo "test.sh: no python3 with numpy and pytest (scripts/deps.sh installs them)" >&2; exit 1; }
+log=$(mktemp)
+set +e
+DHS_LIBRARY="$PWD/build/libdhs.so" "$py" -m pytest python -q -rs -p no:cacheprovider 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+summary=$(tail -n 1 "$log"); rm -f "$log"
+if [ "$rc" -eq 5 ]; then echo "test.sh: pytest collected no tests" >&2; exit 1; fi
+[ "$rc" -eq 0 ] || { echo "test.sh: pytest failed (exit $rc)" >&2; exit "$rc"; }
+passed=$(echo "$summary" | sed -n 's/.*[^0-9]\([0-9][0-9]*\) passed.*/\1/p; s/^\([0-9][0-9]*\) passed.*/\1/p' | head -n 1)
+if [ -z "$passed" ] || [ "$passed" -eq 0 ]; then
+  echo "test.sh: pytest passed no test ('$summary'): skips alone do not pass the suite" >&2; exit 1
+fi
+
+step "core alone: no cJSON, no CUDA; install and consume"
+JOBS=$JOBS bash tests/consumer/run.sh
+
+step "sanitizer build"
+cmake -S . -B build-san -DDHS_SANITIZE=ON -DDHS_CUDA=OFF -DDHS_WERROR=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-san -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   DHS_TEST_SCALE=${DHS_SAN_SCALE:-1} ctest --test-dir build-san --output-on-failure -j"$JOBS"
+step "all passed"

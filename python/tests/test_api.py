@@ -1,0 +1,242 @@
+"""The Python surface: defaults come from the C library, context managers close
+what they opened, and every bad input raises a clear exception while changing
+nothing (stats, memory figures, positions, invariants and every pool byte are
+compared before and after)."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import dhisparse as dhs
+from dhisparse import _lib
+
+from harness import make_arch, row_bytes_of, snapshot
+
+RB = 64
+
+
+def test_version_matches_library():
+    assert dhs.__version__ == dhs.library_version == _lib.dhs_version().decode()
+
+
+def test_defaults_come_from_c():
+    c_cfg = _lib.dhs_config_default()
+    cfg = dhs.Config()
+    for name, _ in _lib.dhs_config._fields_:
+        assert int(getattr(cfg, name)) == getattr(c_cfg, name), name
+    c_arch = _lib.dhs_arch_default()
+    a = dhs.Arch()
+    assert a.n_groups == c_arch.n_groups and len(a.sources) == c_arch.n_sources
+    assert a.sources[0].row_bytes == c_arch.sources[0].row_bytes and a.sources[0].m == c_arch.sources[0].m
+    assert len(a.consumers) == c_arch.n_consumers and a.index_key_bytes == c_arch.index_key_bytes
+    # round trip through the C struct
+    back = a.to_c()
+    assert ctypes.string_at(ctypes.addressof(back), ctypes.sizeof(back)) == \
+        ctypes.string_at(ctypes.addressof(c_arch), ctypes.sizeof(c_arch))
+    a.validate()
+    assert str(dhs.Policy.LRU) == _lib.dhs_policy_str(0).decode()
+
+
+def test_arch_validate_raises():
+    a = dhs.Arch(sources=[dhs.SourceDesc(row_bytes=20)])
+    with pytest.raises(dhs.InvalidArgError) as e:
+        a.validate()
+    assert e.value.status == -4 and e.value.status_str == "invalid argument" and e.value.call == "dhs_arch_validate"
+
+
+def test_sizing_helpers():
+    assert dhs.ring_rows(2048, 8, 64) == 2176
+    assert dhs.ring_row(2176, 2, 5) == 2 * 2176 + 5
+    assert dhs.staging_bytes(4, 35, 8, 2048, 576) == 4 * 35 * 8 * 2048 * 576
+    s = dhs.SpecSchedule()
+    assert s.width(1) == 8 and s.width(64) == 6 and s.width(200) == 4
+    assert dhs.SpecSchedule("4@0,2@10").width(11) == 2
+    with pytest.raises(ValueError):
+        dhs.SpecSchedule("nonsense")
+
+
+def small_config(**kw):
+    c = dict(max_requests=4, max_k=16, k_max=2, hot_rows=32, tail_rows=32, page_rows=8, max_rows=600, repop_pages=4)
+    c.update(kw)
+    cfg = dhs.Config(**c)
+    z = dhs.config_sizes(make_arch("own", RB), cfg)
+    cfg.device_bytes = z.staging_bytes + z.reserve_bytes + 4 * z.request_bytes + 40 * z.page_bytes
+    return cfg
+
+
+@pytest.fixture
+def env():
+    """A context with two requests (uid 1: 300 imported positions, uid 2: 100), one round done."""
+    arch = make_arch("own", RB)
+    be = dhs.CpuBackend()
+    ctx = dhs.Context(arch, small_config(), be)
+    reqs = []
+    for uid, n in ((1, 300), (2, 100)):
+        r = ctx.open(n + 50)
+        r.import_rows(n, row_bytes_of(uid, 0, np.arange(n), np.zeros(n), RB), device=uid == 1)
+        reqs.append(r)
+    yield ctx, reqs
+    ctx.close()
+    be.close()
+
+
+def unchanged(ctx, reqs, fn, exc):
+    before = snapshot(ctx, reqs)
+    with pytest.raises(exc) as e:
+        fn()
+    after = snapshot(ctx, reqs)
+    assert before == after, f"{fn} changed state"
+    assert after["invariants"] == (0, "")
+    return e.value
+
+
+def test_bad_inputs_outside_a_round(env):
+    ctx, (r1, r2) = env
+    e = unchanged(ctx, [r1, r2], lambda: ctx.open(10_000), dhs.RowRangeError)
+    assert e.call == "dhs_request_open" and "row outside" in str(e)
+    unchanged(ctx, [r1, r2], lambda: r1.import_rows(10, np.zeros((10, RB), np.uint8)), dhs.StateError)
+    unchanged(ctx, [r1, r2], lambda: ctx.round_begin([r1], [3]), dhs.TooManyQueriesError)
+    unchanged(ctx, [r1, r2], lambda: ctx.round_begin([r1, r1]), dhs.InvalidArgError)
+    unchanged(ctx, [r1, r2], lambda: ctx.round_end([0]), dhs.StateError)
+    unchanged(ctx, [r1, r2], lambda: ctx.group_done(0), dhs.StateError)
+    unchanged(ctx, [r1, r2], lambda: ctx.resolve(0, [(r1, np.zeros((1, 4), np.int32))]), dhs.NotInRoundError)
+    unchanged(ctx, [r1, r2], lambda: r1.write_rows(0, 300, np.zeros((1, RB), np.uint8)), dhs.NotInRoundError)
+    unchanged(ctx, [r1, r2], lambda: ctx.read_location(0, 10**9), dhs.RowRangeError)
+    unchanged(ctx, [r1, r2], lambda: ctx.read_location(5, 0), dhs.UnknownSourceError)
+    forged = dhs.Request(ctx, _lib.dhs_req(999, 1))
+    unchanged(ctx, [r1, r2], lambda: forged.positions, dhs.UnknownRequestError)
+    # python-side validation: clear TypeError/ValueError, nothing reaches C
+    r3 = ctx.open(10)
+    unchanged(ctx, [r1, r2, r3], lambda: r3.import_rows(10, np.zeros((9, RB), np.uint8)), ValueError)
+    unchanged(ctx, [r1, r2, r3], lambda: r3.import_rows(10, [np.zeros((10, RB), np.uint8)] * 2), ValueError)
+    unchanged(ctx, [r1, r2, r3], lambda: r3.import_rows(10, "not rows"), (TypeError, ValueError))
+    r3.import_rows(10, np.zeros((10, RB), np.uint8))  # and the good one still works
+
+
+def test_bad_inputs_inside_a_round(env):
+    ctx, (r1, r2) = env
+    ctx.round_begin([r1, r2], [2, 1])
+    r1.write_rows(0, 300, row_bytes_of(1, 0, [300, 301], [1, 1], RB))
+    good = np.array([[0, 5, 299, -1], [1, 2, 300, 301]], np.int32)
+    bad_cases = [
+        (lambda: ctx.resolve(0, [(r1, np.array([[0, 5, 302, -1], [1, 2, 3, 4]], np.int32))]), dhs.NotVisibleError),
+        (lambda: ctx.resolve(0, [(r1, np.array([[0, -2, 3, 4], [1, 2, 3, 4]], np.int32))]), dhs.RowRangeError),
+        (lambda: ctx.resolve(0, [(r1, np.zeros((2, 17), np.int32))]), dhs.KTooLargeError),
+        (lambda: ctx.resolve(0, [(r1, good[:1])]), dhs.InvalidArgError),                   # n_queries != K_r
+        (lambda: ctx.resolve(0, [(r2, np.array([[0, 1, 100, 2]], np.int32))]), dhs.RowRangeError),  # not written
+        (lambda: ctx.resolve(0, [(r1, good), (r1, good)]), dhs.InvalidArgError),           # duplicate item
+        (lambda: ctx.resolve(3, [(r1, good)]), dhs.UnknownSourceError),
+        (lambda: r1.write_rows(0, 302, np.zeros((1, RB), np.uint8)), dhs.RowRangeError),   # past the block
+        (lambda: r1.write_rows(0, 10, np.zeros((1, RB), np.uint8)), dhs.RowRangeError),    # committed row
+        (lambda: r1.write_rows(1, 300, np.zeros((1, RB), np.uint8)), dhs.UnknownSourceError),
+        (lambda: ctx.round_begin([r1]), dhs.StateError),
+        (lambda: ctx.round_end([2, 0]), dhs.AcceptedRangeError),
+        (lambda: r1.close(), dhs.StateError),
+        # python-side
+        (lambda: ctx.resolve(0, [(r1, good.astype(np.float32))]), TypeError),
+        (lambda: ctx.resolve(0, [(r1, np.zeros((2, 2, 2), np.int32))]), ValueError),
+        (lambda: ctx.resolve(0, [(r1, good)], out=[np.zeros((1, 2, 4), np.int64)]), ValueError),
+        (lambda: r1.write_rows(0, 300, np.zeros(RB + 1, np.uint8)), ValueError),
+        (lambda: ctx.round_end([0]), ValueError),
+    ]
+    for fn, exc in bad_cases:
+        unchanged(ctx, [r1, r2], fn, exc)
+    # and the round still works after all of that
+    r2.write_rows(0, 100, row_bytes_of(2, 0, [100], [1], RB))
+    out = [np.empty((1, 2, 4), np.int32)]
+    locs = ctx.resolve(0, [(r1, good)], out=out)
+    assert locs[0] is out[0]
+    pool = ctx.pool()
+    for j in range(2):
+        for i in range(4):
+            row = good[j, i]
+            if row < 0:
+                assert locs[0][0, j, i] == -1
+                continue
+            ver = 1 if row >= 300 else 0
+            want = row_bytes_of(1, 0, [row], [ver], RB)[0]
+            assert np.array_equal(pool[locs[0][0, j, i], :RB], want)
+            assert np.array_equal(ctx.read_location(0, locs[0][0, j, i]), want)
+    ctx.round_end([1, 0])
+    assert r1.positions == 302 and r2.positions == 101
+
+
+def test_wait_and_try_open(env):
+    ctx, (r1, r2) = env
+    extra = [ctx.open(10), ctx.open(10)]  # 4 slots in use now
+    before = snapshot(ctx, [r1, r2] + extra)
+    assert ctx.try_open(10) is None
+    with pytest.raises(dhs.Wait) as e:
+        ctx.open(10)
+    assert e.value.status == 1
+    after = snapshot(ctx, [r1, r2] + extra)
+    assert after["stats"].waits == before["stats"].waits + 2
+    before["stats"] = after["stats"]
+    assert before == after
+    extra[0].close()
+    assert ctx.try_open(10) is not None
+
+
+def test_closed_request(env):
+    ctx, (r1, r2) = env
+    with r2:
+        pass
+    assert r2.closed
+    r2.closed = False  # ask the library
+    unchanged(ctx, [r1], lambda: r2.positions, dhs.ClosedError)
+    unchanged(ctx, [r1], lambda: r2.close(), dhs.ClosedError)
+
+
+def test_context_managers_free_everything():
+    arch = make_arch("own", RB)
+    with dhs.CpuBackend() as be:
+        with dhs.Context(arch, small_config(), be) as ctx:
+            with ctx.open(100) as r:
+                r.import_rows(100, row_bytes_of(1, 0, np.arange(100), np.zeros(100), RB))
+                with ctx.round([r]) as rnd:
+                    r.write_rows(0, 100, row_bytes_of(1, 0, [100], [1], RB))
+                    loc, = ctx.resolve(0, [(r, [[0, 1, 100, -1]])])  # a list works too
+                    assert loc.shape == (1, 1, 4) and loc[0, 0, 3] == -1
+                    rnd.accepted = [0]
+                assert r.positions == 101
+            assert r.closed and ctx.mem().requests_open == 0
+            with pytest.raises(ValueError, match="open context"):
+                be.close()
+        assert ctx.closed
+        with pytest.raises(ValueError, match="closed"):
+            ctx.stats()
+    assert be.closed
+
+
+def test_payload_free_and_faults():
+    arch = make_arch("own", RB)
+    with dhs.CpuBackend() as be, dhs.Context(arch, small_config(payload_free=1), be) as ctx:
+        r = ctx.open(100)
+        r.import_rows(100, None)
+        with pytest.raises(dhs.StateError):
+            ctx.read_location(0, 0)
+    with dhs.CpuBackend() as be:
+        be.fault_at(dhs.FaultKind.DEVICE_ALLOC, 1)
+        with pytest.raises(dhs.DeviceNoMemError):
+            dhs.Context(arch, small_config(), be)
+        assert be.faults_injected == 1
+        with dhs.Context(arch, small_config(), be) as ctx:  # retry succeeds
+            assert ctx.mem().M > 0
+
+
+def test_bad_config():
+    with dhs.CpuBackend() as be:
+        with pytest.raises(dhs.InvalidArgError):
+            dhs.Context(dhs.Arch(), dhs.Config(max_k=0, device_bytes=1 << 20), be)
+        with pytest.raises(dhs.TooLargeError):
+            dhs.Context(dhs.Arch(), dhs.Config(device_bytes=4096), be)
+
+
+def test_cuda_backend_absent_or_present():
+    if dhs.cuda_available():
+        with dhs.CudaBackend() as be:
+            assert be.name
+    else:
+        with pytest.raises(dhs.UnsupportedError) as e:
+            dhs.CudaBackend()
+        assert e.value.status == -17
