@@ -493,7 +493,13 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
     if (r1 == 0 && r2 == 0 && r3 == 0) {
         CHECKF(spec.accepted > 0 && spec.accepted < spec.proposals, "%s: speculation accepted %" PRIu64 " of %" PRIu64,
               dhs_ref_layout_str(layout), spec.accepted, spec.proposals);
-        CHECKF(spec.rounds < plain.rounds, "%s: speculation saved no round", dhs_ref_layout_str(layout));
+        /* every accepted proposal saves its session one round; the batch's
+           round count only drops when the session that finishes last accepted
+           one, so it can only stay or drop (seed 1796125621: it stayed) */
+        CHECKF(spec.rounds <= plain.rounds, "%s: speculation took more rounds (%" PRIu64 " > %" PRIu64 ")",
+               dhs_ref_layout_str(layout), spec.rounds, plain.rounds);
+        CHECKF(spec.decode_tokens - spec.accepted < plain.decode_tokens,
+               "%s: speculation saved no session a round", dhs_ref_layout_str(layout));
         for (int32_t i = 0; i < c.sessions; i++) {
             CHECKF(plain.tokens_of[i] == spec.tokens_of[i], "%s seed %" PRIu64 ": session %d: greedy K=4 tokens differ from plain",
                   dhs_ref_layout_str(layout), seed, i);
@@ -512,13 +518,11 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
 
 int main(void)
 {
-    uint64_t seed = (uint64_t)time(NULL);
-    const char *es = getenv("DHS_TEST_SEED");
-    if (es) seed = strtoull(es, NULL, 0);
+    uint64_t seed = th_seed("test_model");
     int scale = 1;
     const char *sc = getenv("DHS_TEST_SCALE");
     if (sc && atoi(sc) > 0) scale = atoi(sc);
-    printf("test_model: seed %" PRIu64 " (DHS_TEST_SEED=%" PRIu64 " repeats), scale %d\n", seed, seed, scale);
+    printf("test_model: scale %d\n", scale);
     g_rs = seed;
     test_fp8();
     test_rows();

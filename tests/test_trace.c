@@ -776,12 +776,10 @@ static void test_read_speed(void)
 
 int main(void)
 {
-    const char *es = getenv("DHS_TEST_SEED");
-    uint64_t seed = es ? strtoull(es, NULL, 0) : (uint64_t)time(NULL);
+    uint64_t seed = th_seed("test_trace");
     const char *sc = getenv("DHS_TEST_SCALE");
     int scale = sc ? atoi(sc) : 1;
     if (scale < 1) scale = 1;
-    printf("test_trace: seed %" PRIu64 " (DHS_TEST_SEED=%" PRIu64 " to repeat)\n", seed, seed);
     g_rs = seed;
     test_roundtrip(200 * scale);
     test_reject();
