@@ -22,7 +22,8 @@
 
 typedef struct run_opts {
     const char *model;
-    dhs_ref_layout layout;
+    dhs_ref_geometry geometry;
+    dhs_ref_layout layout;  /* -1: the geometry's */
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -58,6 +59,9 @@ static void usage(FILE *f)
             "logits byte for byte. Without flags: a demo of about half a minute on 2 cores.\n\n"
             "flags:\n"
             "  --model tiny                 model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)\n"
+            "  --geometry tiny|glm-5.3|deepseek-v3.2   KV geometry: glm-5.3 = 78 payload layers, 21 producers\n"
+            "                               (IndexShare), deepseek-v3.2 = 61/61; 656-B rows, 132-B FP8 keys,\n"
+            "                               k 2048, small hidden size, synthetic history   [tiny]\n"
             "  --layout own|follow|compressed   OWN per layer (V3.2), FOLLOW (GLM IndexShare),\n"
             "                               COMPRESSED (odd layers read m=4 rows)   [own]\n"
             "  --sessions N                 sessions over the run                   [16]\n"
@@ -72,7 +76,7 @@ static void usage(FILE *f)
             "  --compare resident|none      run resident storage side by side and compare [resident]\n"
             "  --storage hier|resident      without --compare: which storage        [hier]\n"
             "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
-            "  --topk K                     selection length k                      [64]\n"
+            "  --topk K                     selection length k           [64; 2048 real geometries]\n"
             "  --slots N                    request slots: sessions served at once   [sessions/2]\n"
             "  --history H                  device budget = staging + required state of every\n"
             "                               slot + the imported history of H sessions [2]\n"
@@ -121,7 +125,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "tiny";
-    o->layout = DHS_REF_LAYOUT_OWN;
+    o->layout = (dhs_ref_layout)-1;
     o->sessions = 16;
     o->context = 4096;
     o->tokens = 64;
@@ -132,7 +136,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     o->policy = DHS_POLICY_LRU;
     o->verify = DHS_REF_VERIFY_GREEDY;
     o->seed = 1;
-    o->topk = 64;
+    o->topk = 0;
     o->threads = 0;
     o->arrival = 2;
     o->slots = 0;
@@ -164,6 +168,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
                 return 2;
             }
             o->model = v;
+        } else if (!strcmp(a, "--geometry")) {
+            NEED();
+            if (dhs_ref_geometry_parse(v, &o->geometry)) {
+                fprintf(stderr, "dhs run: --geometry wants tiny, glm-5.3 or deepseek-v3.2, got '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--layout")) {
             NEED();
             if (dhs_ref_layout_parse(v, &o->layout)) {
@@ -309,8 +319,11 @@ int cmd_run(int argc, char **argv)
     int tty = isatty(2) && !o.json;
 
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-    c.model.layout = o.layout;
-    c.model.topk = o.topk;
+    c.model = dhs_ref_cfg_geometry(o.geometry);
+    c.geometry = dhs_ref_geometry_str(o.geometry);
+    c.synthetic = o.geometry != DHS_REF_GEOM_TINY; /* DESIGN §12: long prompts import a synthetic history */
+    if ((int)o.layout >= 0) c.model.layout = o.layout;
+    if (o.topk) c.model.topk = o.topk;
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;
@@ -403,7 +416,12 @@ int cmd_run(int argc, char **argv)
         }
         cJSON *cf = cJSON_AddObjectToObject(j, "config");
         cJSON_AddStringToObject(cf, "model", o.model);
-        cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(o.layout));
+        cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(mc->layout));
+        cJSON_AddStringToObject(cf, "geometry", c.geometry);
+        char hid[160];
+        dhs_ref_cfg_hidden_str(mc, hid, sizeof hid);
+        cJSON_AddStringToObject(j, "hidden", hid); /* the hidden size is small; the KV geometry is real */
+        cJSON_AddNumberToObject(j, "synthetic_history_positions", (double)R.synthetic_positions);
         cJSON_AddStringToObject(cf, "policy", dhs_policy_str(o.policy));
         cJSON_AddStringToObject(cf, "verify", verify);
         cJSON_AddNumberToObject(cf, "sessions", o.sessions);
@@ -428,12 +446,13 @@ int cmd_run(int argc, char **argv)
         char mode[64];
         if (o.spec > 1) snprintf(mode, sizeof mode, "speculative rounds of K=%d (%s)", o.spec, verify);
         else snprintf(mode, sizeof mode, "plain decoding (%s)", verify);
-        printf("dhs run: reference DSA model 'tiny' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
+        printf("dhs run: reference DSA model, geometry '%s' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
                "-token prompts, %d tokens each, %s, %s backend\n",
-               dhs_ref_layout_str(o.layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
+               c.geometry, dhs_ref_layout_str(mc->layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
                c.cuda ? "CUDA" : "CPU");
-        printf("  prefill      %d prompts in %.1f s (computed once by the model, imported into the hierarchy)\n",
-               o.sessions, R.t_prefill);
+        dhs_ref_print_geometry(stdout, &c, R.synthetic_positions);
+        printf("  prefill      %d prompts in %.1f s (%s, imported into the hierarchy)\n", o.sessions, R.t_prefill,
+               c.synthetic ? "synthetic history, the last prompt position by the model" : "computed once by the model");
         printf("  served       %" PRIu64 " sessions, %" PRIu64 " tokens in %" PRIu64 " rounds (up to %" PRIu64
                " sessions per round); %.0f%% of %" PRIu64 " draft proposals accepted\n",
                R.sessions_done, R.tokens, R.rounds, R.max_active, pct(R.accepted, R.proposals), R.proposals);

@@ -238,11 +238,9 @@ dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_pre
     if (!s->tokens) goto nomem;
     for (int32_t g = 0; g < e->ng; g++) {
         int32_t mm = dhs_ref_group_m(m, g);
-        if (dhs_ref_keys_init(&s->keys[g], c->idx_dim, rows_cap(e, mm))) goto nomem;
+        if (dhs_ref_keys_init_model(m, &s->keys[g], rows_cap(e, mm))) goto nomem;
         /* the prefill's keys: ceil(n/m) rows, same blocked layout */
-        int64_t nrows = (p->n + mm - 1) / mm;
-        int64_t nfl = ALIGN_UP(nrows, DHS_REF_KEY_BLOCK) * c->idx_dim;
-        memcpy(s->keys[g].data, p->keys[g].data, sizeof(float) * (size_t)nfl);
+        dhs_ref_keys_copy(&s->keys[g], &p->keys[g], (p->n + mm - 1) / mm);
         if (mm > 1) {
             if (!(s->pend_key[g] = calloc((size_t)e->P * (size_t)c->idx_dim, sizeof(float)))) goto nomem;
             for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)

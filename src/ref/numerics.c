@@ -74,10 +74,10 @@ float dhs_ref_bf16_decode(uint16_t b) { return u2f((uint32_t)b << 16); }
  * [0,512)   512 x e4m3: NoPE latent, tile i = values [128i, 128i+128)
  * [512,528) 4 x fp32 (host byte order): tile scales, powers of two
  * [528,656) 64 x bf16: RoPE part */
-static float tile_scale(const float *v)
+float dhs_ref_fp8_scale(const float *v, int32_t n)
 {
     float amax = 0.0f;
-    for (int i = 0; i < DHS_REF_TILE; i++) {
+    for (int32_t i = 0; i < n; i++) {
         float a = fabsf(v[i]);
         if (a > amax) amax = a;
     }
@@ -88,6 +88,8 @@ static float tile_scale(const float *v)
     float f = frexpf(r, &e); /* r = f * 2^e, f in [0.5, 1) */
     return f == 0.5f ? ldexpf(1.0f, e - 1) : ldexpf(1.0f, e);
 }
+
+static float tile_scale(const float *v) { return dhs_ref_fp8_scale(v, DHS_REF_TILE); }
 
 void dhs_ref_row_encode(const float lat[DHS_REF_LAT], uint8_t row[DHS_REF_ROW_BYTES])
 {
@@ -114,6 +116,12 @@ static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
 static void fp8_table_init(void)
 {
     for (int i = 0; i < 256; i++) fp8_table[i] = dhs_ref_fp8_decode((uint8_t)i);
+}
+
+const float *dhs_ref_fp8_table(void)
+{
+    pthread_once(&fp8_once, fp8_table_init);
+    return fp8_table;
 }
 
 void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_LAT])

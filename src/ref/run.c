@@ -41,6 +41,25 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
     r->tokens_of = NULL;
 }
 
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, uint64_t synthetic_positions)
+{
+    dhs_ref_model *m = NULL;
+    char hid[160];
+    if (dhs_ref_model_create(&cfg->model, &m) != DHS_OK) return;
+    int32_t prod = 0;
+    for (int32_t l = 0; l < cfg->model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    fprintf(f, "  geometry     %s: %d payload sources of %d-byte rows, %d index producers with %u-byte keys, k=%d; "
+               "hidden size kept small (%s)\n",
+            cfg->geometry ? cfg->geometry : "tiny", dhs_ref_n_sources(m), DHS_REF_ROW_BYTES, prod, dhs_ref_key_bytes(m),
+            cfg->model.topk, hid);
+    if (cfg->synthetic)
+        fprintf(f, "  history      synthetic (DESIGN §12): %" PRIu64 " prompt positions imported as deterministic rows and "
+                   "keys; the model computed each prompt's last position and every decode step\n",
+                synthetic_positions);
+    dhs_ref_model_destroy(m);
+}
+
 /* ---------------------------------------------------------------- prefill threads */
 typedef struct prefill_job {
     const dhs_ref_model *m;
@@ -169,7 +188,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
 
     /* prefill: once per session, shared by both storage modes */
     double t0 = dhs_wall_s();
-    if (prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
+    if (!c.synthetic && prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
     r->t_prefill = dhs_wall_s() - t0;
 
     /* library */
@@ -195,7 +214,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (c.trace) {
         dhs_trace_header h;
         char err[200], name[64];
-        snprintf(name, sizeof name, "refmodel-tiny-%s", dhs_ref_layout_str(c.model.layout));
+        snprintf(name, sizeof name, "refmodel-%s-%s", c.geometry ? c.geometry : "tiny",
+                 dhs_ref_layout_str(c.model.layout));
         if (dhs_trace_header_from_arch(&h, &arch, c.model.topk, KM, S, name) != DHS_TRACE_OK)
             FAIL("cannot describe the model as a trace header");
         snprintf(h.meta, sizeof h.meta,
@@ -242,6 +262,19 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 dhs_status st = dhs_request_open(ctx, max_pos, &req);
                 if (st == DHS_WAIT) break;
                 if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+            }
+            if (c.synthetic) { /* generated now: only the admitted sessions' histories are held */
+                double tp = dhs_wall_s();
+                int32_t *tok = malloc(sizeof(int32_t) * (size_t)len[i]);
+                dhs_status st = DHS_ERR_NOMEM;
+                if (tok) {
+                    dhs_ref_prompt(c.seed, i, V, len[i], tok);
+                    st = dhs_ref_prefill_synthetic(m, tok, len[i], c.seed ^ 0x5EEDull * (uint64_t)(i + 1), &pf[i]);
+                    free(tok);
+                }
+                if (st != DHS_OK) FAIL("synthetic prefill of session %d: %s", i, dhs_status_str(st));
+                r->t_prefill += dhs_wall_s() - tp;
+                r->synthetic_positions += (uint64_t)pf[i].synthetic;
             }
             if (er && dhs_ref_engine_start(er, i, &pf[i], req) != DHS_OK) FAIL("resident start of session %d failed", i);
             if (eh && dhs_ref_engine_start(eh, i, &pf[i], req) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));

@@ -16,6 +16,8 @@
 #ifndef DHS_REF_RUN_H
 #define DHS_REF_RUN_H
 
+#include <stdio.h>
+
 #include "ref/model.h"
 
 #ifdef __cplusplus
@@ -30,6 +32,11 @@ typedef struct dhs_ref_progress {
 
 typedef struct dhs_ref_run_cfg {
     dhs_ref_cfg model;
+    const char *geometry;    /* name of the model's KV geometry (trace header; NULL: "tiny") */
+    int synthetic;           /* 1: prompts import a deterministic synthetic history
+                                (dhs_ref_prefill_synthetic: the model computes only the last
+                                prompt position), generated when the session is admitted;
+                                0: the model prefills every prompt up front */
     int32_t sessions;
     int64_t context;
     int32_t tokens;          /* generated per session, the first (from the prefill) included */
@@ -71,6 +78,7 @@ typedef struct dhs_ref_run_result {
     uint64_t invariant_violations;
     uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
     dhs_mem mem;
@@ -88,6 +96,9 @@ typedef struct dhs_ref_run_result {
    (errmsg). The result owns tokens_of: free with dhs_ref_run_result_free. */
 int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *res);
 void dhs_ref_run_result_free(dhs_ref_run_result *res);
+/* two lines of the human output: the KV geometry (sources, producers, row and
+   key bytes, k), the small hidden size, and whether the history is synthetic */
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, uint64_t synthetic_positions);
 
 #ifdef __cplusplus
 }
