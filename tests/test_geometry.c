@@ -13,7 +13,7 @@
  *   model (its layer-0 row is the encoded latent of its embedding);
  * - resident vs hierarchical runs of both geometries (k reduced to keep it
  *   quick) under reclaim, speculation and sampling, invariants and every
- *   located row checked after every round.
+ *   located row checked after every round; 100K-position prompts.
  * Env: DHS_TEST_SEED (else time-based, printed).
  */
 #include <inttypes.h>
@@ -267,6 +267,35 @@ static void test_run(dhs_ref_geometry g, dhs_ref_verify verify, int32_t spec, ui
     dhs_ref_run_result_free(&r);
 }
 
+/* 100K-position prompts: a GLM-5.3-shaped stack cut to 3 layers (the per-layer
+   arithmetic does not depend on the layer count), k = 2048, resident vs
+   hierarchical; rows beyond 2^16 and byte offsets beyond 2^32 per source */
+static void test_long_context(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = 3;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3 (3 layers)";
+    c.synthetic = 1;
+    c.sessions = 2;
+    c.context = 100000;
+    c.tokens = 3;
+    c.spec = 2;
+    c.seed = seed;
+    c.slots = 1;
+    c.history = 1.5;
+    c.check = 1;
+    dhs_ref_run_result r;
+    int rc = dhs_ref_run(&c, &r);
+    CHECKF(rc == 0, "100K: %s", r.errmsg);
+    CHECKF(r.identical && r.sessions_done == 2, "100K: not identical (%" PRIu64 " logit rows differ)", r.logit_mismatches);
+    CHECKF(r.positions == 100003, "100K: positions %" PRId64, r.positions);
+    printf("  100K context  identical, %" PRIu64 " rounds, census %" PRIu64 "/%" PRIu64 "/%" PRIu64 ", %.1f s\n", r.rounds,
+           r.st.census_direct, r.st.census_hot, r.st.census_host, r.t_total);
+    dhs_ref_run_result_free(&r);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_geometry");
@@ -278,5 +307,6 @@ int main(void)
     printf("synthetic history: %s\n", th_failed ? "FAILED" : "ok");
     test_run(DHS_REF_GEOM_GLM53, DHS_REF_VERIFY_GREEDY, 3, seed);
     test_run(DHS_REF_GEOM_DSV32, DHS_REF_VERIFY_SAMPLE, 4, seed + 1);
+    test_long_context(seed + 2);
     return th_summary();
 }
