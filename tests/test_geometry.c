@@ -157,6 +157,30 @@ static void test_fp8_keys(void)
     dhs_ref_keys_free(&kf);
 }
 
+/* ---------------------------------------------------------------- portable exp */
+static void test_expf(void)
+{
+    double worst = 0.0;
+    for (int i = 0; i <= 200000; i++) {
+        float x = -87.0f + 175.0f * (float)i / 200000.0f;
+        double want = exp((double)x), got = (double)dhs_ref_expf(x);
+        double rel = fabs(got - want) / want;
+        if (rel > worst) worst = rel;
+    }
+    CHECKF(worst < 1e-6, "dhs_ref_expf relative error %g", worst);
+    CHECK(dhs_ref_expf(0.0f) == 1.0f && dhs_ref_expf(-0.0f) == 1.0f);
+    CHECK(dhs_ref_expf(-100.0f) == 0.0f && isinf(dhs_ref_expf(100.0f)));
+    float prev = 0.0f;
+    int mono = 1;
+    for (float x = -20.0f; x <= 0.0f; x += 0.001f) {
+        float y = dhs_ref_expf(x);
+        mono &= y >= prev;
+        prev = y;
+    }
+    CHECKF(mono, "dhs_ref_expf not monotonic on [-20, 0]");
+    printf("  dhs_ref_expf: worst relative error %.2e on [-87, 88]\n", worst);
+}
+
 /* ---------------------------------------------------------------- synthetic history */
 static void test_synthetic(uint64_t seed)
 {
@@ -302,6 +326,7 @@ int main(void)
     g_rs = seed;
     test_layer_maps();
     test_fp8_keys();
+    test_expf();
     printf("layer maps, FP8 index keys: %s\n", th_failed ? "FAILED" : "ok");
     test_synthetic(seed);
     printf("synthetic history: %s\n", th_failed ? "FAILED" : "ok");

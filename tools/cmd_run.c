@@ -70,9 +70,9 @@ static void usage(FILE *f)
             "  --spec K                     queries per round (anchor + K-1 drafts); 1 = plain [4]\n"
             "  --verify greedy|sample       acceptance rule (sample: Leviathan et al.) [greedy]\n"
             "  --temperature T              sampling temperature                    [1]\n"
-            "  --backend cpu|cuda           the library backend [cpu]; the model computes on the CPU:\n"
-            "                               with cuda it reads every located row from the device pool\n"
-            "                               through dhs_read_location\n"
+            "  --backend cpu|cuda           the library backend [cpu]; with cuda the model computes on\n"
+            "                               the GPU (compressed layout: on the CPU, reading located rows\n"
+            "                               back with dhs_read_location)\n"
             "  --compare resident|none      run resident storage side by side and compare [resident]\n"
             "  --storage hier|resident      without --compare: which storage        [hier]\n"
             "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
@@ -342,6 +342,7 @@ int cmd_run(int argc, char **argv)
     c.arrival = o.arrival;
     c.async_delay = o.async_delay;
     c.cuda = !strcmp(o.backend, "cuda");
+    c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
     c.fetch_rows = o.fetch_rows;
     c.threads = o.threads;
     c.check = o.check;
@@ -404,6 +405,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(j, "device_budget_bytes", (double)R.lib_cfg.device_bytes);
         cJSON *t = cJSON_AddObjectToObject(j, "throughput");
         cJSON_AddStringToObject(t, "backend", o.backend);
+        cJSON_AddStringToObject(t, "model_on", R.gpu_model ? "gpu" : "cpu");
         cJSON_AddNumberToObject(t, "resident_tokens_per_s", tps_res);
         cJSON_AddNumberToObject(t, "hier_tokens_per_s", tps_hier);
         cJSON_AddNumberToObject(t, "prefill_s", R.t_prefill);
@@ -472,7 +474,7 @@ int cmd_run(int argc, char **argv)
                    mib(R.st.host_bytes_copied), R.decode_tokens ? (double)R.st.host_bytes_copied / 1024.0 / (double)R.decode_tokens : 0.0,
                    mib(R.st.backup_bytes), mib(R.st.populate_bytes));
         }
-        printf("  throughput   model on the CPU, decode rounds only:");
+        printf("  throughput   model on the %s, decode rounds only:", R.gpu_model ? "GPU" : "CPU");
         if (o.compare || !o.storage_hier) printf(" resident %.0f tok/s", tps_res);
         if (hier) printf("%s hierarchical %.0f tok/s", o.compare ? "," : "", tps_hier);
         printf(" (whole run %.1f s)\n", R.t_total);

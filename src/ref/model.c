@@ -91,6 +91,7 @@ const char *dhs_ref_cfg_check(const dhs_ref_cfg *c)
     if (c->follow_every < 1) return "follow_every < 1";
     if (c->follow_lead < 0 || c->follow_lead >= c->n_layers) return "follow_lead out of range";
     if (c->key_fp8 != 0 && c->key_fp8 != 1) return "key_fp8 is 0 or 1";
+    if (c->exp_portable != 0 && c->exp_portable != 1) return "exp_portable is 0 or 1";
     if (c->comp_m < 1 || c->comp_m > DHS_REF_MAX_M) return "comp_m out of range";
     if (c->draft_window < 0 || c->draft_dim < 1 || c->draft_dim > DHS_REF_MAX_DRAFT_DIM) return "bad drafter dims";
     return 0;
@@ -125,6 +126,7 @@ dhs_ref_cfg dhs_ref_cfg_geometry(dhs_ref_geometry g)
     c.idx_heads = 4;
     c.idx_dim = 128; /* 128 FP8 + 4-byte scale = 132-byte keys */
     c.key_fp8 = 1;
+    c.exp_portable = 1; /* the GPU model reproduces the CPU's logits bit for bit */
     c.topk = 2048;
     c.alpha = 0.012f; /* deeper stacks: smaller residual steps keep the drafter useful */
     if (g == DHS_REF_GEOM_GLM53) {
@@ -362,12 +364,31 @@ static void matvec(const float *w, const float *x, int32_t rows, int32_t cols, f
     for (int32_t r = 0; r < rows; r++) y[r] = dhs_ref_dot(w + (int64_t)r * cols, x, cols);
 }
 
-/* NeoX-style RoPE on 64 values: pairs (i, i+32), angle pos * 10000^(-i/32) */
-static void rope(float *v, int64_t pos)
+void dhs_ref_rope_cs(int64_t pos, float c[DHS_REF_ROPE / 2], float s[DHS_REF_ROPE / 2])
 {
     for (int i = 0; i < DHS_REF_ROPE / 2; i++) {
         double th = (double)pos * pow(10000.0, -(double)i / (DHS_REF_ROPE / 2));
-        float c = (float)cos(th), s = (float)sin(th);
+        c[i] = (float)cos(th);
+        s[i] = (float)sin(th);
+    }
+}
+
+void dhs_ref_weights(const dhs_ref_model *m, int32_t l, dhs_ref_layer_weights *w)
+{
+    const layer_w *x = &m->lw[l];
+    *w = (dhs_ref_layer_weights){x->wdkv, x->wkr, x->wq, x->wqr, x->wuv, x->wo, x->w1, x->w2, x->wik, x->wiq, x->wiw};
+}
+
+const float *dhs_ref_embedding(const dhs_ref_model *m) { return m->emb; }
+const float *dhs_ref_output_head(const dhs_ref_model *m) { return m->w_out; }
+
+/* NeoX-style RoPE on 64 values: pairs (i, i+32), angle pos * 10000^(-i/32) */
+static void rope(float *v, int64_t pos)
+{
+    float cs[DHS_REF_ROPE / 2], sn[DHS_REF_ROPE / 2];
+    dhs_ref_rope_cs(pos, cs, sn);
+    for (int i = 0; i < DHS_REF_ROPE / 2; i++) {
+        float c = cs[i], s = sn[i];
         float a = v[i], b = v[i + DHS_REF_ROPE / 2];
         v[i] = a * c - b * s;
         v[i + DHS_REF_ROPE / 2] = a * s + b * c;
@@ -606,7 +627,7 @@ void dhs_ref_attend_mlp(const dhs_ref_model *m, int32_t l, int64_t pos, const fl
                 if (sc->att[e] > mx) mx = sc->att[e];
             }
             for (int32_t e = 0; e < nv; e++) {
-                sc->att[e] = expf(sc->att[e] - mx);
+                sc->att[e] = c->exp_portable ? dhs_ref_expf(sc->att[e] - mx) : expf(sc->att[e] - mx);
                 sum += sc->att[e];
             }
             float *restrict o = sc->o;

@@ -73,6 +73,12 @@ float dhs_ref_fp8_scale(const float *v, int32_t n);
 /* dhs_ref_fp8_decode of every code (NaN codes included) */
 const float *dhs_ref_fp8_table(void);
 
+/* e^x from basic IEEE float operations only (Cody-Waite reduction by ln 2, a
+   degree-6 polynomial, scaling by 2^k built from bits): the same bits in C
+   (no contraction) and in CUDA (explicit _rn intrinsics). 0 below -87,
+   +inf above 88. Relative error about 2e-7. */
+float dhs_ref_expf(float x);
+
 /* splitmix64 stream */
 uint64_t dhs_ref_rng_next(uint64_t *state);
 float dhs_ref_rng_uniform(uint64_t *state); /* [0, 1), 24 bits */
@@ -119,6 +125,8 @@ typedef struct dhs_ref_cfg {
     int32_t follow_lead;  /* ... after the first follow_lead: layer i is a producer iff
                              max(i - follow_lead, 0) % follow_every == 0 (0: i % every;
                              GLM IndexShare: every 4, lead 2 -> FFFSSS(FSSS)*) */
+    int32_t exp_portable; /* 1: attention's softmax uses dhs_ref_expf (bit-identical on the GPU)
+                             instead of the platform's expf */
     int32_t key_fp8;      /* 1: index keys stored as idx_dim FP8 E4M3 + one fp32 power-of-two
                              scale (idx_dim + 4 bytes: 132 for 128 dims); 0: idx_dim floats */
     int32_t comp_m;       /* COMPRESSED: positions per row of odd layers */
@@ -191,6 +199,17 @@ void dhs_ref_embed(const dhs_ref_model *m, int32_t token, float *x);
 void dhs_ref_rmsnorm(const dhs_ref_model *m, const float *x, float *xn);
 /* latent floats of layer l at position pos (RoPE applied to the last 64) */
 void dhs_ref_latent(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, float lat[DHS_REF_LAT]);
+/* the RoPE rotation at position pos: c[i] = cos(th_i), s[i] = sin(th_i),
+   th_i = pos * 10000^(-i/32), i < 32 (computed in double, rounded to float) */
+void dhs_ref_rope_cs(int64_t pos, float c[DHS_REF_ROPE / 2], float s[DHS_REF_ROPE / 2]);
+/* the weights of layer l (row-major [out][in], NULL where absent: index
+   weights of non-producers); emb / w_out [V][d] */
+typedef struct dhs_ref_layer_weights {
+    const float *wdkv, *wkr, *wq, *wqr, *wuv, *wo, *w1, *w2, *wik, *wiq, *wiw;
+} dhs_ref_layer_weights;
+void dhs_ref_weights(const dhs_ref_model *m, int32_t l, dhs_ref_layer_weights *w);
+const float *dhs_ref_embedding(const dhs_ref_model *m);
+const float *dhs_ref_output_head(const dhs_ref_model *m);
 /* index key of a producer layer: idx_dim floats */
 void dhs_ref_index_key(const dhs_ref_model *m, int32_t l, const float *xn, float *key);
 /* mean of n vectors of `dim` floats: per element, sum over the vectors in
@@ -303,6 +322,12 @@ typedef struct dhs_ref_engine_cfg {
                                memory); 0 reads dhs_source_pool(ctx, src) + loc * 656 */
     int32_t page_rows;      /* drafter ring page size */
     void *trace;            /* optional dhs_trace_writer* (selections of every round) */
+    int gpu;                /* 1: the target pass runs on the GPU (ref/gpu.h): index keys (and,
+                               resident, the rows) live in device memory; needs CUDA, m = 1
+                               sources, k <= 2048; shadow and fetch_rows are not used */
+    void *gpu_stream;       /* cudaStream_t for the GPU pass (hierarchical on the CUDA backend:
+                               dhs_cuda_stream, so attention follows the resolver's gathers);
+                               NULL: a stream of its own */
 } dhs_ref_engine_cfg;
 
 typedef struct dhs_ref_engine dhs_ref_engine;

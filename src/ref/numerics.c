@@ -153,6 +153,26 @@ float dhs_ref_dot(const float *a, const float *b, int32_t n)
     return s;
 }
 
+/* ------------------------------------------------------------- exp
+ * Every step is one IEEE float operation (the build does not contract), so
+ * the CUDA twin (refmodel.cu: __fmul_rn, __fadd_rn, rintf) gives the same bits. */
+float dhs_ref_expf(float x)
+{
+    if (x < -87.0f) return 0.0f;
+    if (x > 88.0f) return INFINITY;
+    float kf = nearbyintf(x * 1.44269504f);   /* round half even: |kf| <= 127 */
+    float r = x - kf * 0.693145752f;          /* ln 2, high part (exact product: 16 bits) */
+    r = r - kf * 1.42860677e-06f;             /* ln 2, low part */
+    float p = 1.38888889e-03f;                /* 1/720 */
+    p = p * r + 8.33333333e-03f;              /* 1/120 */
+    p = p * r + 4.16666667e-02f;              /* 1/24 */
+    p = p * r + 1.66666667e-01f;              /* 1/6 */
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * u2f((uint32_t)((int32_t)kf + 127) << 23); /* 2^kf, kf in [-126, 127] */
+}
+
 /* ------------------------------------------------------------- rng */
 uint64_t dhs_ref_rng_next(uint64_t *state)
 {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dhs_cuda.h"
 #include "ref/run.h"
 #include "sim/trace.h"
 #include "sim/util.h"
@@ -235,17 +236,26 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.temperature = c.temperature;
     ec.seed = c.seed;
     ec.page_rows = c.page_rows;
+    if (c.cuda && c.gpu_model) {
+        int m1 = 1;
+        for (int32_t s = 0; s < dhs_ref_n_sources(m); s++) m1 &= dhs_ref_source_m(m, s) == 1;
+        r->gpu_model = m1; /* compressed sources: the model stays on the CPU */
+    }
+    ec.gpu = r->gpu_model;
     if (use_res) {
         ec.ctx = NULL;
         ec.trace = use_hier ? NULL : tw;
-        if (dhs_ref_engine_create(m, &ec, &er) != DHS_OK) FAIL("out of memory");
+        dhs_status es = dhs_ref_engine_create(m, &ec, &er);
+        if (es != DHS_OK) FAIL("resident engine: %s", dhs_status_str(es));
     }
     if (use_hier) {
         ec.ctx = ctx;
-        ec.fetch_rows = c.cuda || c.fetch_rows;
-        ec.shadow = c.check;
+        ec.fetch_rows = !ec.gpu && (c.cuda || c.fetch_rows);
+        ec.shadow = c.check && !ec.gpu;
         ec.trace = tw;
-        if (dhs_ref_engine_create(m, &ec, &eh) != DHS_OK) FAIL("out of memory");
+        ec.gpu_stream = ec.gpu ? dhs_cuda_stream(be) : NULL; /* attention after the resolver's gathers */
+        dhs_status es = dhs_ref_engine_create(m, &ec, &eh);
+        if (es != DHS_OK) FAIL("hierarchical engine: %s", dhs_status_str(es));
     }
     dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
 

@@ -56,6 +56,9 @@ typedef struct dhs_ref_run_cfg {
     int cuda;                /* 1: the CUDA backend (device 0); located rows are read with
                                 dhs_read_location. 0: the CPU backend */
     int fetch_rows;          /* CPU backend: read located rows with dhs_read_location too */
+    int gpu_model;           /* with cuda: 1 the target pass of both engines runs on the GPU
+                                (ref/gpu.h; m = 1 sources), 0 the model computes on the CPU and
+                                reads located rows back with dhs_read_location */
     int32_t threads;         /* prefill threads (0: 1) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
@@ -79,6 +82,7 @@ typedef struct dhs_ref_run_result {
     uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
+    int gpu_model;                      /* 1: the model computed on the GPU */
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
     dhs_mem mem;
