@@ -56,9 +56,10 @@ typedef struct dhs_ref_run_cfg {
     int cuda;                /* 1: the CUDA backend (device 0); located rows are read with
                                 dhs_read_location. 0: the CPU backend */
     int fetch_rows;          /* CPU backend: read located rows with dhs_read_location too */
-    int gpu_model;           /* with cuda: 1 the target pass of both engines runs on the GPU
-                                (ref/gpu.h; m = 1 sources), 0 the model computes on the CPU and
-                                reads located rows back with dhs_read_location */
+    int gpu_model;           /* 1: the target pass of both engines runs on the GPU (ref/gpu.h;
+                                m = 1 sources; the hierarchy must then be on the GPU too: cuda);
+                                0: the model computes on the CPU (with cuda it reads located
+                                rows back with dhs_read_location) */
     int32_t threads;         /* prefill threads (0: 1) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
