@@ -23,7 +23,7 @@
 typedef struct run_opts {
     const char *model;
     dhs_ref_geometry geometry;
-    dhs_ref_layout layout;  /* -1: the geometry's */
+    dhs_ref_layout layout;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -59,9 +59,8 @@ static void usage(FILE *f)
             "logits byte for byte. Without flags: a demo of about half a minute on 2 cores.\n\n"
             "flags:\n"
             "  --model tiny                 model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)\n"
-            "  --geometry tiny|glm-5.3|deepseek-v3.2   KV geometry: glm-5.3 = 78 payload layers, 21 producers\n"
-            "                               (IndexShare), deepseek-v3.2 = 61/61; 656-B rows, 132-B FP8 keys,\n"
-            "                               k 2048, small hidden size, synthetic history   [tiny]\n"
+            "  --geometry tiny|glm-5.3|deepseek-v3.2   KV geometry (docs/MODEL.md; real ones: k 2048, 132-B\n"
+            "                               keys, small hidden size, synthetic history; --layout/--topk: tiny) [tiny]\n"
             "  --layout own|follow|compressed   OWN per layer (V3.2), FOLLOW (GLM IndexShare),\n"
             "                               COMPRESSED (odd layers read m=4 rows)   [own]\n"
             "  --sessions N                 sessions over the run                   [16]\n"
@@ -71,12 +70,11 @@ static void usage(FILE *f)
             "  --verify greedy|sample       acceptance rule (sample: Leviathan et al.) [greedy]\n"
             "  --temperature T              sampling temperature                    [1]\n"
             "  --backend cpu|cuda           the library backend [cpu]; with cuda the model computes on\n"
-            "                               the GPU (compressed layout: on the CPU, reading located rows\n"
-            "                               back with dhs_read_location)\n"
+            "                               the GPU (compressed layout: on the CPU, reading rows back)\n"
             "  --compare resident|none      run resident storage side by side and compare [resident]\n"
             "  --storage hier|resident      without --compare: which storage        [hier]\n"
             "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
-            "  --topk K                     selection length k           [64; 2048 real geometries]\n"
+            "  --topk K                     selection length k                      [64]\n"
             "  --slots N                    request slots: sessions served at once   [sessions/2]\n"
             "  --history H                  device budget = staging + required state of every\n"
             "                               slot + the imported history of H sessions [2]\n"
@@ -125,7 +123,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "tiny";
-    o->layout = (dhs_ref_layout)-1;
+    o->layout = DHS_REF_LAYOUT_OWN;
     o->sessions = 16;
     o->context = 4096;
     o->tokens = 64;
@@ -136,7 +134,7 @@ static int parse_args(int argc, char **argv, run_opts *o)
     o->policy = DHS_POLICY_LRU;
     o->verify = DHS_REF_VERIFY_GREEDY;
     o->seed = 1;
-    o->topk = 0;
+    o->topk = 64;
     o->threads = 0;
     o->arrival = 2;
     o->slots = 0;
@@ -319,11 +317,9 @@ int cmd_run(int argc, char **argv)
     int tty = isatty(2) && !o.json;
 
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-    c.model = dhs_ref_cfg_geometry(o.geometry);
-    c.geometry = dhs_ref_geometry_str(o.geometry);
-    c.synthetic = o.geometry != DHS_REF_GEOM_TINY; /* DESIGN §12: long prompts import a synthetic history */
-    if ((int)o.layout >= 0) c.model.layout = o.layout;
-    if (o.topk) c.model.topk = o.topk;
+    c.model.layout = o.layout;
+    c.model.topk = o.topk;
+    dhs_ref_run_set_geometry(&c, o.geometry); /* real geometries replace --layout and --topk */
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;
@@ -405,7 +401,6 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(j, "device_budget_bytes", (double)R.lib_cfg.device_bytes);
         cJSON *t = cJSON_AddObjectToObject(j, "throughput");
         cJSON_AddStringToObject(t, "backend", o.backend);
-        cJSON_AddStringToObject(t, "model_on", R.gpu_model ? "gpu" : "cpu");
         cJSON_AddNumberToObject(t, "resident_tokens_per_s", tps_res);
         cJSON_AddNumberToObject(t, "hier_tokens_per_s", tps_hier);
         cJSON_AddNumberToObject(t, "prefill_s", R.t_prefill);
@@ -419,11 +414,7 @@ int cmd_run(int argc, char **argv)
         cJSON *cf = cJSON_AddObjectToObject(j, "config");
         cJSON_AddStringToObject(cf, "model", o.model);
         cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(mc->layout));
-        cJSON_AddStringToObject(cf, "geometry", c.geometry);
-        char hid[160];
-        dhs_ref_cfg_hidden_str(mc, hid, sizeof hid);
-        cJSON_AddStringToObject(j, "hidden", hid); /* the hidden size is small; the KV geometry is real */
-        cJSON_AddNumberToObject(j, "synthetic_history_positions", (double)R.synthetic_positions);
+        dhs_ref_run_json_geometry(j, &c, &R); /* geometry, hidden, synthetic history, model_on */
         cJSON_AddStringToObject(cf, "policy", dhs_policy_str(o.policy));
         cJSON_AddStringToObject(cf, "verify", verify);
         cJSON_AddNumberToObject(cf, "sessions", o.sessions);
@@ -448,13 +439,12 @@ int cmd_run(int argc, char **argv)
         char mode[64];
         if (o.spec > 1) snprintf(mode, sizeof mode, "speculative rounds of K=%d (%s)", o.spec, verify);
         else snprintf(mode, sizeof mode, "plain decoding (%s)", verify);
-        printf("dhs run: reference DSA model, geometry '%s' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
+        printf("dhs run: reference DSA model '%s' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
                "-token prompts, %d tokens each, %s, %s backend\n",
                c.geometry, dhs_ref_layout_str(mc->layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
                c.cuda ? "CUDA" : "CPU");
-        dhs_ref_print_geometry(stdout, &c, R.synthetic_positions);
-        printf("  prefill      %d prompts in %.1f s (%s, imported into the hierarchy)\n", o.sessions, R.t_prefill,
-               c.synthetic ? "synthetic history, the last prompt position by the model" : "computed once by the model");
+        dhs_ref_print_geometry(stdout, &c, &R); /* geometry, hidden size, synthetic history, where the model ran */
+        printf("  prefill      %d prompts in %.1f s (imported into the hierarchy)\n", o.sessions, R.t_prefill);
         printf("  served       %" PRIu64 " sessions, %" PRIu64 " tokens in %" PRIu64 " rounds (up to %" PRIu64
                " sessions per round); %.0f%% of %" PRIu64 " draft proposals accepted\n",
                R.sessions_done, R.tokens, R.rounds, R.max_active, pct(R.accepted, R.proposals), R.proposals);

@@ -1,4 +1,5 @@
 /* run.c - the serving driver of the reference model (see run.h). */
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -42,23 +43,58 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
     r->tokens_of = NULL;
 }
 
-void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, uint64_t synthetic_positions)
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *c, dhs_ref_geometry g)
+{
+    c->geometry = dhs_ref_geometry_str(g);
+    c->synthetic = g != DHS_REF_GEOM_TINY;
+    if (g == DHS_REF_GEOM_TINY) return;
+    uint64_t seed = c->model.seed;
+    c->model = dhs_ref_cfg_geometry(g);
+    c->model.seed = seed;
+}
+
+static int32_t count_producers(const dhs_ref_model *m)
+{
+    int32_t prod = 0;
+    for (int32_t l = 0; l < dhs_ref_model_cfg(m)->n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+    return prod;
+}
+
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
 {
     dhs_ref_model *m = NULL;
     char hid[160];
     if (dhs_ref_model_create(&cfg->model, &m) != DHS_OK) return;
-    int32_t prod = 0;
-    for (int32_t l = 0; l < cfg->model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
     dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
     fprintf(f, "  geometry     %s: %d payload sources of %d-byte rows, %d index producers with %u-byte keys, k=%d; "
-               "hidden size kept small (%s)\n",
-            cfg->geometry ? cfg->geometry : "tiny", dhs_ref_n_sources(m), DHS_REF_ROW_BYTES, prod, dhs_ref_key_bytes(m),
-            cfg->model.topk, hid);
+               "hidden size kept small (%s); model computed on the %s\n",
+            cfg->geometry ? cfg->geometry : "tiny", dhs_ref_n_sources(m), DHS_REF_ROW_BYTES, count_producers(m),
+            dhs_ref_key_bytes(m), cfg->model.topk, hid, res->gpu_model ? "GPU" : "CPU");
     if (cfg->synthetic)
         fprintf(f, "  history      synthetic (DESIGN §12): %" PRIu64 " prompt positions imported as deterministic rows and "
                    "keys; the model computed each prompt's last position and every decode step\n",
-                synthetic_positions);
+                res->synthetic_positions);
     dhs_ref_model_destroy(m);
+}
+
+void dhs_ref_run_json_geometry(cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
+{
+    char hid[160];
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    cJSON_AddStringToObject(j, "hidden", hid); /* the hidden size is small; the KV geometry is real */
+    cJSON_AddNumberToObject(j, "synthetic_history_positions", (double)res->synthetic_positions);
+    cJSON *cf = cJSON_GetObjectItem(j, "config"), *t = cJSON_GetObjectItem(j, "throughput");
+    if (cf) {
+        cJSON_AddStringToObject(cf, "geometry", cfg->geometry ? cfg->geometry : "tiny");
+        dhs_ref_model *m = NULL;
+        if (dhs_ref_model_create(&cfg->model, &m) == DHS_OK) {
+            cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+            cJSON_AddNumberToObject(cf, "index_producers", count_producers(m));
+            cJSON_AddNumberToObject(cf, "index_key_bytes", dhs_ref_key_bytes(m));
+            dhs_ref_model_destroy(m);
+        }
+    }
+    if (t) cJSON_AddStringToObject(t, "model_on", res->gpu_model ? "gpu" : "cpu");
 }
 
 /* ---------------------------------------------------------------- prefill threads */

@@ -101,9 +101,17 @@ typedef struct dhs_ref_run_result {
    (errmsg). The result owns tokens_of: free with dhs_ref_run_result_free. */
 int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *res);
 void dhs_ref_run_result_free(dhs_ref_run_result *res);
-/* two lines of the human output: the KV geometry (sources, producers, row and
-   key bytes, k), the small hidden size, and whether the history is synthetic */
-void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, uint64_t synthetic_positions);
+/* cfg->model, geometry and synthetic for a KV geometry: tiny keeps the model
+   config (its layout and k); the real ones replace it (dhs_ref_cfg_geometry)
+   and import a synthetic history (DESIGN §12) */
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *cfg, dhs_ref_geometry g);
+/* lines of the human output: the KV geometry (sources, producers, row and
+   key bytes, k), the small hidden size, whether the history is synthetic */
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
+/* the same in a `dhs run --json` object: "hidden", "synthetic_history_positions",
+   config.geometry, throughput.model_on (objects "config"/"throughput" if present) */
+struct cJSON;
+void dhs_ref_run_json_geometry(struct cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
 
 #ifdef __cplusplus
 }
