@@ -415,6 +415,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, con
             for (int i = tid; i < G_NOPE; i += blockDim.x) {
                 float acc = 0.0f;
                 int tile = i / 128;
+#pragma unroll 8 /* loads in flight; the adds stay in entry order */
                 for (int e = 0; e < nv; e++) {
                     const uint8_t *row = b0 + (int64_t)idx[e] * G_ROW;
                     float r = fm(lut[row[i]], ((const float *)(row + G_NOPE))[tile]);
