@@ -22,6 +22,7 @@
 
 typedef struct run_opts {
     const char *model;
+    dhs_ref_geometry geometry;
     dhs_ref_layout layout;
     int32_t sessions;
     int64_t context;
@@ -58,6 +59,8 @@ static void usage(FILE *f)
             "logits byte for byte. Without flags: a demo of about half a minute on 2 cores.\n\n"
             "flags:\n"
             "  --model tiny                 model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)\n"
+            "  --geometry tiny|glm-5.3|deepseek-v3.2   KV geometry (docs/MODEL.md; real ones: k 2048, 132-B\n"
+            "                               keys, small hidden size, synthetic history; --layout/--topk: tiny) [tiny]\n"
             "  --layout own|follow|compressed   OWN per layer (V3.2), FOLLOW (GLM IndexShare),\n"
             "                               COMPRESSED (odd layers read m=4 rows)   [own]\n"
             "  --sessions N                 sessions over the run                   [16]\n"
@@ -66,9 +69,8 @@ static void usage(FILE *f)
             "  --spec K                     queries per round (anchor + K-1 drafts); 1 = plain [4]\n"
             "  --verify greedy|sample       acceptance rule (sample: Leviathan et al.) [greedy]\n"
             "  --temperature T              sampling temperature                    [1]\n"
-            "  --backend cpu|cuda           the library backend [cpu]; the model computes on the CPU:\n"
-            "                               with cuda it reads every located row from the device pool\n"
-            "                               through dhs_read_location\n"
+            "  --backend cpu|cuda           the library backend [cpu]; with cuda the model computes on\n"
+            "                               the GPU (compressed layout: on the CPU, reading rows back)\n"
             "  --compare resident|none      run resident storage side by side and compare [resident]\n"
             "  --storage hier|resident      without --compare: which storage        [hier]\n"
             "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
@@ -164,6 +166,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
                 return 2;
             }
             o->model = v;
+        } else if (!strcmp(a, "--geometry")) {
+            NEED();
+            if (dhs_ref_geometry_parse(v, &o->geometry)) {
+                fprintf(stderr, "dhs run: --geometry wants tiny, glm-5.3 or deepseek-v3.2, got '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--layout")) {
             NEED();
             if (dhs_ref_layout_parse(v, &o->layout)) {
@@ -311,6 +319,7 @@ int cmd_run(int argc, char **argv)
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model.layout = o.layout;
     c.model.topk = o.topk;
+    dhs_ref_run_set_geometry(&c, o.geometry); /* real geometries replace --layout and --topk */
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;
@@ -329,6 +338,7 @@ int cmd_run(int argc, char **argv)
     c.arrival = o.arrival;
     c.async_delay = o.async_delay;
     c.cuda = !strcmp(o.backend, "cuda");
+    c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
     c.fetch_rows = o.fetch_rows;
     c.threads = o.threads;
     c.check = o.check;
@@ -403,7 +413,8 @@ int cmd_run(int argc, char **argv)
         }
         cJSON *cf = cJSON_AddObjectToObject(j, "config");
         cJSON_AddStringToObject(cf, "model", o.model);
-        cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(o.layout));
+        cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(mc->layout));
+        dhs_ref_run_json_geometry(j, &c, &R); /* geometry, hidden, synthetic history, model_on */
         cJSON_AddStringToObject(cf, "policy", dhs_policy_str(o.policy));
         cJSON_AddStringToObject(cf, "verify", verify);
         cJSON_AddNumberToObject(cf, "sessions", o.sessions);
@@ -428,12 +439,12 @@ int cmd_run(int argc, char **argv)
         char mode[64];
         if (o.spec > 1) snprintf(mode, sizeof mode, "speculative rounds of K=%d (%s)", o.spec, verify);
         else snprintf(mode, sizeof mode, "plain decoding (%s)", verify);
-        printf("dhs run: reference DSA model 'tiny' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
+        printf("dhs run: reference DSA model '%s' (%s layout, %d layers, k=%d, 656-byte FP8 rows), %d sessions x ~%" PRId64
                "-token prompts, %d tokens each, %s, %s backend\n",
-               dhs_ref_layout_str(o.layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
+               c.geometry, dhs_ref_layout_str(mc->layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
                c.cuda ? "CUDA" : "CPU");
-        printf("  prefill      %d prompts in %.1f s (computed once by the model, imported into the hierarchy)\n",
-               o.sessions, R.t_prefill);
+        dhs_ref_print_geometry(stdout, &c, &R); /* geometry, hidden size, synthetic history, where the model ran */
+        printf("  prefill      %d prompts in %.1f s (imported into the hierarchy)\n", o.sessions, R.t_prefill);
         printf("  served       %" PRIu64 " sessions, %" PRIu64 " tokens in %" PRIu64 " rounds (up to %" PRIu64
                " sessions per round); %.0f%% of %" PRIu64 " draft proposals accepted\n",
                R.sessions_done, R.tokens, R.rounds, R.max_active, pct(R.accepted, R.proposals), R.proposals);
@@ -453,7 +464,7 @@ int cmd_run(int argc, char **argv)
                    mib(R.st.host_bytes_copied), R.decode_tokens ? (double)R.st.host_bytes_copied / 1024.0 / (double)R.decode_tokens : 0.0,
                    mib(R.st.backup_bytes), mib(R.st.populate_bytes));
         }
-        printf("  throughput   model on the CPU, decode rounds only:");
+        printf("  throughput   model on the %s, decode rounds only:", R.gpu_model ? "GPU" : "CPU");
         if (o.compare || !o.storage_hier) printf(" resident %.0f tok/s", tps_res);
         if (hier) printf("%s hierarchical %.0f tok/s", o.compare ? "," : "", tps_hier);
         printf(" (whole run %.1f s)\n", R.t_total);

@@ -16,10 +16,12 @@
  * location = row, or the library's pool with the resolver's locations.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/gpu.h"
 #include "ref/model.h"
 #include "sim/trace.h"
 
@@ -34,6 +36,9 @@ typedef struct sess {
     dhs_ref_keys keys[DHS_MAX_SOURCES]; /* per group */
     float *pend_lat[DHS_MAX_SOURCES];   /* m > 1 sources: [P][576] latents of position t at t % P */
     float *pend_key[DHS_MAX_SOURCES];   /* m > 1 groups: [P][idx_dim] */
+    void *gk_codes[DHS_MAX_SOURCES];    /* GPU: per group, device key store (codes or float keys) */
+    void *gk_scales[DHS_MAX_SOURCES];   /* GPU, FP8 keys: per group, device scales */
+    void *grows[DHS_MAX_SOURCES];       /* GPU resident: per source, device rows [rows_cap][656] */
     int64_t dn;            /* drafter KV valid for positions < dn (from max(0, dn - W)) */
     uint64_t rng;
 } sess;
@@ -62,6 +67,13 @@ struct dhs_ref_engine {
     dhs_req *reqs;          /* [slots] */
     dhs_trace_item *titems; /* [slots] */
     const int32_t **tsel;   /* [slots][ng] */
+    dhs_ref_gpu *gpu;       /* cfg.gpu: the GPU target pass */
+    int32_t *gtok;          /* [slots*kmax] query tokens (q = i*kmax + j) */
+    int64_t *gpos;          /* [slots*kmax] query positions, -1: no query */
+    void **gp_rowdst, **gp_kc, **gp_ks; /* [slots*kmax] device addresses per query */
+    const void **gp_base;   /* [slots*kmax] */
+    int32_t *gloc;          /* [slots*kmax][k] locations of one layer */
+    float *glog;            /* [slots*kmax][V] */
     char err[160];
     uint64_t shadow_bad;    /* located rows differing from the model's own copy */
     char shadow_first[256];
@@ -109,6 +121,90 @@ uint64_t dhs_ref_engine_model_bytes(const dhs_ref_model *m, int64_t positions, i
             b += (uint64_t)((positions + dhs_ref_source_m(m, s) - 1) / dhs_ref_source_m(m, s)) * DHS_REF_ROW_BYTES;
     b += (uint64_t)ring_rows * dhs_ref_draft_row_bytes(m);
     return b;
+}
+
+static dhs_status gpu_create(dhs_ref_engine *e)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    for (int32_t src = 0; src < e->ns; src++)
+        if (dhs_ref_source_m(m, src) != 1) return DHS_ERR_UNSUPPORTED;
+    dhs_ref_gpu_desc *d = calloc(1, sizeof *d);
+    if (!d) return DHS_ERR_NOMEM;
+    d->vocab = c->vocab;
+    d->d_model = c->d_model;
+    d->n_layers = c->n_layers;
+    d->n_heads = c->n_heads;
+    d->d_v = c->d_v;
+    d->mlp_hidden = c->mlp_hidden;
+    d->idx_heads = c->idx_heads;
+    d->idx_dim = c->idx_dim;
+    d->topk = c->topk;
+    d->alpha = c->alpha;
+    d->logit_scale = c->logit_scale;
+    d->idx_wscale = 1.0f / sqrtf((float)(c->idx_heads * c->idx_dim)); /* as dhs_ref_index_scores */
+    d->att_scale = 1.0f / sqrtf((float)DHS_REF_LAT);                   /* as dhs_ref_attend_mlp */
+    d->exp_portable = c->exp_portable;
+    d->key_fp8 = c->key_fp8;
+    d->max_queries = e->cfg.max_slots * e->kmax;
+    d->max_positions = e->cfg.max_positions + 8;
+    d->emb = dhs_ref_embedding(m);
+    d->w_out = dhs_ref_output_head(m);
+    d->fp8_lut = dhs_ref_fp8_table();
+    d->rope_cs = dhs_ref_rope_cs;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        dhs_ref_weights(m, l, &d->layer[l]);
+        d->producer[l] = dhs_ref_layer(m, l)->producer;
+    }
+    dhs_status st = dhs_ref_gpu_create(d, e->cfg.gpu_stream, &e->gpu);
+    free(d);
+    if (st != DHS_OK) {
+        set_err(e, "dhs_ref_gpu_create", st);
+        return st;
+    }
+    size_t Q = (size_t)e->cfg.max_slots * (size_t)e->kmax;
+    e->gtok = calloc(Q, sizeof(int32_t));
+    e->gpos = calloc(Q, sizeof(int64_t));
+    e->gp_rowdst = calloc(Q, sizeof(void *));
+    e->gp_kc = calloc(Q, sizeof(void *));
+    e->gp_ks = calloc(Q, sizeof(void *));
+    e->gp_base = calloc(Q, sizeof(void *));
+    e->gloc = calloc(Q * (size_t)e->k, sizeof(int32_t));
+    e->glog = calloc(Q * (size_t)e->V, sizeof(float));
+    if (!e->gtok || !e->gpos || !e->gp_rowdst || !e->gp_kc || !e->gp_ks || !e->gp_base || !e->gloc || !e->glog)
+        return DHS_ERR_NOMEM;
+    return DHS_OK;
+}
+
+/* GPU: the session's device key stores (and resident rows) from its prefill */
+static dhs_status gpu_start(dhs_ref_engine *e, sess *s, const dhs_ref_prefill *p)
+{
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(e->m);
+    int64_t cap = ALIGN_UP(rows_cap(e, 1), DHS_REF_KEY_BLOCK);
+    int64_t nb = (p->n + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK;
+    uint64_t per = (uint64_t)c->idx_dim * DHS_REF_KEY_BLOCK * (c->key_fp8 ? 1u : sizeof(float));
+    dhs_status st;
+    for (int32_t g = 0; g < e->ng; g++) {
+        if ((st = dhs_ref_gpu_alloc(e->gpu, (uint64_t)cap / DHS_REF_KEY_BLOCK * per, &s->gk_codes[g])) != DHS_OK ||
+            (st = dhs_ref_gpu_memset(e->gpu, s->gk_codes[g], 0, (uint64_t)cap / DHS_REF_KEY_BLOCK * per)) != DHS_OK ||
+            (st = dhs_ref_gpu_upload(e->gpu, s->gk_codes[g], c->key_fp8 ? (const void *)p->keys[g].codes : (const void *)p->keys[g].data,
+                                     (uint64_t)nb * per)) != DHS_OK)
+            return st;
+        if (c->key_fp8 &&
+            ((st = dhs_ref_gpu_alloc(e->gpu, (uint64_t)cap * sizeof(float), &s->gk_scales[g])) != DHS_OK ||
+             (st = dhs_ref_gpu_memset(e->gpu, s->gk_scales[g], 0, (uint64_t)cap * sizeof(float))) != DHS_OK ||
+             (st = dhs_ref_gpu_upload(e->gpu, s->gk_scales[g], p->keys[g].scales, (uint64_t)p->n * sizeof(float))) != DHS_OK))
+            return st;
+    }
+    if (!e->cfg.ctx)
+        for (int32_t src = 0; src < e->ns; src++) {
+            uint64_t bytes = (uint64_t)rows_cap(e, 1) * DHS_REF_ROW_BYTES;
+            if ((st = dhs_ref_gpu_alloc(e->gpu, bytes, &s->grows[src])) != DHS_OK ||
+                (st = dhs_ref_gpu_memset(e->gpu, s->grows[src], 0, bytes)) != DHS_OK ||
+                (st = dhs_ref_gpu_upload(e->gpu, s->grows[src], p->rows[src], (uint64_t)p->n * DHS_REF_ROW_BYTES)) != DHS_OK)
+                return st;
+        }
+    return DHS_OK;
 }
 
 dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cfg *cfg, dhs_ref_engine **out)
@@ -162,12 +258,24 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    if (cfg->gpu) {
+        dhs_status st = gpu_create(e);
+        if (st != DHS_OK) {
+            dhs_ref_engine_destroy(e);
+            return st;
+        }
+    }
     *out = e;
     return DHS_OK;
 }
 
 static void sess_free(dhs_ref_engine *e, sess *s)
 {
+    for (int32_t i = 0; i < DHS_MAX_SOURCES; i++) {
+        if (s->gk_codes[i]) dhs_ref_gpu_free(e->gpu, s->gk_codes[i]);
+        if (s->gk_scales[i]) dhs_ref_gpu_free(e->gpu, s->gk_scales[i]);
+        if (s->grows[i]) dhs_ref_gpu_free(e->gpu, s->grows[i]);
+    }
     free(s->tokens);
     for (int32_t i = 0; i < DHS_MAX_SOURCES; i++) {
         free(s->rows[i]);
@@ -206,6 +314,15 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->reqs);
     free(e->titems);
     free(e->tsel);
+    free(e->gtok);
+    free(e->gpos);
+    free(e->gp_rowdst);
+    free(e->gp_kc);
+    free(e->gp_ks);
+    free(e->gp_base);
+    free(e->gloc);
+    free(e->glog);
+    dhs_ref_gpu_destroy(e->gpu);
     free(e);
 }
 
@@ -236,13 +353,11 @@ dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_pre
     s->slot = -1;
     s->tokens = malloc(sizeof(int32_t) * (size_t)(e->cfg.max_positions + 1));
     if (!s->tokens) goto nomem;
-    for (int32_t g = 0; g < e->ng; g++) {
+    for (int32_t g = 0; g < e->ng && !e->gpu; g++) {
         int32_t mm = dhs_ref_group_m(m, g);
-        if (dhs_ref_keys_init(&s->keys[g], c->idx_dim, rows_cap(e, mm))) goto nomem;
+        if (dhs_ref_keys_init_model(m, &s->keys[g], rows_cap(e, mm))) goto nomem;
         /* the prefill's keys: ceil(n/m) rows, same blocked layout */
-        int64_t nrows = (p->n + mm - 1) / mm;
-        int64_t nfl = ALIGN_UP(nrows, DHS_REF_KEY_BLOCK) * c->idx_dim;
-        memcpy(s->keys[g].data, p->keys[g].data, sizeof(float) * (size_t)nfl);
+        dhs_ref_keys_copy(&s->keys[g], &p->keys[g], (p->n + mm - 1) / mm);
         if (mm > 1) {
             if (!(s->pend_key[g] = calloc((size_t)e->P * (size_t)c->idx_dim, sizeof(float)))) goto nomem;
             for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)
@@ -258,12 +373,20 @@ dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_pre
                 memcpy(s->pend_lat[src] + (t % e->P) * DHS_REF_LAT, p->tail_lat[src] + j * DHS_REF_LAT,
                        sizeof(float) * DHS_REF_LAT);
         }
-        if (!e->cfg.ctx || e->cfg.shadow) {
+        if ((!e->cfg.ctx || e->cfg.shadow) && !e->gpu) {
             size_t bytes = (size_t)rows_cap(e, mm) * DHS_REF_ROW_BYTES;
             if (!(s->rows[src] = aligned_alloc(16, bytes))) goto nomem;
             size_t have = (size_t)((p->n + mm - 1) / mm) * DHS_REF_ROW_BYTES;
             memcpy(s->rows[src], p->rows[src], have);
             memset(s->rows[src] + have, 0, bytes - have);
+        }
+    }
+    if (e->gpu) {
+        dhs_status st = gpu_start(e, s, p);
+        if (st != DHS_OK) {
+            set_err(e, "GPU session start", st);
+            sess_free(e, s);
+            return st;
         }
     }
     if (e->cfg.ctx) {
@@ -440,6 +563,80 @@ static int32_t block_rows(dhs_ref_engine *e, sess *s, int32_t l, int32_t i, int3
     return (int32_t)(r1 - r0 + 1);
 }
 
+/* the target pass on the GPU (ref/gpu.h); same library calls as the CPU pass */
+static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    int32_t kmax = e->kmax, k = e->k, nq = n * kmax;
+    dhs_status st;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < kmax; j++) {
+            int32_t q = i * kmax + j;
+            e->gtok[q] = j < K[i] ? e->blk[q] : 0;
+            e->gpos[q] = j < K[i] ? e->s[ids[i]].n + j : -1;
+        }
+    if ((st = dhs_ref_gpu_begin(e->gpu, nq, e->gtok, e->gpos)) != DHS_OK) goto gpu_fail;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, src = li->source, nsrc;
+        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
+        int32_t si = 0;
+        while (gsrc[si] != src) si++;
+        for (int32_t q = 0; q < nq; q++) {
+            sess *s = &e->s[ids[q / kmax]];
+            e->gp_kc[q] = s->gk_codes[g];
+            e->gp_ks[q] = s->gk_scales[g];
+            e->gp_rowdst[q] = ctx ? NULL : (uint8_t *)s->grows[src] + (e->gpos[q] > 0 ? e->gpos[q] : 0) * DHS_REF_ROW_BYTES;
+            e->gp_base[q] = ctx ? dhs_source_pool(ctx, src) : s->grows[src];
+        }
+        /* rows (and keys) of every position of the block, written before any query */
+        if ((st = dhs_ref_gpu_rows(e->gpu, l, ctx ? NULL : e->gp_rowdst, e->gp_kc, e->gp_ks, ctx ? e->rowbuf : NULL)) != DHS_OK)
+            goto gpu_fail;
+        if (ctx)
+            for (int32_t i = 0; i < n; i++) {
+                sess *s = &e->s[ids[i]];
+                if ((st = dhs_write_rows(ctx, s->req, src, s->n, K[i], e->rowbuf + (int64_t)i * kmax * DHS_REF_ROW_BYTES)) !=
+                    DHS_OK) {
+                    set_err(e, "dhs_write_rows", st);
+                    return st;
+                }
+            }
+        if (li->producer) {
+            if ((st = dhs_ref_gpu_select(e->gpu, l, e->gp_kc, e->gp_ks, sel_at(e, g, 0, 0))) != DHS_OK) goto gpu_fail;
+            if (ctx) {
+                for (int32_t i = 0; i < n; i++)
+                    e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};
+                if ((st = dhs_resolve(ctx, g, k, n, e->items)) != DHS_OK) {
+                    set_err(e, "dhs_resolve", st);
+                    return st;
+                }
+            }
+        }
+        if (ctx) {
+            for (int32_t i = 0; i < n; i++)
+                memcpy(e->gloc + (int64_t)i * kmax * k, loc_at(e, g, i, si, K[i]), sizeof(int32_t) * (size_t)K[i] * (size_t)k);
+            st = dhs_ref_gpu_attend(e->gpu, l, e->gp_base, e->gloc);
+        } else {
+            st = dhs_ref_gpu_attend(e->gpu, l, e->gp_base, NULL); /* location = row: the selection itself */
+        }
+        if (st != DHS_OK) goto gpu_fail;
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    if ((st = dhs_ref_gpu_logits(e->gpu, e->glog)) != DHS_OK) goto gpu_fail;
+    for (int32_t i = 0; i < n; i++)
+        memcpy(logits + (int64_t)i * kmax * e->V, e->glog + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    return DHS_OK;
+gpu_fail:
+    snprintf(e->err, sizeof e->err, "GPU model: %s (%s)", dhs_ref_gpu_error(e->gpu), dhs_status_str(st));
+    return st;
+}
+
 dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
                                 dhs_ref_round_out *out)
 {
@@ -465,6 +662,10 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         }
     }
     /* 3. the target, layer by layer over the batch */
+    if (e->gpu) {
+        if ((st = gpu_target(e, n, ids, K, out->logits)) != DHS_OK) return st;
+        goto verification;
+    }
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < K[i]; j++) dhs_ref_embed(m, e->blk[(int64_t)i * kmax + j], Xat(e, e->X, i, j));
     for (int32_t l = 0; l < c->n_layers; l++) {
@@ -552,6 +753,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < K[i]; j++)
             dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
+verification:
     if (out->block)
         for (int32_t i = 0; i < n; i++)
             memcpy(out->block + (int64_t)i * kmax, e->blk + (int64_t)i * kmax, sizeof(int32_t) * (size_t)K[i]);
@@ -588,7 +790,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         s->dn = n0 + K[i] - 1 < n1 ? n0 + K[i] - 1 : n1;
         /* discard the index keys of rejected positions (and of the
            incomplete row, rebuilt by the next round) */
-        for (int32_t g = 0; g < e->ng; g++) {
+        for (int32_t g = 0; g < e->ng && !e->gpu; g++) { /* GPU: rewritten before they are read */
             int32_t mm = dhs_ref_group_m(m, g);
             dhs_ref_keys_clear(&s->keys[g], n1 / mm, (n0 + K[i] - 1) / mm + 1);
         }

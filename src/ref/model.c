@@ -3,6 +3,7 @@
  * and the prefill. Shapes are written on every array; matrices are row-major
  * [out][in]. See model.h for the equations and docs/MODEL.md for the rest. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,9 +89,63 @@ const char *dhs_ref_cfg_check(const dhs_ref_cfg *c)
     if (c->topk < 1) return "topk < 1";
     if ((int)c->layout < 0 || c->layout > DHS_REF_LAYOUT_COMPRESSED) return "bad layout";
     if (c->follow_every < 1) return "follow_every < 1";
+    if (c->follow_lead < 0 || c->follow_lead >= c->n_layers) return "follow_lead out of range";
+    if (c->key_fp8 != 0 && c->key_fp8 != 1) return "key_fp8 is 0 or 1";
+    if (c->exp_portable != 0 && c->exp_portable != 1) return "exp_portable is 0 or 1";
     if (c->comp_m < 1 || c->comp_m > DHS_REF_MAX_M) return "comp_m out of range";
     if (c->draft_window < 0 || c->draft_dim < 1 || c->draft_dim > DHS_REF_MAX_DRAFT_DIM) return "bad drafter dims";
     return 0;
+}
+
+/* ------------------------------------------------------------- geometries */
+const char *dhs_ref_geometry_str(dhs_ref_geometry g)
+{
+    switch (g) {
+    case DHS_REF_GEOM_TINY: return "tiny";
+    case DHS_REF_GEOM_GLM53: return "glm-5.3";
+    case DHS_REF_GEOM_DSV32: return "deepseek-v3.2";
+    }
+    return "?";
+}
+
+int dhs_ref_geometry_parse(const char *s, dhs_ref_geometry *out)
+{
+    for (int i = 0; i <= DHS_REF_GEOM_DSV32; i++)
+        if (!strcmp(s, dhs_ref_geometry_str((dhs_ref_geometry)i))) {
+            *out = (dhs_ref_geometry)i;
+            return 0;
+        }
+    return -1;
+}
+
+dhs_ref_cfg dhs_ref_cfg_geometry(dhs_ref_geometry g)
+{
+    dhs_ref_cfg c = dhs_ref_cfg_tiny();
+    if (g == DHS_REF_GEOM_TINY) return c;
+    /* the KV geometry is the real model's; the hidden size stays tiny's */
+    c.idx_heads = 4;
+    c.idx_dim = 128; /* 128 FP8 + 4-byte scale = 132-byte keys */
+    c.key_fp8 = 1;
+    c.exp_portable = 1; /* the GPU model reproduces the CPU's logits bit for bit */
+    c.topk = 2048;
+    c.alpha = 0.012f; /* deeper stacks: smaller residual steps keep the drafter useful */
+    if (g == DHS_REF_GEOM_GLM53) {
+        c.n_layers = 78;
+        c.layout = DHS_REF_LAYOUT_FOLLOW; /* IndexShare: FFFSSS(FSSS)x18, 21 producers */
+        c.follow_every = 4;
+        c.follow_lead = 2;
+    } else {
+        c.n_layers = 61;
+        c.layout = DHS_REF_LAYOUT_OWN;
+    }
+    return c;
+}
+
+void dhs_ref_cfg_hidden_str(const dhs_ref_cfg *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "d_model %d, %d attention head%s (d_v %d), MLP %d, vocab %d, indexer %d heads x %d",
+             c->d_model, c->n_heads, c->n_heads == 1 ? "" : "s", c->d_v, c->mlp_hidden, c->vocab, c->idx_heads,
+             c->idx_dim);
 }
 
 const char *dhs_ref_layout_str(dhs_ref_layout l)
@@ -139,7 +194,8 @@ dhs_status dhs_ref_model_create(const dhs_ref_cfg *cfg, dhs_ref_model **out)
     int32_t g = -1;
     for (int32_t l = 0; l < c->n_layers; l++) {
         dhs_ref_layer_info *li = &m->layer[l];
-        li->producer = c->layout != DHS_REF_LAYOUT_FOLLOW || l % c->follow_every == 0;
+        int32_t lf = l - c->follow_lead > 0 ? l - c->follow_lead : 0;
+        li->producer = c->layout != DHS_REF_LAYOUT_FOLLOW || lf % c->follow_every == 0;
         if (li->producer) g++;
         li->group = g;
         li->source = l;
@@ -221,7 +277,10 @@ const dhs_ref_layer_info *dhs_ref_layer(const dhs_ref_model *m, int32_t l) { ret
 int32_t dhs_ref_source_m(const dhs_ref_model *m, int32_t src) { return m->layer[m->src_layer[src]].m; }
 int32_t dhs_ref_source_layer(const dhs_ref_model *m, int32_t src) { return m->src_layer[src]; }
 int32_t dhs_ref_group_m(const dhs_ref_model *m, int32_t g) { return dhs_ref_source_m(m, m->grp_src[m->grp_first[g]]); }
-uint32_t dhs_ref_key_bytes(const dhs_ref_model *m) { return (uint32_t)m->cfg.idx_dim * (uint32_t)sizeof(float); }
+uint32_t dhs_ref_key_bytes(const dhs_ref_model *m)
+{
+    return m->cfg.key_fp8 ? (uint32_t)m->cfg.idx_dim + 4u : (uint32_t)m->cfg.idx_dim * (uint32_t)sizeof(float);
+}
 
 const int32_t *dhs_ref_group_sources(const dhs_ref_model *m, int32_t g, int32_t *n)
 {
@@ -305,12 +364,31 @@ static void matvec(const float *w, const float *x, int32_t rows, int32_t cols, f
     for (int32_t r = 0; r < rows; r++) y[r] = dhs_ref_dot(w + (int64_t)r * cols, x, cols);
 }
 
-/* NeoX-style RoPE on 64 values: pairs (i, i+32), angle pos * 10000^(-i/32) */
-static void rope(float *v, int64_t pos)
+void dhs_ref_rope_cs(int64_t pos, float c[DHS_REF_ROPE / 2], float s[DHS_REF_ROPE / 2])
 {
     for (int i = 0; i < DHS_REF_ROPE / 2; i++) {
         double th = (double)pos * pow(10000.0, -(double)i / (DHS_REF_ROPE / 2));
-        float c = (float)cos(th), s = (float)sin(th);
+        c[i] = (float)cos(th);
+        s[i] = (float)sin(th);
+    }
+}
+
+void dhs_ref_weights(const dhs_ref_model *m, int32_t l, dhs_ref_layer_weights *w)
+{
+    const layer_w *x = &m->lw[l];
+    *w = (dhs_ref_layer_weights){x->wdkv, x->wkr, x->wq, x->wqr, x->wuv, x->wo, x->w1, x->w2, x->wik, x->wiq, x->wiw};
+}
+
+const float *dhs_ref_embedding(const dhs_ref_model *m) { return m->emb; }
+const float *dhs_ref_output_head(const dhs_ref_model *m) { return m->w_out; }
+
+/* NeoX-style RoPE on 64 values: pairs (i, i+32), angle pos * 10000^(-i/32) */
+static void rope(float *v, int64_t pos)
+{
+    float cs[DHS_REF_ROPE / 2], sn[DHS_REF_ROPE / 2];
+    dhs_ref_rope_cs(pos, cs, sn);
+    for (int i = 0; i < DHS_REF_ROPE / 2; i++) {
+        float c = cs[i], s = sn[i];
         float a = v[i], b = v[i + DHS_REF_ROPE / 2];
         v[i] = a * c - b * s;
         v[i + DHS_REF_ROPE / 2] = a * s + b * c;
@@ -353,41 +431,105 @@ void dhs_ref_mean(const float *const *v, int32_t n, int32_t dim, float *out)
 }
 
 /* ------------------------------------------------------------- index keys */
-int dhs_ref_keys_init(dhs_ref_keys *k, int32_t dim, int64_t cap)
+static int64_t keys_cap(int64_t cap)
 {
     cap = (cap + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK * DHS_REF_KEY_BLOCK;
-    if (cap < DHS_REF_KEY_BLOCK) cap = DHS_REF_KEY_BLOCK;
+    return cap < DHS_REF_KEY_BLOCK ? DHS_REF_KEY_BLOCK : cap;
+}
+
+int dhs_ref_keys_init(dhs_ref_keys *k, int32_t dim, int64_t cap)
+{
+    memset(k, 0, sizeof *k);
+    cap = keys_cap(cap);
     k->data = calloc((size_t)(cap * dim), sizeof(float));
     k->cap = k->data ? cap : 0;
     k->dim = dim;
     return k->data ? 0 : -1;
 }
 
+int dhs_ref_keys_init_fp8(dhs_ref_keys *k, int32_t dim, int64_t cap)
+{
+    memset(k, 0, sizeof *k);
+    cap = keys_cap(cap);
+    k->codes = calloc((size_t)(cap * dim), 1);
+    k->scales = calloc((size_t)cap, sizeof(float));
+    k->dim = dim;
+    k->fp8 = 1;
+    if (!k->codes || !k->scales) {
+        dhs_ref_keys_free(k);
+        return -1;
+    }
+    k->cap = cap;
+    return 0;
+}
+
+int dhs_ref_keys_init_model(const dhs_ref_model *m, dhs_ref_keys *k, int64_t cap)
+{
+    return m->cfg.key_fp8 ? dhs_ref_keys_init_fp8(k, m->cfg.idx_dim, cap) : dhs_ref_keys_init(k, m->cfg.idx_dim, cap);
+}
+
 void dhs_ref_keys_free(dhs_ref_keys *k)
 {
     free(k->data);
+    free(k->codes);
+    free(k->scales);
     k->data = NULL;
+    k->codes = NULL;
+    k->scales = NULL;
     k->cap = 0;
+}
+
+void dhs_ref_keys_copy(dhs_ref_keys *dst, const dhs_ref_keys *src, int64_t rows)
+{
+    int64_t nb = (rows + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK; /* whole blocks: same layout */
+    size_t per = (size_t)src->dim * DHS_REF_KEY_BLOCK;
+    if (src->fp8) {
+        memcpy(dst->codes, src->codes, (size_t)nb * per);
+        memcpy(dst->scales, src->scales, sizeof(float) * (size_t)rows);
+    } else {
+        memcpy(dst->data, src->data, sizeof(float) * (size_t)nb * per);
+    }
+}
+
+static size_t key_off(const dhs_ref_keys *k, int64_t s)
+{
+    return (size_t)((s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK);
 }
 
 void dhs_ref_keys_set(dhs_ref_keys *k, int64_t s, const float *key)
 {
-    float *b = k->data + (s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK;
-    for (int32_t i = 0; i < k->dim; i++) b[i * DHS_REF_KEY_BLOCK] = key[i];
+    size_t o = key_off(k, s);
+    if (k->fp8) {
+        float sc = dhs_ref_fp8_scale(key, k->dim);
+        k->scales[s] = sc;
+        for (int32_t i = 0; i < k->dim; i++) k->codes[o + (size_t)i * DHS_REF_KEY_BLOCK] = dhs_ref_fp8_encode(key[i] / sc);
+        return;
+    }
+    for (int32_t i = 0; i < k->dim; i++) k->data[o + (size_t)i * DHS_REF_KEY_BLOCK] = key[i];
 }
 
 void dhs_ref_keys_get(const dhs_ref_keys *k, int64_t s, float *key)
 {
-    const float *b = k->data + (s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK;
-    for (int32_t i = 0; i < k->dim; i++) key[i] = b[i * DHS_REF_KEY_BLOCK];
+    size_t o = key_off(k, s);
+    if (k->fp8) {
+        const float *lut = dhs_ref_fp8_table();
+        for (int32_t i = 0; i < k->dim; i++) key[i] = lut[k->codes[o + (size_t)i * DHS_REF_KEY_BLOCK]] * k->scales[s];
+        return;
+    }
+    for (int32_t i = 0; i < k->dim; i++) key[i] = k->data[o + (size_t)i * DHS_REF_KEY_BLOCK];
 }
 
 void dhs_ref_keys_clear(dhs_ref_keys *k, int64_t from, int64_t to)
 {
     if (to > k->cap) to = k->cap;
     for (int64_t s = from < 0 ? 0 : from; s < to; s++) {
-        float *b = k->data + (s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK;
-        for (int32_t i = 0; i < k->dim; i++) b[i * DHS_REF_KEY_BLOCK] = 0.0f;
+        size_t o = key_off(k, s);
+        if (k->fp8) {
+            k->scales[s] = 0.0f;
+            for (int32_t i = 0; i < k->dim; i++) k->codes[o + (size_t)i * DHS_REF_KEY_BLOCK] = 0;
+        } else {
+            for (int32_t i = 0; i < k->dim; i++) k->data[o + (size_t)i * DHS_REF_KEY_BLOCK] = 0.0f;
+        }
     }
 }
 
@@ -408,8 +550,17 @@ void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, co
         w[h] = dhs_ref_dot(lw->wiw + (int64_t)h * c->d_model, xn, c->d_model) * wscale;
     }
     int64_t nb = (n_cand + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK;
+    const float *lut = keys->fp8 ? dhs_ref_fp8_table() : NULL;
+    float dec[DHS_REF_MAX_IDX_DIM * DHS_REF_KEY_BLOCK];
     for (int64_t b = 0; b < nb; b++) {
-        const float *kb = keys->data + b * D * DHS_REF_KEY_BLOCK;
+        const float *kb;
+        if (keys->fp8) { /* the block's codes, decoded (the scale is applied to the score) */
+            const uint8_t *cb = keys->codes + b * D * DHS_REF_KEY_BLOCK;
+            for (int32_t i = 0; i < D * DHS_REF_KEY_BLOCK; i++) dec[i] = lut[cb[i]];
+            kb = dec;
+        } else {
+            kb = keys->data + b * D * DHS_REF_KEY_BLOCK;
+        }
         float acc[DHS_REF_MAX_IDX_HEADS][DHS_REF_KEY_BLOCK];
         for (int32_t h = 0; h < H; h++)
             for (int l8 = 0; l8 < DHS_REF_KEY_BLOCK; l8++) acc[h][l8] = 0.0f;
@@ -429,6 +580,8 @@ void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, co
             }
         int64_t lim = n_cand - b * DHS_REF_KEY_BLOCK;
         if (lim > DHS_REF_KEY_BLOCK) lim = DHS_REF_KEY_BLOCK;
+        if (keys->fp8) /* k_scale[s] * sum_h w[h] ReLU(q.k_fp8[s]): a power of two, exact */
+            for (int64_t l8 = 0; l8 < lim; l8++) sc[l8] *= keys->scales[b * DHS_REF_KEY_BLOCK + l8];
         memcpy(scores + b * DHS_REF_KEY_BLOCK, sc, sizeof(float) * (size_t)lim);
     }
 }
@@ -474,7 +627,7 @@ void dhs_ref_attend_mlp(const dhs_ref_model *m, int32_t l, int64_t pos, const fl
                 if (sc->att[e] > mx) mx = sc->att[e];
             }
             for (int32_t e = 0; e < nv; e++) {
-                sc->att[e] = expf(sc->att[e] - mx);
+                sc->att[e] = c->exp_portable ? dhs_ref_expf(sc->att[e] - mx) : expf(sc->att[e] - mx);
                 sum += sc->att[e];
             }
             float *restrict o = sc->o;
@@ -590,21 +743,75 @@ void dhs_ref_prefill_free(dhs_ref_prefill *p)
     memset(p, 0, sizeof *p);
 }
 
-dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)
+/* synthetic history (DESIGN §12): bytes in the row and key formats, a pure
+   function of (stream, source or group, position) */
+static uint64_t synth_state(uint64_t stream, int64_t what, int64_t t)
+{
+    return stream ^ (uint64_t)(what + 1) * 0xD1B54A32D192ED03ull ^ (uint64_t)(t + 1) * 0x8CB92BA72F3D8DD7ull;
+}
+
+static uint8_t synth_code(uint64_t w)
+{
+    uint8_t c = (uint8_t)w;
+    return (c & 0x7f) == 0x7f ? (uint8_t)(c ^ 1) : c; /* never the NaN codes */
+}
+
+static void synth_row(uint64_t st, uint8_t *row)
+{
+    for (int i = 0; i < DHS_REF_NOPE; i += 8) {
+        uint64_t w = dhs_ref_rng_next(&st);
+        for (int b = 0; b < 8; b++) row[i + b] = synth_code(w >> (8 * b));
+    }
+    uint64_t w = dhs_ref_rng_next(&st);
+    float scales[DHS_REF_NOPE / DHS_REF_TILE];
+    for (int t = 0; t < DHS_REF_NOPE / DHS_REF_TILE; t++) scales[t] = ldexpf(1.0f, -7 - (int)((w >> t) & 1));
+    memcpy(row + DHS_REF_NOPE, scales, sizeof scales);
+    for (int i = 0; i < DHS_REF_ROPE; i += 4) {
+        w = dhs_ref_rng_next(&st);
+        for (int b = 0; b < 4; b++) {
+            uint16_t r = (uint16_t)(w >> (16 * b));
+            uint16_t h = (uint16_t)((r & 0x807f) | (uint16_t)(0x7c + ((r >> 7) & 3)) << 7); /* +-[2^-3, 2) */
+            memcpy(row + DHS_REF_NOPE + 16 + 2 * (i + b), &h, 2);
+        }
+    }
+}
+
+static void synth_key(uint64_t st, dhs_ref_keys *k, int64_t s)
+{
+    size_t o = (size_t)((s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK);
+    uint64_t w = 0;
+    for (int32_t i = 0; i < k->dim; i++) {
+        if (!(i & 7)) w = dhs_ref_rng_next(&st);
+        uint8_t c = synth_code(w >> (8 * (i & 7)));
+        if (k->fp8) k->codes[o + (size_t)i * DHS_REF_KEY_BLOCK] = c;
+        else k->data[o + (size_t)i * DHS_REF_KEY_BLOCK] = dhs_ref_fp8_decode(c) * 0.0078125f;
+    }
+    if (k->fp8) k->scales[s] = ldexpf(1.0f, -7 - (int)(dhs_ref_rng_next(&st) & 1));
+}
+
+/* positions [0, from) synthetic (from > 0 needs m = 1 everywhere), the rest
+   computed by the model */
+static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t from, uint64_t stream,
+                               dhs_ref_prefill *out)
 {
     const dhs_ref_cfg *c = &m->cfg;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(out, 0, sizeof *out);
-    if (n < 1) return DHS_ERR_INVALID_ARG;
+    if (n < 1 || from < 0 || from >= n) return DHS_ERR_INVALID_ARG;
+    if (from > 0)
+        for (int32_t s = 0; s < m->n_sources; s++)
+            if (dhs_ref_source_m(m, s) != 1) return DHS_ERR_INVALID_ARG;
     int32_t d = c->d_model, k = c->topk, mmax = c->comp_m > 1 ? c->comp_m : 1;
+    int64_t nq = n - from; /* positions the model computes */
     dhs_status st = DHS_ERR_NOMEM;
     out->n = n;
+    out->synthetic = from;
     out->tokens = malloc(sizeof(int32_t) * (size_t)n);
     out->logits = malloc(sizeof(float) * (size_t)c->vocab);
-    float *X = malloc(sizeof(float) * (size_t)(n * d));
-    float *XN = malloc(sizeof(float) * (size_t)(n * d));
-    int32_t *sel = malloc(sizeof(int32_t) * (size_t)(n * k));
+    float *X = malloc(sizeof(float) * (size_t)(nq * d));
+    float *XN = malloc(sizeof(float) * (size_t)(nq * d));
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)(nq * k));
     float *lat = malloc(sizeof(float) * (size_t)mmax * DHS_REF_LAT);
     float *key = malloc(sizeof(float) * (size_t)mmax * (size_t)c->idx_dim);
     float mean_lat[DHS_REF_LAT], mean_key[DHS_REF_MAX_IDX_DIM];
@@ -614,25 +821,28 @@ dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, in
     for (int32_t s = 0; s < m->n_sources; s++) {
         int32_t mm = dhs_ref_source_m(m, s);
         if (!(out->rows[s] = aligned_rows((n + mm - 1) / mm))) goto done;
+        for (int64_t t = 0; t < from; t++) synth_row(synth_state(stream, s, t), out->rows[s] + t * DHS_REF_ROW_BYTES);
     }
     for (int32_t g = 0; g < m->n_groups; g++) {
         int32_t mm = dhs_ref_group_m(m, g);
-        if (dhs_ref_keys_init(&out->keys[g], c->idx_dim, (n + mm - 1) / mm)) goto done;
+        if (dhs_ref_keys_init_model(m, &out->keys[g], (n + mm - 1) / mm)) goto done;
+        for (int64_t t = 0; t < from; t++) synth_key(synth_state(stream, DHS_MAX_SOURCES + g, t), &out->keys[g], t);
     }
-    for (int64_t t = 0; t < n; t++) dhs_ref_embed(m, tokens[t], X + t * d);
+    for (int64_t t = from; t < n; t++) dhs_ref_embed(m, tokens[t], X + (t - from) * d);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = &m->layer[l];
         int32_t mm = li->m;
         uint8_t *rows = out->rows[li->source];
         dhs_ref_keys *keys = &out->keys[li->group];
-        for (int64_t t = 0; t < n; t++) dhs_ref_rmsnorm(m, X + t * d, XN + t * d);
-        /* this layer's rows (and index keys) for every position */
-        for (int64_t s = 0; s * mm < n; s++) {
+        for (int64_t t = from; t < n; t++) dhs_ref_rmsnorm(m, X + (t - from) * d, XN + (t - from) * d);
+        /* this layer's rows (and index keys) for every computed position */
+        for (int64_t s = from / mm; s * mm < n; s++) {
             int32_t cnt = 0;
             const float *lp[DHS_REF_MAX_M], *kp[DHS_REF_MAX_M];
             for (int64_t t = s * mm; t < n && t < (s + 1) * mm; t++, cnt++) {
-                dhs_ref_latent(m, l, t, XN + t * d, lat + (int64_t)cnt * DHS_REF_LAT);
-                if (li->producer) dhs_ref_index_key(m, l, XN + t * d, key + (int64_t)cnt * c->idx_dim);
+                const float *xn = XN + (t - from) * d;
+                dhs_ref_latent(m, l, t, xn, lat + (int64_t)cnt * DHS_REF_LAT);
+                if (li->producer) dhs_ref_index_key(m, l, xn, key + (int64_t)cnt * c->idx_dim);
                 lp[cnt] = lat + (int64_t)cnt * DHS_REF_LAT;
                 kp[cnt] = key + (int64_t)cnt * c->idx_dim;
             }
@@ -658,13 +868,14 @@ dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, in
                 }
             }
         }
-        /* every query: selection (producers), attention over the selected rows */
-        for (int64_t t = 0; t < n; t++) {
-            if (li->producer && dhs_ref_select(m, l, t, XN + t * d, keys, sel + t * k, sc) < 0) goto done;
-            dhs_ref_attend_mlp(m, l, t, XN + t * d, rows, DHS_REF_ROW_BYTES, sel + t * k, X + t * d, sc);
+        /* every computed query: selection (producers), attention over the selected rows */
+        for (int64_t t = from; t < n; t++) {
+            int64_t q = t - from;
+            if (li->producer && dhs_ref_select(m, l, t, XN + q * d, keys, sel + q * k, sc) < 0) goto done;
+            dhs_ref_attend_mlp(m, l, t, XN + q * d, rows, DHS_REF_ROW_BYTES, sel + q * k, X + q * d, sc);
         }
     }
-    dhs_ref_logits(m, X + (n - 1) * d, out->logits);
+    dhs_ref_logits(m, X + (nq - 1) * d, out->logits);
     st = DHS_OK;
 done:
     free(X);
@@ -677,4 +888,15 @@ done:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return st;
+}
+
+dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)
+{
+    return prefill_impl(m, tokens, n, 0, 0, out);
+}
+
+dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                     dhs_ref_prefill *out)
+{
+    return prefill_impl(m, tokens, n, n - 1, stream, out);
 }

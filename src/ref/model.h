@@ -47,7 +47,7 @@ extern "C" {
 #define DHS_REF_LAT (DHS_REF_NOPE + DHS_REF_ROPE) /* 576 values per row */
 #define DHS_REF_TILE 128                 /* FP8 scale tile */
 #define DHS_REF_ROW_BYTES 656            /* 512 e4m3 + 4 fp32 scales + 64 bf16 */
-#define DHS_REF_MAX_LAYERS 32
+#define DHS_REF_MAX_LAYERS 96             /* GLM-5.3 has 78, DeepSeek-V3.2 61 */
 #define DHS_REF_MAX_IDX_HEADS 16
 #define DHS_REF_MAX_IDX_DIM 256
 #define DHS_REF_MAX_D 1024
@@ -67,6 +67,17 @@ void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_
 /* sum_i a[i]*b[i] in the fixed order: 8 lanes (i mod 8) summed in ascending i,
    lanes combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail i >= 8*(n/8). */
 float dhs_ref_dot(const float *a, const float *b, int32_t n);
+/* FP8 quantisation scale of n values: the smallest power of two >= max(amax,
+   1e-4) / 448 (facts: act_quant with UE8M0 scales) */
+float dhs_ref_fp8_scale(const float *v, int32_t n);
+/* dhs_ref_fp8_decode of every code (NaN codes included) */
+const float *dhs_ref_fp8_table(void);
+
+/* e^x from basic IEEE float operations only (Cody-Waite reduction by ln 2, a
+   degree-6 polynomial, scaling by 2^k built from bits): the same bits in C
+   (no contraction) and in CUDA (explicit _rn intrinsics). 0 below -87,
+   +inf above 88. Relative error about 2e-7. */
+float dhs_ref_expf(float x);
 
 /* splitmix64 stream */
 uint64_t dhs_ref_rng_next(uint64_t *state);
@@ -110,7 +121,14 @@ typedef struct dhs_ref_cfg {
     int32_t idx_dim;      /* indexer head dim d_I */
     int32_t topk;         /* k */
     dhs_ref_layout layout;
-    int32_t follow_every; /* FOLLOW: producer every this many layers */
+    int32_t follow_every; /* FOLLOW: producer every this many layers ... */
+    int32_t follow_lead;  /* ... after the first follow_lead: layer i is a producer iff
+                             max(i - follow_lead, 0) % follow_every == 0 (0: i % every;
+                             GLM IndexShare: every 4, lead 2 -> FFFSSS(FSSS)*) */
+    int32_t exp_portable; /* 1: attention's softmax uses dhs_ref_expf (bit-identical on the GPU)
+                             instead of the platform's expf */
+    int32_t key_fp8;      /* 1: index keys stored as idx_dim FP8 E4M3 + one fp32 power-of-two
+                             scale (idx_dim + 4 bytes: 132 for 128 dims); 0: idx_dim floats */
     int32_t comp_m;       /* COMPRESSED: positions per row of odd layers */
     int32_t draft_window; /* drafter reads positions t-W .. t */
     int32_t draft_dim;    /* drafter key/value dims */
@@ -125,6 +143,24 @@ typedef struct dhs_ref_cfg {
 dhs_ref_cfg dhs_ref_cfg_tiny(void);
 /* 0 when valid, else a message */
 const char *dhs_ref_cfg_check(const dhs_ref_cfg *c);
+
+/* KV geometries (docs/MODEL.md "Real KV geometry"): the number of payload
+   sources, producers, the row and index-key formats and k of a real model;
+   the hidden size (d_model, heads, MLP, vocab) stays small.
+     tiny           dhs_ref_cfg_tiny()
+     glm-5.3        78 layers, FOLLOW every 4 after 2 (21 producers), 656-B rows,
+                    132-B FP8 index keys (4 heads x 128), k 2048
+     deepseek-v3.2  61 layers, OWN (61 producers), 656-B rows, 132-B keys, k 2048 */
+typedef enum dhs_ref_geometry {
+    DHS_REF_GEOM_TINY = 0,
+    DHS_REF_GEOM_GLM53 = 1,
+    DHS_REF_GEOM_DSV32 = 2
+} dhs_ref_geometry;
+const char *dhs_ref_geometry_str(dhs_ref_geometry g);
+int dhs_ref_geometry_parse(const char *s, dhs_ref_geometry *out); /* 0 on success */
+dhs_ref_cfg dhs_ref_cfg_geometry(dhs_ref_geometry g);
+/* "d_model 64, 1 attention head, MLP 128, vocab 256, indexer 4 heads x 128" */
+void dhs_ref_cfg_hidden_str(const dhs_ref_cfg *c, char *buf, size_t len);
 
 typedef struct dhs_ref_layer_info {
     int32_t group;    /* producer group (dhs group) */
@@ -163,6 +199,17 @@ void dhs_ref_embed(const dhs_ref_model *m, int32_t token, float *x);
 void dhs_ref_rmsnorm(const dhs_ref_model *m, const float *x, float *xn);
 /* latent floats of layer l at position pos (RoPE applied to the last 64) */
 void dhs_ref_latent(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, float lat[DHS_REF_LAT]);
+/* the RoPE rotation at position pos: c[i] = cos(th_i), s[i] = sin(th_i),
+   th_i = pos * 10000^(-i/32), i < 32 (computed in double, rounded to float) */
+void dhs_ref_rope_cs(int64_t pos, float c[DHS_REF_ROPE / 2], float s[DHS_REF_ROPE / 2]);
+/* the weights of layer l (row-major [out][in], NULL where absent: index
+   weights of non-producers); emb / w_out [V][d] */
+typedef struct dhs_ref_layer_weights {
+    const float *wdkv, *wkr, *wq, *wqr, *wuv, *wo, *w1, *w2, *wik, *wiq, *wiw;
+} dhs_ref_layer_weights;
+void dhs_ref_weights(const dhs_ref_model *m, int32_t l, dhs_ref_layer_weights *w);
+const float *dhs_ref_embedding(const dhs_ref_model *m);
+const float *dhs_ref_output_head(const dhs_ref_model *m);
 /* index key of a producer layer: idx_dim floats */
 void dhs_ref_index_key(const dhs_ref_model *m, int32_t l, const float *xn, float *key);
 /* mean of n vectors of `dim` floats: per element, sum over the vectors in
@@ -172,12 +219,21 @@ void dhs_ref_mean(const float *const *v, int32_t n, int32_t dim, float *out);
 /* Index keys of one producer for a whole history: blocks of 8 positions
    (or compressed rows), idx_dim x 8 floats each, position-minor. */
 typedef struct dhs_ref_keys {
-    float *data;   /* [cap/8][idx_dim][8] */
-    int64_t cap;   /* positions (rows) of capacity, multiple of 8 */
+    float *data;     /* float keys: [cap/8][idx_dim][8] */
+    uint8_t *codes;  /* FP8 keys: [cap/8][idx_dim][8] E4M3 codes ... */
+    float *scales;   /* ... and [cap] power-of-two scales: key = fp8(code) * scale */
+    int64_t cap;     /* positions (rows) of capacity, multiple of 8 */
     int32_t dim;
+    int32_t fp8;
 } dhs_ref_keys;
-int dhs_ref_keys_init(dhs_ref_keys *k, int32_t dim, int64_t cap);
+int dhs_ref_keys_init(dhs_ref_keys *k, int32_t dim, int64_t cap); /* float keys */
+int dhs_ref_keys_init_fp8(dhs_ref_keys *k, int32_t dim, int64_t cap);
+/* the model's key format (cfg.key_fp8) */
+int dhs_ref_keys_init_model(const dhs_ref_model *m, dhs_ref_keys *k, int64_t cap);
+/* copies rows [0, rows) (same format and dim; dst->cap >= rows) */
+void dhs_ref_keys_copy(dhs_ref_keys *dst, const dhs_ref_keys *src, int64_t rows);
 void dhs_ref_keys_free(dhs_ref_keys *k);
+/* FP8 keys: quantised with dhs_ref_fp8_scale over the dim values */
 void dhs_ref_keys_set(dhs_ref_keys *k, int64_t s, const float *key);
 void dhs_ref_keys_get(const dhs_ref_keys *k, int64_t s, float *key);
 void dhs_ref_keys_clear(dhs_ref_keys *k, int64_t from, int64_t to); /* discard rows [from, to) */
@@ -222,6 +278,7 @@ typedef struct dhs_ref_prefill {
     float *tail_lat[DHS_MAX_SOURCES];        /* [n mod m][576] or NULL */
     float *tail_key[DHS_MAX_SOURCES];        /* per group [n mod m][idx_dim] or NULL */
     float *logits;                           /* [V] at position n-1 */
+    int64_t synthetic;                       /* positions [0, synthetic) hold a synthetic history */
     double seconds;
 } dhs_ref_prefill;
 
@@ -229,6 +286,15 @@ typedef struct dhs_ref_prefill {
    decoding, over rows in plain arrays. */
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out);
 void dhs_ref_prefill_free(dhs_ref_prefill *p);
+/* A prefill over a deterministic synthetic history (DESIGN §12): rows and
+   index keys of positions [0, n-1) are pseudo-random bytes in the row and key
+   formats (valid FP8 codes, power-of-two scales, BF16 RoPE), a pure function
+   of (stream, source or group, position); the model then computes position
+   n-1 (its rows, keys, selection over the whole history, attention) and the
+   logits there. Costs O(n) instead of the O(n^2) indexer work of a full
+   prefill. Every source must have m = 1. */
+dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                     dhs_ref_prefill *out);
 /* prompt tokens of a session: a deterministic function of (seed, session) */
 void dhs_ref_prompt(uint64_t seed, int32_t session, int32_t vocab, int64_t n, int32_t *tokens);
 
@@ -256,6 +322,12 @@ typedef struct dhs_ref_engine_cfg {
                                memory); 0 reads dhs_source_pool(ctx, src) + loc * 656 */
     int32_t page_rows;      /* drafter ring page size */
     void *trace;            /* optional dhs_trace_writer* (selections of every round) */
+    int gpu;                /* 1: the target pass runs on the GPU (ref/gpu.h): index keys (and,
+                               resident, the rows) live in device memory; needs CUDA, m = 1
+                               sources, k <= 2048; shadow and fetch_rows are not used */
+    void *gpu_stream;       /* cudaStream_t for the GPU pass (hierarchical on the CUDA backend:
+                               dhs_cuda_stream, so attention follows the resolver's gathers);
+                               NULL: a stream of its own */
 } dhs_ref_engine_cfg;
 
 typedef struct dhs_ref_engine dhs_ref_engine;

@@ -74,10 +74,10 @@ float dhs_ref_bf16_decode(uint16_t b) { return u2f((uint32_t)b << 16); }
  * [0,512)   512 x e4m3: NoPE latent, tile i = values [128i, 128i+128)
  * [512,528) 4 x fp32 (host byte order): tile scales, powers of two
  * [528,656) 64 x bf16: RoPE part */
-static float tile_scale(const float *v)
+float dhs_ref_fp8_scale(const float *v, int32_t n)
 {
     float amax = 0.0f;
-    for (int i = 0; i < DHS_REF_TILE; i++) {
+    for (int32_t i = 0; i < n; i++) {
         float a = fabsf(v[i]);
         if (a > amax) amax = a;
     }
@@ -88,6 +88,8 @@ static float tile_scale(const float *v)
     float f = frexpf(r, &e); /* r = f * 2^e, f in [0.5, 1) */
     return f == 0.5f ? ldexpf(1.0f, e - 1) : ldexpf(1.0f, e);
 }
+
+static float tile_scale(const float *v) { return dhs_ref_fp8_scale(v, DHS_REF_TILE); }
 
 void dhs_ref_row_encode(const float lat[DHS_REF_LAT], uint8_t row[DHS_REF_ROW_BYTES])
 {
@@ -114,6 +116,12 @@ static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
 static void fp8_table_init(void)
 {
     for (int i = 0; i < 256; i++) fp8_table[i] = dhs_ref_fp8_decode((uint8_t)i);
+}
+
+const float *dhs_ref_fp8_table(void)
+{
+    pthread_once(&fp8_once, fp8_table_init);
+    return fp8_table;
 }
 
 void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_LAT])
@@ -143,6 +151,26 @@ float dhs_ref_dot(const float *a, const float *b, int32_t n)
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     for (; i < n; i++) s += a[i] * b[i];
     return s;
+}
+
+/* ------------------------------------------------------------- exp
+ * Every step is one IEEE float operation (the build does not contract), so
+ * the CUDA twin (refmodel.cu: __fmul_rn, __fadd_rn, rintf) gives the same bits. */
+float dhs_ref_expf(float x)
+{
+    if (x < -87.0f) return 0.0f;
+    if (x > 88.0f) return INFINITY;
+    float kf = nearbyintf(x * 1.44269504f);   /* round half even: |kf| <= 127 */
+    float r = x - kf * 0.693145752f;          /* ln 2, high part (exact product: 16 bits) */
+    r = r - kf * 1.42860677e-06f;             /* ln 2, low part */
+    float p = 1.38888889e-03f;                /* 1/720 */
+    p = p * r + 8.33333333e-03f;              /* 1/120 */
+    p = p * r + 4.16666667e-02f;              /* 1/24 */
+    p = p * r + 1.66666667e-01f;              /* 1/6 */
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * u2f((uint32_t)((int32_t)kf + 127) << 23); /* 2^kf, kf in [-126, 127] */
 }
 
 /* ------------------------------------------------------------- rng */

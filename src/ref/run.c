@@ -1,4 +1,5 @@
 /* run.c - the serving driver of the reference model (see run.h). */
+#include <cjson/cJSON.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dhs_cuda.h"
 #include "ref/run.h"
 #include "sim/trace.h"
 #include "sim/util.h"
@@ -39,6 +41,60 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
     if (!r) return;
     free(r->tokens_of);
     r->tokens_of = NULL;
+}
+
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *c, dhs_ref_geometry g)
+{
+    c->geometry = dhs_ref_geometry_str(g);
+    c->synthetic = g != DHS_REF_GEOM_TINY;
+    if (g == DHS_REF_GEOM_TINY) return;
+    uint64_t seed = c->model.seed;
+    c->model = dhs_ref_cfg_geometry(g);
+    c->model.seed = seed;
+}
+
+static int32_t count_producers(const dhs_ref_model *m)
+{
+    int32_t prod = 0;
+    for (int32_t l = 0; l < dhs_ref_model_cfg(m)->n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+    return prod;
+}
+
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
+{
+    dhs_ref_model *m = NULL;
+    char hid[160];
+    if (dhs_ref_model_create(&cfg->model, &m) != DHS_OK) return;
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    fprintf(f, "  geometry     %s: %d payload sources of %d-byte rows, %d index producers with %u-byte keys, k=%d; "
+               "hidden size kept small (%s); model computed on the %s\n",
+            cfg->geometry ? cfg->geometry : "tiny", dhs_ref_n_sources(m), DHS_REF_ROW_BYTES, count_producers(m),
+            dhs_ref_key_bytes(m), cfg->model.topk, hid, res->gpu_model ? "GPU" : "CPU");
+    if (cfg->synthetic)
+        fprintf(f, "  history      synthetic (DESIGN §12): %" PRIu64 " prompt positions imported as deterministic rows and "
+                   "keys; the model computed each prompt's last position and every decode step\n",
+                res->synthetic_positions);
+    dhs_ref_model_destroy(m);
+}
+
+void dhs_ref_run_json_geometry(cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
+{
+    char hid[160];
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    cJSON_AddStringToObject(j, "hidden", hid); /* the hidden size is small; the KV geometry is real */
+    cJSON_AddNumberToObject(j, "synthetic_history_positions", (double)res->synthetic_positions);
+    cJSON *cf = cJSON_GetObjectItem(j, "config"), *t = cJSON_GetObjectItem(j, "throughput");
+    if (cf) {
+        cJSON_AddStringToObject(cf, "geometry", cfg->geometry ? cfg->geometry : "tiny");
+        dhs_ref_model *m = NULL;
+        if (dhs_ref_model_create(&cfg->model, &m) == DHS_OK) {
+            cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+            cJSON_AddNumberToObject(cf, "index_producers", count_producers(m));
+            cJSON_AddNumberToObject(cf, "index_key_bytes", dhs_ref_key_bytes(m));
+            dhs_ref_model_destroy(m);
+        }
+    }
+    if (t) cJSON_AddStringToObject(t, "model_on", res->gpu_model ? "gpu" : "cpu");
 }
 
 /* ---------------------------------------------------------------- prefill threads */
@@ -169,7 +225,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
 
     /* prefill: once per session, shared by both storage modes */
     double t0 = dhs_wall_s();
-    if (prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
+    if (!c.synthetic && prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
     r->t_prefill = dhs_wall_s() - t0;
 
     /* library */
@@ -195,7 +251,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (c.trace) {
         dhs_trace_header h;
         char err[200], name[64];
-        snprintf(name, sizeof name, "refmodel-tiny-%s", dhs_ref_layout_str(c.model.layout));
+        snprintf(name, sizeof name, "refmodel-%s-%s", c.geometry ? c.geometry : "tiny",
+                 dhs_ref_layout_str(c.model.layout));
         if (dhs_trace_header_from_arch(&h, &arch, c.model.topk, KM, S, name) != DHS_TRACE_OK)
             FAIL("cannot describe the model as a trace header");
         snprintf(h.meta, sizeof h.meta,
@@ -215,17 +272,26 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.temperature = c.temperature;
     ec.seed = c.seed;
     ec.page_rows = c.page_rows;
+    if (c.gpu_model) { /* normally with cuda; the CPU backend serves tests of the engine's GPU path */
+        int m1 = 1;
+        for (int32_t s = 0; s < dhs_ref_n_sources(m); s++) m1 &= dhs_ref_source_m(m, s) == 1;
+        r->gpu_model = m1; /* compressed sources: the model stays on the CPU */
+    }
+    ec.gpu = r->gpu_model;
     if (use_res) {
         ec.ctx = NULL;
         ec.trace = use_hier ? NULL : tw;
-        if (dhs_ref_engine_create(m, &ec, &er) != DHS_OK) FAIL("out of memory");
+        dhs_status es = dhs_ref_engine_create(m, &ec, &er);
+        if (es != DHS_OK) FAIL("resident engine: %s", dhs_status_str(es));
     }
     if (use_hier) {
         ec.ctx = ctx;
-        ec.fetch_rows = c.cuda || c.fetch_rows;
-        ec.shadow = c.check;
+        ec.fetch_rows = !ec.gpu && (c.cuda || c.fetch_rows);
+        ec.shadow = c.check && !ec.gpu;
         ec.trace = tw;
-        if (dhs_ref_engine_create(m, &ec, &eh) != DHS_OK) FAIL("out of memory");
+        ec.gpu_stream = ec.gpu ? dhs_cuda_stream(be) : NULL; /* attention after the resolver's gathers */
+        dhs_status es = dhs_ref_engine_create(m, &ec, &eh);
+        if (es != DHS_OK) FAIL("hierarchical engine: %s", dhs_status_str(es));
     }
     dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
 
@@ -242,6 +308,19 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 dhs_status st = dhs_request_open(ctx, max_pos, &req);
                 if (st == DHS_WAIT) break;
                 if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+            }
+            if (c.synthetic) { /* generated now: only the admitted sessions' histories are held */
+                double tp = dhs_wall_s();
+                int32_t *tok = malloc(sizeof(int32_t) * (size_t)len[i]);
+                dhs_status st = DHS_ERR_NOMEM;
+                if (tok) {
+                    dhs_ref_prompt(c.seed, i, V, len[i], tok);
+                    st = dhs_ref_prefill_synthetic(m, tok, len[i], c.seed ^ 0x5EEDull * (uint64_t)(i + 1), &pf[i]);
+                    free(tok);
+                }
+                if (st != DHS_OK) FAIL("synthetic prefill of session %d: %s", i, dhs_status_str(st));
+                r->t_prefill += dhs_wall_s() - tp;
+                r->synthetic_positions += (uint64_t)pf[i].synthetic;
             }
             if (er && dhs_ref_engine_start(er, i, &pf[i], req) != DHS_OK) FAIL("resident start of session %d failed", i);
             if (eh && dhs_ref_engine_start(eh, i, &pf[i], req) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));

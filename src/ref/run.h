@@ -16,6 +16,8 @@
 #ifndef DHS_REF_RUN_H
 #define DHS_REF_RUN_H
 
+#include <stdio.h>
+
 #include "ref/model.h"
 
 #ifdef __cplusplus
@@ -30,6 +32,11 @@ typedef struct dhs_ref_progress {
 
 typedef struct dhs_ref_run_cfg {
     dhs_ref_cfg model;
+    const char *geometry;    /* name of the model's KV geometry (trace header; NULL: "tiny") */
+    int synthetic;           /* 1: prompts import a deterministic synthetic history
+                                (dhs_ref_prefill_synthetic: the model computes only the last
+                                prompt position), generated when the session is admitted;
+                                0: the model prefills every prompt up front */
     int32_t sessions;
     int64_t context;
     int32_t tokens;          /* generated per session, the first (from the prefill) included */
@@ -49,6 +56,10 @@ typedef struct dhs_ref_run_cfg {
     int cuda;                /* 1: the CUDA backend (device 0); located rows are read with
                                 dhs_read_location. 0: the CPU backend */
     int fetch_rows;          /* CPU backend: read located rows with dhs_read_location too */
+    int gpu_model;           /* 1: the target pass of both engines runs on the GPU (ref/gpu.h;
+                                m = 1 sources; the hierarchy must then be on the GPU too: cuda);
+                                0: the model computes on the CPU (with cuda it reads located
+                                rows back with dhs_read_location) */
     int32_t threads;         /* prefill threads (0: 1) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
@@ -71,6 +82,8 @@ typedef struct dhs_ref_run_result {
     uint64_t invariant_violations;
     uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
+    int gpu_model;                      /* 1: the model computed on the GPU */
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
     dhs_mem mem;
@@ -88,6 +101,17 @@ typedef struct dhs_ref_run_result {
    (errmsg). The result owns tokens_of: free with dhs_ref_run_result_free. */
 int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *res);
 void dhs_ref_run_result_free(dhs_ref_run_result *res);
+/* cfg->model, geometry and synthetic for a KV geometry: tiny keeps the model
+   config (its layout and k); the real ones replace it (dhs_ref_cfg_geometry)
+   and import a synthetic history (DESIGN §12) */
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *cfg, dhs_ref_geometry g);
+/* lines of the human output: the KV geometry (sources, producers, row and
+   key bytes, k), the small hidden size, whether the history is synthetic */
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
+/* the same in a `dhs run --json` object: "hidden", "synthetic_history_positions",
+   config.geometry, throughput.model_on (objects "config"/"throughput" if present) */
+struct cJSON;
+void dhs_ref_run_json_geometry(struct cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,781 @@
+/* refmodel.cu - the reference DSA model's target pass on the GPU (see
+ * src/ref/gpu.h): rows + FP8 keys, indexer scores, top-k, sparse attention +
+ * MLP, logits. C-style CUDA, extern "C" launchers.
+ *
+ * Determinism: one block per query; every sum runs in the CPU model's order
+ * (docs/MODEL.md "Determinism") with one IEEE operation per step
+ * (__fmul_rn / __fadd_rn / __fdiv_rn / __fsqrt_rn: nvcc may not contract
+ * them into FMAs), max reductions are order-free, top-k histograms count with
+ * atomics (counts do not depend on order) and the selection is then sorted by
+ * its distinct 64-bit keys. So the same inputs give the same bits whatever the
+ * batch or where the rows live, and with exp_portable the CPU model's bits. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "ref/gpu.h"
+
+#define G_LAT 576
+#define G_NOPE 512
+#define G_ROW 656
+#define G_MAX_TOPK 2048
+#define G_MAX_HEADS 2
+#define G_MAX_D 1024
+#define G_MAX_HID 1024
+#define G_MAX_DV 256
+#define G_MAX_IH 16
+#define G_MAX_ID 256
+
+/* ------------------------------------------------------------------ numerics */
+__device__ __forceinline__ float fm(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float fa(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fs(float a, float b) { return __fsub_rn(a, b); }
+
+/* dhs_ref_dot: 8 lanes over i mod 8, combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail */
+__device__ float g_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+#pragma unroll
+        for (int l = 0; l < 8; l++) acc[l] = fa(acc[l], fm(a[i + l], b[i + l]));
+    float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
+    for (; i < n; i++) s = fa(s, fm(a[i], b[i]));
+    return s;
+}
+
+__device__ float g_expf(float x, int portable)
+{
+    if (!portable) return expf(x);
+    if (x < -87.0f) return 0.0f;
+    if (x > 88.0f) return __int_as_float(0x7f800000);
+    float kf = rintf(fm(x, 1.44269504f));
+    float r = fs(x, fm(kf, 0.693145752f));
+    r = fs(r, fm(kf, 1.42860677e-06f));
+    float p = 1.38888889e-03f;
+    p = fa(fm(p, r), 8.33333333e-03f);
+    p = fa(fm(p, r), 4.16666667e-02f);
+    p = fa(fm(p, r), 1.66666667e-01f);
+    p = fa(fm(p, r), 0.5f);
+    p = fa(fm(p, r), 1.0f);
+    p = fa(fm(p, r), 1.0f);
+    return fm(p, __uint_as_float((uint32_t)((int)kf + 127) << 23));
+}
+
+__device__ uint8_t g_fp8_enc(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    uint8_t sign = (u >> 31) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (isnan(x)) return 0x7f;
+    if (a >= 448.0f) return sign | 0x7e;
+    if (a < 0.015625f) {
+        float q = rintf(fm(a, 512.0f));
+        return sign | (uint8_t)q;
+    }
+    uint32_t ua = __float_as_uint(a);
+    int e = (int)((ua >> 23) & 255) - 127;
+    uint32_t mant = ua & 0x7fffff;
+    uint32_t keep = mant >> 20, rem = mant & 0xfffff;
+    if (rem > 0x80000 || (rem == 0x80000 && (keep & 1))) keep++;
+    if (keep == 8) {
+        keep = 0;
+        e++;
+    }
+    uint32_t code = ((uint32_t)(e + 7) << 3) | keep;
+    if (code > 0x7e) code = 0x7e;
+    return sign | (uint8_t)code;
+}
+
+__device__ uint16_t g_bf16_enc(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if (isnan(x)) return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* dhs_ref_fp8_scale: the smallest power of two >= max(amax, 1e-4) / 448 */
+__device__ float g_fp8_scale(const float *v, int n)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(v[i]);
+        if (a > amax) amax = a;
+    }
+    if (amax < 1e-4f) amax = 1e-4f;
+    float r = __fdiv_rn(amax, 448.0f);
+    uint32_t u = __float_as_uint(r);
+    if (!(u & 0x7fffff)) return r;
+    return __uint_as_float(((u >> 23) + 1) << 23);
+}
+
+/* rmsnorm of x (d floats, shared) into xn (shared); one thread sums */
+__device__ void g_rmsnorm(const float *x, float *xn, int d, float *s_r)
+{
+    if (threadIdx.x == 0) {
+        float ss = g_dot(x, x, d);
+        *s_r = __fdiv_rn(1.0f, __fsqrt_rn(fa(__fdiv_rn(ss, (float)d), 1e-6f)));
+    }
+    __syncthreads();
+    float r = *s_r;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) xn[i] = fm(x[i], r);
+    __syncthreads();
+}
+
+__device__ __forceinline__ uint64_t g_topk_key(float score, uint32_t s)
+{
+    uint32_t u = __float_as_uint(score == 0.0f ? 0.0f : score);
+    uint32_t ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((uint64_t)ord << 32) | (uint64_t)(0xffffffffu - s);
+}
+
+/* ------------------------------------------------------------------ kernels */
+typedef struct g_layer {
+    const float *wdkv, *wkr, *wq, *wqr, *wuv, *wo, *w1, *w2, *wik, *wiq, *wiw;
+} g_layer;
+
+typedef struct g_dims {
+    int V, d, nh, dv, hid, H, D, k;
+    float alpha, logit_scale, wscale, att_scale;
+    int exp_portable, key_fp8;
+    int64_t maxpos;
+} g_dims;
+
+__global__ void k_embed(const float *emb, const int32_t *tok, const int64_t *pos, float *x, int d)
+{
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) x[(int64_t)q * d + i] = emb[(int64_t)tok[q] * d + i];
+}
+
+/* rows (+ keys) of layer l: block per query, 256 threads */
+__global__ void k_rows(g_dims g, g_layer w, int producer, const int64_t *pos, const float *cs, const float *x,
+                       float *xn_out, uint8_t *const *rowdst, uint8_t *stage, void *const *kcodes,
+                       float *const *kscales)
+{
+    __shared__ float xn[G_MAX_D], lat[G_LAT], key[G_MAX_ID], sc[4], s_r, ksc;
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    const float *xq = x + (int64_t)q * g.d;
+    g_rmsnorm(xq, xn, g.d, &s_r);
+    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xn_out[(int64_t)q * g.d + i] = xn[i];
+    for (int o = threadIdx.x; o < G_LAT; o += blockDim.x)
+        lat[o] = o < G_NOPE ? g_dot(w.wdkv + (int64_t)o * g.d, xn, g.d) : g_dot(w.wkr + (int64_t)(o - G_NOPE) * g.d, xn, g.d);
+    __syncthreads();
+    const float *c = cs + (int64_t)q * 64;
+    for (int i = threadIdx.x; i < 32; i += blockDim.x) {
+        float a = lat[G_NOPE + i], b = lat[G_NOPE + 32 + i];
+        lat[G_NOPE + i] = fs(fm(a, c[i]), fm(b, c[32 + i]));
+        lat[G_NOPE + 32 + i] = fa(fm(a, c[32 + i]), fm(b, c[i]));
+    }
+    __syncthreads();
+    if (threadIdx.x < 4) sc[threadIdx.x] = g_fp8_scale(lat + threadIdx.x * 128, 128);
+    __syncthreads();
+    uint8_t *dst = rowdst ? rowdst[q] : stage + (int64_t)q * G_ROW;
+    for (int i = threadIdx.x; i < G_NOPE; i += blockDim.x) dst[i] = g_fp8_enc(__fdiv_rn(lat[i], sc[i / 128]));
+    if (threadIdx.x < 4) ((float *)(dst + G_NOPE))[threadIdx.x] = sc[threadIdx.x];
+    for (int i = threadIdx.x; i < 64; i += blockDim.x) ((uint16_t *)(dst + G_NOPE + 16))[i] = g_bf16_enc(lat[G_NOPE + i]);
+    if (!producer) return;
+    for (int o = threadIdx.x; o < g.D; o += blockDim.x) key[o] = g_dot(w.wik + (int64_t)o * g.d, xn, g.d);
+    __syncthreads();
+    size_t off = (size_t)((t / 8) * g.D * 8 + t % 8);
+    if (g.key_fp8) {
+        if (threadIdx.x == 0) ksc = g_fp8_scale(key, g.D);
+        __syncthreads();
+        uint8_t *codes = (uint8_t *)kcodes[q];
+        for (int i = threadIdx.x; i < g.D; i += blockDim.x) codes[off + (size_t)i * 8] = g_fp8_enc(__fdiv_rn(key[i], ksc));
+        if (threadIdx.x == 0) kscales[q][t] = ksc;
+    } else {
+        float *kf = (float *)kcodes[q];
+        for (int i = threadIdx.x; i < g.D; i += blockDim.x) kf[off + (size_t)i * 8] = key[i];
+    }
+}
+
+/* indexer queries and head weights: block per query */
+__global__ void k_iq(g_dims g, g_layer w, const int64_t *pos, const float *xn, float *iq, float *iw)
+{
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    const float *x = xn + (int64_t)q * g.d;
+    for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x) iq[(int64_t)q * g.H * g.D + o] = g_dot(w.wiq + (int64_t)o * g.d, x, g.d);
+    for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = fm(g_dot(w.wiw + (int64_t)h * g.d, x, g.d), g.wscale);
+}
+
+/* scores of query blockIdx.x over positions blockIdx.y*256 + tid */
+__global__ void k_scores(g_dims g, const int64_t *pos, const float *iq, const float *iw, void *const *kcodes,
+                         float *const *kscales, const float *lut_g, float *scores)
+{
+    __shared__ float sq[G_MAX_IH * G_MAX_ID], sw[G_MAX_IH], lut[256];
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    for (int i = threadIdx.x; i < g.H * g.D; i += blockDim.x) sq[i] = iq[(int64_t)q * g.H * g.D + i];
+    for (int i = threadIdx.x; i < g.H; i += blockDim.x) sw[i] = iw[(int64_t)q * g.H + i];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    __syncthreads();
+    int64_t s = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (s > t) return; /* candidates 0..t */
+    float acc[G_MAX_IH];
+    for (int h = 0; h < g.H; h++) acc[h] = 0.0f;
+    size_t base = (size_t)((s / 8) * g.D * 8 + s % 8);
+    const uint8_t *codes = (const uint8_t *)kcodes[q];
+    const float *kf = (const float *)kcodes[q];
+    for (int i = 0; i < g.D; i++) {
+        float kv = g.key_fp8 ? lut[codes[base + (size_t)i * 8]] : kf[base + (size_t)i * 8];
+        for (int h = 0; h < g.H; h++) acc[h] = fa(acc[h], fm(sq[h * g.D + i], kv));
+    }
+    float sc = 0.0f;
+    for (int h = 0; h < g.H; h++) sc = fa(sc, fm(sw[h], acc[h] > 0.0f ? acc[h] : 0.0f));
+    if (g.key_fp8) sc = fm(sc, kscales[q][s]);
+    scores[(int64_t)q * g.maxpos + s] = sc;
+}
+
+/* top-k of query blockIdx.x: radix select of the k-th largest 64-bit key
+   (score order, then lower position), then the selected keys sorted
+   descending. 1024 threads. */
+__global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_t *sel)
+{
+    __shared__ unsigned int hist[256];
+    __shared__ uint64_t buf[G_MAX_TOPK];
+    __shared__ uint64_t s_prefix, s_mask;
+    __shared__ int s_rem, s_cnt;
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    int64_t n = t + 1;
+    int kk = n < g.k ? (int)n : g.k;
+    const float *sc = scores + (int64_t)q * g.maxpos;
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_mask = 0;
+        s_rem = kk;
+        s_cnt = 0;
+    }
+    __syncthreads();
+    if (n > g.k) {
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+            __syncthreads();
+            uint64_t prefix = s_prefix, mask = s_mask;
+            for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+                uint64_t key = g_topk_key(sc[s], (uint32_t)s);
+                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                int cum = 0;
+                for (int dg = 255; dg >= 0; dg--) {
+                    if (cum + (int)hist[dg] >= s_rem) {
+                        s_prefix |= (uint64_t)dg << shift;
+                        s_mask |= (uint64_t)255 << shift;
+                        s_rem -= cum;
+                        break;
+                    }
+                    cum += (int)hist[dg];
+                }
+            }
+            __syncthreads();
+        }
+    }
+    uint64_t T = n > g.k ? s_prefix : 0;
+    for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+        uint64_t key = g_topk_key(sc[s], (uint32_t)s);
+        if (key >= T) {
+            int slot = atomicAdd(&s_cnt, 1);
+            if (slot < G_MAX_TOPK) buf[slot] = key;
+        }
+    }
+    __syncthreads();
+    int P = 1;
+    while (P < kk) P <<= 1;
+    for (int i = s_cnt + (int)threadIdx.x; i < P; i += blockDim.x) buf[i] = 0; /* below every real key */
+    __syncthreads();
+    for (int size = 2; size <= P; size <<= 1)
+        for (int stride = size / 2; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < P; i += blockDim.x) {
+                int j = i ^ stride;
+                if (j > i) {
+                    uint64_t a = buf[i], b = buf[j];
+                    int desc = (i & size) == 0;
+                    if (desc ? a < b : a > b) {
+                        buf[i] = b;
+                        buf[j] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    int32_t *out = sel + (int64_t)q * g.k;
+    for (int j = threadIdx.x; j < g.k; j += blockDim.x)
+        out[j] = j < kk ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
+}
+
+/* attention over the located rows + MLP: block per query, 512 threads */
+#define ATT_THREADS 512
+__global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, const int64_t *pos, const float *cs,
+                                                        const float *xn_g, float *x_g, const uint8_t *const *base,
+                                                        const int32_t *loc, const float *lut_g)
+{
+    __shared__ float qv[G_MAX_HEADS * G_LAT];
+    __shared__ float lut[256];
+    __shared__ int32_t idx[G_MAX_TOPK];
+    __shared__ float att[G_MAX_TOPK];
+    __shared__ float o[G_NOPE];
+    __shared__ float v[G_MAX_HEADS * G_MAX_DV];
+    __shared__ float xs[G_MAX_D], xn[G_MAX_D];
+    __shared__ float hid[G_MAX_HID];
+    __shared__ int cnt[ATT_THREADS];
+    __shared__ float red[ATT_THREADS];
+    __shared__ float s_r, s_mx, s_inv;
+    int q = blockIdx.x, tid = threadIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    for (int i = tid; i < g.d; i += blockDim.x) {
+        xs[i] = x_g[(int64_t)q * g.d + i];
+        xn[i] = xn_g[(int64_t)q * g.d + i];
+    }
+    __syncthreads();
+    /* queries [nh][576], RoPE on the last 64 */
+    for (int oi = tid; oi < g.nh * G_LAT; oi += blockDim.x) {
+        int h = oi / G_LAT, r = oi % G_LAT;
+        qv[oi] = r < G_NOPE ? g_dot(w.wq + ((int64_t)h * G_NOPE + r) * g.d, xn, g.d)
+                            : g_dot(w.wqr + ((int64_t)h * 64 + (r - G_NOPE)) * g.d, xn, g.d);
+    }
+    __syncthreads();
+    const float *c = cs + (int64_t)q * 64;
+    for (int i = tid; i < g.nh * 32; i += blockDim.x) {
+        float *qr = qv + (i / 32) * G_LAT + G_NOPE;
+        int j = i % 32;
+        float a = qr[j], b = qr[32 + j];
+        qr[j] = fs(fm(a, c[j]), fm(b, c[32 + j]));
+        qr[32 + j] = fa(fm(a, c[32 + j]), fm(b, c[j]));
+    }
+    /* the valid locations in entry order (-1 skipped): chunk counts, scan, write */
+    const int32_t *lq = loc + (int64_t)q * g.k;
+    int chunk = (g.k + ATT_THREADS - 1) / ATT_THREADS;
+    int c0 = tid * chunk, c1 = c0 + chunk < g.k ? c0 + chunk : g.k, my = 0;
+    for (int e = c0; e < c1; e++) my += lq[e] >= 0;
+    cnt[tid] = my;
+    __syncthreads();
+    for (int off = 1; off < ATT_THREADS; off <<= 1) {
+        int add = tid >= off ? cnt[tid - off] : 0;
+        __syncthreads();
+        cnt[tid] += add;
+        __syncthreads();
+    }
+    int nv = cnt[ATT_THREADS - 1], wpos = cnt[tid] - my;
+    for (int e = c0; e < c1; e++)
+        if (lq[e] >= 0) idx[wpos++] = lq[e];
+    __syncthreads();
+    const uint8_t *b0 = base[q];
+    if (nv > 0) {
+        for (int h = 0; h < g.nh; h++) {
+            const float *qh = qv + h * G_LAT;
+            float lmax = -__int_as_float(0x7f800000);
+            for (int e = tid; e < nv; e += blockDim.x) {
+                const uint8_t *row = b0 + (int64_t)idx[e] * G_ROW;
+                const float *scl = (const float *)(row + G_NOPE);
+                const uint16_t *rp = (const uint16_t *)(row + G_NOPE + 16);
+                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int i = 0; i < G_LAT; i += 8)
+#pragma unroll
+                    for (int l = 0; l < 8; l++) {
+                        int ii = i + l;
+                        float val = ii < G_NOPE ? fm(lut[row[ii]], scl[ii / 128]) : __uint_as_float((uint32_t)rp[ii - G_NOPE] << 16);
+                        acc[l] = fa(acc[l], fm(qh[ii], val));
+                    }
+                float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
+                att[e] = fm(s, g.att_scale);
+                if (att[e] > lmax) lmax = att[e];
+            }
+            red[tid] = lmax;
+            __syncthreads();
+            if (tid == 0) {
+                float mx = red[0];
+                for (int i = 1; i < ATT_THREADS; i++)
+                    if (red[i] > mx) mx = red[i];
+                s_mx = mx;
+            }
+            __syncthreads();
+            float mx = s_mx;
+            for (int e = tid; e < nv; e += blockDim.x) att[e] = g_expf(fs(att[e], mx), g.exp_portable);
+            __syncthreads();
+            if (tid == 0) { /* entry order, as the CPU sums */
+                float sum = 0.0f;
+                for (int e = 0; e < nv; e++) sum = fa(sum, att[e]);
+                s_inv = __fdiv_rn(1.0f, sum);
+            }
+            __syncthreads();
+            for (int i = tid; i < G_NOPE; i += blockDim.x) {
+                float acc = 0.0f;
+                int tile = i / 128;
+#pragma unroll 8 /* loads in flight; the adds stay in entry order */
+                for (int e = 0; e < nv; e++) {
+                    const uint8_t *row = b0 + (int64_t)idx[e] * G_ROW;
+                    float r = fm(lut[row[i]], ((const float *)(row + G_NOPE))[tile]);
+                    acc = fa(acc, fm(att[e], r));
+                }
+                o[i] = fm(acc, s_inv);
+            }
+            __syncthreads();
+            for (int j = tid; j < g.dv; j += blockDim.x)
+                v[h * g.dv + j] = g_dot(w.wuv + ((int64_t)h * g.dv + j) * G_NOPE, o, G_NOPE);
+            __syncthreads();
+        }
+        for (int i = tid; i < g.d; i += blockDim.x) red[i] = g_dot(w.wo + (int64_t)i * g.nh * g.dv, v, g.nh * g.dv);
+        __syncthreads();
+        for (int i = tid; i < g.d; i += blockDim.x) xs[i] = fa(xs[i], fm(g.alpha, red[i]));
+        __syncthreads();
+    }
+    /* MLP */
+    g_rmsnorm(xs, xn, g.d, &s_r);
+    for (int j = tid; j < g.hid; j += blockDim.x) {
+        float hv = g_dot(w.w1 + (int64_t)j * g.d, xn, g.d);
+        hid[j] = hv > 0.0f ? hv : 0.0f;
+    }
+    __syncthreads();
+    for (int i = tid; i < g.d; i += blockDim.x) {
+        float tv = g_dot(w.w2 + (int64_t)i * g.hid, hid, g.hid);
+        x_g[(int64_t)q * g.d + i] = fa(xs[i], fm(g.alpha, tv));
+    }
+}
+
+__global__ void k_logits(g_dims g, const float *w_out, const int64_t *pos, const float *x_g, float *logits)
+{
+    __shared__ float xs[G_MAX_D], xn[G_MAX_D], s_r;
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
+    __syncthreads();
+    g_rmsnorm(xs, xn, g.d, &s_r);
+    for (int vv = threadIdx.x; vv < g.V; vv += blockDim.x)
+        logits[(int64_t)q * g.V + vv] = fm(g_dot(w_out + (int64_t)vv * g.d, xn, g.d), g.logit_scale);
+}
+
+/* ------------------------------------------------------------------ host side */
+struct dhs_ref_gpu {
+    g_dims dims;
+    int L, maxq;
+    int producer[DHS_REF_MAX_LAYERS];
+    g_layer lw[DHS_REF_MAX_LAYERS];
+    const float *emb, *w_out, *lut;
+    void (*rope_cs)(int64_t, float *, float *);
+    cudaStream_t st;
+    int own_stream;
+    int nq;
+    int32_t *tok;
+    int64_t *pos, *pos_h;
+    float *cs, *cs_h;
+    float *x, *xn, *iq, *iw, *scores, *logits;
+    uint8_t *stage;
+    int32_t *sel, *loc;
+    void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
+    void **ptrs_h;    /* pinned host mirror */
+    int64_t max_t;    /* largest pos of the round */
+    char err[200];
+};
+
+static dhs_status fail(dhs_ref_gpu *g, const char *what, cudaError_t e)
+{
+    if (g) snprintf(g->err, sizeof g->err, "%s: %s", what, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? DHS_ERR_DEVICE_NOMEM : DHS_ERR_BACKEND;
+}
+
+#define CK(call, what)                                \
+    do {                                              \
+        cudaError_t e_ = (call);                      \
+        if (e_ != cudaSuccess) return fail(g, what, e_); \
+    } while (0)
+
+extern "C" int dhs_ref_gpu_available(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" const char *dhs_ref_gpu_error(const dhs_ref_gpu *g) { return g ? g->err : "no GPU model"; }
+
+static dhs_status up(dhs_ref_gpu *g, const float *h, int64_t n, const float **dev)
+{
+    *dev = NULL;
+    if (!h) return DHS_OK;
+    float *p;
+    CK(cudaMalloc((void **)&p, sizeof(float) * (size_t)n), "cudaMalloc weights");
+    *dev = p;
+    CK(cudaMemcpy(p, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice), "upload weights");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
+{
+    if (!g) return;
+    if (g->st) cudaStreamSynchronize(g->st);
+    for (int l = 0; l < DHS_REF_MAX_LAYERS; l++) {
+        const float *p[11] = {g->lw[l].wdkv, g->lw[l].wkr, g->lw[l].wq, g->lw[l].wqr, g->lw[l].wuv, g->lw[l].wo,
+                              g->lw[l].w1, g->lw[l].w2, g->lw[l].wik, g->lw[l].wiq, g->lw[l].wiw};
+        for (int i = 0; i < 11; i++) cudaFree((void *)p[i]);
+    }
+    cudaFree((void *)g->emb);
+    cudaFree((void *)g->w_out);
+    cudaFree((void *)g->lut);
+    cudaFree(g->tok);
+    cudaFree(g->pos);
+    cudaFree(g->cs);
+    cudaFree(g->x);
+    cudaFree(g->xn);
+    cudaFree(g->iq);
+    cudaFree(g->iw);
+    cudaFree(g->scores);
+    cudaFree(g->logits);
+    cudaFree(g->stage);
+    cudaFree(g->sel);
+    cudaFree(g->loc);
+    cudaFree(g->ptrs);
+    cudaFreeHost(g->ptrs_h);
+    cudaFreeHost(g->pos_h);
+    cudaFreeHost(g->cs_h);
+    if (g->own_stream && g->st) cudaStreamDestroy(g->st);
+    free(g);
+}
+
+extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out)
+{
+    if (!d || !out || d->max_queries < 1 || d->max_positions < 1 || !d->fp8_lut || !d->rope_cs) return DHS_ERR_INVALID_ARG;
+    *out = NULL;
+    if (d->topk > G_MAX_TOPK || d->n_heads > G_MAX_HEADS || d->d_model > G_MAX_D || d->mlp_hidden > G_MAX_HID ||
+        d->d_v > G_MAX_DV || d->idx_heads > G_MAX_IH || d->idx_dim > G_MAX_ID || d->n_heads * d->d_v > G_MAX_D ||
+        d->d_model > ATT_THREADS /* k_attend's reduction buffer */)
+        return DHS_ERR_UNSUPPORTED;
+    if (!dhs_ref_gpu_available()) return DHS_ERR_UNSUPPORTED;
+    dhs_ref_gpu *g = (dhs_ref_gpu *)calloc(1, sizeof *g);
+    if (!g) return DHS_ERR_NOMEM;
+    g_dims *m = &g->dims;
+    m->V = d->vocab;
+    m->d = d->d_model;
+    m->nh = d->n_heads;
+    m->dv = d->d_v;
+    m->hid = d->mlp_hidden;
+    m->H = d->idx_heads;
+    m->D = d->idx_dim;
+    m->k = d->topk;
+    m->alpha = d->alpha;
+    m->logit_scale = d->logit_scale;
+    m->wscale = d->idx_wscale;
+    m->att_scale = d->att_scale;
+    m->exp_portable = d->exp_portable;
+    m->key_fp8 = d->key_fp8;
+    m->maxpos = d->max_positions;
+    g->L = d->n_layers;
+    g->maxq = d->max_queries;
+    dhs_status st = DHS_OK;
+    int dd = d->d_model, nh = d->n_heads;
+    const float *p;
+#define UP(h, n, dst)                               \
+    do {                                            \
+        if ((st = up(g, (h), (n), &p)) != DHS_OK) goto bad; \
+        dst = p;                                    \
+    } while (0)
+    UP(d->emb, (int64_t)d->vocab * dd, g->emb);
+    UP(d->w_out, (int64_t)d->vocab * dd, g->w_out);
+    UP(d->fp8_lut, 256, g->lut);
+    g->rope_cs = d->rope_cs;
+    for (int l = 0; l < d->n_layers; l++) {
+        const dhs_ref_layer_weights *w = &d->layer[l];
+        g_layer *o = &g->lw[l];
+        g->producer[l] = d->producer[l];
+        UP(w->wdkv, (int64_t)G_NOPE * dd, o->wdkv);
+        UP(w->wkr, (int64_t)64 * dd, o->wkr);
+        UP(w->wq, (int64_t)nh * G_NOPE * dd, o->wq);
+        UP(w->wqr, (int64_t)nh * 64 * dd, o->wqr);
+        UP(w->wuv, (int64_t)nh * d->d_v * G_NOPE, o->wuv);
+        UP(w->wo, (int64_t)dd * nh * d->d_v, o->wo);
+        UP(w->w1, (int64_t)d->mlp_hidden * dd, o->w1);
+        UP(w->w2, (int64_t)dd * d->mlp_hidden, o->w2);
+        if (d->producer[l]) {
+            UP(w->wik, (int64_t)d->idx_dim * dd, o->wik);
+            UP(w->wiq, (int64_t)d->idx_heads * d->idx_dim * dd, o->wiq);
+            UP(w->wiw, (int64_t)d->idx_heads * dd, o->wiw);
+        }
+    }
+#undef UP
+    {
+        size_t Q = (size_t)d->max_queries;
+        cudaError_t e = cudaSuccess;
+#define AL(ptr, bytes)                                              \
+    if (e == cudaSuccess) e = cudaMalloc((void **)&(ptr), (bytes));
+        AL(g->tok, Q * sizeof(int32_t));
+        AL(g->pos, Q * sizeof(int64_t));
+        AL(g->cs, Q * 64 * sizeof(float));
+        AL(g->x, Q * (size_t)dd * sizeof(float));
+        AL(g->xn, Q * (size_t)dd * sizeof(float));
+        AL(g->iq, Q * (size_t)(d->idx_heads * d->idx_dim) * sizeof(float));
+        AL(g->iw, Q * (size_t)d->idx_heads * sizeof(float));
+        AL(g->scores, Q * (size_t)d->max_positions * sizeof(float));
+        AL(g->logits, Q * (size_t)d->vocab * sizeof(float));
+        AL(g->stage, Q * G_ROW);
+        AL(g->sel, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->loc, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->ptrs, 4 * Q * sizeof(void *));
+#undef AL
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->pos_h, Q * sizeof(int64_t));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->cs_h, Q * 64 * sizeof(float));
+        if (e != cudaSuccess) {
+            st = fail(g, "cudaMalloc buffers", e);
+            goto bad;
+        }
+        if (stream) {
+            g->st = (cudaStream_t)stream;
+        } else {
+            if ((e = cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking)) != cudaSuccess) {
+                st = fail(g, "cudaStreamCreate", e);
+                goto bad;
+            }
+            g->own_stream = 1;
+        }
+    }
+    *out = g;
+    return DHS_OK;
+bad:
+    dhs_ref_gpu_destroy(g);
+    return st;
+}
+
+extern "C" dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
+{
+    CK(cudaMalloc(dev, bytes ? bytes : 16), "cudaMalloc");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
+{
+    if (g && g->st) cudaStreamSynchronize(g->st); /* no kernel of this stream still reads it */
+    cudaFree(dev);
+}
+
+extern "C" dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
+{
+    CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, g->st), "upload");
+    CK(cudaStreamSynchronize(g->st), "upload sync"); /* the host buffer may go away */
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
+{
+    CK(cudaMemsetAsync(dev, value, bytes, g->st), "memset");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
+{
+    if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    g->nq = nq;
+    g->max_t = -1;
+    CK(cudaStreamSynchronize(g->st), "sync"); /* the pinned mirrors are free again */
+    for (int q = 0; q < nq; q++) {
+        g->pos_h[q] = pos[q];
+        if (pos[q] > g->max_t) g->max_t = pos[q];
+        if (pos[q] >= 0) g->rope_cs(pos[q], g->cs_h + (int64_t)q * 64, g->cs_h + (int64_t)q * 64 + 32);
+    }
+    if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
+    CK(cudaMemcpyAsync(g->tok, tokens, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "tokens");
+    CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "positions");
+    CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "rope");
+    CK(cudaStreamSynchronize(g->st), "begin sync"); /* tokens is the caller's pageable memory */
+    k_embed<<<nq, 64, 0, g->st>>>(g->emb, g->tok, g->pos, g->x, g->dims.d);
+    CK(cudaGetLastError(), "k_embed");
+    return DHS_OK;
+}
+
+/* copies host pointer table `which` (0 rowdst, 1 kcodes, 2 kscales, 3 base) */
+static dhs_status put_ptrs(dhs_ref_gpu *g, int which, const void *const *p, void ***dev)
+{
+    void **h = g->ptrs_h + (size_t)which * g->maxq;
+    *dev = g->ptrs + (size_t)which * g->maxq;
+    CK(cudaStreamSynchronize(g->st), "sync"); /* an earlier copy from this mirror is done */
+    for (int q = 0; q < g->nq; q++) h[q] = (void *)p[q];
+    CK(cudaMemcpyAsync(*dev, h, sizeof(void *) * (size_t)g->nq, cudaMemcpyHostToDevice, g->st), "pointer table");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes,
+                                       void *const *kscales, uint8_t *rows_host)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    void **rd = NULL, **kc = NULL, **ks = NULL;
+    dhs_status st;
+    if (rowdst && (st = put_ptrs(g, 0, rowdst, &rd)) != DHS_OK) return st;
+    if (g->producer[l]) {
+        if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
+        if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
+    }
+    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->producer[l], g->pos, g->cs, g->x, g->xn, (uint8_t *const *)rd,
+                                      g->stage, kc, (float *const *)ks);
+    CK(cudaGetLastError(), "k_rows");
+    if (rows_host) {
+        CK(cudaMemcpyAsync(rows_host, g->stage, (size_t)g->nq * G_ROW, cudaMemcpyDeviceToHost, g->st), "rows back");
+        CK(cudaStreamSynchronize(g->st), "rows sync");
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales,
+                                         int32_t *sel_host)
+{
+    if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
+    void **kc, **ks;
+    dhs_status st;
+    if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
+    if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    CK(cudaGetLastError(), "k_iq");
+    dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
+    k_scores<<<grid, 256, 0, g->st>>>(g->dims, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores);
+    CK(cudaGetLastError(), "k_scores");
+    k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
+    CK(cudaGetLastError(), "k_topk");
+    if (sel_host) {
+        CK(cudaMemcpyAsync(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyDeviceToHost,
+                           g->st),
+           "selections back");
+        CK(cudaStreamSynchronize(g->st), "select sync");
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    void **bd;
+    dhs_status st;
+    if ((st = put_ptrs(g, 3, base, &bd)) != DHS_OK) return st;
+    const int32_t *loc = g->sel;
+    if (loc_host) {
+        CK(cudaMemcpyAsync(g->loc, loc_host, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyHostToDevice,
+                           g->st),
+           "locations");
+        CK(cudaStreamSynchronize(g->st), "locations sync"); /* loc_host is pageable, caller-owned */
+        loc = g->loc;
+    }
+    k_attend<<<g->nq, ATT_THREADS, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->cs, g->xn, g->x,
+                                                (const uint8_t *const *)bd, loc, g->lut);
+    CK(cudaGetLastError(), "k_attend");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
+{
+    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
+    CK(cudaGetLastError(), "k_logits");
+    CK(cudaMemcpyAsync(logits_host, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
+                       g->st),
+       "logits back");
+    CK(cudaStreamSynchronize(g->st), "logits sync");
+    return DHS_OK;
+}

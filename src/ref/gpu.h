@@ -1,0 +1,99 @@
+/*
+ * gpu.h - the reference model's target pass on the GPU (src/cuda/refmodel.cu,
+ * extern "C" launchers; stubs returning DHS_ERR_UNSUPPORTED without CUDA in
+ * src/ref/gpu_stub.c). The engine (engine.c) keeps the control plane on the
+ * host (drafter, verification, library calls); per layer the GPU computes:
+ *
+ *   rows    rmsnorm, latent + RoPE, the 656-byte row (FP8 encode), and on a
+ *           producer the FP8 index key, written to per-query destinations
+ *   select  indexer queries, scores over the query's visible keys (device key
+ *           store), top-k with the CPU's tie rule (score descending, then lower
+ *           position; -1 padding), sorted like dhs_ref_topk
+ *   attend  sparse MLA-style attention reading only base[q] + loc[q][e]*656
+ *           for the located rows, then the MLP (residual updates of x)
+ *   logits  after the last layer
+ *
+ * Every reduction has the CPU model's fixed order (dhs_ref_dot's 8 lanes,
+ * entry order for the softmax sums, heads in order) with one IEEE operation
+ * per step (_rn intrinsics, no contraction); RoPE cos/sin come from the host
+ * (dhs_ref_rope_cs) and the softmax exp is dhs_ref_expf's twin when the
+ * model sets exp_portable. So with exp_portable the GPU's logits equal the
+ * CPU model's bit for bit; otherwise CUDA's expf may differ in the last bit.
+ *
+ * Queries are addressed q = i * k_max + j (batch item i, query j); items with
+ * fewer than k_max queries leave the rest invalid (pos < 0: skipped).
+ * All pointers named *_dev are device pointers; host arrays are copied in.
+ * Work is issued on the stream given at creation; functions that return host
+ * data synchronise it.
+ */
+#ifndef DHS_REF_GPU_H
+#define DHS_REF_GPU_H
+
+#include <stdint.h>
+
+#include "ref/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dhs_ref_gpu dhs_ref_gpu;
+
+typedef struct dhs_ref_gpu_desc {
+    int32_t vocab, d_model, n_layers, n_heads, d_v, mlp_hidden, idx_heads, idx_dim, topk;
+    float alpha, logit_scale;
+    float idx_wscale;   /* 1 / sqrtf(idx_heads * idx_dim), as the CPU computes it */
+    float att_scale;    /* 1 / sqrtf(576) */
+    int32_t exp_portable, key_fp8;
+    int32_t max_queries;        /* batch items x k_max */
+    int64_t max_positions;      /* longest session (scores buffer) */
+    const float *emb, *w_out;   /* host [V][d] */
+    const float *fp8_lut;       /* dhs_ref_fp8_table() (the .cu lives in libdhs, below src/ref) */
+    void (*rope_cs)(int64_t pos, float *c, float *s); /* dhs_ref_rope_cs */
+    dhs_ref_layer_weights layer[DHS_REF_MAX_LAYERS]; /* host */
+    int32_t producer[DHS_REF_MAX_LAYERS];
+} dhs_ref_gpu_desc;
+
+/* 1 when a CUDA device is usable */
+int dhs_ref_gpu_available(void);
+
+/* Uploads the weights; stream: a cudaStream_t (NULL: a stream of its own). */
+dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out);
+void dhs_ref_gpu_destroy(dhs_ref_gpu *g);
+const char *dhs_ref_gpu_error(const dhs_ref_gpu *g);
+
+/* device memory owned by the caller (session key stores, resident rows) */
+dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev);
+void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev);
+dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes);
+dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes);
+
+/* A round's queries: nq = items x k_max slots; tokens[q], pos[q] (< 0:
+   invalid slot); RoPE tables are computed here from pos. Embeds x. */
+dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos);
+
+/* Layer l's rows of every valid query: the encoded row goes to rowdst[q]
+   (device address), and on a producer the FP8 key of position pos[q] to the
+   key store (codes [cap/8][idx_dim][8], scales [cap]) at kcodes[q] /
+   kscales[q] (device bases). rows_host: when not NULL, the nq x 656 rows are
+   also copied back (synchronises). */
+dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes,
+                            void *const *kscales, uint8_t *rows_host);
+
+/* Producer l: selections of every valid query over its visible keys (the
+   key stores at kcodes/kscales, positions 0..pos[q]) into the device
+   selection buffer; sel_host (nq x k int32) receives them (synchronises). */
+dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host);
+
+/* Attention + MLP of layer l: query q reads rows base[q] + loc*656 for its k
+   locations; loc_host: nq x k int32 copied in, or NULL to use the device
+   selection buffer as locations (resident storage: location = row). */
+dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host);
+
+/* logits of every query slot: nq x V floats (invalid slots untouched) */
+dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

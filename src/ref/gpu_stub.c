@@ -1,0 +1,70 @@
+/* gpu_stub.c - the GPU model's entry points (ref/gpu.h) in a build without
+ * CUDA: nothing is available, everything answers DHS_ERR_UNSUPPORTED. */
+#include "ref/gpu.h"
+
+#ifndef DHS_HAVE_CUDA
+int dhs_ref_gpu_available(void) { return 0; }
+dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out)
+{
+    (void)d;
+    (void)stream;
+    if (out) *out = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_destroy(dhs_ref_gpu *g) { (void)g; }
+const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return "built without CUDA";
+}
+dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
+{
+    (void)g;
+    (void)bytes;
+    *dev = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
+{
+    (void)g;
+    (void)dev;
+}
+dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
+{
+    (void)g, (void)dev, (void)host, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
+{
+    (void)g, (void)dev, (void)value, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
+{
+    (void)g, (void)nq, (void)tokens, (void)pos;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes, void *const *kscales,
+                            uint8_t *rows_host)
+{
+    (void)g, (void)l, (void)rowdst, (void)kcodes, (void)kscales, (void)rows_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host)
+{
+    (void)g, (void)l, (void)kcodes, (void)kscales, (void)sel_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
+{
+    (void)g, (void)l, (void)base, (void)loc_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
+{
+    (void)g, (void)logits_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+#else
+typedef int dhs_ref_gpu_stub_unused; /* ISO C: a translation unit is not empty */
+#endif
