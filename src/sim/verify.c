@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/util.h"
 #include "sim/verify.h"
 
 /* ------------------------------------------------------------- rng */
@@ -537,9 +538,15 @@ int verify_run(const verify_opts *o, verify_result *res)
         for (int32_t g = 0; g < ng; g++) v.rq[i].ver[g] = calloc((size_t)v.grp_rows[g], sizeof(uint32_t));
     }
     int32_t *slots = calloc((size_t)o->requests, sizeof(int32_t));
+    double t_progress = dhs_wall_s();
     for (int32_t step = 0; step < o->steps; step++) {
         v.step = step;
-        if (o->progress && step % 20 == 0) fprintf(stderr, "\rverify: step %d/%d", step, o->steps);
+        /* progress: 1 a line rewritten in place (a terminal), 2 a line every 5 s */
+        if (o->progress == 1 && step % 20 == 0) fprintf(stderr, "\rverify: step %d/%d", step, o->steps);
+        if (o->progress == 2 && dhs_wall_s() - t_progress >= 5.0) {
+            t_progress = dhs_wall_s();
+            fprintf(stderr, "verify: step %d/%d\n", step, o->steps);
+        }
         /* arrivals: every free slot tries to admit a new request */
         for (int32_t i = 0; i < o->requests; i++)
             if (!v.rq[i].open && rnd_below(&v.rng, 3) == 0) open_request(&v, i);
@@ -555,7 +562,7 @@ int verify_run(const verify_opts *o, verify_result *res)
         }
         if (res->violations > 50) break;
     }
-    if (o->progress) fprintf(stderr, "\rverify: done%20s\n", "");
+    if (o->progress == 1) fprintf(stderr, "\rverify: done%20s\n", "");
     for (int32_t i = 0; i < o->requests; i++)
         if (v.rq[i].open) { sweep_request(&v, i); close_request(&v, i); }
     dhs_sync(v.ctx);
