@@ -45,7 +45,7 @@ grep -q "^seed 42" "$T/out" || fail "gen prints the seed: $(cat "$T/out")"
 cat "$T/out"
 expect 0 "$DHS" trace info "$T/a.dtr"
 cat "$T/out"
-for key in version name groups sources requests rounds request_rounds queries entries selected_entries \
+for key in trace_version name groups sources requests rounds request_rounds queries entries selected_entries \
     padding_share duplicate_entries distinct_rows mean_union_rows prev_round_overlap mean_reuse_distance \
     spec_overlap producer_overlap mean_accepted bytes read_s; do
     grep -q "^$key " "$T/out" || fail "info output lacks key '$key'"
