@@ -39,6 +39,7 @@ typedef struct tool_progress {
     int on, tty;
     double every_s, last;
     int dirty;
+    char tag[128];   /* free for the caller: what is running */
 } tool_progress;
 void tool_progress_init(tool_progress *p, int quiet, double every_s);
 void tool_progress_msg(tool_progress *p, int force, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

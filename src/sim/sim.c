@@ -678,6 +678,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
                 goto out;
             }
         }
+        if (cfg->progress && (ev.round & 1023) == 0) cfg->progress(cfg->progress_user, ev.round, info->rounds);
         s = dhs_round_end(R.ctx, R.acc);
         if (s != DHS_OK) { dhs_errf(err, err_len, "round %llu: dhs_round_end: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
         check_inv(&R);
@@ -862,4 +863,32 @@ int dhs_plot_svg(const char *path, const char *title, const char *xlabel, const 
 #undef PY
     fprintf(f, "</svg>\n");
     return fclose(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------- analysis */
+const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows)
+{
+    for (int i = 0; i < n_res; i++)
+        if (res[i].policy == policy && res[i].hot_rows == hot_rows) return &res[i];
+    return NULL;
+}
+
+int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot_rows, dhs_sim_pvc *out)
+{
+    const dhs_sim_result *lru = dhs_sim_find(res, n_res, DHS_POLICY_LRU, hot_rows);
+    if (!lru) return -1;
+    const dhs_sim_result *best = NULL;
+    for (int i = 0; i < n_res; i++)
+        if (res[i].hot_rows == hot_rows && res[i].policy != DHS_SIM_OPT && (!best || res[i].host_rows < best->host_rows))
+            best = &res[i];
+    const dhs_sim_result *opt = dhs_sim_find(res, n_res, DHS_SIM_OPT, hot_rows);
+    const dhs_sim_result *dbl = hot_rows <= INT32_MAX / 2 ? dhs_sim_find(res, n_res, DHS_POLICY_LRU, 2 * hot_rows) : NULL;
+    double lr = (double)lru->host_rows;
+    out->hot_rows = hot_rows;
+    out->lru_host_rows = lru->host_rows;
+    out->best_online = best->policy;
+    out->best_online_cut_vs_lru = lr > 0 ? 1 - (double)best->host_rows / lr : 0.0;
+    out->opt_cut_vs_lru = !opt ? -1 : lr > 0 ? 1 - (double)opt->host_rows / lr : 0.0;
+    out->lru_cut_by_doubling = !dbl ? -1 : lr > 0 ? 1 - (double)dbl->host_rows / lr : 0.0;
+    return 0;
 }

@@ -72,7 +72,8 @@ expect 0 "$DHS" sim --trace "$T/a.dtr" --policies lru --hot 512 -q
 grep -q "M selected entries/s" "$T/out" || fail "sim prints the replay rate"
 grep -q "miss-ratio curves" "$T/out" || fail "sim prints miss-ratio curves"
 expect 2 "$DHS" sim --trace "$T/a.dtr" --hot 512 --csv /nonexistent/dir/x.csv -q
-expect 1 "$DHS" sim --trace "$T/a.dtr" --hot 512 --device-mib 1 -q
+# a pool too small to admit a request is a runtime error (3), not a check failure (1)
+expect 3 "$DHS" sim --trace "$T/a.dtr" --hot 512 --device-mib 1 -q
 [ -s "$T/err" ] || fail "too small a pool: message on stderr"
 
 # ---------------------------------------------------------------- dhs serve-sim
