@@ -3,6 +3,7 @@
  * miss-ratio curves; text, JSON, CSV, SVG (docs/SIM.md).
  * Exit status: 0 success, 2 bad flags or a bad trace, 1 a replay failure. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +21,54 @@
 static const char *const imports[] = {"device", "host", NULL};
 static const char *const reclaims[] = {"most-pages", "oldest", "newest", NULL};
 
+/* replays are independent (own context, backend and reader; the OPT oracle
+   is read-only): a small pool of threads takes them in order and each result
+   lands in its own slot, so the output does not depend on the thread count */
+typedef struct sim_job {
+    dhs_sim_config cfg;
+    int policy, rc, running;
+    uint64_t round;
+    dhs_sim_result *res;
+    char tag[64];
+    char err[512];
+} sim_job;
+
+typedef struct sim_pool {
+    sim_job *jobs;
+    int n, next, done;
+    int failed;
+    tool_progress *prog;
+    const char *trace;
+    const dhs_sim_trace_info *info;
+    const dhs_sim_oracle *oracle;
+    pthread_mutex_t mu;
+} sim_pool;
+
 static void sim_progress(void *user, uint64_t done, uint64_t total)
 {
-    tool_progress *p = user;
-    tool_progress_msg(p, 0, "dhs sim: %s, round %" PRIu64 "/%" PRIu64, p->tag, done, total);
+    sim_pool *P = user;
+    pthread_mutex_lock(&P->mu);
+    tool_progress_msg(P->prog, 0, "dhs sim: %d/%d replays done; a replay at round %" PRIu64 "/%" PRIu64, P->done, P->n, done,
+                      total);
+    pthread_mutex_unlock(&P->mu);
+}
+
+static void *sim_worker(void *arg)
+{
+    sim_pool *P = arg;
+    for (;;) {
+        pthread_mutex_lock(&P->mu);
+        int i = P->failed ? P->n : P->next++;
+        pthread_mutex_unlock(&P->mu);
+        if (i >= P->n) return NULL;
+        sim_job *j = &P->jobs[i];
+        j->rc = dhs_sim_replay(P->trace, P->info, &j->cfg, j->policy, P->oracle, j->res, j->err, sizeof j->err);
+        pthread_mutex_lock(&P->mu);
+        P->done++;
+        if (j->rc) P->failed = 1;
+        tool_progress_msg(P->prog, 0, "dhs sim: %d/%d replays done (last: %s)", P->done, P->n, j->tag);
+        pthread_mutex_unlock(&P->mu);
+    }
 }
 
 static int bad(const char *msg, const char *val)
@@ -43,7 +88,7 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
+static void print_result_json(FILE *f, const dhs_sim_result *r, int check, int32_t hot_eff)
 {
     const dhs_stats *s = &r->st;
     fprintf(f,
@@ -58,6 +103,7 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
             s->census_host, r->host_rows_per_token, r->host_bytes, r->tokens ? (double)r->host_bytes / (double)r->tokens : 0.0,
             r->miss_ratio, r->direct_share, r->hot_share, r->host_share, r->tokens, s->staging_rows, s->admissions,
             s->reclaims, s->reclaimed_pages, s->repopulated_pages, r->device_bytes, r->replay_s, r->mentries_per_s);
+    fprintf(f, ", \"hot_effective\": %d", hot_eff);
     if (check) fprintf(f, ", \"invariant_violations\": %" PRIu64, r->invariant_violations);
     if (r->policy == DHS_SIM_OPT)
         fprintf(f, ", \"oracle_calls\": %" PRIu64 ", \"oracle_stale\": %" PRIu64 ", \"opt_references\": %" PRIu64
@@ -69,7 +115,7 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
 int cmd_sim(int argc, char **argv)
 {
     const char *trace = NULL, *csv = NULL, *plot = NULL, *pol_list = NULL, *output = NULL;
-    int policies[DHS_SIM_POLICIES], n_pol = 0, json = 0, quiet = 0, import = 0, reclaim = 0;
+    int policies[DHS_SIM_POLICIES], n_pol = 0, json = 0, quiet = 0, import = 0, reclaim = 0, jobs = 0;
     int64_t hot[MAX_SIZES] = {2048, 4096, 8192, 16384}, devmib = 0;
     int n_hot = 4;
     dhs_sim_config cfg = dhs_sim_config_default();
@@ -96,6 +142,8 @@ int cmd_sim(int argc, char **argv)
         A_OUT("--csv", &csv, "one CSV row per policy and size"),
         A_OUT("--plot", &plot, "SVG: miss ratio against hot-cache size, one line per policy"),
         A_OUT("--output", &output, "write the results to FILE instead of stdout"),
+        {.name = "--jobs", .type = ARG_INT, .dest = &jobs, .ilo = 1, .ihi = 64,
+         .help = "replays run in parallel (results do not depend on it)", .def = "online CPUs, at most 8"},
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "no progress on stderr"},
     };
     arg_cmd cmd = {
@@ -164,24 +212,44 @@ int cmd_sim(int argc, char **argv)
     if (!res) { dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return EXIT_RUNTIME; }
     double tot_s = 0;
     uint64_t tot_e = 0;
-    int k = 0, rc = 0;
-    for (int hi = 0; hi < n_hot && !rc; hi++) {
-        for (int pi = 0; pi < n_pol; pi++) {
-            cfg.hot_rows = (int32_t)hot[hi];
-            snprintf(prog.tag, sizeof prog.tag, "%s B=%d (run %d/%d)", dhs_sim_policy_str(policies[pi]), cfg.hot_rows, k + 1, n_res);
-            tool_progress_msg(&prog, 1, "dhs sim: %s", prog.tag);
-            cfg.progress = progress ? sim_progress : NULL;
-            cfg.progress_user = &prog;
-            if (dhs_sim_replay(trace, &info, &cfg, policies[pi], oracle, &res[k], err, sizeof err)) {
-                tool_progress_end(&prog);
-                fprintf(stderr, "dhs sim: %s B=%d: %s\n", dhs_sim_policy_str(policies[pi]), cfg.hot_rows, err);
-                rc = EXIT_RUNTIME;
-                break;
+    int rc = 0;
+    {
+        sim_job *jb = calloc((size_t)n_res, sizeof *jb);
+        if (!jb) { fprintf(stderr, "dhs sim: out of memory\n"); rc = EXIT_RUNTIME; goto done; }
+        int k = 0;
+        for (int hi = 0; hi < n_hot; hi++)
+            for (int pi = 0; pi < n_pol; pi++, k++) {
+                jb[k].cfg = cfg;
+                jb[k].cfg.hot_rows = (int32_t)hot[hi];
+                jb[k].cfg.progress = progress ? sim_progress : NULL;
+                jb[k].policy = policies[pi];
+                jb[k].res = &res[k];
+                snprintf(jb[k].tag, sizeof jb[k].tag, "%s B=%" PRId64, dhs_sim_policy_str(policies[pi]), hot[hi]);
             }
-            tot_s += res[k].replay_s;
-            tot_e += res[k].selected_entries;
-            k++;
+        if (!jobs) {
+            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+            jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
         }
+        sim_pool P = {jb, n_res, 0, 0, 0, &prog, trace, &info, oracle, PTHREAD_MUTEX_INITIALIZER};
+        for (int i = 0; i < n_res; i++) jb[i].cfg.progress_user = &P;
+        int nt = jobs < n_res ? jobs : n_res;
+        tool_progress_msg(&prog, 1, "dhs sim: %d replays of %" PRIu64 " rounds on %d threads ...", n_res, info.rounds, nt);
+        pthread_t th[64];
+        int started = 0;
+        for (int i = 1; i < nt; i++)
+            if (pthread_create(&th[started], NULL, sim_worker, &P) == 0) started++;
+        sim_worker(&P);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < n_res && !rc; i++) {
+            if (jb[i].rc) {
+                tool_progress_end(&prog);
+                fprintf(stderr, "dhs sim: %s: %s\n", jb[i].tag, jb[i].err);
+                rc = EXIT_RUNTIME;
+            }
+            tot_s += res[i].replay_s;
+            tot_e += res[i].selected_entries;
+        }
+        free(jb);
     }
     tool_progress_end(&prog);
     if (rc) goto done;
@@ -208,7 +276,9 @@ int cmd_sim(int argc, char **argv)
                dhs_reclaim_order_str(cfg.reclaim_order));
         printf(" \"results\": [\n");
         for (int i = 0; i < n_res; i++) {
-            print_result_json(stdout, &res[i], cfg.check_invariants);
+            dhs_sim_config ce = cfg;
+            ce.hot_rows = res[i].hot_rows;
+            print_result_json(stdout, &res[i], cfg.check_invariants, dhs_sim_effective_hot(&info, &ce));
             printf("%s\n", i + 1 < n_res ? "," : "");
         }
         printf(" ],\n");

@@ -313,6 +313,20 @@ static void sim_arch(const dhs_sim_trace_info *info, dhs_arch *a)
     for (int32_t s = 0; s < a->n_sources; s++) a->sources[s].row_bytes = (a->sources[s].row_bytes + 15u) & ~15u;
 }
 
+/* The hot cache a request can use: no request of the trace has more rows
+   than its largest position count (rounded up to pages), so a larger B only
+   costs per-request state (which the core sizes by B) and never changes a
+   decision: no victim and no staging overflow is ever needed below it. With
+   a pool size fixed by the caller the required bytes would change what
+   optional history fits, so B is kept as given then. */
+int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *c)
+{
+    int32_t p = c->page_rows > 0 ? c->page_rows : 1;
+    int64_t cap = (info->max_positions + 1 + p - 1) / p * p;
+    if (c->device_bytes || c->hot_rows <= cap || cap > INT32_MAX) return c->hot_rows;
+    return (int32_t)cap;
+}
+
 static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_config *c)
 {
     dhs_config d = dhs_config_default();
@@ -320,7 +334,7 @@ static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_
     d.max_requests = info->peak_live > 0 ? info->peak_live : 1;
     d.max_k = info->max_k;
     d.k_max = info->hdr.k_max;
-    d.hot_rows = c->hot_rows;
+    d.hot_rows = dhs_sim_effective_hot(info, c);
     d.page_rows = p;
     int32_t t = c->tail_rows;
     if (t <= 0) t = 2 * info->hdr.k_max > 128 ? 2 * info->hdr.k_max : 128;

@@ -164,6 +164,11 @@ int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot
 /* The run of `policy` at `hot_rows` in res, or NULL. */
 const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows);
 
+/* The hot-cache rows a replay gives the core: B, or, when the pool is
+   derived (device_bytes 0) and no request of the trace can hold B rows, the
+   largest request's rows rounded up to pages (same decisions, less state). */
+int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *cfg);
+
 uint64_t dhs_sim_device_bytes(const dhs_sim_trace_info *info, const dhs_sim_config *cfg, char *err, size_t err_len);
 
 /* ------------------------------------------------------------- plots */
