@@ -10,19 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/rng.h"
 #include "sim/util.h"
 
 /* ------------------------------------------------------------- rng, hash */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t rnd(uint64_t *s) { return mix64(*s += 0x9e3779b97f4a7c15ull); }
-static double rnd_unit(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
-static int64_t rnd_below(uint64_t *s, int64_t n) { return n <= 0 ? 0 : (int64_t)(rnd(s) % (uint64_t)n); }
-static int64_t rnd_range(uint64_t *s, int64_t lo, int64_t hi) { return hi <= lo ? lo : lo + rnd_below(s, hi - lo + 1); }
+/* the stream: sim/rng.h */
 /* a fixed per-(key, row) 64-bit hash; "below p" means hash < p * 2^64 */
 static uint64_t hash_row(uint64_t key, int64_t row)
 {
