@@ -4,16 +4,8 @@ set -u
 DHS=${1:?usage: sim.sh path/to/dhs}
 T=$(mktemp -d /tmp/dhs_cli_sim.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib/harness.bash"
 
-# expect STATUS CMD...: runs CMD, stdout -> $T/out, stderr -> $T/err
-expect() {
-    local want=$1; shift
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $(head -c 300 "$T/err"))"
-}
 
 # ---------------------------------------------------------------- dhs sim
 expect 0 "$DHS" sim --help
@@ -111,8 +103,4 @@ printf 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0.
 expect 0 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/b.csv" --json --modes fixed
 grep -q '"completed": 1,' "$T/out" || fail "serve-sim replays a BurstGPT trace (failure row skipped)"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails failure(s)"
-    exit 1
-fi
-echo "cli sim: all passed"
+finish sim

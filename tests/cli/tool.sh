@@ -7,16 +7,8 @@ set -u
 DHS=${1:?usage: tool.sh path/to/dhs}
 T=$(mktemp -d /tmp/dhs_cli_tool.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib/harness.bash"
 
-# expect STATUS CMD...: runs CMD, stdout -> $T/out, stderr -> $T/err
-expect() {
-    local want=$1; shift
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $(head -c 300 "$T/err"))"
-}
 # the JSON object in $T/out has key K
 has_key() { python3 -c "import json,sys; d=json.load(open('$T/out')); sys.exit(0 if '$1' in d else 1)"; }
 # every provenance key, and version = the library's
@@ -152,5 +144,4 @@ expect 0 "$DHS" plan --context 1000
 grep -q "x more" "$T/out" || fail "plan at a short context says 'more'"
 grep -q "x less" "$T/out" && fail "plan at a short context says 'less'"
 
-if [ $fails -eq 0 ]; then echo "cli tool: all checks passed"; else echo "cli tool: $fails failed"; fi
-[ $fails -eq 0 ]
+finish tool
