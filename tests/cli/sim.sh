@@ -36,6 +36,25 @@ for key in '"results"' '"policy"' '"hot"' '"host_rows"' '"entries"' '"census"' '
 done
 n=$(grep -c '"policy": ' "$J")
 [ "$n" -eq 12 ] || fail "sim --json: 4 policies x 3 sizes = 12 results, got $n"
+# policy_vs_capacity (dhs_sim_policy_vs_capacity) agrees with the runs it summarises
+python3 - "$J" <<'PY' || fail "sim: policy_vs_capacity disagrees with the results"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r["policy"], r["hot"]): r["host_rows"] for r in d["results"]}
+pvc = d["policy_vs_capacity"]
+assert [v["hot"] for v in pvc] == [256, 512, 1024], pvc
+for v in pvc:
+    h, lru = v["hot"], rows[("lru", v["hot"])]
+    online = {p: rows[(p, h)] for p in ("lru", "clock", "fifo")}
+    best = min(online, key=lambda p: (online[p], ["lru", "clock", "fifo"].index(p)))
+    assert v["lru_host_rows"] == lru and online[v["best_online"]] == online[best], v
+    assert abs(v["best_online_cut_vs_lru"] - (1 - online[best] / lru)) < 1e-4, v
+    assert abs(v["opt_cut_vs_lru"] - (1 - rows[("opt", h)] / lru)) < 1e-4, v
+    if ("lru", 2 * h) in rows:
+        assert abs(v["lru_cut_by_doubling_hot"] - (1 - rows[("lru", 2 * h)] / lru)) < 1e-4, v
+    else:
+        assert "lru_cut_by_doubling_hot" not in v, v
+PY
 # OPT never above another policy at the same size, never growing with the size
 # (sizes appear in ascending order: --hot is given ascending)
 awk -F'[:,]' '
@@ -91,6 +110,16 @@ done
 n=$(grep -c '"mode": ' "$T/out")
 [ "$n" -eq 12 ] || fail "serve-sim: 3 modes x 2 spec x 2 loads = 12 runs, got $n"
 grep -q '"completed": 8,' "$T/out" || fail "serve-sim: every request completes"
+# equal_batch (dhs_serve_equal_batch): overhead = step / resident step - 1, batches ascending
+python3 - "$T/out" <<'PY' || fail "serve-sim: equal_batch inconsistent"
+import json, sys
+eb = json.load(open(sys.argv[1]))["equal_batch"]
+assert eb and [e["batch"] for e in eb] == sorted(e["batch"] for e in eb), eb
+for e in eb:
+    for m in ("fixed", "adaptive"):
+        if m + "_step_ms" in e:
+            assert abs(e[m + "_overhead"] - (e[m + "_step_ms"] / e["resident_step_ms"] - 1)) < 2e-3, e
+PY
 grep -qi "nan\|inf" "$T/out" && fail "serve-sim: a non-finite number"
 [ "$(wc -l <"$T/s.csv")" -eq 13 ] || fail "serve-sim --csv: header + 12 rows"
 grep -q "<svg" "$T/s.svg" || fail "serve-sim --plot writes an SVG"
