@@ -37,7 +37,7 @@ for args in "--requests 16 --steps 120" "--requests 16 --steps 120 --pressure hi
             "--requests 16 --steps 40 --spec 8 --compress 4 --consumers v41 --pressure high"; do
   j=$(timeout 240 "$root/build-gcuda/dhs" verify --backend cuda --seed 11 $args --json 2>"$out/verify.err")
   r=$?
-  s=$(echo "$j" | grep -o '"entries": [0-9]*\|"violations": [0-9]*\|"waits": [0-9]*\|"reclaims": [0-9]*\|"staging_rows_peak": [0-9]*\|"faults_injected": [0-9]*' | tr '\n' ' ')
+  s=$(echo "$j" | grep -o '"entries": *[0-9]*\|"violations": *[0-9]*\|"waits": *[0-9]*\|"reclaims": *[0-9]*\|"staging_rows_peak": *[0-9]*\|"faults_injected": *[0-9]*' | tr '\n' ' ')
   printf '%-52s rc=%d %s\n' "$args" "$r" "$s"
   [ $r = 0 ] || { rc=1; tail -3 "$out/verify.err"; }
 done

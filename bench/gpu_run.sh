@@ -32,7 +32,7 @@ echo "build: ok ($(( $(date +%s) - t0 )) s)"
 
 rc_test=0
 "$root/build-gpu/test_cuda" 2>&1 | tee "$out/test_cuda.log" || rc_test=$?
-echo "test_cuda: exit ${rc_test}"
+if [ "$rc_test" = 77 ]; then echo "test_cuda: SKIPPED (exit 77: no CUDA device or no CUDA build)"; else echo "test_cuda: exit ${rc_test}"; fi
 
 rc_bench=0
 if [ $bench = 1 ]; then

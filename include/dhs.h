@@ -1,7 +1,7 @@
 /*
  * dhs.h - dhisparse public API: a load-adaptive KV hierarchy for natively
  * sparse-attention LLMs (DeepSeek-V3.2 DSA, GLM-5.x IndexShare, V4.1-style
- * shared sources). See docs/API.md and ../shared/DESIGN.md.
+ * shared sources). See docs/API.md and docs/DESIGN.md.
  *
  * Vocabulary (DESIGN.md §1): a *source* is one physical KV payload store with
  * rows of `row_bytes` bytes, each covering `m` token positions. A *group* is

@@ -14,6 +14,7 @@
 #include "cmds.h"
 #include "dhs.h"
 #include "sim/util.h"
+#include "tool.h"
 
 typedef struct {
     double us_per_call, mentries_per_s, scan_us_per_call, host_rows_per_call, direct, hot, host;
@@ -111,47 +112,55 @@ static int bench_resolve_one(int32_t B, int32_t k, int32_t misses, int32_t round
     return 0;
 }
 
+static const char *const bench_backends[] = {"cpu", NULL};
+static const char *const bench_policies[] = {"lru", "clock", "fifo", "lfu", NULL};
+
 static int bench_resolve(int argc, char **argv)
 {
     int64_t Bs[8] = {2048, 8192, 65536};
     int nB = 3;
     int64_t k = 2048, misses = 64, rounds = 2000, row_bytes = 576, repeats64 = 5;
-    dhs_policy pol = DHS_POLICY_LRU;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help")) {
-            printf("usage: dhs bench resolve [--backend cpu] [--hot 2048,8192,65536] [--k 2048] [--misses 64]\n"
-                   "                         [--rounds 2000] [--row-bytes 576] [--policy lru|clock|fifo|lfu] [--repeat 5] [--json]\n"
-                   "Resolver entries per second at k entries per call and a fixed number of misses per call,\n"
-                   "for each hot-cache size B; next to it a HiSparse-style slot scan of the same selections.\n");
-            return 0;
-        }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--backend")) { if (!v || strcmp(v, "cpu")) goto bad; i++; continue; }
-        if (!strcmp(a, "--hot")) { if ((nB = arg_i64_list(v, 64, 1 << 22, Bs, 8)) < 1) goto bad; i++; continue; }
-        if (!strcmp(a, "--k")) { if (arg_i64(v, 1, 1 << 16, &k)) goto bad; i++; continue; }
-        if (!strcmp(a, "--misses")) { if (arg_i64(v, 1, 1 << 16, &misses)) goto bad; i++; continue; }
-        if (!strcmp(a, "--rounds")) { if (arg_i64(v, 1, 1 << 24, &rounds)) goto bad; i++; continue; }
-        if (!strcmp(a, "--row-bytes")) { if (arg_i64(v, 16, 1 << 16, &row_bytes) || row_bytes % 16) goto bad; i++; continue; }
-        if (!strcmp(a, "--repeat")) { if (arg_i64(v, 1, 16, &repeats64)) goto bad; i++; continue; }
-        if (!strcmp(a, "--policy")) { if (!v || dhs_policy_parse(v, &pol)) goto bad; i++; continue; }
-    bad:
-        fprintf(stderr, "dhs bench resolve: bad flag or value '%s' (see --help)\n", a);
-        return 2;
-    }
+    int pol_i = 0, backend = 0, json = 0;
+    const char *output = NULL;
+    arg_spec sp[] = {
+        {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = bench_backends,
+         .help = "the resolver runs on the host (bench/gpu_bench.cu measures the GPU)"},
+        {.name = "--hot", .type = ARG_I64_LIST, .dest = Bs, .ilo = 64, .ihi = 1 << 22, .count = &nB, .max = 8,
+         .help = "hot-cache sizes B (multiples of 64, each >= k)"},
+        A_I64("--k", &k, 1, 1 << 16, "entries per call"),
+        A_I64("--misses", &misses, 1, 1 << 16, "misses per call (at most k)"),
+        A_I64("--rounds", &rounds, 1, 1 << 24, "timed calls per size"),
+        A_I64("--row-bytes", &row_bytes, 16, 1 << 16, "row size, a multiple of 16"),
+        {.name = "--policy", .type = ARG_ENUM, .dest = &pol_i, .choices = bench_policies, .help = "hot-cache replacement"},
+        A_I64("--repeat", &repeats64, 1, 16, "interleaved repeats (the median is reported)"),
+        A_BOOL("--json", &json, "one JSON object (with version, commit, date, host, device)"),
+        A_OUT("--output", &output, "write the results to FILE instead of stdout"),
+    };
+    arg_cmd cmd = {
+        .prog = "dhs bench resolve",
+        .about = "Resolver entries per second at k entries per call and a fixed number of misses per call,\n"
+                 "for each hot-cache size B; next to it a HiSparse-style slot scan of the same selections\n"
+                 "(the in-process baseline). Figures are ratios on this machine, not pass/fail timings.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int pr = args_parse(&cmd, argc, argv, NULL, NULL);
+    if (pr) return args_exit(pr);
+    dhs_policy pol = (dhs_policy)pol_i;
+    if (row_bytes % 16) return args_fail(cmd.prog, "--row-bytes must be a multiple of 16, got %lld", (long long)row_bytes);
     int repeats = (int)repeats64;
-    if (misses > k) { fprintf(stderr, "dhs bench resolve: --misses must not exceed --k\n"); return 2; }
+    if (misses > k) return args_fail(cmd.prog, "--misses (%lld) must not exceed --k (%lld)", (long long)misses, (long long)k);
     resolve_fig f[8], rep[8][16];
     for (int i = 0; i < nB; i++)
-        if (Bs[i] % 64 || Bs[i] < k) { fprintf(stderr, "dhs bench resolve: --hot values must be multiples of 64 and >= k\n"); return 2; }
+        if (Bs[i] % 64 || Bs[i] < k) return args_fail(cmd.prog, "--hot values must be multiples of 64 and >= --k (%lld), got %lld", (long long)k, (long long)Bs[i]);
+    if (tool_output(cmd.prog, output)) return EXIT_RUNTIME;
     /* repeats interleave the sizes so drift in machine load hits all alike;
        the median of each size is reported, with the spread (min..max) */
     for (int r = 0; r < repeats; r++)
         for (int i = 0; i < nB; i++)
             if (bench_resolve_one((int32_t)Bs[i], (int32_t)k, (int32_t)misses, (int32_t)rounds, (int32_t)row_bytes, pol, &rep[i][r])) {
                 fprintf(stderr, "dhs bench resolve: setup failed for B=%lld\n", (long long)Bs[i]);
-                return 1;
+                return EXIT_RUNTIME;
             }
     double lo[8], hi[8];
     for (int i = 0; i < nB; i++) {
@@ -165,7 +174,9 @@ static int bench_resolve(int argc, char **argv)
         hi[i] = rep[i][repeats - 1].us_per_call;
     }
     if (json) {
-        printf("{\"bench\": \"resolve\", \"backend\": \"cpu\", \"k\": %lld, \"misses_per_call\": %lld, \"policy\": \"%s\", \"results\": [",
+        printf("{");
+        tool_prov_fields(stdout, "cpu");
+        printf("\"bench\": \"resolve\", \"backend\": \"cpu\", \"k\": %lld, \"misses_per_call\": %lld, \"policy\": \"%s\", \"results\": [",
                (long long)k, (long long)misses, dhs_policy_str(pol));
         for (int i = 0; i < nB; i++)
             printf("%s{\"hot\": %lld, \"us_per_call\": %.3f, \"us_min\": %.3f, \"us_max\": %.3f, \"mentries_per_s\": %.2f, "
@@ -189,11 +200,9 @@ static int bench_resolve(int argc, char **argv)
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("usage: dhs bench <name> [flags]\n\n  resolve   resolver entries/s vs hot-cache size (k = 2048), with a slot-scan baseline\n");
-        return argc < 2 ? 2 : 0;
-    }
-    if (!strcmp(argv[1], "resolve")) return bench_resolve(argc - 1, argv + 1);
-    fprintf(stderr, "dhs bench: unknown benchmark '%s'\n", argv[1]);
-    return 2;
+    static const arg_sub subs[] = {
+        {"resolve", bench_resolve, "resolver entries/s vs hot-cache size (k = 2048), with a slot-scan baseline"},
+    };
+    return args_dispatch("dhs bench", "Benchmarks print measured figures next to an in-process baseline (ratios).", subs,
+                         (int)(sizeof subs / sizeof subs[0]), argc, argv);
 }

@@ -9,194 +9,120 @@
 
 #include <cjson/cJSON.h>
 
+#include "args.h"
 #include "cmds.h"
+#include "tool.h"
 #include "plan/plan.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: dhs plan [--preset NAME | --arch FILE] [flags]\n"
-            "\n"
-            "Per-session GPU bytes for resident vs hierarchical KV serving, draft ring and\n"
-            "staging per GPU, sessions per GPU and host memory (DESIGN.md §8, docs/PLAN.md).\n"
-            "GiB = 2^30 bytes.\n"
-            "\n"
-            "model:\n"
-            "  --preset NAME          deepseek-v3.2 | glm-5.2 | glm-5.3 | deepseek-v4.1-flash\n"
-            "                         (default glm-5.3)\n"
-            "  --arch FILE            custom architecture JSON (schema in docs/PLAN.md)\n"
-            "  --show-arch            print the preset/arch as JSON and exit\n"
-            "  --list-presets         print the preset names and exit\n"
-            "sizes:\n"
-            "  --context N            positions per session (default 100000)\n"
-            "  --page-rows N          p, rows per page (default 64)\n"
-            "  --hot N                B, hot-cache rows per request and group (default 2*k)\n"
-            "  --tail-rows N          T, tail rows per request and source (default p)\n"
-            "  --k N                  selection length (default: the model's)\n"
-            "  --kmax N               K_max, queries per request per round (default 1)\n"
-            "  --live-sources N       chi, payload sources live at once (default: the model's)\n"
-            "  --slots N              N, request slots per GPU for ring/staging totals (default 35)\n"
-            "drafter:\n"
-            "  --drafter NAME         none | dflash2 (W=2048, K_max=8, 12288 B/row; flags override)\n"
-            "  --drafter-window N     W, positions the drafter reads (default 0)\n"
-            "  --draft-row-bytes N    drafter K/V bytes per ring row over all draft layers (default 0)\n"
-            "budget:\n"
-            "  --hbm-gib X            HBM per GPU (default 140)\n"
-            "  --weights-gib X        weights and activations per GPU (default 50)\n"
-            "  --extra-gib X          other fixed per-GPU allocations (default 0)\n"
-            "  --host-gib X           host memory for KV backing (optional: sessions it holds)\n"
-            "output:\n"
-            "  --json                 one JSON object on stdout\n"
-            "  --help                 this text\n");
-}
+#define PROG "dhs plan"
 
-/* ------------------------------------------------------------------ parsing */
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!s || !*s) {
-        fprintf(stderr, "dhs plan: %s needs a value\n", flag);
-        return -1;
-    }
-    if (s[0] == '-') {
-        fprintf(stderr, "dhs plan: %s must be a non-negative integer, got '%s'\n", flag, s);
-        return -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == ' ' || s[0] == '\t' || s[0] == '+') {
-        fprintf(stderr, "dhs plan: %s must be a non-negative integer, got '%s'\n", flag, s);
-        return -1;
-    }
-    if (v < lo || v > hi) {
-        fprintf(stderr, "dhs plan: %s = %lld is out of range [%lld, %lld]\n", flag, v, (long long)lo,
-                (long long)hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_gib(const char *flag, const char *s, double *out)
-{
-    if (!s || !*s) {
-        fprintf(stderr, "dhs plan: %s needs a value\n", flag);
-        return -1;
-    }
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v) || s[0] == ' ' || s[0] == '\t') {
-        fprintf(stderr, "dhs plan: %s must be a number of GiB, got '%s'\n", flag, s);
-        return -1;
-    }
-    if (v < 0.0 || s[0] == '-') {
-        fprintf(stderr, "dhs plan: %s must not be negative, got '%s'\n", flag, s);
-        return -1;
-    }
-    if (v > 1.0e9) {
-        fprintf(stderr, "dhs plan: %s = %s is implausibly large\n", flag, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const char *const drafters[] = {"none", "dflash2", NULL};
 
 typedef struct opts {
-    const char *preset, *arch, *drafter;
-    int json, show_arch, list_presets, help;
+    const char *preset, *arch, *output;
+    int drafter;
+    int json, show_arch, list_presets;
     dhs_plan_params p;
-    int set_window, set_kmax, set_draft_bytes;
+    int64_t draft_row_bytes;
+    int set_window, set_kmax, set_draft_bytes, set_hot;
 } opts;
 
-/* Returns 0 on success, 2 on a bad flag (message already printed). */
+/* 0 ok, 1 help printed, 2 bad flag (message printed) */
 static int parse_args(int argc, char **argv, opts *o)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        char name[64];
-        const char *val = NULL;
-        const char *eq = strchr(a, '=');
-        if (strncmp(a, "--", 2) == 0 && eq && (size_t)(eq - a) < sizeof name) {
-            memcpy(name, a, (size_t)(eq - a));
-            name[eq - a] = '\0';
-            val = eq + 1;
-        } else {
-            snprintf(name, sizeof name, "%s", a);
-        }
-        /* boolean flags */
-        if (!strcmp(name, "--help") || !strcmp(name, "-h")) { o->help = 1; continue; }
-        if (!strcmp(name, "--json")) { o->json = 1; continue; }
-        if (!strcmp(name, "--show-arch")) { o->show_arch = 1; continue; }
-        if (!strcmp(name, "--list-presets")) { o->list_presets = 1; continue; }
+    o->draft_row_bytes = (int64_t)o->p.draft_row_bytes;
+    arg_spec sp[] = {
+        {.name = "--preset", .type = ARG_STR, .dest = &o->preset, .meta = "NAME",
+         .help = "deepseek-v3.2 | glm-5.2 | glm-5.3 | deepseek-v4.1-flash", .def = "glm-5.3"},
+        A_IN("--arch", &o->arch, "custom architecture JSON (schema in docs/PLAN.md)"),
+        A_BOOL("--show-arch", &o->show_arch, "print the preset/arch as JSON and exit"),
+        A_BOOL("--list-presets", &o->list_presets, "print the preset names and exit"),
+        A_I64("--context", &o->p.context, 1, DHS_PLAN_MAX_CONTEXT, "positions per session"),
+        A_INT("--page-rows", &o->p.page_rows, 1, 1 << 20, "p, rows per page"),
+        {.name = "--hot", .type = ARG_INT, .dest = &o->p.hot_rows, .ilo = 1, .ihi = 1 << 26, .seen = &o->set_hot,
+         .help = "B, hot-cache rows per request and group (at least one page)", .def = "2*k"},
+        {.name = "--tail-rows", .type = ARG_INT, .dest = &o->p.tail_rows, .ilo = 0, .ihi = 1 << 26,
+         .help = "T, tail rows per request and source", .def = "p"},
+        {.name = "--k", .type = ARG_INT, .dest = &o->p.k, .ilo = 1, .ihi = 1 << 20, .help = "selection length",
+         .def = "the model's"},
+        {.name = "--kmax", .type = ARG_INT, .dest = &o->p.k_max, .ilo = 1, .ihi = 1024, .seen = &o->set_kmax,
+         .help = "K_max, queries per request per round"},
+        {.name = "--live-sources", .type = ARG_INT, .dest = &o->p.live_sources, .ilo = 1, .ihi = 0x7fffffff,
+         .help = "chi, payload sources live at once", .def = "the model's"},
+        A_INT("--slots", &o->p.slots, 1, 1 << 20, "N, request slots per GPU for ring/staging totals"),
+        {.name = "--drafter", .type = ARG_ENUM, .dest = &o->drafter, .choices = drafters,
+         .help = "dflash2: W=2048, K_max=8, 12288 B/row (flags override)"},
+        {.name = "--drafter-window", .type = ARG_I64, .dest = &o->p.drafter_window, .ilo = 0, .ihi = (int64_t)1 << 32,
+         .seen = &o->set_window, .help = "W, positions the drafter reads"},
+        {.name = "--draft-row-bytes", .type = ARG_I64, .dest = &o->draft_row_bytes, .ilo = 0, .ihi = (int64_t)1 << 32,
+         .seen = &o->set_draft_bytes, .help = "drafter K/V bytes per ring row over all draft layers"},
+        A_DBL("--hbm-gib", &o->p.hbm_gib, 0, 1e9, "HBM per GPU"),
+        A_DBL("--weights-gib", &o->p.weights_gib, 0, 1e9, "weights and activations per GPU"),
+        A_DBL("--extra-gib", &o->p.extra_gib, 0, 1e9, "other fixed per-GPU allocations"),
+        {.name = "--host-gib", .type = ARG_DOUBLE, .dest = &o->p.host_gib, .dlo = 0, .dhi = 1e9,
+         .help = "host memory for KV backing (optional: sessions it holds)", .def = "not given"},
+        A_BOOL("--json", &o->json, "one JSON object (with version, commit, date, host, device)"),
+        A_OUT("--output", &o->output, "write the results to FILE instead of stdout"),
+    };
+    arg_cmd cmd = {
+        .prog = PROG,
+        .synopsis = "[--preset NAME | --arch FILE] [flags]",
+        .about = "Per-session GPU bytes for resident vs hierarchical KV serving, draft ring and\n"
+                 "staging per GPU, sessions per GPU and host memory (docs/DESIGN.md §8, docs/PLAN.md).\n"
+                 "GiB = 2^30 bytes. Bad input: a message on stderr, nothing on stdout, exit status 2.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int r = args_parse(&cmd, argc, argv, NULL, NULL);
+    o->p.draft_row_bytes = (uint64_t)o->draft_row_bytes;
+    return r;
+}
 
-        static const char *const valued[] = {
-            "--preset", "--arch", "--drafter", "--context", "--page-rows", "--hot", "--tail-rows",
-            "--k", "--kmax", "--live-sources", "--slots", "--drafter-window", "--draft-row-bytes",
-            "--hbm-gib", "--weights-gib", "--extra-gib", "--host-gib"};
-        int known = 0;
-        for (size_t j = 0; j < sizeof valued / sizeof valued[0] && !known; j++)
-            known = !strcmp(name, valued[j]);
-        if (!known) {
-            fprintf(stderr, "dhs plan: unknown flag '%s' (see dhs plan --help)\n", a);
-            return 2;
-        }
-        if (!val) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "dhs plan: %s needs a value\n", name);
-                return 2;
-            }
-            val = argv[++i];
-        }
-        int64_t v = 0;
-        const int64_t I32 = 0x7fffffff;
-        if (!strcmp(name, "--preset")) o->preset = val;
-        else if (!strcmp(name, "--arch")) o->arch = val;
-        else if (!strcmp(name, "--drafter")) o->drafter = val;
-        else if (!strcmp(name, "--context")) {
-            if (parse_i64(name, val, 1, DHS_PLAN_MAX_CONTEXT, &v)) return 2;
-            o->p.context = v;
-        } else if (!strcmp(name, "--page-rows")) {
-            if (parse_i64(name, val, 1, 1 << 20, &v)) return 2;
-            o->p.page_rows = (int32_t)v;
-        } else if (!strcmp(name, "--hot")) {
-            if (parse_i64(name, val, 0, 1 << 26, &v)) return 2;
-            o->p.hot_rows = (int32_t)v;
-        } else if (!strcmp(name, "--tail-rows")) {
-            if (parse_i64(name, val, 0, 1 << 26, &v)) return 2;
-            o->p.tail_rows = (int32_t)v;
-        } else if (!strcmp(name, "--k")) {
-            if (parse_i64(name, val, 1, 1 << 20, &v)) return 2;
-            o->p.k = (int32_t)v;
-        } else if (!strcmp(name, "--kmax")) {
-            if (parse_i64(name, val, 1, 1024, &v)) return 2;
-            o->p.k_max = (int32_t)v;
-            o->set_kmax = 1;
-        } else if (!strcmp(name, "--live-sources")) {
-            if (parse_i64(name, val, 1, I32, &v)) return 2;
-            o->p.live_sources = (int32_t)v;
-        } else if (!strcmp(name, "--slots")) {
-            if (parse_i64(name, val, 1, 1 << 20, &v)) return 2;
-            o->p.slots = (int32_t)v;
-        } else if (!strcmp(name, "--drafter-window")) {
-            if (parse_i64(name, val, 0, (int64_t)1 << 32, &v)) return 2;
-            o->p.drafter_window = v;
-            o->set_window = 1;
-        } else if (!strcmp(name, "--draft-row-bytes")) {
-            if (parse_i64(name, val, 0, (int64_t)1 << 32, &v)) return 2;
-            o->p.draft_row_bytes = (uint64_t)v;
-            o->set_draft_bytes = 1;
-        } else if (!strcmp(name, "--hbm-gib")) {
-            if (parse_gib(name, val, &o->p.hbm_gib)) return 2;
-        } else if (!strcmp(name, "--weights-gib")) {
-            if (parse_gib(name, val, &o->p.weights_gib)) return 2;
-        } else if (!strcmp(name, "--extra-gib")) {
-            if (parse_gib(name, val, &o->p.extra_gib)) return 2;
-        } else if (!strcmp(name, "--host-gib")) {
-            if (parse_gib(name, val, &o->p.host_gib)) return 2;
-        }
+/* A key twice in one JSON object (cJSON keeps both and reads the first):
+   the name of the first repeated key, or NULL. */
+static const char *dup_key(const cJSON *o)
+{
+    if (!o) return NULL;
+    for (const cJSON *a = o->child; a; a = a->next) {
+        if (cJSON_IsObject(o) && a->string)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (b->string && !strcmp(a->string, b->string)) return a->string;
+        const char *d = dup_key(a);
+        if (d) return d;
     }
-    return 0;
+    return NULL;
+}
+
+static int check_arch_keys(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0; /* the loader reports it */
+    char *buf = NULL;
+    size_t len = 0, cap = 0, n;
+    char tmp[4096];
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) {
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) break;
+            buf = nb;
+        }
+        memcpy(buf + len, tmp, n);
+        len += n;
+    }
+    fclose(f);
+    if (!buf) return 0;
+    buf[len] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    const char *d = dup_key(j);
+    int rc = 0;
+    if (d) {
+        fprintf(stderr, "dhs plan: %s: duplicate key \"%s\" in one object\n", path, d);
+        rc = -1;
+    }
+    cJSON_Delete(j);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ output */
@@ -209,6 +135,7 @@ static int print_json(const dhs_plan_arch *a, const dhs_plan_params *p, const dh
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return -1;
+    tool_prov_cjson(o, "none");
     const double G = (double)(1ull << 30);
     cJSON_AddStringToObject(o, "model", a->name);
     num(o, "sources", dhs_plan_arch_sources(a));
@@ -310,8 +237,11 @@ static void print_table(const dhs_plan_arch *a, const dhs_plan_params *p, const 
     line("  index keys", r->res_index, "");
     if (r->res_window) line("  window", r->res_window, "");
     if (r->res_ring) line("  draft ring", r->res_ring, "");
-    snprintf(note, sizeof note, "(%.1fx less; %.4f GiB without metadata)",
-             (double)r->resident_total / (double)r->hier_total, dhs_plan_gib(r->hier_no_meta));
+    {
+        double ratio = (double)r->resident_total / (double)r->hier_total;
+        snprintf(note, sizeof note, "(%.1fx %s; %.4f GiB without metadata)", ratio >= 1 ? ratio : 1 / ratio,
+                 ratio >= 1 ? "less" : "more", dhs_plan_gib(r->hier_no_meta));
+    }
     line("hierarchical", r->hier_total, note);
     line("  index keys", r->index_keys, "");
     line("  hot caches", r->hot, "");
@@ -364,31 +294,28 @@ int cmd_plan(int argc, char **argv)
     memset(&o, 0, sizeof o);
     o.p = dhs_plan_params_default();
     int rc = parse_args(argc, argv, &o);
-    if (rc) return rc;
-    if (o.help) {
-        usage(stdout);
-        return 0;
-    }
+    if (rc) return args_exit(rc);
     if (o.list_presets) {
         for (int i = 0; i < dhs_plan_preset_count(); i++) printf("%s\n", dhs_plan_preset_name(i));
         return 0;
     }
-    if (o.preset && o.arch) {
-        fprintf(stderr, "dhs plan: give --preset or --arch, not both\n");
-        return 2;
+    if (o.preset && o.arch) return args_fail(PROG, "give --preset or --arch, not both");
+    if (o.drafter == 1) {
+        /* DFlash2 on GLM-5.3: W = 2048, K_max = 8, six draft layers with
+           twelve K/V allocations totalling 12,288 bytes per row */
+        if (!o.set_window) o.p.drafter_window = 2048;
+        if (!o.set_kmax) o.p.k_max = 8;
+        if (!o.set_draft_bytes) o.p.draft_row_bytes = 12288;
     }
-    if (o.drafter) {
-        if (!strcmp(o.drafter, "dflash2")) {
-            /* seed 000: GLM-5.3/DFlash2, W = 2048, K_max = 8, six draft layers with
-               twelve K/V allocations totalling 12,288 bytes per row */
-            if (!o.set_window) o.p.drafter_window = 2048;
-            if (!o.set_kmax) o.p.k_max = 8;
-            if (!o.set_draft_bytes) o.p.draft_row_bytes = 12288;
-        } else if (strcmp(o.drafter, "none") != 0) {
-            fprintf(stderr, "dhs plan: unknown drafter '%s' (known: none, dflash2)\n", o.drafter);
-            return 2;
-        }
-    }
+    if (o.set_hot && o.p.hot_rows < o.p.page_rows)
+        return args_fail(PROG, "--hot %d is smaller than a page (--page-rows %d): the library refuses a hot cache below one page",
+                         o.p.hot_rows, o.p.page_rows);
+    double free_gib = o.p.hbm_gib - o.p.weights_gib - o.p.extra_gib;
+    if (free_gib < 0)
+        return args_fail(PROG, "the budget leaves %.2f GiB of HBM: --hbm-gib %g is less than --weights-gib %g + --extra-gib %g",
+                         free_gib, o.p.hbm_gib, o.p.weights_gib, o.p.extra_gib);
+    if (o.arch && check_arch_keys(o.arch)) return EXIT_USAGE;
+    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
 
     static dhs_plan_arch arch; /* ~40 KB: keep it off the stack */
     char err[512];
@@ -415,10 +342,10 @@ int cmd_plan(int argc, char **argv)
     if (o.json) {
         if (print_json(&arch, &o.p, &r)) {
             fprintf(stderr, "dhs plan: out of memory building JSON\n");
-            return 1;
+            return EXIT_RUNTIME;
         }
     } else {
         print_table(&arch, &o.p, &r);
     }
-    return fflush(stdout) == 0 ? 0 : 1;
+    return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
 }

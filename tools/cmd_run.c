@@ -10,32 +10,28 @@
  * Exit status: 0 done (and identical when comparing), 1 a mismatch,
  * 2 bad usage, 3 a runtime error. docs/MODEL.md explains the model. */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "args.h"
 #include "cmds.h"
+#include "tool.h"
 #include "ref/run.h"
 
 typedef struct run_opts {
-    const char *model;
-    dhs_ref_geometry geometry;
-    dhs_ref_layout layout;
+    int model;              /* index into models[] */
+    int geometry;           /* index into geometries[] */
+    int layout, sessions_i, verify, backend, compare, storage, policy;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
     int32_t spec;
-    const char *backend;
-    int compare;            /* 1: resident vs hierarchical */
-    int storage_hier;       /* without --compare: 1 hierarchical, 0 resident */
-    dhs_policy policy;
-    dhs_ref_verify verify;
     uint64_t seed;
-    int json;
-    const char *trace;
+    int json, quiet;
+    const char *trace, *output;
     int32_t topk;
     int32_t threads;
     int32_t arrival;        /* rounds between arrivals */
@@ -46,245 +42,93 @@ typedef struct run_opts {
     int32_t async_delay;
     int check;              /* invariant check after every round */
     int fetch_rows;         /* read located rows with dhs_read_location */
-    float temperature;
+    double temperature;
 } run_opts;
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: dhs run [flags]\n\n"
-            "Runs the reference DSA model (docs/MODEL.md) on sessions that arrive, prefill,\n"
-            "decode with speculative rounds and finish, with their KV rows served by the\n"
-            "hierarchy; by default also with every row resident, comparing every round's\n"
-            "logits byte for byte. Without flags: a demo of about half a minute on 2 cores.\n\n"
-            "flags:\n"
-            "  --model tiny                 model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)\n"
-            "  --geometry tiny|glm-5.3|deepseek-v3.2   KV geometry (docs/MODEL.md; real ones: k 2048, 132-B\n"
-            "                               keys, small hidden size, synthetic history; --layout/--topk: tiny) [tiny]\n"
-            "  --layout own|follow|compressed   OWN per layer (V3.2), FOLLOW (GLM IndexShare),\n"
-            "                               COMPRESSED (odd layers read m=4 rows)   [own]\n"
-            "  --sessions N                 sessions over the run                   [16]\n"
-            "  --context N                  prompt positions (session i: N - (13 i mod 32)) [4096]\n"
-            "  --tokens N                   tokens generated per session            [64]\n"
-            "  --spec K                     queries per round (anchor + K-1 drafts); 1 = plain [4]\n"
-            "  --verify greedy|sample       acceptance rule (sample: Leviathan et al.) [greedy]\n"
-            "  --temperature T              sampling temperature                    [1]\n"
-            "  --backend cpu|cuda           the library backend [cpu]; with cuda the model computes on\n"
-            "                               the GPU (compressed layout: on the CPU, reading rows back)\n"
-            "  --compare resident|none      run resident storage side by side and compare [resident]\n"
-            "  --storage hier|resident      without --compare: which storage        [hier]\n"
-            "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
-            "  --topk K                     selection length k                      [64]\n"
-            "  --slots N                    request slots: sessions served at once   [sessions/2]\n"
-            "  --history H                  device budget = staging + required state of every\n"
-            "                               slot + the imported history of H sessions [2]\n"
-            "  --device-mb X                device budget in MiB (overrides --history)\n"
-            "  --page-rows P                rows per page                           [64]\n"
-            "  --arrival R                  rounds between session arrivals         [2]\n"
-            "  --async-delay D              CPU backend: side copies complete D rounds late [1]\n"
-            "  --threads N                  prefill threads                         [online CPUs]\n"
-            "  --check                      after every round: dhs_check_invariants, and every located\n"
-            "                               row compared with the model's own copy of it\n"
-            "  --fetch-rows                 read located rows with dhs_read_location (the CUDA path) on the CPU too\n"
-            "  --trace FILE                 write every round's selections (docs/TRACE.md)\n"
-            "  --seed S                     weights, prompts and sampling            [1]\n"
-            "  --json                       one JSON object on stdout\n"
-            "  --help\n");
-}
+static const char *const models[] = {"tiny", NULL};
+static const char *const layouts[] = {"own", "follow", "compressed", NULL};
+static const char *const geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
+static const char *const verifies[] = {"greedy", "sample", NULL};
+static const char *const backends[] = {"cpu", "cuda", NULL};
+static const char *const compares[] = {"resident", "none", NULL};
+static const char *const storages[] = {"hier", "resident", NULL};
+static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 
-static int parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 0);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "dhs run: %s wants an integer in %" PRId64 "..%" PRId64 ", got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+#define PROG "dhs run"
 
-static int parse_f64(const char *flag, const char *s, double lo, double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "dhs run: %s wants a number in %g..%g, got '%s'\n", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* 0 ok, 1 --help, 2 bad usage */
-static int parse_args(int argc, char **argv, run_opts *o)
+/* 0 ok, else the exit status (0 after --help is signalled by *help) */
+static int parse_args(int argc, char **argv, run_opts *o, int *help)
 {
     memset(o, 0, sizeof *o);
-    o->model = "tiny";
-    o->layout = DHS_REF_LAYOUT_OWN;
     o->sessions = 16;
     o->context = 4096;
     o->tokens = 64;
     o->spec = 4;
-    o->backend = "cpu";
-    o->compare = 1;
-    o->storage_hier = 1;
-    o->policy = DHS_POLICY_LRU;
-    o->verify = DHS_REF_VERIFY_GREEDY;
     o->seed = 1;
     o->topk = 64;
-    o->threads = 0;
     o->arrival = 2;
-    o->slots = 0;
     o->history = 2.0;
     o->page_rows = 64;
     o->async_delay = 1;
-    o->temperature = 1.0f;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x;
-        double f;
-#define NEED()                                                 \
-    do {                                                       \
-        if (!v) {                                              \
-            fprintf(stderr, "dhs run: %s needs a value\n", a); \
-            return 2;                                          \
-        }                                                      \
-        i++;                                                   \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--check")) o->check = 1;
-        else if (!strcmp(a, "--fetch-rows")) o->fetch_rows = 1;
-        else if (!strcmp(a, "--model")) {
-            NEED();
-            if (strcmp(v, "tiny")) {
-                fprintf(stderr, "dhs run: unknown model '%s' (available: tiny)\n", v);
-                return 2;
-            }
-            o->model = v;
-        } else if (!strcmp(a, "--geometry")) {
-            NEED();
-            if (dhs_ref_geometry_parse(v, &o->geometry)) {
-                fprintf(stderr, "dhs run: --geometry wants tiny, glm-5.3 or deepseek-v3.2, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--layout")) {
-            NEED();
-            if (dhs_ref_layout_parse(v, &o->layout)) {
-                fprintf(stderr, "dhs run: --layout wants own, follow or compressed, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--sessions")) {
-            NEED();
-            if (parse_i64(a, v, 1, 4096, &x)) return 2;
-            o->sessions = (int32_t)x;
-        } else if (!strcmp(a, "--context")) {
-            NEED();
-            if (parse_i64(a, v, 1, (int64_t)1 << 24, &x)) return 2;
-            o->context = x;
-        } else if (!strcmp(a, "--tokens")) {
-            NEED();
-            if (parse_i64(a, v, 1, 1 << 20, &x)) return 2;
-            o->tokens = (int32_t)x;
-        } else if (!strcmp(a, "--spec")) {
-            NEED();
-            if (parse_i64(a, v, 1, 64, &x)) return 2;
-            o->spec = (int32_t)x;
-        } else if (!strcmp(a, "--verify")) {
-            NEED();
-            if (!strcmp(v, "greedy")) o->verify = DHS_REF_VERIFY_GREEDY;
-            else if (!strcmp(v, "sample")) o->verify = DHS_REF_VERIFY_SAMPLE;
-            else {
-                fprintf(stderr, "dhs run: --verify wants greedy or sample, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--temperature")) {
-            NEED();
-            if (parse_f64(a, v, 1e-3, 100.0, &f)) return 2;
-            o->temperature = (float)f;
-        } else if (!strcmp(a, "--backend")) {
-            NEED();
-            if (strcmp(v, "cpu") && strcmp(v, "cuda")) {
-                fprintf(stderr, "dhs run: --backend wants cpu or cuda, got '%s'\n", v);
-                return 2;
-            }
-            o->backend = v;
-        } else if (!strcmp(a, "--compare")) {
-            NEED();
-            if (!strcmp(v, "resident")) o->compare = 1;
-            else if (!strcmp(v, "none")) o->compare = 0;
-            else {
-                fprintf(stderr, "dhs run: --compare wants resident or none, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--storage")) {
-            NEED();
-            if (!strcmp(v, "hier")) o->storage_hier = 1;
-            else if (!strcmp(v, "resident")) o->storage_hier = 0;
-            else {
-                fprintf(stderr, "dhs run: --storage wants hier or resident, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--policy")) {
-            NEED();
-            if (dhs_policy_parse(v, &o->policy)) {
-                fprintf(stderr, "dhs run: --policy wants lru, clock, fifo or lfu, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--topk")) {
-            NEED();
-            if (parse_i64(a, v, 1, 65536, &x)) return 2;
-            o->topk = (int32_t)x;
-        } else if (!strcmp(a, "--slots")) {
-            NEED();
-            if (parse_i64(a, v, 1, 4096, &x)) return 2;
-            o->slots = (int32_t)x;
-        } else if (!strcmp(a, "--history")) {
-            NEED();
-            if (parse_f64(a, v, 0.0, 1e6, &f)) return 2;
-            o->history = f;
-        } else if (!strcmp(a, "--device-mb")) {
-            NEED();
-            if (parse_f64(a, v, 0.001, 1e7, &f)) return 2;
-            o->device_mb = f;
-        } else if (!strcmp(a, "--page-rows")) {
-            NEED();
-            if (parse_i64(a, v, 1, 65536, &x)) return 2;
-            o->page_rows = (int32_t)x;
-        } else if (!strcmp(a, "--arrival")) {
-            NEED();
-            if (parse_i64(a, v, 0, 1 << 20, &x)) return 2;
-            o->arrival = (int32_t)x;
-        } else if (!strcmp(a, "--async-delay")) {
-            NEED();
-            if (parse_i64(a, v, 0, 1000, &x)) return 2;
-            o->async_delay = (int32_t)x;
-        } else if (!strcmp(a, "--threads")) {
-            NEED();
-            if (parse_i64(a, v, 1, 256, &x)) return 2;
-            o->threads = (int32_t)x;
-        } else if (!strcmp(a, "--trace")) {
-            NEED();
-            o->trace = v;
-        } else if (!strcmp(a, "--seed")) {
-            NEED();
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 0);
-            if (errno || end == v || *end || *v == '-') {
-                fprintf(stderr, "dhs run: --seed wants an unsigned integer, got '%s'\n", v);
-                return 2;
-            }
-            o->seed = s;
-        } else {
-            fprintf(stderr, "dhs run: unknown flag '%s' (dhs run --help)\n", a);
-            return 2;
-        }
-#undef NEED
+    o->temperature = 1.0;
+    arg_spec sp[] = {
+        {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
+         .help = "model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)"},
+        {.name = "--geometry", .type = ARG_ENUM, .dest = &o->geometry, .choices = geometries,
+         .help = "KV geometry (docs/MODEL.md; the real ones: k 2048, 132-B keys, small hidden size, synthetic "
+                 "history; --layout and --topk apply to tiny only)"},
+        {.name = "--layout", .type = ARG_ENUM, .dest = &o->layout, .choices = layouts,
+         .help = "OWN per layer (V3.2), FOLLOW (GLM IndexShare), COMPRESSED (odd layers read m=4 rows)"},
+        A_INT("--sessions", &o->sessions, 1, 4096, "sessions over the run"),
+        A_I64("--context", &o->context, 1, (int64_t)1 << 24, "prompt positions (session i: N - (13 i mod 32))"),
+        A_INT("--tokens", &o->tokens, 1, 1 << 20, "tokens generated per session"),
+        A_INT("--spec", &o->spec, 1, 64, "queries per round (anchor + K-1 drafts); 1 = plain decoding"),
+        {.name = "--verify", .type = ARG_ENUM, .dest = &o->verify, .choices = verifies,
+         .help = "acceptance rule (sample: Leviathan et al.)"},
+        A_DBL("--temperature", &o->temperature, 1e-3, 100.0, "sampling temperature"),
+        {.name = "--backend", .type = ARG_ENUM, .dest = &o->backend, .choices = backends,
+         .help = "the library backend; with cuda the model computes on the GPU (compressed layout: on the CPU, "
+                 "reading the located rows back)"},
+        {.name = "--compare", .type = ARG_ENUM, .dest = &o->compare, .choices = compares,
+         .help = "run resident storage side by side and compare every round's logits"},
+        {.name = "--storage", .type = ARG_ENUM, .dest = &o->storage, .choices = storages,
+         .help = "without --compare: which storage"},
+        {.name = "--policy", .type = ARG_ENUM, .dest = &o->policy, .choices = policies, .help = "hot-cache replacement"},
+        A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
+        {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
+         .help = "request slots: sessions served at once", .def = "sessions/2"},
+        A_DBL("--history", &o->history, 0.0, 1e6,
+              "device budget = staging + required state of every slot + the imported history of H sessions"),
+        {.name = "--device-mb", .type = ARG_DOUBLE, .dest = &o->device_mb, .dlo = 0.001, .dhi = 1e7,
+         .help = "device budget in MiB (overrides --history)", .def = "from --history"},
+        A_INT("--page-rows", &o->page_rows, 1, 65536, "rows per page"),
+        A_INT("--arrival", &o->arrival, 0, 1 << 20, "rounds between session arrivals"),
+        A_INT("--async-delay", &o->async_delay, 0, 1000, "CPU backend: side copies complete D rounds late"),
+        {.name = "--threads", .type = ARG_INT, .dest = &o->threads, .ilo = 1, .ihi = 256, .help = "prefill threads",
+         .def = "online CPUs"},
+        A_BOOL("--check", &o->check,
+               "after every round: dhs_check_invariants, and every located row compared with the model's own copy"),
+        A_BOOL("--fetch-rows", &o->fetch_rows, "read located rows with dhs_read_location (the CUDA path) on the CPU too"),
+        A_OUT("--trace", &o->trace, "write every round's selections (docs/TRACE.md)"),
+        A_U64("--seed", &o->seed, "weights, prompts and sampling"),
+        A_BOOL("--json", &o->json, "one JSON object (with version, commit, date, host, device)"),
+        A_OUT("--output", &o->output, "write the results to FILE instead of stdout"),
+        {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o->quiet, .help = "no progress on stderr"},
+    };
+    arg_cmd cmd = {
+        .prog = PROG,
+        .about = "Runs the reference DSA model (docs/MODEL.md) on sessions that arrive, prefill, decode with\n"
+                 "speculative rounds and finish, with their KV rows served by the hierarchy; by default also\n"
+                 "with every row resident, comparing every round's logits byte for byte. Without flags: a demo\n"
+                 "of about half a minute on 2 cores. Exit status: 0 done (and identical when comparing),\n"
+                 "1 a mismatch, 2 bad usage (or --backend cuda without a GPU), 3 a runtime error.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int r = args_parse(&cmd, argc, argv, NULL, NULL);
+    if (r) {
+        *help = r == ARGS_HELP;
+        return args_exit(r);
     }
     if (o->slots == 0) o->slots = o->sessions / 2 > 1 ? o->sessions / 2 : 1;
     if (o->threads == 0) {
@@ -297,9 +141,9 @@ static int parse_args(int argc, char **argv, run_opts *o)
 /* ---------------------------------------------------------------- progress */
 static void progress(void *user, const dhs_ref_progress *p)
 {
-    (void)user;
-    fprintf(stderr, "\rround %-5" PRId64 " active %-3d waiting %-3d done %d/%d  tokens %-7" PRIu64 " logit mismatches %" PRIu64 "  ",
-            p->round, p->active, p->waiting, p->done, p->sessions, p->tokens, p->logit_mismatches);
+    tool_progress_msg(user, 0, "dhs run: round %" PRId64 ", active %d, waiting %d, done %d/%d, tokens %" PRIu64
+                      ", logit mismatches %" PRIu64,
+                      p->round, p->active, p->waiting, p->done, p->sessions, p->tokens, p->logit_mismatches);
 }
 
 static double pct(uint64_t a, uint64_t b) { return b ? 100.0 * (double)a / (double)b : 0.0; }
@@ -308,28 +152,34 @@ static double mib(uint64_t b) { return (double)b / 1048576.0; }
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
-    int pr = parse_args(argc, argv, &o);
-    if (pr == 1) {
-        usage(stdout);
-        return 0;
-    }
-    if (pr) return 2;
-    int tty = isatty(2) && !o.json;
+    int help = 0;
+    int pr = parse_args(argc, argv, &o, &help);
+    if (pr || help) return pr;
+    /* before any work: the backend must exist */
+    const char *backend = backends[o.backend];
+    if (tool_check_backend(PROG, backend)) return EXIT_USAGE;
+    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
+    tool_progress prog;
+    tool_progress_init(&prog, o.quiet, 5.0);
 
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-    c.model.layout = o.layout;
+    dhs_ref_layout_parse(layouts[o.layout], &c.model.layout);
+    dhs_policy policy;
+    dhs_policy_parse(policies[o.policy], &policy);
     c.model.topk = o.topk;
-    dhs_ref_run_set_geometry(&c, o.geometry); /* real geometries replace --layout and --topk */
+    dhs_ref_geometry geometry;
+    dhs_ref_geometry_parse(geometries[o.geometry], &geometry);
+    dhs_ref_run_set_geometry(&c, geometry); /* real geometries replace --layout and --topk */
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;
     c.tokens = o.tokens;
     c.spec = o.spec;
-    c.compare = o.compare;
-    c.hier = o.storage_hier;
-    c.policy = o.policy;
-    c.verify = o.verify;
-    c.temperature = o.temperature;
+    c.compare = o.compare == 0;
+    c.hier = o.storage == 0;
+    c.policy = policy;
+    c.verify = o.verify == 0 ? DHS_REF_VERIFY_GREEDY : DHS_REF_VERIFY_SAMPLE;
+    c.temperature = (float)o.temperature;
     c.seed = o.seed;
     c.slots = o.slots;
     c.history = o.history;
@@ -337,30 +187,32 @@ int cmd_run(int argc, char **argv)
     c.page_rows = o.page_rows;
     c.arrival = o.arrival;
     c.async_delay = o.async_delay;
-    c.cuda = !strcmp(o.backend, "cuda");
+    c.cuda = o.backend == 1;
     c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
     c.fetch_rows = o.fetch_rows;
     c.threads = o.threads;
     c.check = o.check;
     c.trace = o.trace;
-    c.progress = tty ? progress : NULL;
-    if (tty)
-        fprintf(stderr, "dhs run: prefill of %d prompts of ~%" PRId64 " positions on %d threads ...\n", o.sessions,
-                o.context, o.threads < o.sessions ? o.threads : o.sessions);
+    c.progress = progress;
+    c.user = &prog;
+    tool_progress_msg(&prog, 1, "dhs run: prefill of %d prompts of ~%" PRId64 " positions on %d threads ...", o.sessions,
+                      o.context, o.threads < o.sessions ? o.threads : o.sessions);
+    if (prog.tty && prog.on) fprintf(stderr, "\n");
 
     dhs_ref_run_result R;
     dhs_ref_run(&c, &R);
-    if (tty) fprintf(stderr, "\n");
+    tool_progress_end(&prog);
     const dhs_ref_cfg *mc = &c.model;
-    int both = o.compare;
-    int hier = o.compare || o.storage_hier;
+    int both = c.compare;
+    int hier = c.compare || c.hier;
     uint64_t cen = R.st.census_direct + R.st.census_hot + R.st.census_host;
     uint64_t hier_sess = R.bytes_hier_hot_tail + R.bytes_hier_staging_share + R.bytes_keys_ring;
     double tps_res = R.t_resident > 0 ? (double)R.decode_tokens / R.t_resident : 0;
     double tps_hier = R.t_hier > 0 ? (double)R.decode_tokens / R.t_hier : 0;
-    const char *verify = o.verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample";
+    const char *verify = verifies[o.verify];
     if (o.json) {
         cJSON *j = cJSON_CreateObject();
+        tool_prov_cjson(j, backend);
         if (both) cJSON_AddBoolToObject(j, "identical", R.identical);
         else cJSON_AddNullToObject(j, "identical");
         cJSON_AddNumberToObject(j, "logit_mismatches", (double)R.logit_mismatches);
@@ -400,7 +252,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(mm, "index_keys_and_draft_ring_bytes", (double)R.bytes_keys_ring);
         cJSON_AddNumberToObject(j, "device_budget_bytes", (double)R.lib_cfg.device_bytes);
         cJSON *t = cJSON_AddObjectToObject(j, "throughput");
-        cJSON_AddStringToObject(t, "backend", o.backend);
+        cJSON_AddStringToObject(t, "backend", backend);
         cJSON_AddNumberToObject(t, "resident_tokens_per_s", tps_res);
         cJSON_AddNumberToObject(t, "hier_tokens_per_s", tps_hier);
         cJSON_AddNumberToObject(t, "prefill_s", R.t_prefill);
@@ -412,10 +264,10 @@ int cmd_run(int argc, char **argv)
             cJSON_AddNumberToObject(j, "shadow_mismatches", (double)R.shadow_mismatches);
         }
         cJSON *cf = cJSON_AddObjectToObject(j, "config");
-        cJSON_AddStringToObject(cf, "model", o.model);
+        cJSON_AddStringToObject(cf, "model", models[o.model]);
         cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(mc->layout));
         dhs_ref_run_json_geometry(j, &c, &R); /* geometry, hidden, synthetic history, model_on */
-        cJSON_AddStringToObject(cf, "policy", dhs_policy_str(o.policy));
+        cJSON_AddStringToObject(cf, "policy", dhs_policy_str(policy));
         cJSON_AddStringToObject(cf, "verify", verify);
         cJSON_AddNumberToObject(cf, "sessions", o.sessions);
         cJSON_AddNumberToObject(cf, "context", (double)o.context);
@@ -443,21 +295,30 @@ int cmd_run(int argc, char **argv)
                "-token prompts, %d tokens each, %s, %s backend\n",
                c.geometry, dhs_ref_layout_str(mc->layout), mc->n_layers, mc->topk, o.sessions, o.context, o.tokens, mode,
                c.cuda ? "CUDA" : "CPU");
+        printf("  what         a small model (d 64, vocabulary 256) whose KV rows have the real DSA shape; %s\n",
+               both ? "the same schedule runs twice, once with every row resident on the device (the baseline)\n"
+                      "               and once through the hierarchy, and every round's logits are compared byte for byte"
+                    : (c.hier ? "served through the hierarchy only (--compare none)" : "every row resident only (--compare none)"));
         dhs_ref_print_geometry(stdout, &c, &R); /* geometry, hidden size, synthetic history, where the model ran */
         printf("  prefill      %d prompts in %.1f s (imported into the hierarchy)\n", o.sessions, R.t_prefill);
         printf("  served       %" PRIu64 " sessions, %" PRIu64 " tokens in %" PRIu64 " rounds (up to %" PRIu64
                " sessions per round); %.0f%% of %" PRIu64 " draft proposals accepted\n",
                R.sessions_done, R.tokens, R.rounds, R.max_active, pct(R.accepted, R.proposals), R.proposals);
         if (hier) {
+            double ratio = hier_sess ? (double)R.bytes_resident_session / (double)hier_sess : 0.0;
             printf("  memory/sess  at %" PRId64 " positions: resident %.2f MiB, hierarchical %.2f MiB on device "
-                   "(hot+tail %.2f, staging share %.2f, index keys + draft ring %.2f): %.1fx less\n",
+                   "(hot+tail %.2f, staging share %.2f, index keys + draft ring %.2f): %.1fx %s\n",
                    R.positions, mib(R.bytes_resident_session), mib(hier_sess), mib(R.bytes_hier_hot_tail),
-                   mib(R.bytes_hier_staging_share), mib(R.bytes_keys_ring),
-                   hier_sess ? (double)R.bytes_resident_session / (double)hier_sess : 0.0);
-            printf("  census       direct %.1f%%, hot %.1f%%, host %.1f%% of %" PRIu64 " selected rows\n",
+                   mib(R.bytes_hier_staging_share), mib(R.bytes_keys_ring), ratio >= 1.0 ? ratio : (ratio > 0 ? 1.0 / ratio : 0.0),
+                   ratio >= 1.0 ? "less" : "more (the context is too short for the hierarchy to save memory)");
+            printf("  census       direct %.1f%%, hot %.1f%%, host %.1f%% of %" PRIu64 " selected rows\n"
+                   "               (where each selected row was found: direct = resident on the device, hot = in the hot\n"
+                   "               cache, host = copied from host memory this round)\n",
                    pct(R.st.census_direct, cen), pct(R.st.census_hot, cen), pct(R.st.census_host, cen), cen);
             printf("  hierarchy    device budget %.1f MiB, %d slots: %" PRIu64 " admissions, %" PRIu64 " waits, %" PRIu64
-                   " reclaims (%" PRIu64 " pages), %" PRIu64 " pages refilled, %" PRIu64 " rows staged (peak %" PRIu64 ")\n",
+                   " reclaims (%" PRIu64 " pages), %" PRIu64 " pages refilled, %" PRIu64 " rows staged (peak %" PRIu64 ")\n"
+                   "               (a wait: a session could not be admitted until memory freed up; a reclaim: device\n"
+                   "               pages of a session's imported history given back, its rows then served from host)\n",
                    mib(R.lib_cfg.device_bytes), R.lib_cfg.max_requests, R.st.admissions, R.st.waits, R.st.reclaims,
                    R.st.reclaimed_pages, R.st.repopulated_pages, R.st.staging_rows, R.st.staging_rows_peak);
             printf("  bytes moved  recover %.1f MiB (%.1f KiB per token), backup %.1f MiB, refill %.1f MiB\n",
@@ -465,9 +326,12 @@ int cmd_run(int argc, char **argv)
                    mib(R.st.backup_bytes), mib(R.st.populate_bytes));
         }
         printf("  throughput   model on the %s, decode rounds only:", R.gpu_model ? "GPU" : "CPU");
-        if (o.compare || !o.storage_hier) printf(" resident %.0f tok/s", tps_res);
-        if (hier) printf("%s hierarchical %.0f tok/s", o.compare ? "," : "", tps_hier);
-        printf(" (whole run %.1f s)\n", R.t_total);
+        if (c.compare || !c.hier) printf(" resident %.0f tok/s", tps_res);
+        if (hier) printf("%s hierarchical %.0f tok/s", c.compare ? "," : "", tps_hier);
+        printf(" (whole run %.1f s)\n"
+               "               (%s)\n",
+               R.t_total, R.gpu_model ? "the small model's GPU pass, not a tuned serving rate: bench/RESULTS.md has GPU figures"
+                                      : "a CPU figure for the small model, not a GPU serving rate: bench/RESULTS.md has GPU figures");
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",
@@ -476,6 +340,7 @@ int cmd_run(int argc, char **argv)
             printf("identical: %s (%" PRIu64 " logit rows of every round compared byte for byte, %" PRIu64
                    " differ; %" PRIu64 " token mismatches)\n",
                    R.identical ? "yes" : "NO", R.logit_rows_compared, R.logit_mismatches, R.token_mismatches);
+        printf("docs/MODEL.md explains the model, every line above and the flags (dhs run --help).\n");
     }
     if (R.error) fprintf(stderr, "dhs run: %s\n", R.errmsg);
     int rc = R.error ? 3 : (both && !R.identical) ? 1 : 0;

@@ -2,8 +2,8 @@
  * (payload-free) for policies x hot-cache sizes; census, host rows per token,
  * miss-ratio curves; text, JSON, CSV, SVG (docs/SIM.md).
  * Exit status: 0 success, 2 bad flags or a bad trace, 1 a replay failure. */
-#include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,42 +12,69 @@
 #include "args.h"
 #include "cmds.h"
 #include "sim/sim.h"
+#include "tool.h"
 
 #define MAX_SIZES 32
 
-static void sim_usage(FILE *f)
+#define PROG "dhs sim"
+
+static const char *const imports[] = {"device", "host", NULL};
+static const char *const reclaims[] = {"most-pages", "oldest", "newest", NULL};
+
+/* replays are independent (own context, backend and reader; the OPT oracle
+   is read-only): a small pool of threads takes them in order and each result
+   lands in its own slot, so the output does not depend on the thread count */
+typedef struct sim_job {
+    dhs_sim_config cfg;
+    int policy, rc, running;
+    uint64_t round;
+    dhs_sim_result *res;
+    char tag[64];
+    char err[512];
+} sim_job;
+
+typedef struct sim_pool {
+    sim_job *jobs;
+    int n, next, done;
+    int failed;
+    tool_progress *prog;
+    const char *trace;
+    const dhs_sim_trace_info *info;
+    const dhs_sim_oracle *oracle;
+    pthread_mutex_t mu;
+} sim_pool;
+
+static void sim_progress(void *user, uint64_t done, uint64_t total)
 {
-    fprintf(f,
-            "usage: dhs sim --trace FILE [flags]\n\n"
-            "Replays a selection trace (dhs trace gen, docs/TRACE.md) through the real core in\n"
-            "payload-free mode for every policy and hot-cache size; prints the census\n"
-            "(direct / hot / host entries), host rows per token and miss-ratio curves.\n\n"
-            "  --trace FILE         selection trace (required)\n"
-            "  --policies LIST      comma list of lru,clock,fifo,lfu,opt (lru,clock,fifo,lfu,opt);\n"
-            "                       opt = offline Belady with the trace's next uses (the bound)\n"
-            "  --hot LIST           hot-cache rows B per request and group (2048,4096,8192,16384)\n"
-            "  --page-rows P        rows per page (64); B must be a multiple\n"
-            "  --tail-rows T        tail rows per request and source (0 = max(128, 2 K_max))\n"
-            "  --opt-fit F          device pool beyond required allocations, as a share of the\n"
-            "                       largest optional history live at once (0: it does not fit, the\n"
-            "                       hot cache decides; 1: every imported row stays resident)\n"
-            "  --device-mib M       device pool size in MiB (overrides --opt-fit)\n"
-            "  --import device|host prefill rows arrive on the device (resident-first) or on host (device)\n"
-            "  --reclaim ORDER      most-pages | oldest | newest (most-pages)\n"
-            "  --check              check every invariant after every event (slow; exit 1 on a violation)\n"
-            "  --json               JSON on stdout instead of the table\n"
-            "  --csv FILE           one CSV row per policy and size\n"
-            "  --plot FILE          SVG: miss ratio against hot-cache size, one line per policy\n"
-            "  -q, --quiet          no progress on stderr\n"
-            "  -h, --help           this help\n");
+    sim_pool *P = user;
+    pthread_mutex_lock(&P->mu);
+    tool_progress_msg(P->prog, 0, "dhs sim: %d/%d replays done; a replay at round %" PRIu64 "/%" PRIu64, P->done, P->n, done,
+                      total);
+    pthread_mutex_unlock(&P->mu);
 }
 
-enum { O_TRACE = 256, O_POLICIES, O_HOT, O_PAGE, O_TAIL, O_OPTFIT, O_DEVMIB, O_IMPORT, O_RECLAIM, O_CHECK, O_JSON, O_CSV, O_PLOT };
+static void *sim_worker(void *arg)
+{
+    sim_pool *P = arg;
+    for (;;) {
+        pthread_mutex_lock(&P->mu);
+        int i = P->failed ? P->n : P->next++;
+        pthread_mutex_unlock(&P->mu);
+        if (i >= P->n) return NULL;
+        sim_job *j = &P->jobs[i];
+        j->rc = dhs_sim_replay(P->trace, P->info, &j->cfg, j->policy, P->oracle, j->res, j->err, sizeof j->err);
+        pthread_mutex_lock(&P->mu);
+        P->done++;
+        if (j->rc) P->failed = 1;
+        tool_progress_msg(P->prog, 0, "dhs sim: %d/%d replays done (last: %s)", P->done, P->n, j->tag);
+        pthread_mutex_unlock(&P->mu);
+    }
+}
 
 static int bad(const char *msg, const char *val)
 {
-    fprintf(stderr, "dhs sim: %s%s%s%s (see dhs sim --help)\n", msg, val ? " '" : "", val ? val : "", val ? "'" : "");
-    return 2;
+    if (val) return args_fail(PROG, "%s '%s'", msg, val);
+    return args_fail(PROG, "%s", msg);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -61,7 +88,7 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
+static void print_result_json(FILE *f, const dhs_sim_result *r, int check, int32_t hot_eff)
 {
     const dhs_stats *s = &r->st;
     fprintf(f,
@@ -76,6 +103,7 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
             s->census_host, r->host_rows_per_token, r->host_bytes, r->tokens ? (double)r->host_bytes / (double)r->tokens : 0.0,
             r->miss_ratio, r->direct_share, r->hot_share, r->host_share, r->tokens, s->staging_rows, s->admissions,
             s->reclaims, s->reclaimed_pages, s->repopulated_pages, r->device_bytes, r->replay_s, r->mentries_per_s);
+    fprintf(f, ", \"hot_effective\": %d", hot_eff);
     if (check) fprintf(f, ", \"invariant_violations\": %" PRIu64, r->invariant_violations);
     if (r->policy == DHS_SIM_OPT)
         fprintf(f, ", \"oracle_calls\": %" PRIu64 ", \"oracle_stale\": %" PRIu64 ", \"opt_references\": %" PRIu64
@@ -84,98 +112,70 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check)
     fprintf(f, "}");
 }
 
-static const dhs_sim_result *find(const dhs_sim_result *res, int n, int policy, int32_t hot)
-{
-    for (int i = 0; i < n; i++)
-        if (res[i].policy == policy && res[i].hot_rows == hot) return &res[i];
-    return NULL;
-}
-
 int cmd_sim(int argc, char **argv)
 {
-    const char *trace = NULL, *csv = NULL, *plot = NULL;
-    int policies[DHS_SIM_POLICIES], n_pol = 0, json = 0, quiet = 0;
-    int64_t hot[MAX_SIZES];
-    int n_hot = 0;
+    const char *trace = NULL, *csv = NULL, *plot = NULL, *pol_list = NULL, *output = NULL;
+    int policies[DHS_SIM_POLICIES], n_pol = 0, json = 0, quiet = 0, import = 0, reclaim = 0, jobs = 0;
+    int64_t hot[MAX_SIZES] = {2048, 4096, 8192, 16384}, devmib = 0;
+    int n_hot = 4;
     dhs_sim_config cfg = dhs_sim_config_default();
-    static const struct option opts[] = {
-        {"trace", required_argument, 0, O_TRACE}, {"policies", required_argument, 0, O_POLICIES},
-        {"hot", required_argument, 0, O_HOT}, {"page-rows", required_argument, 0, O_PAGE},
-        {"tail-rows", required_argument, 0, O_TAIL}, {"opt-fit", required_argument, 0, O_OPTFIT},
-        {"device-mib", required_argument, 0, O_DEVMIB}, {"import", required_argument, 0, O_IMPORT},
-        {"reclaim", required_argument, 0, O_RECLAIM}, {"check", no_argument, 0, O_CHECK},
-        {"json", no_argument, 0, O_JSON}, {"csv", required_argument, 0, O_CSV}, {"plot", required_argument, 0, O_PLOT},
-        {"quiet", no_argument, 0, 'q'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int c;
-    int64_t v;
-    double d;
-    while ((c = getopt_long(argc, argv, "hq", opts, NULL)) != -1) {
-        switch (c) {
-        case 'h': sim_usage(stdout); return 0;
-        case 'q': quiet = 1; break;
-        case O_TRACE: trace = optarg; break;
-        case O_POLICIES: {
-            n_pol = 0;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                int p;
-                if (dhs_sim_policy_parse(t, &p)) return bad("unknown policy", t);
-                int dup = 0;
-                for (int i = 0; i < n_pol; i++) dup |= policies[i] == p;
-                if (!dup) policies[n_pol++] = p;
-            }
-            if (!n_pol) return bad("--policies wants a list", optarg);
-            break;
-        }
-        case O_HOT:
-            n_hot = arg_i64_list(optarg, 1, 1 << 24, hot, MAX_SIZES);
-            if (n_hot < 1) return bad("--hot wants a comma list of row counts", optarg);
-            break;
-        case O_PAGE:
-            if (arg_i64(optarg, 1, 1 << 16, &v)) return bad("--page-rows wants 1..65536", optarg);
-            cfg.page_rows = (int32_t)v;
-            break;
-        case O_TAIL:
-            if (arg_i64(optarg, 0, 1 << 20, &v)) return bad("--tail-rows wants 0..2^20", optarg);
-            cfg.tail_rows = (int32_t)v;
-            break;
-        case O_OPTFIT:
-            if (arg_f64(optarg, 0, 1e6, &d)) return bad("--opt-fit wants a number >= 0", optarg);
-            cfg.opt_fit = d;
-            break;
-        case O_DEVMIB:
-            if (arg_i64(optarg, 1, (int64_t)1 << 30, &v)) return bad("--device-mib wants a positive integer", optarg);
-            cfg.device_bytes = (uint64_t)v << 20;
-            break;
-        case O_IMPORT:
-            if (!strcmp(optarg, "device")) cfg.import_flags = DHS_IMPORT_DEVICE;
-            else if (!strcmp(optarg, "host")) cfg.import_flags = DHS_IMPORT_HOST;
-            else return bad("--import wants device or host", optarg);
-            break;
-        case O_RECLAIM:
-            if (!strcmp(optarg, "most-pages")) cfg.reclaim_order = DHS_RECLAIM_MOST_PAGES;
-            else if (!strcmp(optarg, "oldest")) cfg.reclaim_order = DHS_RECLAIM_OLDEST;
-            else if (!strcmp(optarg, "newest")) cfg.reclaim_order = DHS_RECLAIM_NEWEST;
-            else return bad("--reclaim wants most-pages, oldest or newest", optarg);
-            break;
-        case O_CHECK: cfg.check_invariants = 1; break;
-        case O_JSON: json = 1; break;
-        case O_CSV: csv = optarg; break;
-        case O_PLOT: plot = optarg; break;
-        default: return bad("unknown option or missing value", optind - 1 < argc ? argv[optind - 1] : "?");
-        }
-    }
-    if (optind < argc) return bad("unexpected argument", argv[optind]);
+    arg_spec sp[] = {
+        A_IN("--trace", &trace, "selection trace (required; dhs trace gen, docs/TRACE.md)"),
+        {.name = "--policies", .type = ARG_STR, .dest = &pol_list, .meta = "LIST",
+         .help = "comma list of lru,clock,fifo,lfu,opt; opt = offline Belady with the trace's next uses (the bound)",
+         .def = "lru,clock,fifo,lfu,opt"},
+        {.name = "--hot", .type = ARG_I64_LIST, .dest = hot, .ilo = 1, .ihi = 1 << 24, .count = &n_hot, .max = MAX_SIZES,
+         .help = "hot-cache rows B per request and group (multiples of --page-rows)"},
+        A_INT("--page-rows", &cfg.page_rows, 1, 1 << 16, "rows per page"),
+        {.name = "--tail-rows", .type = ARG_INT, .dest = &cfg.tail_rows, .ilo = 0, .ihi = 1 << 20,
+         .help = "tail rows per request and source (0 = max(128, 2 K_max))"},
+        A_DBL("--opt-fit", &cfg.opt_fit, 0, 1e6,
+              "device pool beyond required allocations, as a share of the largest optional history live at once "
+              "(0: it does not fit, the hot cache decides; 1: every imported row stays resident)"),
+        {.name = "--device-mib", .type = ARG_I64, .dest = &devmib, .ilo = 1, .ihi = (int64_t)1 << 30,
+         .help = "device pool size in MiB (overrides --opt-fit)", .def = "from --opt-fit"},
+        {.name = "--import", .type = ARG_ENUM, .dest = &import, .choices = imports,
+         .help = "prefill rows arrive on the device (resident-first) or on host"},
+        {.name = "--reclaim", .type = ARG_ENUM, .dest = &reclaim, .choices = reclaims, .help = "reclaim order"},
+        A_BOOL("--check", &cfg.check_invariants, "check every invariant after every event (slow; exit 1 on a violation)"),
+        A_BOOL("--json", &json, "JSON on stdout instead of the table (with version, commit, date, host, device)"),
+        A_OUT("--csv", &csv, "one CSV row per policy and size"),
+        A_OUT("--plot", &plot, "SVG: miss ratio against hot-cache size, one line per policy"),
+        A_OUT("--output", &output, "write the results to FILE instead of stdout"),
+        {.name = "--jobs", .type = ARG_INT, .dest = &jobs, .ilo = 1, .ihi = 64,
+         .help = "replays run in parallel (results do not depend on it)", .def = "online CPUs, at most 8"},
+        {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "no progress on stderr"},
+    };
+    arg_cmd cmd = {
+        .prog = PROG,
+        .synopsis = "--trace FILE [flags]",
+        .about = "Replays a selection trace (dhs trace gen, docs/TRACE.md) through the real core in\n"
+                 "payload-free mode for every policy and hot-cache size; prints the census\n"
+                 "(direct / hot / host entries), host rows per token and miss-ratio curves.\n"
+                 "Progress goes to stderr (a line every 5 s off a terminal). docs/SIM.md explains it.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int pr = args_parse(&cmd, argc, argv, NULL, NULL);
+    if (pr) return args_exit(pr);
     if (!trace) return bad("--trace FILE is required", NULL);
+    if (pol_list) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", pol_list);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int p;
+            if (dhs_sim_policy_parse(t, &p)) return bad("unknown policy (one of lru,clock,fifo,lfu,opt)", t);
+            int dup = 0;
+            for (int i = 0; i < n_pol; i++) dup |= policies[i] == p;
+            if (!dup) policies[n_pol++] = p;
+        }
+        if (!n_pol) return bad("--policies wants a list", pol_list);
+    }
+    cfg.import_flags = import == 0 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+    cfg.reclaim_order = (dhs_reclaim_order)reclaim;
+    if (devmib) cfg.device_bytes = (uint64_t)devmib << 20;
     if (!n_pol) {
         for (int p = 0; p < DHS_SIM_POLICIES; p++) policies[n_pol++] = p;
-    }
-    if (!n_hot) {
-        hot[0] = 2048; hot[1] = 4096; hot[2] = 8192; hot[3] = 16384;
-        n_hot = 4;
     }
     for (int i = 0; i < n_hot; i++)
         if (hot[i] % cfg.page_rows) {
@@ -183,52 +183,82 @@ int cmd_sim(int argc, char **argv)
             snprintf(b, sizeof b, "%" PRId64, hot[i]);
             return bad("hot-cache sizes must be multiples of --page-rows:", b);
         }
+    if (tool_output(PROG, output)) return EXIT_RUNTIME;
     char err[512];
     dhs_sim_trace_info info;
+    tool_progress prog;
+    tool_progress_init(&prog, quiet, 5.0);
+    tool_progress_msg(&prog, 1, "dhs sim: scanning %s", trace);
     if (dhs_sim_scan(trace, &info, err, sizeof err)) {
+        tool_progress_end(&prog);
         fprintf(stderr, "dhs sim: %s\n", err);
-        return 2;
+        return EXIT_USAGE;
     }
-    int progress = !quiet && isatty(STDERR_FILENO);
+    int progress = prog.on;
     int has_opt = 0;
     for (int i = 0; i < n_pol; i++) has_opt |= policies[i] == DHS_SIM_OPT;
     dhs_sim_oracle *oracle = NULL;
     if (has_opt) {
-        if (progress) fprintf(stderr, "\rdhs sim: OPT oracle pass...");
+        tool_progress_msg(&prog, 1, "dhs sim: OPT oracle pass over %" PRIu64 " rounds ...", info.rounds);
         if (dhs_sim_oracle_build(trace, &info, &oracle, err, sizeof err)) {
+            tool_progress_end(&prog);
             fprintf(stderr, "dhs sim: %s\n", err);
             dhs_sim_trace_info_free(&info);
-            return 1;
+            return EXIT_RUNTIME;
         }
     }
     int n_res = n_pol * n_hot;
     dhs_sim_result *res = calloc((size_t)n_res, sizeof *res);
-    if (!res) { dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return 1; }
+    if (!res) { dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return EXIT_RUNTIME; }
     double tot_s = 0;
     uint64_t tot_e = 0;
-    int k = 0, rc = 0;
-    for (int hi = 0; hi < n_hot && !rc; hi++) {
-        for (int pi = 0; pi < n_pol; pi++) {
-            cfg.hot_rows = (int32_t)hot[hi];
-            if (progress)
-                fprintf(stderr, "\rdhs sim: %-5s B=%-6d (%d/%d)      ", dhs_sim_policy_str(policies[pi]), cfg.hot_rows, k + 1, n_res);
-            if (dhs_sim_replay(trace, &info, &cfg, policies[pi], oracle, &res[k], err, sizeof err)) {
-                fprintf(stderr, "%sdhs sim: %s B=%d: %s\n", progress ? "\n" : "", dhs_sim_policy_str(policies[pi]),
-                        cfg.hot_rows, err);
-                rc = 1;
-                break;
+    int rc = 0;
+    {
+        sim_job *jb = calloc((size_t)n_res, sizeof *jb);
+        if (!jb) { fprintf(stderr, "dhs sim: out of memory\n"); rc = EXIT_RUNTIME; goto done; }
+        int k = 0;
+        for (int hi = 0; hi < n_hot; hi++)
+            for (int pi = 0; pi < n_pol; pi++, k++) {
+                jb[k].cfg = cfg;
+                jb[k].cfg.hot_rows = (int32_t)hot[hi];
+                jb[k].cfg.progress = progress ? sim_progress : NULL;
+                jb[k].policy = policies[pi];
+                jb[k].res = &res[k];
+                snprintf(jb[k].tag, sizeof jb[k].tag, "%s B=%" PRId64, dhs_sim_policy_str(policies[pi]), hot[hi]);
             }
-            tot_s += res[k].replay_s;
-            tot_e += res[k].selected_entries;
-            k++;
+        if (!jobs) {
+            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+            jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
         }
+        sim_pool P = {jb, n_res, 0, 0, 0, &prog, trace, &info, oracle, PTHREAD_MUTEX_INITIALIZER};
+        for (int i = 0; i < n_res; i++) jb[i].cfg.progress_user = &P;
+        int nt = jobs < n_res ? jobs : n_res;
+        tool_progress_msg(&prog, 1, "dhs sim: %d replays of %" PRIu64 " rounds on %d threads ...", n_res, info.rounds, nt);
+        pthread_t th[64];
+        int started = 0;
+        for (int i = 1; i < nt; i++)
+            if (pthread_create(&th[started], NULL, sim_worker, &P) == 0) started++;
+        sim_worker(&P);
+        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+        for (int i = 0; i < n_res && !rc; i++) {
+            if (jb[i].rc) {
+                tool_progress_end(&prog);
+                fprintf(stderr, "dhs sim: %s: %s\n", jb[i].tag, jb[i].err);
+                rc = EXIT_RUNTIME;
+            }
+            tot_s += res[i].replay_s;
+            tot_e += res[i].selected_entries;
+        }
+        free(jb);
     }
-    if (progress) fprintf(stderr, "\r%60s\r", "");
+    tool_progress_end(&prog);
     if (rc) goto done;
     double mps = tot_s > 0 ? (double)tot_e / tot_s / 1e6 : 0;
     const dhs_trace_header *h = &info.hdr;
     if (json) {
-        printf("{\"trace\": {\"file\": ");
+        printf("{");
+        tool_prov_fields(stdout, "none");
+        printf("\"trace\": {\"file\": ");
         json_str(stdout, trace);
         printf(", \"name\": ");
         json_str(stdout, h->name);
@@ -246,7 +276,9 @@ int cmd_sim(int argc, char **argv)
                dhs_reclaim_order_str(cfg.reclaim_order));
         printf(" \"results\": [\n");
         for (int i = 0; i < n_res; i++) {
-            print_result_json(stdout, &res[i], cfg.check_invariants);
+            dhs_sim_config ce = cfg;
+            ce.hot_rows = res[i].hot_rows;
+            print_result_json(stdout, &res[i], cfg.check_invariants, dhs_sim_effective_hot(&info, &ce));
             printf("%s\n", i + 1 < n_res ? "," : "");
         }
         printf(" ],\n");
@@ -254,21 +286,12 @@ int cmd_sim(int argc, char **argv)
         printf(" \"policy_vs_capacity\": [");
         int first = 1;
         for (int hi = 0; hi < n_hot; hi++) {
-            const dhs_sim_result *lru = find(res, n_res, DHS_POLICY_LRU, (int32_t)hot[hi]);
-            if (!lru) continue;
-            const dhs_sim_result *best = NULL, *opt = find(res, n_res, DHS_SIM_OPT, (int32_t)hot[hi]);
-            for (int pi = 0; pi < n_pol; pi++) {
-                if (policies[pi] == DHS_SIM_OPT) continue;
-                const dhs_sim_result *r = find(res, n_res, policies[pi], (int32_t)hot[hi]);
-                if (r && (!best || r->host_rows < best->host_rows)) best = r;
-            }
-            const dhs_sim_result *dbl = find(res, n_res, DHS_POLICY_LRU, (int32_t)(2 * hot[hi]));
-            double lr = (double)lru->host_rows;
+            dhs_sim_pvc v;
+            if (dhs_sim_policy_vs_capacity(res, n_res, (int32_t)hot[hi], &v)) continue;
             printf("%s\n  {\"hot\": %" PRId64 ", \"lru_host_rows\": %" PRIu64 ", \"best_online\": \"%s\", \"best_online_cut_vs_lru\": %.4f",
-                   first ? "" : ",", hot[hi], lru->host_rows, dhs_sim_policy_str(best->policy),
-                   lr > 0 ? 1 - (double)best->host_rows / lr : 0.0);
-            if (opt) printf(", \"opt_cut_vs_lru\": %.4f", lr > 0 ? 1 - (double)opt->host_rows / lr : 0.0);
-            if (dbl) printf(", \"lru_cut_by_doubling_hot\": %.4f", lr > 0 ? 1 - (double)dbl->host_rows / lr : 0.0);
+                   first ? "" : ",", hot[hi], v.lru_host_rows, dhs_sim_policy_str(v.best_online), v.best_online_cut_vs_lru);
+            if (v.opt_cut_vs_lru >= 0) printf(", \"opt_cut_vs_lru\": %.4f", v.opt_cut_vs_lru);
+            if (v.lru_cut_by_doubling >= 0) printf(", \"lru_cut_by_doubling_hot\": %.4f", v.lru_cut_by_doubling);
             printf("}");
             first = 0;
         }
@@ -305,7 +328,7 @@ int cmd_sim(int argc, char **argv)
         for (int hi = 0; hi < n_hot; hi++) {
             printf("%-6" PRId64, hot[hi]);
             for (int pi = 0; pi < n_pol; pi++) {
-                const dhs_sim_result *r = find(res, n_res, policies[pi], (int32_t)hot[hi]);
+                const dhs_sim_result *r = dhs_sim_find(res, n_res, policies[pi], (int32_t)hot[hi]);
                 printf(" %9.4f", r ? r->miss_ratio : 0.0);
             }
             printf("\n");
@@ -339,7 +362,7 @@ int cmd_sim(int argc, char **argv)
         }
     if (csv) {
         FILE *f = fopen(csv, "w");
-        if (!f) { fprintf(stderr, "dhs sim: cannot write %s\n", csv); rc = 2; goto done; }
+        if (!f) { fprintf(stderr, "dhs sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
         fprintf(f, "policy,hot,host_rows,entries,census_direct,census_hot,census_host,host_rows_per_token,host_bytes,miss_ratio,"
                    "direct_share,hot_share,host_share,tokens,staging_rows,reclaims,device_bytes,replay_s,replay_mentries_per_s\n");
         for (int i = 0; i < n_res; i++) {
@@ -350,7 +373,7 @@ int cmd_sim(int argc, char **argv)
                     r->st.census_host, r->host_rows_per_token, r->host_bytes, r->miss_ratio, r->direct_share, r->hot_share,
                     r->host_share, r->tokens, r->st.staging_rows, r->st.reclaims, r->device_bytes, r->replay_s, r->mentries_per_s);
         }
-        if (fclose(f)) { fprintf(stderr, "dhs sim: cannot write %s\n", csv); rc = 2; goto done; }
+        if (fclose(f)) { fprintf(stderr, "dhs sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
     }
     if (plot) {
         dhs_plot_series ser[DHS_SIM_POLICIES];
@@ -358,7 +381,7 @@ int cmd_sim(int argc, char **argv)
         for (int pi = 0; pi < n_pol; pi++) {
             int n = 0;
             for (int hi = 0; hi < n_hot; hi++) {
-                const dhs_sim_result *r = find(res, n_res, policies[pi], (int32_t)hot[hi]);
+                const dhs_sim_result *r = dhs_sim_find(res, n_res, policies[pi], (int32_t)hot[hi]);
                 if (!r) continue;
                 xs[pi][n] = (double)hot[hi];
                 ys[pi][n] = r->miss_ratio;
@@ -371,7 +394,7 @@ int cmd_sim(int argc, char **argv)
         if (dhs_plot_svg(plot, title, "hot-cache rows B per request and group", "miss ratio (hot-path entries from host)", ser,
                          n_pol, 1)) {
             fprintf(stderr, "dhs sim: cannot write %s\n", plot);
-            rc = 2;
+            rc = EXIT_RUNTIME;
         }
     }
 done:

@@ -1,128 +1,130 @@
 /* dhs verify - randomised exactness and invariant check through the public API. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "args.h"
 #include "cmds.h"
 #include "sim/verify.h"
+#include "tool.h"
 
-static void usage(FILE *f)
+#define PROG "dhs verify"
+
+static const char *const backends[] = {"cpu", "cuda", NULL};
+static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
+static const char *const reclaims[] = {"most-pages", "oldest", "newest", NULL};
+static const char *const pressures[] = {"low", "high", NULL};
+static const char *const consumers[] = {"own", "glm", "v41", NULL};
+
+/* verify_print_json's object with the provenance keys in front */
+static int print_json(FILE *out, const verify_opts *o, const verify_result *r, const char *backend)
 {
-    fprintf(f,
-            "usage: dhs verify [flags]\n"
-            "Drives a randomised workload (arrivals and departures, imports, selections with\n"
-            "locality, duplicates and -1 padding, new rows every step) through the public API,\n"
-            "checks every returned location against the original row bytes (I2) and every\n"
-            "invariant after every call. Exit status 1 iff a violation was found.\n\n"
-            "  --backend cpu|cuda     backend (cpu); cuda needs a build with DHS_CUDA and a device:\n"
-            "                         every located row is read back from device memory\n"
-            "  --requests N           concurrent request slots (32)\n"
-            "  --steps N              decode rounds (300)\n"
-            "  --seed S               random seed (1)\n"
-            "  --k N                  selection length (64)\n"
-            "  --hot N                hot-cache rows B per request and group (128)\n"
-            "  --row-bytes N          row size, multiple of 16 (64)\n"
-            "  --page-rows N          rows per page (16)\n"
-            "  --max-prefix N         imported prefix up to N positions (1500)\n"
-            "  --policy P             lru | clock | fifo | lfu (lru)\n"
-            "  --reclaim-order O      most-pages | oldest | newest (most-pages)\n"
-            "  --pressure low|high    device capacity: history fits / forces waits and reclaim (low)\n"
-            "  --async-delay N        side-stream copies and reader fences complete N rounds late (0)\n"
-            "  --random-order         late completions in random order\n"
-            "  --faults P             probability of an injected allocation/copy fault per call (0)\n"
-            "  --spec K               queries per request per round up to K (1 = no speculation)\n"
-            "  --compress M           add a compressed source with M positions per row\n"
-            "  --consumers L          own | glm (FOLLOW layers) | v41 (REUSE/REINDEX on shared sources)\n"
-            "  --no-check             skip the invariant check after every call (bytes still checked)\n"
-            "  --json                 print one JSON object\n"
-            "  --help                 this text\n");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return -1;
+    verify_print_json(m, o, r);
+    fclose(m);
+    cJSON *in = cJSON_Parse(buf);
+    free(buf);
+    if (!in) return -1;
+    cJSON *j = cJSON_CreateObject();
+    tool_prov_cjson(j, backend);
+    cJSON *it = in->child;
+    while (it) {
+        cJSON *next = it->next;
+        cJSON_AddItemToObject(j, it->string, cJSON_DetachItemViaPointer(in, it));
+        it = next;
+    }
+    cJSON_Delete(in);
+    char *s = cJSON_PrintUnformatted(j);
+    if (s) fprintf(out, "%s\n", s);
+    cJSON_free(s);
+    cJSON_Delete(j);
+    return 0;
 }
 
 int cmd_verify(int argc, char **argv)
 {
     verify_opts o = verify_opts_default();
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x;
-        double d;
-#define NEXT_INT(lo, hi, dst) do { if (arg_i64(val, lo, hi, &x)) goto bad; dst = x; i++; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--random-order")) o.random_order = 1;
-        else if (!strcmp(a, "--no-check")) o.check_every = 0;
-        else if (!strcmp(a, "--backend")) {
-            if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda"))) goto bad;
-            o.use_cuda = !strcmp(val, "cuda");
-            i++;
-        }
-        else if (!strcmp(a, "--requests")) NEXT_INT(1, 1024, o.requests);
-        else if (!strcmp(a, "--steps")) NEXT_INT(0, 100000000, o.steps);
-        else if (!strcmp(a, "--seed")) { if (arg_i64(val, 0, INT64_MAX, &x)) goto bad; o.seed = (uint64_t)x; i++; }
-        else if (!strcmp(a, "--k")) NEXT_INT(1, 4096, o.k);
-        else if (!strcmp(a, "--hot")) NEXT_INT(1, 1 << 20, o.hot_rows);
-        else if (!strcmp(a, "--row-bytes")) NEXT_INT(16, 1 << 16, o.row_bytes);
-        else if (!strcmp(a, "--page-rows")) NEXT_INT(1, 4096, o.page_rows);
-        else if (!strcmp(a, "--max-prefix")) NEXT_INT(0, 1 << 22, o.max_prefix);
-        else if (!strcmp(a, "--spec")) NEXT_INT(1, 8, o.spec);
-        else if (!strcmp(a, "--compress")) NEXT_INT(1, 64, o.compress);
-        else if (!strcmp(a, "--async-delay")) NEXT_INT(0, 1000, o.async_delay);
-        else if (!strcmp(a, "--faults")) { if (arg_f64(val, 0, 1, &d)) goto bad; o.faults = d; i++; }
-        else if (!strcmp(a, "--policy")) { if (!val || dhs_policy_parse(val, &o.policy)) goto bad; i++; }
-        else if (!strcmp(a, "--reclaim-order")) {
-            if (!val) goto bad;
-            if (!strcmp(val, "most-pages")) o.reclaim_order = DHS_RECLAIM_MOST_PAGES;
-            else if (!strcmp(val, "oldest")) o.reclaim_order = DHS_RECLAIM_OLDEST;
-            else if (!strcmp(val, "newest")) o.reclaim_order = DHS_RECLAIM_NEWEST;
-            else goto bad;
-            i++;
-        } else if (!strcmp(a, "--pressure")) {
-            if (!val || (strcmp(val, "low") && strcmp(val, "high"))) goto bad;
-            o.pressure = !strcmp(val, "high");
-            i++;
-        } else if (!strcmp(a, "--consumers")) {
-            if (!val) goto bad;
-            if (!strcmp(val, "own")) o.layout = VERIFY_LAYOUT_OWN;
-            else if (!strcmp(val, "glm")) o.layout = VERIFY_LAYOUT_GLM;
-            else if (!strcmp(val, "v41")) o.layout = VERIFY_LAYOUT_V41;
-            else goto bad;
-            i++;
-        } else {
-            fprintf(stderr, "dhs verify: unknown flag '%s' (see --help)\n", a);
-            return 2;
-        }
-        continue;
-    bad:
-        fprintf(stderr, "dhs verify: bad or missing value for %s (see --help)\n", a);
-        return 2;
-#undef NEXT_INT
-    }
-    if (o.row_bytes % 16) { fprintf(stderr, "dhs verify: --row-bytes must be a multiple of 16\n"); return 2; }
-    if (o.hot_rows % o.page_rows) { fprintf(stderr, "dhs verify: --hot must be a multiple of --page-rows\n"); return 2; }
-    o.progress = !json && isatty(2);
-    verify_result r;
-    int rc = verify_run(&o, &r);
-    if (rc < 0) {
-        fprintf(stderr, "dhs verify: setup failed (%s)\n",
-                o.use_cuda ? "no CUDA backend: built without CUDA or no device" : "configuration rejected by the library");
-        return 2;
-    }
+    int json = 0, backend = 0, policy = (int)o.policy, reclaim = 0, pressure = 0, layout = 0, no_check = 0, quiet = 0;
+    const char *output = NULL;
+    arg_spec sp[] = {
+        {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = backends,
+         .help = "cuda needs a build with DHS_CUDA and a device: every located row is read back from device memory"},
+        A_INT("--requests", &o.requests, 1, 1024, "concurrent request slots"),
+        A_INT("--steps", &o.steps, 1, 100000000, "decode rounds"),
+        A_U64("--seed", &o.seed, "random seed"),
+        A_INT("--k", &o.k, 1, 4096, "selection length"),
+        A_INT("--hot", &o.hot_rows, 1, 1 << 20, "hot-cache rows B per request and group (a multiple of --page-rows)"),
+        A_INT("--row-bytes", &o.row_bytes, 16, 1 << 16, "row size, a multiple of 16"),
+        A_INT("--page-rows", &o.page_rows, 1, 4096, "rows per page"),
+        A_INT("--max-prefix", &o.max_prefix, 0, 1 << 22, "imported prefix up to N positions"),
+        {.name = "--policy", .type = ARG_ENUM, .dest = &policy, .choices = policies, .help = "hot-cache replacement"},
+        {.name = "--reclaim-order", .type = ARG_ENUM, .dest = &reclaim, .choices = reclaims, .help = "which request gives back history first"},
+        {.name = "--pressure", .type = ARG_ENUM, .dest = &pressure, .choices = pressures,
+         .help = "device capacity: history fits / forces waits and reclaim"},
+        A_INT("--async-delay", &o.async_delay, 0, 1000, "side-stream copies and reader fences complete N rounds late"),
+        A_BOOL("--random-order", &o.random_order, "late completions in random order"),
+        A_DBL("--faults", &o.faults, 0, 1, "probability of an injected allocation/copy fault per call"),
+        A_INT("--spec", &o.spec, 1, 8, "queries per request per round up to K (1 = no speculation)"),
+        A_INT("--compress", &o.compress, 1, 64, "add a compressed source with M positions per row (1 = none)"),
+        {.name = "--consumers", .type = ARG_ENUM, .dest = &layout, .choices = consumers,
+         .help = "own | glm (FOLLOW layers) | v41 (REUSE/REINDEX on shared sources)"},
+        A_BOOL("--no-check", &no_check, "skip the invariant check after every call (bytes still checked)"),
+        A_BOOL("--json", &json, "one JSON object (with version, commit, date, host, device)"),
+        A_OUT("--output", &output, "write the results to FILE instead of stdout"),
+        {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "no progress on stderr"},
+    };
+    arg_cmd cmd = {
+        .prog = PROG,
+        .about = "Drives a randomised workload (arrivals and departures, imports, selections with\n"
+                 "locality, duplicates and -1 padding, new rows every step) through the public API,\n"
+                 "checks every returned location against the original row bytes (I2) and every\n"
+                 "invariant after every call. Exit status: 0 clean, 1 a violation was found, 2 bad\n"
+                 "usage (or --backend cuda without a GPU), 3 a runtime error.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int r = args_parse(&cmd, argc, argv, NULL, NULL);
+    if (r) return args_exit(r);
+    if (o.row_bytes % 16) return args_fail(PROG, "--row-bytes must be a multiple of 16, got %d", o.row_bytes);
+    if (o.hot_rows % o.page_rows)
+        return args_fail(PROG, "--hot (%d) must be a multiple of --page-rows (%d)", o.hot_rows, o.page_rows);
+    o.use_cuda = backend == 1;
+    o.policy = (dhs_policy)policy;
+    o.reclaim_order = reclaim == 0 ? DHS_RECLAIM_MOST_PAGES : reclaim == 1 ? DHS_RECLAIM_OLDEST : DHS_RECLAIM_NEWEST;
+    o.pressure = pressure;
+    o.layout = layout == 0 ? VERIFY_LAYOUT_OWN : layout == 1 ? VERIFY_LAYOUT_GLM : VERIFY_LAYOUT_V41;
+    o.check_every = !no_check;
+    if (tool_check_backend(PROG, backends[backend])) return EXIT_USAGE;
     if (o.use_cuda && (o.async_delay || o.random_order))
         fprintf(stderr, "dhs verify: --async-delay/--random-order apply to the CPU backend only (ignored)\n");
-    if (json) verify_print_json(stdout, &o, &r);
-    else {
+    if (tool_output(PROG, output)) return EXIT_RUNTIME;
+    o.progress = quiet ? 0 : isatty(2) ? (json ? 0 : 1) : 2;
+    verify_result res;
+    int rc = verify_run(&o, &res);
+    if (rc < 0) {
+        fprintf(stderr, "dhs verify: setup failed: the library rejected the configuration\n");
+        return EXIT_RUNTIME;
+    }
+    if (json) {
+        if (print_json(stdout, &o, &res, backends[backend])) {
+            fprintf(stderr, "dhs verify: out of memory\n");
+            return EXIT_RUNTIME;
+        }
+    } else {
         printf("seed %llu: %llu entries, census direct %llu / hot %llu / host %llu, %llu distinct misses, %llu host rows copied\n",
-               (unsigned long long)o.seed, (unsigned long long)r.st.entries, (unsigned long long)r.st.census_direct,
-               (unsigned long long)r.st.census_hot, (unsigned long long)r.st.census_host,
-               (unsigned long long)r.st.distinct_misses, (unsigned long long)r.st.host_rows_copied);
+               (unsigned long long)o.seed, (unsigned long long)res.st.entries, (unsigned long long)res.st.census_direct,
+               (unsigned long long)res.st.census_hot, (unsigned long long)res.st.census_host,
+               (unsigned long long)res.st.distinct_misses, (unsigned long long)res.st.host_rows_copied);
         printf("admissions %llu, waits %llu, reclaims %llu, repopulated pages %llu, faults %llu, staging peak %llu\n",
-               (unsigned long long)r.st.admissions, (unsigned long long)r.st.waits, (unsigned long long)r.st.reclaims,
-               (unsigned long long)r.st.repopulated_pages, (unsigned long long)r.faults_injected,
-               (unsigned long long)r.st.staging_rows_peak);
-        printf("violations: %llu%s%s\n", (unsigned long long)r.violations, r.violations ? " - first: " : "",
-               r.first_violation);
+               (unsigned long long)res.st.admissions, (unsigned long long)res.st.waits, (unsigned long long)res.st.reclaims,
+               (unsigned long long)res.st.repopulated_pages, (unsigned long long)res.faults_injected,
+               (unsigned long long)res.st.staging_rows_peak);
+        printf("violations: %llu%s%s\n", (unsigned long long)res.violations, res.violations ? " - first: " : "",
+               res.first_violation);
     }
     return rc;
 }

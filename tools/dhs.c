@@ -1,50 +1,30 @@
-/* dhs: the command-line tool of dhisparse. */
+/* dhs: the command-line tool of dhisparse. Every subcommand parses its flags
+   with the one parser in args.c and returns 0 done, 1 a check failed, 2 bad
+   usage or input, 3 a runtime error. */
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "cmds.h"
-
-/* Subcommands are linked in when their file exists (weak references). */
-#pragma weak cmd_verify
-#pragma weak cmd_bench
-#pragma weak cmd_plan
-#pragma weak cmd_trace
-#pragma weak cmd_sim
-#pragma weak cmd_serve_sim
-#pragma weak cmd_run
-
-struct cmd {
-    const char *name;
-    int (*fn)(int, char **);
-    const char *help;
-};
-
-static void usage(FILE *f, const struct cmd *cmds, int n)
-{
-    fprintf(f, "usage: dhs <command> [flags]   (dhs <command> --help for its flags)\n\ncommands:\n");
-    for (int i = 0; i < n; i++)
-        if (cmds[i].fn) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-}
+#include "tool.h"
 
 int main(int argc, char **argv)
 {
-    const struct cmd cmds[] = {
+    static const arg_sub cmds[] = {
         {"run", cmd_run, "run the reference DSA model through the hierarchy (the main job)"},
         {"verify", cmd_verify, "randomised exactness and invariant check of the library"},
-        {"bench", cmd_bench, "benchmarks (resolve, ...) with in-process baselines"},
+        {"bench", cmd_bench, "benchmarks (resolve) with in-process baselines"},
         {"plan", cmd_plan, "memory planner: bytes per session, sessions per GPU"},
         {"trace", cmd_trace, "selection traces: gen, info"},
         {"sim", cmd_sim, "replay a trace through the core: policies x hot-cache sizes"},
         {"serve-sim", cmd_serve_sim, "discrete-event serving simulator: latency-throughput curves"},
     };
-    int n = (int)(sizeof cmds / sizeof cmds[0]);
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout, cmds, n);
-        return argc < 2 ? 2 : 0;
+    if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version"))) {
+        tool_version_line(stdout);
+        return 0;
     }
-    for (int i = 0; i < n; i++)
-        if (!strcmp(argv[1], cmds[i].name) && cmds[i].fn) return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "dhs: unknown command '%s'\n", argv[1]);
-    usage(stderr, cmds, n);
-    return 2;
+    return args_dispatch("dhs",
+                         "dhisparse: a KV hierarchy for natively sparse-attention LLMs. dhs --version prints\n"
+                         "the version and commit. Start with `dhs run` (about half a minute; docs/MODEL.md).",
+                         cmds, (int)(sizeof cmds / sizeof cmds[0]), argc, argv);
 }

@@ -10,19 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "sim/rng.h"
 #include "sim/util.h"
 
 /* ------------------------------------------------------------- rng, hash */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static uint64_t rnd(uint64_t *s) { return mix64(*s += 0x9e3779b97f4a7c15ull); }
-static double rnd_unit(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
-static int64_t rnd_below(uint64_t *s, int64_t n) { return n <= 0 ? 0 : (int64_t)(rnd(s) % (uint64_t)n); }
-static int64_t rnd_range(uint64_t *s, int64_t lo, int64_t hi) { return hi <= lo ? lo : lo + rnd_below(s, hi - lo + 1); }
+/* the stream: sim/rng.h */
 /* a fixed per-(key, row) 64-bit hash; "below p" means hash < p * 2^64 */
 static uint64_t hash_row(uint64_t key, int64_t row)
 {
@@ -874,7 +866,12 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
             q.output_len = (int64_t)ou->valuedouble;
             cJSON_Delete(j);
         }
-        if (q.input_len <= 0 || q.output_len <= 0) continue; /* failed requests */
+        if (q.t_s < 0 || q.input_len < 0 || q.output_len < 0) {
+            dhs_errf(err, err_len, "%s:%ld: negative %s", path, lineno,
+                     q.t_s < 0 ? "timestamp" : q.input_len < 0 ? "input length" : "output length");
+            goto done;
+        }
+        if (q.input_len == 0 || q.output_len == 0) continue; /* failed requests (BurstGPT: 0 response tokens) */
         if (n == cap) {
             cap *= 2;
             dhs_serve_req *nv = realloc(v, sizeof *v * cap);
@@ -897,4 +894,36 @@ done:
     free(line);
     fclose(f);
     return rc;
+}
+
+int dhs_serve_equal_batch(const dhs_serve_result *const *runs, const dhs_serve_mode *modes, const int *spec, int n_runs,
+                          uint64_t min_steps, dhs_serve_eqb *out, int max)
+{
+    double (*sum)[DHS_SERVE_BATCH_HIST] = calloc(DHS_SERVE_MODES_, sizeof(double[DHS_SERVE_BATCH_HIST]));
+    uint64_t (*cnt)[DHS_SERVE_BATCH_HIST] = calloc(DHS_SERVE_MODES_, sizeof(uint64_t[DHS_SERVE_BATCH_HIST]));
+    int rows = 0;
+    if (!sum || !cnt) goto out;
+    for (int i = 0; i < n_runs; i++) {
+        if (spec[i]) continue;
+        for (int b = 0; b < DHS_SERVE_BATCH_HIST; b++) {
+            sum[modes[i]][b] += runs[i]->step_ms_sum[b];
+            cnt[modes[i]][b] += runs[i]->step_n[b];
+        }
+    }
+    for (int b = 1; b < DHS_SERVE_BATCH_HIST && rows < max; b++) {
+        if (cnt[0][b] < min_steps) continue;
+        int any = 0;
+        for (int m = 1; m < DHS_SERVE_MODES_; m++) any |= cnt[m][b] >= min_steps;
+        if (!any) continue;
+        dhs_serve_eqb *e = &out[rows++];
+        e->batch = b;
+        for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+            e->ms[m] = cnt[m][b] >= min_steps ? sum[m][b] / (double)cnt[m][b] : -1.0;
+            e->overhead[m] = e->ms[m] >= 0 && e->ms[0] > 0 ? e->ms[m] / e->ms[0] - 1 : 0.0;
+        }
+    }
+out:
+    free(sum);
+    free(cnt);
+    return rows;
 }

@@ -179,11 +179,26 @@ typedef struct dhs_serve_result {
 /* Runs one simulation. 0 on success, else -1 with err set. */
 int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len);
 
+/* Equal-batch decode step time: for each batch size that resident serving
+   and at least one hierarchy mode ran at least min_steps steps of (over the
+   runs with speculation off), the mean step time of each mode. ms[m] < 0:
+   mode m has too few steps at that batch. Returns the rows written (at most
+   max), in increasing batch size. */
+typedef struct dhs_serve_eqb {
+    int32_t batch;
+    double ms[DHS_SERVE_MODES_];     /* mean step ms per mode (ms[0]: resident) */
+    double overhead[DHS_SERVE_MODES_]; /* ms[m] / ms[0] - 1, or 0 where ms[m] < 0 */
+} dhs_serve_eqb;
+int dhs_serve_equal_batch(const dhs_serve_result *const *runs, const dhs_serve_mode *modes, const int *spec, int n_runs,
+                          uint64_t min_steps, dhs_serve_eqb *out, int max);
+
 /* Loads a request trace: Mooncake JSONL ({"timestamp": ms, "input_length",
    "output_length"} per line) or BurstGPT CSV (header with "Timestamp" in
    seconds, "Request tokens", "Response tokens"; rows with 0 response tokens
-   are failures and skipped). The format is detected from the first line.
-   Arrival times are made relative to the first request. 0 or -1 with err. */
+   are failures and skipped, as are rows with 0 request tokens). A negative
+   timestamp or length is an error naming the line. The format is detected
+   from the first line. Arrival times are made relative to the first
+   request. 0 or -1 with err. */
 int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n, char *err, size_t err_len);
 
 #ifdef __cplusplus

@@ -313,6 +313,20 @@ static void sim_arch(const dhs_sim_trace_info *info, dhs_arch *a)
     for (int32_t s = 0; s < a->n_sources; s++) a->sources[s].row_bytes = (a->sources[s].row_bytes + 15u) & ~15u;
 }
 
+/* The hot cache a request can use: no request of the trace has more rows
+   than its largest position count (rounded up to pages), so a larger B only
+   costs per-request state (which the core sizes by B) and never changes a
+   decision: no victim and no staging overflow is ever needed below it. With
+   a pool size fixed by the caller the required bytes would change what
+   optional history fits, so B is kept as given then. */
+int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *c)
+{
+    int32_t p = c->page_rows > 0 ? c->page_rows : 1;
+    int64_t cap = (info->max_positions + 1 + p - 1) / p * p;
+    if (c->device_bytes || c->hot_rows <= cap || cap > INT32_MAX) return c->hot_rows;
+    return (int32_t)cap;
+}
+
 static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_config *c)
 {
     dhs_config d = dhs_config_default();
@@ -320,7 +334,7 @@ static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_
     d.max_requests = info->peak_live > 0 ? info->peak_live : 1;
     d.max_k = info->max_k;
     d.k_max = info->hdr.k_max;
-    d.hot_rows = c->hot_rows;
+    d.hot_rows = dhs_sim_effective_hot(info, c);
     d.page_rows = p;
     int32_t t = c->tail_rows;
     if (t <= 0) t = 2 * info->hdr.k_max > 128 ? 2 * info->hdr.k_max : 128;
@@ -678,6 +692,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
                 goto out;
             }
         }
+        if (cfg->progress && (ev.round & 1023) == 0) cfg->progress(cfg->progress_user, ev.round, info->rounds);
         s = dhs_round_end(R.ctx, R.acc);
         if (s != DHS_OK) { dhs_errf(err, err_len, "round %llu: dhs_round_end: %s", (unsigned long long)ev.round, dhs_status_str(s)); goto out; }
         check_inv(&R);
@@ -862,4 +877,32 @@ int dhs_plot_svg(const char *path, const char *title, const char *xlabel, const 
 #undef PY
     fprintf(f, "</svg>\n");
     return fclose(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------- analysis */
+const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows)
+{
+    for (int i = 0; i < n_res; i++)
+        if (res[i].policy == policy && res[i].hot_rows == hot_rows) return &res[i];
+    return NULL;
+}
+
+int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot_rows, dhs_sim_pvc *out)
+{
+    const dhs_sim_result *lru = dhs_sim_find(res, n_res, DHS_POLICY_LRU, hot_rows);
+    if (!lru) return -1;
+    const dhs_sim_result *best = NULL;
+    for (int i = 0; i < n_res; i++)
+        if (res[i].hot_rows == hot_rows && res[i].policy != DHS_SIM_OPT && (!best || res[i].host_rows < best->host_rows))
+            best = &res[i];
+    const dhs_sim_result *opt = dhs_sim_find(res, n_res, DHS_SIM_OPT, hot_rows);
+    const dhs_sim_result *dbl = hot_rows <= INT32_MAX / 2 ? dhs_sim_find(res, n_res, DHS_POLICY_LRU, 2 * hot_rows) : NULL;
+    double lr = (double)lru->host_rows;
+    out->hot_rows = hot_rows;
+    out->lru_host_rows = lru->host_rows;
+    out->best_online = best->policy;
+    out->best_online_cut_vs_lru = lr > 0 ? 1 - (double)best->host_rows / lr : 0.0;
+    out->opt_cut_vs_lru = !opt ? -1 : lr > 0 ? 1 - (double)opt->host_rows / lr : 0.0;
+    out->lru_cut_by_doubling = !dbl ? -1 : lr > 0 ? 1 - (double)dbl->host_rows / lr : 0.0;
+    return 0;
 }

@@ -111,6 +111,10 @@ typedef struct dhs_sim_config {
     int32_t repop_pages;       /* 64 */
     int payload;               /* 0 payload-free (default); 1 move real bytes (tests) */
     int check_invariants;      /* run dhs_check_invariants after every event (slow) */
+    /* optional: called every 1024 rounds of a replay with the rounds done
+       and the trace's rounds (the tool prints progress from it) */
+    void (*progress)(void *user, uint64_t rounds_done, uint64_t rounds_total);
+    void *progress_user;
 } dhs_sim_config;
 
 dhs_sim_config dhs_sim_config_default(void);
@@ -144,6 +148,27 @@ int dhs_sim_replay(const char *path, const dhs_sim_trace_info *info, const dhs_s
                    const dhs_sim_oracle *oracle, dhs_sim_result *res, char *err, size_t err_len);
 
 /* The pool size dhs_sim_replay uses for cfg (bytes); 0 with err on failure. */
+/* Policy against capacity (DESIGN §7) at one hot-cache size B: what the best
+   online policy and OPT cut from LRU's host rows, and what doubling B cuts
+   from LRU's. Fields are -1 where the runs needed are missing. */
+typedef struct dhs_sim_pvc {
+    int32_t hot_rows;
+    uint64_t lru_host_rows;
+    int best_online;              /* policy with the fewest host rows, OPT excluded */
+    double best_online_cut_vs_lru;
+    double opt_cut_vs_lru;        /* -1: no OPT run at B */
+    double lru_cut_by_doubling;   /* -1: no LRU run at 2B */
+} dhs_sim_pvc;
+/* 0 and *out filled when res holds an LRU run at B, else -1. */
+int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot_rows, dhs_sim_pvc *out);
+/* The run of `policy` at `hot_rows` in res, or NULL. */
+const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows);
+
+/* The hot-cache rows a replay gives the core: B, or, when the pool is
+   derived (device_bytes 0) and no request of the trace can hold B rows, the
+   largest request's rows rounded up to pages (same decisions, less state). */
+int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *cfg);
+
 uint64_t dhs_sim_device_bytes(const dhs_sim_trace_info *info, const dhs_sim_config *cfg, char *err, size_t err_len);
 
 /* ------------------------------------------------------------- plots */

@@ -14,46 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "sim/rng.h"
 #include "sim/util.h"
 
 /* ---------------------------------------------------------------- random */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-typedef struct rng { uint64_t s[4]; } rng;
-
-static void rng_seed(rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(rng *r) /* xoshiro256** */
-{
-    uint64_t *s = r->s;
-    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return res;
-}
+/* the streams: sim/rng.h (xoshiro256** seeded by splitmix64) */
+typedef dhs_xoshiro rng;
+static void rng_seed(rng *r, uint64_t seed) { xoshiro_seed(r, seed); }
+static uint64_t rng_next(rng *r) { return xoshiro_next(r); }
 
 static double u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
 static double rng_u01(rng *r) { return u01(rng_next(r)); }

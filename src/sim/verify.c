@@ -8,25 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/rng.h"
+#include "sim/util.h"
 #include "sim/verify.h"
 
-/* ------------------------------------------------------------- rng */
-static uint64_t mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rnd(uint64_t *s) { return mix(*s += 0x9e3779b97f4a7c15ull); }
-static int64_t rnd_below(uint64_t *s, int64_t n) { return n <= 0 ? 0 : (int64_t)(rnd(s) % (uint64_t)n); }
-static double rnd_unit(uint64_t *s) { return (double)(rnd(s) >> 11) * (1.0 / 9007199254740992.0); }
+/* ------------------------------------------------------------- rng: sim/rng.h */
 
 static void row_bytes_of(uint8_t *out, uint32_t nbytes, uint64_t uid, int32_t src, int64_t row, uint32_t ver)
 {
-    uint64_t h = mix(uid * 0x100000001b3ull ^ mix((uint64_t)src << 40 ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
+    uint64_t h = mix64(uid * 0x100000001b3ull ^ mix64((uint64_t)src << 40 ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
     for (uint32_t i = 0; i < nbytes; i += 8) {
-        uint64_t w = mix(h + i);
+        uint64_t w = mix64(h + i);
         memcpy(out + i, &w, 8);
     }
 }
@@ -478,7 +470,7 @@ int verify_run(const verify_opts *o, verify_result *res)
     memset(&v, 0, sizeof v);
     v.o = o;
     v.res = res;
-    v.rng = mix(o->seed ^ 0xd1b54a32d192ed03ull);
+    v.rng = mix64(o->seed ^ 0xd1b54a32d192ed03ull);
     if (o->requests < 1 || o->requests > 1024 || o->k < 1 || o->spec < 1 || o->row_bytes % 16 || o->row_bytes < 16)
         return -1;
     build_arch(&v);
@@ -537,9 +529,15 @@ int verify_run(const verify_opts *o, verify_result *res)
         for (int32_t g = 0; g < ng; g++) v.rq[i].ver[g] = calloc((size_t)v.grp_rows[g], sizeof(uint32_t));
     }
     int32_t *slots = calloc((size_t)o->requests, sizeof(int32_t));
+    double t_progress = dhs_wall_s();
     for (int32_t step = 0; step < o->steps; step++) {
         v.step = step;
-        if (o->progress && step % 20 == 0) fprintf(stderr, "\rverify: step %d/%d", step, o->steps);
+        /* progress: 1 a line rewritten in place (a terminal), 2 a line every 5 s */
+        if (o->progress == 1 && step % 20 == 0) fprintf(stderr, "\rverify: step %d/%d", step, o->steps);
+        if (o->progress == 2 && dhs_wall_s() - t_progress >= 5.0) {
+            t_progress = dhs_wall_s();
+            fprintf(stderr, "verify: step %d/%d\n", step, o->steps);
+        }
         /* arrivals: every free slot tries to admit a new request */
         for (int32_t i = 0; i < o->requests; i++)
             if (!v.rq[i].open && rnd_below(&v.rng, 3) == 0) open_request(&v, i);
@@ -555,7 +553,7 @@ int verify_run(const verify_opts *o, verify_result *res)
         }
         if (res->violations > 50) break;
     }
-    if (o->progress) fprintf(stderr, "\rverify: done%20s\n", "");
+    if (o->progress == 1) fprintf(stderr, "\rverify: done%20s\n", "");
     for (int32_t i = 0; i < o->requests; i++)
         if (v.rq[i].open) { sweep_request(&v, i); close_request(&v, i); }
     dhs_sync(v.ctx);

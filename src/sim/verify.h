@@ -31,7 +31,7 @@ typedef struct verify_opts {
     int random_order;
     double faults;         /* probability of an injected fault before each fallible call */
     int check_every;       /* run dhs_check_invariants after every call (1) */
-    int progress;          /* print progress to stderr */
+    int progress;          /* progress on stderr: 0 none, 1 one line rewritten (terminal), 2 a line every 5 s */
     int use_cuda;          /* 1: the CUDA backend (device 0); async_delay/random_order are CPU-only */
     int corrupt_at_step;   /* >0: flip one byte of a returned location at this step (proves the checks bite) */
 } verify_opts;

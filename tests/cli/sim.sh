@@ -4,16 +4,8 @@ set -u
 DHS=${1:?usage: sim.sh path/to/dhs}
 T=$(mktemp -d /tmp/dhs_cli_sim.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib/harness.bash"
 
-# expect STATUS CMD...: runs CMD, stdout -> $T/out, stderr -> $T/err
-expect() {
-    local want=$1; shift
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $(head -c 300 "$T/err"))"
-}
 
 # ---------------------------------------------------------------- dhs sim
 expect 0 "$DHS" sim --help
@@ -44,6 +36,25 @@ for key in '"results"' '"policy"' '"hot"' '"host_rows"' '"entries"' '"census"' '
 done
 n=$(grep -c '"policy": ' "$J")
 [ "$n" -eq 12 ] || fail "sim --json: 4 policies x 3 sizes = 12 results, got $n"
+# policy_vs_capacity (dhs_sim_policy_vs_capacity) agrees with the runs it summarises
+python3 - "$J" <<'PY' || fail "sim: policy_vs_capacity disagrees with the results"
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r["policy"], r["hot"]): r["host_rows"] for r in d["results"]}
+pvc = d["policy_vs_capacity"]
+assert [v["hot"] for v in pvc] == [256, 512, 1024], pvc
+for v in pvc:
+    h, lru = v["hot"], rows[("lru", v["hot"])]
+    online = {p: rows[(p, h)] for p in ("lru", "clock", "fifo")}
+    best = min(online, key=lambda p: (online[p], ["lru", "clock", "fifo"].index(p)))
+    assert v["lru_host_rows"] == lru and online[v["best_online"]] == online[best], v
+    assert abs(v["best_online_cut_vs_lru"] - (1 - online[best] / lru)) < 1e-4, v
+    assert abs(v["opt_cut_vs_lru"] - (1 - rows[("opt", h)] / lru)) < 1e-4, v
+    if ("lru", 2 * h) in rows:
+        assert abs(v["lru_cut_by_doubling_hot"] - (1 - rows[("lru", 2 * h)] / lru)) < 1e-4, v
+    else:
+        assert "lru_cut_by_doubling_hot" not in v, v
+PY
 # OPT never above another policy at the same size, never growing with the size
 # (sizes appear in ascending order: --hot is given ascending)
 awk -F'[:,]' '
@@ -72,7 +83,8 @@ expect 0 "$DHS" sim --trace "$T/a.dtr" --policies lru --hot 512 -q
 grep -q "M selected entries/s" "$T/out" || fail "sim prints the replay rate"
 grep -q "miss-ratio curves" "$T/out" || fail "sim prints miss-ratio curves"
 expect 2 "$DHS" sim --trace "$T/a.dtr" --hot 512 --csv /nonexistent/dir/x.csv -q
-expect 1 "$DHS" sim --trace "$T/a.dtr" --hot 512 --device-mib 1 -q
+# a pool too small to admit a request is a runtime error (3), not a check failure (1)
+expect 3 "$DHS" sim --trace "$T/a.dtr" --hot 512 --device-mib 1 -q
 [ -s "$T/err" ] || fail "too small a pool: message on stderr"
 
 # ---------------------------------------------------------------- dhs serve-sim
@@ -98,6 +110,16 @@ done
 n=$(grep -c '"mode": ' "$T/out")
 [ "$n" -eq 12 ] || fail "serve-sim: 3 modes x 2 spec x 2 loads = 12 runs, got $n"
 grep -q '"completed": 8,' "$T/out" || fail "serve-sim: every request completes"
+# equal_batch (dhs_serve_equal_batch): overhead = step / resident step - 1, batches ascending
+python3 - "$T/out" <<'PY' || fail "serve-sim: equal_batch inconsistent"
+import json, sys
+eb = json.load(open(sys.argv[1]))["equal_batch"]
+assert eb and [e["batch"] for e in eb] == sorted(e["batch"] for e in eb), eb
+for e in eb:
+    for m in ("fixed", "adaptive"):
+        if m + "_step_ms" in e:
+            assert abs(e[m + "_overhead"] - (e[m + "_step_ms"] / e["resident_step_ms"] - 1)) < 2e-3, e
+PY
 grep -qi "nan\|inf" "$T/out" && fail "serve-sim: a non-finite number"
 [ "$(wc -l <"$T/s.csv")" -eq 13 ] || fail "serve-sim --csv: header + 12 rows"
 grep -q "<svg" "$T/s.svg" || fail "serve-sim --plot writes an SVG"
@@ -110,8 +132,4 @@ printf 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0.
 expect 0 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/b.csv" --json --modes fixed
 grep -q '"completed": 1,' "$T/out" || fail "serve-sim replays a BurstGPT trace (failure row skipped)"
 
-if [ "$fails" -ne 0 ]; then
-    echo "$fails failure(s)"
-    exit 1
-fi
-echo "cli sim: all passed"
+finish sim

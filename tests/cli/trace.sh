@@ -4,16 +4,8 @@ set -u
 DHS=${1:?usage: trace.sh path/to/dhs}
 T=$(mktemp -d /tmp/dhs_cli_trace.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib/harness.bash"
 
-# expect STATUS CMD...: runs CMD, stdout -> $T/out, stderr -> $T/err
-expect() {
-    local want=$1; shift
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want (stderr: $(head -c 300 "$T/err"))"
-}
 
 # help and usage errors
 expect 0 "$DHS" trace --help
@@ -45,7 +37,7 @@ grep -q "^seed 42" "$T/out" || fail "gen prints the seed: $(cat "$T/out")"
 cat "$T/out"
 expect 0 "$DHS" trace info "$T/a.dtr"
 cat "$T/out"
-for key in version name groups sources requests rounds request_rounds queries entries selected_entries \
+for key in trace_version name groups sources requests rounds request_rounds queries entries selected_entries \
     padding_share duplicate_entries distinct_rows mean_union_rows prev_round_overlap mean_reuse_distance \
     spec_overlap producer_overlap mean_accepted bytes read_s; do
     grep -q "^$key " "$T/out" || fail "info output lacks key '$key'"
@@ -101,8 +93,4 @@ printf 'hello world, not a trace at all....................................' >"$
 expect 2 "$DHS" trace info "$T/text.dtr"
 grep -qi "magic" "$T/err" || fail "text file reported as bad magic: $(cat "$T/err")"
 
-if [ "$fails" -ne 0 ]; then
-    echo "cli trace: $fails failures"
-    exit 1
-fi
-echo "cli trace: all checks passed"
+finish trace

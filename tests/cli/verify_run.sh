@@ -3,8 +3,7 @@
 # and exit status 2 on bad flags. Usage: bash tests/cli/verify_run.sh path/to/dhs
 set -u
 DHS=${1:?usage: verify_run.sh path/to/dhs}
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/lib/harness.bash"
 
 # key K of a flat JSON object (numbers and booleans) read from stdin
 key() { python3 -c "import json,sys; d=json.load(sys.stdin); v=d; [v := v[p] for p in '$1'.split('.')]; print(str(v).lower())"; }
@@ -38,5 +37,4 @@ done
 "$DHS" run --spec 0 >/dev/null 2>&1; [ $? -eq 2 ] || fail "run --spec 0 must exit 2"
 "$DHS" bench nosuch >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench nosuch must exit 2"
 
-if [ $fails -eq 0 ]; then echo "verify_run: all checks passed"; else echo "verify_run: $fails failed"; fi
-[ $fails -eq 0 ]
+finish verify_run
