@@ -1,0 +1,613 @@
+/* dres.cu - the device resolver (core/dres_spec.h) as CUDA kernels. They make
+ * exactly the decisions of the CPU loops in core/dres_cpu.c (same locations,
+ * same copy list per request, same state after every call);
+ * tests/test_dres_cuda.c checks that bit for bit after every call.
+ *
+ * Plan kernel (resolve), one block of DHS_DRES_THREADS per round position b,
+ * grid N (fixed; blocks b >= n_round write -1 locations):
+ *   1. every thread takes entries e = tid, tid + T, ...: validate, direct,
+ *      hot lookup through slot_of; hits are protected with atomicExch on
+ *      used[q] (the old value tells whether this call protected it first, so
+ *      n_prot counts each slot once) and get their reference bit; the code
+ *      goes to st->code[e] like the CPU's;
+ *   2. distinct misses: every miss entry claims its row with
+ *      atomicMin(slot_of[s], INT32_MIN + e) (a missed row holds -1, larger
+ *      than any claim), so the surviving claim names the first occurrence.
+ *      Ranks in e order come from warp ballots per tile of T entries and one
+ *      block-wide exclusive scan over the (tile, warp) counts; dmiss[rank] = s;
+ *   3. warp 0 fills free slots `filled + i` and sweeps CLOCK 32 slots at a
+ *      time (a ballot of eligible / referenced slots from the hand, then
+ *      dres_sweep_window, the rule the CPU applies to the same window); then
+ *      all threads assign miss i -> free slot, victim or staging row and
+ *      write the copy list (miss i, source si) at pair i * nsrc + si. Staging
+ *      failures are the trailing misses (the CPU stops staging at the first),
+ *      so pair indices stay dense;
+ *   4. every entry's location per source; stats by block reduction + one
+ *      atomicAdd per counter.
+ * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
+ * in `scratch`; the last block to finish (threadfence + ticket) stores the
+ * smallest key's code into st->err when it is 0: the CPU's "first error in
+ * (request, entry) order wins", independent of block scheduling.
+ *
+ * Copy kernel: a persistent grid; every block scans npairs[0, N) into
+ * shared offsets, then warp w moves global rows w, w + W, ... (binary
+ * search of the owning slot), up to DRES_CP_ROWS rows of a warp loaded
+ * before the first store, 16-byte ld.global.nc loads (zero-copy from mapped
+ * pinned host memory, or device memory for promotion) and st.global.cg
+ * stores, like gather.cu. Parallelism scales with the total misses of the
+ * call, not with the number of requests.
+ */
+#include <stdint.h>
+
+#include "cuda/dres.cuh"
+
+#define FULL 0xffffffffu
+#define DT DHS_DRES_THREADS
+#define NWARP (DT / 32)
+#define CT DHS_DRES_COPY_THREADS
+#define CWARP (CT / 32)
+#define DRES_CP_ROWS 4 /* rows of one warp in flight together */
+#define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
+#define NO_ERR 0xffffffffffffffffull
+
+typedef struct dres_scratch {
+    unsigned long long errkey; /* smallest error key of the running plan kernel, NO_ERR = none */
+    unsigned int done;         /* blocks of the running plan kernel that finished */
+    unsigned int pad;
+} dres_scratch;
+
+/* ------------------------------------------------------------ helpers */
+
+static __device__ __forceinline__ uint4 ld_nc_v4(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void st_cg_v4(uint4 *p, uint4 v)
+{
+    asm volatile("st.global.cg.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+static __device__ __forceinline__ int warp_incl_scan(int v)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(FULL, v, o);
+        if (lane >= o) v += t;
+    }
+    return v;
+}
+
+/* Exclusive scan of one value per thread over a block of nwarp warps;
+   *total gets the sum. sw: shared [33]. Contains __syncthreads. */
+static __device__ __forceinline__ int block_excl_scan(int v, int *sw, int nwarp, int *total)
+{
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    const int inc = warp_incl_scan(v);
+    if (lane == 31) sw[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = lane < nwarp ? sw[lane] : 0;
+        const int wi = warp_incl_scan(w);
+        if (lane < nwarp) sw[lane] = wi - w;
+        if (lane == 31) sw[32] = wi;
+    }
+    __syncthreads();
+    const int r = sw[warp] + inc - v;
+    *total = sw[32];
+    __syncthreads();
+    return r;
+}
+
+/* adds v of every thread into *sh (shared), one atomic per warp */
+static __device__ __forceinline__ void block_add(int *sh, int v)
+{
+    v = __reduce_add_sync(FULL, (unsigned)v);
+    if ((threadIdx.x & 31u) == 0 && v) atomicAdd(sh, v);
+}
+
+static __device__ __forceinline__ uint64_t err_key(int32_t b, int phase, int64_t idx, int32_t code)
+{
+    return ((uint64_t)b << 40) | ((uint64_t)phase << 39) | ((uint64_t)idx << 8) | (uint64_t)(code & 0xff);
+}
+
+/* One request slot is in the round: its block writes npairs[slot]; every
+   other slot's count is 0 (the CPU zeroes all N first). */
+static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_round *rd, int32_t n_round)
+{
+    const int32_t me = (int32_t)blockIdx.x;
+    int in = 0;
+    for (int32_t i = (int32_t)threadIdx.x; i < n_round; i += (int32_t)blockDim.x) in |= dres_rd_slot(rd, i) == me;
+    if (!__syncthreads_or(in) && threadIdx.x == 0) st->npairs[me] = 0;
+}
+
+/* CLOCK sweep by one warp (all 32 lanes call it): up to `need` victims with
+   used != mark, the CPU's sweep() window for window. Victims are marked
+   mark_taken at once. Returns the victims found (all lanes); *tp (lane 0)
+   the victims that were protected in round `epoch`. */
+static __device__ int32_t sweep_warp(const dres_state *st, int32_t r, int32_t need, uint32_t mark,
+                                     uint32_t mark_taken, uint32_t epoch, int32_t *victims, int32_t *tp)
+{
+    const int32_t B = st->B;
+    const int lane = (int)(threadIdx.x & 31u);
+    uint32_t *used = st->used + (int64_t)r * B;
+    uint8_t *ref = st->ref + (int64_t)r * B;
+    int32_t *meta = st->meta + (int64_t)r * DRES_META;
+    int32_t h = meta[DRES_M_HAND], got = 0, taken = 0;
+    for (int64_t scanned = 0; got < need && scanned < 2 * (int64_t)B + 32;) {
+        const int32_t width = B - h < 32 ? B - h : 32;
+        const int in = lane < width;
+        uint32_t u = 0;
+        uint8_t rf = 0;
+        if (in) {
+            u = __ldcg(used + h + lane);
+            rf = ref[h + lane];
+        }
+        const int el = in && dres_eligible(u, mark);
+        const uint32_t refd = __ballot_sync(FULL, el && rf);
+        const uint32_t elig = __ballot_sync(FULL, el && !rf);
+        int32_t stop;
+        const int32_t n = dres_sweep_window(elig, width, need - got, &stop);
+        if ((elig >> lane) & 1u) {
+            const int32_t rk = __popc(elig & ((1u << lane) - 1u));
+            if (rk < n) {
+                victims[got + rk] = h + lane;
+                if (u == epoch) taken++;
+                used[h + lane] = mark_taken;
+            }
+        }
+        if (lane < stop && ((refd >> lane) & 1u)) ref[h + lane] = 0;
+        got += n;
+        scanned += stop;
+        h = (h + stop) % B;
+        __syncwarp();
+    }
+    taken = (int32_t)__reduce_add_sync(FULL, (unsigned)taken);
+    if (lane == 0) {
+        meta[DRES_M_HAND] = h;
+        *tp = taken;
+    }
+    return got;
+}
+
+/* ------------------------------------------------------------ plan kernel */
+
+static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_constant__ dres_state st,
+                                                              const dres_round *__restrict__ rd, int32_t k,
+                                                              const int32_t *__restrict__ sel,
+                                                              int32_t *__restrict__ loc, dres_scratch *sc)
+{
+    __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) first-occurrence counts -> offsets */
+    __shared__ int s_w[33];
+    __shared__ int s_direct, s_hot, s_prot, s_host, s_entries;
+    __shared__ int s_nprot0, s_nv;
+    __shared__ unsigned long long s_err;
+    const dres_state *sp = &st;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.k_max;
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch;
+    const int64_t all = (int64_t)KK * k;
+
+    if (tid == 0) {
+        s_direct = s_hot = s_prot = s_host = s_entries = 0;
+        s_err = NO_ERR;
+        if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
+    }
+    zero_npairs_if_absent(sp, rd, n_round); /* also the barrier for the shared init */
+
+    if (b >= n_round) {
+        for (int32_t si = 0; si < nsrc; si++) {
+            int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
+            for (int64_t e = tid; e < all; e += DT) l[e] = -1;
+        }
+    } else {
+        const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
+        const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
+        const int32_t *selb = sel + (int64_t)b * KK * k;
+        const int64_t per_slot = (int64_t)KK * st.max_k;
+        int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
+        int32_t *row_of = st.row_of + (int64_t)r * B;
+        uint32_t *used = st.used + (int64_t)r * B;
+        uint8_t *ref = st.ref + (int64_t)r * B;
+        int32_t *meta = st.meta + (int64_t)r * DRES_META;
+        const uint8_t *opt_ready = st.opt_ready + (int64_t)r * st.max_opt_pages;
+        int64_t *code = st.code + (int64_t)r * per_slot;
+        int32_t *dmiss = st.dmiss + (int64_t)r * per_slot;
+        const int64_t nent = (int64_t)K * k;
+
+        if (tid == 0) {
+            int32_t np = meta[DRES_M_NPROT];
+            if (meta[DRES_M_PROT_EPOCH] != (int32_t)epoch) {
+                meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
+                np = 0;
+            }
+            s_nprot0 = np;
+        }
+        /* 1-3: validate, direct, hot; protect every hit of the union */
+        int c_direct = 0, c_hot = 0, c_prot = 0;
+        unsigned long long my_err = NO_ERR;
+        for (int64_t e = tid; e < nent; e += DT) {
+            const int64_t s = selb[e];
+            const int32_t v = dres_validate(s, st.m, n, (int32_t)(e / k), st.max_rows);
+            int64_t c;
+            if (v == 1) {
+                c = DRES_PAD;
+            } else if (v != 0) {
+                c = DRES_CODE(DRES_K_BAD, 0);
+                const unsigned long long key = err_key(b, 0, e, v);
+                if (key < my_err) my_err = key;
+            } else {
+                c = dres_direct(s, tail_lo, st.T, st.p, opt_ready, st.max_opt_pages);
+                if (c) {
+                    c_direct++;
+                } else {
+                    c = dres_hot(s, slot_of[s], B);
+                    if (DRES_KIND(c) == DRES_K_HOT) {
+                        const int32_t q = (int32_t)DRES_VAL(c);
+                        if (atomicExch(used + q, epoch) != epoch) c_prot++;
+                        ref[q] = 1;
+                    }
+                    if (DRES_KIND(c) != DRES_K_MISS) c_hot++;
+                }
+            }
+            code[e] = c;
+        }
+        block_add(&s_direct, c_direct);
+        block_add(&s_hot, c_hot);
+        block_add(&s_prot, c_prot);
+        if (my_err != NO_ERR) atomicMin(&s_err, my_err);
+        __syncthreads();
+        /* 4a: claims; the smallest e of a row survives */
+        for (int64_t e = tid; e < nent; e += DT) {
+            const int64_t c = code[e];
+            if (c >= 0 && DRES_KIND(c) == DRES_K_MISS) atomicMin(slot_of + DRES_VAL(c), INT32_MIN + (int32_t)e);
+        }
+        __syncthreads();
+        /* ranks of the first occurrences in e order, 32 tiles of DT entries at a time */
+        int nd = 0;
+        for (int64_t base = 0; base < nent; base += 32 * (int64_t)DT) {
+            const int64_t left = nent - base;
+            const int ntile = left >= 32 * (int64_t)DT ? 32 : (int)((left + DT - 1) / DT);
+            uint32_t first = 0;
+            for (int j = 0; j < ntile; j++) {
+                const int64_t e = base + (int64_t)j * DT + tid;
+                int f = 0;
+                if (e < nent) {
+                    const int64_t c = code[e];
+                    if (c >= 0 && DRES_KIND(c) == DRES_K_MISS)
+                        f = __ldcg(slot_of + DRES_VAL(c)) == INT32_MIN + (int32_t)e;
+                }
+                const uint32_t bal = __ballot_sync(FULL, f);
+                if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
+                first |= (uint32_t)f << j;
+            }
+            for (int j = ntile; j < 32; j++)
+                if (lane == 0) s_cnt[j * NWARP + warp] = 0;
+            __syncthreads();
+            int tot;
+            const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &tot) + nd; /* DT == 32 * NWARP values */
+            s_cnt[tid] = off;
+            __syncthreads();
+            for (int j = 0; j < ntile; j++) {
+                const uint32_t bal = __ballot_sync(FULL, (first >> j) & 1u);
+                if ((first >> j) & 1u) {
+                    const int64_t e = base + (int64_t)j * DT + tid;
+                    const int rank = s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u));
+                    dmiss[rank] = (int32_t)DRES_VAL(code[e]);
+                }
+            }
+            nd += tot;
+            __syncthreads(); /* s_cnt reused */
+        }
+        /* 4b: free slots, then CLOCK victims, then staging */
+        const int32_t filled = meta[DRES_M_FILLED];
+        const int32_t nfree = nd < B - filled ? nd : B - filled;
+        for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
+        int32_t *victims = st.victim + (int64_t)r * per_slot;
+        __syncthreads();
+        if (warp == 0) {
+            const int32_t nprot = s_nprot0 + s_prot + nfree;
+            int32_t want = nd - nfree, avail = B - nprot;
+            if (want > avail) want = avail;
+            if (want < 0) want = 0;
+            int32_t tp = 0;
+            const int32_t nv = want > 0 ? sweep_warp(sp, r, want, epoch, epoch, epoch, victims, &tp) : 0;
+            if (lane == 0) {
+                meta[DRES_M_FILLED] = filled + nfree;
+                meta[DRES_M_NPROT] = nprot + nv;
+                s_nv = nv;
+            }
+        }
+        __syncthreads();
+        const int32_t nv = s_nv, nhot = nfree + nv;
+        const int32_t nstaged = meta[DRES_M_NSTAGED];
+        int32_t room = st.arena_page[0] < 0 ? 0 : st.stage_rows - nstaged;
+        if (room < 0) room = 0;
+        const int32_t nst = nd - nhot < room ? nd - nhot : room;
+        uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+        for (int32_t i = tid; i < nd; i += DT) {
+            const int32_t s = dmiss[i];
+            int64_t c;
+            if (i < nhot) {
+                const int32_t q = i < nfree ? filled + i : victims[i - nfree];
+                if (i >= nfree) {
+                    const int32_t old = row_of[q];
+                    if (old >= 0) slot_of[old] = -1;
+                }
+                row_of[q] = s;
+                slot_of[s] = q;
+                ref[q] = 1;
+                c = DRES_CODE(DRES_K_HOT, q);
+            } else if (i < nhot + nst) {
+                const int32_t sidx = nstaged + (i - nhot);
+                st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                slot_of[s] = B + sidx;
+                c = DRES_CODE(DRES_K_STAGE, sidx);
+            } else {
+                slot_of[s] = -1;
+                if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
+                continue;
+            }
+            for (int32_t si = 0; si < nsrc; si++) {
+                const int64_t pi = (int64_t)i * nsrc + si;
+                pairs[2 * pi] = dres_host_row(sp, r, si, s);
+                pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, c) * st.row_stride);
+            }
+        }
+        __syncthreads(); /* every thread read meta[NSTAGED] */
+        if (tid == 0) {
+            meta[DRES_M_NSTAGED] = nstaged + nst;
+            st.ndmiss[r] = nd;
+            st.npairs[r] = (nhot + nst) * nsrc;
+            if (nhot + nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
+            if (nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
+        }
+        /* 5: locations per source; misses read their slot from slot_of */
+        int c_host = 0, c_ent = 0;
+        for (int64_t e = tid; e < all; e += DT) {
+            int64_t c = e < nent ? code[e] : DRES_PAD;
+            if (c >= 0 && DRES_KIND(c) == DRES_K_MISS) {
+                const int32_t q = __ldcg(slot_of + DRES_VAL(c));
+                c = q < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(DRES_VAL(c), q, B);
+                if (q >= 0) c_host++;
+            }
+            for (int32_t si = 0; si < nsrc; si++) {
+                int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
+                l[e] = c < 0 ? -1 : (int32_t)dres_phys(sp, r, si, c);
+            }
+            if (c >= 0 && DRES_KIND(c) != DRES_K_BAD) c_ent++;
+        }
+        block_add(&s_host, c_host);
+        block_add(&s_entries, c_ent);
+        __syncthreads();
+        if (tid == 0) {
+            unsigned long long *S = (unsigned long long *)st.stats;
+            if (s_direct) atomicAdd(S + DRES_S_DIRECT, (unsigned long long)s_direct);
+            if (s_hot) atomicAdd(S + DRES_S_HOT, (unsigned long long)s_hot);
+            if (s_host) atomicAdd(S + DRES_S_HOST, (unsigned long long)s_host);
+            if (s_entries) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_entries);
+        }
+    }
+    /* the first error of the call: smallest key over all blocks, stored by the last block */
+    __syncthreads();
+    if (tid == 0) {
+        if (s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
+        __threadfence();
+        const unsigned int t = atomicAdd(&sc->done, 1u);
+        if (t == gridDim.x - 1) {
+            __threadfence();
+            const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+            if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
+            sc->done = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ promote kernel */
+
+static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_constant__ dres_state st,
+                                                                 const dres_round *__restrict__ rd)
+{
+    __shared__ int s_nv;
+    const dres_state *sp = &st;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t b = (int32_t)blockIdx.x, B = st.B, nsrc = st.nsrc;
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
+    zero_npairs_if_absent(sp, rd, n_round);
+    if (b >= n_round) return;
+    const int32_t r = dres_rd_slot(rd, b);
+    int32_t *meta = st.meta + (int64_t)r * DRES_META;
+    const int32_t ns = meta[DRES_M_NSTAGED];
+    if (ns == 0) {
+        if (tid == 0) st.npairs[r] = 0;
+        return;
+    }
+    const int64_t per_slot = (int64_t)st.k_max * st.max_k;
+    int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
+    int32_t *row_of = st.row_of + (int64_t)r * B;
+    uint32_t *used = st.used + (int64_t)r * B;
+    uint8_t *ref = st.ref + (int64_t)r * B;
+    const int32_t *staged = st.staged_row + (int64_t)r * st.stage_rows;
+    for (int32_t i = tid; i < ns; i += DT) slot_of[staged[i]] = -1;
+    const int32_t first = ns > B ? ns - B : 0, npro = ns - first;
+    const int32_t filled = meta[DRES_M_FILLED];
+    const int32_t nfree = npro < B - filled ? npro : B - filled;
+    for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = promo;
+    int32_t *victims = st.victim + (int64_t)r * per_slot;
+    __syncthreads();
+    if (warp == 0) {
+        int32_t tp = 0;
+        const int32_t nv = npro > nfree ? sweep_warp(sp, r, npro - nfree, promo, promo, epoch, victims, &tp) : 0;
+        if (lane == 0) {
+            meta[DRES_M_FILLED] = filled + nfree;
+            if (meta[DRES_M_PROT_EPOCH] == (int32_t)epoch) meta[DRES_M_NPROT] -= tp;
+            s_nv = nv;
+        }
+    }
+    __syncthreads();
+    const int32_t np = nfree + s_nv;
+    uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+    for (int32_t i = tid; i < np; i += DT) {
+        const int32_t sidx = first + i, s = staged[sidx];
+        const int32_t q = i < nfree ? filled + i : victims[i - nfree];
+        if (i >= nfree) {
+            const int32_t old = row_of[q];
+            if (old >= 0) slot_of[old] = -1;
+        }
+        row_of[q] = s;
+        slot_of[s] = q;
+        ref[q] = 1;
+        for (int32_t si = 0; si < nsrc; si++) {
+            const int64_t pi = (int64_t)i * nsrc + si;
+            pairs[2 * pi] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, DRES_CODE(DRES_K_STAGE, sidx)) * st.row_stride);
+            pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, DRES_CODE(DRES_K_HOT, q)) * st.row_stride);
+        }
+    }
+    if (tid == 0) {
+        st.npairs[r] = np * nsrc;
+        meta[DRES_M_NSTAGED] = 0;
+        if (np) atomicAdd((unsigned long long *)&st.stats[DRES_S_PROMOTED], (unsigned long long)np);
+    }
+}
+
+/* ------------------------------------------------------------ copy kernel */
+
+/* moves every pair of the last call: npairs[r] pairs of slot r at
+   pairs + r * per_slot_pairs * 2 */
+static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
+                                                              const int32_t *__restrict__ npairs, int32_t N,
+                                                              int64_t per_slot_pairs, uint32_t vecs)
+{
+    extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
+    __shared__ int s_w[33];
+    const int tid = (int)threadIdx.x, lane = tid & 31;
+    int carry = 0;
+    for (int32_t base = 0; base < N; base += CT) {
+        const int v = base + tid < N ? npairs[base + tid] : 0;
+        int tot;
+        const int o = block_excl_scan(v, s_w, CWARP, &tot);
+        if (base + tid < N) s_off[base + tid] = carry + o;
+        carry += tot;
+    }
+    if (tid == 0) s_off[N] = carry;
+    __syncthreads();
+    const int total = carry;
+    const int64_t W = (int64_t)gridDim.x * CWARP;
+    const int64_t w0 = (int64_t)blockIdx.x * CWARP + (tid >> 5);
+    for (int64_t g0 = w0; g0 < total; g0 += W * DRES_CP_ROWS) {
+        const uint4 *src[DRES_CP_ROWS];
+        uint4 *dst[DRES_CP_ROWS];
+        bool ok[DRES_CP_ROWS];
+#pragma unroll
+        for (int u = 0; u < DRES_CP_ROWS; u++) {
+            const int64_t g = g0 + u * W;
+            ok[u] = g < total;
+            src[u] = 0;
+            dst[u] = 0;
+            if (ok[u]) {
+                int lo = 0, hi = N; /* largest r with s_off[r] <= g and npairs[r] > 0 */
+                while (hi - lo > 1) {
+                    const int mid = (lo + hi) >> 1;
+                    if (s_off[mid] <= g) lo = mid;
+                    else hi = mid;
+                }
+                const uint64_t *p = pairs + ((int64_t)lo * per_slot_pairs + (g - s_off[lo])) * 2;
+                src[u] = (const uint4 *)__ldg((const unsigned long long *)p);
+                dst[u] = (uint4 *)__ldg((const unsigned long long *)p + 1);
+            }
+        }
+        for (uint32_t v0 = 0; v0 < vecs; v0 += 32 * DRES_CP_VECS) {
+            uint4 x[DRES_CP_ROWS][DRES_CP_VECS];
+#pragma unroll
+            for (int u = 0; u < DRES_CP_ROWS; u++)
+#pragma unroll
+                for (int c = 0; c < DRES_CP_VECS; c++) {
+                    const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
+                    if (ok[u] && v < vecs) x[u][c] = ld_nc_v4(src[u] + v);
+                }
+#pragma unroll
+            for (int u = 0; u < DRES_CP_ROWS; u++)
+#pragma unroll
+                for (int c = 0; c < DRES_CP_VECS; c++) {
+                    const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
+                    if (ok[u] && v < vecs) st_cg_v4(dst[u] + v, x[u][c]);
+                }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ reset kernel */
+
+static __global__ void dres_reset_kernel(const __grid_constant__ dres_state st, int32_t r)
+{
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = i0; i < st.max_rows; i += stride) st.slot_of[(int64_t)r * st.max_rows + i] = -1;
+    for (int64_t q = i0; q < st.B; q += stride) {
+        st.row_of[(int64_t)r * st.B + q] = -1;
+        st.used[(int64_t)r * st.B + q] = 0;
+        st.ref[(int64_t)r * st.B + q] = 0;
+    }
+    if (i0 < DRES_META) st.meta[(int64_t)r * DRES_META + i0] = 0;
+}
+
+/* ------------------------------------------------------------ launchers */
+
+extern "C" size_t dhs_dres_scratch_bytes(void) { return sizeof(dres_scratch); }
+
+extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
+{
+    cudaError_t e = cudaMemsetAsync(scratch, 0xff, sizeof(unsigned long long), s);
+    if (e == cudaSuccess) e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, 8, s);
+    return e;
+}
+
+static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
+{
+    if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
+    const size_t shm = ((size_t)st->N + 1) * sizeof(int);
+    const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
+    dres_copy_kernel<<<(unsigned)copy_blocks, CT, shm, s>>>(st->pairs, st->npairs, st->N, per_slot_pairs,
+                                                            st->row_stride / 16u);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
+{
+    return copy_launch(st, copy_blocks, s);
+}
+
+extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k,
+                                               const int32_t *sel, int32_t *loc, int payload, void *scratch,
+                                               int32_t copy_blocks, cudaStream_t s)
+{
+    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch) return cudaErrorInvalidValue;
+    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !payload) return e;
+    return copy_launch(st, copy_blocks, s);
+}
+
+extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload,
+                                               int32_t copy_blocks, cudaStream_t s)
+{
+    if (st->N <= 0) return cudaErrorInvalidValue;
+    dres_promote_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !payload) return e;
+    return copy_launch(st, copy_blocks, s);
+}
+
+extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)
+{
+    if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;
+    dres_reset_kernel<<<64, 256, 0, s>>>(*st, slot);
+    return cudaGetLastError();
+}
