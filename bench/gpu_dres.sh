@@ -39,7 +39,7 @@ rc=0
 
 if [[ " $steps " == *" test "* ]]; then
   t=$(date +%s)
-  DHS_TEST_SEED=$seed DHS_TEST_SCALE=${DRES_TEST_SCALE:-1} timeout 300 "$bld/test_dres_cuda" > "$out/test_dres_cuda.log" 2>&1
+  DHS_TEST_SEED=$seed DHS_TEST_SCALE=${DRES_TEST_SCALE:-1} timeout ${DRES_TEST_TIMEOUT:-200} "$bld/test_dres_cuda" > "$out/test_dres_cuda.log" 2>&1
   r=$?
   [ $r = 0 ] || rc=1
   row "test_dres_cuda (seed $seed)" "rc=$r $(grep -h 'configurations\|passed,' "$out/test_dres_cuda.log" | tr '\n' ' ') ($(( $(date +%s) - t )) s)"
@@ -50,7 +50,7 @@ if [[ " $steps " == *" san "* ]]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
     t=$(date +%s)
-    DHS_TEST_SEED=$seed DHS_TEST_SCALE=${DRES_SAN_SCALE:-0.005} timeout 240 "$cs" --tool $tool --error-exitcode 3 --print-limit 20 \
+    DHS_TEST_SEED=$seed DHS_TEST_SCALE=${DRES_SAN_SCALE:-0.005} timeout ${DRES_SAN_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 3 --print-limit 20 \
       "$bld/test_dres_cuda" > "$out/san_one.log" 2>&1
     r=$?
     [ $r = 0 ] || rc=1
@@ -62,7 +62,7 @@ fi
 
 if [[ " $steps " == *" bench "* ]]; then
   t=$(date +%s)
-  timeout 300 "$bld/dres_bench" --json-file "$out/dres_bench.json" ${DRES_BENCH_ARGS:-} > "$out/dres_bench.txt" 2>&1
+  timeout ${DRES_BENCH_TIMEOUT:-200} "$bld/dres_bench" --json-file "$out/dres_bench.json" ${DRES_BENCH_ARGS:-} > "$out/dres_bench.txt" 2>&1
   r=$?
   row "dres_bench" "rc=$r ($(( $(date +%s) - t )) s)"
   cat "$out/dres_bench.txt"
