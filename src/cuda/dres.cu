@@ -3,27 +3,31 @@
  * same copy list per request, same state after every call);
  * tests/test_dres_cuda.c checks that bit for bit after every call.
  *
- * Plan kernel (resolve), one block of DHS_DRES_THREADS per round position b,
- * grid N (fixed; blocks b >= n_round write -1 locations):
- *   1. every thread takes entries e = tid, tid + T, ...: validate, direct,
- *      hot lookup through slot_of; hits are protected with atomicExch on
- *      used[q] (the old value tells whether this call protected it first, so
- *      n_prot counts each slot once) and get their reference bit; the code
- *      goes to st->code[e] like the CPU's;
+ * Plan kernel (resolve), one block of DHS_DRES_THREADS (T) per round
+ * position b, grid N (fixed; blocks b >= n_round write -1 locations):
+ *   1. every thread takes entries e = tid + j T, DU of them with their loads
+ *      in flight together: validate, direct, hot lookup through slot_of; hits
+ *      are protected with atomicExch on used[q] (the old value tells whether
+ *      this call protected it first, so n_prot counts each slot once) and get
+ *      their reference bit; the code goes to st->code[e] like the CPU's, and
+ *      every entry that is not a miss gets its locations right away. Misses
+ *      are remembered as bit j of a register; a block without misses is done;
  *   2. distinct misses: every miss entry claims its row with
  *      atomicMin(slot_of[s], INT32_MIN + e) (a missed row holds -1, larger
  *      than any claim), so the surviving claim names the first occurrence.
  *      Ranks in e order come from warp ballots per tile of T entries and one
  *      block-wide exclusive scan over the (tile, warp) counts; dmiss[rank] = s;
- *   3. warp 0 fills free slots `filled + i` and sweeps CLOCK 32 slots at a
- *      time (a ballot of eligible / referenced slots from the hand, then
- *      dres_sweep_window, the rule the CPU applies to the same window); then
- *      all threads assign miss i -> free slot, victim or staging row and
- *      write the copy list (miss i, source si) at pair i * nsrc + si. Staging
+ *   3. free slots `filled + i`, then the CLOCK sweep by the whole block
+ *      (sweep_block: within one pass the windowed rule of dres_sweep_window
+ *      equals "the first `need` eligible slots from the hand", decided for up
+ *      to 32 tiles of slots at once by ballots and a block scan); then all
+ *      threads assign miss i -> free slot, victim or staging row and write
+ *      the copy list (miss i, source si) at pair i * nsrc + si. Staging
  *      failures are the trailing misses (the CPU stops staging at the first),
  *      so pair indices stay dense;
- *   4. every entry's location per source; stats by block reduction + one
- *      atomicAdd per counter.
+ *   4. the misses' locations; stats by block reduction + one atomicAdd per
+ *      counter.
+ * Limit: k_max * max_k <= 32 T (16384 entries per request).
  * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
  * in `scratch`; the last block to finish (threadfence + ticket) stores the
  * smallest key's code into st->err when it is 0: the CPU's "first error in
@@ -127,66 +131,105 @@ static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_ro
     if (!__syncthreads_or(in) && threadIdx.x == 0) st->npairs[me] = 0;
 }
 
-/* CLOCK sweep by one warp (all 32 lanes call it): up to `need` victims with
-   used != mark, the CPU's sweep() window for window. Victims are marked
-   mark_taken at once. Returns the victims found (all lanes); *tp (lane 0)
-   the victims that were protected in round `epoch`. */
-static __device__ int32_t sweep_warp(const dres_state *st, int32_t r, int32_t need, uint32_t mark,
-                                     uint32_t mark_taken, uint32_t epoch, int32_t *victims, int32_t *tp)
+/* CLOCK sweep by the whole block (all threads call it): up to `need`
+   victims with used != mark, exactly the CPU's sweep(). Within one pass (no
+   wrap) the windowed rule equals "the first `need` eligible slots from the
+   hand; reference bits of the referenced slots before the last victim (or of
+   all scanned ones) cleared", so a chunk of up to 32 tiles of DT slots is
+   decided at once with ballots and one block scan; chunks never cross B and
+   start on the 32-slot window grid, so the pass limit (2B + 32 slots, checked
+   per window) cuts them where the CPU stops. Chunks start at ceil(need / DT)
+   tiles and double. Victims are marked mark_taken at once. *s_taken (zeroed
+   by the caller) gets the victims that were protected in round `epoch`.
+   Returns the victims found (all threads). */
+static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t need, uint32_t mark,
+                                      uint32_t mark_taken, uint32_t epoch, int32_t *victims, int *s_cnt, int *s_w,
+                                      int *s_stop, int *s_taken)
 {
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t B = st->B;
-    const int lane = (int)(threadIdx.x & 31u);
     uint32_t *used = st->used + (int64_t)r * B;
     uint8_t *ref = st->ref + (int64_t)r * B;
     int32_t *meta = st->meta + (int64_t)r * DRES_META;
-    int32_t h = meta[DRES_M_HAND], got = 0, taken = 0;
-    for (int64_t scanned = 0; got < need && scanned < 2 * (int64_t)B + 32;) {
-        const int32_t width = B - h < 32 ? B - h : 32;
-        const int in = lane < width;
-        uint32_t u = 0;
-        uint8_t rf = 0;
-        if (in) {
-            u = __ldcg(used + h + lane);
-            rf = ref[h + lane];
+    int32_t h = meta[DRES_M_HAND], got = 0;
+    int taken = 0;
+    int64_t scanned = 0;
+    const int64_t limit = 2 * (int64_t)B + 32;
+    int ntile = (int)((need + DT - 1) / DT);
+    if (ntile < 1) ntile = 1;
+    if (ntile > 32) ntile = 32;
+    while (got < need && scanned < limit) {
+        const int64_t allow = ((limit - scanned + 31) / 32) * 32; /* slots of the windows still allowed */
+        int64_t L = B - h;
+        if (L > (int64_t)ntile * DT) L = (int64_t)ntile * DT;
+        if (L > allow) L = allow;
+        const int nt = (int)((L + DT - 1) / DT);
+        uint32_t em = 0, rm = 0, pm = 0; /* eligible / referenced / protected-this-round, bit j = tile j */
+        for (int j = 0; j < nt; j++) {
+            const int64_t i = (int64_t)j * DT + tid;
+            int el = 0;
+            if (i < L) {
+                const uint32_t u = __ldcg(used + h + i);
+                const uint8_t f = __ldcg(ref + h + i);
+                if (dres_eligible(u, mark)) {
+                    if (f) rm |= 1u << j;
+                    else el = 1;
+                }
+                if (u == epoch) pm |= 1u << j;
+            }
+            em |= (uint32_t)el << j;
+            const uint32_t bal = __ballot_sync(FULL, el);
+            if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
         }
-        const int el = in && dres_eligible(u, mark);
-        const uint32_t refd = __ballot_sync(FULL, el && rf);
-        const uint32_t elig = __ballot_sync(FULL, el && !rf);
-        int32_t stop;
-        const int32_t n = dres_sweep_window(elig, width, need - got, &stop);
-        if ((elig >> lane) & 1u) {
-            const int32_t rk = __popc(elig & ((1u << lane) - 1u));
-            if (rk < n) {
-                victims[got + rk] = h + lane;
-                if (u == epoch) taken++;
-                used[h + lane] = mark_taken;
+        for (int j = nt; j < 32; j++)
+            if (lane == 0) s_cnt[j * NWARP + warp] = 0;
+        __syncthreads();
+        int total;
+        const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &total);
+        s_cnt[tid] = off;
+        __syncthreads();
+        const int32_t left = need - got, n = total < left ? total : left;
+        for (int j = 0; j < nt; j++) {
+            const uint32_t bal = __ballot_sync(FULL, (em >> j) & 1u);
+            if ((em >> j) & 1u) {
+                const int rank = s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u));
+                if (rank < n) {
+                    const int32_t q = h + j * DT + tid;
+                    victims[got + rank] = q;
+                    if ((pm >> j) & 1u) taken++;
+                    used[q] = mark_taken;
+                    if (rank == n - 1) *s_stop = j * DT + tid + 1;
+                }
             }
         }
-        if (lane < stop && ((refd >> lane) & 1u)) ref[h + lane] = 0;
+        __syncthreads();
+        const int64_t stop = total >= left ? (int64_t)*s_stop : L;
+        for (int j = 0; j < nt; j++)
+            if (((rm >> j) & 1u) && (int64_t)j * DT + tid < stop) ref[h + j * DT + tid] = 0;
         got += n;
         scanned += stop;
-        h = (h + stop) % B;
-        __syncwarp();
+        h = (int32_t)((h + stop) % B);
+        if (ntile < 32) ntile = ntile * 2 > 32 ? 32 : ntile * 2;
+        __syncthreads(); /* s_cnt, s_stop reused */
     }
-    taken = (int32_t)__reduce_add_sync(FULL, (unsigned)taken);
-    if (lane == 0) {
-        meta[DRES_M_HAND] = h;
-        *tp = taken;
-    }
+    block_add(s_taken, taken);
+    if (tid == 0) meta[DRES_M_HAND] = h;
     return got;
 }
 
 /* ------------------------------------------------------------ plan kernel */
+
+#define DU 4 /* entries of one thread whose loads are in flight together */
 
 static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc)
 {
-    __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) first-occurrence counts -> offsets */
+    __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
-    __shared__ int s_direct, s_hot, s_prot, s_host, s_entries;
-    __shared__ int s_nprot0, s_nv;
+    __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
+    __shared__ int s_nprot0;
     __shared__ unsigned long long s_err;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -195,8 +238,10 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
     const uint32_t epoch = rd->epoch;
     const int64_t all = (int64_t)KK * k;
 
+    /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
+    asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
-        s_direct = s_hot = s_prot = s_host = s_entries = 0;
+        s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
@@ -221,6 +266,8 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
         int64_t *code = st.code + (int64_t)r * per_slot;
         int32_t *dmiss = st.dmiss + (int64_t)r * per_slot;
         const int64_t nent = (int64_t)K * k;
+        const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
+        int32_t *locb = loc + (int64_t)b * KK * k;
 
         if (tid == 0) {
             int32_t np = meta[DRES_M_NPROT];
@@ -230,60 +277,86 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             }
             s_nprot0 = np;
         }
-        /* 1-3: validate, direct, hot; protect every hit of the union */
-        int c_direct = 0, c_hot = 0, c_prot = 0;
+        /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
+           every hit of the union), code, locations; DU entries in flight */
+        uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
+        int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
         unsigned long long my_err = NO_ERR;
-        for (int64_t e = tid; e < nent; e += DT) {
-            const int64_t s = selb[e];
-            const int32_t v = dres_validate(s, st.m, n, (int32_t)(e / k), st.max_rows);
-            int64_t c;
-            if (v == 1) {
-                c = DRES_PAD;
-            } else if (v != 0) {
-                c = DRES_CODE(DRES_K_BAD, 0);
-                const unsigned long long key = err_key(b, 0, e, v);
-                if (key < my_err) my_err = key;
-            } else {
-                c = dres_direct(s, tail_lo, st.T, st.p, opt_ready, st.max_opt_pages);
-                if (c) {
-                    c_direct++;
+        for (int64_t base = 0; base < all; base += (int64_t)DU * DT) {
+            int32_t s[DU];
+            int64_t c[DU];
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                s[u] = e < nent ? __ldg(selb + e) : -1;
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)(e / k), st.max_rows);
+                if (v == 1) {
+                    c[u] = DRES_PAD;
+                } else if (v != 0) {
+                    c[u] = DRES_CODE(DRES_K_BAD, 0);
+                    const unsigned long long key = err_key(b, 0, e, v);
+                    if (key < my_err) my_err = key;
                 } else {
-                    c = dres_hot(s, slot_of[s], B);
-                    if (DRES_KIND(c) == DRES_K_HOT) {
-                        const int32_t q = (int32_t)DRES_VAL(c);
-                        if (atomicExch(used + q, epoch) != epoch) c_prot++;
-                        ref[q] = 1;
-                    }
-                    if (DRES_KIND(c) != DRES_K_MISS) c_hot++;
+                    c[u] = dres_direct(s[u], tail_lo, st.T, st.p, opt_ready, st.max_opt_pages);
+                    if (c[u]) c_direct++;
                 }
             }
-            code[e] = c;
+#pragma unroll
+            for (int u = 0; u < DU; u++)
+                if (c[u] == 0) c[u] = dres_hot(s[u], slot_of[s[u]], B);
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
+                    const int32_t q = (int32_t)DRES_VAL(c[u]);
+                    if (atomicExch(used + q, epoch) != epoch) c_prot++;
+                    ref[q] = 1;
+                }
+                if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                if (e >= all) continue;
+                if (e < nent) code[e] = c[u];
+                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) {
+                    mm |= 1u << (uint32_t)(e / DT);
+                    continue;
+                }
+                for (int32_t si = 0; si < nsrc; si++)
+                    locb[si * lstride + e] = c[u] < 0 ? -1 : (int32_t)dres_phys(sp, r, si, c[u]);
+                if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
+            }
         }
         block_add(&s_direct, c_direct);
         block_add(&s_hot, c_hot);
         block_add(&s_prot, c_prot);
         if (my_err != NO_ERR) atomicMin(&s_err, my_err);
-        __syncthreads();
-        /* 4a: claims; the smallest e of a row survives */
-        for (int64_t e = tid; e < nent; e += DT) {
-            const int64_t c = code[e];
-            if (c >= 0 && DRES_KIND(c) == DRES_K_MISS) atomicMin(slot_of + DRES_VAL(c), INT32_MIN + (int32_t)e);
-        }
-        __syncthreads();
-        /* ranks of the first occurrences in e order, 32 tiles of DT entries at a time */
-        int nd = 0;
-        for (int64_t base = 0; base < nent; base += 32 * (int64_t)DT) {
-            const int64_t left = nent - base;
-            const int ntile = left >= 32 * (int64_t)DT ? 32 : (int)((left + DT - 1) / DT);
+        const int any_miss = __syncthreads_or(mm != 0);
+        int c_host = 0;
+        if (!any_miss) {
+            if (tid == 0) {
+                meta[DRES_M_NPROT] = s_nprot0 + s_prot;
+                st.ndmiss[r] = 0;
+                st.npairs[r] = 0;
+            }
+        } else {
+            /* 4a: claims; the smallest e of a row survives */
+            for (uint32_t x = mm; x; x &= x - 1) {
+                const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
+                atomicMin(slot_of + __ldg(selb + e), INT32_MIN + (int32_t)e);
+            }
+            __syncthreads();
+            /* ranks of the first occurrences in e order: ballots per tile, one block scan */
+            const int ntile = (int)((nent + DT - 1) / DT);
             uint32_t first = 0;
             for (int j = 0; j < ntile; j++) {
-                const int64_t e = base + (int64_t)j * DT + tid;
+                const int64_t e = (int64_t)j * DT + tid;
                 int f = 0;
-                if (e < nent) {
-                    const int64_t c = code[e];
-                    if (c >= 0 && DRES_KIND(c) == DRES_K_MISS)
-                        f = __ldcg(slot_of + DRES_VAL(c)) == INT32_MIN + (int32_t)e;
-                }
+                if ((mm >> j) & 1u) f = __ldcg(slot_of + __ldg(selb + e)) == INT32_MIN + (int32_t)e;
                 const uint32_t bal = __ballot_sync(FULL, f);
                 if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
                 first |= (uint32_t)f << j;
@@ -291,98 +364,89 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             for (int j = ntile; j < 32; j++)
                 if (lane == 0) s_cnt[j * NWARP + warp] = 0;
             __syncthreads();
-            int tot;
-            const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &tot) + nd; /* DT == 32 * NWARP values */
+            int nd;
+            const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &nd); /* DT == 32 * NWARP values */
             s_cnt[tid] = off;
             __syncthreads();
             for (int j = 0; j < ntile; j++) {
                 const uint32_t bal = __ballot_sync(FULL, (first >> j) & 1u);
                 if ((first >> j) & 1u) {
-                    const int64_t e = base + (int64_t)j * DT + tid;
-                    const int rank = s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u));
-                    dmiss[rank] = (int32_t)DRES_VAL(code[e]);
+                    const int64_t e = (int64_t)j * DT + tid;
+                    dmiss[s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u))] = __ldg(selb + e);
                 }
             }
-            nd += tot;
-            __syncthreads(); /* s_cnt reused */
-        }
-        /* 4b: free slots, then CLOCK victims, then staging */
-        const int32_t filled = meta[DRES_M_FILLED];
-        const int32_t nfree = nd < B - filled ? nd : B - filled;
-        for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
-        int32_t *victims = st.victim + (int64_t)r * per_slot;
-        __syncthreads();
-        if (warp == 0) {
+            /* 4b: free slots, then CLOCK victims, then staging */
+            const int32_t filled = meta[DRES_M_FILLED];
+            const int32_t nfree = nd < B - filled ? nd : B - filled;
+            for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
+            int32_t *victims = st.victim + (int64_t)r * per_slot;
+            __syncthreads(); /* dmiss, used of the free slots, s_cnt free again */
             const int32_t nprot = s_nprot0 + s_prot + nfree;
             int32_t want = nd - nfree, avail = B - nprot;
             if (want > avail) want = avail;
             if (want < 0) want = 0;
-            int32_t tp = 0;
-            const int32_t nv = want > 0 ? sweep_warp(sp, r, want, epoch, epoch, epoch, victims, &tp) : 0;
-            if (lane == 0) {
+            const int32_t nv = want > 0 ? sweep_block(sp, r, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
+                                                      &s_taken)
+                                        : 0;
+            __syncthreads(); /* victims */
+            const int32_t nhot = nfree + nv;
+            const int32_t nstaged = meta[DRES_M_NSTAGED];
+            int32_t room = st.arena_page[0] < 0 ? 0 : st.stage_rows - nstaged;
+            if (room < 0) room = 0;
+            const int32_t nst = nd - nhot < room ? nd - nhot : room;
+            uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+            for (int32_t i = tid; i < nd; i += DT) {
+                const int32_t s = dmiss[i];
+                int64_t c;
+                if (i < nhot) {
+                    const int32_t q = i < nfree ? filled + i : victims[i - nfree];
+                    if (i >= nfree) {
+                        const int32_t old = row_of[q];
+                        if (old >= 0) slot_of[old] = -1;
+                    }
+                    row_of[q] = s;
+                    slot_of[s] = q;
+                    ref[q] = 1;
+                    c = DRES_CODE(DRES_K_HOT, q);
+                } else if (i < nhot + nst) {
+                    const int32_t sidx = nstaged + (i - nhot);
+                    st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                    slot_of[s] = B + sidx;
+                    c = DRES_CODE(DRES_K_STAGE, sidx);
+                } else {
+                    slot_of[s] = -1;
+                    if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
+                    continue;
+                }
+                for (int32_t si = 0; si < nsrc; si++) {
+                    const int64_t pi = (int64_t)i * nsrc + si;
+                    pairs[2 * pi] = dres_host_row(sp, r, si, s);
+                    pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, c) * st.row_stride);
+                }
+            }
+            __syncthreads(); /* every thread read meta[NSTAGED]; slot_of final */
+            if (tid == 0) {
                 meta[DRES_M_FILLED] = filled + nfree;
                 meta[DRES_M_NPROT] = nprot + nv;
-                s_nv = nv;
+                meta[DRES_M_NSTAGED] = nstaged + nst;
+                st.ndmiss[r] = nd;
+                st.npairs[r] = (nhot + nst) * nsrc;
+                if (nhot + nst)
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
+                if (nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
             }
-        }
-        __syncthreads();
-        const int32_t nv = s_nv, nhot = nfree + nv;
-        const int32_t nstaged = meta[DRES_M_NSTAGED];
-        int32_t room = st.arena_page[0] < 0 ? 0 : st.stage_rows - nstaged;
-        if (room < 0) room = 0;
-        const int32_t nst = nd - nhot < room ? nd - nhot : room;
-        uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
-        for (int32_t i = tid; i < nd; i += DT) {
-            const int32_t s = dmiss[i];
-            int64_t c;
-            if (i < nhot) {
-                const int32_t q = i < nfree ? filled + i : victims[i - nfree];
-                if (i >= nfree) {
-                    const int32_t old = row_of[q];
-                    if (old >= 0) slot_of[old] = -1;
+            /* 5 for the misses: their slot from slot_of */
+            for (uint32_t x = mm; x; x &= x - 1) {
+                const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
+                const int32_t s = __ldg(selb + e);
+                const int32_t q = __ldcg(slot_of + s);
+                const int64_t c = q < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(s, q, B);
+                for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = (int32_t)dres_phys(sp, r, si, c);
+                if (q >= 0) {
+                    c_host++;
+                    c_ent++;
                 }
-                row_of[q] = s;
-                slot_of[s] = q;
-                ref[q] = 1;
-                c = DRES_CODE(DRES_K_HOT, q);
-            } else if (i < nhot + nst) {
-                const int32_t sidx = nstaged + (i - nhot);
-                st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
-                slot_of[s] = B + sidx;
-                c = DRES_CODE(DRES_K_STAGE, sidx);
-            } else {
-                slot_of[s] = -1;
-                if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
-                continue;
             }
-            for (int32_t si = 0; si < nsrc; si++) {
-                const int64_t pi = (int64_t)i * nsrc + si;
-                pairs[2 * pi] = dres_host_row(sp, r, si, s);
-                pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, c) * st.row_stride);
-            }
-        }
-        __syncthreads(); /* every thread read meta[NSTAGED] */
-        if (tid == 0) {
-            meta[DRES_M_NSTAGED] = nstaged + nst;
-            st.ndmiss[r] = nd;
-            st.npairs[r] = (nhot + nst) * nsrc;
-            if (nhot + nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
-            if (nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
-        }
-        /* 5: locations per source; misses read their slot from slot_of */
-        int c_host = 0, c_ent = 0;
-        for (int64_t e = tid; e < all; e += DT) {
-            int64_t c = e < nent ? code[e] : DRES_PAD;
-            if (c >= 0 && DRES_KIND(c) == DRES_K_MISS) {
-                const int32_t q = __ldcg(slot_of + DRES_VAL(c));
-                c = q < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(DRES_VAL(c), q, B);
-                if (q >= 0) c_host++;
-            }
-            for (int32_t si = 0; si < nsrc; si++) {
-                int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
-                l[e] = c < 0 ? -1 : (int32_t)dres_phys(sp, r, si, c);
-            }
-            if (c >= 0 && DRES_KIND(c) != DRES_K_BAD) c_ent++;
         }
         block_add(&s_host, c_host);
         block_add(&s_entries, c_ent);
@@ -415,12 +479,16 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
 static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_constant__ dres_state st,
                                                                  const dres_round *__restrict__ rd)
 {
-    __shared__ int s_nv;
+    __shared__ int s_cnt[32 * NWARP];
+    __shared__ int s_w[33];
+    __shared__ int s_stop, s_taken;
     const dres_state *sp = &st;
-    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int tid = (int)threadIdx.x;
     const int32_t b = (int32_t)blockIdx.x, B = st.B, nsrc = st.nsrc;
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (tid == 0) s_taken = 0;
     zero_npairs_if_absent(sp, rd, n_round);
     if (b >= n_round) return;
     const int32_t r = dres_rd_slot(rd, b);
@@ -443,17 +511,16 @@ static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_co
     for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = promo;
     int32_t *victims = st.victim + (int64_t)r * per_slot;
     __syncthreads();
-    if (warp == 0) {
-        int32_t tp = 0;
-        const int32_t nv = npro > nfree ? sweep_warp(sp, r, npro - nfree, promo, promo, epoch, victims, &tp) : 0;
-        if (lane == 0) {
-            meta[DRES_M_FILLED] = filled + nfree;
-            if (meta[DRES_M_PROT_EPOCH] == (int32_t)epoch) meta[DRES_M_NPROT] -= tp;
-            s_nv = nv;
-        }
+    const int32_t nv = npro > nfree ? sweep_block(sp, r, npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
+                                                  &s_stop, &s_taken)
+                                    : 0;
+    __syncthreads(); /* victims, s_taken; every thread read meta */
+    if (tid == 0) {
+        meta[DRES_M_FILLED] = filled + nfree;
+        /* promoted slots are no longer protected in this round */
+        if (meta[DRES_M_PROT_EPOCH] == (int32_t)epoch) meta[DRES_M_NPROT] -= s_taken;
     }
-    __syncthreads();
-    const int32_t np = nfree + s_nv;
+    const int32_t np = nfree + nv;
     uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
     for (int32_t i = tid; i < np; i += DT) {
         const int32_t sidx = first + i, s = staged[sidx];
@@ -489,6 +556,8 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
     extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
     __shared__ int s_w[33];
     const int tid = (int)threadIdx.x, lane = tid & 31;
+    /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     int carry = 0;
     for (int32_t base = 0; base < N; base += CT) {
         const int v = base + tid < N ? npairs[base + tid] : 0;
@@ -569,30 +638,43 @@ extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
     return e;
 }
 
-static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
+/* pdl: launched as a programmatic dependent of the kernel before it on s
+   (its blocks get resident while that kernel runs and wait in
+   griddepcontrol.wait; this hides the launch gap, also inside graphs) */
+static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s, int pdl)
 {
     if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
-    const size_t shm = ((size_t)st->N + 1) * sizeof(int);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)copy_blocks);
+    cfg.blockDim = dim3(CT);
+    cfg.dynamicSmemBytes = ((size_t)st->N + 1) * sizeof(int);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
     const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
-    dres_copy_kernel<<<(unsigned)copy_blocks, CT, shm, s>>>(st->pairs, st->npairs, st->N, per_slot_pairs,
-                                                            st->row_stride / 16u);
-    return cudaGetLastError();
+    const uint32_t vecs = st->row_stride / 16u;
+    return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
+                              per_slot_pairs, vecs);
 }
 
 extern "C" cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
 {
-    return copy_launch(st, copy_blocks, s);
+    return copy_launch(st, copy_blocks, s, 0);
 }
 
 extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k,
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
-    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch) return cudaErrorInvalidValue;
+    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > 32 * DT)
+        return cudaErrorInvalidValue;
     dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
-    return copy_launch(st, copy_blocks, s);
+    return copy_launch(st, copy_blocks, s, 1);
 }
 
 extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload,
@@ -602,7 +684,7 @@ extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_
     dres_promote_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
-    return copy_launch(st, copy_blocks, s);
+    return copy_launch(st, copy_blocks, s, 1);
 }
 
 extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)
