@@ -680,11 +680,16 @@ int main(void)
            (unsigned long long)stats[DRES_S_MISSES], (unsigned long long)stats[DRES_S_STAGED],
            (unsigned long long)stats[DRES_S_PROMOTED]);
     printf("error words: range %ld, visibility %ld, staging %ld\n", g_errs[8], g_errs[9], g_errs[16]);
-    /* the workload must have exercised every path it claims to */
-    CHECK(g_errs[8] > 0 && g_errs[9] > 0 && g_errs[16] > 0);
     CHECK(total >= target);
-    CHECK(stats[DRES_S_MISSES] > 0 && stats[DRES_S_STAGED] > 0 && stats[DRES_S_PROMOTED] > 0);
-    CHECK(stats[DRES_S_DIRECT] > 0 && stats[DRES_S_HOT] > 0);
+    /* the full workload must have exercised every path it claims to (a
+       reduced run, e.g. under compute-sanitizer, need not reach all) */
+    if (target >= 50000) {
+        CHECK(g_errs[8] > 0 && g_errs[9] > 0 && g_errs[16] > 0);
+        CHECK(stats[DRES_S_MISSES] > 0 && stats[DRES_S_STAGED] > 0 && stats[DRES_S_PROMOTED] > 0);
+        CHECK(stats[DRES_S_DIRECT] > 0 && stats[DRES_S_HOT] > 0);
+    } else {
+        printf("reduced run (%ld calls): path coverage not checked\n", target);
+    }
     if (be) be->ops->destroy(be);
     const int rc = th_summary();
     return g_self && rc == 0 ? 77 : rc; /* the self-check never reports the GPU test as passed */
