@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "  --page-rows N          rows per page (16)\n"
             "  --max-prefix N         imported prefix up to N positions (1500)\n"
             "  --policy P             lru | clock | fifo | lfu (lru)\n"
+            "  --resolver R           host | device: device runs the device resolver (CLOCK epochs) (host)\n"
             "  --reclaim-order O      most-pages | oldest | newest (most-pages)\n"
             "  --pressure low|high    device capacity: history fits / forces waits and reclaim (low)\n"
             "  --async-delay N        side-stream copies and reader fences complete N rounds late (0)\n"
@@ -71,6 +72,7 @@ int cmd_verify(int argc, char **argv)
         else if (!strcmp(a, "--async-delay")) NEXT_INT(0, 1000, o.async_delay);
         else if (!strcmp(a, "--faults")) { if (arg_f64(val, 0, 1, &d)) goto bad; o.faults = d; i++; }
         else if (!strcmp(a, "--policy")) { if (!val || dhs_policy_parse(val, &o.policy)) goto bad; i++; }
+        else if (!strcmp(a, "--resolver")) { if (!val || dhs_resolver_parse(val, &o.resolver)) goto bad; i++; }
         else if (!strcmp(a, "--reclaim-order")) {
             if (!val) goto bad;
             if (!strcmp(val, "most-pages")) o.reclaim_order = DHS_RECLAIM_MOST_PAGES;

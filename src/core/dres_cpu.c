@@ -144,11 +144,13 @@ void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, con
                 c = DRES_CODE(DRES_K_HOT, q);
             } else {
                 const int32_t sidx = meta[DRES_M_NSTAGED];
-                if (sidx >= st->stage_rows || st->arena_page[0] < 0) {
+                if (sidx >= st->stage_rows || st->arena_page[0] < 0 ||
+                    (*st->stage_owner != -1 && *st->stage_owner != st->group)) {
                     slot_of[s] = -1;
                     set_err(st, 16); /* DHS_ERR_STAGING */
                     continue;
                 }
+                *st->stage_owner = st->group;
                 meta[DRES_M_NSTAGED] = sidx + 1;
                 st->staged_row[(int64_t)r * st->stage_rows + sidx] = s;
                 slot_of[s] = B + sidx;
@@ -187,6 +189,7 @@ void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload)
     const int64_t per_slot = (int64_t)st->k_max * st->max_k;
     const uint32_t promo = rd->epoch ^ DRES_PROMO_BIT;
     for (int32_t b = 0; b < st->N; b++) st->npairs[b] = 0;
+    if (*st->stage_owner == st->group) *st->stage_owner = -1; /* the arenas are free after this pass */
     for (int32_t b = 0; b < rd->n_round; b++) {
         const int32_t r = dres_rd_slot(rd, b);
         int32_t *meta = st->meta + (int64_t)r * DRES_META;

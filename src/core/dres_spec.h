@@ -19,7 +19,10 @@
  *      first occurrence in the flattened [K][k] selection. The i-th distinct
  *      miss takes: the i-th free slot (slots are filled in order: free slot i
  *      is `filled + i`); then the victims in CLOCK order (below); then, when
- *      no unprotected slot is left, staging row n_staged + i'. Each distinct
+ *      no unprotected slot is left, staging row n_staged + i' (only while
+ *      the staging owner word is -1 or this group: another group's staged
+ *      rows hold the arenas until its promotion; else, and when the rows
+ *      per slot are used up, the miss yields -1 and DHS_ERR_STAGING). Each distinct
  *      miss is copied once per source; its copy-list entry is
  *      (request b, i, source) in that order.
  *   5. locations: every entry's location per source from its logical code.
@@ -137,6 +140,12 @@ typedef struct dres_state {
     int32_t *err;          /* [1] first error as -dhs_status, 0 = none */
     /* pool */
     uint8_t *pool;
+    /* staging arena owner, ONE word shared by every group's state: -1 free,
+       else the group whose staged rows occupy the arenas. Arenas are assigned
+       statically (every group stages into arena_page[0, nsrc)), so a group
+       may stage only while the word is -1 or its own id (it then sets it);
+       promotion of the owning group sets it back to -1. */
+    int32_t *stage_owner;
 } dres_state;
 
 /* ------------------------------------------------------------ rules */
