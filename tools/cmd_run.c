@@ -31,6 +31,7 @@ typedef struct run_opts {
     int compare;            /* 1: resident vs hierarchical */
     int storage_hier;       /* without --compare: 1 hierarchical, 0 resident */
     dhs_policy policy;
+    dhs_resolver resolver;
     dhs_ref_verify verify;
     uint64_t seed;
     int json;
@@ -72,6 +73,7 @@ static void usage(FILE *f)
             "  --compare resident|none      run resident storage side by side and compare [resident]\n"
             "  --storage hier|resident      without --compare: which storage        [hier]\n"
             "  --policy lru|clock|fifo|lfu  hot-cache replacement                    [lru]\n"
+            "  --resolver host|device       device: the device resolver (CLOCK epochs) [host]\n"
             "  --topk K                     selection length k                      [64]\n"
             "  --slots N                    request slots: sessions served at once   [sessions/2]\n"
             "  --history H                  device budget = staging + required state of every\n"
@@ -221,6 +223,12 @@ static int parse_args(int argc, char **argv, run_opts *o)
                 fprintf(stderr, "dhs run: --storage wants hier or resident, got '%s'\n", v);
                 return 2;
             }
+        } else if (!strcmp(a, "--resolver")) {
+            NEED();
+            if (dhs_resolver_parse(v, &o->resolver)) {
+                fprintf(stderr, "dhs run: --resolver wants host or device, got '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--policy")) {
             NEED();
             if (dhs_policy_parse(v, &o->policy)) {
@@ -319,6 +327,7 @@ int cmd_run(int argc, char **argv)
     c.compare = o.compare;
     c.hier = o.storage_hier;
     c.policy = o.policy;
+    c.resolver = o.resolver;
     c.verify = o.verify;
     c.temperature = o.temperature;
     c.seed = o.seed;
