@@ -26,12 +26,17 @@
  *    compressed FOLLOW group with three sources, REINDEX calls, staging
  *    overflow) through both contexts; every location of every call must hold
  *    identical bytes in both, equal to the row's current version.
+ * E. The randomised harness (`dhs verify`) in device mode: core with pressure
+ *    and faults, async completions, speculation with a compressed source over
+ *    the GLM (FOLLOW) and V4.1 (REUSE/REINDEX) layouts: no violation; a
+ *    deliberately corrupted location is caught.
  * D. API: config refusal, sizes/accounting, dhs_resolve_device with bad
  *    entries (-1, error word, dhs_round_end reports it and commits nothing,
  *    a second dhs_round_end commits), staging owner across groups,
  *    dhs_tail_locations.
  */
 #include "core/dres_spec.h"
+#include "sim/verify.h"
 #include "test_help.h"
 
 /* =================================================================== A */
@@ -1061,6 +1066,57 @@ static void test_api(void)
     free(rows);
 }
 
+/* =================================================================== E */
+static void verify_case(const char *name, verify_opts o, int expect_violation)
+{
+    verify_result r;
+    o.resolver = DHS_RESOLVER_DEVICE;
+    int rc = verify_run(&o, &r);
+    printf("verify %-28s seed %llu: rc %d, %llu entries, census %llu/%llu/%llu, misses %llu, staged %llu, reclaims %llu, "
+           "faults %llu, violations %llu %s\n",
+           name, (unsigned long long)o.seed, rc, (unsigned long long)r.st.entries, (unsigned long long)r.st.census_direct,
+           (unsigned long long)r.st.census_hot, (unsigned long long)r.st.census_host,
+           (unsigned long long)r.st.distinct_misses, (unsigned long long)r.st.staging_rows,
+           (unsigned long long)r.st.reclaims, (unsigned long long)r.faults_injected, (unsigned long long)r.violations,
+           r.first_violation);
+    if (expect_violation) {
+        CHECKF(rc == 1 && r.violations > 0, "%s: the corrupted location was not caught", name);
+        return;
+    }
+    CHECKF(rc == 0 && r.violations == 0 && r.lost_rows == 0, "%s: %s", name, r.first_violation);
+    CHECKF(r.st.census_direct > 0 && r.st.census_hot > 0 && r.st.census_host > 0, "%s census share zero", name);
+    CHECKF(r.st.host_rows_copied == r.st.distinct_misses && r.st.resolve_calls > 0, "%s device counters", name);
+    if (o.faults > 0) CHECKF(r.faults_injected > 0, "%s no fault injected", name);
+    if (o.pressure) CHECKF(r.st.reclaims > 0, "%s no reclaim", name);
+    if (o.spec > 1) CHECKF(r.st.staging_rows > 0 && r.st.rejected_rows > 0, "%s no staging / no rejection", name);
+}
+
+static void test_verify(uint64_t seed)
+{
+    const int steps = th_scale() < 0.5 ? 20 : 60;
+    verify_opts o = verify_opts_default();
+    o.seed = seed;
+    o.requests = 12;
+    o.steps = steps;
+    verify_opts p = o;
+    p.pressure = 1;
+    p.faults = 0.01;
+    verify_case("pressure high, faults 0.01", p, 0);
+    p = o;
+    p.async_delay = 3;
+    verify_case("async delay 3", p, 0);
+    p = o;
+    p.spec = 8;
+    p.compress = 4;
+    p.layout = VERIFY_LAYOUT_GLM;
+    verify_case("spec 8, compress 4, glm", p, 0);
+    p.layout = VERIFY_LAYOUT_V41;
+    verify_case("spec 8, compress 4, v41", p, 0);
+    p = o;
+    p.corrupt_at_step = 5;
+    verify_case("corrupted location", p, 1);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_dres");
@@ -1068,5 +1124,6 @@ int main(void)
     test_spec(seed);
     test_api();
     test_cross(seed);
+    test_verify(seed);
     return th_summary();
 }
