@@ -279,7 +279,7 @@ static __global__ void __launch_bounds__(SCAN_T) scan_resolve(const __grid_const
 typedef struct world {
     /* device */
     int32_t *slot_of, *row_of, *meta, *staged, *hot_pages, *tail_pages, *opt_pages, *arena_page, *dmiss, *ndmiss,
-        *victim, *npairs, *err, *sel, *loc, *lru, *evict, *hitl, *sloc;
+        *victim, *npairs, *err, *owner, *sel, *loc, *lru, *evict, *hitl, *sloc;
     uint32_t *used;
     uint8_t *ref, *opt_ready, *pool;
     uint64_t *host_chunks, *pairs, *stats;
@@ -326,6 +326,8 @@ static void setup(world *w, double span_gib)
     CK(cudaMalloc(&w->npairs, MAXN * 4));
     CK(cudaMalloc(&w->stats, DRES_S_COUNT * 8));
     CK(cudaMalloc(&w->err, 4));
+    CK(cudaMalloc(&w->owner, 4));
+    CK(cudaMemset(w->owner, 0xff, 4)); /* -1: arenas free */
     CK(cudaMalloc(&w->sel, (size_t)MAXN * per * 4));
     CK(cudaMalloc(&w->loc, (size_t)MAXN * per * 4));
     CK(cudaMalloc(&w->sloc, (size_t)MAXN * per * 4));
@@ -399,6 +401,7 @@ static dres_state make_state(world *w, int32_t N, int32_t B, int scattered)
     st.code = w->code;
     st.stats = w->stats;
     st.err = w->err;
+    st.stage_owner = w->owner;
     st.pool = w->pool;
     /* hot pages of slot r: r * B / p + i (slot q of r is pool row r * B + q) */
     int32_t *hp = (int32_t *)malloc((size_t)N * (B / PAGE) * 4);
@@ -499,7 +502,9 @@ static tstat summarize(float *t, int n)
     return s;
 }
 
-enum { W_OURS, W_GRAPH, W_SCAN, W_CEIL };
+enum { W_OURS, W_GRAPH, W_SCAN, W_CEIL, W_PLAN, W_COPY, W_EMPTY };
+
+static __global__ void empty_kernel(void) {}
 
 typedef struct job {
     world *w;
@@ -527,6 +532,14 @@ static void run_one(job *j, int what)
     case W_CEIL:
         if (j->np) CK(dhs_cuda_gather_launch(w->gpairs, j->np, ROW, dhs_cuda_gather_grid(j->np, 4 * w->sms), w->s));
         break;
+    case W_PLAN: /* plan kernel + the one-block error store */
+        CK(dhs_dres_resolve_launch(&j->st, w->rd, KSEL, w->sel, w->loc, 0, w->scratch, 4 * w->sms, w->s));
+        break;
+    case W_COPY: CK(dhs_dres_copy_launch(&j->st, 4 * w->sms, w->s)); break;
+    case W_EMPTY:
+        empty_kernel<<<1, 32, 0, w->s>>>();
+        CK(cudaGetLastError());
+        break;
     }
 }
 
@@ -534,7 +547,7 @@ static tstat time_it(job *j, int what, int reps, cudaEvent_t *ev)
 {
     world *w = j->w;
     const dim3 ig(64, (unsigned)j->N);
-    const int restore = j->M > 0 && what != W_CEIL;
+    const int restore = j->M > 0 && (what == W_OURS || what == W_GRAPH || what == W_SCAN || what == W_PLAN);
     float *t = (float *)malloc((size_t)reps * sizeof(float));
     init_state<<<ig, 256, 0, w->s>>>(j->st, w->lru);
     for (int i = 0; i < 3; i++) { /* warm-up */
@@ -645,6 +658,33 @@ int main(int argc, char **argv)
                         fflush(stdout);
                     }
             }
+    }
+    /* where the time goes: plan kernel alone, copy kernel alone (the pairs of
+       the last plan), an empty kernel; compact layout, B = 4096, K = 1 */
+    printf("# breakdown (p50 us, B=4096 K=1): batch M | plan(+err store) copy-only empty-kernel\n");
+    for (int bi = 0; bi < 4; bi += (bi == 0 ? 2 : 1)) {
+        const int32_t N = batches[bi];
+        job j;
+        memset(&j, 0, sizeof j);
+        j.w = &w;
+        j.N = N;
+        j.K = 1;
+        j.st = make_state(&w, N, 4096, 0);
+        for (int Mi = 0; Mi < 4; Mi += 3) {
+            j.M = Ms[Mi];
+            j.np = make_sel(&w, &j.st, N, 1, j.M);
+            set_round(&w, N, 1);
+            const tstat pl = time_it(&j, W_PLAN, reps, ev);
+            init_state<<<dim3(64, (unsigned)N), 256, 0, w.s>>>(j.st, w.lru);
+            CK(dhs_dres_resolve_launch(&j.st, w.rd, KSEL, w.sel, w.loc, 0, w.scratch, 4 * w.sms, w.s));
+            const tstat cp = time_it(&j, W_COPY, reps, ev);
+            const tstat em = time_it(&j, W_EMPTY, reps, ev);
+            printf("# breakdown %4d %5d | %8.2f %8.2f %8.2f\n", N, j.M, pl.p50, cp.p50, em.p50);
+            if (jf)
+                fprintf(jf, "{\"breakdown\":1,\"batch\":%d,\"B\":4096,\"misses\":%d,\"K\":1,\"plan_p50_us\":%.2f,"
+                            "\"copy_p50_us\":%.2f,\"empty_kernel_p50_us\":%.2f}\n",
+                        N, j.M, pl.p50, cp.p50, em.p50);
+        }
     }
     if (jf) fclose(jf);
     printf("# total %.1f s\n", (now_us() - t0) / 1e6);

@@ -103,13 +103,13 @@ static int chance(double p) { return (double)(rnd() >> 11) * (1.0 / 900719925474
 /* ------------------------------------------------------------- arena layout */
 enum {
     A_SLOT_OF, A_ROW_OF, A_USED, A_REF, A_META, A_STAGED, A_HOTP, A_TAILP, A_OPTP, A_OPTR, A_CHUNKS, A_ARENA,
-    A_DMISS, A_NDMISS, A_VICTIM, A_PAIRS, A_NPAIRS, A_CODE, A_STATS, A_ERR, A_LOC, A_RD, A_SEL, A_COUNT
+    A_DMISS, A_NDMISS, A_VICTIM, A_PAIRS, A_NPAIRS, A_CODE, A_STATS, A_ERR, A_OWNER, A_LOC, A_RD, A_SEL, A_COUNT
 };
 static const char *a_name[A_COUNT] = {"slot_of", "row_of", "used", "ref", "meta", "staged_row", "hot_pages",
                                       "tail_pages", "opt_pages", "opt_ready", "host_chunks", "arena_page",
                                       "dmiss", "ndmiss", "victim", "pairs", "npairs", "code", "stats", "err",
-                                      "loc", "rd", "sel"};
-static const size_t a_elem[A_COUNT] = {4, 4, 4, 1, 4, 4, 4, 4, 4, 1, 8, 4, 4, 4, 4, 8, 4, 8, 8, 4, 4, 1, 4};
+                                      "stage_owner", "loc", "rd", "sel"};
+static const size_t a_elem[A_COUNT] = {4, 4, 4, 1, 4, 4, 4, 4, 4, 1, 8, 4, 4, 4, 4, 8, 4, 8, 8, 4, 4, 4, 1, 4};
 
 typedef struct cfg {
     int32_t N, B, T, p, nsrc, m, k_max, max_k, stage_rows, n_groups, group;
@@ -158,6 +158,7 @@ static int layout(world *w)
     w->cnt[A_CODE] = (size_t)(N * per);
     w->cnt[A_STATS] = DRES_S_COUNT;
     w->cnt[A_ERR] = 1;
+    w->cnt[A_OWNER] = 1;
     w->cnt[A_LOC] = (size_t)(c->nsrc * N * per);
     w->cnt[A_RD] = 256 + (size_t)N * 8 + 8 + (size_t)N * 8 + (size_t)c->n_groups * N * 8 + 64;
     w->cnt[A_SEL] = (size_t)(N * per);
@@ -210,6 +211,7 @@ static void bind_state(world *w, dres_state *st, uint8_t *base, uint8_t *pool)
     st->code = AP(w, base, A_CODE);
     st->stats = AP(w, base, A_STATS);
     st->err = AP(w, base, A_ERR);
+    st->stage_owner = AP(w, base, A_OWNER);
     st->pool = pool;
 }
 
@@ -228,7 +230,8 @@ static void random_cfg(cfg *c)
     c->T = c->p * (int32_t)rndi(1, 64 / c->p + 1);
     c->max_rows = chance(0.3) ? rndi(32, 300) : rndi(300, 3000);
     c->max_opt_pages = chance(0.2) ? rndi(0, (c->max_rows + c->p - 1) / c->p) : (c->max_rows + c->p - 1) / c->p;
-    c->host_chunk_rows = chance(0.5) ? rndi(1, 64) : rndi(64, c->max_rows);
+    c->host_chunk_rows = chance(0.5) || c->max_rows <= 64 ? rndi(1, c->max_rows < 64 ? c->max_rows : 64)
+                                                          : rndi(64, c->max_rows);
     c->n_host_chunks = (c->max_rows + c->host_chunk_rows - 1) / c->host_chunk_rows;
     const int32_t full = c->k_max * c->max_k;
     c->stage_rows = chance(0.4) ? full : (int32_t)rndi(0, full / 4 + 1);
@@ -339,6 +342,7 @@ static int world_build(world *w)
     int32_t *so = AP(w, w->h, A_SLOT_OF), *ro = AP(w, w->h, A_ROW_OF);
     for (size_t i = 0; i < w->cnt[A_SLOT_OF]; i++) so[i] = -1;
     for (size_t i = 0; i < w->cnt[A_ROW_OF]; i++) ro[i] = -1;
+    *(int32_t *)AP(w, w->h, A_OWNER) = -1;
     /* pools with the same random bytes */
     w->hpool = malloc(w->pool_bytes);
     w->gpool_mirror = malloc(w->pool_bytes);
@@ -585,6 +589,14 @@ static int between_rounds(world *w, int32_t k)
     }
     if (changed && x_copy(w->g + w->off[A_OPTR], ready, w->cnt[A_OPTR]) != cudaSuccess)
         return -1;
+    /* the arenas held by another group's staged rows for a while (the owner
+       word is shared by every group's state), or free again */
+    int32_t *owner = AP(w, w->h, A_OWNER);
+    if (chance(0.1)) {
+        *owner = chance(0.5) ? -1 : (c->group + (int32_t)rndi(1, 3)) % (c->n_groups + 3);
+        if (*owner == c->group) *owner = -1;
+        if (x_copy(w->g + w->off[A_OWNER], owner, 4) != cudaSuccess) return -1;
+    }
     if (chance(0.03)) {
         const int32_t r = (int32_t)rndi(0, c->N - 1);
         w->n[r] = rndi(0, c->max_rows * c->m / 4);

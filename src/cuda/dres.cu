@@ -29,9 +29,10 @@
  *      counter.
  * Limit: k_max * max_k <= 32 T (16384 entries per request).
  * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
- * in `scratch`; the last block to finish (threadfence + ticket) stores the
- * smallest key's code into st->err when it is 0: the CPU's "first error in
- * (request, entry) order wins", independent of block scheduling.
+ * in `scratch`; the copy kernel launched after the plan kernel (always: one
+ * block without payload) takes the smallest key and stores its code into
+ * st->err when that is 0: the CPU's "first error in (request, entry) order
+ * wins", independent of block scheduling.
  *
  * Copy kernel: a persistent grid; every block scans npairs[0, N) into
  * shared offsets, then warp w moves global rows w, w + W, ... (binary
@@ -55,9 +56,8 @@
 #define NO_ERR 0xffffffffffffffffull
 
 typedef struct dres_scratch {
-    unsigned long long errkey; /* smallest error key of the running plan kernel, NO_ERR = none */
-    unsigned int done;         /* blocks of the running plan kernel that finished */
-    unsigned int pad;
+    unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
+    unsigned long long pad;
 } dres_scratch;
 
 /* ------------------------------------------------------------ helpers */
@@ -121,14 +121,20 @@ static __device__ __forceinline__ uint64_t err_key(int32_t b, int phase, int64_t
     return ((uint64_t)b << 40) | ((uint64_t)phase << 39) | ((uint64_t)idx << 8) | (uint64_t)(code & 0xff);
 }
 
-/* One request slot is in the round: its block writes npairs[slot]; every
-   other slot's count is 0 (the CPU zeroes all N first). */
-static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_round *rd, int32_t n_round)
+/* Is request slot blockIdx.x in the round (this thread's share of the
+   positions)? A slot in the round gets npairs from its own block; every other
+   slot's count is 0 (the CPU zeroes all N first). */
+static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_t n_round)
 {
     const int32_t me = (int32_t)blockIdx.x;
     int in = 0;
     for (int32_t i = (int32_t)threadIdx.x; i < n_round; i += (int32_t)blockDim.x) in |= dres_rd_slot(rd, i) == me;
-    if (!__syncthreads_or(in) && threadIdx.x == 0) st->npairs[me] = 0;
+    return in;
+}
+
+static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_round *rd, int32_t n_round)
+{
+    if (!__syncthreads_or(slot_in_round(rd, n_round)) && threadIdx.x == 0) st->npairs[blockIdx.x] = 0;
 }
 
 /* CLOCK sweep by the whole block (all threads call it): up to `need`
@@ -245,7 +251,9 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
-    zero_npairs_if_absent(sp, rd, n_round); /* also the barrier for the shared init */
+    __syncthreads(); /* shared init */
+    /* whether slot b is in the round: loads issued now, used at the end */
+    const int in_round = slot_in_round(rd, n_round);
 
     if (b >= n_round) {
         for (int32_t si = 0; si < nsrc; si++) {
@@ -269,14 +277,6 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
         const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
         int32_t *locb = loc + (int64_t)b * KK * k;
 
-        if (tid == 0) {
-            int32_t np = meta[DRES_M_NPROT];
-            if (meta[DRES_M_PROT_EPOCH] != (int32_t)epoch) {
-                meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
-                np = 0;
-            }
-            s_nprot0 = np;
-        }
         /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
            every hit of the union), code, locations; DU entries in flight */
         uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
@@ -293,7 +293,7 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
 #pragma unroll
             for (int u = 0; u < DU; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
-                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)(e / k), st.max_rows);
+                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)e / k, st.max_rows);
                 if (v == 1) {
                     c[u] = DRES_PAD;
                 } else if (v != 0) {
@@ -308,11 +308,13 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
 #pragma unroll
             for (int u = 0; u < DU; u++)
                 if (c[u] == 0) c[u] = dres_hot(s[u], slot_of[s[u]], B);
+            uint32_t old[DU];
 #pragma unroll
             for (int u = 0; u < DU; u++) {
+                old[u] = epoch;
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
                     const int32_t q = (int32_t)DRES_VAL(c[u]);
-                    if (atomicExch(used + q, epoch) != epoch) c_prot++;
+                    old[u] = atomicExch(used + q, epoch); /* result used after the location loads */
                     ref[q] = 1;
                 }
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
@@ -330,6 +332,16 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
                     locb[si * lstride + e] = c[u] < 0 ? -1 : (int32_t)dres_phys(sp, r, si, c[u]);
                 if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
             }
+#pragma unroll
+            for (int u = 0; u < DU; u++) c_prot += old[u] != epoch;
+        }
+        if (tid == 0) { /* meta is only touched by this thread before the next barrier */
+            int32_t np = meta[DRES_M_NPROT];
+            if (meta[DRES_M_PROT_EPOCH] != (int32_t)epoch) {
+                meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
+                np = 0;
+            }
+            s_nprot0 = np;
         }
         block_add(&s_direct, c_direct);
         block_add(&s_hot, c_hot);
@@ -391,7 +403,11 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             __syncthreads(); /* victims */
             const int32_t nhot = nfree + nv;
             const int32_t nstaged = meta[DRES_M_NSTAGED];
-            int32_t room = st.arena_page[0] < 0 ? 0 : st.stage_rows - nstaged;
+            /* staging only while the arenas are free or this group's (the word changes
+               from -1 to this group within a call at most, so one read decides) */
+            const int32_t owner = *(volatile int32_t *)st.stage_owner;
+            const int ours = owner == -1 || owner == st.group;
+            int32_t room = st.arena_page[0] < 0 || !ours ? 0 : st.stage_rows - nstaged;
             if (room < 0) room = 0;
             const int32_t nst = nd - nhot < room ? nd - nhot : room;
             uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
@@ -433,7 +449,10 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
                 st.npairs[r] = (nhot + nst) * nsrc;
                 if (nhot + nst)
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
-                if (nst) atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
+                if (nst) {
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
+                    *st.stage_owner = st.group;
+                }
             }
             /* 5 for the misses: their slot from slot_of */
             for (uint32_t x = mm; x; x &= x - 1) {
@@ -459,19 +478,10 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             if (s_entries) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_entries);
         }
     }
-    /* the first error of the call: smallest key over all blocks, stored by the last block */
-    __syncthreads();
-    if (tid == 0) {
-        if (s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
-        __threadfence();
-        const unsigned int t = atomicAdd(&sc->done, 1u);
-        if (t == gridDim.x - 1) {
-            __threadfence();
-            const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
-            if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
-            sc->done = 0;
-        }
-    }
+    /* npairs of an absent slot; this block's first error goes to the call's
+       smallest key, which the copy kernel that follows stores into st.err */
+    if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
+    if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
 }
 
 /* ------------------------------------------------------------ promote kernel */
@@ -489,6 +499,8 @@ static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_co
     const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) s_taken = 0;
+    /* the arenas are free after this pass */
+    if (b == 0 && tid == 0 && *st.stage_owner == st.group) *st.stage_owner = -1;
     zero_npairs_if_absent(sp, rd, n_round);
     if (b >= n_round) return;
     const int32_t r = dres_rd_slot(rd, b);
@@ -551,13 +563,20 @@ static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_co
    pairs + r * per_slot_pairs * 2 */
 static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
                                                               const int32_t *__restrict__ npairs, int32_t N,
-                                                              int64_t per_slot_pairs, uint32_t vecs)
+                                                              int64_t per_slot_pairs, uint32_t vecs, int do_copy,
+                                                              dres_scratch *sc, int32_t *err)
 {
     extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
     __shared__ int s_w[33];
     const int tid = (int)threadIdx.x, lane = tid & 31;
     /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the plan kernel's first error (the smallest key of all its blocks), if any */
+    if (sc && blockIdx.x == 0 && tid == 0) {
+        const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+        if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
+    }
+    if (!do_copy) return;
     int carry = 0;
     for (int32_t base = 0; base < N; base += CT) {
         const int v = base + tid < N ? npairs[base + tid] : 0;
@@ -641,11 +660,12 @@ extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
 /* pdl: launched as a programmatic dependent of the kernel before it on s
    (its blocks get resident while that kernel runs and wait in
    griddepcontrol.wait; this hides the launch gap, also inside graphs) */
-static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s, int pdl)
+static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s, int pdl, int do_copy,
+                               void *scratch)
 {
     if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)copy_blocks);
+    cfg.gridDim = dim3(do_copy ? (unsigned)copy_blocks : 1u);
     cfg.blockDim = dim3(CT);
     cfg.dynamicSmemBytes = ((size_t)st->N + 1) * sizeof(int);
     cfg.stream = s;
@@ -657,12 +677,12 @@ static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaSt
     const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
     const uint32_t vecs = st->row_stride / 16u;
     return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
-                              per_slot_pairs, vecs);
+                              per_slot_pairs, vecs, do_copy, (dres_scratch *)scratch, st->err);
 }
 
 extern "C" cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
 {
-    return copy_launch(st, copy_blocks, s, 0);
+    return copy_launch(st, copy_blocks, s, 0, 1, NULL);
 }
 
 extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k,
@@ -673,8 +693,9 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
         return cudaErrorInvalidValue;
     dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess || !payload) return e;
-    return copy_launch(st, copy_blocks, s, 1);
+    if (e != cudaSuccess) return e;
+    /* the copy kernel also stores the call's first error: launched (one block) without payload too */
+    return copy_launch(st, copy_blocks, s, 1, payload != 0, scratch);
 }
 
 extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload,
@@ -684,7 +705,7 @@ extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_
     dres_promote_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
-    return copy_launch(st, copy_blocks, s, 1);
+    return copy_launch(st, copy_blocks, s, 1, 1, NULL);
 }
 
 extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)

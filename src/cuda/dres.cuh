@@ -4,8 +4,9 @@
  * Every launcher enqueues on stream s with a fixed grid (CUDA-graph
  * capturable), allocates nothing and never synchronises the host:
  *   - resolve: the plan kernel (one block per round position, grid N =
- *     st->N) then, when payload != 0, the copy kernel (a persistent grid of
- *     copy_blocks blocks that reads npairs[] from device memory);
+ *     st->N) then the copy kernel (a persistent grid of copy_blocks blocks
+ *     that reads npairs[] from device memory; one block that only stores the
+ *     error word when payload == 0), launched as a programmatic dependent;
  *   - promote: the promotion kernel (one block per round position) then the
  *     copy kernel for the arena -> hot pairs;
  *   - reset: one request slot's hot state back to empty;
@@ -13,8 +14,9 @@
  * `st` is a host copy of the state descriptor whose pointers are device
  * memory; `rd`, `sel` and `loc` are device memory. `scratch` is
  * dhs_dres_scratch_bytes() of device memory initialised once with
- * dhs_dres_scratch_init (it carries the first-error key of a call between
- * blocks; it resets itself at the end of every plan kernel).
+ * dhs_dres_scratch_init (it carries the first-error key of a call from the
+ * plan kernel's blocks to the copy kernel, which stores it into st->err and
+ * resets it; without payload the copy kernel runs as one block for that).
  *
  * Plain C header: included by cuda_backend.c and by .cu files.
  */
