@@ -8,8 +8,9 @@
 #   5. `dhs verify --backend cuda --resolver device` with the issue's flag sets,
 #      if the tool has --resolver.
 # A short table at the end. Logs under $OUT (default build-gdres/out).
-# Knobs: DRES_TEST_SCALE (1), DRES_SAN_SCALE (0.005), DRES_BENCH_ARGS (""),
-# DRES_STEPS ("test san bench verify"), DRES_SEED (fixed 20261201).
+# Knobs: DRES_TEST_SCALE (1), DRES_SAN_SCALE (0.005), DRES_RACE_SCALE (= SAN),
+# DRES_BENCH_ARGS (""), DRES_STEPS ("test bench san verify"; run in the order
+# test, san, bench, verify), DRES_SEED (fixed 20261201), DRES_*_TIMEOUT.
 # cJSON: when the machine lacks libcjson-dev, a copy in third_party/cjson
 # ({include/cjson/cJSON.h, lib/libcjson.so*}) is used.
 set -uo pipefail
@@ -18,7 +19,7 @@ out=${OUT:-$root/build-gdres/out}
 bld=$root/build-gdres/b
 mkdir -p "$out" "$bld"
 export PATH=$PATH:/usr/local/cuda/bin
-steps=${DRES_STEPS:-test san bench verify}
+steps=${DRES_STEPS:-test bench san verify}
 seed=${DRES_SEED:-20261201}
 t_start=$(date +%s)
 cj=()
@@ -27,7 +28,7 @@ if [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$root/third_party/cjson" ]; then
   export LD_LIBRARY_PATH="$root/third_party/cjson/lib:${LD_LIBRARY_PATH:-}"
 fi
 summary=()
-row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); }
+row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "## ${summary[-1]}"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/build.log" 2>&1
 cmake -S "$root" -B "$bld" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" >> "$out/build.log" 2>&1 &&
@@ -50,7 +51,9 @@ if [[ " $steps " == *" san "* ]]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   for tool in memcheck racecheck synccheck; do
     t=$(date +%s)
-    DHS_TEST_SEED=$seed DHS_TEST_SCALE=${DRES_SAN_SCALE:-0.005} timeout ${DRES_SAN_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 3 --print-limit 20 \
+    sc=${DRES_SAN_SCALE:-0.005}
+    [ $tool = racecheck ] && sc=${DRES_RACE_SCALE:-$sc}
+    DHS_TEST_SEED=$seed DHS_TEST_SCALE=$sc timeout ${DRES_SAN_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 3 --print-limit 20 \
       "$bld/test_dres_cuda" > "$out/san_one.log" 2>&1
     r=$?
     [ $r = 0 ] || rc=1
@@ -74,7 +77,7 @@ if [[ " $steps " == *" verify "* ]]; then
     for args in "--requests 16 --steps 120" "--requests 16 --steps 120 --pressure high --faults 0.01" \
                 "--requests 16 --steps 40 --spec 8 --compress 4 --consumers glm" \
                 "--requests 16 --steps 40 --spec 8 --compress 4 --consumers v41 --pressure high"; do
-      j=$(timeout 120 "$bld/dhs" verify --backend cuda --resolver device --seed 11 $args --json 2>"$out/verify.err")
+      j=$(timeout ${DRES_VERIFY_TIMEOUT:-120} "$bld/dhs" verify --backend cuda --resolver device --seed 11 $args --json 2>"$out/verify.err")
       r=$?
       [ $r = 0 ] || rc=1
       s=$(echo "$j" | grep -o '"entries": [0-9]*\|"violations": [0-9]*' | tr '\n' ' ')
