@@ -6,11 +6,13 @@
 #   3. compute-sanitizer memcheck / racecheck / synccheck on a reduced run;
 #   4. dres_bench (ours vs the O(B) scan baseline vs the gather ceiling);
 #   5. `dhs verify --backend cuda --resolver device` with the issue's flag sets,
-#      if the tool has --resolver.
+#      if the tool has --resolver;
+#   6. test_dres_graph: a GLM-like decode step (21 groups, 78 sources)
+#      captured as a CUDA graph and replayed against eager calls.
 # A short table at the end. Logs under $OUT (default build-gdres/out).
 # Knobs: DRES_TEST_SCALE (1), DRES_SAN_SCALE (0.005), DRES_RACE_SCALE (= SAN),
-# DRES_BENCH_ARGS (""), DRES_STEPS ("test bench san verify"; run in the order
-# test, san, bench, verify), DRES_SEED (fixed 20261201), DRES_*_TIMEOUT.
+# DRES_BENCH_ARGS (""), DRES_STEPS ("test bench san verify graph"; run in the
+# order test, san, bench, verify, graph), DRES_SEED (fixed 20261201), DRES_*_TIMEOUT.
 # cJSON: when the machine lacks libcjson-dev, a copy in third_party/cjson
 # ({include/cjson/cJSON.h, lib/libcjson.so*}) is used.
 set -uo pipefail
@@ -19,7 +21,7 @@ out=${OUT:-$root/build-gdres/out}
 bld=$root/build-gdres/b
 mkdir -p "$out" "$bld"
 export PATH=$PATH:/usr/local/cuda/bin
-steps=${DRES_STEPS:-test bench san verify}
+steps=${DRES_STEPS:-test bench san verify graph}
 seed=${DRES_SEED:-20261201}
 t_start=$(date +%s)
 cj=()
@@ -32,7 +34,7 @@ row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "## ${summary[-1]}"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/build.log" 2>&1
 cmake -S "$root" -B "$bld" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" >> "$out/build.log" 2>&1 &&
-  cmake --build "$bld" -j"$(nproc)" --target test_dres_cuda dres_bench >> "$out/build.log" 2>&1
+  cmake --build "$bld" -j"$(nproc)" --target test_dres_cuda test_dres_graph dres_bench >> "$out/build.log" 2>&1
 brc=$?
 row build "rc=$brc ($(( $(date +%s) - t_start )) s)"
 if [ $brc != 0 ]; then tail -40 "$out/build.log"; printf '%s\n' "${summary[@]}"; exit 1; fi
@@ -86,6 +88,14 @@ if [[ " $steps " == *" verify "* ]]; then
   else
     row "dhs verify --resolver device" "not available in this tree (skipped)"
   fi
+fi
+if [[ " $steps " == *" graph "* ]]; then
+  t=$(date +%s)
+  DHS_TEST_SEED=$seed timeout ${DRES_GRAPH_TIMEOUT:-200} "$bld/test_dres_graph" > "$out/test_dres_graph.log" 2>&1
+  r=$?
+  [ $r = 0 ] || rc=1
+  row "test_dres_graph" "rc=$r $(grep -h 'rounds x\|host us\|passed,' "$out/test_dres_graph.log" | tr '\n' ' ') ($(( $(date +%s) - t )) s)"
+  [ $r = 0 ] || tail -20 "$out/test_dres_graph.log"
 fi
 row total "$(( $(date +%s) - t_start )) s"
 printf '\n== gpu_dres summary ==\n'
