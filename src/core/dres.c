@@ -50,6 +50,7 @@ struct dres_ctx {
     dres_round *rd;                /* device */
     dres_round *rd_h;              /* pinned staging of the descriptor */
     int32_t *sel_h;                /* pinned: packed selections of dhs_resolve */
+    int32_t *loc_h;                /* pinned: locations of dhs_resolve, read back in one copy */
     int32_t *word_h;               /* pinned: [2] */
     uint64_t *zero_h;              /* pinned: DRES_S_COUNT zeros */
     int32_t *pos_of;               /* [N] round position of a request slot, -1 */
@@ -174,20 +175,22 @@ static size_t shared_dev_layout(struct dres_ctx *d, const dhs_config *c, int32_t
     return off;
 }
 
-static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, uint8_t *base)
+static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, int32_t nsrc_max, uint8_t *base)
 {
     const size_t sel = (size_t)c->max_requests * (size_t)c->k_max * (size_t)c->max_k;
     size_t off = 0;
     uint8_t *rd = NULL;
-    int32_t *s = NULL, *w = NULL;
+    int32_t *s = NULL, *w = NULL, *l = NULL;
     uint64_t *z = NULL;
     CARVE(base, off, rd, uint8_t, rd_layout(NULL, c->max_requests, G));
     CARVE(base, off, s, int32_t, sel);
+    CARVE(base, off, l, int32_t, sel * (size_t)nsrc_max);
     CARVE(base, off, w, int32_t, 2);
     CARVE(base, off, z, uint64_t, DRES_S_COUNT);
     if (d && base) {
         d->rd_h = (dres_round *)(void *)rd;
         d->sel_h = s;
+        d->loc_h = l;
         d->word_h = w;
         d->zero_h = z;
     }
@@ -297,13 +300,13 @@ dhs_status dres_create(dhs_ctx *ctx)
         dg->pub_nchunks = ctx_calloc(ctx, (size_t)N, sizeof(int64_t));
         if (!dg->pub_nopt || !dg->pub_nchunks) return DHS_ERR_NOMEM;
     }
-    size_t sdb = shared_dev_layout(d, c, G, d->nsrc_max, NULL), shb = shared_host_layout(d, c, G, NULL);
+    size_t sdb = shared_dev_layout(d, c, G, d->nsrc_max, NULL), shb = shared_host_layout(d, c, G, d->nsrc_max, NULL);
     if ((s = be_dev_alloc(be, sdb, (void **)&d->dev)) != DHS_OK) return s;
     d->dev_bytes = sdb;
     if ((s = be_host_alloc(be, shb, (void **)&d->host)) != DHS_OK) return s;
     d->host_bytes = shb;
     shared_dev_layout(d, c, G, d->nsrc_max, d->dev);
-    shared_host_layout(d, c, G, d->host);
+    shared_host_layout(d, c, G, d->nsrc_max, d->host);
     memset(d->zero_h, 0, sizeof(uint64_t) * DRES_S_COUNT);
     d->word_h[0] = 0;
     d->word_h[1] = -1;
@@ -461,13 +464,15 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
     dhs_status s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
     if (s != DHS_OK) return s;
     s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free);
-    /* read-back through the backend directly (not fault-injected): the
-       device state has changed; a failure here is a device failure */
+    /* read-back in one copy through the backend directly (not
+       fault-injected): the device state has changed; a failure here is a
+       device failure. [si][b] blocks up to the last source's round rows. */
+    if (s == DHS_OK && nb > 0)
+        s = be->ops->copy_sync(be, d->loc_h, d->loc, sizeof(int32_t) * (size_t)((((int64_t)nsrc - 1) * N + nb) * per));
     for (int32_t it = 0; it < n_items && s == DHS_OK; it++) {
         const int64_t b = d->pos_of[items[it].req.id], nent = (int64_t)items[it].n_queries * k;
-        for (int32_t si = 0; si < nsrc && s == DHS_OK; si++)
-            s = be->ops->copy_sync(be, items[it].loc + si * nent, d->loc + ((int64_t)si * N + b) * per,
-                                   sizeof(int32_t) * (size_t)nent);
+        for (int32_t si = 0; si < nsrc; si++)
+            memcpy(items[it].loc + si * nent, d->loc_h + ((int64_t)si * N + b) * per, sizeof(int32_t) * (size_t)nent);
     }
     if (s == DHS_OK) s = dsync(ctx);
     if (s == DHS_OK && d->word_h[0] != 0) {

@@ -113,7 +113,8 @@ typedef struct dres_state {
     int64_t max_opt_pages; /* opt_ready stride; opt_pages stride per source */
     int64_t host_chunk_rows;
     int64_t n_host_chunks; /* chunk-table stride per (slot, source) */
-    int32_t stage_rows;    /* staging rows per request slot and arena (K_max * k) */
+    int32_t stage_rows;    /* staging rows per request slot and arena: K_max * max_k * the group's
+                              OWN/REINDEX calls per round (dhs_sizes.staging_rows_per_slot) */
     int32_t pad_;
     /* hot state (device only) */
     int32_t *slot_of;      /* [N][max_rows] -1 absent, q < B hot, B + i staged index i */
