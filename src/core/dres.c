@@ -438,7 +438,9 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++)
         for (int32_t g = 0; g < G && s == DHS_OK; g++) s = sync_request(ctx, ctx->round_reqs[b], g);
     if (s != DHS_OK) {
-        /* the round is not opened */
+        /* the round is not opened; a publish already issued completes before
+           a retry may rewrite its pinned source */
+        dsync(ctx);
         for (int32_t b = 0; b < ctx->n_round; b++) ctx->req[ctx->round_reqs[b]].in_round = 0;
         ctx->n_round = 0;
     }
