@@ -33,9 +33,12 @@
  * misses, hits: O(B) writes); locations are written; the block's warps copy
  * the misses (16-byte zero-copy loads). O(B + K k) per request.
  *
- * Usage: dres_bench [--json] [--json-file F] [--quick] [--reps N] [--span-gib G]
+ * Usage: dres_bench [--json] [--json-file F] [--quick] [--lat] [--one N,B,M,K] [--reps N] [--span-gib G]
  *   --json: one JSON object per configuration on stdout instead of the table;
- *   --json-file F: the table on stdout and the JSON lines in F.
+ *   --json-file F: the table on stdout and the JSON lines in F;
+ *   --lat: only configurations with batch x misses <= 8192 (latency-bound);
+ *   --one N,B,M,K: that configuration alone (compact layout, no breakdown:
+ *     for a profiler).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -569,12 +572,17 @@ static tstat time_it(job *j, int what, int reps, cudaEvent_t *ev)
 
 int main(int argc, char **argv)
 {
-    int json = 0, quick = 0, reps = 60;
+    int json = 0, quick = 0, lat = 0, reps = 60;
+    int one[4] = {0, 0, -1, 0};
     FILE *jf = NULL;
     double span_gib = 8;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--lat")) lat = 1;
+        else if (!strcmp(argv[i], "--one") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%d,%d,%d,%d", &one[0], &one[1], &one[2], &one[3]) == 4)
+            i++;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--span-gib") && i + 1 < argc) span_gib = atof(argv[++i]);
         else if (!strcmp(argv[i], "--json-file") && i + 1 < argc) {
@@ -585,7 +593,8 @@ int main(int argc, char **argv)
             }
         }
         else {
-            fprintf(stderr, "usage: dres_bench [--json] [--json-file F] [--quick] [--reps N] [--span-gib G]\n");
+            fprintf(stderr, "usage: dres_bench [--json] [--json-file F] [--quick] [--lat] [--one N,B,M,K] [--reps N] "
+                            "[--span-gib G]\n");
             return 2;
         }
     }
@@ -614,6 +623,7 @@ int main(int argc, char **argv)
                 const int32_t N = batches[bi], B = Bs[Bi];
                 if (layout == 1 && (B != 4096 || N == 8)) continue; /* scattered: a subset */
                 if (quick && (B == 16384 || N == 8)) continue;
+                if (one[2] >= 0 && (layout || N != one[0] || B != one[1])) continue;
                 job j;
                 memset(&j, 0, sizeof j);
                 j.w = &w;
@@ -623,6 +633,8 @@ int main(int argc, char **argv)
                     for (int Ki = 0; Ki < 2; Ki++) {
                         const int32_t M = Ms[Mi], K = Ks[Ki];
                         if (layout == 1 && (M < 300 || K != 1)) continue;
+                        if (lat && (int64_t)N * M > 8192) continue;
+                        if (one[2] >= 0 && (M != one[2] || K != one[3])) continue;
                         j.K = K;
                         j.M = M;
                         j.np = make_sel(&w, &j.st, N, K, M);
@@ -661,6 +673,7 @@ int main(int argc, char **argv)
     }
     /* where the time goes: plan kernel alone, copy kernel alone (the pairs of
        the last plan), an empty kernel; compact layout, B = 4096, K = 1 */
+    if (one[2] >= 0) goto done;
     printf("# breakdown (p50 us, B=4096 K=1): batch M | plan(+err store) copy-only empty-kernel\n");
     for (int bi = 0; bi < 4; bi += (bi == 0 ? 2 : 1)) {
         const int32_t N = batches[bi];
@@ -686,6 +699,7 @@ int main(int argc, char **argv)
                         N, j.M, pl.p50, cp.p50, em.p50);
         }
     }
+done:
     if (jf) fclose(jf);
     printf("# total %.1f s\n", (now_us() - t0) / 1e6);
     return 0;

@@ -54,6 +54,7 @@
 #define DRES_CP_ROWS 4 /* rows of one warp in flight together */
 #define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
 #define NO_ERR 0xffffffffffffffffull
+static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
     unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
@@ -223,11 +224,58 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t n
     return got;
 }
 
+/* The spec's dres_direct / dres_phys / dres_host_row with 32-bit division
+   (the spec divides int64 values: a subroutine call each). Same results:
+   every value divided is >= 0 and < 2^31 (a row s < max_rows taken from an
+   int32 selection, a tail index < T, a hot slot < B), every divisor > 0. */
+static __device__ __forceinline__ int64_t direct_fast(int32_t s, int64_t tail_lo, uint32_t T, uint32_t p,
+                                                      const uint8_t *opt_ready_b, int64_t max_opt_pages)
+{
+    if (s >= tail_lo) return DRES_CODE(DRES_K_TAIL, (uint32_t)s % T);
+    const uint32_t pg = (uint32_t)s / p;
+    if ((int64_t)pg < max_opt_pages && opt_ready_b[pg]) return DRES_CODE(DRES_K_OPT, s);
+    return 0;
+}
+
+/* per-block constants of the location rule */
+typedef struct loc_ctx {
+    uint32_t p;
+    int32_t tpp, hpp; /* T / p, B / p */
+} loc_ctx;
+
+static __device__ __forceinline__ int64_t phys_fast(const dres_state *st, const loc_ctx &lc, int32_t r, int32_t si,
+                                                    int64_t code)
+{
+    const int64_t v = DRES_VAL(code);
+    const uint32_t pg = (uint32_t)v / lc.p, off = (uint32_t)v - pg * lc.p;
+    const int64_t rs = (int64_t)r * st->nsrc + si;
+    switch (DRES_KIND(code)) {
+    case DRES_K_TAIL: return (int64_t)st->tail_pages[rs * lc.tpp + pg] * (int32_t)lc.p + off;
+    case DRES_K_OPT: return (int64_t)st->opt_pages[rs * st->max_opt_pages + pg] * (int32_t)lc.p + off;
+    case DRES_K_HOT: return (int64_t)st->hot_pages[rs * lc.hpp + pg] * (int32_t)lc.p + off;
+    case DRES_K_STAGE: return (int64_t)st->arena_page[si] * (int32_t)lc.p + (int64_t)r * st->stage_rows + v;
+    default: return -1;
+    }
+}
+
+static __device__ __forceinline__ uint64_t host_row_fast(const dres_state *st, int32_t r, int32_t si, int32_t s)
+{
+    const int64_t hcr = st->host_chunk_rows;
+    uint32_t ch = 0, in = (uint32_t)s;
+    if (hcr <= 0x7fffffff) {
+        ch = (uint32_t)s / (uint32_t)hcr;
+        in = (uint32_t)s - ch * (uint32_t)hcr;
+    }
+    const uint64_t chunk = st->host_chunks[((int64_t)r * st->nsrc + si) * st->n_host_chunks + ch];
+    return chunk + (uint64_t)in * st->row_stride;
+}
+
 /* ------------------------------------------------------------ plan kernel */
 
 #define DU 4 /* entries of one thread whose loads are in flight together */
+#define DM 2 /* misses of one thread in flight together (4 spills at 64 registers) */
 
-static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_constant__ dres_state st,
+static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc)
@@ -277,13 +325,29 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
         const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
         int32_t *locb = loc + (int64_t)b * KK * k;
 
+        /* this block's counters of slot r (only thread 0 of this block writes them): loads issued now */
+        int32_t m_pe = 0, m_np = 0;
+        if (tid == 0) {
+            m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
+            m_np = __ldcg(meta + DRES_M_NPROT);
+        }
+        loc_ctx lc;
+        lc.p = (uint32_t)st.p;
+        lc.tpp = st.T / st.p;
+        lc.hpp = B / st.p;
+        /* entries past the request's K queries: -1 in every source, nothing read */
+        for (int32_t si = 0; si < nsrc; si++)
+            for (int64_t e = nent + tid; e < all; e += DT) locb[si * lstride + e] = -1;
+
         /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
-           every hit of the union), code, locations; DU entries in flight */
+           every hit of the union), code, locations; DU entries of a thread in
+           flight together, each kind of load issued for all of them before
+           any is used (selection, then slot_of, then used + page tables) */
         uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
         int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
         unsigned long long my_err = NO_ERR;
-        for (int64_t base = 0; base < all; base += (int64_t)DU * DT) {
-            int32_t s[DU];
+        for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) {
+            int32_t s[DU], q[DU];
             int64_t c[DU];
 #pragma unroll
             for (int u = 0; u < DU; u++) {
@@ -301,43 +365,61 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
                     const unsigned long long key = err_key(b, 0, e, v);
                     if (key < my_err) my_err = key;
                 } else {
-                    c[u] = dres_direct(s[u], tail_lo, st.T, st.p, opt_ready, st.max_opt_pages);
+                    c[u] = direct_fast(s[u], tail_lo, (uint32_t)st.T, lc.p, opt_ready, st.max_opt_pages);
                     if (c[u]) c_direct++;
                 }
             }
 #pragma unroll
+            for (int u = 0; u < DU; u++) q[u] = c[u] == 0 ? slot_of[s[u]] : -1;
+#pragma unroll
             for (int u = 0; u < DU; u++)
-                if (c[u] == 0) c[u] = dres_hot(s[u], slot_of[s[u]], B);
+                if (c[u] == 0) c[u] = dres_hot(s[u], q[u], B);
+            /* hits: read `used` first; the atomic only where this round has not protected the slot yet
+               (a slot's used only moves to epoch in this phase, so a read of epoch is final) */
             uint32_t old[DU];
+            int32_t l0[DU]; /* source 0's locations: their table loads in flight with `used` */
 #pragma unroll
             for (int u = 0; u < DU; u++) {
-                old[u] = epoch;
+                const bool hot = c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT;
+                old[u] = hot ? __ldcg(used + q[u]) : epoch;
+                l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, lc, r, 0, c[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
-                    const int32_t q = (int32_t)DRES_VAL(c[u]);
-                    old[u] = atomicExch(used + q, epoch); /* result used after the location loads */
-                    ref[q] = 1;
+                    if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
+                    ref[q[u]] = 1;
                 }
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
             }
 #pragma unroll
             for (int u = 0; u < DU; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
-                if (e >= all) continue;
-                if (e < nent) code[e] = c[u];
+                if (e >= nent) continue;
+                code[e] = c[u];
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) {
                     mm |= 1u << (uint32_t)(e / DT);
                     continue;
                 }
-                for (int32_t si = 0; si < nsrc; si++)
-                    locb[si * lstride + e] = c[u] < 0 ? -1 : (int32_t)dres_phys(sp, r, si, c[u]);
+                locb[e] = l0[u];
                 if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
+            }
+            for (int32_t si = 1; si < nsrc; si++) {
+                int32_t l[DU];
+#pragma unroll
+                for (int u = 0; u < DU; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, lc, r, si, c[u]);
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int64_t e = base + (int64_t)u * DT + tid;
+                    if (e < nent && !(c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS)) locb[si * lstride + e] = l[u];
+                }
             }
 #pragma unroll
             for (int u = 0; u < DU; u++) c_prot += old[u] != epoch;
         }
         if (tid == 0) { /* meta is only touched by this thread before the next barrier */
-            int32_t np = meta[DRES_M_NPROT];
-            if (meta[DRES_M_PROT_EPOCH] != (int32_t)epoch) {
+            int32_t np = m_np;
+            if (m_pe != (int32_t)epoch) {
                 meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
                 np = 0;
             }
@@ -365,13 +447,23 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             /* ranks of the first occurrences in e order: ballots per tile, one block scan */
             const int ntile = (int)((nent + DT - 1) / DT);
             uint32_t first = 0;
-            for (int j = 0; j < ntile; j++) {
-                const int64_t e = (int64_t)j * DT + tid;
-                int f = 0;
-                if ((mm >> j) & 1u) f = __ldcg(slot_of + __ldg(selb + e)) == INT32_MIN + (int32_t)e;
-                const uint32_t bal = __ballot_sync(FULL, f);
-                if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
-                first |= (uint32_t)f << j;
+            for (int j0 = 0; j0 < ntile; j0 += DU) { /* DU tiles' slot_of reads in flight together */
+                int32_t cl[DU];
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int j = j0 + u;
+                    cl[u] = j < ntile && ((mm >> j) & 1u) ? __ldcg(slot_of + __ldg(selb + (int64_t)j * DT + tid)) : 0;
+                }
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int j = j0 + u;
+                    if (j >= ntile) break; /* uniform */
+                    const int64_t e = (int64_t)j * DT + tid;
+                    const int f = ((mm >> j) & 1u) && cl[u] == INT32_MIN + (int32_t)e;
+                    const uint32_t bal = __ballot_sync(FULL, f);
+                    if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
+                    first |= (uint32_t)f << j;
+                }
             }
             for (int j = ntile; j < 32; j++)
                 if (lane == 0) s_cnt[j * NWARP + warp] = 0;
@@ -411,33 +503,60 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
             if (room < 0) room = 0;
             const int32_t nst = nd - nhot < room ? nd - nhot : room;
             uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
-            for (int32_t i = tid; i < nd; i += DT) {
-                const int32_t s = dmiss[i];
-                int64_t c;
-                if (i < nhot) {
-                    const int32_t q = i < nfree ? filled + i : victims[i - nfree];
-                    if (i >= nfree) {
-                        const int32_t old = row_of[q];
-                        if (old >= 0) slot_of[old] = -1;
+            /* DM misses of a thread at once: dmiss + victims, then the evicted rows, then the stores
+               and the copy list (misses' rows, victims and evicted rows are all distinct, so the
+               order of these stores across misses is free, as between threads) */
+            for (int32_t i0 = tid; i0 < nd; i0 += DM * DT) {
+                int32_t sv[DM], qv[DM], ov[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT;
+                    sv[u] = i < nd ? dmiss[i] : 0;
+                    qv[u] = i < nhot ? (i < nfree ? filled + i : victims[i - nfree]) : -1;
+                }
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT;
+                    ov[u] = i < nhot && i >= nfree ? row_of[qv[u]] : -1;
+                }
+                int64_t cv[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT, s = sv[u];
+                    cv[u] = -1;
+                    if (i >= nd) continue;
+                    if (i < nhot) {
+                        const int32_t q = qv[u];
+                        if (ov[u] >= 0) slot_of[ov[u]] = -1;
+                        row_of[q] = s;
+                        slot_of[s] = q;
+                        ref[q] = 1;
+                        cv[u] = DRES_CODE(DRES_K_HOT, q);
+                    } else if (i < nhot + nst) {
+                        const int32_t sidx = nstaged + (i - nhot);
+                        st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                        slot_of[s] = B + sidx;
+                        cv[u] = DRES_CODE(DRES_K_STAGE, sidx);
+                    } else {
+                        slot_of[s] = -1;
+                        if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
                     }
-                    row_of[q] = s;
-                    slot_of[s] = q;
-                    ref[q] = 1;
-                    c = DRES_CODE(DRES_K_HOT, q);
-                } else if (i < nhot + nst) {
-                    const int32_t sidx = nstaged + (i - nhot);
-                    st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
-                    slot_of[s] = B + sidx;
-                    c = DRES_CODE(DRES_K_STAGE, sidx);
-                } else {
-                    slot_of[s] = -1;
-                    if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
-                    continue;
                 }
                 for (int32_t si = 0; si < nsrc; si++) {
-                    const int64_t pi = (int64_t)i * nsrc + si;
-                    pairs[2 * pi] = dres_host_row(sp, r, si, s);
-                    pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, c) * st.row_stride);
+                    uint64_t hs[DM];
+                    int64_t ph[DM];
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        hs[u] = cv[u] >= 0 ? host_row_fast(sp, r, si, sv[u]) : 0;
+                        ph[u] = cv[u] >= 0 ? phys_fast(sp, lc, r, si, cv[u]) : 0;
+                    }
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        if (cv[u] < 0) continue;
+                        const int64_t pi = (int64_t)(i0 + u * DT) * nsrc + si;
+                        pairs[2 * pi] = hs[u];
+                        pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph[u] * st.row_stride);
+                    }
                 }
             }
             __syncthreads(); /* every thread read meta[NSTAGED]; slot_of final */
@@ -455,16 +574,36 @@ static __global__ void __launch_bounds__(DT) dres_plan_kernel(const __grid_const
                 }
             }
             /* 5 for the misses: their slot from slot_of */
-            for (uint32_t x = mm; x; x &= x - 1) {
-                const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
-                const int32_t s = __ldg(selb + e);
-                const int32_t q = __ldcg(slot_of + s);
-                const int64_t c = q < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(s, q, B);
-                for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = (int32_t)dres_phys(sp, r, si, c);
-                if (q >= 0) {
-                    c_host++;
-                    c_ent++;
+            for (uint32_t x = mm; x;) { /* DM misses of a thread at once */
+                int64_t ev[DM];
+                int32_t qv[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    ev[u] = -1;
+                    if (x) {
+                        ev[u] = (int64_t)(__ffs(x) - 1) * DT + tid;
+                        x &= x - 1;
+                    }
                 }
+#pragma unroll
+                for (int u = 0; u < DM; u++) qv[u] = ev[u] >= 0 ? __ldcg(slot_of + __ldg(selb + ev[u])) : -1;
+                for (int32_t si = 0; si < nsrc; si++) {
+                    int32_t l[DM];
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        const int64_t c = qv[u] < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(0, qv[u], B);
+                        l[u] = (int32_t)phys_fast(sp, lc, r, si, c);
+                    }
+#pragma unroll
+                    for (int u = 0; u < DM; u++)
+                        if (ev[u] >= 0) locb[si * lstride + ev[u]] = l[u];
+                }
+#pragma unroll
+                for (int u = 0; u < DM; u++)
+                    if (ev[u] >= 0 && qv[u] >= 0) {
+                        c_host++;
+                        c_ent++;
+                    }
             }
         }
         block_add(&s_host, c_host);
@@ -689,7 +828,7 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
-    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > 32 * DT)
+    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
     dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch);
     cudaError_t e = cudaGetLastError();

@@ -34,7 +34,10 @@ extern "C" {
 
 #include "core/dres_spec.h"
 
-#define DHS_DRES_THREADS 512     /* plan / promote kernel block */
+#ifndef DHS_DRES_THREADS
+#define DHS_DRES_THREADS 1024    /* plan / promote kernel block (512 or 1024) */
+#endif
+#define DHS_DRES_MAX_ENTRIES 16384 /* k_max * max_k of one request, at most */
 #define DHS_DRES_COPY_THREADS 256 /* copy kernel block: 8 warps, one row each */
 
 size_t dhs_dres_scratch_bytes(void);
