@@ -149,7 +149,7 @@ static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_ro
    tiles and double. Victims are marked mark_taken at once. *s_taken (zeroed
    by the caller) gets the victims that were protected in round `epoch`.
    Returns the victims found (all threads). */
-static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t need, uint32_t mark,
+static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t hand, int32_t need, uint32_t mark,
                                       uint32_t mark_taken, uint32_t epoch, int32_t *victims, int *s_cnt, int *s_w,
                                       int *s_stop, int *s_taken)
 {
@@ -158,7 +158,7 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t n
     uint32_t *used = st->used + (int64_t)r * B;
     uint8_t *ref = st->ref + (int64_t)r * B;
     int32_t *meta = st->meta + (int64_t)r * DRES_META;
-    int32_t h = meta[DRES_M_HAND], got = 0;
+    int32_t h = hand, got = 0; /* meta[DRES_M_HAND], read by the caller */
     int taken = 0;
     int64_t scanned = 0;
     const int64_t limit = 2 * (int64_t)B + 32;
@@ -224,50 +224,95 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t n
     return got;
 }
 
-/* The spec's dres_direct / dres_phys / dres_host_row with 32-bit division
-   (the spec divides int64 values: a subroutine call each). Same results:
-   every value divided is >= 0 and < 2^31 (a row s < max_rows taken from an
-   int32 selection, a tail index < T, a hot slot < B), every divisor > 0. */
-static __device__ __forceinline__ int64_t direct_fast(int32_t s, int64_t tail_lo, uint32_t T, uint32_t p,
+/* Division by the call's fixed divisors (k, T, p, host_chunk_rows) with a
+   multiply-high and shifts (Granlund-Montgomery, exact for every 32-bit
+   dividend; magic numbers made by the launcher on the host): the spec divides
+   int64 values (a subroutine call each), a 32-bit division is ~20
+   instructions, this is 4. Every value divided here is >= 0 and < 2^31 (an
+   entry index, a row s < max_rows of an int32 selection, a tail index < T, a
+   hot slot < B), so the results are the spec's. */
+typedef struct dres_udiv {
+    uint32_t m, s1, s2;
+} dres_udiv;
+
+static dres_udiv udiv_make(uint32_t d)
+{
+    dres_udiv f;
+    if (d == 0) d = 1; /* never used (a zero divisor would be an error of the caller's state) */
+    uint32_t l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d) l++;
+    f.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+    f.s1 = l > 0 ? 1u : 0u;
+    f.s2 = l > 0 ? l - 1 : 0u;
+    return f;
+}
+
+static __device__ __forceinline__ uint32_t udiv_q(const dres_udiv &f, uint32_t n)
+{
+    const uint32_t t = __umulhi(f.m, n);
+    return (t + ((n - t) >> f.s1)) >> f.s2;
+}
+
+/* per-call constants of the plan kernel (a kernel parameter) */
+typedef struct dres_divs {
+    dres_udiv k, T, p, hcr;
+    uint32_t uk, uT, up, uhcr; /* the divisors */
+    int32_t tpp, hpp;          /* T / p, B / p */
+    int32_t hcr_big;           /* host_chunk_rows >= 2^31: every row is in chunk 0 */
+} dres_divs;
+
+static __device__ __forceinline__ int64_t direct_fast(int32_t s, int64_t tail_lo, const dres_divs &dv,
                                                       const uint8_t *opt_ready_b, int64_t max_opt_pages)
 {
-    if (s >= tail_lo) return DRES_CODE(DRES_K_TAIL, (uint32_t)s % T);
-    const uint32_t pg = (uint32_t)s / p;
+    if (s >= tail_lo) return DRES_CODE(DRES_K_TAIL, (uint32_t)s - udiv_q(dv.T, (uint32_t)s) * dv.uT);
+    const uint32_t pg = udiv_q(dv.p, (uint32_t)s);
     if ((int64_t)pg < max_opt_pages && opt_ready_b[pg]) return DRES_CODE(DRES_K_OPT, s);
     return 0;
 }
 
-/* per-block constants of the location rule */
-typedef struct loc_ctx {
-    uint32_t p;
-    int32_t tpp, hpp; /* T / p, B / p */
-} loc_ctx;
-
-static __device__ __forceinline__ int64_t phys_fast(const dres_state *st, const loc_ctx &lc, int32_t r, int32_t si,
+static __device__ __forceinline__ int64_t phys_fast(const dres_state *st, const dres_divs &dv, int32_t r, int32_t si,
                                                     int64_t code)
 {
     const int64_t v = DRES_VAL(code);
-    const uint32_t pg = (uint32_t)v / lc.p, off = (uint32_t)v - pg * lc.p;
+    const uint32_t pg = udiv_q(dv.p, (uint32_t)v), off = (uint32_t)v - pg * dv.up;
     const int64_t rs = (int64_t)r * st->nsrc + si;
+    const int32_t p = (int32_t)dv.up;
     switch (DRES_KIND(code)) {
-    case DRES_K_TAIL: return (int64_t)st->tail_pages[rs * lc.tpp + pg] * (int32_t)lc.p + off;
-    case DRES_K_OPT: return (int64_t)st->opt_pages[rs * st->max_opt_pages + pg] * (int32_t)lc.p + off;
-    case DRES_K_HOT: return (int64_t)st->hot_pages[rs * lc.hpp + pg] * (int32_t)lc.p + off;
-    case DRES_K_STAGE: return (int64_t)st->arena_page[si] * (int32_t)lc.p + (int64_t)r * st->stage_rows + v;
+    case DRES_K_TAIL: return (int64_t)st->tail_pages[rs * dv.tpp + pg] * p + off;
+    case DRES_K_OPT: return (int64_t)st->opt_pages[rs * st->max_opt_pages + pg] * p + off;
+    case DRES_K_HOT: return (int64_t)st->hot_pages[rs * dv.hpp + pg] * p + off;
+    case DRES_K_STAGE: return (int64_t)st->arena_page[si] * p + (int64_t)r * st->stage_rows + v;
     default: return -1;
     }
 }
 
-static __device__ __forceinline__ uint64_t host_row_fast(const dres_state *st, int32_t r, int32_t si, int32_t s)
+static __device__ __forceinline__ uint64_t host_row_fast(const dres_state *st, const dres_divs &dv, int32_t r,
+                                                         int32_t si, int32_t s)
 {
-    const int64_t hcr = st->host_chunk_rows;
     uint32_t ch = 0, in = (uint32_t)s;
-    if (hcr <= 0x7fffffff) {
-        ch = (uint32_t)s / (uint32_t)hcr;
-        in = (uint32_t)s - ch * (uint32_t)hcr;
+    if (!dv.hcr_big) {
+        ch = udiv_q(dv.hcr, (uint32_t)s);
+        in = (uint32_t)s - ch * dv.uhcr;
     }
     const uint64_t chunk = st->host_chunks[((int64_t)r * st->nsrc + si) * st->n_host_chunks + ch];
     return chunk + (uint64_t)in * st->row_stride;
+}
+
+static dres_divs divs_make(const dres_state *st, int32_t k)
+{
+    dres_divs d;
+    d.uk = (uint32_t)k;
+    d.uT = (uint32_t)st->T;
+    d.up = (uint32_t)st->p;
+    d.hcr_big = st->host_chunk_rows >= ((int64_t)1 << 31);
+    d.uhcr = d.hcr_big ? 1u : (uint32_t)st->host_chunk_rows;
+    d.k = udiv_make(d.uk);
+    d.T = udiv_make(d.uT);
+    d.p = udiv_make(d.up);
+    d.hcr = udiv_make(d.uhcr);
+    d.tpp = st->p > 0 ? st->T / st->p : 0;
+    d.hpp = st->p > 0 ? st->B / st->p : 0;
+    return d;
 }
 
 /* ------------------------------------------------------------ plan kernel */
@@ -278,12 +323,13 @@ static __device__ __forceinline__ uint64_t host_row_fast(const dres_state *st, i
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
-                                                              int32_t *__restrict__ loc, dres_scratch *sc)
+                                                              int32_t *__restrict__ loc, dres_scratch *sc,
+                                                              const __grid_constant__ dres_divs dv)
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
-    __shared__ int s_nprot0;
+    __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
     __shared__ unsigned long long s_err;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -326,18 +372,23 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         int32_t *locb = loc + (int64_t)b * KK * k;
 
         /* this block's counters of slot r (only thread 0 of this block writes them): loads issued now */
-        int32_t m_pe = 0, m_np = 0;
+        int32_t m_pe = 0, m_np = 0, m_filled = 0, m_hand = 0, m_nst = 0, m_ar0 = 0;
         if (tid == 0) {
             m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
             m_np = __ldcg(meta + DRES_M_NPROT);
+            m_filled = __ldcg(meta + DRES_M_FILLED);
+            m_hand = __ldcg(meta + DRES_M_HAND);
+            m_nst = __ldcg(meta + DRES_M_NSTAGED);
+            m_ar0 = __ldg(st.arena_page);
+            /* to shared now (this warp waits for these loads once, the others do not) */
+            s_filled = m_filled;
+            s_hand = m_hand;
+            s_nstaged = m_nst;
+            s_arena0 = m_ar0;
         }
-        loc_ctx lc;
-        lc.p = (uint32_t)st.p;
-        lc.tpp = st.T / st.p;
-        lc.hpp = B / st.p;
         /* entries past the request's K queries: -1 in every source, nothing read */
         for (int32_t si = 0; si < nsrc; si++)
-            for (int64_t e = nent + tid; e < all; e += DT) locb[si * lstride + e] = -1;
+            for (int32_t e = (int32_t)nent + tid; e < (int32_t)all; e += DT) locb[si * lstride + e] = -1;
 
         /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
            every hit of the union), code, locations; DU entries of a thread in
@@ -357,7 +408,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
             for (int u = 0; u < DU; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
-                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)e / k, st.max_rows);
+                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
                 if (v == 1) {
                     c[u] = DRES_PAD;
                 } else if (v != 0) {
@@ -365,7 +416,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     const unsigned long long key = err_key(b, 0, e, v);
                     if (key < my_err) my_err = key;
                 } else {
-                    c[u] = direct_fast(s[u], tail_lo, (uint32_t)st.T, lc.p, opt_ready, st.max_opt_pages);
+                    c[u] = direct_fast(s[u], tail_lo, dv, opt_ready, st.max_opt_pages);
                     if (c[u]) c_direct++;
                 }
             }
@@ -382,7 +433,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int u = 0; u < DU; u++) {
                 const bool hot = c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT;
                 old[u] = hot ? __ldcg(used + q[u]) : epoch;
-                l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, lc, r, 0, c[u]);
+                l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, 0, c[u]);
             }
 #pragma unroll
             for (int u = 0; u < DU; u++) {
@@ -407,7 +458,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int32_t si = 1; si < nsrc; si++) {
                 int32_t l[DU];
 #pragma unroll
-                for (int u = 0; u < DU; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, lc, r, si, c[u]);
+                for (int u = 0; u < DU; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, si, c[u]);
 #pragma unroll
                 for (int u = 0; u < DU; u++) {
                     const int64_t e = base + (int64_t)u * DT + tid;
@@ -480,7 +531,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 }
             }
             /* 4b: free slots, then CLOCK victims, then staging */
-            const int32_t filled = meta[DRES_M_FILLED];
+            const int32_t filled = s_filled;
             const int32_t nfree = nd < B - filled ? nd : B - filled;
             for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
             int32_t *victims = st.victim + (int64_t)r * per_slot;
@@ -489,17 +540,17 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             int32_t want = nd - nfree, avail = B - nprot;
             if (want > avail) want = avail;
             if (want < 0) want = 0;
-            const int32_t nv = want > 0 ? sweep_block(sp, r, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
+            const int32_t nv = want > 0 ? sweep_block(sp, r, s_hand, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
                                                       &s_taken)
                                         : 0;
             __syncthreads(); /* victims */
             const int32_t nhot = nfree + nv;
-            const int32_t nstaged = meta[DRES_M_NSTAGED];
+            const int32_t nstaged = s_nstaged;
             /* staging only while the arenas are free or this group's (the word changes
                from -1 to this group within a call at most, so one read decides) */
             const int32_t owner = *(volatile int32_t *)st.stage_owner;
             const int ours = owner == -1 || owner == st.group;
-            int32_t room = st.arena_page[0] < 0 || !ours ? 0 : st.stage_rows - nstaged;
+            int32_t room = s_arena0 < 0 || !ours ? 0 : st.stage_rows - nstaged;
             if (room < 0) room = 0;
             const int32_t nst = nd - nhot < room ? nd - nhot : room;
             uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
@@ -547,8 +598,8 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     int64_t ph[DM];
 #pragma unroll
                     for (int u = 0; u < DM; u++) {
-                        hs[u] = cv[u] >= 0 ? host_row_fast(sp, r, si, sv[u]) : 0;
-                        ph[u] = cv[u] >= 0 ? phys_fast(sp, lc, r, si, cv[u]) : 0;
+                        hs[u] = cv[u] >= 0 ? host_row_fast(sp, dv, r, si, sv[u]) : 0;
+                        ph[u] = cv[u] >= 0 ? phys_fast(sp, dv, r, si, cv[u]) : 0;
                     }
 #pragma unroll
                     for (int u = 0; u < DM; u++) {
@@ -592,7 +643,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
                     for (int u = 0; u < DM; u++) {
                         const int64_t c = qv[u] < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(0, qv[u], B);
-                        l[u] = (int32_t)phys_fast(sp, lc, r, si, c);
+                        l[u] = (int32_t)phys_fast(sp, dv, r, si, c);
                     }
 #pragma unroll
                     for (int u = 0; u < DM; u++)
@@ -662,7 +713,7 @@ static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_co
     for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = promo;
     int32_t *victims = st.victim + (int64_t)r * per_slot;
     __syncthreads();
-    const int32_t nv = npro > nfree ? sweep_block(sp, r, npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
+    const int32_t nv = npro > nfree ? sweep_block(sp, r, meta[DRES_M_HAND], npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
                                                   &s_stop, &s_taken)
                                     : 0;
     __syncthreads(); /* victims, s_taken; every thread read meta */
@@ -830,7 +881,7 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
 {
     if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
-    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch);
+    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
