@@ -5,13 +5,20 @@
  *
  * Plan kernel (resolve), one block of DHS_DRES_THREADS (T) per round
  * position b, grid N (fixed; blocks b >= n_round write -1 locations):
- *   1. every thread takes entries e = tid + j T, DU of them with their loads
- *      in flight together: validate, direct, hot lookup through slot_of; hits
- *      are protected with atomicExch on used[q] (the old value tells whether
- *      this call protected it first, so n_prot counts each slot once) and get
- *      their reference bit; the code goes to st->code[e] like the CPU's, and
- *      every entry that is not a miss gets its locations right away. Misses
- *      are remembered as bit j of a register; a block without misses is done;
+ *   1. every thread takes entries e = tid + j T, DU of them at once, each
+ *      kind of load issued for all DU before any is used (selection; then
+ *      slot_of; then used and source 0's page table; then the stores), so a
+ *      pass costs ~3 dependent round trips, not 3 per entry: validate, direct,
+ *      hot lookup through slot_of; hits read used[q] and, only where it is
+ *      not yet this round's epoch, protect it with atomicExch (the old value
+ *      tells whether this call protected it first, so n_prot counts each slot
+ *      once) and get their reference bit; the code goes to st->code[e] like
+ *      the CPU's, and every entry that is not a miss gets its locations right
+ *      away. Entries past the request's K queries only get -1 (a store-only
+ *      loop). Misses are remembered as bit j of a register; a block without
+ *      misses is done. The spec's int64 divisions (e / k, s % T, s / p, v / p,
+ *      s / host_chunk_rows: all dividends < 2^31) are multiply-high + shifts
+ *      with magic numbers made by the launcher (dres_divs);
  *   2. distinct misses: every miss entry claims its row with
  *      atomicMin(slot_of[s], INT32_MIN + e) (a missed row holds -1, larger
  *      than any claim), so the surviving claim names the first occurrence.
@@ -27,7 +34,11 @@
  *      so pair indices stay dense;
  *   4. the misses' locations; stats by block reduction + one atomicAdd per
  *      counter.
- * Limit: k_max * max_k <= 32 T (16384 entries per request).
+ *   Steps 3 and 4 take DM misses of a thread at once the same way.
+ * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
+ * T = 1024 by default (bench/RESULTS.md run 10: 512 is faster at batch 256
+ * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
+ * and used miss the L2).
  * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
  * in `scratch`; the copy kernel launched after the plan kernel (always: one
  * block without payload) takes the smallest key and stores its code into
