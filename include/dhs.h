@@ -142,6 +142,24 @@ typedef enum dhs_reclaim_order {
 } dhs_reclaim_order;
 const char *dhs_reclaim_order_str(dhs_reclaim_order o);
 
+/* Where the per-layer resolver runs (docs/API.md "Device resolver").
+   HOST: dhs_resolve plans on the host with the configured policy.
+   DEVICE: the hot state (reverse index, slot table, protection, CLOCK hand)
+     lives in device-tier memory and every resolve call runs on the backend's
+     compute stream (the C specification on the CPU backend, kernels on CUDA);
+     the host publishes the round descriptor and table changes at
+     dhs_round_begin. Requires policy = DHS_POLICY_CLOCK (the device runs CLOCK
+     with round epochs) and payload_free = 0, else dhs_ctx_create and
+     dhs_config_sizes return DHS_ERR_INVALID_ARG; the backend must implement
+     the device resolver, else DHS_ERR_UNSUPPORTED. */
+typedef enum dhs_resolver {
+    DHS_RESOLVER_HOST = 0,
+    DHS_RESOLVER_DEVICE = 1,
+    DHS_RESOLVER_COUNT_
+} dhs_resolver;
+const char *dhs_resolver_str(dhs_resolver r);
+int dhs_resolver_parse(const char *s, dhs_resolver *out); /* "host" | "device"; 0 on success */
+
 typedef struct dhs_config {
     int32_t max_requests;      /* request slots N */
     int32_t max_k;             /* largest selection length k */
@@ -163,6 +181,7 @@ typedef struct dhs_config {
     int32_t payload_free;      /* 1: simulate placement only: no pools, no host rows, no bytes
                                   copied (import/write data pointers may be NULL); every
                                   decision, census and accounting figure is the same */
+    int32_t resolver;          /* dhs_resolver: DHS_RESOLVER_HOST (default) or DHS_RESOLVER_DEVICE */
 } dhs_config;
 
 dhs_config dhs_config_default(void);
@@ -180,6 +199,11 @@ typedef struct dhs_sizes {
     int64_t staging_rows_per_slot;/* overflow rows per request and arena */
     uint64_t reserve_bytes;       /* M_res rounded up to pages */
     uint64_t min_device_bytes;    /* staging + reserve + one request */
+    uint64_t resolver_bytes;      /* device resolver state (resolver = DEVICE, else 0): per-slot
+                                     reverse index, slot table, tables and scratch. Metadata
+                                     OUTSIDE M (like the host reverse index): allocated on the
+                                     device tier at dhs_ctx_create on top of device_bytes and
+                                     counted in dhs_mem.device_bytes_allocated */
 } dhs_sizes;
 dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_sizes *out);
 
@@ -284,6 +308,40 @@ typedef struct dhs_resolve_item {
 dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
                        const dhs_resolve_item *items);
 
+/* Device resolver (resolver = DHS_RESOLVER_DEVICE; docs/API.md "Device
+   resolver"): the graph-capturable per-layer call. Resolves `group` for the
+   whole open round from selections in device memory and writes locations to
+   device memory, on the backend's compute stream: no host synchronisation,
+   no allocation, nothing read back.
+     sel[b][j][i] at ((b * k_max) + j) * k + i   (b = round position, as in
+       the reqs array of dhs_round_begin; k_max = dhs_config.k_max)
+     loc[si][b][j][i] at (((si * N) + b) * k_max + j) * k + i   (si = source
+       index within the group, N = dhs_config.max_requests)
+   Rows b >= n_round and queries j >= K_b are padding: never read from sel,
+   -1 in loc. The host checks only what needs no data: ctx, group
+   (DHS_ERR_UNKNOWN_SOURCE), an open round (DHS_ERR_NOT_IN_ROUND), 1 <= k <=
+   max_k (DHS_ERR_INVALID_ARG / DHS_ERR_K_TOO_LARGE), sel and loc non-NULL
+   (DHS_ERR_INVALID_ARG) and 4-byte aligned (DHS_ERR_MISALIGNED); host
+   resolver mode: DHS_ERR_STATE. Entries are checked on the device: a bad
+   entry (< -1: DHS_ERR_ROW_RANGE; not visible to its query:
+   DHS_ERR_NOT_VISIBLE) and a miss that finds no staging row
+   (DHS_ERR_STAGING) yield -1 in every source's location and set the
+   context's error word (the first error wins); the other entries are
+   resolved. dhs_round_end reports the word (see there). Rows of the current
+   block that a selection names must be written (dhs_tail_locations + the
+   engine's own kernel, or dhs_write_rows) before attention reads them. */
+dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev);
+
+/* Where the current block's rows go: loc[i] = the pool row (location) of row
+   first_row + i of `source` of request r, so the engine's own KV-write kernel
+   writes them in place (either resolver mode). Host call, no
+   synchronisation, nothing copied. The rows count as written (as with
+   dhs_write_rows) for validation and for the commit at dhs_round_end: the
+   engine must have written them before the round ends. Same checks as
+   dhs_write_rows (request, source, round, range of the block's rows). */
+dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows,
+                              int32_t *loc);
+
 /* Declares that every consumer of `group` in this round has been issued:
    its staged rows are promoted into the hot cache and its staging arenas can
    serve the next layer group once these readers complete. The round end does
@@ -296,10 +354,21 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
 
 /* Closes the round: accepted[i] proposals of reqs[i] accepted
    (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
-   join history with host backup scheduled; rejected rows are discarded. */
+   join history with host backup scheduled; rejected rows are discarded.
+   Device resolver: after the argument checks it promotes every group
+   (idempotent), waits for the compute stream ONCE (the only host
+   synchronisation of a round; after it the host may rewrite the pinned
+   mirrors it publishes from) and reads the error word. When the word is set
+   (a bad entry or staging exhaustion of some dhs_resolve_device call of the
+   round) it returns that status (DHS_ERR_ROW_RANGE, DHS_ERR_NOT_VISIBLE or
+   DHS_ERR_STAGING), clears the word and commits nothing: the round stays
+   open; the engine discards the round's outputs and may call dhs_round_end
+   again, which commits. */
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
 
-/* Completes every outstanding copy and fence (for shutdown and tests). */
+/* Completes every outstanding copy and fence (for shutdown and tests).
+   Device resolver: DHS_ERR_STATE while a round is open (completing backups
+   would move the tail window the device was given for the round). */
 dhs_status dhs_sync(dhs_ctx *ctx);
 
 /* ---------------------------------------------------------------- stats */
@@ -317,6 +386,10 @@ typedef struct dhs_stats {
     uint64_t resolve_calls;
 } dhs_stats;
 
+/* Device resolver: the resolver counters (entries, census, misses, copies,
+   staging rows, resolve calls) live in device memory; dhs_get_stats waits
+   for the compute stream and reads them back (a synchronisation: not for
+   inside a captured step). staging_rows_peak stays 0 there. */
 void dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out);
 void dhs_reset_stats(dhs_ctx *ctx);
 

@@ -24,7 +24,7 @@
 typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
-    int layout, sessions_i, verify, backend, compare, storage, policy;
+    int layout, sessions_i, verify, backend, compare, storage, policy, resolver;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -53,6 +53,7 @@ static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const compares[] = {"resident", "none", NULL};
 static const char *const storages[] = {"hier", "resident", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
+static const char *const resolvers[] = {"host", "device", NULL};
 
 #define PROG "dhs run"
 
@@ -94,6 +95,8 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--storage", .type = ARG_ENUM, .dest = &o->storage, .choices = storages,
          .help = "without --compare: which storage"},
         {.name = "--policy", .type = ARG_ENUM, .dest = &o->policy, .choices = policies, .help = "hot-cache replacement"},
+        {.name = "--resolver", .type = ARG_ENUM, .dest = &o->resolver, .choices = resolvers,
+         .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs)"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
@@ -178,6 +181,7 @@ int cmd_run(int argc, char **argv)
     c.compare = o.compare == 0;
     c.hier = o.storage == 0;
     c.policy = policy;
+    c.resolver = o.resolver == 1 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
     c.verify = o.verify == 0 ? DHS_REF_VERIFY_GREEDY : DHS_REF_VERIFY_SAMPLE;
     c.temperature = (float)o.temperature;
     c.seed = o.seed;

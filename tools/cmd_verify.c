@@ -13,6 +13,7 @@
 
 static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
+static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const reclaims[] = {"most-pages", "oldest", "newest", NULL};
 static const char *const pressures[] = {"low", "high", NULL};
 static const char *const consumers[] = {"own", "glm", "v41", NULL};
@@ -48,7 +49,7 @@ static int print_json(FILE *out, const verify_opts *o, const verify_result *r, c
 int cmd_verify(int argc, char **argv)
 {
     verify_opts o = verify_opts_default();
-    int json = 0, backend = 0, policy = (int)o.policy, reclaim = 0, pressure = 0, layout = 0, no_check = 0, quiet = 0;
+    int json = 0, backend = 0, policy = (int)o.policy, resolver = (int)o.resolver, reclaim = 0, pressure = 0, layout = 0, no_check = 0, quiet = 0;
     const char *output = NULL;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = backends,
@@ -62,6 +63,8 @@ int cmd_verify(int argc, char **argv)
         A_INT("--page-rows", &o.page_rows, 1, 4096, "rows per page"),
         A_INT("--max-prefix", &o.max_prefix, 0, 1 << 22, "imported prefix up to N positions"),
         {.name = "--policy", .type = ARG_ENUM, .dest = &policy, .choices = policies, .help = "hot-cache replacement"},
+        {.name = "--resolver", .type = ARG_ENUM, .dest = &resolver, .choices = resolvers,
+         .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs; implies --policy clock)"},
         {.name = "--reclaim-order", .type = ARG_ENUM, .dest = &reclaim, .choices = reclaims, .help = "which request gives back history first"},
         {.name = "--pressure", .type = ARG_ENUM, .dest = &pressure, .choices = pressures,
          .help = "device capacity: history fits / forces waits and reclaim"},
@@ -94,6 +97,7 @@ int cmd_verify(int argc, char **argv)
         return args_fail(PROG, "--hot (%d) must be a multiple of --page-rows (%d)", o.hot_rows, o.page_rows);
     o.use_cuda = backend == 1;
     o.policy = (dhs_policy)policy;
+    o.resolver = (dhs_resolver)resolver;
     o.reclaim_order = reclaim == 0 ? DHS_RECLAIM_MOST_PAGES : reclaim == 1 ? DHS_RECLAIM_OLDEST : DHS_RECLAIM_NEWEST;
     o.pressure = pressure;
     o.layout = layout == 0 ? VERIFY_LAYOUT_OWN : layout == 1 ? VERIFY_LAYOUT_GLM : VERIFY_LAYOUT_V41;

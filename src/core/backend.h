@@ -12,6 +12,7 @@
 #define DHS_CORE_BACKEND_H
 
 #include "dhs.h"
+#include "core/dres_spec.h"
 
 typedef uint64_t dhs_ticket; /* 0 = nothing to wait for */
 
@@ -43,6 +44,18 @@ typedef struct dhs_backend_ops {
     dhs_status (*record_readers)(dhs_backend *be, dhs_ticket *t);
     int (*done)(dhs_backend *be, dhs_ticket t);
     dhs_status (*wait)(dhs_backend *be, dhs_ticket t);
+    /* device resolver (core/dres_spec.h), all on the compute stream, no host
+       synchronisation; NULL when the backend lacks it. `st` is a host copy of
+       the state descriptor (its pointers are device-tier memory); `rd` is the
+       round descriptor in device-tier memory. */
+    dhs_status (*dres_resolve)(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
+                               const int32_t *sel, int32_t *loc, int payload);
+    dhs_status (*dres_promote)(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload);
+    dhs_status (*dres_reset)(dhs_backend *be, const dres_state *st, int32_t slot);
+    /* host (pinned) -> device copy ordered on the compute stream, no host
+       sync: publishes control-plane tables; src must stay unchanged until the
+       compute stream passes it (the core republishes only after round_end). */
+    dhs_status (*publish)(dhs_backend *be, void *dst, const void *src, size_t bytes);
     /* advance emulated time by one round (CPU async mode; no-op elsewhere) */
     void (*tick)(dhs_backend *be);
     void (*destroy)(dhs_backend *be);

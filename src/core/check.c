@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dres.h"
 #include "core/internal.h"
 
 typedef struct {
@@ -140,5 +141,6 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             fail(&v, "I4: page %lld in use %d by %d but mapped by no request", (long long)i, u, ctx->page_owner[i]);
     }
     free(seen);
+    if (ctx->dres) v.n += dres_check(ctx, v.n ? NULL : msg, msg_len); /* the device hot state */
     return v.n;
 }

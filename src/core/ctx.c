@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dres.h"
 #include "core/internal.h"
 
 /* ------------------------------------------------------------- strings */
@@ -172,6 +173,7 @@ void page_release(dhs_ctx *ctx, int32_t pg)
 /* ------------------------------------------------------------- context */
 static void ctx_free_all(dhs_ctx *ctx)
 {
+    dres_destroy(ctx);
     if (ctx->req) {
         for (int32_t i = 0; i < ctx->cfg.max_requests; i++)
             if (ctx->req[i].in_use) request_free_all(ctx, &ctx->req[i]);
@@ -209,6 +211,10 @@ static int config_valid(const dhs_config *c)
         c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
         c->tail_rows < 2 * c->k_max || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
         (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
+        return 0;
+    /* device resolver: CLOCK-epoch policy only, placement simulation unsupported */
+    if (c->resolver < 0 || c->resolver >= DHS_RESOLVER_COUNT_ ||
+        (c->resolver == DHS_RESOLVER_DEVICE && (c->policy != DHS_POLICY_CLOCK || c->payload_free)))
         return 0;
     return 1;
 }
@@ -250,6 +256,7 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
     int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows;
     z->staging_bytes = (uint64_t)z->staging_arenas * (uint64_t)arena_pages * z->page_bytes;
     z->min_device_bytes = z->staging_bytes + z->reserve_bytes + z->request_bytes;
+    z->resolver_bytes = dres_state_bytes(a, c, z->staging_rows_per_slot);
     return DHS_OK;
 }
 
@@ -348,6 +355,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
         }
         ctx->arenas[a].first_page = first;
     }
+    if (c->resolver == DHS_RESOLVER_DEVICE && (s = dres_create(ctx)) != DHS_OK) { ctx_free_all(ctx); return s; }
     *out = ctx;
     return DHS_OK;
 nomem:
@@ -361,6 +369,7 @@ void dhs_ctx_destroy(dhs_ctx *ctx)
     /* every reader and copy completes before the memory they touch is freed */
     dhs_ticket t = 0;
     if (ctx->be->ops->record_readers(ctx->be, &t) == DHS_OK && t) ctx->be->ops->wait(ctx->be, t);
+    ctx->round_open = 0; /* dhs_sync refuses an open round in device resolver mode */
     dhs_sync(ctx);
     ctx_free_all(ctx);
 }
@@ -534,6 +543,7 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
     rq->gen = gen + 1;
     if (rq->gen == 0) rq->gen = 1;
     s = request_alloc(ctx, rq, slot);
+    if (s == DHS_OK && ctx->dres) s = dres_request_reset(ctx, slot); /* device hot state of the slot */
     if (s != DHS_OK) {
         request_free_all(ctx, rq);
         res_drain(ctx); /* pages taken back at once: nothing read them */
@@ -573,6 +583,7 @@ dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
     }
     uint32_t gen = rq->gen;
     request_free_all(ctx, rq);
+    if (ctx->dres) dres_request_reset(ctx, (int32_t)r.id); /* nothing of it stays on the device */
     rq->gen = gen;
     ctx->n_open--;
     return DHS_OK;
@@ -785,11 +796,13 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
 void dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out)
 {
     if (ctx && out) *out = ctx->st;
+    if (ctx && out && ctx->dres) dres_add_stats(ctx, out); /* synchronises */
 }
 
 void dhs_reset_stats(dhs_ctx *ctx)
 {
     if (ctx) memset(&ctx->st, 0, sizeof ctx->st);
+    if (ctx && ctx->dres) dres_reset_stats(ctx);
 }
 
 void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out)

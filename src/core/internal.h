@@ -152,6 +152,7 @@ struct dhs_ctx {
 
     uint64_t meta_bytes;    /* host metadata bytes (accounted) */
     dhs_stats st;
+    struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
 
 /* accounted host metadata allocation (plain malloc, counted, fault-injectable) */

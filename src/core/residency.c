@@ -406,6 +406,7 @@ void res_housekeeping(dhs_ctx *ctx)
 dhs_status dhs_sync(dhs_ctx *ctx)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (ctx->dres && ctx->round_open) return DHS_ERR_STATE; /* the round's tail window is published */
     advance_all(ctx, 1);
     deferred_sweep(ctx, 1);
     return DHS_OK;

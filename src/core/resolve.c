@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "core/dres.h"
 #include "core/internal.h"
 
 
@@ -67,6 +68,10 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         rq->K = K[i];
         ctx->round_reqs[i] = (int32_t)reqs[i].id;
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].n_staged = 0;
+    }
+    if (ctx->dres) { /* publishes the round; on failure the round stays closed */
+        dhs_status ds = dres_round_begin(ctx);
+        if (ds != DHS_OK) return ds;
     }
     ctx->round_open = 1;
     return DHS_OK;
@@ -199,6 +204,7 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group)
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open) return DHS_ERR_STATE;
+    if (ctx->dres) return dres_group_done(ctx, group);
     return group_release_staging(ctx, group);
 }
 
@@ -216,6 +222,10 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
                 if (rq->g[g].src[si].written_hi < h2) return DHS_ERR_STATE; /* committed rows never written */
         }
+    }
+    if (ctx->dres) { /* promotion, the round's one sync, the device error word */
+        dhs_status ds = dres_round_end(ctx);
+        if (ds != DHS_OK) return ds;
     }
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) group_release_staging(ctx, g);
     for (int32_t i = 0; i < ctx->n_round; i++) {
@@ -323,6 +333,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
         for (int32_t j = 0; j < it; j++)
             if (items[j].req.id == items[it].req.id) return DHS_ERR_INVALID_ARG;
     }
+    if (ctx->dres) return dres_resolve_items(ctx, group, k, n_items, items);
     const dhs_config *c = &ctx->cfg;
     const int32_t g = group, p = c->page_rows, B = c->hot_rows, T = c->tail_rows, nsrc = ctx->grp_nsrc[g];
     const int64_t m = ctx->grp_m[g];

@@ -185,6 +185,38 @@ static dhs_status cpu_wait(dhs_backend *be, dhs_ticket t)
     return DHS_OK;
 }
 
+/* Device resolver: the C specification (core/dres_cpu.c) on the emulated
+   device tier. Compute-stream work is synchronous here; async_delay and
+   random_order apply to side-stream copies and reader fences only. */
+static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
+                                   const int32_t *sel, int32_t *loc, int payload)
+{
+    (void)be;
+    dres_cpu_resolve(st, rd, k, sel, loc, payload);
+    return DHS_OK;
+}
+
+static dhs_status cpu_dres_promote(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload)
+{
+    (void)be;
+    dres_cpu_promote(st, rd, payload);
+    return DHS_OK;
+}
+
+static dhs_status cpu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
+{
+    (void)be;
+    dres_cpu_reset(st, slot);
+    return DHS_OK;
+}
+
+static dhs_status cpu_publish(dhs_backend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    memcpy(dst, src, bytes);
+    return DHS_OK;
+}
+
 static void cpu_tick(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
@@ -215,6 +247,10 @@ static const dhs_backend_ops cpu_ops = {
     .record_readers = cpu_record_readers,
     .done = cpu_done,
     .wait = cpu_wait,
+    .dres_resolve = cpu_dres_resolve,
+    .dres_promote = cpu_dres_promote,
+    .dres_reset = cpu_dres_reset,
+    .publish = cpu_publish,
     .tick = cpu_tick,
     .destroy = cpu_destroy,
 };

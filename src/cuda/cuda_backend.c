@@ -43,6 +43,7 @@
 #include <cuda_runtime_api.h>
 
 #include "core/backend.h"
+#include "cuda/dres.cuh"
 #include "cuda/gather.cuh"
 #include "dhs_cuda.h"
 
@@ -88,6 +89,8 @@ typedef struct cu_backend {
     cu_ticket_slot tickets[DHS_CU_TICKETS];
     uint64_t next_ticket; /* >= 1 */
     cudaError_t last_err;
+    void *dres_scratch;      /* device: the plan kernel's first-error key (dres.cuh) */
+    int32_t dres_copy_blocks; /* persistent copy grid of the device resolver */
 } cu_backend;
 
 static const dhs_backend_ops cu_ops;
@@ -393,6 +396,54 @@ static dhs_status cu_record_readers(dhs_backend *be, dhs_ticket *t)
 
 static void cu_tick(dhs_backend *be) { (void)be; }
 
+/* ------------------------------------------------- device resolver (dres.cu) */
+
+/* All on the compute stream, fixed grids, no host sync, no allocation: a
+   call can be captured into a CUDA graph. */
+static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
+                                  const int32_t *sel, int32_t *loc, int payload)
+{
+    cu_backend *c = cu_of(be);
+    if (!st || !rd || !sel || !loc || k <= 0 || k > st->max_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, dhs_dres_resolve_launch(st, rd, k, sel, loc, payload, c->dres_scratch, c->dres_copy_blocks, c->compute));
+    return DHS_OK;
+}
+
+static dhs_status cu_dres_promote(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload)
+{
+    cu_backend *c = cu_of(be);
+    if (!st || !rd || st->N <= 0) return DHS_ERR_INVALID_ARG;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, dhs_dres_promote_launch(st, rd, payload, c->dres_copy_blocks, c->compute));
+    return DHS_OK;
+}
+
+static dhs_status cu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
+{
+    cu_backend *c = cu_of(be);
+    if (!st || slot < 0 || slot >= st->N) return DHS_ERR_INVALID_ARG;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, dhs_dres_reset_launch(st, slot, c->compute));
+    return DHS_OK;
+}
+
+/* src: pinned host memory that stays unchanged until the compute stream
+   passes this copy (backend.h) */
+static dhs_status cu_publish(dhs_backend *be, void *dst, const void *src, size_t bytes)
+{
+    cu_backend *c = cu_of(be);
+    if (bytes == 0) return DHS_OK;
+    if (!dst || !src) return DHS_ERR_INVALID_ARG;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->compute));
+    return DHS_OK;
+}
+
 static void cu_free_all(cu_backend *c)
 {
     if (c->own_compute) cudaStreamSynchronize(c->own_compute);
@@ -408,6 +459,7 @@ static void cu_free_all(cu_backend *c)
     for (int i = 0; i < DHS_CU_TICKETS; i++)
         if (c->tickets[i].ev) cudaEventDestroy(c->tickets[i].ev);
     if (c->fence) cudaEventDestroy(c->fence);
+    if (c->dres_scratch) cudaFree(c->dres_scratch);
     if (c->side) cudaStreamDestroy(c->side);
     if (c->own_compute) cudaStreamDestroy(c->own_compute);
     (void)cudaGetLastError();
@@ -436,6 +488,10 @@ static const dhs_backend_ops cu_ops = {
     .record_readers = cu_record_readers,
     .done = cu_done,
     .wait = cu_wait,
+    .dres_resolve = cu_dres_resolve,
+    .dres_promote = cu_dres_promote,
+    .dres_reset = cu_dres_reset,
+    .publish = cu_publish,
     .tick = cu_tick,
     .destroy = cu_destroy,
 };
@@ -468,6 +524,7 @@ dhs_status dhs_backend_cuda_create(int device, dhs_backend **out)
     c->device = device;
     c->sms = sms;
     c->max_blocks = DHS_CU_BLOCKS_PER_SM * sms;
+    c->dres_copy_blocks = DHS_CU_BLOCKS_PER_SM * sms;
     c->next_ticket = 1;
 
     cudaError_t e = cudaStreamCreateWithFlags(&c->own_compute, cudaStreamNonBlocking);
@@ -484,6 +541,14 @@ dhs_status dhs_backend_cuda_create(int device, dhs_backend **out)
         return DHS_ERR_BACKEND;
     }
     c->compute = c->own_compute;
+    /* the device resolver's error key: a few bytes, initialised once */
+    e = cudaMalloc(&c->dres_scratch, dhs_dres_scratch_bytes());
+    if (e == cudaSuccess) e = dhs_dres_scratch_init(c->dres_scratch, c->own_compute);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->own_compute);
+    if (e != cudaSuccess) {
+        cu_free_all(c);
+        return DHS_ERR_BACKEND;
+    }
     if (ring_grow(c, &c->ring_compute, DHS_CU_RING_MIN) != DHS_OK ||
         ring_grow(c, &c->ring_side, DHS_CU_RING_MIN) != DHS_OK) {
         cu_free_all(c);

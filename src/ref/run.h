@@ -44,6 +44,7 @@ typedef struct dhs_ref_run_cfg {
     int compare;             /* 1: resident and hierarchical side by side */
     int hier;                /* without compare: 1 hierarchical, 0 resident */
     dhs_policy policy;
+    dhs_resolver resolver;   /* library resolver (host | device: CLOCK epochs, policy ignored) */
     dhs_ref_verify verify;
     float temperature;
     uint64_t seed;           /* prompts, sampling, CPU backend completion order */

@@ -351,6 +351,11 @@ static void run_round(vstate *v, const int32_t *slots, int32_t n, int full_check
         reqs[i] = v->rq[slots[i]].h;
     }
     dhs_status s = dhs_round_begin(v->ctx, n, reqs, v->round_K);
+    if (is_fault_status(s)) { /* device resolver: an armed copy fault may hit the tail-ring backup there */
+        check(v, "round_begin fault");
+        disarm(v);
+        s = dhs_round_begin(v->ctx, n, reqs, v->round_K);
+    }
     check(v, "round_begin");
     if (s != DHS_OK) { unexpected(v, "dhs_round_begin", s); return; }
     for (int32_t i = 0; i < n; i++) write_block(v, &v->rq[slots[i]], v->round_K[i]);
@@ -404,7 +409,12 @@ static void sweep_request(vstate *v, int32_t slot)
         int64_t rows = n / v->grp_m[g];
         for (int64_t base = 0; base < rows; base += k) {
             int32_t one = 1;
-            if (dhs_round_begin(v->ctx, 1, &r->h, &one) != DHS_OK) { violation(v, "sweep round_begin"); return; }
+            dhs_status sb = dhs_round_begin(v->ctx, 1, &r->h, &one);
+            if (is_fault_status(sb)) {
+                disarm(v);
+                sb = dhs_round_begin(v->ctx, 1, &r->h, &one);
+            }
+            if (sb != DHS_OK) { violation(v, "sweep round_begin"); return; }
             v->n_round = 1;
             v->round_slots[0] = slot;
             v->round_K[0] = 1;
@@ -485,7 +495,8 @@ int verify_run(const verify_opts *o, verify_result *res)
     c.page_rows = o->page_rows;
     c.tail_rows = o->page_rows * ((4 * o->spec + 2 * o->k / 4 + o->page_rows - 1) / o->page_rows + 1);
     c.max_rows = o->max_prefix + (int64_t)(o->steps + 4 * (o->steps / 4 + 10) + 64) * o->spec + 64;
-    c.policy = o->policy;
+    c.policy = o->resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : o->policy;
+    c.resolver = o->resolver;
     c.reclaim_order = o->reclaim_order;
     c.repop_pages = 8;
     int32_t ng = v.arch.n_groups;
@@ -583,7 +594,7 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
     const dhs_stats *s = &r->st;
     static const char *layouts[] = {"own", "glm", "v41"};
     fprintf(f,
-            "{\"seed\": %llu, \"backend\": \"%s\", \"layout\": \"%s\", \"policy\": \"%s\", \"requests\": %d, \"steps\": %d, "
+            "{\"seed\": %llu, \"backend\": \"%s\", \"resolver\": \"%s\", \"layout\": \"%s\", \"policy\": \"%s\", \"requests\": %d, \"steps\": %d, "
             "\"k\": %d, \"hot_rows\": %d, \"spec\": %d, \"compress\": %d, \"pressure\": \"%s\", \"async_delay\": %d, \"faults\": %g,\n"
             " \"entries\": %llu, \"violations\": %llu, \"census\": {\"direct\": %llu, \"hot\": %llu, \"host\": %llu},\n"
             " \"distinct_misses\": %llu, \"host_rows_copied\": %llu, \"invariant_checks\": %llu, \"wrong_bytes\": %llu,\n"
@@ -591,7 +602,8 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
             " \"retired_pages\": %llu, \"faults_injected\": %llu, \"lost_rows\": %llu, \"rounds\": %llu, \"accepted\": %llu,\n"
             " \"rejected_rows\": %llu, \"staging_rows\": %llu, \"staging_rows_peak\": %llu, \"backup_rows\": %llu,\n"
             " \"first_violation\": \"%s\"}\n",
-            (unsigned long long)o->seed, o->use_cuda ? "cuda" : "cpu", layouts[o->layout], dhs_policy_str(o->policy), o->requests, o->steps, o->k,
+            (unsigned long long)o->seed, o->use_cuda ? "cuda" : "cpu", dhs_resolver_str(o->resolver), layouts[o->layout],
+            dhs_policy_str(o->resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : o->policy), o->requests, o->steps, o->k,
             o->hot_rows, o->spec, o->compress, o->pressure ? "high" : "low", o->async_delay, o->faults,
             (unsigned long long)s->entries, (unsigned long long)r->violations, (unsigned long long)s->census_direct,
             (unsigned long long)s->census_hot, (unsigned long long)s->census_host, (unsigned long long)s->distinct_misses,

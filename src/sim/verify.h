@@ -34,6 +34,7 @@ typedef struct verify_opts {
     int progress;          /* progress on stderr: 0 none, 1 one line rewritten (terminal), 2 a line every 5 s */
     int use_cuda;          /* 1: the CUDA backend (device 0); async_delay/random_order are CPU-only */
     int corrupt_at_step;   /* >0: flip one byte of a returned location at this step (proves the checks bite) */
+    dhs_resolver resolver; /* host | device (the device resolver: CLOCK-epoch policy, `policy` ignored) */
 } verify_opts;
 
 typedef struct verify_result {

@@ -1,0 +1,729 @@
+/* dres.c - the core side of the device resolver (DESIGN §11, dres_spec.h).
+ *
+ * Control plane (host, between rounds): admission, reclaim, repopulation,
+ * commit and backups stay in ctx.c/residency.c. At dhs_round_begin this file
+ * publishes what the device needs for the round with stream-ordered copies
+ * (ops->publish) from pinned host mirrors to fixed device addresses: the
+ * round descriptor (slots, K, n, tail_lo per group) and, per request of the
+ * round, every page-table / optional-ready / host-chunk entry that differs
+ * from what was last published (the mirror is the record of what the device
+ * holds; a differing entry is the dirty flag).
+ *
+ * Data plane (device, per layer group): ops->dres_resolve / dres_promote /
+ * dres_reset on the compute stream; the hot state (reverse index slot_of,
+ * slot table row_of, protection, CLOCK bits and hand) exists only in device
+ * memory. The host never reads it inside a round except where a host call
+ * needs data back anyway (dhs_resolve with host items, statistics, checks).
+ *
+ * Synchronisation: dhs_round_end waits for the compute stream once (reading
+ * the error word with ops->copy_sync, which is ordered after every kernel of
+ * the round); only after it may the mirrors change again, so a publish is
+ * never pending when the host rewrites its source.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/dres.h"
+
+#define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
+
+typedef struct dres_grp {
+    dres_state st;                 /* device pointers */
+    uint8_t *dev;
+    size_t dev_bytes;
+    uint8_t *mir;                  /* pinned host mirrors of the published tables */
+    size_t mir_bytes;
+    int32_t *m_hot, *m_tail, *m_opt, *m_arena;
+    uint8_t *m_ready;
+    uint64_t *m_chunks;
+    int64_t *pub_nopt, *pub_nchunks; /* [N] entries that may be non-empty on the device */
+} dres_grp;
+
+struct dres_ctx {
+    int32_t G, nsrc_max;
+    dres_grp *g;
+    uint8_t *dev, *host;           /* shared device block, shared pinned block */
+    size_t dev_bytes, host_bytes, rd_bytes;
+    int32_t *err, *owner, *sel, *loc; /* device */
+    dres_round *rd;                /* device */
+    dres_round *rd_h;              /* pinned staging of the descriptor */
+    int32_t *sel_h;                /* pinned: packed selections of dhs_resolve */
+    int32_t *loc_h;                /* pinned: locations of dhs_resolve, read back in one copy */
+    int32_t *word_h;               /* pinned: [2] */
+    uint64_t *zero_h;              /* pinned: DRES_S_COUNT zeros */
+    int32_t *pos_of;               /* [N] round position of a request slot, -1 */
+};
+
+/* ------------------------------------------------------------- layout */
+static void shape(const dhs_config *c, int32_t g, int32_t nsrc, int32_t m, int64_t max_rows_g, uint32_t stride,
+                  int64_t stage_rows, dres_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->group = g;
+    st->N = c->max_requests;
+    st->B = c->hot_rows;
+    st->T = c->tail_rows;
+    st->p = c->page_rows;
+    st->nsrc = nsrc;
+    st->m = m;
+    st->k_max = c->k_max;
+    st->max_k = c->max_k;
+    st->row_stride = stride;
+    st->max_rows = max_rows_g;
+    st->max_opt_pages = max_rows_g / c->page_rows + 1;
+    st->host_chunk_rows = HOST_CHUNK_ROWS;
+    st->n_host_chunks = max_rows_g / HOST_CHUNK_ROWS + 1;
+    st->stage_rows = (int32_t)stage_rows;
+}
+
+#define CARVE(base, off, ptr, type, count)                                                                           \
+    do {                                                                                                             \
+        size_t o_ = (off);                                                                                           \
+        (off) = ALIGN64((off) + sizeof(type) * (size_t)(count));                                                     \
+        if (base) (ptr) = (type *)(void *)((base) + o_);                                                             \
+    } while (0)
+
+/* device arrays of one group from its shape; base NULL: size only */
+static size_t grp_layout(dres_state *st, uint8_t *base)
+{
+    const size_t N = (size_t)st->N, B = (size_t)st->B, ns = (size_t)st->nsrc;
+    const size_t per = (size_t)st->k_max * (size_t)st->max_k;
+    size_t off = 0;
+    CARVE(base, off, st->slot_of, int32_t, N * (size_t)st->max_rows);
+    CARVE(base, off, st->row_of, int32_t, N * B);
+    CARVE(base, off, st->used, uint32_t, N * B);
+    CARVE(base, off, st->ref, uint8_t, N * B);
+    CARVE(base, off, st->meta, int32_t, N * DRES_META);
+    CARVE(base, off, st->staged_row, int32_t, N * (size_t)st->stage_rows);
+    CARVE(base, off, st->hot_pages, int32_t, N * ns * (B / (size_t)st->p));
+    CARVE(base, off, st->tail_pages, int32_t, N * ns * ((size_t)st->T / (size_t)st->p));
+    CARVE(base, off, st->opt_pages, int32_t, N * ns * (size_t)st->max_opt_pages);
+    CARVE(base, off, st->opt_ready, uint8_t, N * (size_t)st->max_opt_pages);
+    CARVE(base, off, st->host_chunks, uint64_t, N * ns * (size_t)st->n_host_chunks);
+    CARVE(base, off, st->arena_page, int32_t, ns);
+    CARVE(base, off, st->dmiss, int32_t, N * per);
+    CARVE(base, off, st->ndmiss, int32_t, N);
+    CARVE(base, off, st->victim, int32_t, N * per);
+    CARVE(base, off, st->pairs, uint64_t, N * per * ns * 2);
+    CARVE(base, off, st->npairs, int32_t, N);
+    CARVE(base, off, st->code, int64_t, N * per);
+    CARVE(base, off, st->stats, uint64_t, DRES_S_COUNT);
+    return off;
+}
+
+/* pinned mirrors of the published tables, same layout as the device ones */
+static size_t mir_layout(dres_grp *dg, uint8_t *base)
+{
+    const dres_state *st = &dg->st;
+    const size_t N = (size_t)st->N, ns = (size_t)st->nsrc;
+    size_t off = 0;
+    CARVE(base, off, dg->m_hot, int32_t, N * ns * (size_t)(st->B / st->p));
+    CARVE(base, off, dg->m_tail, int32_t, N * ns * (size_t)(st->T / st->p));
+    CARVE(base, off, dg->m_opt, int32_t, N * ns * (size_t)st->max_opt_pages);
+    CARVE(base, off, dg->m_ready, uint8_t, N * (size_t)st->max_opt_pages);
+    CARVE(base, off, dg->m_chunks, uint64_t, N * ns * (size_t)st->n_host_chunks);
+    CARVE(base, off, dg->m_arena, int32_t, ns);
+    return off;
+}
+
+static size_t rd_layout(dres_round *rd, int32_t N, int32_t G)
+{
+    size_t off = ALIGN64(sizeof(dres_round));
+    const size_t slot = off;
+    off += 4 * (size_t)N;
+    const size_t K = off;
+    off += 4 * (size_t)N;
+    off = (off + 7) & ~(size_t)7;
+    const size_t n = off;
+    off += 8 * (size_t)N;
+    const size_t tl = off;
+    off += 8 * (size_t)N * (size_t)G;
+    if (rd) {
+        rd->off_slot = (int64_t)slot;
+        rd->off_K = (int64_t)K;
+        rd->off_n = (int64_t)n;
+        rd->off_tail_lo = (int64_t)tl;
+        rd->bytes = (int64_t)off;
+    }
+    return off;
+}
+
+/* shared device block: error word, staging owner, round descriptor, the
+   selection and location scratch of dhs_resolve (host items); base NULL:
+   size only */
+static size_t shared_dev_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, int32_t nsrc_max, uint8_t *base)
+{
+    const size_t sel = (size_t)c->max_requests * (size_t)c->k_max * (size_t)c->max_k;
+    size_t off = 0, rdb = rd_layout(NULL, c->max_requests, G);
+    int32_t *err = NULL, *owner = NULL, *s = NULL, *l = NULL;
+    uint8_t *rd = NULL;
+    CARVE(base, off, err, int32_t, 1);
+    CARVE(base, off, owner, int32_t, 1);
+    CARVE(base, off, rd, uint8_t, rdb);
+    CARVE(base, off, s, int32_t, sel);
+    CARVE(base, off, l, int32_t, sel * (size_t)nsrc_max);
+    if (d && base) {
+        d->err = err;
+        d->owner = owner;
+        d->rd = (dres_round *)(void *)rd;
+        d->sel = s;
+        d->loc = l;
+        d->rd_bytes = rdb;
+    }
+    return off;
+}
+
+static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, int32_t nsrc_max, uint8_t *base)
+{
+    const size_t sel = (size_t)c->max_requests * (size_t)c->k_max * (size_t)c->max_k;
+    size_t off = 0;
+    uint8_t *rd = NULL;
+    int32_t *s = NULL, *w = NULL, *l = NULL;
+    uint64_t *z = NULL;
+    CARVE(base, off, rd, uint8_t, rd_layout(NULL, c->max_requests, G));
+    CARVE(base, off, s, int32_t, sel);
+    CARVE(base, off, l, int32_t, sel * (size_t)nsrc_max);
+    CARVE(base, off, w, int32_t, 2);
+    CARVE(base, off, z, uint64_t, DRES_S_COUNT);
+    if (d && base) {
+        d->rd_h = (dres_round *)(void *)rd;
+        d->sel_h = s;
+        d->loc_h = l;
+        d->word_h = w;
+        d->zero_h = z;
+    }
+    return off;
+}
+
+uint64_t dres_state_bytes(const dhs_arch *a, const dhs_config *c, int64_t stage_rows)
+{
+    if (c->resolver != DHS_RESOLVER_DEVICE) return 0;
+    int32_t nsrc[DHS_MAX_SOURCES] = {0}, m[DHS_MAX_SOURCES] = {0}, nsrc_max = 1;
+    uint32_t stride = 0;
+    for (int i = 0; i < a->n_sources; i++) {
+        nsrc[a->sources[i].group]++;
+        m[a->sources[i].group] = (int32_t)a->sources[i].m;
+        if (a->sources[i].row_bytes > stride) stride = a->sources[i].row_bytes;
+    }
+    uint64_t tot = 0;
+    for (int g = 0; g < a->n_groups; g++) {
+        dres_state st;
+        shape(c, g, nsrc[g], m[g], (c->max_rows + m[g] - 1) / m[g] + 1, stride, stage_rows, &st);
+        tot += grp_layout(&st, NULL);
+        if (nsrc[g] > nsrc_max) nsrc_max = nsrc[g];
+    }
+    return tot + shared_dev_layout(NULL, c, a->n_groups, nsrc_max, NULL);
+}
+
+/* ------------------------------------------------------------- helpers */
+/* Waits for the compute stream: a 4-byte read of the error word, ordered
+   after every kernel issued so far (copy_sync runs on the compute stream).
+   Leaves the word in word_h[0]. */
+static dhs_status dsync(const dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    return ctx->be->ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
+}
+
+static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return DHS_OK;
+    return ctx->be->ops->publish(ctx->be, dst, src, bytes);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+void dres_destroy(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (!d) return;
+    /* every kernel and publish that reads this memory completes first */
+    if (d->err && d->word_h) dsync(ctx);
+    if (d->g) {
+        for (int32_t g = 0; g < d->G; g++) {
+            dres_grp *dg = &d->g[g];
+            be_dev_free(ctx->be, dg->dev, dg->dev_bytes);
+            be_host_free(ctx->be, dg->mir, dg->mir_bytes);
+            ctx_free(ctx, dg->pub_nopt, (size_t)ctx->cfg.max_requests, sizeof(int64_t));
+            ctx_free(ctx, dg->pub_nchunks, (size_t)ctx->cfg.max_requests, sizeof(int64_t));
+        }
+        ctx_free(ctx, d->g, (size_t)d->G, sizeof(dres_grp));
+    }
+    be_dev_free(ctx->be, d->dev, d->dev_bytes);
+    be_host_free(ctx->be, d->host, d->host_bytes);
+    ctx_free(ctx, d->pos_of, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
+    ctx_free(ctx, d, 1, sizeof *d);
+    ctx->dres = NULL;
+}
+
+dhs_status dres_request_reset(dhs_ctx *ctx, int32_t slot)
+{
+    struct dres_ctx *d = ctx->dres;
+    for (int32_t g = 0; g < d->G; g++) {
+        dhs_status s = ctx->be->ops->dres_reset(ctx->be, &d->g[g].st, slot);
+        if (s != DHS_OK) return s;
+    }
+    return DHS_OK;
+}
+
+dhs_status dres_create(dhs_ctx *ctx)
+{
+    dhs_backend *be = ctx->be;
+    const dhs_backend_ops *ops = be->ops;
+    if (!ops->dres_resolve || !ops->dres_promote || !ops->dres_reset || !ops->publish) return DHS_ERR_UNSUPPORTED;
+    const dhs_config *c = &ctx->cfg;
+    const int32_t G = ctx->arch.n_groups, N = c->max_requests;
+    struct dres_ctx *d = ctx_calloc(ctx, 1, sizeof *d);
+    if (!d) return DHS_ERR_NOMEM;
+    ctx->dres = d; /* dres_destroy frees a partial state */
+    d->G = G;
+    d->nsrc_max = 1;
+    d->g = ctx_calloc(ctx, (size_t)G, sizeof(dres_grp));
+    d->pos_of = ctx_calloc(ctx, (size_t)N, sizeof(int32_t));
+    if (!d->g || !d->pos_of) return DHS_ERR_NOMEM;
+    for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
+    dhs_status s;
+    for (int32_t g = 0; g < G; g++) {
+        dres_grp *dg = &d->g[g];
+        if (ctx->grp_nsrc[g] > d->nsrc_max) d->nsrc_max = ctx->grp_nsrc[g];
+        shape(c, g, ctx->grp_nsrc[g], ctx->grp_m[g], ctx->grp_max_rows[g], ctx->row_stride, ctx->arena_rows_per_slot,
+              &dg->st);
+        size_t db = grp_layout(&dg->st, NULL), mb = mir_layout(dg, NULL);
+        if ((s = be_dev_alloc(be, db, (void **)&dg->dev)) != DHS_OK) return s;
+        dg->dev_bytes = db;
+        if ((s = be_host_alloc(be, mb, (void **)&dg->mir)) != DHS_OK) return s;
+        dg->mir_bytes = mb;
+        grp_layout(&dg->st, dg->dev);
+        mir_layout(dg, dg->mir);
+        dg->pub_nopt = ctx_calloc(ctx, (size_t)N, sizeof(int64_t));
+        dg->pub_nchunks = ctx_calloc(ctx, (size_t)N, sizeof(int64_t));
+        if (!dg->pub_nopt || !dg->pub_nchunks) return DHS_ERR_NOMEM;
+    }
+    size_t sdb = shared_dev_layout(d, c, G, d->nsrc_max, NULL), shb = shared_host_layout(d, c, G, d->nsrc_max, NULL);
+    if ((s = be_dev_alloc(be, sdb, (void **)&d->dev)) != DHS_OK) return s;
+    d->dev_bytes = sdb;
+    if ((s = be_host_alloc(be, shb, (void **)&d->host)) != DHS_OK) return s;
+    d->host_bytes = shb;
+    shared_dev_layout(d, c, G, d->nsrc_max, d->dev);
+    shared_host_layout(d, c, G, d->nsrc_max, d->host);
+    memset(d->zero_h, 0, sizeof(uint64_t) * DRES_S_COUNT);
+    d->word_h[0] = 0;
+    d->word_h[1] = -1;
+    if ((s = publish(ctx, d->err, &d->word_h[0], sizeof(int32_t))) != DHS_OK) return s;
+    if ((s = publish(ctx, d->owner, &d->word_h[1], sizeof(int32_t))) != DHS_OK) return s;
+    /* every table starts empty; arenas are assigned statically: a group
+       stages into arenas [0, nsrc_g) (none when fewer arenas exist) */
+    for (int32_t g = 0; g < G; g++) {
+        dres_grp *dg = &d->g[g];
+        dres_state *st = &dg->st;
+        const size_t ns = (size_t)st->nsrc, nN = (size_t)N;
+        const size_t nh = nN * ns * (size_t)(st->B / st->p), nt = nN * ns * (size_t)(st->T / st->p);
+        const size_t no = nN * ns * (size_t)st->max_opt_pages, nr = nN * (size_t)st->max_opt_pages;
+        const size_t nc = nN * ns * (size_t)st->n_host_chunks;
+        for (size_t i = 0; i < nh; i++) dg->m_hot[i] = -1;
+        for (size_t i = 0; i < nt; i++) dg->m_tail[i] = -1;
+        for (size_t i = 0; i < no; i++) dg->m_opt[i] = -1;
+        memset(dg->m_ready, 0, nr);
+        memset(dg->m_chunks, 0, nc * sizeof(uint64_t));
+        for (size_t si = 0; si < ns; si++)
+            dg->m_arena[si] = ctx->n_arenas >= st->nsrc ? ctx->arenas[si].first_page : -1;
+        st->err = d->err;
+        st->stage_owner = d->owner;
+        st->pool = ctx->pool;
+        if ((s = publish(ctx, st->hot_pages, dg->m_hot, nh * 4)) != DHS_OK ||
+            (s = publish(ctx, st->tail_pages, dg->m_tail, nt * 4)) != DHS_OK ||
+            (s = publish(ctx, st->opt_pages, dg->m_opt, no * 4)) != DHS_OK ||
+            (s = publish(ctx, st->opt_ready, dg->m_ready, nr)) != DHS_OK ||
+            (s = publish(ctx, st->host_chunks, dg->m_chunks, nc * 8)) != DHS_OK ||
+            (s = publish(ctx, st->arena_page, dg->m_arena, ns * 4)) != DHS_OK ||
+            (s = publish(ctx, st->stats, d->zero_h, sizeof(uint64_t) * DRES_S_COUNT)) != DHS_OK)
+            return s;
+        for (int32_t r = 0; r < N; r++)
+            if ((s = ops->dres_reset(be, st, r)) != DHS_OK) return s;
+    }
+    return dsync(ctx);
+}
+
+/* ------------------------------------------------------------- publishing */
+/* Brings the mirror range [base, base + n) to the values of `want` (a
+   function of the index) and publishes the span that changed. */
+#define SYNC_TABLE(ctx, T_, mir, dev, base, n, want_expr, status)                                                    \
+    do {                                                                                                           \
+        int64_t lo_ = -1, hi_ = -1;                                                                                \
+        for (int64_t i = 0; i < (int64_t)(n); i++) {                                                               \
+            const T_ v_ = (want_expr);                                                                             \
+            if ((mir)[(base) + i] != v_) {                                                                         \
+                (mir)[(base) + i] = v_;                                                                            \
+                if (lo_ < 0) lo_ = i;                                                                              \
+                hi_ = i + 1;                                                                                       \
+            }                                                                                                      \
+        }                                                                                                          \
+        if (lo_ >= 0 && (status) == DHS_OK)                                                                        \
+            (status) = publish((ctx), (dev) + (base) + lo_, (mir) + (base) + lo_,                                  \
+                               sizeof(*(mir)) * (size_t)(hi_ - lo_));                                              \
+    } while (0)
+
+/* the tables of request slot r, group g, as the host sees them now */
+static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
+{
+    dres_grp *dg = &ctx->dres->g[g];
+    const dres_state *st = &dg->st;
+    const grp_state *gs = &ctx->req[r].g[g];
+    const int64_t ns = st->nsrc, hp = st->B / st->p, tp = st->T / st->p;
+    dhs_status s = DHS_OK;
+    int64_t nopt = gs->n_opt_pages, nch = 0;
+    for (int64_t si = 0; si < ns; si++)
+        if (gs->src[si].n_host_chunks > nch) nch = gs->src[si].n_host_chunks;
+    const int64_t wopt = nopt > dg->pub_nopt[r] ? nopt : dg->pub_nopt[r];
+    const int64_t wch = nch > dg->pub_nchunks[r] ? nch : dg->pub_nchunks[r];
+    for (int64_t si = 0; si < ns; si++) {
+        const src_state *ss = &gs->src[si];
+        SYNC_TABLE(ctx, int32_t, dg->m_hot, st->hot_pages, ((int64_t)r * ns + si) * hp, hp, ss->hot_pages[i], s);
+        SYNC_TABLE(ctx, int32_t, dg->m_tail, st->tail_pages, ((int64_t)r * ns + si) * tp, tp, ss->tail_pages[i], s);
+        SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, ((int64_t)r * ns + si) * st->max_opt_pages, wopt,
+                   i < nopt ? ss->opt_pages[i] : -1, s);
+        SYNC_TABLE(ctx, uint64_t, dg->m_chunks, st->host_chunks, ((int64_t)r * ns + si) * st->n_host_chunks, wch,
+                   i < ss->n_host_chunks ? (uint64_t)(uintptr_t)ss->host_chunks[i] : (uint64_t)0, s);
+    }
+    SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages, wopt,
+               (uint8_t)(i < nopt && gs->opt_state[i] == OPT_READY), s);
+    if (s == DHS_OK) {
+        dg->pub_nopt[r] = nopt;
+        dg->pub_nchunks[r] = nch;
+    }
+    return s;
+}
+
+dhs_status dres_round_begin(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    const dhs_config *c = &ctx->cfg;
+    const int32_t N = c->max_requests, G = d->G;
+    dhs_status s = DHS_OK;
+    /* the tail window is fixed for the round: a ring that the block could
+       overflow is emptied now (host backups completed), because the device
+       keeps serving rows >= the published tail_lo from the ring */
+    for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) {
+        request *rq = &ctx->req[ctx->round_reqs[b]];
+        for (int32_t g = 0; g < G; g++) {
+            const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
+            if (hi - rq->g[g].tail_lo <= c->tail_rows) continue;
+            backup_complete(ctx, rq, g, 1);
+            if (hi - rq->g[g].tail_lo > c->tail_rows) { s = DHS_ERR_BACKEND; break; }
+        }
+    }
+    /* round descriptor */
+    dres_round *rd = d->rd_h;
+    if (s == DHS_OK) {
+        memset(rd, 0, d->rd_bytes);
+        rd_layout(rd, N, G);
+        rd->n_round = ctx->n_round;
+        rd->epoch = ctx->epoch;
+        rd->n_groups = G;
+        int32_t *slot = (int32_t *)(void *)((char *)rd + rd->off_slot), *K = (int32_t *)(void *)((char *)rd + rd->off_K);
+        int64_t *n = (int64_t *)(void *)((char *)rd + rd->off_n), *tl = (int64_t *)(void *)((char *)rd + rd->off_tail_lo);
+        for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
+        for (int32_t b = 0; b < N; b++) {
+            const int in = b < ctx->n_round;
+            const request *rq = in ? &ctx->req[ctx->round_reqs[b]] : NULL;
+            slot[b] = in ? ctx->round_reqs[b] : -1;
+            K[b] = in ? rq->K : 0;
+            n[b] = in ? rq->n : 0;
+            for (int32_t g = 0; g < G; g++) tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
+            if (in) d->pos_of[ctx->round_reqs[b]] = b;
+        }
+        s = publish(ctx, d->rd, rd, d->rd_bytes);
+    }
+    for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++)
+        for (int32_t g = 0; g < G && s == DHS_OK; g++) s = sync_request(ctx, ctx->round_reqs[b], g);
+    if (s != DHS_OK) {
+        /* the round is not opened; a publish already issued completes before
+           a retry may rewrite its pinned source */
+        dsync(ctx);
+        for (int32_t b = 0; b < ctx->n_round; b++) ctx->req[ctx->round_reqs[b]].in_round = 0;
+        ctx->n_round = 0;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------- per layer */
+dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items)
+{
+    struct dres_ctx *d = ctx->dres;
+    const dhs_config *c = &ctx->cfg;
+    const int32_t N = c->max_requests, KK = c->k_max, nsrc = ctx->grp_nsrc[g];
+    const int64_t per = (int64_t)KK * k, nb = ctx->n_round;
+    dhs_backend *be = ctx->be;
+    /* pack [n_round][k_max][k] in round order; requests without an item
+       select nothing */
+    for (int64_t e = 0; e < nb * per; e++) d->sel_h[e] = -1;
+    for (int32_t it = 0; it < n_items; it++) {
+        const int32_t b = d->pos_of[items[it].req.id];
+        memcpy(d->sel_h + (int64_t)b * per, items[it].sel, sizeof(int32_t) * (size_t)items[it].n_queries * (size_t)k);
+    }
+    /* the upload may fail (injected): nothing changed yet */
+    dhs_status s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
+    if (s != DHS_OK) return s;
+    s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free);
+    /* read-back in one copy through the backend directly (not
+       fault-injected): the device state has changed; a failure here is a
+       device failure. [si][b] blocks up to the last source's round rows. */
+    if (s == DHS_OK && nb > 0)
+        s = be->ops->copy_sync(be, d->loc_h, d->loc, sizeof(int32_t) * (size_t)((((int64_t)nsrc - 1) * N + nb) * per));
+    for (int32_t it = 0; it < n_items && s == DHS_OK; it++) {
+        const int64_t b = d->pos_of[items[it].req.id], nent = (int64_t)items[it].n_queries * k;
+        for (int32_t si = 0; si < nsrc; si++)
+            memcpy(items[it].loc + si * nent, d->loc_h + ((int64_t)si * N + b) * per, sizeof(int32_t) * (size_t)nent);
+    }
+    if (s == DHS_OK) s = dsync(ctx);
+    if (s == DHS_OK && d->word_h[0] != 0) {
+        /* the host validated every entry: only staging can fail here */
+        s = (dhs_status)(-d->word_h[0]);
+        d->word_h[0] = 0;
+        dhs_status s2 = be->ops->copy_sync(be, d->err, &d->word_h[0], sizeof(int32_t));
+        if (s2 != DHS_OK) return s2;
+    }
+    return s;
+}
+
+dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->dres) return DHS_ERR_STATE;
+    if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    if (k < 1) return DHS_ERR_INVALID_ARG;
+    if (k > ctx->cfg.max_k) return DHS_ERR_K_TOO_LARGE;
+    if (!sel_dev || !loc_dev) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)sel_dev % sizeof(int32_t) || (uintptr_t)loc_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    return ctx->be->ops->dres_resolve(ctx->be, &ctx->dres->g[group].st, ctx->dres->rd, k, sel_dev, loc_dev,
+                                      !ctx->cfg.payload_free);
+}
+
+dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
+{
+    return ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
+}
+
+dhs_status dres_round_end(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = dres_group_done(ctx, g);
+    if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
+    if (s != DHS_OK) return s;
+    if (d->word_h[0] != 0) {
+        s = (dhs_status)(-d->word_h[0]);
+        d->word_h[0] = 0;
+        dhs_status s2 = ctx->be->ops->copy_sync(ctx->be, d->err, &d->word_h[0], sizeof(int32_t));
+        return s2 != DHS_OK ? s2 : s;
+    }
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- tail */
+dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
+{
+    dhs_status err;
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
+    if (n_rows < 0 || (n_rows > 0 && !loc)) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    const int32_t g = ctx->arch.sources[source].group;
+    grp_state *gs = &rq->g[g];
+    const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
+    if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
+    const dhs_config *c = &ctx->cfg;
+    if (first_row + n_rows - gs->tail_lo > c->tail_rows) {
+        /* device mode emptied such rings at dhs_round_begin: never here */
+        if (ctx->dres) return DHS_ERR_STATE;
+        backup_complete(ctx, rq, g, 1);
+        if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_BACKEND;
+    }
+    const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
+    const int32_t p = c->page_rows;
+    for (int32_t i = 0; i < n_rows; i++) {
+        const int32_t t = (int32_t)((first_row + i) % c->tail_rows);
+        loc[i] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
+    }
+    src_state *sw = &gs->src[ctx->src_grp_idx[source]];
+    if (first_row + n_rows > sw->written_hi) sw->written_hi = first_row + n_rows;
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- statistics */
+void dres_add_stats(const dhs_ctx *ctx, dhs_stats *out)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (dsync(ctx) != DHS_OK) return;
+    for (int32_t g = 0; g < d->G; g++) {
+        uint64_t v[DRES_S_COUNT];
+        if (ctx->be->ops->copy_sync(ctx->be, v, d->g[g].st.stats, sizeof v) != DHS_OK) return;
+        out->entries += v[DRES_S_ENTRIES];
+        out->census_direct += v[DRES_S_DIRECT];
+        out->census_hot += v[DRES_S_HOT];
+        out->census_host += v[DRES_S_HOST];
+        out->distinct_misses += v[DRES_S_MISSES];
+        out->host_rows_copied += v[DRES_S_MISSES];
+        out->host_bytes_copied += v[DRES_S_MISSES] * (uint64_t)ctx->grp_nsrc[g] * ctx->row_stride;
+        out->staging_rows += v[DRES_S_STAGED];
+        out->resolve_calls += v[DRES_S_CALLS];
+    }
+}
+
+void dres_reset_stats(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    for (int32_t g = 0; g < d->G; g++)
+        ctx->be->ops->copy_sync(ctx->be, d->g[g].st.stats, d->zero_h, sizeof(uint64_t) * DRES_S_COUNT);
+}
+
+/* ------------------------------------------------------------- checks */
+typedef struct {
+    int n;
+    char *msg;
+    size_t len;
+} dviol;
+
+static void dfail(dviol *v, const char *fmt, ...)
+{
+    if (v->n++ == 0 && v->msg && v->len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(v->msg, v->len, fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void page_ok(dviol *v, const dhs_ctx *ctx, int32_t pg, int32_t slot, enum page_use use, const char *what)
+{
+    if (pg < 0 || pg >= ctx->n_pages) { dfail(v, "I3: device %s page %d of request %d out of range", what, pg, slot); return; }
+    if (ctx->page_owner[pg] != slot || ctx->page_use[pg] != use)
+        dfail(v, "I3: device %s page %d of request %d is owned by %d (use %d)", what, pg, slot, ctx->page_owner[pg],
+              ctx->page_use[pg]);
+}
+
+/* Reads back every open request's device hot state: reverse index and slot
+   table agree, filled <= B, protected count, staged rows; for requests of the
+   open round (whose published tables the device serves from) every page the
+   device can address belongs to the request (I3). */
+int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
+{
+    struct dres_ctx *d = ctx->dres;
+    dviol v = {0, msg, msg_len};
+    dhs_backend *be = ctx->be;
+    if (dsync(ctx) != DHS_OK) { dfail(&v, "device: compute stream failed"); return v.n; }
+    if (d->word_h[0] != 0 && !ctx->round_open) dfail(&v, "device: error word %d outside a round", d->word_h[0]);
+    int32_t owner;
+    be->ops->copy_sync(be, &owner, d->owner, sizeof owner);
+    if (!ctx->round_open && owner != -1) dfail(&v, "device: staging owner %d outside a round", owner);
+    const int32_t B = ctx->cfg.hot_rows;
+    for (int32_t g = 0; g < d->G; g++) {
+        const dres_state *st = &d->g[g].st;
+        const int64_t mr = st->max_rows, ns = st->nsrc;
+        int32_t *slot_of = malloc(sizeof(int32_t) * (size_t)mr), *row_of = malloc(sizeof(int32_t) * (size_t)B);
+        uint32_t *used = malloc(sizeof(uint32_t) * (size_t)B);
+        int32_t *staged = malloc(sizeof(int32_t) * (size_t)(st->stage_rows > 0 ? st->stage_rows : 1));
+        const int64_t nh = ns * (B / st->p), nt = ns * (st->T / st->p), no = ns * st->max_opt_pages;
+        int32_t *pages = malloc(sizeof(int32_t) * (size_t)(nh + nt + no));
+        uint8_t *ready = malloc((size_t)st->max_opt_pages);
+        if (!slot_of || !row_of || !used || !staged || !pages || !ready) {
+            free(slot_of); free(row_of); free(used); free(staged); free(pages); free(ready);
+            dfail(&v, "device check: out of memory");
+            return v.n;
+        }
+        for (int32_t r = 0; r < ctx->cfg.max_requests; r++) {
+            const request *rq = &ctx->req[r];
+            if (!rq->in_use) continue;
+            const grp_state *gs = &rq->g[g];
+            int32_t meta[DRES_META];
+            if (be->ops->copy_sync(be, slot_of, st->slot_of + r * mr, sizeof(int32_t) * (size_t)mr) != DHS_OK ||
+                be->ops->copy_sync(be, row_of, st->row_of + (int64_t)r * B, sizeof(int32_t) * (size_t)B) != DHS_OK ||
+                be->ops->copy_sync(be, used, st->used + (int64_t)r * B, sizeof(uint32_t) * (size_t)B) != DHS_OK ||
+                be->ops->copy_sync(be, meta, st->meta + (int64_t)r * DRES_META, sizeof meta) != DHS_OK ||
+                be->ops->copy_sync(be, staged, st->staged_row + (int64_t)r * st->stage_rows,
+                                   sizeof(int32_t) * (size_t)st->stage_rows) != DHS_OK) {
+                dfail(&v, "device check: read-back failed");
+                continue;
+            }
+            const int32_t filled = meta[DRES_M_FILLED], nst = meta[DRES_M_NSTAGED];
+            if (filled < 0 || filled > B) dfail(&v, "device: request %d group %d filled %d outside [0, B]", r, g, filled);
+            if (meta[DRES_M_HAND] < 0 || meta[DRES_M_HAND] >= B) dfail(&v, "device: request %d group %d hand %d", r, g, meta[DRES_M_HAND]);
+            if (nst < 0 || nst > st->stage_rows) dfail(&v, "device: request %d group %d %d staged rows", r, g, nst);
+            if (!ctx->round_open && nst != 0) dfail(&v, "device: request %d group %d keeps %d staged rows after the round", r, g, nst);
+            int32_t occupied = 0, prot = 0;
+            for (int32_t q = 0; q < B; q++) {
+                const int32_t row = row_of[q];
+                if ((uint32_t)meta[DRES_M_PROT_EPOCH] == used[q]) prot++;
+                if (row < 0) {
+                    if (q < filled) dfail(&v, "device: request %d group %d slot %d below filled %d is empty", r, g, q, filled);
+                    continue;
+                }
+                occupied++;
+                if (q >= filled) dfail(&v, "device: request %d group %d slot %d at/above filled %d holds row %d", r, g, q, filled, row);
+                if (row >= mr || slot_of[row] != q) {
+                    dfail(&v, "device index: request %d group %d slot %d holds row %d but slot_of disagrees", r, g, q, row);
+                    continue;
+                }
+                if (row >= gs->hist_rows) dfail(&v, "device: hot slot %d of request %d holds uncommitted row %d", q, r, row);
+                else if (!bit_get(gs->host_valid, row)) dfail(&v, "device: hot row %d of request %d has no host copy (I1)", row, r);
+            }
+            if (prot != meta[DRES_M_NPROT] && meta[DRES_M_PROT_EPOCH] != 0)
+                dfail(&v, "device protection: request %d group %d counts %d protected slots, %d marked", r, g, meta[DRES_M_NPROT], prot);
+            int64_t mapped = 0;
+            for (int64_t row = 0; row < mr; row++) {
+                const int32_t q = slot_of[row];
+                if (q == -1) continue;
+                if (q < -1) { dfail(&v, "device index: slot_of[%lld] = %d (a claim mark left)", (long long)row, q); continue; }
+                if (q < B) {
+                    mapped++;
+                    if (row_of[q] != row) dfail(&v, "device index: slot_of[%lld] = %d but row_of = %d", (long long)row, q, row_of[q]);
+                } else if (q - B >= nst || staged[q - B] != row) {
+                    dfail(&v, "device index: row %lld of request %d maps to stale staging %d", (long long)row, r, q - B);
+                }
+            }
+            if (mapped != occupied) dfail(&v, "device index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
+            /* I3 on the tables the device serves this round from */
+            if (!ctx->round_open || !rq->in_round) continue;
+            if (be->ops->copy_sync(be, pages, st->hot_pages + r * nh, sizeof(int32_t) * (size_t)nh) != DHS_OK ||
+                be->ops->copy_sync(be, pages + nh, st->tail_pages + r * nt, sizeof(int32_t) * (size_t)nt) != DHS_OK ||
+                be->ops->copy_sync(be, pages + nh + nt, st->opt_pages + r * no, sizeof(int32_t) * (size_t)no) != DHS_OK ||
+                be->ops->copy_sync(be, ready, st->opt_ready + r * st->max_opt_pages, (size_t)st->max_opt_pages) != DHS_OK) {
+                dfail(&v, "device check: read-back failed");
+                continue;
+            }
+            for (int64_t i = 0; i < nh; i++) page_ok(&v, ctx, pages[i], r, PAGE_HOT, "hot");
+            for (int64_t i = 0; i < nt; i++) page_ok(&v, ctx, pages[nh + i], r, PAGE_TAIL, "tail");
+            for (int64_t hp = 0; hp < st->max_opt_pages; hp++) {
+                if (!ready[hp]) continue;
+                if (hp >= gs->n_opt_pages || gs->opt_state[hp] != OPT_READY)
+                    dfail(&v, "I3: device serves optional page %lld of request %d that is not ready", (long long)hp, r);
+                for (int64_t si = 0; si < ns; si++) page_ok(&v, ctx, pages[nh + nt + si * st->max_opt_pages + hp], r, PAGE_OPT, "optional");
+            }
+        }
+        free(slot_of); free(row_of); free(used); free(staged); free(pages); free(ready);
+    }
+    return v.n;
+}
+
+/* ------------------------------------------------------------- strings */
+const char *dhs_resolver_str(dhs_resolver r)
+{
+    switch (r) {
+    case DHS_RESOLVER_HOST: return "host";
+    case DHS_RESOLVER_DEVICE: return "device";
+    default: return "unknown";
+    }
+}
+
+int dhs_resolver_parse(const char *s, dhs_resolver *out)
+{
+    if (!s || !out) return -1;
+    if (!strcmp(s, "host")) *out = DHS_RESOLVER_HOST;
+    else if (!strcmp(s, "device")) *out = DHS_RESOLVER_DEVICE;
+    else return -1;
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* dres.h - the core side of the device resolver (dres.c): the hooks that
+ * ctx.c, resolve.c, residency.c and check.c call when
+ * cfg.resolver == DHS_RESOLVER_DEVICE (ctx->dres != NULL). */
+#ifndef DHS_CORE_DRES_H
+#define DHS_CORE_DRES_H
+
+#include "core/internal.h"
+
+/* device bytes of the resolver state for arch/config (0 in host mode) */
+uint64_t dres_state_bytes(const dhs_arch *a, const dhs_config *c, int64_t stage_rows);
+/* dhs_ctx_create: allocates and initialises everything; ctx->dres set */
+dhs_status dres_create(dhs_ctx *ctx);
+void dres_destroy(dhs_ctx *ctx);
+/* request open/close: resets the slot's hot state on the device */
+dhs_status dres_request_reset(dhs_ctx *ctx, int32_t slot);
+/* end of dhs_round_begin (round fields set): pre-empties full tail rings,
+   publishes the round descriptor and changed tables; on failure the round is
+   not opened (in_round flags undone) */
+dhs_status dres_round_begin(dhs_ctx *ctx);
+/* dhs_resolve after host validation */
+dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items);
+dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);
+/* dhs_round_end after its argument checks: promotion, the one sync, error word */
+dhs_status dres_round_end(dhs_ctx *ctx);
+void dres_add_stats(const dhs_ctx *ctx, dhs_stats *out);
+void dres_reset_stats(dhs_ctx *ctx);
+/* dhs_check_invariants: violations found (first described in msg if msg) */
+int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len);
+
+#endif

@@ -1,0 +1,252 @@
+/* dres_spec.h - the device resolver's specification (DESIGN §11).
+ *
+ * One text for both backends: the state is flat struct-of-arrays (base
+ * pointers + strides, no pointer chains), the per-entry rules are the inline
+ * functions below, and every decision is fixed by data, not by loop order:
+ *
+ *   1. validate: an entry s of query j of request b is -1 (padding), or a
+ *      row with 0 <= s and (s + 1) * m <= n_b + j + 1 (visible, I3). A bad
+ *      entry yields -1 in every source's location vector and sets the error
+ *      word (the first error wins; reported by the next host call). It never
+ *      reads any table.
+ *   2. direct: s >= tail_lo -> tail ring index s mod T; else a ready optional
+ *      page (opt_ready[s / p]) -> optional row s.
+ *   3. hot: slot_of[s] = q, 0 <= q < B -> hot slot q; q >= B -> staged row
+ *      q - B (staged earlier in this round). Every hot slot that any query of
+ *      the request selects is protected (used[q] = epoch) BEFORE any victim is
+ *      chosen, and its reference bit is set.
+ *   4. recover: the distinct misses of the request's union, ordered by their
+ *      first occurrence in the flattened [K][k] selection. The i-th distinct
+ *      miss takes: the i-th free slot (slots are filled in order: free slot i
+ *      is `filled + i`); then the victims in CLOCK order (below); then, when
+ *      no unprotected slot is left, staging row n_staged + i' (only while
+ *      the staging owner word is -1 or this group: another group's staged
+ *      rows hold the arenas until its promotion; else, and when the rows
+ *      per slot are used up, the miss yields -1 and DHS_ERR_STAGING). Each distinct
+ *      miss is copied once per source; its copy-list entry is
+ *      (request b, i, source) in that order.
+ *   5. locations: every entry's location per source from its logical code.
+ *
+ * CLOCK with round epochs (the device policy): a per (request, group) hand
+ * sweeps the slots in increasing order, wrapping at B. A slot is skipped
+ * when protected this round (used == epoch) or marked in the current
+ * promotion pass; otherwise a set reference bit is cleared and the slot
+ * skipped, and a clear one makes the slot the next victim. A warp sweeps 32
+ * slots at once with the same result (dres_sweep_window): the first `need`
+ * eligible slots of the window are victims and only the reference bits of
+ * the slots before the last victim taken (or of the whole window, if too few
+ * were found) are cleared. The sweep is amortised O(misses): each pass over
+ * a slot either takes it or clears its bit; protected slots are counted
+ * (n_prot) so a miss never sweeps when none can be a victim.
+ *
+ * Promotion (group_done, round_end): the last min(n_staged, B) staged rows,
+ * in staging order, each take a free slot, else the next CLOCK victim among
+ * slots not promoted in this pass (the round's protection is over); their
+ * bytes are copied from the arena to the slot; the other staged rows just
+ * drop (they keep their host copies). Idempotent: n_staged = 0 does nothing.
+ *
+ * The CPU backend runs this as loops (dres_cpu.c); the CUDA backend as
+ * kernels (src/cuda/dres.cu). tests/test_dres*.c compare the two.
+ */
+#ifndef DHS_CORE_DRES_SPEC_H
+#define DHS_CORE_DRES_SPEC_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define DHS_HD static __host__ __device__ __forceinline__
+#else
+#define DHS_HD static inline
+#endif
+
+#define DRES_PROMO_BIT 0x80000000u /* used[q] = epoch ^ this: promoted in this pass */
+
+/* logical location codes: kind in the top 3 bits of a 32-bit value */
+enum { DRES_PAD = -1 };
+enum { DRES_K_TAIL = 1, DRES_K_OPT = 2, DRES_K_HOT = 3, DRES_K_STAGE = 4, DRES_K_MISS = 5, DRES_K_BAD = 6 };
+#define DRES_CODE(kind, v) ((int64_t)(((uint64_t)(kind) << 40) | (uint64_t)(v)))
+#define DRES_KIND(c) ((int)((uint64_t)(c) >> 40))
+#define DRES_VAL(c) ((int64_t)((uint64_t)(c) & ((((uint64_t)1) << 40) - 1)))
+
+/* per (request slot, group) counters, meta[slot * DRES_META + i] */
+enum {
+    DRES_M_FILLED = 0,   /* slots [0, filled) have been filled at least once; the rest are free */
+    DRES_M_HAND = 1,     /* CLOCK hand */
+    DRES_M_PROT_EPOCH = 2,
+    DRES_M_NPROT = 3,    /* slots with used == prot_epoch */
+    DRES_M_NSTAGED = 4,  /* staged rows this round */
+    DRES_META = 8
+};
+
+/* per-group counters in dres_state.stats (uint64) */
+enum {
+    DRES_S_ENTRIES = 0, DRES_S_DIRECT, DRES_S_HOT, DRES_S_HOST, DRES_S_MISSES, DRES_S_STAGED,
+    DRES_S_PROMOTED, DRES_S_CALLS, DRES_S_COUNT
+};
+
+/* Round descriptor, published by the host at dhs_round_begin (one
+   stream-ordered copy), read by every call of the round. Arrays are indexed
+   by the round position b (0 <= b < n_round); tail_lo by [group][b]. */
+typedef struct dres_round {
+    int32_t n_round;
+    uint32_t epoch;
+    int32_t n_groups;
+    int32_t pad_;
+    /* followed in memory by: int32 slot[N], int32 K[N], int64 n[N], int64 tail_lo[n_groups][N];
+       the offsets below are in bytes from the start of the descriptor */
+    int64_t off_slot, off_K, off_n, off_tail_lo;
+    int64_t bytes; /* whole descriptor */
+} dres_round;
+
+/* The flat state of one group. Pointers are device-tier memory (host memory
+   on the CPU backend) unless noted; strides are in elements. */
+typedef struct dres_state {
+    int32_t group;
+    int32_t N;             /* request slots */
+    int32_t B, T, p;       /* hot rows, tail rows, page rows */
+    int32_t nsrc;          /* sources of the group */
+    int32_t m;             /* positions per row */
+    int32_t k_max;         /* queries per request */
+    int32_t max_k;
+    uint32_t row_stride;   /* bytes per pool row (and per host row) */
+    int64_t max_rows;      /* slot_of stride */
+    int64_t max_opt_pages; /* opt_ready stride; opt_pages stride per source */
+    int64_t host_chunk_rows;
+    int64_t n_host_chunks; /* chunk-table stride per (slot, source) */
+    int32_t stage_rows;    /* staging rows per request slot and arena: K_max * max_k * the group's
+                              OWN/REINDEX calls per round (dhs_sizes.staging_rows_per_slot) */
+    int32_t pad_;
+    /* hot state (device only) */
+    int32_t *slot_of;      /* [N][max_rows] -1 absent, q < B hot, B + i staged index i */
+    int32_t *row_of;       /* [N][B] -1 empty */
+    uint32_t *used;        /* [N][B] epoch of the last selection (protected iff == epoch) */
+    uint8_t *ref;          /* [N][B] CLOCK reference bit */
+    int32_t *meta;         /* [N][DRES_META] */
+    int32_t *staged_row;   /* [N][stage_rows] */
+    /* tables published by the host */
+    int32_t *hot_pages;    /* [N][nsrc][B / p] */
+    int32_t *tail_pages;   /* [N][nsrc][T / p] */
+    int32_t *opt_pages;    /* [N][nsrc][max_opt_pages] physical page or -1 */
+    uint8_t *opt_ready;    /* [N][max_opt_pages] 1 = serve from the optional page */
+    uint64_t *host_chunks; /* [N][nsrc][n_host_chunks] device-readable addresses of pinned chunks */
+    int32_t *arena_page;   /* [nsrc] first page of the arena each source stages into (-1: none) */
+    /* scratch and outputs (device) */
+    int32_t *dmiss;        /* [N][k_max * max_k] distinct misses of the call, first-occurrence order */
+    int32_t *ndmiss;       /* [N] */
+    int32_t *victim;       /* [N][k_max * max_k] victims of the call (scratch) */
+    uint64_t *pairs;       /* [N][k_max * max_k][nsrc][2] copy list: src, dst byte addresses */
+    int32_t *npairs;       /* [N] pairs of request b in the last call (misses * nsrc) */
+    int64_t *code;         /* [N][k_max * max_k] logical code per entry of the last call */
+    uint64_t *stats;       /* [DRES_S_COUNT] */
+    int32_t *err;          /* [1] first error as -dhs_status, 0 = none */
+    /* pool */
+    uint8_t *pool;
+    /* staging arena owner, ONE word shared by every group's state: -1 free,
+       else the group whose staged rows occupy the arenas. Arenas are assigned
+       statically (every group stages into arena_page[0, nsrc)), so a group
+       may stage only while the word is -1 or its own id (it then sets it);
+       promotion of the owning group sets it back to -1. */
+    int32_t *stage_owner;
+} dres_state;
+
+/* ------------------------------------------------------------ rules */
+/* 1. validation of one entry; 0 = a row to resolve, 1 = padding, else -status */
+DHS_HD int32_t dres_validate(int64_t s, int64_t m, int64_t n, int32_t j, int64_t max_rows)
+{
+    if (s == -1) return 1;
+    if (s < 0 || s >= max_rows) return 8;          /* DHS_ERR_ROW_RANGE */
+    if ((s + 1) * m > n + j + 1) return 9;         /* DHS_ERR_NOT_VISIBLE */
+    return 0;
+}
+
+/* 2. direct lookup: the code of a row served without the hot cache, or 0 */
+DHS_HD int64_t dres_direct(int64_t s, int64_t tail_lo, int32_t T, int32_t p, const uint8_t *opt_ready_b,
+                           int64_t max_opt_pages)
+{
+    if (s >= tail_lo) return DRES_CODE(DRES_K_TAIL, s % T);
+    if (s / p < max_opt_pages && opt_ready_b[s / p]) return DRES_CODE(DRES_K_OPT, s);
+    return 0;
+}
+
+/* 3. hot lookup from slot_of: hot slot, staged index or miss */
+DHS_HD int64_t dres_hot(int64_t s, int32_t q, int32_t B)
+{
+    if (q < 0) return DRES_CODE(DRES_K_MISS, s);
+    if (q >= B) return DRES_CODE(DRES_K_STAGE, q - B);
+    return DRES_CODE(DRES_K_HOT, q);
+}
+
+/* 5. physical pool row of a code for source si of request slot r */
+DHS_HD int64_t dres_phys(const dres_state *st, int32_t r, int32_t si, int64_t code)
+{
+    const int32_t p = st->p;
+    const int64_t v = DRES_VAL(code);
+    switch (DRES_KIND(code)) {
+    case DRES_K_TAIL:
+        return (int64_t)st->tail_pages[((int64_t)r * st->nsrc + si) * (st->T / p) + v / p] * p + v % p;
+    case DRES_K_OPT:
+        return (int64_t)st->opt_pages[((int64_t)r * st->nsrc + si) * st->max_opt_pages + v / p] * p + v % p;
+    case DRES_K_HOT:
+        return (int64_t)st->hot_pages[((int64_t)r * st->nsrc + si) * (st->B / p) + v / p] * p + v % p;
+    case DRES_K_STAGE:
+        return (int64_t)st->arena_page[si] * p + (int64_t)r * st->stage_rows + v;
+    default:
+        return -1;
+    }
+}
+
+/* host address of row s of source si of request slot r */
+DHS_HD uint64_t dres_host_row(const dres_state *st, int32_t r, int32_t si, int64_t s)
+{
+    const uint64_t chunk = st->host_chunks[((int64_t)r * st->nsrc + si) * st->n_host_chunks + s / st->host_chunk_rows];
+    return chunk + (uint64_t)(s % st->host_chunk_rows) * st->row_stride;
+}
+
+/* CLOCK eligibility of a slot: its `used` mark differs from `mark` (the
+   round's epoch when resolving: not selected this round; epoch ^
+   DRES_PROMO_BIT when promoting: not promoted in this pass). */
+DHS_HD int dres_eligible(uint32_t used, uint32_t mark) { return used != mark; }
+
+/* round descriptor fields of round position b */
+DHS_HD int32_t dres_rd_slot(const dres_round *rd, int32_t b)
+{
+    return ((const int32_t *)((const char *)rd + rd->off_slot))[b];
+}
+DHS_HD int32_t dres_rd_K(const dres_round *rd, int32_t b)
+{
+    return ((const int32_t *)((const char *)rd + rd->off_K))[b];
+}
+DHS_HD int64_t dres_rd_n(const dres_round *rd, int32_t b)
+{
+    return ((const int64_t *)((const char *)rd + rd->off_n))[b];
+}
+DHS_HD int64_t dres_rd_tail_lo(const dres_round *rd, int32_t N, int32_t g, int32_t b)
+{
+    return ((const int64_t *)((const char *)rd + rd->off_tail_lo))[(int64_t)g * N + b];
+}
+
+/* One window of the CLOCK sweep, as a warp does it: `elig` has bit i set
+   when slot hand+i is unprotected with its reference bit clear; `refd` when
+   unprotected with the bit set; `width` slots (<= 32) are in the window.
+   Returns the number of victims taken (the lowest set bits of elig, at most
+   need) and sets *stop to the number of slots consumed: up to and including
+   the last victim if `need` were found, else the whole window. Reference
+   bits of the consumed slots in `refd` are cleared by the caller. */
+DHS_HD int32_t dres_sweep_window(uint32_t elig, int32_t width, int32_t need, int32_t *stop)
+{
+    const uint32_t wmask = width >= 32 ? 0xffffffffu : ((1u << width) - 1u);
+    elig &= wmask;
+    int32_t got = 0, last = -1;
+    for (int32_t i = 0; i < width && got < need; i++)
+        if ((elig >> i) & 1u) { got++; last = i; }
+    *stop = got >= need && need > 0 ? last + 1 : width;
+    return got;
+}
+
+/* The CPU specification (dres_cpu.c); the CUDA kernels mirror it. */
+void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
+                      int payload);
+void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload);
+void dres_cpu_reset(const dres_state *st, int32_t slot);
+
+#endif

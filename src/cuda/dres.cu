@@ -1,0 +1,917 @@
+/* dres.cu - the device resolver (core/dres_spec.h) as CUDA kernels. They make
+ * exactly the decisions of the CPU loops in core/dres_cpu.c (same locations,
+ * same copy list per request, same state after every call);
+ * tests/test_dres_cuda.c checks that bit for bit after every call.
+ *
+ * Plan kernel (resolve), one block of DHS_DRES_THREADS (T) per round
+ * position b, grid N (fixed; blocks b >= n_round write -1 locations):
+ *   1. every thread takes entries e = tid + j T, DU of them at once, each
+ *      kind of load issued for all DU before any is used (selection; then
+ *      slot_of; then used and source 0's page table; then the stores), so a
+ *      pass costs ~3 dependent round trips, not 3 per entry: validate, direct,
+ *      hot lookup through slot_of; hits read used[q] and, only where it is
+ *      not yet this round's epoch, protect it with atomicExch (the old value
+ *      tells whether this call protected it first, so n_prot counts each slot
+ *      once) and get their reference bit; the code goes to st->code[e] like
+ *      the CPU's, and every entry that is not a miss gets its locations right
+ *      away. Entries past the request's K queries only get -1 (a store-only
+ *      loop). Misses are remembered as bit j of a register; a block without
+ *      misses is done. The spec's int64 divisions (e / k, s % T, s / p, v / p,
+ *      s / host_chunk_rows: all dividends < 2^31) are multiply-high + shifts
+ *      with magic numbers made by the launcher (dres_divs);
+ *   2. distinct misses: every miss entry claims its row with
+ *      atomicMin(slot_of[s], INT32_MIN + e) (a missed row holds -1, larger
+ *      than any claim), so the surviving claim names the first occurrence.
+ *      Ranks in e order come from warp ballots per tile of T entries and one
+ *      block-wide exclusive scan over the (tile, warp) counts; dmiss[rank] = s;
+ *   3. free slots `filled + i`, then the CLOCK sweep by the whole block
+ *      (sweep_block: within one pass the windowed rule of dres_sweep_window
+ *      equals "the first `need` eligible slots from the hand", decided for up
+ *      to 32 tiles of slots at once by ballots and a block scan); then all
+ *      threads assign miss i -> free slot, victim or staging row and write
+ *      the copy list (miss i, source si) at pair i * nsrc + si. Staging
+ *      failures are the trailing misses (the CPU stops staging at the first),
+ *      so pair indices stay dense;
+ *   4. the misses' locations; stats by block reduction + one atomicAdd per
+ *      counter.
+ *   Steps 3 and 4 take DM misses of a thread at once the same way.
+ * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
+ * T = 1024 by default (bench/RESULTS.md run 10: 512 is faster at batch 256
+ * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
+ * and used miss the L2).
+ * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
+ * in `scratch`; the copy kernel launched after the plan kernel (always: one
+ * block without payload) takes the smallest key and stores its code into
+ * st->err when that is 0: the CPU's "first error in (request, entry) order
+ * wins", independent of block scheduling.
+ *
+ * Copy kernel: a persistent grid; every block scans npairs[0, N) into
+ * shared offsets, then warp w moves global rows w, w + W, ... (binary
+ * search of the owning slot), up to DRES_CP_ROWS rows of a warp loaded
+ * before the first store, 16-byte ld.global.nc loads (zero-copy from mapped
+ * pinned host memory, or device memory for promotion) and st.global.cg
+ * stores, like gather.cu. Parallelism scales with the total misses of the
+ * call, not with the number of requests.
+ */
+#include <stdint.h>
+
+#include "cuda/dres.cuh"
+
+#define FULL 0xffffffffu
+#define DT DHS_DRES_THREADS
+#define NWARP (DT / 32)
+#define CT DHS_DRES_COPY_THREADS
+#define CWARP (CT / 32)
+#define DRES_CP_ROWS 4 /* rows of one warp in flight together */
+#define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
+#define NO_ERR 0xffffffffffffffffull
+static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
+
+typedef struct dres_scratch {
+    unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
+    unsigned long long pad;
+} dres_scratch;
+
+/* ------------------------------------------------------------ helpers */
+
+static __device__ __forceinline__ uint4 ld_nc_v4(const uint4 *p)
+{
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ void st_cg_v4(uint4 *p, uint4 v)
+{
+    asm volatile("st.global.cg.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+static __device__ __forceinline__ int warp_incl_scan(int v)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int t = __shfl_up_sync(FULL, v, o);
+        if (lane >= o) v += t;
+    }
+    return v;
+}
+
+/* Exclusive scan of one value per thread over a block of nwarp warps;
+   *total gets the sum. sw: shared [33]. Contains __syncthreads. */
+static __device__ __forceinline__ int block_excl_scan(int v, int *sw, int nwarp, int *total)
+{
+    const int lane = (int)(threadIdx.x & 31u), warp = (int)(threadIdx.x >> 5);
+    const int inc = warp_incl_scan(v);
+    if (lane == 31) sw[warp] = inc;
+    __syncthreads();
+    if (warp == 0) {
+        const int w = lane < nwarp ? sw[lane] : 0;
+        const int wi = warp_incl_scan(w);
+        if (lane < nwarp) sw[lane] = wi - w;
+        if (lane == 31) sw[32] = wi;
+    }
+    __syncthreads();
+    const int r = sw[warp] + inc - v;
+    *total = sw[32];
+    __syncthreads();
+    return r;
+}
+
+/* adds v of every thread into *sh (shared), one atomic per warp */
+static __device__ __forceinline__ void block_add(int *sh, int v)
+{
+    v = __reduce_add_sync(FULL, (unsigned)v);
+    if ((threadIdx.x & 31u) == 0 && v) atomicAdd(sh, v);
+}
+
+static __device__ __forceinline__ uint64_t err_key(int32_t b, int phase, int64_t idx, int32_t code)
+{
+    return ((uint64_t)b << 40) | ((uint64_t)phase << 39) | ((uint64_t)idx << 8) | (uint64_t)(code & 0xff);
+}
+
+/* Is request slot blockIdx.x in the round (this thread's share of the
+   positions)? A slot in the round gets npairs from its own block; every other
+   slot's count is 0 (the CPU zeroes all N first). */
+static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_t n_round)
+{
+    const int32_t me = (int32_t)blockIdx.x;
+    int in = 0;
+    for (int32_t i = (int32_t)threadIdx.x; i < n_round; i += (int32_t)blockDim.x) in |= dres_rd_slot(rd, i) == me;
+    return in;
+}
+
+static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_round *rd, int32_t n_round)
+{
+    if (!__syncthreads_or(slot_in_round(rd, n_round)) && threadIdx.x == 0) st->npairs[blockIdx.x] = 0;
+}
+
+/* CLOCK sweep by the whole block (all threads call it): up to `need`
+   victims with used != mark, exactly the CPU's sweep(). Within one pass (no
+   wrap) the windowed rule equals "the first `need` eligible slots from the
+   hand; reference bits of the referenced slots before the last victim (or of
+   all scanned ones) cleared", so a chunk of up to 32 tiles of DT slots is
+   decided at once with ballots and one block scan; chunks never cross B and
+   start on the 32-slot window grid, so the pass limit (2B + 32 slots, checked
+   per window) cuts them where the CPU stops. Chunks start at ceil(need / DT)
+   tiles and double. Victims are marked mark_taken at once. *s_taken (zeroed
+   by the caller) gets the victims that were protected in round `epoch`.
+   Returns the victims found (all threads). */
+static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t hand, int32_t need, uint32_t mark,
+                                      uint32_t mark_taken, uint32_t epoch, int32_t *victims, int *s_cnt, int *s_w,
+                                      int *s_stop, int *s_taken)
+{
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t B = st->B;
+    uint32_t *used = st->used + (int64_t)r * B;
+    uint8_t *ref = st->ref + (int64_t)r * B;
+    int32_t *meta = st->meta + (int64_t)r * DRES_META;
+    int32_t h = hand, got = 0; /* meta[DRES_M_HAND], read by the caller */
+    int taken = 0;
+    int64_t scanned = 0;
+    const int64_t limit = 2 * (int64_t)B + 32;
+    int ntile = (int)((need + DT - 1) / DT);
+    if (ntile < 1) ntile = 1;
+    if (ntile > 32) ntile = 32;
+    while (got < need && scanned < limit) {
+        const int64_t allow = ((limit - scanned + 31) / 32) * 32; /* slots of the windows still allowed */
+        int64_t L = B - h;
+        if (L > (int64_t)ntile * DT) L = (int64_t)ntile * DT;
+        if (L > allow) L = allow;
+        const int nt = (int)((L + DT - 1) / DT);
+        uint32_t em = 0, rm = 0, pm = 0; /* eligible / referenced / protected-this-round, bit j = tile j */
+        for (int j = 0; j < nt; j++) {
+            const int64_t i = (int64_t)j * DT + tid;
+            int el = 0;
+            if (i < L) {
+                const uint32_t u = __ldcg(used + h + i);
+                const uint8_t f = __ldcg(ref + h + i);
+                if (dres_eligible(u, mark)) {
+                    if (f) rm |= 1u << j;
+                    else el = 1;
+                }
+                if (u == epoch) pm |= 1u << j;
+            }
+            em |= (uint32_t)el << j;
+            const uint32_t bal = __ballot_sync(FULL, el);
+            if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
+        }
+        for (int j = nt; j < 32; j++)
+            if (lane == 0) s_cnt[j * NWARP + warp] = 0;
+        __syncthreads();
+        int total;
+        const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &total);
+        s_cnt[tid] = off;
+        __syncthreads();
+        const int32_t left = need - got, n = total < left ? total : left;
+        for (int j = 0; j < nt; j++) {
+            const uint32_t bal = __ballot_sync(FULL, (em >> j) & 1u);
+            if ((em >> j) & 1u) {
+                const int rank = s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u));
+                if (rank < n) {
+                    const int32_t q = h + j * DT + tid;
+                    victims[got + rank] = q;
+                    if ((pm >> j) & 1u) taken++;
+                    used[q] = mark_taken;
+                    if (rank == n - 1) *s_stop = j * DT + tid + 1;
+                }
+            }
+        }
+        __syncthreads();
+        const int64_t stop = total >= left ? (int64_t)*s_stop : L;
+        for (int j = 0; j < nt; j++)
+            if (((rm >> j) & 1u) && (int64_t)j * DT + tid < stop) ref[h + j * DT + tid] = 0;
+        got += n;
+        scanned += stop;
+        h = (int32_t)((h + stop) % B);
+        if (ntile < 32) ntile = ntile * 2 > 32 ? 32 : ntile * 2;
+        __syncthreads(); /* s_cnt, s_stop reused */
+    }
+    block_add(s_taken, taken);
+    if (tid == 0) meta[DRES_M_HAND] = h;
+    return got;
+}
+
+/* Division by the call's fixed divisors (k, T, p, host_chunk_rows) with a
+   multiply-high and shifts (Granlund-Montgomery, exact for every 32-bit
+   dividend; magic numbers made by the launcher on the host): the spec divides
+   int64 values (a subroutine call each), a 32-bit division is ~20
+   instructions, this is 4. Every value divided here is >= 0 and < 2^31 (an
+   entry index, a row s < max_rows of an int32 selection, a tail index < T, a
+   hot slot < B), so the results are the spec's. */
+typedef struct dres_udiv {
+    uint32_t m, s1, s2;
+} dres_udiv;
+
+static dres_udiv udiv_make(uint32_t d)
+{
+    dres_udiv f;
+    if (d == 0) d = 1; /* never used (a zero divisor would be an error of the caller's state) */
+    uint32_t l = 0;
+    while (l < 32 && ((uint64_t)1 << l) < d) l++;
+    f.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+    f.s1 = l > 0 ? 1u : 0u;
+    f.s2 = l > 0 ? l - 1 : 0u;
+    return f;
+}
+
+static __device__ __forceinline__ uint32_t udiv_q(const dres_udiv &f, uint32_t n)
+{
+    const uint32_t t = __umulhi(f.m, n);
+    return (t + ((n - t) >> f.s1)) >> f.s2;
+}
+
+/* per-call constants of the plan kernel (a kernel parameter) */
+typedef struct dres_divs {
+    dres_udiv k, T, p, hcr;
+    uint32_t uk, uT, up, uhcr; /* the divisors */
+    int32_t tpp, hpp;          /* T / p, B / p */
+    int32_t hcr_big;           /* host_chunk_rows >= 2^31: every row is in chunk 0 */
+} dres_divs;
+
+static __device__ __forceinline__ int64_t direct_fast(int32_t s, int64_t tail_lo, const dres_divs &dv,
+                                                      const uint8_t *opt_ready_b, int64_t max_opt_pages)
+{
+    if (s >= tail_lo) return DRES_CODE(DRES_K_TAIL, (uint32_t)s - udiv_q(dv.T, (uint32_t)s) * dv.uT);
+    const uint32_t pg = udiv_q(dv.p, (uint32_t)s);
+    if ((int64_t)pg < max_opt_pages && opt_ready_b[pg]) return DRES_CODE(DRES_K_OPT, s);
+    return 0;
+}
+
+static __device__ __forceinline__ int64_t phys_fast(const dres_state *st, const dres_divs &dv, int32_t r, int32_t si,
+                                                    int64_t code)
+{
+    const int64_t v = DRES_VAL(code);
+    const uint32_t pg = udiv_q(dv.p, (uint32_t)v), off = (uint32_t)v - pg * dv.up;
+    const int64_t rs = (int64_t)r * st->nsrc + si;
+    const int32_t p = (int32_t)dv.up;
+    switch (DRES_KIND(code)) {
+    case DRES_K_TAIL: return (int64_t)st->tail_pages[rs * dv.tpp + pg] * p + off;
+    case DRES_K_OPT: return (int64_t)st->opt_pages[rs * st->max_opt_pages + pg] * p + off;
+    case DRES_K_HOT: return (int64_t)st->hot_pages[rs * dv.hpp + pg] * p + off;
+    case DRES_K_STAGE: return (int64_t)st->arena_page[si] * p + (int64_t)r * st->stage_rows + v;
+    default: return -1;
+    }
+}
+
+static __device__ __forceinline__ uint64_t host_row_fast(const dres_state *st, const dres_divs &dv, int32_t r,
+                                                         int32_t si, int32_t s)
+{
+    uint32_t ch = 0, in = (uint32_t)s;
+    if (!dv.hcr_big) {
+        ch = udiv_q(dv.hcr, (uint32_t)s);
+        in = (uint32_t)s - ch * dv.uhcr;
+    }
+    const uint64_t chunk = st->host_chunks[((int64_t)r * st->nsrc + si) * st->n_host_chunks + ch];
+    return chunk + (uint64_t)in * st->row_stride;
+}
+
+static dres_divs divs_make(const dres_state *st, int32_t k)
+{
+    dres_divs d;
+    d.uk = (uint32_t)k;
+    d.uT = (uint32_t)st->T;
+    d.up = (uint32_t)st->p;
+    d.hcr_big = st->host_chunk_rows >= ((int64_t)1 << 31);
+    d.uhcr = d.hcr_big ? 1u : (uint32_t)st->host_chunk_rows;
+    d.k = udiv_make(d.uk);
+    d.T = udiv_make(d.uT);
+    d.p = udiv_make(d.up);
+    d.hcr = udiv_make(d.uhcr);
+    d.tpp = st->p > 0 ? st->T / st->p : 0;
+    d.hpp = st->p > 0 ? st->B / st->p : 0;
+    return d;
+}
+
+/* ------------------------------------------------------------ plan kernel */
+
+#define DU 4 /* entries of one thread whose loads are in flight together */
+#define DM 2 /* misses of one thread in flight together (4 spills at 64 registers) */
+
+static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
+                                                              const dres_round *__restrict__ rd, int32_t k,
+                                                              const int32_t *__restrict__ sel,
+                                                              int32_t *__restrict__ loc, dres_scratch *sc,
+                                                              const __grid_constant__ dres_divs dv)
+{
+    __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
+    __shared__ int s_w[33];
+    __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
+    __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
+    __shared__ unsigned long long s_err;
+    const dres_state *sp = &st;
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.k_max;
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch;
+    const int64_t all = (int64_t)KK * k;
+
+    /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (tid == 0) {
+        s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
+        s_err = NO_ERR;
+        if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
+    }
+    __syncthreads(); /* shared init */
+    /* whether slot b is in the round: loads issued now, used at the end */
+    const int in_round = slot_in_round(rd, n_round);
+
+    if (b >= n_round) {
+        for (int32_t si = 0; si < nsrc; si++) {
+            int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
+            for (int64_t e = tid; e < all; e += DT) l[e] = -1;
+        }
+    } else {
+        const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
+        const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
+        const int32_t *selb = sel + (int64_t)b * KK * k;
+        const int64_t per_slot = (int64_t)KK * st.max_k;
+        int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
+        int32_t *row_of = st.row_of + (int64_t)r * B;
+        uint32_t *used = st.used + (int64_t)r * B;
+        uint8_t *ref = st.ref + (int64_t)r * B;
+        int32_t *meta = st.meta + (int64_t)r * DRES_META;
+        const uint8_t *opt_ready = st.opt_ready + (int64_t)r * st.max_opt_pages;
+        int64_t *code = st.code + (int64_t)r * per_slot;
+        int32_t *dmiss = st.dmiss + (int64_t)r * per_slot;
+        const int64_t nent = (int64_t)K * k;
+        const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
+        int32_t *locb = loc + (int64_t)b * KK * k;
+
+        /* this block's counters of slot r (only thread 0 of this block writes them): loads issued now */
+        int32_t m_pe = 0, m_np = 0, m_filled = 0, m_hand = 0, m_nst = 0, m_ar0 = 0;
+        if (tid == 0) {
+            m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
+            m_np = __ldcg(meta + DRES_M_NPROT);
+            m_filled = __ldcg(meta + DRES_M_FILLED);
+            m_hand = __ldcg(meta + DRES_M_HAND);
+            m_nst = __ldcg(meta + DRES_M_NSTAGED);
+            m_ar0 = __ldg(st.arena_page);
+            /* to shared now (this warp waits for these loads once, the others do not) */
+            s_filled = m_filled;
+            s_hand = m_hand;
+            s_nstaged = m_nst;
+            s_arena0 = m_ar0;
+        }
+        /* entries past the request's K queries: -1 in every source, nothing read */
+        for (int32_t si = 0; si < nsrc; si++)
+            for (int32_t e = (int32_t)nent + tid; e < (int32_t)all; e += DT) locb[si * lstride + e] = -1;
+
+        /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
+           every hit of the union), code, locations; DU entries of a thread in
+           flight together, each kind of load issued for all of them before
+           any is used (selection, then slot_of, then used + page tables) */
+        uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
+        int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
+        unsigned long long my_err = NO_ERR;
+        for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) {
+            int32_t s[DU], q[DU];
+            int64_t c[DU];
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                s[u] = e < nent ? __ldg(selb + e) : -1;
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                const int32_t v = dres_validate(s[u], st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
+                if (v == 1) {
+                    c[u] = DRES_PAD;
+                } else if (v != 0) {
+                    c[u] = DRES_CODE(DRES_K_BAD, 0);
+                    const unsigned long long key = err_key(b, 0, e, v);
+                    if (key < my_err) my_err = key;
+                } else {
+                    c[u] = direct_fast(s[u], tail_lo, dv, opt_ready, st.max_opt_pages);
+                    if (c[u]) c_direct++;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) q[u] = c[u] == 0 ? slot_of[s[u]] : -1;
+#pragma unroll
+            for (int u = 0; u < DU; u++)
+                if (c[u] == 0) c[u] = dres_hot(s[u], q[u], B);
+            /* hits: read `used` first; the atomic only where this round has not protected the slot yet
+               (a slot's used only moves to epoch in this phase, so a read of epoch is final) */
+            uint32_t old[DU];
+            int32_t l0[DU]; /* source 0's locations: their table loads in flight with `used` */
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const bool hot = c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT;
+                old[u] = hot ? __ldcg(used + q[u]) : epoch;
+                l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, 0, c[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
+                    if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
+                    ref[q[u]] = 1;
+                }
+                if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) {
+                const int64_t e = base + (int64_t)u * DT + tid;
+                if (e >= nent) continue;
+                code[e] = c[u];
+                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) {
+                    mm |= 1u << (uint32_t)(e / DT);
+                    continue;
+                }
+                locb[e] = l0[u];
+                if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
+            }
+            for (int32_t si = 1; si < nsrc; si++) {
+                int32_t l[DU];
+#pragma unroll
+                for (int u = 0; u < DU; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, si, c[u]);
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int64_t e = base + (int64_t)u * DT + tid;
+                    if (e < nent && !(c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS)) locb[si * lstride + e] = l[u];
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < DU; u++) c_prot += old[u] != epoch;
+        }
+        if (tid == 0) { /* meta is only touched by this thread before the next barrier */
+            int32_t np = m_np;
+            if (m_pe != (int32_t)epoch) {
+                meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
+                np = 0;
+            }
+            s_nprot0 = np;
+        }
+        block_add(&s_direct, c_direct);
+        block_add(&s_hot, c_hot);
+        block_add(&s_prot, c_prot);
+        if (my_err != NO_ERR) atomicMin(&s_err, my_err);
+        const int any_miss = __syncthreads_or(mm != 0);
+        int c_host = 0;
+        if (!any_miss) {
+            if (tid == 0) {
+                meta[DRES_M_NPROT] = s_nprot0 + s_prot;
+                st.ndmiss[r] = 0;
+                st.npairs[r] = 0;
+            }
+        } else {
+            /* 4a: claims; the smallest e of a row survives */
+            for (uint32_t x = mm; x; x &= x - 1) {
+                const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
+                atomicMin(slot_of + __ldg(selb + e), INT32_MIN + (int32_t)e);
+            }
+            __syncthreads();
+            /* ranks of the first occurrences in e order: ballots per tile, one block scan */
+            const int ntile = (int)((nent + DT - 1) / DT);
+            uint32_t first = 0;
+            for (int j0 = 0; j0 < ntile; j0 += DU) { /* DU tiles' slot_of reads in flight together */
+                int32_t cl[DU];
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int j = j0 + u;
+                    cl[u] = j < ntile && ((mm >> j) & 1u) ? __ldcg(slot_of + __ldg(selb + (int64_t)j * DT + tid)) : 0;
+                }
+#pragma unroll
+                for (int u = 0; u < DU; u++) {
+                    const int j = j0 + u;
+                    if (j >= ntile) break; /* uniform */
+                    const int64_t e = (int64_t)j * DT + tid;
+                    const int f = ((mm >> j) & 1u) && cl[u] == INT32_MIN + (int32_t)e;
+                    const uint32_t bal = __ballot_sync(FULL, f);
+                    if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
+                    first |= (uint32_t)f << j;
+                }
+            }
+            for (int j = ntile; j < 32; j++)
+                if (lane == 0) s_cnt[j * NWARP + warp] = 0;
+            __syncthreads();
+            int nd;
+            const int off = block_excl_scan(s_cnt[tid], s_w, NWARP, &nd); /* DT == 32 * NWARP values */
+            s_cnt[tid] = off;
+            __syncthreads();
+            for (int j = 0; j < ntile; j++) {
+                const uint32_t bal = __ballot_sync(FULL, (first >> j) & 1u);
+                if ((first >> j) & 1u) {
+                    const int64_t e = (int64_t)j * DT + tid;
+                    dmiss[s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u))] = __ldg(selb + e);
+                }
+            }
+            /* 4b: free slots, then CLOCK victims, then staging */
+            const int32_t filled = s_filled;
+            const int32_t nfree = nd < B - filled ? nd : B - filled;
+            for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
+            int32_t *victims = st.victim + (int64_t)r * per_slot;
+            __syncthreads(); /* dmiss, used of the free slots, s_cnt free again */
+            const int32_t nprot = s_nprot0 + s_prot + nfree;
+            int32_t want = nd - nfree, avail = B - nprot;
+            if (want > avail) want = avail;
+            if (want < 0) want = 0;
+            const int32_t nv = want > 0 ? sweep_block(sp, r, s_hand, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
+                                                      &s_taken)
+                                        : 0;
+            __syncthreads(); /* victims */
+            const int32_t nhot = nfree + nv;
+            const int32_t nstaged = s_nstaged;
+            /* staging only while the arenas are free or this group's (the word changes
+               from -1 to this group within a call at most, so one read decides) */
+            const int32_t owner = *(volatile int32_t *)st.stage_owner;
+            const int ours = owner == -1 || owner == st.group;
+            int32_t room = s_arena0 < 0 || !ours ? 0 : st.stage_rows - nstaged;
+            if (room < 0) room = 0;
+            const int32_t nst = nd - nhot < room ? nd - nhot : room;
+            uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+            /* DM misses of a thread at once: dmiss + victims, then the evicted rows, then the stores
+               and the copy list (misses' rows, victims and evicted rows are all distinct, so the
+               order of these stores across misses is free, as between threads) */
+            for (int32_t i0 = tid; i0 < nd; i0 += DM * DT) {
+                int32_t sv[DM], qv[DM], ov[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT;
+                    sv[u] = i < nd ? dmiss[i] : 0;
+                    qv[u] = i < nhot ? (i < nfree ? filled + i : victims[i - nfree]) : -1;
+                }
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT;
+                    ov[u] = i < nhot && i >= nfree ? row_of[qv[u]] : -1;
+                }
+                int64_t cv[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    const int32_t i = i0 + u * DT, s = sv[u];
+                    cv[u] = -1;
+                    if (i >= nd) continue;
+                    if (i < nhot) {
+                        const int32_t q = qv[u];
+                        if (ov[u] >= 0) slot_of[ov[u]] = -1;
+                        row_of[q] = s;
+                        slot_of[s] = q;
+                        ref[q] = 1;
+                        cv[u] = DRES_CODE(DRES_K_HOT, q);
+                    } else if (i < nhot + nst) {
+                        const int32_t sidx = nstaged + (i - nhot);
+                        st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                        slot_of[s] = B + sidx;
+                        cv[u] = DRES_CODE(DRES_K_STAGE, sidx);
+                    } else {
+                        slot_of[s] = -1;
+                        if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
+                    }
+                }
+                for (int32_t si = 0; si < nsrc; si++) {
+                    uint64_t hs[DM];
+                    int64_t ph[DM];
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        hs[u] = cv[u] >= 0 ? host_row_fast(sp, dv, r, si, sv[u]) : 0;
+                        ph[u] = cv[u] >= 0 ? phys_fast(sp, dv, r, si, cv[u]) : 0;
+                    }
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        if (cv[u] < 0) continue;
+                        const int64_t pi = (int64_t)(i0 + u * DT) * nsrc + si;
+                        pairs[2 * pi] = hs[u];
+                        pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph[u] * st.row_stride);
+                    }
+                }
+            }
+            __syncthreads(); /* every thread read meta[NSTAGED]; slot_of final */
+            if (tid == 0) {
+                meta[DRES_M_FILLED] = filled + nfree;
+                meta[DRES_M_NPROT] = nprot + nv;
+                meta[DRES_M_NSTAGED] = nstaged + nst;
+                st.ndmiss[r] = nd;
+                st.npairs[r] = (nhot + nst) * nsrc;
+                if (nhot + nst)
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
+                if (nst) {
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
+                    *st.stage_owner = st.group;
+                }
+            }
+            /* 5 for the misses: their slot from slot_of */
+            for (uint32_t x = mm; x;) { /* DM misses of a thread at once */
+                int64_t ev[DM];
+                int32_t qv[DM];
+#pragma unroll
+                for (int u = 0; u < DM; u++) {
+                    ev[u] = -1;
+                    if (x) {
+                        ev[u] = (int64_t)(__ffs(x) - 1) * DT + tid;
+                        x &= x - 1;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < DM; u++) qv[u] = ev[u] >= 0 ? __ldcg(slot_of + __ldg(selb + ev[u])) : -1;
+                for (int32_t si = 0; si < nsrc; si++) {
+                    int32_t l[DM];
+#pragma unroll
+                    for (int u = 0; u < DM; u++) {
+                        const int64_t c = qv[u] < 0 ? DRES_CODE(DRES_K_BAD, 0) : dres_hot(0, qv[u], B);
+                        l[u] = (int32_t)phys_fast(sp, dv, r, si, c);
+                    }
+#pragma unroll
+                    for (int u = 0; u < DM; u++)
+                        if (ev[u] >= 0) locb[si * lstride + ev[u]] = l[u];
+                }
+#pragma unroll
+                for (int u = 0; u < DM; u++)
+                    if (ev[u] >= 0 && qv[u] >= 0) {
+                        c_host++;
+                        c_ent++;
+                    }
+            }
+        }
+        block_add(&s_host, c_host);
+        block_add(&s_entries, c_ent);
+        __syncthreads();
+        if (tid == 0) {
+            unsigned long long *S = (unsigned long long *)st.stats;
+            if (s_direct) atomicAdd(S + DRES_S_DIRECT, (unsigned long long)s_direct);
+            if (s_hot) atomicAdd(S + DRES_S_HOT, (unsigned long long)s_hot);
+            if (s_host) atomicAdd(S + DRES_S_HOST, (unsigned long long)s_host);
+            if (s_entries) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_entries);
+        }
+    }
+    /* npairs of an absent slot; this block's first error goes to the call's
+       smallest key, which the copy kernel that follows stores into st.err */
+    if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
+    if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
+}
+
+/* ------------------------------------------------------------ promote kernel */
+
+static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_constant__ dres_state st,
+                                                                 const dres_round *__restrict__ rd)
+{
+    __shared__ int s_cnt[32 * NWARP];
+    __shared__ int s_w[33];
+    __shared__ int s_stop, s_taken;
+    const dres_state *sp = &st;
+    const int tid = (int)threadIdx.x;
+    const int32_t b = (int32_t)blockIdx.x, B = st.B, nsrc = st.nsrc;
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (tid == 0) s_taken = 0;
+    /* the arenas are free after this pass */
+    if (b == 0 && tid == 0 && *st.stage_owner == st.group) *st.stage_owner = -1;
+    zero_npairs_if_absent(sp, rd, n_round);
+    if (b >= n_round) return;
+    const int32_t r = dres_rd_slot(rd, b);
+    int32_t *meta = st.meta + (int64_t)r * DRES_META;
+    const int32_t ns = meta[DRES_M_NSTAGED];
+    if (ns == 0) {
+        if (tid == 0) st.npairs[r] = 0;
+        return;
+    }
+    const int64_t per_slot = (int64_t)st.k_max * st.max_k;
+    int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
+    int32_t *row_of = st.row_of + (int64_t)r * B;
+    uint32_t *used = st.used + (int64_t)r * B;
+    uint8_t *ref = st.ref + (int64_t)r * B;
+    const int32_t *staged = st.staged_row + (int64_t)r * st.stage_rows;
+    for (int32_t i = tid; i < ns; i += DT) slot_of[staged[i]] = -1;
+    const int32_t first = ns > B ? ns - B : 0, npro = ns - first;
+    const int32_t filled = meta[DRES_M_FILLED];
+    const int32_t nfree = npro < B - filled ? npro : B - filled;
+    for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = promo;
+    int32_t *victims = st.victim + (int64_t)r * per_slot;
+    __syncthreads();
+    const int32_t nv = npro > nfree ? sweep_block(sp, r, meta[DRES_M_HAND], npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
+                                                  &s_stop, &s_taken)
+                                    : 0;
+    __syncthreads(); /* victims, s_taken; every thread read meta */
+    if (tid == 0) {
+        meta[DRES_M_FILLED] = filled + nfree;
+        /* promoted slots are no longer protected in this round */
+        if (meta[DRES_M_PROT_EPOCH] == (int32_t)epoch) meta[DRES_M_NPROT] -= s_taken;
+    }
+    const int32_t np = nfree + nv;
+    uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+    for (int32_t i = tid; i < np; i += DT) {
+        const int32_t sidx = first + i, s = staged[sidx];
+        const int32_t q = i < nfree ? filled + i : victims[i - nfree];
+        if (i >= nfree) {
+            const int32_t old = row_of[q];
+            if (old >= 0) slot_of[old] = -1;
+        }
+        row_of[q] = s;
+        slot_of[s] = q;
+        ref[q] = 1;
+        for (int32_t si = 0; si < nsrc; si++) {
+            const int64_t pi = (int64_t)i * nsrc + si;
+            pairs[2 * pi] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, DRES_CODE(DRES_K_STAGE, sidx)) * st.row_stride);
+            pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)dres_phys(sp, r, si, DRES_CODE(DRES_K_HOT, q)) * st.row_stride);
+        }
+    }
+    if (tid == 0) {
+        st.npairs[r] = np * nsrc;
+        meta[DRES_M_NSTAGED] = 0;
+        if (np) atomicAdd((unsigned long long *)&st.stats[DRES_S_PROMOTED], (unsigned long long)np);
+    }
+}
+
+/* ------------------------------------------------------------ copy kernel */
+
+/* moves every pair of the last call: npairs[r] pairs of slot r at
+   pairs + r * per_slot_pairs * 2 */
+static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
+                                                              const int32_t *__restrict__ npairs, int32_t N,
+                                                              int64_t per_slot_pairs, uint32_t vecs, int do_copy,
+                                                              dres_scratch *sc, int32_t *err)
+{
+    extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
+    __shared__ int s_w[33];
+    const int tid = (int)threadIdx.x, lane = tid & 31;
+    /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the plan kernel's first error (the smallest key of all its blocks), if any */
+    if (sc && blockIdx.x == 0 && tid == 0) {
+        const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+        if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
+    }
+    if (!do_copy) return;
+    int carry = 0;
+    for (int32_t base = 0; base < N; base += CT) {
+        const int v = base + tid < N ? npairs[base + tid] : 0;
+        int tot;
+        const int o = block_excl_scan(v, s_w, CWARP, &tot);
+        if (base + tid < N) s_off[base + tid] = carry + o;
+        carry += tot;
+    }
+    if (tid == 0) s_off[N] = carry;
+    __syncthreads();
+    const int total = carry;
+    const int64_t W = (int64_t)gridDim.x * CWARP;
+    const int64_t w0 = (int64_t)blockIdx.x * CWARP + (tid >> 5);
+    for (int64_t g0 = w0; g0 < total; g0 += W * DRES_CP_ROWS) {
+        const uint4 *src[DRES_CP_ROWS];
+        uint4 *dst[DRES_CP_ROWS];
+        bool ok[DRES_CP_ROWS];
+#pragma unroll
+        for (int u = 0; u < DRES_CP_ROWS; u++) {
+            const int64_t g = g0 + u * W;
+            ok[u] = g < total;
+            src[u] = 0;
+            dst[u] = 0;
+            if (ok[u]) {
+                int lo = 0, hi = N; /* largest r with s_off[r] <= g and npairs[r] > 0 */
+                while (hi - lo > 1) {
+                    const int mid = (lo + hi) >> 1;
+                    if (s_off[mid] <= g) lo = mid;
+                    else hi = mid;
+                }
+                const uint64_t *p = pairs + ((int64_t)lo * per_slot_pairs + (g - s_off[lo])) * 2;
+                src[u] = (const uint4 *)__ldg((const unsigned long long *)p);
+                dst[u] = (uint4 *)__ldg((const unsigned long long *)p + 1);
+            }
+        }
+        for (uint32_t v0 = 0; v0 < vecs; v0 += 32 * DRES_CP_VECS) {
+            uint4 x[DRES_CP_ROWS][DRES_CP_VECS];
+#pragma unroll
+            for (int u = 0; u < DRES_CP_ROWS; u++)
+#pragma unroll
+                for (int c = 0; c < DRES_CP_VECS; c++) {
+                    const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
+                    if (ok[u] && v < vecs) x[u][c] = ld_nc_v4(src[u] + v);
+                }
+#pragma unroll
+            for (int u = 0; u < DRES_CP_ROWS; u++)
+#pragma unroll
+                for (int c = 0; c < DRES_CP_VECS; c++) {
+                    const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
+                    if (ok[u] && v < vecs) st_cg_v4(dst[u] + v, x[u][c]);
+                }
+        }
+    }
+}
+
+/* ------------------------------------------------------------ reset kernel */
+
+static __global__ void dres_reset_kernel(const __grid_constant__ dres_state st, int32_t r)
+{
+    const int64_t i0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = i0; i < st.max_rows; i += stride) st.slot_of[(int64_t)r * st.max_rows + i] = -1;
+    for (int64_t q = i0; q < st.B; q += stride) {
+        st.row_of[(int64_t)r * st.B + q] = -1;
+        st.used[(int64_t)r * st.B + q] = 0;
+        st.ref[(int64_t)r * st.B + q] = 0;
+    }
+    if (i0 < DRES_META) st.meta[(int64_t)r * DRES_META + i0] = 0;
+}
+
+/* ------------------------------------------------------------ launchers */
+
+extern "C" size_t dhs_dres_scratch_bytes(void) { return sizeof(dres_scratch); }
+
+extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
+{
+    cudaError_t e = cudaMemsetAsync(scratch, 0xff, sizeof(unsigned long long), s);
+    if (e == cudaSuccess) e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, 8, s);
+    return e;
+}
+
+/* pdl: launched as a programmatic dependent of the kernel before it on s
+   (its blocks get resident while that kernel runs and wait in
+   griddepcontrol.wait; this hides the launch gap, also inside graphs) */
+static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s, int pdl, int do_copy,
+                               void *scratch)
+{
+    if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(do_copy ? (unsigned)copy_blocks : 1u);
+    cfg.blockDim = dim3(CT);
+    cfg.dynamicSmemBytes = ((size_t)st->N + 1) * sizeof(int);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
+    const uint32_t vecs = st->row_stride / 16u;
+    return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
+                              per_slot_pairs, vecs, do_copy, (dres_scratch *)scratch, st->err);
+}
+
+extern "C" cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
+{
+    return copy_launch(st, copy_blocks, s, 0, 1, NULL);
+}
+
+extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k,
+                                               const int32_t *sel, int32_t *loc, int payload, void *scratch,
+                                               int32_t copy_blocks, cudaStream_t s)
+{
+    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
+        return cudaErrorInvalidValue;
+    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k));
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    /* the copy kernel also stores the call's first error: launched (one block) without payload too */
+    return copy_launch(st, copy_blocks, s, 1, payload != 0, scratch);
+}
+
+extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload,
+                                               int32_t copy_blocks, cudaStream_t s)
+{
+    if (st->N <= 0) return cudaErrorInvalidValue;
+    dres_promote_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !payload) return e;
+    return copy_launch(st, copy_blocks, s, 1, 1, NULL);
+}
+
+extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)
+{
+    if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;
+    dres_reset_kernel<<<64, 256, 0, s>>>(*st, slot);
+    return cudaGetLastError();
+}

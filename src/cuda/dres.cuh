@@ -1,0 +1,56 @@
+/* dres.cuh - host launchers of the device resolver kernels (dres.cu), the
+ * CUDA side of the specification in core/dres_spec.h.
+ *
+ * Every launcher enqueues on stream s with a fixed grid (CUDA-graph
+ * capturable), allocates nothing and never synchronises the host:
+ *   - resolve: the plan kernel (one block per round position, grid N =
+ *     st->N) then the copy kernel (a persistent grid of copy_blocks blocks
+ *     that reads npairs[] from device memory; one block that only stores the
+ *     error word when payload == 0), launched as a programmatic dependent;
+ *   - promote: the promotion kernel (one block per round position) then the
+ *     copy kernel for the arena -> hot pairs;
+ *   - reset: one request slot's hot state back to empty;
+ *   - copy: the copy kernel alone (moves every pair of the last call).
+ * `st` is a host copy of the state descriptor whose pointers are device
+ * memory; `rd`, `sel` and `loc` are device memory. `scratch` is
+ * dhs_dres_scratch_bytes() of device memory initialised once with
+ * dhs_dres_scratch_init (it carries the first-error key of a call from the
+ * plan kernel's blocks to the copy kernel, which stores it into st->err and
+ * resets it; without payload the copy kernel runs as one block for that).
+ *
+ * Plain C header: included by cuda_backend.c and by .cu files.
+ */
+#ifndef DHS_CUDA_DRES_CUH
+#define DHS_CUDA_DRES_CUH
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "core/dres_spec.h"
+
+#ifndef DHS_DRES_THREADS
+#define DHS_DRES_THREADS 1024    /* plan / promote kernel block (512 or 1024) */
+#endif
+#define DHS_DRES_MAX_ENTRIES 16384 /* k_max * max_k of one request, at most */
+#define DHS_DRES_COPY_THREADS 256 /* copy kernel block: 8 warps, one row each */
+
+size_t dhs_dres_scratch_bytes(void);
+cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
+
+cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
+                                    int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s);
+cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload, int32_t copy_blocks,
+                                    cudaStream_t s);
+cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s);
+cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

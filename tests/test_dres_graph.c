@@ -1,0 +1,291 @@
+/* test_dres_graph.c - a whole decode step of a GLM-like architecture (21
+ * producers, 78 sources in FOLLOW groups, k = 2048) on the device resolver,
+ * captured once as a CUDA graph and replayed every round, against the same
+ * calls issued eagerly on a second context.
+ *
+ * Two contexts with the same configuration, each on its own CUDA backend
+ * (resolver = DEVICE, policy = CLOCK). Every round, on both:
+ *   dhs_sync (no round open: every backup completed, so both publish the same
+ *   tail windows), dhs_round_begin, dhs_tail_locations for the block's rows
+ *   (the engine would write them in place), the round's selections written
+ *   into the fixed device selection buffers of every group; then
+ *     context A: cudaGraphLaunch of the step captured in round 1
+ *                (for every group: dhs_resolve_device + dhs_group_done),
+ *     context B: the same 42 calls issued eagerly;
+ *   dhs_round_end, and every group's location buffer of A must equal B's
+ *   byte for byte. Selections change every round (a drifting working set per
+ *   request and group, uniform picks, duplicates, -1 padding), so hits,
+ *   misses, evictions and host copies all happen.
+ * Prints the seed and the host µs per round of both paths.
+ *
+ * No GPU (or built without CUDA): exits 77, which CMake maps to a skip.
+ * DHS_TEST_SCALE scales the rounds (default 1000).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test_help.h"
+
+#ifndef DHS_HAVE_CUDA
+int main(void)
+{
+    printf("SKIP: built without CUDA\n");
+    return 77;
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "dhs_cuda.h"
+
+#define G_GROUPS 21
+#define G_SOURCES 78
+#define G_REQ 4
+#define G_K 2048
+#define G_HIST 4096
+#define G_ROW 64
+#define G_WS 2600 /* working-set rows per (request, group) */
+
+static uint64_t g_rng;
+static uint64_t rnd(void)
+{
+    g_rng += 0x9e3779b97f4a7c15ull;
+    return th_mix(g_rng);
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+typedef struct side {
+    dhs_backend *be;
+    dhs_ctx *ctx;
+    dhs_req req[G_REQ];
+    int32_t *sel[G_GROUPS], *loc[G_GROUPS]; /* device buffers, fixed for the whole run */
+    cudaStream_t s;
+} side;
+
+static int nsrc_of(int32_t g) { return g < 15 ? 4 : 3; } /* 15 x 4 + 6 x 3 = 78 sources */
+
+static int side_open(side *sd, const dhs_arch *arch, const dhs_config *cfg, const void *const *rows)
+{
+    dhs_status s = dhs_backend_cuda_create(0, &sd->be);
+    if (s != DHS_OK) return s == DHS_ERR_UNSUPPORTED ? 77 : 1;
+    CHECK_ST(dhs_ctx_create(arch, cfg, sd->be, &sd->ctx), DHS_OK);
+    if (!sd->ctx) return 1;
+    sd->s = (cudaStream_t)dhs_cuda_stream(sd->be);
+    for (int r = 0; r < G_REQ; r++) {
+        CHECK_ST(dhs_request_open(sd->ctx, G_HIST + 4096, &sd->req[r]), DHS_OK);
+        CHECK_ST(dhs_request_import(sd->ctx, sd->req[r], G_HIST, rows, DHS_IMPORT_HOST), DHS_OK);
+    }
+    for (int32_t g = 0; g < G_GROUPS; g++) {
+        const size_t sb = sizeof(int32_t) * G_REQ * cfg->k_max * G_K;
+        if (cudaMalloc((void **)&sd->sel[g], sb) != cudaSuccess ||
+            cudaMalloc((void **)&sd->loc[g], sb * (size_t)nsrc_of(g)) != cudaSuccess)
+            return 1;
+    }
+    return th_failed ? 1 : 0;
+}
+
+static void side_close(side *sd)
+{
+    for (int32_t g = 0; g < G_GROUPS; g++) {
+        if (sd->sel[g]) cudaFree(sd->sel[g]);
+        if (sd->loc[g]) cudaFree(sd->loc[g]);
+    }
+    dhs_ctx_destroy(sd->ctx);
+    dhs_backend_destroy(sd->be);
+}
+
+/* the decode step: every group resolved and done, in layer order */
+static dhs_status step(side *sd)
+{
+    for (int32_t g = 0; g < G_GROUPS; g++) {
+        dhs_status s = dhs_resolve_device(sd->ctx, g, G_K, sd->sel[g], sd->loc[g]);
+        if (s == DHS_OK) s = dhs_group_done(sd->ctx, g);
+        if (s != DHS_OK) return s;
+    }
+    return DHS_OK;
+}
+
+/* host part of a round before the step: tail windows settled, round opened,
+   the block's rows located (as the engine's KV-write kernel would), the
+   selections uploaded into the fixed buffers */
+static dhs_status round_open(side *sd, const int64_t *n, const int32_t *const *sel_h)
+{
+    const int32_t K[G_REQ] = {1, 1, 1, 1};
+    dhs_status s = dhs_sync(sd->ctx);
+    if (s == DHS_OK) s = dhs_round_begin(sd->ctx, G_REQ, sd->req, K);
+    int32_t loc1;
+    for (int r = 0; r < G_REQ && s == DHS_OK; r++)
+        for (int32_t src = 0; src < G_SOURCES && s == DHS_OK; src++)
+            s = dhs_tail_locations(sd->ctx, sd->req[r], src, n[r], 1, &loc1);
+    for (int32_t g = 0; g < G_GROUPS && s == DHS_OK; g++)
+        if (cudaMemcpyAsync(sd->sel[g], sel_h[g], sizeof(int32_t) * G_REQ * G_K, cudaMemcpyHostToDevice, sd->s) !=
+            cudaSuccess)
+            s = DHS_ERR_BACKEND;
+    return s;
+}
+
+int main(void)
+{
+    const uint64_t seed = th_seed("test_dres_graph");
+    g_rng = seed;
+    int rounds = (int)(1000 * th_scale());
+    if (rounds < 10) rounds = 10;
+
+    dhs_arch arch;
+    memset(&arch, 0, sizeof arch);
+    arch.n_groups = G_GROUPS;
+    arch.n_sources = G_SOURCES;
+    for (int32_t g = 0, src = 0; g < G_GROUPS; g++)
+        for (int i = 0; i < nsrc_of(g); i++, src++) {
+            arch.sources[src].row_bytes = G_ROW;
+            arch.sources[src].m = 1;
+            arch.sources[src].group = g;
+            arch.consumers[arch.n_consumers].kind = i == 0 ? DHS_CONSUMER_OWN : DHS_CONSUMER_FOLLOW;
+            arch.consumers[arch.n_consumers].source = src;
+            arch.consumers[arch.n_consumers].group = g;
+            arch.n_consumers++;
+        }
+    CHECK_ST(dhs_arch_validate(&arch), DHS_OK);
+    dhs_config cfg = dhs_config_default();
+    cfg.max_requests = G_REQ;
+    cfg.max_k = G_K;
+    cfg.k_max = 1;
+    cfg.page_rows = 64;
+    cfg.hot_rows = 2048;
+    cfg.tail_rows = 64;
+    cfg.max_rows = G_HIST + 4096;
+    cfg.device_bytes = (uint64_t)512 << 20;
+    cfg.reserve_bytes = 0;
+    cfg.repop_pages = 0; /* no population: what serves from device depends only on the calls */
+    cfg.policy = DHS_POLICY_CLOCK;
+    cfg.resolver = DHS_RESOLVER_DEVICE;
+
+    uint8_t *hist = calloc((size_t)G_HIST, G_ROW);
+    const void *rows[G_SOURCES];
+    for (int i = 0; i < G_SOURCES; i++) rows[i] = hist;
+    side A, B;
+    memset(&A, 0, sizeof A);
+    memset(&B, 0, sizeof B);
+    int rc = side_open(&A, &arch, &cfg, (const void *const *)rows);
+    if (rc == 77) {
+        printf("SKIP: no CUDA device\n");
+        free(hist);
+        return 77;
+    }
+    if (rc == 0) rc = side_open(&B, &arch, &cfg, (const void *const *)rows);
+    CHECK(rc == 0);
+    if (rc) return th_summary();
+
+    int32_t *sel_h[G_GROUPS], *ws[G_GROUPS];
+    for (int32_t g = 0; g < G_GROUPS; g++) {
+        sel_h[g] = malloc(sizeof(int32_t) * G_REQ * G_K);
+        ws[g] = malloc(sizeof(int32_t) * G_REQ * G_WS);
+        for (int i = 0; i < G_REQ * G_WS; i++) ws[g][i] = (int32_t)(rnd() % G_HIST);
+    }
+    const size_t loc_max = sizeof(int32_t) * G_REQ * G_K * 4;
+    int32_t *la = malloc(loc_max), *lb = malloc(loc_max);
+    int64_t n[G_REQ];
+    for (int r = 0; r < G_REQ; r++) n[r] = G_HIST;
+
+    cudaGraphExec_t exec = NULL;
+    double host_a = 0, host_b = 0, launch_a = 0, launch_b = 0;
+    long mismatches = 0, compared = 0;
+    const int32_t acc[G_REQ] = {0, 0, 0, 0};
+    for (int round = 0; round < rounds && th_failed == 0; round++) {
+        /* this round's selections: query 0 of request r sees rows 0 .. n_r */
+        for (int32_t g = 0; g < G_GROUPS; g++)
+            for (int r = 0; r < G_REQ; r++) {
+                int32_t *w = ws[g] + r * G_WS;
+                for (int i = 0; i < 20; i++) w[rnd() % G_WS] = (int32_t)(rnd() % (uint64_t)(n[r] + 1)); /* drift */
+                for (int i = 0; i < G_K; i++) {
+                    const uint64_t u = rnd() % 100;
+                    int32_t s = u < 3 ? -1 : u < 83 ? w[rnd() % G_WS] : (int32_t)(rnd() % (uint64_t)(n[r] + 1));
+                    sel_h[g][r * G_K + i] = s;
+                }
+            }
+        /* A: the captured step */
+        double t0 = now_us();
+        CHECK_ST(round_open(&A, n, (const int32_t *const *)sel_h), DHS_OK);
+        if (!exec) {
+            cudaGraph_t graph;
+            CHECK(cudaStreamBeginCapture(A.s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+            const dhs_status cs = step(&A);
+            CHECK(cudaStreamEndCapture(A.s, &graph) == cudaSuccess);
+            CHECK_ST(cs, DHS_OK);
+            CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+            cudaGraphDestroy(graph);
+            if (th_failed) break;
+        }
+        double t1 = now_us();
+        CHECK(cudaGraphLaunch(exec, A.s) == cudaSuccess);
+        double t2 = now_us();
+        CHECK_ST(dhs_round_end(A.ctx, acc), DHS_OK);
+        double t3 = now_us();
+        if (round > 0) { /* round 0 includes the capture */
+            host_a += t3 - t0;
+            launch_a += t2 - t1;
+        }
+        /* B: the same calls, eagerly */
+        t0 = now_us();
+        CHECK_ST(round_open(&B, n, (const int32_t *const *)sel_h), DHS_OK);
+        t1 = now_us();
+        CHECK_ST(step(&B), DHS_OK);
+        t2 = now_us();
+        CHECK_ST(dhs_round_end(B.ctx, acc), DHS_OK);
+        t3 = now_us();
+        if (round > 0) {
+            host_b += t3 - t0;
+            launch_b += t2 - t1;
+        }
+        /* identical locations, every group, every source */
+        for (int32_t g = 0; g < G_GROUPS; g++) {
+            const size_t bytes = sizeof(int32_t) * G_REQ * G_K * (size_t)nsrc_of(g);
+            CHECK(cudaMemcpy(la, A.loc[g], bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK(cudaMemcpy(lb, B.loc[g], bytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+            compared += (long)(bytes / sizeof(int32_t));
+            if (memcmp(la, lb, bytes) != 0) {
+                size_t i = 0;
+                while (la[i] == lb[i]) i++;
+                if (mismatches++ < 5)
+                    CHECKF(0, "round %d group %d: location %zu graph %d eager %d", round, g, i, la[i], lb[i]);
+            }
+        }
+        if (round % 100 == 0) {
+            char msg[256];
+            const int bad = dhs_check_invariants(A.ctx, msg, sizeof msg) + dhs_check_invariants(B.ctx, msg, sizeof msg);
+            CHECKF(bad == 0, "invariants: %s", msg);
+        }
+        for (int r = 0; r < G_REQ; r++) n[r] += 1;
+    }
+    dhs_stats sa, sb;
+    dhs_get_stats(A.ctx, &sa);
+    dhs_get_stats(B.ctx, &sb);
+    CHECK(sa.census_host == sb.census_host && sa.census_hot == sb.census_hot && sa.census_direct == sb.census_direct);
+    CHECK(sa.census_host > 0 && sa.census_hot > 0); /* misses and hits both happened */
+    printf("test_dres_graph: %d rounds x %d groups (%d sources), %ld locations compared, %ld mismatching groups\n",
+           rounds, G_GROUPS, G_SOURCES, compared, mismatches);
+    printf("host us per round: graph %.1f (launch %.1f), eager %.1f (42 calls %.1f); census hot %llu host %llu\n",
+           host_a / (rounds - 1), launch_a / (rounds - 1), host_b / (rounds - 1), launch_b / (rounds - 1),
+           (unsigned long long)sa.census_hot, (unsigned long long)sa.census_host);
+    if (exec) cudaGraphExecDestroy(exec);
+    for (int32_t g = 0; g < G_GROUPS; g++) {
+        free(sel_h[g]);
+        free(ws[g]);
+    }
+    free(la);
+    free(lb);
+    free(hist);
+    side_close(&A);
+    side_close(&B);
+    return th_summary();
+}
+#endif
