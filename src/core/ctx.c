@@ -550,7 +550,7 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
 
 dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     if (!n) return DHS_ERR_INVALID_ARG;
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
@@ -560,7 +560,7 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 
 dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->in_round && ctx->round_open) return DHS_ERR_STATE;
@@ -604,7 +604,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
 
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
@@ -742,7 +742,7 @@ fail:
 /* ------------------------------------------------------------- tail writes */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, const void *data)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
