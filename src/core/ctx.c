@@ -756,7 +756,9 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     grp_state *gs = &rq->g[g];
     int64_t m = ctx->grp_m[g];
     int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
-    if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
+    /* compared without forming first_row + n_rows: any int64 first_row and
+       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
+    if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
     /* the tail ring must not overwrite rows still awaiting their host copy */
     if (first_row + n_rows - gs->tail_lo > c->tail_rows) {
