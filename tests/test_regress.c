@@ -4,6 +4,9 @@
  *  1. I1: dhs_write_rows with a huge first_row (first_row + n_rows overflows)
  *     is refused with DHS_ERR_ROW_RANGE and changes nothing, at every tail
  *     position; committed rows keep their bytes (tail and host copy).
+ *  4. Stale handles: every handle of an older generation answers
+ *     DHS_ERR_CLOSED, whether its slot is free or reused; handles that never
+ *     existed answer DHS_ERR_UNKNOWN_REQUEST.
  */
 #include <limits.h>
 
@@ -97,11 +100,64 @@ static void test_write_rows_overflow(void)
     CHECKF(changed == 0, "%ld overflowing writes changed state", changed);
 }
 
+/* ------------------------------------------------------------ 4 */
+static void test_stale_handles(void)
+{
+    th_env e;
+    dhs_arch a = one_group();
+    dhs_config c = tight_cfg();
+    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    dhs_ctx *ctx = e.ctx;
+    dhs_req g1, g2, g3;
+    CHECK_ST(dhs_request_open(ctx, 10, &g1), DHS_OK);
+    CHECK_ST(dhs_request_close(ctx, g1), DHS_OK);
+    CHECK_ST(dhs_request_open(ctx, 10, &g2), DHS_OK);
+    CHECK(g2.id == g1.id && g2.gen != g1.gen);
+    /* slot reused by a newer generation */
+    int64_t n;
+    CHECK_ST(dhs_request_positions(ctx, g1, &n), DHS_ERR_CLOSED);
+    CHECK_ST(dhs_request_close(ctx, g2), DHS_OK);
+    /* slot free again, two generations ago and one generation ago */
+    dhs_req wrongs[] = {g1, g2};
+    for (int w = 0; w < 2; w++) {
+        dhs_req r = wrongs[w];
+        int32_t K = 1, sel = 0, loc = 0;
+        dhs_resolve_item it = {r, 1, &sel, &loc};
+        CHECK_ST(dhs_request_positions(ctx, r, &n), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_request_close(ctx, r), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_request_import(ctx, r, 0, NULL, DHS_IMPORT_HOST), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_round_begin(ctx, 0, NULL, NULL), DHS_OK);
+        CHECK_ST(dhs_write_rows(ctx, r, 0, 0, 1, e.buf), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_resolve(ctx, 0, 1, 1, &it), DHS_ERR_CLOSED);
+        CHECK_ST(dhs_round_end(ctx, NULL), DHS_OK);
+    }
+    CHECK_ST(dhs_request_open(ctx, 10, &g3), DHS_OK);
+    CHECK(g3.id == g1.id);
+    CHECK_ST(dhs_request_positions(ctx, g1, &n), DHS_ERR_CLOSED);
+    CHECK_ST(dhs_request_positions(ctx, g2, &n), DHS_ERR_CLOSED);
+    CHECK_ST(dhs_request_positions(ctx, g3, &n), DHS_OK);
+    /* never existed */
+    dhs_req never_slot = {2, 1}, gen0 = {g3.id, 0}, future = {g3.id, g3.gen + 1}, out_of_range = {(uint32_t)c.max_requests, 1},
+            huge = {UINT32_MAX, UINT32_MAX}, never_gen = {2, UINT32_MAX};
+    dhs_req unk[] = {never_slot, gen0, future, out_of_range, huge, never_gen};
+    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {
+        CHECK_ST(dhs_request_positions(ctx, unk[i], &n), DHS_ERR_UNKNOWN_REQUEST);
+        CHECK_ST(dhs_request_close(ctx, unk[i]), DHS_ERR_UNKNOWN_REQUEST);
+    }
+    CHECK_ST(dhs_request_close(ctx, g3), DHS_OK);
+    CHECK_ST(dhs_request_positions(ctx, future, &n), DHS_ERR_UNKNOWN_REQUEST);
+    CHECK_ST(dhs_request_positions(ctx, g3, &n), DHS_ERR_CLOSED);
+    CHECK_INV(ctx);
+    th_env_free(&e);
+}
+
 /* `test_regress NAME` runs one test (for bisecting); no argument runs all */
 int main(int argc, char **argv)
 {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
         {"overflow", test_write_rows_overflow},
+        {"handles", test_stale_handles},
     };
     double t0 = th_now();
     g_seed = th_seed("test_regress");

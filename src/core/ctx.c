@@ -397,17 +397,28 @@ int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 }
 
 /* ------------------------------------------------------------- requests */
+/* A handle is (slot, generation). Generations of a slot count up from 1 at
+   each open (0 is never issued); the slot keeps its last generation when the
+   request closes. So a handle names a request that existed exactly when its
+   generation is 1 .. the slot's current one:
+     - slot out of range, generation 0, or above the slot's: never existed
+       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
+     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
+     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
+   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
 {
-    if (!ctx) { if (err) *err = DHS_ERR_INVALID_ARG; return NULL; }
-    if (r.id >= (uint32_t)ctx->cfg.max_requests) { if (err) *err = DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    request *rq = &ctx->req[r.id];
-    if (!rq->in_use) {
-        if (err) *err = (rq->gen == r.gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST;
-        return NULL;
+    dhs_status e = DHS_OK;
+    request *rq = NULL;
+    if (!ctx) e = DHS_ERR_INVALID_ARG;
+    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
+    else {
+        rq = &ctx->req[r.id];
+        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
+        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
     }
-    if (rq->gen != r.gen) { if (err) *err = (r.gen < rq->gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    return rq;
+    if (err) *err = e;
+    return e == DHS_OK ? rq : NULL;
 }
 
 static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
