@@ -311,7 +311,10 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
    join history with host backup scheduled; rejected rows are discarded. */
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
 
-/* Completes every outstanding copy and fence (for shutdown and tests). */
+/* Completes every outstanding copy and fence (for shutdown and tests).
+   Inside a round nothing of the round's requests moves: their completed
+   copies are published by the next dhs_round_begin (one location per row
+   per round). */
 dhs_status dhs_sync(dhs_ctx *ctx);
 
 /* ---------------------------------------------------------------- stats */

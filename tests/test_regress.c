@@ -9,6 +9,8 @@
  *     the round or whose host copy is incomplete. Crafted (offset exactly the
  *     tail length) and randomised (split writes, late copies in random order,
  *     FOLLOW sources, m = 4).
+ *  3. One row, one location per round: dhs_sync between two resolves of one
+ *     round (a tail backup or a population completing) does not move a row.
  *  4. Stale handles: every handle of an older generation answers
  *     DHS_ERR_CLOSED, whether its slot is free or reused; handles that never
  *     existed answer DHS_ERR_UNKNOWN_REQUEST.
@@ -161,6 +163,252 @@ static void test_split_write_crafted(void)
     th_env_free(&e);
 }
 
+/* ------------------------------------------------------------ 2 + 3 randomised */
+/* group 0: sources 0 (64 B, OWN) and 1 (48 B, FOLLOW), m = 1; group 1: source 2 (32 B), m = 4 */
+static dhs_arch two_groups(void)
+{
+    dhs_arch a;
+    memset(&a, 0, sizeof a);
+    a.n_groups = 2;
+    a.n_sources = 3;
+    a.sources[0] = (dhs_source_desc){64, 1, 0};
+    a.sources[1] = (dhs_source_desc){48, 1, 0};
+    a.sources[2] = (dhs_source_desc){32, 4, 1};
+    a.n_consumers = 3;
+    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 1, 0};
+    a.consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 2, 1};
+    return a;
+}
+
+typedef struct live_loc {
+    int32_t slot, g, src;
+    int64_t row;
+    int32_t loc;
+} live_loc;
+
+#define MAX_LIVE 8192
+
+typedef struct round_book {
+    live_loc l[MAX_LIVE];
+    int n;
+} round_book;
+
+/* records (row -> location) of one resolve; 0 when consistent with what the round handed out before */
+static long book_add(round_book *b, int slot, int32_t g, const th_env *e, int32_t K, int32_t k, const int32_t *sel, const int32_t *loc)
+{
+    long moved = 0;
+    for (int32_t i = 0; i < e->nsrc_of[g]; i++) {
+        int32_t s = th_src(e, g, i);
+        for (int64_t x = 0; x < (int64_t)K * k; x++) {
+            if (sel[x] < 0) continue;
+            int32_t l = loc[(int64_t)i * K * k + x];
+            int found = 0;
+            for (int y = 0; y < b->n && !found; y++) {
+                live_loc *q = &b->l[y];
+                if (q->slot == slot && q->g == g && q->src == s && q->row == sel[x]) {
+                    found = 1;
+                    if (q->loc != l) moved++;
+                }
+            }
+            if (!found && b->n < MAX_LIVE) b->l[b->n++] = (live_loc){slot, g, s, sel[x], l};
+        }
+    }
+    return moved;
+}
+
+/* live locations that no longer hold their row's current bytes */
+static long book_check(const round_book *b, const th_env *e)
+{
+    long bad = 0;
+    for (int y = 0; y < b->n; y++) {
+        const live_loc *q = &b->l[y];
+        const th_req *r = &e->rq[q->slot];
+        if (!th_loc_holds(e->ctx, q->src, e->arch.sources[q->src].row_bytes, q->loc, r->uid, q->row, r->ver[q->g][q->row])) bad++;
+    }
+    return bad;
+}
+
+static void book_drop_group(round_book *b, int32_t g)
+{
+    int j = 0;
+    for (int y = 0; y < b->n; y++)
+        if (b->l[y].g != g) b->l[j++] = b->l[y];
+    b->n = j;
+}
+
+static void test_split_write_random(void)
+{
+    uint64_t rng = g_seed ^ 0x2222;
+    long rounds_total = (long)(300 * th_scale()) + 20;
+    long overwritten = 0, moved = 0, failures = 0, wrote_after_resolve = 0;
+    static round_book book;
+    for (int env_i = 0; env_i < 4; env_i++) {
+        th_env e;
+        dhs_arch a = two_groups();
+        dhs_config c = tight_cfg();
+        c.tail_rows = env_i & 1 ? 8 : 12;
+        c.hot_rows = 16;
+        c.repop_pages = 2;
+        c.max_rows = 1000;
+        c.device_bytes = 2000ull * 4 * 64;
+        dhs_cpu_options o = {.async_delay = 1 + (int32_t)th_below(&rng, 4), .random_order = env_i >= 2, .seed = rng};
+        CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
+        for (int s = 0; s < 3; s++) {
+            CHECK_ST(th_open(&e, s, 900), DHS_OK);
+            CHECK_ST(th_import(&e, s, 24 + 37 * s, s == 1 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST), DHS_OK);
+        }
+        for (long rd = 0; rd < rounds_total / 4; rd++) {
+            dhs_req h[3];
+            int32_t K[3], acc[3];
+            for (int s = 0; s < 3; s++) {
+                h[s] = e.rq[s].h;
+                K[s] = 1 + (int32_t)th_below(&rng, c.k_max);
+                acc[s] = (int32_t)th_below(&rng, K[s]);
+            }
+            if (e.rq[0].n + 8 > c.max_rows) break;
+            CHECK_ST(dhs_round_begin(e.ctx, 3, h, K), DHS_OK);
+            book.n = 0;
+            /* per request and group: rows of the block, written in up to three parts with resolves between */
+            int64_t lo[3][2], hi[3][2], done[3][2];
+            for (int s = 0; s < 3; s++)
+                for (int g = 0; g < 2; g++) {
+                    lo[s][g] = e.rq[s].n / e.m_of[g];
+                    hi[s][g] = (e.rq[s].n + K[s] + e.m_of[g] - 1) / e.m_of[g];
+                    done[s][g] = lo[s][g];
+                }
+            for (int step = 0; step < 8; step++) {
+                int s = (int)th_below(&rng, 3), g = (int)th_below(&rng, 2);
+                int action = (int)th_below(&rng, 5);
+                if (action <= 1 && done[s][g] < hi[s][g]) {
+                    int32_t n = 1 + (int32_t)th_below(&rng, hi[s][g] - done[s][g]);
+                    dhs_status st = write_part(&e, s, g, done[s][g], n);
+                    if (st != DHS_OK) { failures++; printf("write_part: %s\n", dhs_status_str(st)); }
+                    else done[s][g] += n;
+                    if (book.n) wrote_after_resolve++;
+                } else if (action == 2) {
+                    /* selection: committed rows and the block rows written so far that the query sees */
+                    int32_t k = 8;
+                    int32_t sel[4 * 8], loc[2 * 4 * 8];
+                    int64_t m = e.m_of[g];
+                    for (int32_t j = 0; j < K[s]; j++)
+                        for (int32_t i = 0; i < k; i++) {
+                            int64_t vis_rows = (e.rq[s].n + j + 1) / m; /* complete rows the query sees */
+                            if (vis_rows > done[s][g]) vis_rows = done[s][g];
+                            int64_t pick = vis_rows > 0 ? vis_rows - 1 - th_below(&rng, vis_rows < 14 ? vis_rows : 14) : -1;
+                            sel[j * k + i] = (i % 5 == 4) ? -1 : (int32_t)pick;
+                        }
+                    dhs_resolve_item it = {h[s], K[s], sel, loc};
+                    dhs_status st = dhs_resolve(e.ctx, g, k, 1, &it);
+                    if (st != DHS_OK) { failures++; printf("resolve: %s\n", dhs_status_str(st)); continue; }
+                    overwritten += th_check_item(&e, s, g, K[s], k, sel, loc);
+                    moved += book_add(&book, s, g, &e, K[s], k, sel, loc);
+                } else if (action == 3) {
+                    CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+                } else {
+                    /* the group's consumers are issued: its locations end here */
+                    CHECK_ST(dhs_group_done(e.ctx, g), DHS_OK);
+                    book_drop_group(&book, g);
+                }
+                overwritten += book_check(&book, &e);
+                CHECK_INV(e.ctx);
+            }
+            for (int s = 0; s < 3; s++)
+                for (int g = 0; g < 2; g++)
+                    if (done[s][g] < hi[s][g]) {
+                        dhs_status st = write_part(&e, s, g, done[s][g], (int32_t)(hi[s][g] - done[s][g]));
+                        if (st != DHS_OK) failures++;
+                        overwritten += book_check(&book, &e);
+                    }
+            CHECK_ST(dhs_round_end(e.ctx, acc), DHS_OK);
+            for (int s = 0; s < 3; s++) e.rq[s].n += acc[s] + 1;
+            CHECK_INV(e.ctx);
+        }
+        CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+        for (int s = 0; s < 3; s++) CHECKF(th_sweep(&e, s, 8) == 0, "env %d request %d lost rows", env_i, s);
+        th_env_free(&e);
+    }
+    printf("split writes: %ld writes after a resolve in the round\n", wrote_after_resolve);
+    CHECK(wrote_after_resolve > 20);
+    CHECKF(failures == 0, "%ld legal calls refused", failures);
+    CHECKF(overwritten == 0, "%ld live locations overwritten within their round", overwritten);
+    CHECKF(moved == 0, "%ld rows got a second location within one round", moved);
+}
+
+/* ------------------------------------------------------------ 3 crafted */
+static void test_sync_keeps_locations(void)
+{
+    /* (a) a tail backup completes at dhs_sync between two resolves */
+    {
+        th_env e;
+        dhs_arch a = one_group();
+        dhs_config c = tight_cfg();
+        c.tail_rows = 16;
+        dhs_cpu_options o = {.async_delay = 100};
+        CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
+        CHECK_ST(th_open(&e, 0, 100), DHS_OK);
+        CHECK_ST(th_import(&e, 0, 40, DHS_IMPORT_HOST), DHS_OK);
+        plain_round(&e, 0, 4, 3);
+        int32_t K = 1;
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+        CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
+        int32_t sel[8] = {40, 41, 42, 43, 44, 3, -1, 7}, l1[8], l2[8];
+        dhs_resolve_item it1 = {e.rq[0].h, 1, sel, l1}, it2 = {e.rq[0].h, 1, sel, l2};
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it1), DHS_OK);
+        CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it2), DHS_OK);
+        int diff = 0;
+        for (int i = 0; i < 8; i++) diff += l1[i] != l2[i];
+        CHECKF(diff == 0, "dhs_sync moved %d rows to new locations within the round", diff);
+        CHECK(th_check_item(&e, 0, 0, 1, 8, sel, l1) == 0 && th_check_item(&e, 0, 0, 1, 8, sel, l2) == 0);
+        int32_t acc = 0;
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        e.rq[0].n++;
+        CHECK_INV(e.ctx);
+        th_env_free(&e);
+    }
+    /* (b) a population completes at dhs_sync between two resolves */
+    {
+        th_env e;
+        dhs_arch a = one_group();
+        dhs_config c = tight_cfg();
+        c.repop_pages = 8;
+        dhs_cpu_options o = {.async_delay = 100};
+        CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
+        CHECK_ST(th_open(&e, 0, 100), DHS_OK);
+        CHECK_ST(th_import(&e, 0, 40, DHS_IMPORT_HOST), DHS_OK); /* pages populated by housekeeping */
+        int32_t K = 1;
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK); /* populations in flight */
+        CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
+        int32_t sel[8] = {0, 1, 2, 5, 9, 12, 30, 31}, l1[8], l2[8]; /* pages 0..7: the first repop_pages */
+        dhs_resolve_item it1 = {e.rq[0].h, 1, sel, l1}, it2 = {e.rq[0].h, 1, sel, l2};
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it1), DHS_OK);
+        CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it2), DHS_OK);
+        int diff = 0;
+        for (int i = 0; i < 8; i++) diff += l1[i] != l2[i];
+        CHECKF(diff == 0, "a population completing at dhs_sync moved %d rows within the round", diff);
+        CHECK(th_check_item(&e, 0, 0, 1, 8, sel, l1) == 0 && th_check_item(&e, 0, 0, 1, 8, sel, l2) == 0);
+        int32_t acc = 0;
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        e.rq[0].n++;
+        /* at the round boundary the populated pages are published */
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+        CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
+        dhs_stats st0, st1;
+        dhs_get_stats(e.ctx, &st0);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it1), DHS_OK);
+        dhs_get_stats(e.ctx, &st1);
+        CHECKF(st1.census_direct - st0.census_direct == 8, "populated pages not direct after the round boundary (%llu)",
+               (unsigned long long)(st1.census_direct - st0.census_direct));
+        CHECK(th_check_item(&e, 0, 0, 1, 8, sel, l1) == 0);
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        e.rq[0].n++;
+        CHECK_INV(e.ctx);
+        th_env_free(&e);
+    }
+}
+
 /* ------------------------------------------------------------ 4 */
 static void test_stale_handles(void)
 {
@@ -218,6 +466,7 @@ int main(int argc, char **argv)
 {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
         {"overflow", test_write_rows_overflow}, {"split", test_split_write_crafted},
+        {"split_random", test_split_write_random}, {"sync", test_sync_keeps_locations},
         {"handles", test_stale_handles},
     };
     double t0 = th_now();
