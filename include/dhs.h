@@ -162,7 +162,12 @@ typedef struct dhs_config {
     int32_t resident_first;    /* 1: keep imported history on device while capacity allows */
     int32_t payload_free;      /* 1: simulate placement only: no pools, no host rows, no bytes
                                   copied (import/write data pointers may be NULL); every
-                                  decision, census and accounting figure is the same */
+                                  decision, status, location, census and accounting figure
+                                  is the same as with payload, late copies included (their
+                                  tickets complete at the same time); only dhs_mem's
+                                  device_bytes_allocated and host_bytes_allocated differ
+                                  (no pool, no host rows), and fault injection sees no
+                                  synchronous copies or host-row allocations */
 } dhs_config;
 
 dhs_config dhs_config_default(void);

@@ -14,6 +14,9 @@
  *  4. Stale handles: every handle of an older generation answers
  *     DHS_ERR_CLOSED, whether its slot is free or reused; handles that never
  *     existed answer DHS_ERR_UNKNOWN_REQUEST.
+ *  5. payload_free decides exactly as a payload context: the same random call
+ *     sequence with late copies in random order on both, every status,
+ *     location, stat and memory figure compared after every call.
  */
 #include <limits.h>
 
@@ -461,13 +464,233 @@ static void test_stale_handles(void)
     th_env_free(&e);
 }
 
+/* ------------------------------------------------------------ 5 */
+typedef struct twin {
+    th_env p, f; /* payload, payload_free */
+    long diffs, calls;
+    uint64_t rng;
+    int in_round;
+    int32_t K[TH_MAX_REQ];
+    int in_rnd[TH_MAX_REQ];
+    int imported[TH_MAX_REQ];
+} twin;
+
+static int mem_same(const dhs_mem *a, const dhs_mem *b)
+{
+    /* device_bytes_allocated and host_bytes_allocated report bytes actually held: a payload-free
+       context holds no pool and no host rows (documented); every other figure must match */
+    return a->M == b->M && a->M_req == b->M_req && a->M_opt == b->M_opt && a->M_res == b->M_res &&
+           a->pages_total == b->pages_total && a->pages_free == b->pages_free && a->requests_open == b->requests_open;
+}
+
+static void twin_cmp(twin *t, const char *what, dhs_status sp, dhs_status sf)
+{
+    t->calls++;
+    dhs_stats a, b;
+    dhs_mem ma, mb;
+    dhs_get_stats(t->p.ctx, &a);
+    dhs_get_stats(t->f.ctx, &b);
+    dhs_get_mem(t->p.ctx, &ma);
+    dhs_get_mem(t->f.ctx, &mb);
+    const char *d = NULL;
+    if (sp != sf) d = "status";
+    else if (memcmp(&a, &b, sizeof a)) d = "stats";
+    else if (!mem_same(&ma, &mb)) d = "mem";
+    for (int i = 0; i < TH_MAX_REQ && !d; i++) {
+        int64_t np = -1, nf = -1;
+        dhs_status a1 = t->p.rq[i].uid ? dhs_request_positions(t->p.ctx, t->p.rq[i].h, &np) : DHS_OK;
+        dhs_status b1 = t->f.rq[i].uid ? dhs_request_positions(t->f.ctx, t->f.rq[i].h, &nf) : DHS_OK;
+        if (a1 != b1 || np != nf) d = "positions";
+    }
+    if (d) {
+        if (t->diffs++ < 5) {
+            printf("payload vs payload_free: call %ld (%s): %s differ (status %s / %s)\n", t->calls, what, d, dhs_status_str(sp),
+                   dhs_status_str(sf));
+            if (!strcmp(d, "stats"))
+                printf("  repopulated %llu/%llu direct %llu/%llu hot %llu/%llu host %llu/%llu backups %llu/%llu\n",
+                       (unsigned long long)a.repopulated_pages, (unsigned long long)b.repopulated_pages,
+                       (unsigned long long)a.census_direct, (unsigned long long)b.census_direct, (unsigned long long)a.census_hot,
+                       (unsigned long long)b.census_hot, (unsigned long long)a.census_host, (unsigned long long)b.census_host,
+                       (unsigned long long)a.backup_rows, (unsigned long long)b.backup_rows);
+        }
+    }
+    CHECK_INV(t->p.ctx);
+    CHECK_INV(t->f.ctx);
+}
+
+static void twin_step(twin *t)
+{
+    uint64_t *rng = &t->rng;
+    th_env *P = &t->p, *F = &t->f;
+    int slot = (int)th_below(rng, 5);
+    int op = (int)th_below(rng, 10);
+    if (!t->in_round) {
+        if (op == 0 && !P->rq[slot].open) {
+            int64_t exp = 50 + th_below(rng, 300);
+            dhs_status a = th_open(P, slot, exp), b = th_open(F, slot, exp);
+            F->rq[slot].uid = P->rq[slot].uid;
+            t->imported[slot] = 0;
+            twin_cmp(t, "open", a, b);
+            if (a == DHS_OK && th_below(rng, 4) != 0) {
+                int64_t n = th_below(rng, exp + 1);
+                unsigned fl = th_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+                a = th_import(P, slot, n, fl);
+                b = th_import(F, slot, n, fl);
+                t->imported[slot] = 1;
+                twin_cmp(t, "import (at open)", a, b);
+            }
+        } else if (op == 1 && P->rq[slot].open && !t->imported[slot]) {
+            int64_t n = th_below(rng, 200);
+            unsigned fl = th_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+            dhs_status a = th_import(P, slot, n, fl), b = th_import(F, slot, n, fl);
+            if (a == DHS_OK) t->imported[slot] = 1;
+            twin_cmp(t, "import", a, b);
+        } else if (op == 2 && P->rq[slot].open && th_below(rng, 2) == 0) {
+            dhs_status a = th_close(P, slot), b = th_close(F, slot);
+            twin_cmp(t, "close", a, b);
+        } else if (op == 3) {
+            twin_cmp(t, "sync", dhs_sync(P->ctx), dhs_sync(F->ctx));
+        } else {
+            dhs_req h[TH_MAX_REQ];
+            int32_t K[TH_MAX_REQ];
+            int n = 0, idx[TH_MAX_REQ];
+            for (int i = 0; i < 5; i++)
+                if (P->rq[i].open && P->rq[i].n + 8 < P->cfg.max_rows && th_below(rng, 4) != 0) {
+                    h[n] = P->rq[i].h;
+                    K[n] = 1 + (int32_t)th_below(rng, P->cfg.k_max);
+                    idx[n] = i;
+                    n++;
+                }
+            dhs_status a = dhs_round_begin(P->ctx, n, h, K), b = dhs_round_begin(F->ctx, n, h, K);
+            twin_cmp(t, "round_begin", a, b);
+            if (a == DHS_OK) {
+                t->in_round = 1;
+                memset(t->in_rnd, 0, sizeof t->in_rnd);
+                for (int i = 0; i < n; i++) {
+                    t->in_rnd[idx[i]] = 1;
+                    t->K[idx[i]] = K[i];
+                    t->imported[idx[i]] = 1;
+                }
+                /* write every block now (so round_end can commit), sometimes rewrite part later */
+                for (int i = 0; i < 5; i++)
+                    if (t->in_rnd[i]) {
+                        dhs_status wa = th_write_block(P, i, t->K[i]), wb = th_write_block(F, i, t->K[i]);
+                        for (int g = 0; g < F->arch.n_groups; g++)
+                            memcpy(F->rq[i].ver[g], P->rq[i].ver[g], sizeof(uint32_t) * (size_t)F->rows_cap);
+                        twin_cmp(t, "write", wa, wb);
+                    }
+            }
+        }
+        return;
+    }
+    /* in a round */
+    if (op <= 3) {
+        int32_t g = (int32_t)th_below(rng, P->arch.n_groups), k = 8;
+        int32_t sel[TH_MAX_REQ][4 * 8], lp[TH_MAX_REQ][2 * 4 * 8], lf[TH_MAX_REQ][2 * 4 * 8];
+        dhs_resolve_item ip[TH_MAX_REQ], jf[TH_MAX_REQ];
+        int n = 0, idx[TH_MAX_REQ];
+        for (int i = 0; i < 5; i++) {
+            if (!t->in_rnd[i] || th_below(rng, 3) == 0) continue;
+            int64_t m = P->m_of[g];
+            for (int32_t j = 0; j < t->K[i]; j++)
+                for (int32_t x = 0; x < k; x++) {
+                    int64_t vis = (P->rq[i].n + j + 1) / m;
+                    sel[n][j * k + x] = vis > 0 && x % 7 != 6 ? (int32_t)th_below(rng, vis) : -1;
+                }
+            ip[n] = (dhs_resolve_item){P->rq[i].h, t->K[i], sel[n], lp[n]};
+            jf[n] = (dhs_resolve_item){F->rq[i].h, t->K[i], sel[n], lf[n]};
+            idx[n] = i;
+            n++;
+        }
+        dhs_status a = dhs_resolve(P->ctx, g, k, n, ip), b = dhs_resolve(F->ctx, g, k, n, jf);
+        twin_cmp(t, "resolve", a, b);
+        if (a == DHS_OK && b == DHS_OK)
+            for (int i = 0; i < n; i++) {
+                int64_t cnt = (int64_t)P->nsrc_of[g] * ip[i].n_queries * k;
+                if (memcmp(lp[i], lf[i], sizeof(int32_t) * (size_t)cnt)) {
+                    if (t->diffs++ < 5) printf("payload vs payload_free: call %ld: locations differ\n", t->calls);
+                }
+                if (th_check_item(P, idx[i], g, ip[i].n_queries, k, sel[i], lp[i]) != 0) {
+                    if (t->diffs++ < 5) printf("payload context: wrong bytes at call %ld\n", t->calls);
+                }
+            }
+    } else if (op == 4) {
+        int32_t g = (int32_t)th_below(rng, P->arch.n_groups);
+        twin_cmp(t, "group_done", dhs_group_done(P->ctx, g), dhs_group_done(F->ctx, g));
+    } else if (op == 5) {
+        twin_cmp(t, "sync (round)", dhs_sync(P->ctx), dhs_sync(F->ctx));
+    } else if (op == 6 && t->in_rnd[slot]) {
+        dhs_status a = th_write_block(P, slot, t->K[slot]), b = th_write_block(F, slot, t->K[slot]);
+        for (int g = 0; g < F->arch.n_groups; g++) memcpy(F->rq[slot].ver[g], P->rq[slot].ver[g], sizeof(uint32_t) * (size_t)F->rows_cap);
+        twin_cmp(t, "rewrite", a, b);
+    } else if (op == 7 && !P->rq[slot].open) {
+        dhs_status a = th_open(P, slot, 100), b = th_open(F, slot, 100);
+        F->rq[slot].uid = P->rq[slot].uid;
+        t->imported[slot] = 0;
+        twin_cmp(t, "open (round)", a, b);
+    } else {
+        int32_t acc[TH_MAX_REQ];
+        int n = 0;
+        for (int i = 0; i < 5; i++)
+            if (t->in_rnd[i]) acc[n++] = (int32_t)th_below(rng, t->K[i]);
+        dhs_status a = dhs_round_end(P->ctx, acc), b = dhs_round_end(F->ctx, acc);
+        twin_cmp(t, "round_end", a, b);
+        if (a == DHS_OK) {
+            n = 0;
+            for (int i = 0; i < 5; i++)
+                if (t->in_rnd[i]) {
+                    P->rq[i].n += acc[n] + 1;
+                    F->rq[i].n += acc[n] + 1;
+                    n++;
+                }
+            t->in_round = 0;
+        }
+    }
+}
+
+static void test_payload_free_twin(void)
+{
+    long steps = (long)(4000 * th_scale()) + 200;
+    long total_diffs = 0;
+    for (int v = 0; v < 4; v++) {
+        static twin t;
+        memset(&t, 0, sizeof t);
+        t.rng = g_seed ^ (0x5555ull * (uint64_t)(v + 1));
+        dhs_arch a = two_groups();
+        dhs_config c = tight_cfg();
+        c.max_requests = 6;
+        c.tail_rows = 12;
+        c.hot_rows = 16;
+        c.repop_pages = 3;
+        c.max_rows = 1200;
+        c.device_bytes = (v & 1 ? 260ull : 900ull) * 4 * 64; /* small pool: reclaim and waits */
+        c.policy = (dhs_policy)(v % DHS_POLICY_COUNT_);
+        dhs_cpu_options o = {.async_delay = 1 + v, .random_order = 1, .seed = g_seed + (uint64_t)v};
+        CHECK_ST(th_env_init(&t.p, &a, &c, &o), DHS_OK);
+        c.payload_free = 1;
+        CHECK_ST(th_env_init(&t.f, &a, &c, &o), DHS_OK);
+        for (long i = 0; i < steps && t.diffs == 0; i++) twin_step(&t);
+        dhs_stats sp, sf;
+        dhs_get_stats(t.p.ctx, &sp);
+        dhs_get_stats(t.f.ctx, &sf);
+        printf("twin %d: %ld calls, %llu rounds, %llu repopulated pages, %llu reclaims, %llu backup rows, %ld differences\n", v, t.calls,
+               (unsigned long long)sp.rounds, (unsigned long long)sp.repopulated_pages, (unsigned long long)sp.reclaims,
+               (unsigned long long)sp.backup_rows, t.diffs);
+        CHECK(sp.rounds > 20 && sp.repopulated_pages > 0 && sp.backup_rows > 0);
+        total_diffs += t.diffs;
+        th_env_free(&t.p);
+        th_env_free(&t.f);
+    }
+    CHECKF(total_diffs == 0, "payload and payload_free contexts diverged (%ld)", total_diffs);
+}
+
 /* `test_regress NAME` runs one test (for bisecting); no argument runs all */
 int main(int argc, char **argv)
 {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
         {"overflow", test_write_rows_overflow}, {"split", test_split_write_crafted},
         {"split_random", test_split_write_random}, {"sync", test_sync_keeps_locations},
-        {"handles", test_stale_handles},
+        {"handles", test_stale_handles}, {"twin", test_payload_free_twin},
     };
     double t0 = th_now();
     g_seed = th_seed("test_regress");
