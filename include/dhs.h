@@ -248,7 +248,10 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
    DHS_IMPORT_HOST: rows already exist on host; copied into host backing, and
      optional pages are populated later by repopulation.
    Only valid once, before the request's first round. The caller's buffers may
-   be reused when the call returns. */
+   be reused when the call returns. n_positions = 0 is valid (rows may be
+   NULL): the request starts empty and counts as imported (a second import
+   answers DHS_ERR_STATE). DHS_ERR_BACKEND when a copy fails (either flag);
+   nothing of the import remains and the call can be retried. */
 #define DHS_IMPORT_DEVICE 1u
 #define DHS_IMPORT_HOST 2u
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
@@ -277,7 +280,8 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
    row handed out in the round or one whose host copy is incomplete.
    DHS_ERR_ROW_RANGE for first_row < the committed complete rows or a range
    past the block's end (any int64 first_row, no overflow); DHS_ERR_BACKEND
-   when the copy fails: the rows count as unwritten (retry the call). */
+   when the copy fails: rows not written before stay unwritten, rows written
+   before hold undefined bytes until the call is retried. */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row,
                           int32_t n_rows, const void *data);
 
@@ -297,7 +301,10 @@ typedef struct dhs_resolve_item {
    Resolves selections of `group` for a batch of requests: direct (tail, ready
    optional pages) -> hot -> recover from host. Every source of the group gets
    its own location vector (same plan, its own bytes). All inputs are
-   validated before any state changes. */
+   validated before any state changes. n_items = 0 (items may be NULL) returns
+   DHS_OK after the group/round/k checks and changes nothing. A call after
+   dhs_group_done(group) in the same round is valid: it hands out fresh
+   locations, valid until the next dhs_group_done(group) or the round end. */
 dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
                        const dhs_resolve_item *items);
 
@@ -313,7 +320,8 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
 
 /* Closes the round: accepted[i] proposals of reqs[i] accepted
    (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
-   join history with host backup scheduled; rejected rows are discarded. */
+   join history with host backup scheduled; rejected rows are discarded.
+   accepted may be NULL when the round has no requests (n = 0). */
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
 
 /* Completes every outstanding copy and fence (for shutdown and tests).

@@ -17,6 +17,9 @@
  *  5. payload_free decides exactly as a payload context: the same random call
  *     sequence with late copies in random order on both, every status,
  *     location, stat and memory figure compared after every call.
+ *  6. Documented corner statuses: a copy fault in dhs_write_rows and in a
+ *     DHS_IMPORT_HOST import (DHS_ERR_BACKEND), n_items = 0, round_end(NULL)
+ *     after an empty round, a zero-position import, resolve after group_done.
  */
 #include <limits.h>
 
@@ -684,13 +687,112 @@ static void test_payload_free_twin(void)
     CHECKF(total_diffs == 0, "payload and payload_free contexts diverged (%ld)", total_diffs);
 }
 
+/* ------------------------------------------------------------ 6 */
+static void test_corner_statuses(void)
+{
+    dhs_arch a = one_group();
+    dhs_config c = tight_cfg();
+    /* a copy fault in a plain write: DHS_ERR_BACKEND, the rows count as unwritten, a retry works */
+    {
+        th_env e;
+        CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+        CHECK_ST(th_open(&e, 0, 100), DHS_OK);
+        CHECK_ST(th_import(&e, 0, 30, DHS_IMPORT_HOST), DHS_OK);
+        int32_t K = 2;
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+        dhs_backend_fault_at(e.be, DHS_FAULT_COPY, 1);
+        CHECK_ST(write_part(&e, 0, 0, 30, 2), DHS_ERR_BACKEND);
+        CHECK(dhs_backend_faults_injected(e.be) == 1);
+        int32_t sel[2] = {30, 3}, loc[2];
+        dhs_resolve_item it = {e.rq[0].h, 1, sel, loc};
+        it.n_queries = 2;
+        int32_t sel2[4] = {30, 3, 31, -1}, loc2[4];
+        it.sel = sel2;
+        it.loc = loc2;
+        CHECK_ST(dhs_resolve(e.ctx, 0, 2, 1, &it), DHS_ERR_ROW_RANGE); /* not written */
+        int32_t acc = 1;
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_ERR_STATE);
+        CHECK_ST(write_part(&e, 0, 0, 30, 2), DHS_OK);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 2, 1, &it), DHS_OK);
+        CHECK(th_check_item(&e, 0, 0, 2, 2, sel2, loc2) == 0);
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        e.rq[0].n += 2;
+        CHECK_INV(e.ctx);
+        /* a copy fault in a DHS_IMPORT_HOST import: DHS_ERR_BACKEND, then the retry works */
+        CHECK_ST(th_open(&e, 1, 100), DHS_OK);
+        dhs_backend_fault_at(e.be, DHS_FAULT_COPY, 1);
+        CHECK_ST(th_import(&e, 1, 50, DHS_IMPORT_HOST), DHS_ERR_BACKEND);
+        CHECK_INV(e.ctx);
+        CHECK_ST(th_import(&e, 1, 50, DHS_IMPORT_HOST), DHS_OK);
+        CHECK(th_sweep(&e, 1, 8) == 0);
+        CHECK(th_sweep(&e, 0, 8) == 0);
+        th_env_free(&e);
+    }
+    th_env e;
+    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    CHECK_ST(th_open(&e, 0, 100), DHS_OK);
+    /* a zero-position import: DHS_OK, rows may be NULL; it counts as the import */
+    CHECK_ST(dhs_request_import(e.ctx, e.rq[0].h, 0, NULL, DHS_IMPORT_HOST), DHS_OK);
+    CHECK_ST(dhs_request_import(e.ctx, e.rq[0].h, 0, NULL, DHS_IMPORT_HOST), DHS_ERR_STATE);
+    CHECK_ST(th_import(&e, 0, 10, DHS_IMPORT_DEVICE), DHS_ERR_STATE);
+    int64_t n = -1;
+    CHECK(dhs_request_positions(e.ctx, e.rq[0].h, &n) == DHS_OK && n == 0);
+    /* round_end(NULL) after an empty round: DHS_OK, counts a round */
+    dhs_stats s0, s1;
+    dhs_get_stats(e.ctx, &s0);
+    CHECK_ST(dhs_round_begin(e.ctx, 0, NULL, NULL), DHS_OK);
+    CHECK_ST(dhs_round_end(e.ctx, NULL), DHS_OK);
+    dhs_get_stats(e.ctx, &s1);
+    CHECK(s1.rounds == s0.rounds + 1);
+    /* the request starts from position 0 */
+    int32_t K = 3;
+    CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+    CHECK_ST(th_write_block(&e, 0, 3), DHS_OK);
+    /* n_items = 0: DHS_OK and nothing changes (items may be NULL) */
+    {
+        th_snap b0 = {0}, b1 = {0};
+        th_snap_take(&e, &b0);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 0, NULL), DHS_OK);
+        dhs_resolve_item dummy = {e.rq[0].h, 3, NULL, NULL};
+        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 0, &dummy), DHS_OK);
+        th_snap_take(&e, &b1);
+        const char *d = th_snap_diff(&b0, &b1);
+        CHECKF(d == NULL, "resolve with n_items = 0 changed %s", d ? d : "");
+        th_snap_free(&b0);
+        th_snap_free(&b1);
+        /* the usual argument checks still come first */
+        CHECK_ST(dhs_resolve(e.ctx, 0, 0, 0, NULL), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_resolve(e.ctx, 0, 9, 0, NULL), DHS_ERR_K_TOO_LARGE);
+        CHECK_ST(dhs_resolve(e.ctx, 1, 8, 0, NULL), DHS_ERR_UNKNOWN_SOURCE);
+    }
+    /* resolve after dhs_group_done in the same round: DHS_OK, fresh valid locations */
+    int32_t sel[3 * 8], loc[3 * 8], loc2[3 * 8];
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 8; i++) sel[j * 8 + i] = i <= j ? i : -1;
+    dhs_resolve_item it = {e.rq[0].h, 3, sel, loc};
+    CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it), DHS_OK);
+    CHECK(th_check_item(&e, 0, 0, 3, 8, sel, loc) == 0);
+    CHECK_ST(dhs_group_done(e.ctx, 0), DHS_OK);
+    CHECK_ST(dhs_group_done(e.ctx, 0), DHS_OK); /* twice: nothing left to release */
+    it.loc = loc2;
+    CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it), DHS_OK);
+    CHECK(th_check_item(&e, 0, 0, 3, 8, sel, loc2) == 0);
+    int32_t acc = 2;
+    CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+    e.rq[0].n += 3;
+    CHECK_INV(e.ctx);
+    CHECK(th_sweep(&e, 0, 8) == 0);
+    th_env_free(&e);
+}
+
 /* `test_regress NAME` runs one test (for bisecting); no argument runs all */
 int main(int argc, char **argv)
 {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
-        {"overflow", test_write_rows_overflow}, {"split", test_split_write_crafted},
+        {"overflow", test_write_rows_overflow},   {"split", test_split_write_crafted},
         {"split_random", test_split_write_random}, {"sync", test_sync_keeps_locations},
-        {"handles", test_stale_handles}, {"twin", test_payload_free_twin},
+        {"handles", test_stale_handles},          {"twin", test_payload_free_twin},
+        {"corners", test_corner_statuses},
     };
     double t0 = th_now();
     g_seed = th_seed("test_regress");
