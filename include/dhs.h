@@ -186,6 +186,9 @@ typedef struct dhs_sizes {
     uint64_t reserve_bytes;       /* M_res rounded up to pages */
     uint64_t min_device_bytes;    /* staging + reserve + one request */
 } dhs_sizes;
+/* DHS_ERR_INVALID_ARG for NULL or an invalid arch/config (as dhs_ctx_create),
+   DHS_ERR_TOO_LARGE when a byte figure would pass 2^64-1; *out is written
+   only on DHS_OK. */
 dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_sizes *out);
 
 /* ---------------------------------------------------------------- backend */
@@ -361,14 +364,20 @@ typedef struct dhs_mem {
 void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
 
 /* ---------------------------------------------------------------- sizing */
-/* DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p). */
+/* No sizing helper overflows: arguments out of range give 0 (a row count or
+   byte total) or -1 (a ring row); a byte total past 2^64-1 gives UINT64_MAX.
+   DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p);
+   0 when window < 0, k_max < 1, page_rows < 1 or R_d would pass INT64_MAX. */
 int64_t dhs_ring_rows(int64_t window, int32_t k_max, int32_t page_rows);
-/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row. */
+/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row;
+   0 when slots < 0 or R_d is 0, UINT64_MAX when the product passes 2^64-1. */
 uint64_t dhs_ring_bytes(int64_t window, int32_t k_max, int32_t page_rows, int32_t slots,
                         uint64_t bytes_per_draft_row);
-/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d). */
+/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d);
+   -1 when ring_rows < 1, slot < 0, t < 0 or the slot's rows would pass INT64_MAX. */
 int64_t dhs_ring_row(int64_t ring_rows, int32_t slot, int64_t t);
-/* Staging reservation M_stage = chi * N * K_max * k * d_KV. */
+/* Staging reservation M_stage = chi * N * K_max * k * d_KV; 0 when a count
+   is negative, UINT64_MAX when the product passes 2^64-1. */
 uint64_t dhs_staging_bytes(int32_t live_sources, int32_t slots, int32_t k_max, int32_t k,
                            uint64_t row_bytes);
 
@@ -383,9 +392,12 @@ typedef struct dhs_spec_schedule {
     int32_t width[DHS_MAX_SCHEDULE_STEPS];
 } dhs_spec_schedule;
 dhs_spec_schedule dhs_spec_schedule_default(void);
-/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending). 0 on success. */
+/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending; width 1..64,
+   min_sessions 0..2^30, at most DHS_MAX_SCHEDULE_STEPS steps). 0 on success;
+   otherwise -1 and *out untouched (numbers too large for long included). */
 int dhs_spec_schedule_parse(const char *s, dhs_spec_schedule *out);
-/* Width K for `sessions` concurrent sessions (>= 1). */
+/* Width K for `sessions` concurrent sessions (>= 1; any int32 is answered);
+   1 for a NULL schedule or n_steps outside 1..DHS_MAX_SCHEDULE_STEPS. */
 int32_t dhs_spec_width(const dhs_spec_schedule *s, int32_t sessions);
 
 /* ---------------------------------------------------------------- checks */
