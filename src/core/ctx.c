@@ -244,18 +244,29 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
         if (n > calls) calls = n;
     }
     if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) return DHS_ERR_INVALID_ARG;
+    /* byte figures: every product and sum checked (row_bytes up to 2^32-16,
+       page_rows up to 2^30, staging_arenas up to 2^31-1, reserve_bytes up to
+       2^64-1); a figure past 2^64-1 can never fit a pool: DHS_ERR_TOO_LARGE */
+    uint64_t t1, t2;
     z->row_stride = stride;
-    z->page_bytes = (uint64_t)c->page_rows * stride;
-    z->reserve_bytes = (c->reserve_bytes + z->page_bytes - 1) / z->page_bytes * z->page_bytes;
-    z->request_bytes = (uint64_t)a->n_sources * (uint64_t)(c->hot_rows + c->tail_rows) / (uint64_t)c->page_rows * z->page_bytes;
+    z->page_bytes = (uint64_t)c->page_rows * stride; /* < 2^62 */
+    uint64_t res_pages = c->reserve_bytes / z->page_bytes + (c->reserve_bytes % z->page_bytes != 0);
+    if (__builtin_mul_overflow(res_pages, z->page_bytes, &z->reserve_bytes)) return DHS_ERR_TOO_LARGE;
+    /* pages per request: n_sources * (B + T) / p < 2^8 * 2^31 */
+    uint64_t req_pages = (uint64_t)a->n_sources * ((uint64_t)c->hot_rows + (uint64_t)c->tail_rows) / (uint64_t)c->page_rows;
+    if (__builtin_mul_overflow(req_pages, z->page_bytes, &z->request_bytes)) return DHS_ERR_TOO_LARGE;
     z->staging_rows_per_slot = (int64_t)c->k_max * c->max_k * calls;
     /* chi: one arena per source of the widest group unless set; none when a
        round's union can never exceed the hot cache */
     if (c->staging_arenas > 0) z->staging_arenas = c->staging_arenas;
     else if (c->staging_arenas == 0 && z->staging_rows_per_slot > c->hot_rows) z->staging_arenas = widest;
-    int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows;
-    z->staging_bytes = (uint64_t)z->staging_arenas * (uint64_t)arena_pages * z->page_bytes;
-    z->min_device_bytes = z->staging_bytes + z->reserve_bytes + z->request_bytes;
+    int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows; /* < 2^51 */
+    if (__builtin_mul_overflow((uint64_t)z->staging_arenas, (uint64_t)arena_pages, &t1) ||
+        __builtin_mul_overflow(t1, z->page_bytes, &z->staging_bytes))
+        return DHS_ERR_TOO_LARGE;
+    if (__builtin_add_overflow(z->staging_bytes, z->reserve_bytes, &t2) ||
+        __builtin_add_overflow(t2, z->request_bytes, &z->min_device_bytes))
+        return DHS_ERR_TOO_LARGE;
     z->resolver_bytes = dres_state_bytes(a, c, z->staging_rows_per_slot);
     return DHS_OK;
 }
@@ -266,7 +277,10 @@ dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_siz
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
     if (!config_valid(cfg)) return DHS_ERR_INVALID_ARG;
-    return derive_sizes(arch, cfg, out);
+    dhs_sizes z; /* *out untouched on error */
+    s = derive_sizes(arch, cfg, &z);
+    if (s == DHS_OK) *out = z;
+    return s;
 }
 
 dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out)
@@ -308,19 +322,21 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
         ctx->grp_srcs[g][ctx->src_grp_idx[i]] = i;
     }
     dhs_sizes z;
-    if (derive_sizes(arch, c, &z) != DHS_OK) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
+    s = derive_sizes(arch, c, &z);
+    if (s != DHS_OK) { ctx_free_all(ctx); return s; }
     uint64_t page_bytes = z.page_bytes;
     ctx->n_pages = (int64_t)(c->device_bytes / page_bytes);
     if (ctx->n_pages > INT32_MAX / c->page_rows) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
+    /* every figure of z is a whole number of pages: compare bytes, no product can overflow */
+    if (ctx->n_pages < 1 || z.min_device_bytes > (uint64_t)ctx->n_pages * page_bytes) {
+        ctx_free_all(ctx);
+        return DHS_ERR_TOO_LARGE;
+    }
     ctx->pages_res = (int64_t)(z.reserve_bytes / page_bytes);
     ctx->req_pages_per_request = (int64_t)(z.request_bytes / page_bytes);
     ctx->arena_rows_per_slot = (int32_t)z.staging_rows_per_slot;
     ctx->n_arenas = z.staging_arenas;
     int64_t arena_pages = z.staging_arenas ? (int64_t)(z.staging_bytes / page_bytes) / z.staging_arenas : 0;
-    if (ctx->n_pages < 1 || (int64_t)ctx->n_arenas * arena_pages + ctx->pages_res + ctx->req_pages_per_request > ctx->n_pages) {
-        ctx_free_all(ctx);
-        return DHS_ERR_TOO_LARGE;
-    }
     ctx->free_pages = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx->page_use = ctx_calloc(ctx, (size_t)ctx->n_pages, 1);
     ctx->page_owner = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
@@ -406,17 +422,28 @@ int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 }
 
 /* ------------------------------------------------------------- requests */
+/* A handle is (slot, generation). Generations of a slot count up from 1 at
+   each open (0 is never issued); the slot keeps its last generation when the
+   request closes. So a handle names a request that existed exactly when its
+   generation is 1 .. the slot's current one:
+     - slot out of range, generation 0, or above the slot's: never existed
+       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
+     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
+     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
+   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
 {
-    if (!ctx) { if (err) *err = DHS_ERR_INVALID_ARG; return NULL; }
-    if (r.id >= (uint32_t)ctx->cfg.max_requests) { if (err) *err = DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    request *rq = &ctx->req[r.id];
-    if (!rq->in_use) {
-        if (err) *err = (rq->gen == r.gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST;
-        return NULL;
+    dhs_status e = DHS_OK;
+    request *rq = NULL;
+    if (!ctx) e = DHS_ERR_INVALID_ARG;
+    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
+    else {
+        rq = &ctx->req[r.id];
+        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
+        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
     }
-    if (rq->gen != r.gen) { if (err) *err = (r.gen < rq->gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    return rq;
+    if (err) *err = e;
+    return e == DHS_OK ? rq : NULL;
 }
 
 static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
@@ -560,7 +587,7 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
 
 dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     if (!n) return DHS_ERR_INVALID_ARG;
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
@@ -570,7 +597,7 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 
 dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->in_round && ctx->round_open) return DHS_ERR_STATE;
@@ -615,7 +642,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
 
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
@@ -753,7 +780,7 @@ fail:
 /* ------------------------------------------------------------- tail writes */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, const void *data)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
@@ -767,13 +794,16 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     grp_state *gs = &rq->g[g];
     int64_t m = ctx->grp_m[g];
     int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
-    if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
+    /* compared without forming first_row + n_rows: any int64 first_row and
+       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
+    if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
-    /* the tail ring must not overwrite rows still awaiting their host copy */
-    if (first_row + n_rows - gs->tail_lo > c->tail_rows) {
-        backup_complete(ctx, rq, g, 1);
-        if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_BACKEND;
-    }
+    /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
+       their host copy and rows handed out as tail locations this round are
+       all >= tail_lo, which stays put for the whole round. dhs_round_begin
+       made the block's end fit (it waits for the backup when needed), so
+       this never fires; it guards the ring, and never moves tail_lo. */
+    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
     int32_t si = ctx->src_grp_idx[source];
     uint32_t rb = ctx->arch.sources[source].row_bytes;
     /* one copy per run of rows inside one tail page (dense rows) */

@@ -50,7 +50,7 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
     if (ctx->round_open) return DHS_ERR_STATE;
     if (n < 0 || n > ctx->cfg.max_requests || (n > 0 && (!reqs || !K))) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < n; i++) {
-        dhs_status err;
+        dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
         request *rq = req_get(ctx, reqs[i], &err);
         if (!rq) return err;
         if (K[i] > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
@@ -60,6 +60,28 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
             if (reqs[j].id == reqs[i].id) return DHS_ERR_INVALID_ARG;
     }
     res_housekeeping(ctx);
+    /* The tail ring of a request in the round must hold, for the whole
+       round, every row from tail_lo (the first committed row without a
+       complete host copy) to the end of the block: rows the round may hand
+       out as tail locations and rows still being backed up. tail_lo does not
+       move until the round ends (no write, sync or backup completion inside
+       the round moves it), so this check is the only one needed: it is done
+       here, before the round opens, by waiting for the tail backup when the
+       ring is short (backup latency above what tail_rows absorbs; see
+       docs/API.md, sizing). */
+    for (int32_t i = 0; i < n; i++) {
+        request *rq = &ctx->req[reqs[i].id];
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
+            /* a failed backup copy is retried once here (housekeeping absorbs
+               a transient fault, as before); only a second failure leaves the
+               ring short: nothing of the round happened, the call can be
+               retried */
+            for (int attempt = 0; attempt < 2 && hi - rq->g[g].tail_lo > ctx->cfg.tail_rows; attempt++)
+                backup_complete(ctx, rq, g, 1);
+            if (hi - rq->g[g].tail_lo > ctx->cfg.tail_rows) return DHS_ERR_BACKEND;
+        }
+    }
     ctx->epoch++;
     ctx->n_round = n;
     for (int32_t i = 0; i < n; i++) {
@@ -253,7 +275,7 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
 /* ------------------------------------------------------------- resolver */
 static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const dhs_resolve_item *it)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, it->req, &err);
     if (!rq) return err;
     if (!rq->in_round) return DHS_ERR_NOT_IN_ROUND;
@@ -327,6 +349,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
     if (k < 1 || k > ctx->cfg.max_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
     if (n_items < 0 || n_items > ctx->cfg.max_requests || (n_items > 0 && !items)) return DHS_ERR_INVALID_ARG;
+    if (n_items == 0) return DHS_OK; /* nothing to resolve: changes nothing, not even resolve_calls */
     for (int32_t it = 0; it < n_items; it++) {
         dhs_status s = validate_item(ctx, group, k, &items[it]);
         if (s != DHS_OK) return s;
