@@ -57,7 +57,7 @@ typedef enum dhs_status {
     DHS_ERR_BACKEND = -3,          /* a backend copy/fence failed (or injected) */
     DHS_ERR_INVALID_ARG = -4,      /* a null pointer, a bad count or a bad config value */
     DHS_ERR_MISALIGNED = -5,       /* a buffer not aligned to DHS_ALIGN */
-    DHS_ERR_UNKNOWN_REQUEST = -6,  /* request handle never opened or already closed */
+    DHS_ERR_UNKNOWN_REQUEST = -6,  /* handle that never existed: slot out of range, generation 0 or not issued yet */
     DHS_ERR_UNKNOWN_SOURCE = -7,   /* source or group index out of range */
     DHS_ERR_ROW_RANGE = -8,        /* a row outside the request's rows */
     DHS_ERR_NOT_VISIBLE = -9,      /* a selected row outside the query's visible set (I3) */
@@ -69,7 +69,7 @@ typedef enum dhs_status {
     DHS_ERR_TOO_LARGE = -15,       /* request can never fit (more pages than the pools hold) */
     DHS_ERR_STAGING = -16,         /* staging arenas exhausted this round */
     DHS_ERR_UNSUPPORTED = -17,     /* backend lacks the feature */
-    DHS_ERR_CLOSED = -18,          /* request already closed */
+    DHS_ERR_CLOSED = -18,          /* handle of a closed request: its slot is free or holds a newer generation */
     DHS_STATUS_LAST_ = -18
 } dhs_status;
 
@@ -206,7 +206,11 @@ uint64_t dhs_backend_faults_injected(const dhs_backend *be);
 
 /* ---------------------------------------------------------------- context */
 typedef struct dhs_ctx dhs_ctx;
-typedef struct dhs_req { uint32_t id; uint32_t gen; } dhs_req; /* opaque handle value */
+/* Opaque handle value: (slot, generation). A handle whose request closed
+   answers DHS_ERR_CLOSED from every call taking a dhs_req, whether its slot
+   is free or was reused by a newer request; a handle never issued answers
+   DHS_ERR_UNKNOWN_REQUEST. */
+typedef struct dhs_req { uint32_t id; uint32_t gen; } dhs_req;
 
 /* The context keeps a copy of arch and cfg; be must outlive it. */
 dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out);

@@ -397,17 +397,28 @@ int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 }
 
 /* ------------------------------------------------------------- requests */
+/* A handle is (slot, generation). Generations of a slot count up from 1 at
+   each open (0 is never issued); the slot keeps its last generation when the
+   request closes. So a handle names a request that existed exactly when its
+   generation is 1 .. the slot's current one:
+     - slot out of range, generation 0, or above the slot's: never existed
+       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
+     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
+     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
+   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
 {
-    if (!ctx) { if (err) *err = DHS_ERR_INVALID_ARG; return NULL; }
-    if (r.id >= (uint32_t)ctx->cfg.max_requests) { if (err) *err = DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    request *rq = &ctx->req[r.id];
-    if (!rq->in_use) {
-        if (err) *err = (rq->gen == r.gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST;
-        return NULL;
+    dhs_status e = DHS_OK;
+    request *rq = NULL;
+    if (!ctx) e = DHS_ERR_INVALID_ARG;
+    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
+    else {
+        rq = &ctx->req[r.id];
+        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
+        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
     }
-    if (rq->gen != r.gen) { if (err) *err = (r.gen < rq->gen && r.gen != 0) ? DHS_ERR_CLOSED : DHS_ERR_UNKNOWN_REQUEST; return NULL; }
-    return rq;
+    if (err) *err = e;
+    return e == DHS_OK ? rq : NULL;
 }
 
 static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
@@ -550,7 +561,7 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
 
 dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     if (!n) return DHS_ERR_INVALID_ARG;
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
@@ -560,7 +571,7 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
 
 dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->in_round && ctx->round_open) return DHS_ERR_STATE;
@@ -604,7 +615,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
 
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
@@ -742,7 +753,7 @@ fail:
 /* ------------------------------------------------------------- tail writes */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, const void *data)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
@@ -756,7 +767,9 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     grp_state *gs = &rq->g[g];
     int64_t m = ctx->grp_m[g];
     int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
-    if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
+    /* compared without forming first_row + n_rows: any int64 first_row and
+       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
+    if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
     /* the tail ring must not overwrite rows still awaiting their host copy */
     if (first_row + n_rows - gs->tail_lo > c->tail_rows) {

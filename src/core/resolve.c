@@ -49,7 +49,7 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
     if (ctx->round_open) return DHS_ERR_STATE;
     if (n < 0 || n > ctx->cfg.max_requests || (n > 0 && (!reqs || !K))) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < n; i++) {
-        dhs_status err;
+        dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
         request *rq = req_get(ctx, reqs[i], &err);
         if (!rq) return err;
         if (K[i] > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
@@ -243,7 +243,7 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
 /* ------------------------------------------------------------- resolver */
 static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const dhs_resolve_item *it)
 {
-    dhs_status err;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, it->req, &err);
     if (!rq) return err;
     if (!rq->in_round) return DHS_ERR_NOT_IN_ROUND;
