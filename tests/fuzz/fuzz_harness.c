@@ -52,7 +52,7 @@
 #define FZ_ROWS 144      /* > max_rows / 1 + 2 */
 #define FZ_MAXK 8
 #define FZ_KMAX 4
-#define FZ_LIVE 8192
+#define FZ_LIVE 2048
 #define FZ_MAXOPS 3000
 #define FZ_STALE 8
 /* 1: the payload-free twin also runs with late completions (async_delay > 0) */
