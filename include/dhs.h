@@ -259,12 +259,20 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n);
 /* Opens a round: requests reqs[i] verify K[i] queries at positions
    n_r .. n_r + K[i] - 1 (1 <= K[i] <= k_max). Also runs housekeeping:
    completes copies, publishes populated pages, retires reclaimed ones,
-   repopulates (bounded). */
+   repopulates (bounded). Then makes room in each request's tail ring for its
+   whole block next to the committed rows still being backed up, waiting for
+   that backup when the ring is short (docs/API.md: tail_rows sizing); if
+   that backup copy fails it returns DHS_ERR_BACKEND and opens no round. */
 dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K);
 
 /* Writes rows of the current block into the tail: rows first_row ..
    first_row + n_rows - 1 of `source`, each row covering positions < n_r + K_r.
-   Rows of a compressed source's incomplete group may be rewritten. */
+   Rows of a compressed source's incomplete group may be rewritten. The block
+   may be written in parts, with resolves between them: no write overwrites a
+   row handed out in the round or one whose host copy is incomplete.
+   DHS_ERR_ROW_RANGE for first_row < the committed complete rows or a range
+   past the block's end (any int64 first_row, no overflow); DHS_ERR_BACKEND
+   when the copy fails: the rows count as unwritten (retry the call). */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row,
                           int32_t n_rows, const void *data);
 

@@ -4,6 +4,11 @@
  *  1. I1: dhs_write_rows with a huge first_row (first_row + n_rows overflows)
  *     is refused with DHS_ERR_ROW_RANGE and changes nothing, at every tail
  *     position; committed rows keep their bytes (tail and host copy).
+ *  2. I2: the producer writes part of its block, resolves, then writes the
+ *     rest: no write may land on a tail row whose location was handed out in
+ *     the round or whose host copy is incomplete. Crafted (offset exactly the
+ *     tail length) and randomised (split writes, late copies in random order,
+ *     FOLLOW sources, m = 4).
  *  4. Stale handles: every handle of an older generation answers
  *     DHS_ERR_CLOSED, whether its slot is free or reused; handles that never
  *     existed answer DHS_ERR_UNKNOWN_REQUEST.
@@ -100,6 +105,62 @@ static void test_write_rows_overflow(void)
     CHECKF(changed == 0, "%ld overflowing writes changed state", changed);
 }
 
+/* ------------------------------------------------------------ 2 crafted */
+/* Writes rows [first, first + n) of every source of group g with new versions. */
+static dhs_status write_part(th_env *e, int slot, int32_t g, int64_t first, int32_t n)
+{
+    th_req *r = &e->rq[slot];
+    for (int64_t row = first; row < first + n; row++) r->ver[g][row]++;
+    for (int32_t s = 0; s < e->arch.n_sources; s++) {
+        if (e->arch.sources[s].group != g) continue;
+        uint32_t rb = e->arch.sources[s].row_bytes;
+        for (int64_t row = first; row < first + n; row++)
+            th_fill_row(e->buf + (size_t)(row - first) * rb, rb, r->uid, s, row, r->ver[g][row]);
+        dhs_status st = dhs_write_rows(e->ctx, r->h, s, first, n, e->buf);
+        if (st != DHS_OK) {
+            for (int64_t row = first; row < first + n; row++) r->ver[g][row]--;
+            return st;
+        }
+    }
+    return DHS_OK;
+}
+
+static void test_split_write_crafted(void)
+{
+    th_env e;
+    dhs_arch a = one_group();
+    dhs_config c = tight_cfg();
+    dhs_cpu_options o = {.async_delay = 100}; /* backups complete only when waited for */
+    CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
+    CHECK_ST(th_open(&e, 0, 100), DHS_OK);
+    CHECK_ST(th_import(&e, 0, 40, DHS_IMPORT_HOST), DHS_OK);
+    plain_round(&e, 0, 4, 3); /* rows 40..43 committed, backup in flight */
+    plain_round(&e, 0, 2, 0); /* row 44 committed: 5 rows wait for their host copy */
+    int32_t K = 4;
+    CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(write_part(&e, 0, 0, 45, 1), DHS_OK); /* part of the block */
+    CHECK_INV(e.ctx);
+    int32_t sel[4 * 8], loc[4 * 8];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < 8; i++) sel[j * 8 + i] = i < 6 ? 40 + i : -1;
+    dhs_resolve_item it = {e.rq[0].h, 4, sel, loc};
+    CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it), DHS_OK);
+    CHECK(th_check_item(&e, 0, 0, 4, 8, sel, loc) == 0);
+    /* the rest of the block: 46..48; 48 is 40 + tail_rows */
+    CHECK_ST(write_part(&e, 0, 0, 46, 3), DHS_OK);
+    CHECK_INV(e.ctx);
+    long bad = th_check_item(&e, 0, 0, 4, 8, sel, loc);
+    CHECKF(bad == 0, "%ld locations handed out this round were overwritten by the rest of the block", bad);
+    int32_t acc = 3;
+    CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+    e.rq[0].n += 4;
+    CHECK_INV(e.ctx);
+    CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+    CHECK(th_sweep(&e, 0, 8) == 0);
+    th_env_free(&e);
+}
+
 /* ------------------------------------------------------------ 4 */
 static void test_stale_handles(void)
 {
@@ -156,7 +217,7 @@ static void test_stale_handles(void)
 int main(int argc, char **argv)
 {
     static const struct { const char *name; void (*fn)(void); } tests[] = {
-        {"overflow", test_write_rows_overflow},
+        {"overflow", test_write_rows_overflow}, {"split", test_split_write_crafted},
         {"handles", test_stale_handles},
     };
     double t0 = th_now();

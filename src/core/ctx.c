@@ -771,11 +771,12 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
        int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
     if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
-    /* the tail ring must not overwrite rows still awaiting their host copy */
-    if (first_row + n_rows - gs->tail_lo > c->tail_rows) {
-        backup_complete(ctx, rq, g, 1);
-        if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_BACKEND;
-    }
+    /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
+       their host copy and rows handed out as tail locations this round are
+       all >= tail_lo, which stays put for the whole round. dhs_round_begin
+       made the block's end fit (it waits for the backup when needed), so
+       this never fires; it guards the ring, and never moves tail_lo. */
+    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
     int32_t si = ctx->src_grp_idx[source];
     uint32_t rb = ctx->arch.sources[source].row_bytes;
     /* one copy per run of rows inside one tail page (dense rows) */

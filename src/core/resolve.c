@@ -59,6 +59,26 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
             if (reqs[j].id == reqs[i].id) return DHS_ERR_INVALID_ARG;
     }
     res_housekeeping(ctx);
+    /* The tail ring of a request in the round must hold, for the whole
+       round, every row from tail_lo (the first committed row without a
+       complete host copy) to the end of the block: rows the round may hand
+       out as tail locations and rows still being backed up. tail_lo does not
+       move until the round ends (no write, sync or backup completion inside
+       the round moves it), so this check is the only one needed: it is done
+       here, before the round opens, by waiting for the tail backup when the
+       ring is short (backup latency above what tail_rows absorbs; see
+       docs/API.md, sizing). */
+    for (int32_t i = 0; i < n; i++) {
+        request *rq = &ctx->req[reqs[i].id];
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
+            if (hi - rq->g[g].tail_lo <= ctx->cfg.tail_rows) continue;
+            backup_complete(ctx, rq, g, 1);
+            /* only a failed backup copy leaves the ring short: nothing of the
+               round happened; the backup is retried by the next call */
+            if (hi - rq->g[g].tail_lo > ctx->cfg.tail_rows) return DHS_ERR_BACKEND;
+        }
+    }
     ctx->epoch++;
     ctx->n_round = n;
     for (int32_t i = 0; i < n; i++) {
