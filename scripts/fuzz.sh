@@ -2,8 +2,9 @@
 # API fuzzer (libFuzzer + ASan + UBSan, clang). See docs/TESTING.md.
 #   scripts/fuzz.sh [--ci]            build, then 60 s on a copy of tests/fuzz/corpus with a fixed
 #                                     seed; exits non-zero on a crash (scripts/test.sh runs this)
-#   scripts/fuzz.sh --long [HOURS]    HOURS (default 8) with WORKERS jobs (default 1); new corpus and
-#                                     crashes go to $DHS_FUZZ_DIR (default build-fuzz/long), never
+#   scripts/fuzz.sh --long [HOURS]    HOURS (default 8, fractions allowed) with WORKERS forked workers
+#                                     (default 1), going on after crashes; new corpus, crashes and
+#                                     fuzz.log go to $DHS_FUZZ_DIR (default build-fuzz/long), never
 #                                     into the committed corpus
 #   scripts/fuzz.sh --coverage        line coverage of src/core over the committed corpus (llvm-cov)
 #   scripts/fuzz.sh --repro FILE      rerun one input with the call trace (DHS_FUZZ_TRACE=1)
@@ -46,9 +47,12 @@ case "$mode" in
   cp -n tests/fuzz/corpus/* "$dir/corpus/"
   w=${WORKERS:-1}
   echo "fuzz: $hours h, $w worker(s), corpus $dir/corpus, crashes $dir/crashes, logs $dir/fuzz-*.log"
+  cp build-fuzz/dhs_fuzz "$dir/dhs_fuzz" # a rebuild does not change the binary under a running campaign
   cd "$dir"
-  nice "$OLDPWD/build-fuzz/dhs_fuzz" -seed="$SEED" -max_total_time="$(awk "BEGIN{print int($hours * 3600)}")" -max_len=1024 -timeout=60 \
-    -rss_limit_mb=2048 -print_final_stats=1 -jobs="$w" -workers="$w" -artifact_prefix=crashes/ ${FUZZ_ARGS:-} corpus
+  # fork mode: a crash is saved under crashes/ and fuzzing goes on with the next child
+  nice ./dhs_fuzz -seed="$SEED" -max_total_time="$(awk "BEGIN{print int($hours * 3600)}")" -max_len=1024 -timeout=60 \
+    -rss_limit_mb=2048 -print_final_stats=1 -fork="$w" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+    -artifact_prefix=crashes/ ${FUZZ_ARGS:-} corpus 2>&1 | tee -a fuzz.log
   ;;
 --coverage)
   build build-fuzz-cov -DDHS_FUZZ_COVERAGE=ON

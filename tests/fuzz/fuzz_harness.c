@@ -522,6 +522,8 @@ static void op_round_begin(fz *F, int clean)
     case 10: n = 0; nn = 0; break;
     default: break;
     }
+    if (F->trace)
+        for (int32_t i = 0; i < nn && rp && kp; i++) fprintf(stderr, "  round_begin: req (%u,%u) K %d\n", rp[i].id, rp[i].gen, kp[i]);
     snap_take(F);
     dhs_status s = dhs_round_begin(F->ctx, nn, rp, kp);
     if (F->tw) twin_status(F, s, dhs_round_begin(F->tw, nn, rp, kp));
@@ -553,6 +555,9 @@ static void do_write(fz *F, int slot, dhs_req h, int32_t src, int64_t lo, int32_
         }
     }
     const void *dp = nulldata ? NULL : misalign ? (const void *)(data + 8) : (const void *)data;
+    if (F->trace)
+        fprintf(stderr, "  write_rows(slot %d, source %d, first_row %lld, n_rows %d)%s\n", slot, src, (long long)lo, nr,
+                slot >= 0 ? "" : " bad handle");
     for (int attempt = 0; attempt < 2; attempt++) {
         snap_take(F);
         dhs_status s = dhs_write_rows(F->ctx, h, src, lo, nr, dp);
@@ -609,6 +614,8 @@ static void op_write(fz *F)
         case 10: lo = hi + (int64_t)(d % 7); nr = 1; if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
         default: break;
         }
+        /* rows are written in order: a start past the first unwritten row is refused */
+        if (want == EXPECT_OK && lo > r->whi[src]) want = DHS_ERR_ROW_RANGE;
     } else {
         lo = below(F, 8);
         nr = 1;
@@ -827,6 +834,10 @@ static void op_round_end(fz *F, int clean)
                     if (r->whi[F->srcs[g][si]] < n2 / F->m[g]) { want = DHS_ERR_STATE; break; }
         }
     }
+    if (F->trace)
+        for (int32_t i = 0; i < F->nround && ap; i++)
+            fprintf(stderr, "  round_end: slot %d n %lld K %d accepted %d\n", F->round_slot[i], (long long)F->rq[F->round_slot[i]].n,
+                    F->rq[F->round_slot[i]].K, acc[i]);
     snap_take(F);
     dhs_status s = dhs_round_end(F->ctx, ap);
     if (F->tw) twin_status(F, s, dhs_round_end(F->tw, ap));
