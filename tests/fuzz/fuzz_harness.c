@@ -522,6 +522,7 @@ static void op_round_begin(fz *F, int clean)
     case 10: n = 0; nn = 0; break;
     default: break;
     }
+    if (nn > F->cfg.max_requests && !F->round_open) want = DHS_ERR_INVALID_ARG; /* an appended handle over N */
     if (F->trace)
         for (int32_t i = 0; i < nn && rp && kp; i++) fprintf(stderr, "  round_begin: req (%u,%u) K %d\n", rp[i].id, rp[i].gen, kp[i]);
     snap_take(F);
