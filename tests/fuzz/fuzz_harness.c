@@ -739,6 +739,16 @@ static void op_resolve(fz *F, int clean)
                     if (memcmp(items[i].loc, it2[i].loc, sizeof(int32_t) * (size_t)nsrc * (size_t)items[i].n_queries * (size_t)k))
                         fz_fail(F, "payload-free twin returned other locations (item %d)", i);
         }
+        if (F->trace) {
+            fprintf(stderr, "  resolve(group %d, k %d, items %d) -> %s\n", g, k, nn, dhs_status_str(s));
+            for (int32_t i = 0; s == DHS_OK && i < nn; i++) {
+                fprintf(stderr, "    slot %d n %lld K %d:", slots[i], (long long)F->rq[slots[i]].n, items[i].n_queries);
+                for (int64_t e = 0; e < (int64_t)items[i].n_queries * k; e++)
+                    for (int32_t si = 0; si < nsrc; si++)
+                        fprintf(stderr, "%s%d->%d", si ? "/" : " ", sel[i][e], items[i].loc[(int64_t)si * items[i].n_queries * k + e]);
+                fprintf(stderr, "\n");
+            }
+        }
         if (s == DHS_OK) {
             if (want != EXPECT_OK) fz_fail(F, "resolve accepted a call the model refuses (want %d)", want);
             for (int32_t i = 0; i < nn; i++) {
