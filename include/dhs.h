@@ -162,7 +162,12 @@ typedef struct dhs_config {
     int32_t resident_first;    /* 1: keep imported history on device while capacity allows */
     int32_t payload_free;      /* 1: simulate placement only: no pools, no host rows, no bytes
                                   copied (import/write data pointers may be NULL); every
-                                  decision, census and accounting figure is the same */
+                                  decision, status, location, census and accounting figure
+                                  is the same as with payload, late copies included (their
+                                  tickets complete at the same time); only dhs_mem's
+                                  device_bytes_allocated and host_bytes_allocated differ
+                                  (no pool, no host rows), and fault injection sees no
+                                  synchronous copies or host-row allocations */
 } dhs_config;
 
 dhs_config dhs_config_default(void);
@@ -181,6 +186,9 @@ typedef struct dhs_sizes {
     uint64_t reserve_bytes;       /* M_res rounded up to pages */
     uint64_t min_device_bytes;    /* staging + reserve + one request */
 } dhs_sizes;
+/* DHS_ERR_INVALID_ARG for NULL or an invalid arch/config (as dhs_ctx_create),
+   DHS_ERR_TOO_LARGE when a byte figure would pass 2^64-1; *out is written
+   only on DHS_OK. */
 dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_sizes *out);
 
 /* ---------------------------------------------------------------- backend */
@@ -243,7 +251,10 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
    DHS_IMPORT_HOST: rows already exist on host; copied into host backing, and
      optional pages are populated later by repopulation.
    Only valid once, before the request's first round. The caller's buffers may
-   be reused when the call returns. */
+   be reused when the call returns. n_positions = 0 is valid (rows may be
+   NULL): the request starts empty and counts as imported (a second import
+   answers DHS_ERR_STATE). DHS_ERR_BACKEND when a copy fails (either flag);
+   nothing of the import remains and the call can be retried. */
 #define DHS_IMPORT_DEVICE 1u
 #define DHS_IMPORT_HOST 2u
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
@@ -272,7 +283,8 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
    row handed out in the round or one whose host copy is incomplete.
    DHS_ERR_ROW_RANGE for first_row < the committed complete rows or a range
    past the block's end (any int64 first_row, no overflow); DHS_ERR_BACKEND
-   when the copy fails: the rows count as unwritten (retry the call). */
+   when the copy fails: rows not written before stay unwritten, rows written
+   before hold undefined bytes until the call is retried. */
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row,
                           int32_t n_rows, const void *data);
 
@@ -292,7 +304,10 @@ typedef struct dhs_resolve_item {
    Resolves selections of `group` for a batch of requests: direct (tail, ready
    optional pages) -> hot -> recover from host. Every source of the group gets
    its own location vector (same plan, its own bytes). All inputs are
-   validated before any state changes. */
+   validated before any state changes. n_items = 0 (items may be NULL) returns
+   DHS_OK after the group/round/k checks and changes nothing. A call after
+   dhs_group_done(group) in the same round is valid: it hands out fresh
+   locations, valid until the next dhs_group_done(group) or the round end. */
 dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
                        const dhs_resolve_item *items);
 
@@ -308,10 +323,14 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
 
 /* Closes the round: accepted[i] proposals of reqs[i] accepted
    (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
-   join history with host backup scheduled; rejected rows are discarded. */
+   join history with host backup scheduled; rejected rows are discarded.
+   accepted may be NULL when the round has no requests (n = 0). */
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
 
-/* Completes every outstanding copy and fence (for shutdown and tests). */
+/* Completes every outstanding copy and fence (for shutdown and tests).
+   Inside a round nothing of the round's requests moves: their completed
+   copies are published by the next dhs_round_begin (one location per row
+   per round). */
 dhs_status dhs_sync(dhs_ctx *ctx);
 
 /* ---------------------------------------------------------------- stats */
@@ -345,14 +364,20 @@ typedef struct dhs_mem {
 void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
 
 /* ---------------------------------------------------------------- sizing */
-/* DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p). */
+/* No sizing helper overflows: arguments out of range give 0 (a row count or
+   byte total) or -1 (a ring row); a byte total past 2^64-1 gives UINT64_MAX.
+   DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p);
+   0 when window < 0, k_max < 1, page_rows < 1 or R_d would pass INT64_MAX. */
 int64_t dhs_ring_rows(int64_t window, int32_t k_max, int32_t page_rows);
-/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row. */
+/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row;
+   0 when slots < 0 or R_d is 0, UINT64_MAX when the product passes 2^64-1. */
 uint64_t dhs_ring_bytes(int64_t window, int32_t k_max, int32_t page_rows, int32_t slots,
                         uint64_t bytes_per_draft_row);
-/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d). */
+/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d);
+   -1 when ring_rows < 1, slot < 0, t < 0 or the slot's rows would pass INT64_MAX. */
 int64_t dhs_ring_row(int64_t ring_rows, int32_t slot, int64_t t);
-/* Staging reservation M_stage = chi * N * K_max * k * d_KV. */
+/* Staging reservation M_stage = chi * N * K_max * k * d_KV; 0 when a count
+   is negative, UINT64_MAX when the product passes 2^64-1. */
 uint64_t dhs_staging_bytes(int32_t live_sources, int32_t slots, int32_t k_max, int32_t k,
                            uint64_t row_bytes);
 
@@ -367,9 +392,12 @@ typedef struct dhs_spec_schedule {
     int32_t width[DHS_MAX_SCHEDULE_STEPS];
 } dhs_spec_schedule;
 dhs_spec_schedule dhs_spec_schedule_default(void);
-/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending). 0 on success. */
+/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending; width 1..64,
+   min_sessions 0..2^30, at most DHS_MAX_SCHEDULE_STEPS steps). 0 on success;
+   otherwise -1 and *out untouched (numbers too large for long included). */
 int dhs_spec_schedule_parse(const char *s, dhs_spec_schedule *out);
-/* Width K for `sessions` concurrent sessions (>= 1). */
+/* Width K for `sessions` concurrent sessions (>= 1; any int32 is answered);
+   1 for a NULL schedule or n_steps outside 1..DHS_MAX_SCHEDULE_STEPS. */
 int32_t dhs_spec_width(const dhs_spec_schedule *s, int32_t sessions);
 
 /* ---------------------------------------------------------------- checks */

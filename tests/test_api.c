@@ -124,7 +124,23 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_request_open(ctx, -1, &e.rq[5].h), DHS_ERR_ROW_RANGE);
     BAD(&e, dhs_request_open(ctx, cfg.max_rows + 1, &e.rq[5].h), DHS_ERR_ROW_RANGE);
 
+    BAD(&e, dhs_request_open(ctx, INT64_MIN, &e.rq[5].h), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_request_open(ctx, INT64_MAX, &e.rq[5].h), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_request_open(ctx, (int64_t)INT32_MAX + 1, &e.rq[5].h), DHS_ERR_ROW_RANGE);
+
     BAD(&e, dhs_request_import(NULL, rd, 10, rows3, DHS_IMPORT_HOST), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_request_import(ctx, rd, INT64_MIN, rows3, DHS_IMPORT_HOST), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_request_import(ctx, rd, INT64_MAX, rows3, DHS_IMPORT_HOST), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_request_import(ctx, rd, (int64_t)UINT32_MAX + 10, rows3, DHS_IMPORT_DEVICE), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_request_import(ctx, rd, 10, rows3, UINT_MAX), DHS_ERR_INVALID_ARG);
+    {   /* handles with extreme fields */
+        const dhs_req hx[] = {{UINT32_MAX, 1}, {UINT32_MAX, UINT32_MAX}, {ra.id, UINT32_MAX}, {0x80000000u, 1}};
+        for (size_t i = 0; i < sizeof hx / sizeof hx[0]; i++) {
+            BAD(&e, dhs_request_import(ctx, hx[i], 10, rows3, DHS_IMPORT_HOST), DHS_ERR_UNKNOWN_REQUEST);
+            BAD(&e, dhs_request_close(ctx, hx[i]), DHS_ERR_UNKNOWN_REQUEST);
+            BAD(&e, dhs_request_positions(ctx, hx[i], &n), DHS_ERR_UNKNOWN_REQUEST);
+        }
+    }
     BAD(&e, dhs_request_import(ctx, bogus, 10, rows3, DHS_IMPORT_HOST), DHS_ERR_UNKNOWN_REQUEST);
     BAD(&e, dhs_request_import(ctx, never, 10, rows3, DHS_IMPORT_HOST), DHS_ERR_UNKNOWN_REQUEST);
     BAD(&e, dhs_request_import(ctx, never2, 10, rows3, DHS_IMPORT_HOST), DHS_ERR_UNKNOWN_REQUEST);
@@ -165,6 +181,12 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_round_begin(ctx, 2, withbogus, K2), DHS_ERR_UNKNOWN_REQUEST);
     int32_t K4 = 4;
     BAD(&e, dhs_round_begin(ctx, 1, &re, &K4), DHS_ERR_ROW_RANGE); /* 598 + 4 > max_rows */
+    int32_t Kmin[2] = {INT32_MIN, 1}, Kmax[2] = {INT32_MAX, 1}, Kmax2[2] = {1, INT32_MAX};
+    BAD(&e, dhs_round_begin(ctx, INT32_MIN, two, K2), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_round_begin(ctx, INT32_MAX, two, K2), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_round_begin(ctx, 2, two, Kmin), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_round_begin(ctx, 2, two, Kmax), DHS_ERR_TOO_MANY_QUERIES);
+    BAD(&e, dhs_round_begin(ctx, 2, two, Kmax2), DHS_ERR_TOO_MANY_QUERIES);
 
     BAD(&e, dhs_write_rows(NULL, ra, 0, 100, 1, rowbuf), DHS_ERR_INVALID_ARG);
     BAD(&e, dhs_write_rows(ctx, ra, 0, 100, 1, rowbuf), DHS_ERR_NOT_IN_ROUND);
@@ -172,6 +194,9 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_write_rows(ctx, ra, -1, 100, 1, rowbuf), DHS_ERR_UNKNOWN_SOURCE);
     BAD(&e, dhs_write_rows(ctx, rc, 0, 50, 1, rowbuf), DHS_ERR_CLOSED);
     BAD(&e, dhs_write_rows(ctx, bogus, 0, 50, 1, rowbuf), DHS_ERR_UNKNOWN_REQUEST);
+    BAD(&e, dhs_write_rows(ctx, ra, INT32_MIN, 100, 1, rowbuf), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_write_rows(ctx, ra, INT32_MAX, 100, 1, rowbuf), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_write_rows(ctx, ra, 0, INT64_MAX - 2, 4, rowbuf), DHS_ERR_NOT_IN_ROUND);
 
     int32_t sel[4 * K_SEL], loc[3 * 4 * K_SEL];
     for (int i = 0; i < 4 * K_SEL; i++) sel[i] = i % 3 == 0 ? -1 : i;
@@ -180,7 +205,13 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, &ia), DHS_ERR_NOT_IN_ROUND); /* no round open */
     BAD(&e, dhs_resolve(ctx, 2, K_SEL, 1, &ia), DHS_ERR_UNKNOWN_SOURCE);
     BAD(&e, dhs_resolve(ctx, -1, K_SEL, 1, &ia), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_resolve(ctx, INT32_MIN, K_SEL, 1, &ia), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_resolve(ctx, INT32_MAX, K_SEL, 1, &ia), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 0, NULL), DHS_ERR_NOT_IN_ROUND);
     BAD(&e, dhs_group_done(NULL, 0), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_group_done(ctx, INT32_MIN), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_group_done(ctx, INT32_MAX), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_group_done(ctx, -1), DHS_ERR_UNKNOWN_SOURCE);
     BAD(&e, dhs_group_done(ctx, 0), DHS_ERR_STATE);
     BAD(&e, dhs_group_done(ctx, 5), DHS_ERR_UNKNOWN_SOURCE);
     int32_t acc2[2] = {0, 0};
@@ -196,6 +227,12 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_read_location(ctx, 3, 0, out), DHS_ERR_UNKNOWN_SOURCE);
     BAD(&e, dhs_read_location(ctx, 0, -1, out), DHS_ERR_ROW_RANGE);
     BAD(&e, dhs_read_location(ctx, 0, (int32_t)pool_rows, out), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_read_location(ctx, 0, INT32_MIN, out), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_read_location(ctx, 0, INT32_MAX, out), DHS_ERR_ROW_RANGE);
+    BAD(&e, dhs_read_location(ctx, INT32_MIN, 0, out), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_read_location(ctx, INT32_MAX, 0, out), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK(dhs_source_pool(ctx, INT32_MIN) == NULL && dhs_source_pool(ctx, INT32_MAX) == NULL);
+    CHECK(dhs_source_pool_rows(ctx, INT32_MIN) == 0 && dhs_source_pool_rows(ctx, INT32_MAX) == 0);
     CHECK(pool_rows > 0 && dhs_source_pool_rows(ctx, 3) == 0 && dhs_source_pool(ctx, 3) == NULL && dhs_source_pool(ctx, -1) == NULL);
     CHECK(dhs_source_pool(ctx, 0) == dhs_source_pool(ctx, 2)); /* one pool */
 
@@ -238,6 +275,22 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_write_rows(ctx, rd, 0, 0, 1, rowbuf), DHS_ERR_NOT_IN_ROUND);
     BAD(&e, dhs_write_rows(ctx, rc, 0, 50, 1, rowbuf), DHS_ERR_CLOSED);
     BAD(&e, dhs_write_rows(ctx, ra, 7, 100, 1, rowbuf), DHS_ERR_UNKNOWN_SOURCE);
+    /* extreme rows and counts: no sum overflows (the block is rows 100..102) */
+    {
+        const int64_t fr[] = {INT64_MIN, INT64_MIN + 1, -1, 0, (int64_t)INT32_MAX, (int64_t)UINT32_MAX, INT64_MAX / 2,
+                              INT64_MAX - 16, INT64_MAX - 2, INT64_MAX - 1, INT64_MAX};
+        const int32_t nr[] = {1, 4, 16, INT32_MAX};
+        for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++)
+            for (size_t j = 0; j < sizeof nr / sizeof nr[0]; j++) {
+                BAD(&e, dhs_write_rows(ctx, ra, 0, fr[i], nr[j], rowbuf), DHS_ERR_ROW_RANGE);
+                BAD(&e, dhs_write_rows(ctx, ra, 2, fr[i], nr[j], rowbuf), DHS_ERR_ROW_RANGE);
+            }
+        BAD(&e, dhs_write_rows(ctx, ra, 0, 100, INT32_MAX, rowbuf), DHS_ERR_ROW_RANGE);
+        BAD(&e, dhs_write_rows(ctx, ra, 0, 104, 0, rowbuf), DHS_ERR_ROW_RANGE);
+        BAD(&e, dhs_write_rows(ctx, ra, 0, 103, 0, rowbuf), DHS_OK); /* an empty range at the block's end */
+        BAD(&e, dhs_write_rows(ctx, ra, 0, 100, INT32_MIN, rowbuf), DHS_ERR_INVALID_ARG);
+        BAD(&e, dhs_write_rows(ctx, ra, 0, INT64_MAX, INT32_MIN, rowbuf), DHS_ERR_INVALID_ARG);
+    }
 
     int32_t s2[4 * K_SEL], l2[3 * 4 * K_SEL];
 #define SEL_A_WITH(j, i, v) (memcpy(s2, selA, sizeof selA), s2[(j) * K_SEL + (i)] = (v), (dhs_resolve_item){ra, 3, s2, l2})
@@ -248,6 +301,21 @@ static void test_bad_input_table(void)
     BAD(&e, dhs_resolve(ctx, 0, K_SEL, -1, &it), DHS_ERR_INVALID_ARG);
     BAD(&e, dhs_resolve(ctx, 0, K_SEL, cfg.max_requests + 1, &it), DHS_ERR_INVALID_ARG);
     BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, NULL), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_resolve(ctx, 0, INT32_MIN, 1, &it), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_resolve(ctx, 0, INT32_MAX, 1, &it), DHS_ERR_K_TOO_LARGE);
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, INT32_MIN, &it), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, INT32_MAX, &it), DHS_ERR_INVALID_ARG);
+    BAD(&e, dhs_resolve(ctx, INT32_MIN, K_SEL, 1, &it), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_resolve(ctx, INT32_MAX, K_SEL, 1, &it), DHS_ERR_UNKNOWN_SOURCE);
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 0, NULL), DHS_OK); /* n_items = 0: nothing changes */
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 0, &it), DHS_OK);
+    it = (dhs_resolve_item){ra, INT32_MIN, selA, l2};
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, &it), DHS_ERR_INVALID_ARG);
+    it = (dhs_resolve_item){ra, INT32_MAX, selA, l2};
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, &it), DHS_ERR_TOO_MANY_QUERIES);
+    it = (dhs_resolve_item){ra, 0, selA, l2};
+    BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, &it), DHS_ERR_INVALID_ARG);
+    it = (dhs_resolve_item){ra, 3, selA, l2};
     BAD(&e, dhs_resolve(ctx, 3, K_SEL, 1, &it), DHS_ERR_UNKNOWN_SOURCE);
     it = (dhs_resolve_item){rd, 1, selA, l2};
     BAD(&e, dhs_resolve(ctx, 0, K_SEL, 1, &it), DHS_ERR_NOT_IN_ROUND);
@@ -305,6 +373,14 @@ static void test_bad_input_table(void)
     accAB[0] = 3; accAB[1] = 0;
     BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
     accAB[0] = 0; accAB[1] = 1;
+    BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
+    accAB[0] = INT32_MIN; accAB[1] = 0;
+    BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
+    accAB[0] = INT32_MAX; accAB[1] = 0;
+    BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
+    accAB[0] = 0; accAB[1] = INT32_MAX;
+    BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
+    accAB[0] = 0; accAB[1] = INT32_MIN;
     BAD(&e, dhs_round_end(ctx, accAB), DHS_ERR_ACCEPTED_RANGE);
     BAD(&e, dhs_round_end(ctx, NULL), DHS_ERR_INVALID_ARG);
     accAB[0] = 2; accAB[1] = 0;
@@ -456,6 +532,198 @@ static void test_config_validation(void)
         c.tail_rows = 1 << 11;
         create_fails("k_max * max_k = 2^32", &a, &c, INV, BIG);
     }
+    /* extreme values of every integer field: dhs_ctx_create answers its status, leaves nothing
+       allocated, and dhs_config_sizes answers without overflowing (and leaves *out alone on error) */
+#define CFG_EXT(field, value, want_create, want_sizes)                                                  \
+    do {                                                                                              \
+        dhs_config c_ = base;                                                                         \
+        c_.field = value;                                                                             \
+        if ((want_create) == DHS_OK) {                                                                \
+            dhs_backend *be_;                                                                         \
+            dhs_ctx *x_ = NULL;                                                                       \
+            CHECK_ST(dhs_backend_cpu_create(NULL, &be_), DHS_OK);                                     \
+            CHECK_ST(dhs_ctx_create(&a, &c_, be_, &x_), DHS_OK);                                      \
+            CHECK_INV(x_);                                                                            \
+            dhs_ctx_destroy(x_);                                                                      \
+            CHECK(be_->host_bytes == 0 && be_->dev_bytes == 0);                                       \
+            dhs_backend_destroy(be_);                                                                 \
+        } else {                                                                                      \
+            create_fails(#field " = " #value, &a, &c_, want_create, want_create);                     \
+        }                                                                                             \
+        dhs_sizes z_;                                                                                 \
+        memset(&z_, 0x3c, sizeof z_);                                                                 \
+        dhs_sizes z0_ = z_;                                                                           \
+        dhs_status zs_ = dhs_config_sizes(&a, &c_, &z_);                                              \
+        CHECKF(zs_ == (want_sizes), "dhs_config_sizes(" #field " = " #value ") returned %s", dhs_status_str(zs_)); \
+        if (zs_ != DHS_OK) CHECKF(!memcmp(&z_, &z0_, sizeof z_), "dhs_config_sizes(" #field ") wrote *out on error"); \
+    } while (0)
+    const dhs_status OK = DHS_OK;
+    CFG_EXT(max_requests, INT32_MIN, INV, INV);
+    CFG_EXT(max_requests, INT32_MAX, INV, INV);
+    CFG_EXT(max_k, INT32_MIN, INV, INV);
+    CFG_EXT(max_k, INT32_MAX, INV, INV);
+    CFG_EXT(k_max, INT32_MIN, INV, INV);
+    CFG_EXT(hot_rows, INT32_MIN, INV, INV);
+    CFG_EXT(hot_rows, INT32_MAX, INV, INV);
+    CFG_EXT(tail_rows, INT32_MIN, INV, INV);
+    CFG_EXT(tail_rows, INT32_MAX, INV, INV);
+    CFG_EXT(page_rows, INT32_MIN, INV, INV);
+    CFG_EXT(page_rows, INT32_MAX, INV, INV);
+    CFG_EXT(page_rows, -1, INV, INV);
+    CFG_EXT(max_rows, INT64_MIN, INV, INV);
+    CFG_EXT(max_rows, INT64_MAX, INV, INV);
+    CFG_EXT(max_rows, (int64_t)INT32_MAX + 1, INV, INV);
+    CFG_EXT(max_rows, -1, INV, INV);
+    CFG_EXT(device_bytes, UINT64_MAX, INV, OK);      /* more pool rows than 2^31-1 */
+    CFG_EXT(device_bytes, 1, BIG, OK);               /* below one page */
+    CFG_EXT(reserve_bytes, UINT64_MAX, BIG, BIG);    /* rounding up to pages must not wrap to 0 */
+    CFG_EXT(reserve_bytes, UINT64_MAX - 511, BIG, BIG); /* whole pages, but the sum with staging passes 2^64 */
+    CFG_EXT(reserve_bytes, (uint64_t)INT64_MAX + 1, BIG, OK);
+    CFG_EXT(staging_arenas, INT32_MAX, BIG, OK);     /* 2^31-1 arenas: cannot fit */
+    CFG_EXT(repop_pages, INT32_MIN, INV, INV);
+    CFG_EXT(policy, (dhs_policy)INT32_MAX, INV, INV);
+    CFG_EXT(policy, (dhs_policy)INT32_MIN, INV, INV);
+    CFG_EXT(reclaim_order, (dhs_reclaim_order)INT32_MAX, INV, INV);
+    CFG_EXT(reclaim_order, (dhs_reclaim_order)INT32_MIN, INV, INV);
+    /* valid extremes */
+    CFG_EXT(staging_arenas, INT32_MIN, OK, OK);      /* negative: no staging */
+    CFG_EXT(repop_pages, INT32_MAX, OK, OK);
+    CFG_EXT(resident_first, INT32_MIN, OK, OK);
+    CFG_EXT(payload_free, -1, OK, OK);
+    {   /* the largest rows and pages: the byte figures pass 2^64, never wrap */
+        dhs_arch wide = api_arch();
+        wide.sources[0].row_bytes = 0xFFFFFFF0u;
+        CHECK_ST(dhs_arch_validate(&wide), DHS_OK);
+        dhs_config c = base;
+        c.page_rows = 1 << 30;
+        c.hot_rows = 1 << 30;
+        c.tail_rows = 1 << 30;
+        c.max_k = 1;
+        c.k_max = 1;
+        c.max_requests = 1;
+        dhs_sizes z;
+        CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_ERR_TOO_LARGE); /* 3 sources x 2 pages x 2^62 B */
+        create_fails("row_bytes 2^32-16, page_rows 2^30", &wide, &c, BIG, BIG);
+        c.device_bytes = UINT64_MAX;
+        create_fails("... with device_bytes 2^64-1", &wide, &c, BIG, BIG);
+        wide.n_sources = 1;
+        wide.n_groups = 1;
+        wide.n_consumers = 1;
+        CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_OK); /* one source: 2 x 2^62 B fits 64 bits */
+        CHECK(z.page_bytes == (uint64_t)0xFFFFFFF0u << 30 && z.request_bytes == 2 * z.page_bytes && z.staging_bytes == 0);
+        c.reserve_bytes = UINT64_MAX;
+        CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_ERR_TOO_LARGE);
+        c.reserve_bytes = 0;
+        c.staging_arenas = 1;
+        CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_OK); /* 2 request pages + 1 arena page: 3 x (2^62 - 2^34) */
+        CHECK(z.min_device_bytes == 3 * z.page_bytes);
+        c.reserve_bytes = 2 * z.page_bytes;
+        CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_ERR_TOO_LARGE); /* 5 pages pass 2^64 */
+        create_fails("one source of 2^32-16 B rows, pages of 2^30 rows", &wide, &c, BIG, BIG);
+        c.reserve_bytes = 0;
+        create_fails("the same, no reserve (4 pool pages > 2^31-1 rows)", &wide, &c, INV, INV);
+        CHECK_ST(dhs_config_sizes(NULL, &c, &z), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_config_sizes(&wide, NULL, &z), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_config_sizes(&wide, &c, NULL), DHS_ERR_INVALID_ARG);
+    }
+}
+
+/* ------------------------------------------------------------ 3b: sizing helpers at extreme values */
+static void test_sizing_extremes(void)
+{
+    /* dhs_ring_rows: 0 for bad arguments and for results past INT64_MAX */
+    CHECK(dhs_ring_rows(INT64_MAX, 8, 64) == 0);
+    CHECK(dhs_ring_rows(INT64_MAX - 100, 1, 64) == 0);
+    CHECK(dhs_ring_rows(INT64_MIN, 8, 64) == 0 && dhs_ring_rows(-1, 8, 64) == 0);
+    CHECK(dhs_ring_rows(0, INT32_MIN, 64) == 0 && dhs_ring_rows(0, 0, 64) == 0 && dhs_ring_rows(0, -1, 64) == 0);
+    CHECK(dhs_ring_rows(0, 8, INT32_MIN) == 0 && dhs_ring_rows(0, 8, 0) == 0);
+    int64_t r = dhs_ring_rows(INT64_MAX - 200, 1, 64);
+    CHECKF(r > 0 && r % 64 == 0 && r >= INT64_MAX - 200 + 1, "ring_rows near INT64_MAX = %lld", (long long)r);
+    r = dhs_ring_rows(0, INT32_MAX, INT32_MAX);
+    CHECKF(r == 2 * (int64_t)INT32_MAX, "ring_rows(0, 2^31-1, 2^31-1) = %lld", (long long)r);
+    r = dhs_ring_rows(INT32_MAX, INT32_MAX, 1);
+    CHECK(r == 2 * (int64_t)INT32_MAX);
+    /* dhs_ring_bytes: 0 for bad arguments, UINT64_MAX when the total passes 2^64-1 */
+    CHECK(dhs_ring_bytes(2048, 8, 64, INT32_MAX, UINT64_MAX) == UINT64_MAX);
+    CHECK(dhs_ring_bytes(2048, 8, 64, INT32_MAX, (uint64_t)1 << 32) == UINT64_MAX);
+    CHECK(dhs_ring_bytes(2048, 8, 64, INT32_MAX, 1) == (uint64_t)INT32_MAX * 2176);
+    CHECK(dhs_ring_bytes(2048, 8, 64, INT32_MIN, 1) == 0 && dhs_ring_bytes(2048, 8, 64, -1, 1) == 0);
+    CHECK(dhs_ring_bytes(INT64_MAX, 8, 64, 1, 1) == 0 && dhs_ring_bytes(2048, 8, 64, 0, UINT64_MAX) == 0);
+    /* dhs_ring_row: -1 for bad arguments and when slot * ring_rows + t mod ring_rows passes INT64_MAX */
+    CHECK(dhs_ring_row(INT64_MAX, 1, 0) == -1);
+    CHECK(dhs_ring_row(INT64_MAX, 0, INT64_MAX) == 0);
+    CHECK(dhs_ring_row(INT64_MAX, 0, INT64_MAX - 1) == INT64_MAX - 1);
+    CHECK(dhs_ring_row((int64_t)1 << 40, INT32_MAX, 0) == -1);
+    CHECK(dhs_ring_row(2, INT32_MAX, INT64_MAX) == 2 * (int64_t)INT32_MAX + 1);
+    CHECK(dhs_ring_row(INT64_MAX / 2, 1, INT64_MAX) == INT64_MAX / 2 + 1);
+    CHECK(dhs_ring_row(INT64_MAX / 2, 2, 0) == -1); /* slot 2's rows would reach 3 x (2^62-1) - 1 */
+    CHECK(dhs_ring_row(INT64_MIN, 0, 0) == -1 && dhs_ring_row(0, 0, 0) == -1);
+    CHECK(dhs_ring_row(5, INT32_MIN, 0) == -1 && dhs_ring_row(5, 0, INT64_MIN) == -1 && dhs_ring_row(5, 0, -1) == -1);
+    /* dhs_staging_bytes: 0 for negative factors, UINT64_MAX past 2^64-1 */
+    CHECK(dhs_staging_bytes(INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, UINT64_MAX) == UINT64_MAX);
+    CHECK(dhs_staging_bytes(INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX, 1) == UINT64_MAX);
+    CHECK(dhs_staging_bytes(2, 1, 1, 1, UINT64_MAX) == UINT64_MAX);
+    CHECK(dhs_staging_bytes(1, 1, 1, 1, UINT64_MAX) == UINT64_MAX);
+    CHECK(dhs_staging_bytes(INT32_MAX, INT32_MAX, 1, 1, 2) == 2 * (uint64_t)INT32_MAX * (uint64_t)INT32_MAX);
+    CHECK(dhs_staging_bytes(INT32_MIN, 1, 1, 1, 1) == 0 && dhs_staging_bytes(1, INT32_MIN, 1, 1, 1) == 0);
+    CHECK(dhs_staging_bytes(1, 1, INT32_MIN, 1, 1) == 0 && dhs_staging_bytes(1, 1, 1, -1, 1) == 0);
+    CHECK(dhs_staging_bytes(0, INT32_MAX, INT32_MAX, INT32_MAX, UINT64_MAX) == 0);
+    /* dhs_spec_width: any sessions; a schedule with a bad step count answers 1 and reads nothing */
+    dhs_spec_schedule sch = dhs_spec_schedule_default();
+    CHECK(dhs_spec_width(&sch, INT32_MIN) == 8 && dhs_spec_width(&sch, INT32_MAX) == 4 && dhs_spec_width(&sch, 0) == 8);
+    sch.n_steps = INT32_MAX;
+    CHECK(dhs_spec_width(&sch, 100) == 1);
+    sch.n_steps = DHS_MAX_SCHEDULE_STEPS + 1;
+    CHECK(dhs_spec_width(&sch, 100) == 1);
+    sch.n_steps = INT32_MIN;
+    CHECK(dhs_spec_width(&sch, 100) == 1);
+    CHECK(dhs_spec_width(NULL, 5) == 1);
+    /* dhs_spec_schedule_parse: numbers past long, int32 and the limits fail and leave *out alone */
+    const char *bad[] = {"9223372036854775808@0", "99999999999999999999@0", "8@9223372036854775808", "8@99999999999999999999",
+                         "-2147483648@0", "2147483647@0", "4294967297@0", "65@0", "0@0", "8@-1", "8@2147483647",
+                         "8@1073741825", "8@4294967296", "8@0,4@-9223372036854775808", "8@0,6@33,4@128,2@0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dhs_spec_schedule o, o0;
+        memset(&o, 0x5a, sizeof o);
+        o0 = o;
+        CHECKF(dhs_spec_schedule_parse(bad[i], &o) != 0, "parse accepted \"%s\"", bad[i]);
+        CHECKF(!memcmp(&o, &o0, sizeof o), "parse of \"%s\" wrote *out", bad[i]);
+    }
+    dhs_spec_schedule o;
+    CHECK(dhs_spec_schedule_parse("64@1073741824", &o) == 0 && o.n_steps == 1 && o.width[0] == 64 && o.min_sessions[0] == 1 << 30);
+    CHECK(dhs_spec_width(&o, INT32_MAX) == 64 && dhs_spec_width(&o, INT32_MIN) == 64);
+    /* the CPU backend's options and fault counters */
+    dhs_backend *be = (dhs_backend *)(uintptr_t)1;
+    dhs_cpu_options bo = {.async_delay = INT32_MIN};
+    CHECK_ST(dhs_backend_cpu_create(&bo, &be), DHS_ERR_INVALID_ARG);
+    CHECK(be == NULL);
+    bo = (dhs_cpu_options){.async_delay = INT32_MAX, .random_order = INT32_MIN, .seed = UINT64_MAX};
+    CHECK_ST(dhs_backend_cpu_create(&bo, &be), DHS_OK);
+    dhs_backend_fault_at(be, DHS_FAULT_COPY, UINT64_MAX);
+    {   /* a context on it works: copies complete only when waited for */
+        dhs_arch a = dhs_arch_default();
+        a.sources[0].row_bytes = 64;
+        dhs_config c = api_cfg();
+        dhs_ctx *ctx;
+        CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+        dhs_req r;
+        CHECK_ST(dhs_request_open(ctx, 40, &r), DHS_OK);
+        CHECK_ST(dhs_request_import(ctx, r, 0, NULL, DHS_IMPORT_HOST), DHS_OK);
+        int32_t K = 1, acc = 0;
+        uint8_t row[64] __attribute__((aligned(16))) = {0};
+        for (int i = 0; i < 30; i++) {
+            CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+            CHECK_ST(dhs_write_rows(ctx, r, 0, i, 1, row), DHS_OK);
+            CHECK_ST(dhs_round_end(ctx, &acc), DHS_OK);
+        }
+        CHECK_INV(ctx);
+        CHECK_ST(dhs_sync(ctx), DHS_OK);
+        CHECK_INV(ctx);
+        dhs_ctx_destroy(ctx);
+    }
+    CHECK(dhs_backend_faults_injected(be) == 0);
+    CHECK(be->host_bytes == 0 && be->dev_bytes == 0);
+    dhs_backend_destroy(be);
 }
 
 static void test_arch_validation(void)
@@ -921,6 +1189,7 @@ int main(void)
     double t0 = th_now();
     test_bad_input_table();
     test_config_validation();
+    test_sizing_extremes();
     test_arch_validation();
     test_strings_and_null();
     test_import_retry_other_length();

@@ -50,10 +50,13 @@ dhs_status be_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uin
     return be->ops->gather_h2d(be, pairs, n, row_bytes);
 }
 
+/* Issued even with n == 0: the core calls it with no rows in payload-free
+   mode, and the ticket must complete exactly when the payload copy's would
+   (same fault point, same delay, same place in the backend's order), or a
+   payload-free context publishes backups and populations at other times. */
 dhs_status be_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t)
 {
     *t = 0;
-    if (n == 0) return DHS_OK;
     if (be_fault(be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
     return be->ops->copy_rows_async(be, pairs, n, row_bytes, t);
 }

@@ -238,18 +238,29 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
         if (n > calls) calls = n;
     }
     if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) return DHS_ERR_INVALID_ARG;
+    /* byte figures: every product and sum checked (row_bytes up to 2^32-16,
+       page_rows up to 2^30, staging_arenas up to 2^31-1, reserve_bytes up to
+       2^64-1); a figure past 2^64-1 can never fit a pool: DHS_ERR_TOO_LARGE */
+    uint64_t t1, t2;
     z->row_stride = stride;
-    z->page_bytes = (uint64_t)c->page_rows * stride;
-    z->reserve_bytes = (c->reserve_bytes + z->page_bytes - 1) / z->page_bytes * z->page_bytes;
-    z->request_bytes = (uint64_t)a->n_sources * (uint64_t)(c->hot_rows + c->tail_rows) / (uint64_t)c->page_rows * z->page_bytes;
+    z->page_bytes = (uint64_t)c->page_rows * stride; /* < 2^62 */
+    uint64_t res_pages = c->reserve_bytes / z->page_bytes + (c->reserve_bytes % z->page_bytes != 0);
+    if (__builtin_mul_overflow(res_pages, z->page_bytes, &z->reserve_bytes)) return DHS_ERR_TOO_LARGE;
+    /* pages per request: n_sources * (B + T) / p < 2^8 * 2^31 */
+    uint64_t req_pages = (uint64_t)a->n_sources * ((uint64_t)c->hot_rows + (uint64_t)c->tail_rows) / (uint64_t)c->page_rows;
+    if (__builtin_mul_overflow(req_pages, z->page_bytes, &z->request_bytes)) return DHS_ERR_TOO_LARGE;
     z->staging_rows_per_slot = (int64_t)c->k_max * c->max_k * calls;
     /* chi: one arena per source of the widest group unless set; none when a
        round's union can never exceed the hot cache */
     if (c->staging_arenas > 0) z->staging_arenas = c->staging_arenas;
     else if (c->staging_arenas == 0 && z->staging_rows_per_slot > c->hot_rows) z->staging_arenas = widest;
-    int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows;
-    z->staging_bytes = (uint64_t)z->staging_arenas * (uint64_t)arena_pages * z->page_bytes;
-    z->min_device_bytes = z->staging_bytes + z->reserve_bytes + z->request_bytes;
+    int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows; /* < 2^51 */
+    if (__builtin_mul_overflow((uint64_t)z->staging_arenas, (uint64_t)arena_pages, &t1) ||
+        __builtin_mul_overflow(t1, z->page_bytes, &z->staging_bytes))
+        return DHS_ERR_TOO_LARGE;
+    if (__builtin_add_overflow(z->staging_bytes, z->reserve_bytes, &t2) ||
+        __builtin_add_overflow(t2, z->request_bytes, &z->min_device_bytes))
+        return DHS_ERR_TOO_LARGE;
     return DHS_OK;
 }
 
@@ -259,7 +270,10 @@ dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_siz
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
     if (!config_valid(cfg)) return DHS_ERR_INVALID_ARG;
-    return derive_sizes(arch, cfg, out);
+    dhs_sizes z; /* *out untouched on error */
+    s = derive_sizes(arch, cfg, &z);
+    if (s == DHS_OK) *out = z;
+    return s;
 }
 
 dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backend *be, dhs_ctx **out)
@@ -301,19 +315,21 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
         ctx->grp_srcs[g][ctx->src_grp_idx[i]] = i;
     }
     dhs_sizes z;
-    if (derive_sizes(arch, c, &z) != DHS_OK) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
+    s = derive_sizes(arch, c, &z);
+    if (s != DHS_OK) { ctx_free_all(ctx); return s; }
     uint64_t page_bytes = z.page_bytes;
     ctx->n_pages = (int64_t)(c->device_bytes / page_bytes);
     if (ctx->n_pages > INT32_MAX / c->page_rows) { ctx_free_all(ctx); return DHS_ERR_INVALID_ARG; }
+    /* every figure of z is a whole number of pages: compare bytes, no product can overflow */
+    if (ctx->n_pages < 1 || z.min_device_bytes > (uint64_t)ctx->n_pages * page_bytes) {
+        ctx_free_all(ctx);
+        return DHS_ERR_TOO_LARGE;
+    }
     ctx->pages_res = (int64_t)(z.reserve_bytes / page_bytes);
     ctx->req_pages_per_request = (int64_t)(z.request_bytes / page_bytes);
     ctx->arena_rows_per_slot = (int32_t)z.staging_rows_per_slot;
     ctx->n_arenas = z.staging_arenas;
     int64_t arena_pages = z.staging_arenas ? (int64_t)(z.staging_bytes / page_bytes) / z.staging_arenas : 0;
-    if (ctx->n_pages < 1 || (int64_t)ctx->n_arenas * arena_pages + ctx->pages_res + ctx->req_pages_per_request > ctx->n_pages) {
-        ctx_free_all(ctx);
-        return DHS_ERR_TOO_LARGE;
-    }
     ctx->free_pages = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx->page_use = ctx_calloc(ctx, (size_t)ctx->n_pages, 1);
     ctx->page_owner = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));

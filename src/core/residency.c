@@ -379,12 +379,27 @@ void res_repopulate(dhs_ctx *ctx)
 }
 
 /* Completes what has completed (with force: waits for everything): tail
-   backups, populations and reclaim backups of every open request. */
+   backups, populations and reclaim backups of every open request.
+   A request of the open round is frozen: a completion would move rows it
+   may already have served (tail -> host/hot when tail_lo advances, hot ->
+   optional page when a population is published), giving one row two
+   locations in one round. Its copies are only waited for (with force) and
+   are published by the housekeeping of the next dhs_round_begin. */
 static void advance_all(dhs_ctx *ctx, int force)
 {
+    dhs_backend *be = ctx->be;
     for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
         request *rq = &ctx->req[i];
         if (!rq->in_use) continue;
+        if (ctx->round_open && rq->in_round) {
+            for (int32_t g = 0; force && g < ctx->arch.n_groups; g++) {
+                grp_state *gs = &rq->g[g];
+                if (gs->backup_ticket) be->ops->wait(be, gs->backup_ticket);
+                for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+                    if (gs->opt_ticket[hp]) be->ops->wait(be, gs->opt_ticket[hp]);
+            }
+            continue;
+        }
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             grp_state *gs = &rq->g[g];
             backup_complete(ctx, rq, g, force);
@@ -403,6 +418,9 @@ void res_housekeeping(dhs_ctx *ctx)
     res_repopulate(ctx);
 }
 
+/* Within an open round the requests of the round only have their copies
+   completed, not published (see advance_all): where a row is served does not
+   change until the round ends. */
 dhs_status dhs_sync(dhs_ctx *ctx)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;

@@ -337,6 +337,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
     if (k < 1 || k > ctx->cfg.max_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
     if (n_items < 0 || n_items > ctx->cfg.max_requests || (n_items > 0 && !items)) return DHS_ERR_INVALID_ARG;
+    if (n_items == 0) return DHS_OK; /* nothing to resolve: changes nothing, not even resolve_calls */
     for (int32_t it = 0; it < n_items; it++) {
         dhs_status s = validate_item(ctx, group, k, &items[it]);
         if (s != DHS_OK) return s;
