@@ -57,7 +57,7 @@
 #define FZ_STALE 8
 /* 1: the payload-free twin also runs with late completions (async_delay > 0) */
 #ifndef FZ_TWIN_ASYNC
-#define FZ_TWIN_ASYNC 0
+#define FZ_TWIN_ASYNC 1
 #endif
 
 #define EXPECT_OK 0
