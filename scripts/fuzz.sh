@@ -33,11 +33,15 @@ case "$mode" in
   cp tests/fuzz/corpus/* "$work/"
   mkdir -p build-fuzz/crashes
   echo "fuzz: ${SECS:-60} s, seed $SEED, corpus tests/fuzz/corpus ($(ls "$work" | wc -l) inputs)"
-  # a crash leaves build-fuzz/crashes/crash-* and fails this script
+  # a crash leaves build-fuzz/crashes/crash-* and fails this script (full log: build-fuzz/ci-fuzz.log)
+  set +e
   build-fuzz/dhs_fuzz -seed="$SEED" -max_total_time="${SECS:-60}" -max_len=1024 -timeout=30 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/ ${FUZZ_ARGS:-} "$work" 2>&1 |
-    grep -vE '^#[0-9]+ +(NEW|REDUCE|pulse)|^"|Recommended dictionary|End of recommended' || true
-  exit "${PIPESTATUS[0]}"
+    -print_final_stats=1 -artifact_prefix=build-fuzz/crashes/ ${FUZZ_ARGS:-} "$work" >build-fuzz/ci-fuzz.log 2>&1
+  rc=$?
+  set -e
+  grep -vE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)|^"|Recommended dictionary|End of recommended' build-fuzz/ci-fuzz.log || true
+  [ "$rc" -eq 0 ] || echo "fuzz: FAILED (exit $rc); reproduce with scripts/fuzz.sh --repro build-fuzz/crashes/crash-*" >&2
+  exit "$rc"
   ;;
 --long)
   hours=${2:-8}
