@@ -273,7 +273,8 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n);
    repopulates (bounded). Then makes room in each request's tail ring for its
    whole block next to the committed rows still being backed up, waiting for
    that backup when the ring is short (docs/API.md: tail_rows sizing); if
-   that backup copy fails it returns DHS_ERR_BACKEND and opens no round. */
+   that backup copy fails twice it returns DHS_ERR_BACKEND and opens no
+   round (retryable). */
 dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K);
 
 /* Writes rows of the current block into the tail: rows first_row ..

@@ -145,7 +145,11 @@ static void test_split_write_crafted(void)
     plain_round(&e, 0, 4, 3); /* rows 40..43 committed, backup in flight */
     plain_round(&e, 0, 2, 0); /* row 44 committed: 5 rows wait for their host copy */
     int32_t K = 4;
+    /* the block's end (49) is past 40 + tail_rows: round_begin waits for the backup; a copy fault
+       in it is retried within the call */
+    dhs_backend_fault_at(e.be, DHS_FAULT_COPY, 1);
     CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
+    CHECK(dhs_backend_faults_injected(e.be) == 1);
     CHECK_INV(e.ctx);
     CHECK_ST(write_part(&e, 0, 0, 45, 1), DHS_OK); /* part of the block */
     CHECK_INV(e.ctx);

@@ -72,10 +72,12 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         request *rq = &ctx->req[reqs[i].id];
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
-            if (hi - rq->g[g].tail_lo <= ctx->cfg.tail_rows) continue;
-            backup_complete(ctx, rq, g, 1);
-            /* only a failed backup copy leaves the ring short: nothing of the
-               round happened; the backup is retried by the next call */
+            /* a failed backup copy is retried once here (housekeeping absorbs
+               a transient fault, as before); only a second failure leaves the
+               ring short: nothing of the round happened, the call can be
+               retried */
+            for (int attempt = 0; attempt < 2 && hi - rq->g[g].tail_lo > ctx->cfg.tail_rows; attempt++)
+                backup_complete(ctx, rq, g, 1);
             if (hi - rq->g[g].tail_lo > ctx->cfg.tail_rows) return DHS_ERR_BACKEND;
         }
     }
