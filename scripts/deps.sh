@@ -2,8 +2,16 @@
 # Installs what a fresh Debian machine lacks to build and test dhisparse (C
 # toolchain, CMake, pkg-config, cJSON for the tool's JSON input, Python 3 with
 # numpy, pytest and pip for the bindings' tests). Does nothing when all is present.
+# --fuzz: also clang, its libFuzzer/sanitizer runtimes and llvm-cov/llvm-profdata
+# (scripts/fuzz.sh asks for them; the normal build needs none of it).
 set -euo pipefail
 need=()
+if [ "${1:-}" = "--fuzz" ]; then
+  command -v clang >/dev/null || command -v clang-14 >/dev/null || need+=(clang)
+  ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
+    ls /usr/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || need+=(libclang-rt-dev)
+  ls /usr/lib/llvm-*/bin/llvm-profdata >/dev/null 2>&1 || command -v llvm-profdata >/dev/null || need+=(llvm)
+fi
 command -v cmake >/dev/null || need+=(cmake)
 command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)

@@ -46,4 +46,9 @@ cmake -S . -B build-san -DDHS_SANITIZE=ON -DDHS_CUDA=OFF -DDHS_WERROR=ON -DCMAKE
 cmake --build build-san -j"$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   DHS_TEST_SCALE=${DHS_SAN_SCALE:-1} ctest --test-dir build-san --output-on-failure -j"$JOBS"
+step "API fuzzer, 60 s"
+# libFuzzer (ASan+UBSan, fixed seed) on the committed corpus; a crash fails CI
+# (docs/TESTING.md). The corpus and the crash regressions also replay in both
+# builds above (test_fuzz_regress).
+scripts/fuzz.sh --ci
 step "all passed"

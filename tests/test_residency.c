@@ -17,6 +17,9 @@
  *
  * Scale: 200,000 top-level events in the normal build; DHS_TEST_SCALE
  * multiplies, and sanitizer builds run 0.1 of it (see th_scale).
+ * Soak: DHS_SOAK_EVENTS=N runs at least N events instead (phases of 10,000
+ * across rotating seeds and configurations), printing events/s and seeds;
+ * see docs/TESTING.md.
  */
 #include "test_help.h"
 
@@ -331,25 +334,70 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
     th_env_free(&t.e);
 }
 
+/* Soak mode: DHS_SOAK_EVENTS=N (N > 0) replaces the CI size with at least N events, run as phases of
+   SOAK_PHASE_EVENTS events each; phase ph uses seed th_mix(seed + ph) and rotates async delay (0..4),
+   in/random order, policy and reclaim order exactly as the CI phases do, so the same DHS_TEST_SEED
+   and N replay the same run. Progress (events, events/s, phase seed) is printed about every 30 s. */
+#define SOAK_PHASE_EVENTS 10000L
+
+static long soak_events(void)
+{
+    const char *e = getenv("DHS_SOAK_EVENTS");
+    if (!e || !*e) return 0;
+    double v = strtod(e, NULL); /* accepts 1e8 */
+    return v > 0 ? (long)v : 0;
+}
+
 static void test_random_events(double scale)
 {
     rstats rs;
     memset(&rs, 0, sizeof rs);
     long total = (long)(200000 * scale);
     if (total < 5000) total = 5000;
-    const int phases = 20;
-    double t0 = th_now();
+    long soak = soak_events();
+    int phases = 20;
+    if (soak > 0) {
+        total = soak;
+        phases = (int)((soak + SOAK_PHASE_EVENTS - 1) / SOAK_PHASE_EVENTS);
+        if (phases < 20) phases = 20;
+        printf("soak: %ld events in %d phases of %ld, base seed %llu, phase seed = th_mix(base + phase)\n", total, phases,
+               (total + phases - 1) / phases, (unsigned long long)g_seed);
+        fflush(stdout);
+    }
+    long per_phase = (total + phases - 1) / phases;
+    if (soak <= 0) per_phase = total / phases;
+    double t0 = th_now(), last = t0;
+    long failed_phases = 0;
     for (int ph = 0; ph < phases; ph++) {
         int delay = ph % 5, rnd = (ph / 5) % 2;
         dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
         dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
-        run_phase(&rs, total / phases, delay, rnd, pol, ord, th_mix(g_seed + (uint64_t)ph));
+        uint64_t seed = th_mix(g_seed + (uint64_t)ph);
+        long bad0 = rs.inv_fail + rs.mem_fail + rs.wrong_bytes + rs.lost_rows + rs.unexpected + rs.wait_changed;
+        long th0 = th_failed;
+        run_phase(&rs, per_phase, delay, rnd, pol, ord, seed);
+        long bad1 = rs.inv_fail + rs.mem_fail + rs.wrong_bytes + rs.lost_rows + rs.unexpected + rs.wait_changed;
+        if (bad1 != bad0 || th_failed != th0) {
+            failed_phases++;
+            printf("phase %d FAILED: seed %llu (delay %d, random order %d, policy %s, reclaim %s): %ld new failures\n", ph,
+                   (unsigned long long)seed, delay, rnd, dhs_policy_str(pol), dhs_reclaim_order_str(ord),
+                   bad1 - bad0 + th_failed - th0);
+            fflush(stdout);
+        }
+        double now = th_now();
+        if (soak > 0 && (now - last >= 30.0 || ph == phases - 1)) {
+            printf("soak: %ld/%ld events, %.0f events/s, %.0f s, phase %d seed %llu, %ld failed phases\n", rs.events, total,
+                   (double)rs.events / (now - t0), now - t0, ph, (unsigned long long)seed, failed_phases);
+            fflush(stdout);
+            last = now;
+        }
     }
+    double dt = th_now() - t0;
     printf("residency: %ld events (%ld API calls, each followed by the invariant check), %ld rounds, %ld opens "
            "(%ld waits), %ld imports, %ld closes (%ld full read-backs), %ld arrivals/departures inside a round, "
-           "%ld faults armed (%ld hit), %.1f s\n",
+           "%ld faults armed (%ld hit), %.1f s, %.0f events/s, seed %llu\n",
            rs.events, rs.api_calls, rs.rounds, rs.opens, rs.waits, rs.imports, rs.closes, rs.sweeps, rs.mid_round, rs.faults_armed,
-           rs.fault_hits, th_now() - t0);
+           rs.fault_hits, dt, dt > 0 ? (double)rs.events / dt : 0.0, (unsigned long long)g_seed);
     printf("residency: admissions %llu, reclaims %llu, repopulated pages %llu, retired pages %llu\n",
            (unsigned long long)rs.admissions, (unsigned long long)rs.reclaims, (unsigned long long)rs.repopulated,
            (unsigned long long)rs.retired);

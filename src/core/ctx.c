@@ -797,6 +797,10 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     /* compared without forming first_row + n_rows: any int64 first_row and
        int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
     if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
+    /* no gap: written_hi is a high-water mark, so a write starting past the
+       first unwritten row would make the rows before it count as written
+       (resolvable, committed) with bytes nobody wrote */
+    if (first_row > gs->src[ctx->src_grp_idx[source]].written_hi) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
     /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
        their host copy and rows handed out as tail locations this round are

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the API fuzzer (tests/fuzz/corpus/seed-NN).
+
+Each seed is a setup header in the byte layout decode_setup() in fuzz_harness.c
+reads (architecture, configuration, backend options) followed by API calls:
+opens and imports first, then a mix of whole well-formed rounds (opcode 17..19),
+single calls with random argument bytes, and fault arming. The seeds only give
+libFuzzer valid starting points across the configuration space; mutation does
+the rest. Deterministic (fixed random seed): rerun to regenerate.
+Usage: tests/fuzz/make_seeds.py [outdir]
+"""
+import os
+import random
+import sys
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+rng = random.Random(20261201)
+
+OPEN, IMPORT, CLOSE, BEGIN, WRITE, WRITE_ALL, RESOLVE, DONE, END, SYNC, QUERY, FAULT, BAD, AUTO = (
+    0, 2, 4, 5, 6, 8, 9, 11, 12, 13, 14, 15, 16, 17)
+
+
+def op(kind, nargs):
+    return [kind + 20 * rng.randrange(12)] + [rng.randrange(256) for _ in range(nargs)]
+
+
+def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault):
+    b = [ng - 1, ns - ng]
+    b += [{1: 0, 2: 1, 4: 2}[m[g]] for g in range(ng)]
+    b += [rng.randrange(256) for _ in range(ns)]           # groups of extra sources, row bytes
+    b += [rng.randrange(256)]                               # REINDEX / REUSE consumers
+    b += [nreq - 1, max_k - 1, k_max - 1, {1: 0, 2: 1, 4: 2}[p], rng.randrange(4), rng.randrange(3), rng.randrange(128)]
+    b += [rng.randrange(256)]                               # policy, reclaim order, repop, resident
+    b += [rng.randrange(256)]                               # staging arenas, reserve
+    b += [rng.randrange(40), 1 + rng.randrange(3)]          # extra pages; no half page
+    b += [1 + rng.randrange(23)]                            # a valid config
+    sel = 0 if twin else (1 if fault == "host" else 3 if fault == "device" else 2)
+    b += [delay | (rnd << 2) | (sel << 3), rng.randrange(256)]
+    if sel == 1:
+        b += [rng.randrange(24)]
+    return b
+
+
+def body(n_ops, faults):
+    ops = []
+    for _ in range(3):
+        ops += op(OPEN, 2) + op(IMPORT, 4 + 2)
+    for _ in range(n_ops):
+        x = rng.random()
+        if x < 0.35:
+            ops += op(AUTO, 24)
+        elif x < 0.45:
+            ops += op(rng.choice([OPEN, IMPORT]), 6)
+        elif x < 0.5:
+            ops += op(CLOSE, 1)
+        elif x < 0.55 and faults:
+            ops += op(FAULT, 1)
+        else:
+            ops += op(rng.choice([BEGIN, WRITE, WRITE_ALL, RESOLVE, DONE, END, SYNC, QUERY, BAD]), 8)
+    return ops
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    n = 0
+    for ng in (1, 2, 3):
+        for variant in range(12):
+            ns = min(4, ng + variant % (5 - ng))
+            m = [rng.choice([1, 2, 4]) for _ in range(ng)]
+            p = rng.choice([1, 2, 4])
+            twin = variant % 4 == 0
+            delay = 0 if twin else variant % 4
+            fault = ["none", "host", "device"][variant % 3] if not twin else "none"
+            data = setup(ng, ns, m, p, 1 + variant % 4, 1 + rng.randrange(8), 1 + rng.randrange(4), twin, delay,
+                         variant // 6 % 2, fault)
+            data += body(20 + rng.randrange(30), not twin)
+            with open(os.path.join(OUT, "seed-%02d" % n), "wb") as f:
+                f.write(bytes(x & 255 for x in data))
+            n += 1
+    print("%d seeds in %s" % (n, OUT))
+
+
+if __name__ == "__main__":
+    main()
