@@ -456,7 +456,13 @@ static int rs_setup(rs_side *s, const dhs_arch *arch, const dhs_config *cfg, con
 static int test_resolver(int lockstep)
 {
     dhs_backend *cpu = NULL;
-    CHECK_OK(dhs_backend_cpu_create(NULL, &cpu));
+    /* lockstep: the CPU backend's side copies complete one round late, never
+       at issue, as the GPU's do; both sides complete everything before each
+       round_begin and after its housekeeping, so both publish the same copies
+       at the same housekeeping (dhs_sync inside a round publishes nothing of
+       the round's requests: one location per row per round) */
+    dhs_cpu_options co = {.async_delay = lockstep ? 1 : 0};
+    CHECK_OK(dhs_backend_cpu_create(&co, &cpu));
     dhs_arch arch = dhs_arch_default();
     const uint32_t rb = arch.sources[0].row_bytes;
     dhs_config cfg = dhs_config_default();
@@ -505,6 +511,7 @@ static int test_resolver(int lockstep)
            everything at the same points on both, after round_begin's
            housekeeping issued this round's population copies */
         for (int b = 0; b < 2; b++) {
+            if (lockstep) CHECK_OK(dhs_sync(side[b].ctx));
             CHECK_OK(dhs_round_begin(side[b].ctx, RS_REQ, side[b].req, K));
             if (lockstep) CHECK_OK(dhs_sync(side[b].ctx));
         }

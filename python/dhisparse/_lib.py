@@ -74,6 +74,7 @@ class dhs_config(ctypes.Structure):
         ("reclaim_order", c_enum),
         ("resident_first", c_int32),
         ("payload_free", c_int32),
+        ("resolver", c_enum),
     ]
 
 
@@ -87,6 +88,7 @@ class dhs_sizes(ctypes.Structure):
         ("staging_rows_per_slot", c_int64),
         ("reserve_bytes", c_uint64),
         ("min_device_bytes", c_uint64),
+        ("resolver_bytes", c_uint64),
     ]
 
 
@@ -208,6 +210,7 @@ dhs_arch_default = _fn("dhs_arch_default", dhs_arch)
 dhs_arch_validate = _fn("dhs_arch_validate", _S, ctypes.POINTER(dhs_arch))
 dhs_consumer_kind_str = _fn("dhs_consumer_kind_str", _CP, c_enum)
 dhs_policy_str = _fn("dhs_policy_str", _CP, c_enum)
+dhs_resolver_str = _fn("dhs_resolver_str", _CP, c_enum)
 dhs_policy_parse = _fn("dhs_policy_parse", ctypes.c_int, _CP, ctypes.POINTER(c_enum))
 dhs_reclaim_order_str = _fn("dhs_reclaim_order_str", _CP, c_enum)
 dhs_config_default = _fn("dhs_config_default", dhs_config)

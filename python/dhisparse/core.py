@@ -17,7 +17,7 @@ from . import _lib
 from . import _cuda
 from .errors import DhsError, Wait, check, error_for
 
-__all__ = ["ConsumerKind", "Policy", "ReclaimOrder", "FaultKind", "SourceDesc", "ConsumerDesc", "Arch", "Config",
+__all__ = ["ConsumerKind", "Policy", "Resolver", "ReclaimOrder", "FaultKind", "SourceDesc", "ConsumerDesc", "Arch", "Config",
            "Sizes", "Stats", "Mem", "config_sizes", "Backend", "CpuBackend", "CudaBackend", "cuda_available",
            "Context", "Request", "Round", "ring_rows", "ring_bytes", "ring_row", "staging_bytes", "SpecSchedule"]
 
@@ -38,6 +38,15 @@ class Policy(IntEnum):
 
     def __str__(self):
         return _lib.dhs_policy_str(int(self)).decode()
+
+
+class Resolver(IntEnum):
+    """dhs_resolver: where the per-layer resolver runs (docs/API.md, "Device resolver")."""
+    HOST = 0
+    DEVICE = 1
+
+    def __str__(self):
+        return _lib.dhs_resolver_str(int(self)).decode()
 
 
 class ReclaimOrder(IntEnum):
@@ -120,7 +129,7 @@ class Arch:
         return [i for i, s in enumerate(self.sources) if s.group == group]
 
 
-_ENUM_FIELDS = {"policy": Policy, "reclaim_order": ReclaimOrder}
+_ENUM_FIELDS = {"policy": Policy, "reclaim_order": ReclaimOrder, "resolver": Resolver}
 
 
 def _config_fields():

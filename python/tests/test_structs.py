@@ -23,7 +23,7 @@ def _enum_constants():
     for name, v in vars(Status).items():
         if not name.startswith("_"):
             out["DHS_" + name] = v
-    for cls, prefix in ((dhs.Policy, "DHS_POLICY_"), (dhs.ReclaimOrder, "DHS_RECLAIM_"),
+    for cls, prefix in ((dhs.Policy, "DHS_POLICY_"), (dhs.Resolver, "DHS_RESOLVER_"), (dhs.ReclaimOrder, "DHS_RECLAIM_"),
                         (dhs.ConsumerKind, "DHS_CONSUMER_"), (dhs.FaultKind, "DHS_FAULT_")):
         for m in cls:
             out[prefix + m.name] = int(m)
