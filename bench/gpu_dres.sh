@@ -82,7 +82,7 @@ if [[ " $steps " == *" verify "* ]]; then
       j=$(timeout ${DRES_VERIFY_TIMEOUT:-120} "$bld/dhs" verify --backend cuda --resolver device --seed 11 $args --json 2>"$out/verify.err")
       r=$?
       [ $r = 0 ] || rc=1
-      s=$(echo "$j" | grep -o '"entries": [0-9]*\|"violations": [0-9]*' | tr '\n' ' ')
+      s=$(echo "$j" | grep -o '"entries": *[0-9]*\|"violations": *[0-9]*' | tr '\n' ' ')
       row "verify $args" "rc=$r $s"
     done
   else
