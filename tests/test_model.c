@@ -491,7 +491,9 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
     int r3 = dhs_ref_run(&c, &hier);
     CHECKF(r1 == 0 && r2 == 0 && r3 == 0, "runs: %s %s %s", plain.errmsg, spec.errmsg, hier.errmsg);
     if (r1 == 0 && r2 == 0 && r3 == 0) {
-        CHECKF(spec.accepted > 0 && spec.accepted < spec.proposals, "%s: speculation accepted %" PRIu64 " of %" PRIu64,
+        /* some proposals must be accepted; all may be (seed 1796128097, compressed: 44 of 44); the
+           rejection path is exercised by run_compare's runs, which print accepted/proposed */
+        CHECKF(spec.accepted > 0 && spec.accepted <= spec.proposals, "%s: speculation accepted %" PRIu64 " of %" PRIu64,
               dhs_ref_layout_str(layout), spec.accepted, spec.proposals);
         /* every accepted proposal saves its session one round; the batch's
            round count only drops when the session that finishes last accepted
