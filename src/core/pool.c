@@ -1,6 +1,7 @@
 /* pool.c - the accounted host allocator (ctx_calloc/ctx_free), the device
  * page pool (page_alloc/page_release/page_free_now, deferred frees) and the
  * copy list growth (pairs_reserve). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,8 @@ int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner)
 
 void page_free_now(dhs_ctx *ctx, int32_t pg)
 {
+    /* debug builds (no NDEBUG: Debug, sanitizer) catch a double free early */
+    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE);
     if (ctx->page_use[pg] == PAGE_OPT) ctx->pages_opt--; else ctx->pages_req--;
     ctx->page_use[pg] = PAGE_FREE;
     ctx->page_owner[pg] = -1;
@@ -46,6 +49,7 @@ void page_free_now(dhs_ctx *ctx, int32_t pg)
    keeps its accounting category until then (as a required allocation). */
 void page_release(dhs_ctx *ctx, int32_t pg)
 {
+    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE && ctx->page_use[pg] != PAGE_DEFERRED);
     dhs_ticket t = 0;
     if (ctx->be->ops->record_readers(ctx->be, &t) != DHS_OK || t == 0 || ctx->be->ops->done(ctx->be, t)) {
         if (t && !ctx->be->ops->done(ctx->be, t)) ctx->be->ops->wait(ctx->be, t);
