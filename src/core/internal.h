@@ -155,15 +155,6 @@ struct dhs_ctx {
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
 
-/* accounted host metadata allocation (plain malloc, counted, fault-injectable) */
-void *ctx_calloc(dhs_ctx *ctx, size_t n, size_t size);
-void ctx_free(dhs_ctx *ctx, void *p, size_t n, size_t size);
-
-/* page allocator */
-int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner);
-void page_release(dhs_ctx *ctx, int32_t page); /* deferred until readers completed */
-void page_free_now(dhs_ctx *ctx, int32_t page);
-
 static inline uint8_t *pool_row(const dhs_ctx *ctx, int64_t loc)
 {
     return ctx->pool + (uint64_t)loc * ctx->row_stride;
@@ -180,11 +171,20 @@ static inline int bit_get(const uint64_t *b, int64_t i) { return (int)((b[i >> 6
 static inline void bit_set(uint64_t *b, int64_t i) { b[i >> 6] |= (uint64_t)1 << (i & 63); }
 static inline void bit_clr(uint64_t *b, int64_t i) { b[i >> 6] &= ~((uint64_t)1 << (i & 63)); }
 
-request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+/* pool.c: accounted host allocation, device page pool, copy list growth */
+void *ctx_calloc(dhs_ctx *ctx, size_t n, size_t size); /* plain calloc, counted, fault-injectable */
+void ctx_free(dhs_ctx *ctx, void *p, size_t n, size_t size);
+int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner);
+void page_release(dhs_ctx *ctx, int32_t page); /* deferred until readers completed */
+void page_free_now(dhs_ctx *ctx, int32_t page);
 /* grows ctx->pairs (the copy list) to hold n pairs, keeping its contents */
 dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n);
 
-/* residency (residency.c) */
+/* request.c: handle lookup (NULL + *err on a bad handle), per-request state release */
+request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+void request_free_all(dhs_ctx *ctx, request *rq);
+
+/* residency.c: admission, reclaim, repopulation, tail backups (+ dhs_request_import) */
 dhs_status res_admit(dhs_ctx *ctx, request *rq);
 void res_housekeeping(dhs_ctx *ctx);
 dhs_status res_drain(dhs_ctx *ctx);
@@ -192,6 +192,5 @@ void res_repopulate(dhs_ctx *ctx);
 dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
-void request_free_all(dhs_ctx *ctx, request *rq);
 
 #endif

@@ -1,6 +1,7 @@
 /* residency.c - load-adaptive residency (DESIGN §3): resident-first
  * admission, whole-request reclaim, ordered retire/populate, bounded
- * round-robin repopulation, tail backups.
+ * round-robin repopulation, tail backups, import placement
+ * (dhs_request_import: resident-first into optional pages, else host).
  *
  * Ordering rules (I1 at every instant):
  *  - a reclaimed page keeps serving (READY) until the backup of its rows has
@@ -30,25 +31,173 @@ dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows)
     return DHS_OK;
 }
 
+/* ------------------------------------------------------------- import placement */
+/* Copies rows of an engine buffer into host backing rows [r0, r1). */
+static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1)
+{
+    grp_state *gs = &rq->g[g];
+    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+        int32_t src = ctx->grp_srcs[g][si];
+        uint32_t rb = ctx->arch.sources[src].row_bytes;
+        src_state *ss = &gs->src[si];
+        if (ctx->cfg.payload_free) continue;
+        /* one copy per run of rows contiguous on both sides */
+        int contig = rb == ctx->row_stride;
+        for (int64_t row = r0; row < r1;) {
+            int64_t end = contig ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
+            if (end > r1) end = r1;
+            dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row),
+                                                   (const uint8_t *)rows[src] + (uint64_t)row * rb, (size_t)(end - row) * rb);
+            if (s != DHS_OK) return s;
+            row = end;
+        }
+    }
+    for (int64_t row = r0; row < r1; row++) bit_set(gs->host_valid, row);
+    return DHS_OK;
+}
+
+dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
+    if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
+    if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+    if (n_positions > 0 && !ctx->cfg.payload_free) {
+        if (!rows) return DHS_ERR_INVALID_ARG;
+        for (int32_t s = 0; s < ctx->arch.n_sources; s++) {
+            if (!rows[s]) return DHS_ERR_INVALID_ARG;
+            if ((uintptr_t)rows[s] % DHS_ALIGN) return DHS_ERR_MISALIGNED;
+        }
+    }
+    const dhs_config *c = &ctx->cfg;
+    int32_t p = c->page_rows;
+    /* allocate everything first (host rows, optional arrays); fail cleanly */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        int64_t m = ctx->grp_m[g];
+        int64_t rows_all = (n_positions + m - 1) / m;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &rq->g[g].src[si], rows_all);
+            if (s != DHS_OK) return s;
+        }
+        grp_state *gs = &rq->g[g];
+        int64_t hist = n_positions / m;
+        int64_t nop = hist / p;
+        if (gs->opt_state && gs->n_opt_pages != nop) {
+            /* left by a failed import of another length: no page was taken yet */
+            ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
+            ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
+            ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                ctx_free(ctx, gs->src[si].opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+                gs->src[si].opt_pages = NULL;
+            }
+            gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
+            gs->n_opt_pages = 0;
+        }
+        if (nop > 0 && !gs->opt_state) {
+            gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
+            gs->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
+            gs->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
+            int ok = gs->opt_state && gs->opt_backing && gs->opt_ticket;
+            for (int32_t si = 0; ok && si < ctx->grp_nsrc[g]; si++) {
+                gs->src[si].opt_pages = ctx_calloc(ctx, (size_t)nop, sizeof(int32_t));
+                if (!gs->src[si].opt_pages) ok = 0;
+                else for (int64_t i = 0; i < nop; i++) gs->src[si].opt_pages[i] = -1;
+            }
+            if (!ok) {
+                ctx_free(ctx, gs->opt_state, (size_t)nop, 1);
+                ctx_free(ctx, gs->opt_backing, (size_t)nop, 1);
+                ctx_free(ctx, gs->opt_ticket, (size_t)nop, sizeof(dhs_ticket));
+                for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                    ctx_free(ctx, gs->src[si].opt_pages, (size_t)nop, sizeof(int32_t));
+                    gs->src[si].opt_pages = NULL;
+                }
+                gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
+                return DHS_ERR_NOMEM;
+            }
+            gs->n_opt_pages = nop;
+        }
+    }
+    dhs_status st = DHS_OK;
+    /* copy: optional pages while I4 allows (resident-first), else host */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        int64_t m = ctx->grp_m[g];
+        int64_t hist = n_positions / m, rows_all = (n_positions + m - 1) / m;
+        int32_t nsrc = ctx->grp_nsrc[g];
+        for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+            int to_dev = (flags == DHS_IMPORT_DEVICE) && c->resident_first && !rq->reclaiming &&
+                         ctx->n_free_pages - nsrc >= ctx->pages_res;
+            if (to_dev) {
+                for (int32_t si = 0; si < nsrc; si++) {
+                    int32_t pg = page_alloc(ctx, PAGE_OPT, (int32_t)r.id);
+                    gs->src[si].opt_pages[hp] = pg;
+                    if (c->payload_free) continue;
+                    int32_t src = ctx->grp_srcs[g][si];
+                    uint32_t rb = ctx->arch.sources[src].row_bytes;
+                    int32_t run = rb == ctx->row_stride ? p : 1; /* whole page in one copy when rows are dense */
+                    for (int32_t i = 0; i < p; i += run) {
+                        dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)pg * p + i),
+                                                               (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
+                                                               (size_t)run * rb);
+                        if (s != DHS_OK) { st = s; goto fail; }
+                    }
+                }
+                gs->opt_state[hp] = OPT_READY;
+                gs->opt_held++;
+            } else {
+                dhs_status s = import_to_host(ctx, rq, g, rows, hp * p, (hp + 1) * p);
+                if (s != DHS_OK) { st = s; goto fail; }
+            }
+        }
+        dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist);
+        if (s != DHS_OK) { st = s; goto fail; }
+        /* incomplete compressed row: stays in the tail */
+        if (rows_all > hist && !c->payload_free) {
+            for (int32_t si = 0; si < nsrc; si++) {
+                int32_t src = ctx->grp_srcs[g][si];
+                uint32_t rb = ctx->arch.sources[src].row_bytes;
+                int32_t t = (int32_t)(hist % c->tail_rows);
+                int64_t loc = (int64_t)gs->src[si].tail_pages[t / p] * p + t % p;
+                s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)hist * rb, rb);
+                if (s != DHS_OK) { st = s; goto fail; }
+            }
+        }
+        gs->hist_rows = hist;
+        gs->import_rows = hist;
+        gs->tail_lo = hist;
+        gs->backup_hi = hist;
+        for (int32_t si = 0; si < nsrc; si++) gs->src[si].written_hi = rows_all;
+    }
+    rq->n = n_positions;
+    rq->imported = 1;
+    return DHS_OK;
+fail:
+    /* a backend copy failed: give back every optional page this call took
+       (nothing read them) so a retry starts from the same state */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                if (gs->src[si].opt_pages[hp] >= 0) page_free_now(ctx, gs->src[si].opt_pages[hp]);
+                gs->src[si].opt_pages[hp] = -1;
+            }
+            gs->opt_state[hp] = OPT_ABSENT;
+        }
+        gs->opt_held = 0;
+        gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backup_hi = 0;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
+    }
+    return st;
+}
+
 static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
 {
     int32_t p = ctx->cfg.page_rows;
     int32_t t = (int32_t)(row % ctx->cfg.tail_rows);
     return (int64_t)ss->tail_pages[t / p] * p + t % p;
-}
-
-dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n)
-{
-    if (n <= ctx->cap_pairs) return DHS_OK;
-    int64_t cap = ctx->cap_pairs ? ctx->cap_pairs : 1024;
-    while (cap < n) cap *= 2;
-    dhs_copy_pair *np = ctx_calloc(ctx, (size_t)cap, sizeof *np);
-    if (!np) return DHS_ERR_NOMEM;
-    if (ctx->cap_pairs) memcpy(np, ctx->pairs, sizeof *np * (size_t)ctx->cap_pairs);
-    ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
-    ctx->pairs = np;
-    ctx->cap_pairs = cap;
-    return DHS_OK;
 }
 
 

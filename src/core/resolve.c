@@ -10,6 +10,7 @@
  *   3. one gather of all misses of all items and all sources of the group;
  *   4. replay the plan per source: logical -> that source's physical rows.
  */
+#include <assert.h>
 #include <string.h>
 
 #include "core/dres.h"
@@ -182,6 +183,8 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
                    must never share a destination in one gather */
                 q = ctx->pol->victim(gs->pol, gs->prot, promo);
                 if (q < 0) continue;
+                /* debug builds: the victim's row must map back to it */
+                assert(gs->row_of[q] >= 0 && gs->slot_of[gs->row_of[q]] == q);
                 gs->slot_of[gs->row_of[q]] = -1;
                 ctx->pol->remove(gs->pol, q);
             }
@@ -431,6 +434,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             } else {
                 q = pol->victim(gs->pol, gs->prot, epoch);
                 if (q >= 0) {
+                    assert(gs->row_of[q] >= 0 && gs->slot_of[gs->row_of[q]] == q); /* debug builds */
                     gs->slot_of[gs->row_of[q]] = -1;
                     pol->remove(gs->pol, q);
                 }

@@ -1,0 +1,250 @@
+/* request.c - request lifecycle: handles, open/close/positions, per-request
+ * state allocation, tail writes (dhs_write_rows). */
+#include <string.h>
+
+#include "core/dres.h"
+#include "core/internal.h"
+
+/* ------------------------------------------------------------- requests */
+/* A handle is (slot, generation). Generations of a slot count up from 1 at
+   each open (0 is never issued); the slot keeps its last generation when the
+   request closes. So a handle names a request that existed exactly when its
+   generation is 1 .. the slot's current one:
+     - slot out of range, generation 0, or above the slot's: never existed
+       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
+     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
+     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
+   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
+request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
+{
+    dhs_status e = DHS_OK;
+    request *rq = NULL;
+    if (!ctx) e = DHS_ERR_INVALID_ARG;
+    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
+    else {
+        rq = &ctx->req[r.id];
+        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
+        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
+    }
+    if (err) *err = e;
+    return e == DHS_OK ? rq : NULL;
+}
+
+static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
+{
+    grp_state *gs = &rq->g[g];
+    const dhs_config *c = &ctx->cfg;
+    int32_t B = c->hot_rows, p = c->page_rows;
+    int64_t mr = ctx->grp_max_rows[g];
+    if (gs->src) {
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            src_state *ss = &gs->src[si];
+            if (ss->hot_pages)
+                for (int32_t i = 0; i < B / p; i++)
+                    if (ss->hot_pages[i] >= 0) page_release(ctx, ss->hot_pages[i]);
+            if (ss->tail_pages)
+                for (int32_t i = 0; i < c->tail_rows / p; i++)
+                    if (ss->tail_pages[i] >= 0) page_release(ctx, ss->tail_pages[i]);
+            if (ss->opt_pages)
+                for (int64_t i = 0; i < gs->n_opt_pages; i++)
+                    if (ss->opt_pages[i] >= 0) page_release(ctx, ss->opt_pages[i]);
+            if (ss->host_chunks)
+                for (int64_t i = 0; i < ss->n_host_chunks; i++)
+                    be_host_free(ctx->be, ss->host_chunks[i], (size_t)HOST_CHUNK_ROWS * ctx->row_stride);
+            ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
+            ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
+            ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+            ctx_free(ctx, ss->host_chunks, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
+        }
+        ctx_free(ctx, gs->src, (size_t)ctx->grp_nsrc[g], sizeof(src_state));
+    }
+    if (gs->pol) ctx_free(ctx, gs->pol, ctx->pol->state_bytes(B), 1);
+    ctx_free(ctx, gs->slot_of, (size_t)mr, sizeof(int32_t));
+    ctx_free(ctx, gs->row_of, (size_t)B, sizeof(int64_t));
+    ctx_free(ctx, gs->prot, (size_t)B, sizeof(uint32_t));
+    ctx_free(ctx, gs->fill, (size_t)B, sizeof(uint32_t));
+    ctx_free(ctx, gs->free_slots, (size_t)B, sizeof(int32_t));
+    ctx_free(ctx, gs->host_valid, (size_t)(mr / 64 + 1), sizeof(uint64_t));
+    ctx_free(ctx, gs->staged_row, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
+    ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
+    ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
+    ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+    memset(gs, 0, sizeof *gs);
+}
+
+/* Frees every allocation of a request (device pages after their readers). */
+void request_free_all(dhs_ctx *ctx, request *rq)
+{
+    if (rq->g) {
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g);
+        ctx_free(ctx, rq->g, (size_t)ctx->arch.n_groups, sizeof(grp_state));
+    }
+    rq->g = NULL;
+    rq->in_use = 0;
+}
+
+/* Allocates the metadata and required pages of a request. On failure frees
+   what it took; the request stays unused. */
+static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
+{
+    const dhs_config *c = &ctx->cfg;
+    int32_t B = c->hot_rows, p = c->page_rows;
+    rq->g = ctx_calloc(ctx, (size_t)ctx->arch.n_groups, sizeof(grp_state));
+    if (!rq->g) return DHS_ERR_NOMEM;
+    rq->in_use = 1; /* so request_free_all frees partial state */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        int64_t mr = ctx->grp_max_rows[g];
+        gs->staged_row = ctx_calloc(ctx, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
+        if (!gs->staged_row) return DHS_ERR_NOMEM;
+        gs->slot_of = ctx_calloc(ctx, (size_t)mr, sizeof(int32_t));
+        gs->row_of = ctx_calloc(ctx, (size_t)B, sizeof(int64_t));
+        gs->prot = ctx_calloc(ctx, (size_t)B, sizeof(uint32_t));
+        gs->fill = ctx_calloc(ctx, (size_t)B, sizeof(uint32_t));
+        gs->free_slots = ctx_calloc(ctx, (size_t)B, sizeof(int32_t));
+        gs->host_valid = ctx_calloc(ctx, (size_t)(mr / 64 + 1), sizeof(uint64_t));
+        gs->pol = ctx_calloc(ctx, ctx->pol->state_bytes(B), 1);
+        gs->src = ctx_calloc(ctx, (size_t)ctx->grp_nsrc[g], sizeof(src_state));
+        if (!gs->slot_of || !gs->row_of || !gs->prot || !gs->fill || !gs->free_slots || !gs->host_valid || !gs->pol ||
+            !gs->src)
+            return DHS_ERR_NOMEM;
+        for (int64_t i = 0; i < mr; i++) gs->slot_of[i] = -1;
+        for (int32_t q = 0; q < B; q++) {
+            gs->row_of[q] = -1;
+            gs->free_slots[q] = B - 1 - q;
+        }
+        gs->n_free = B;
+        ctx->pol->init(gs->pol, B);
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            src_state *ss = &gs->src[si];
+            /* -1 as soon as the arrays exist: after a failure, request_free_all
+               releases only pages this request took (calloc's 0 is a real page) */
+            ss->hot_pages = ctx_calloc(ctx, (size_t)(B / p), sizeof(int32_t));
+            for (int32_t i = 0; ss->hot_pages && i < B / p; i++) ss->hot_pages[i] = -1;
+            ss->tail_pages = ctx_calloc(ctx, (size_t)(c->tail_rows / p), sizeof(int32_t));
+            for (int32_t i = 0; ss->tail_pages && i < c->tail_rows / p; i++) ss->tail_pages[i] = -1;
+            ss->host_chunks = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
+            if (!ss->hot_pages || !ss->tail_pages || !ss->host_chunks) return DHS_ERR_NOMEM;
+            for (int32_t i = 0; i < B / p; i++)
+                if ((ss->hot_pages[i] = page_alloc(ctx, PAGE_HOT, slot)) < 0) return DHS_ERR_DEVICE_NOMEM;
+            for (int32_t i = 0; i < c->tail_rows / p; i++)
+                if ((ss->tail_pages[i] = page_alloc(ctx, PAGE_TAIL, slot)) < 0) return DHS_ERR_DEVICE_NOMEM;
+        }
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *out)
+{
+    if (!ctx || !out) return DHS_ERR_INVALID_ARG;
+    if (expected_positions < 0 || expected_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+    int32_t slot = -1;
+    for (int32_t i = 0; i < ctx->cfg.max_requests; i++)
+        if (!ctx->req[i].in_use) { slot = i; break; }
+    if (slot < 0) { ctx->st.waits++; return DHS_WAIT; }
+    request *rq = &ctx->req[slot];
+    if (ctx->req_pages_per_request + ctx->pages_res > ctx->n_pages) return DHS_ERR_TOO_LARGE;
+    dhs_status s = res_admit(ctx, rq); /* makes room (reclaim) or says wait */
+    if (s != DHS_OK) {
+        if (s == DHS_WAIT) ctx->st.waits++;
+        return s;
+    }
+    uint32_t gen = rq->gen;
+    memset(rq, 0, sizeof *rq);
+    rq->gen = gen + 1;
+    if (rq->gen == 0) rq->gen = 1;
+    s = request_alloc(ctx, rq, slot);
+    if (s == DHS_OK && ctx->dres) s = dres_request_reset(ctx, slot); /* device hot state of the slot */
+    if (s != DHS_OK) {
+        request_free_all(ctx, rq);
+        res_drain(ctx); /* pages taken back at once: nothing read them */
+        return s;
+    }
+    rq->expected = expected_positions;
+    rq->admit_seq = ++ctx->admit_seq;
+    ctx->n_open++;
+    ctx->st.admissions++;
+    out->id = (uint32_t)slot;
+    out->gen = rq->gen;
+    return DHS_OK;
+}
+
+dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    if (!n) return DHS_ERR_INVALID_ARG;
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    *n = rq->n;
+    return DHS_OK;
+}
+
+dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (rq->in_round && ctx->round_open) return DHS_ERR_STATE;
+    /* copies in flight write into this request's host rows: finish them */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        if (gs->backup_ticket) ctx->be->ops->wait(ctx->be, gs->backup_ticket);
+        for (int64_t i = 0; i < gs->n_opt_pages; i++)
+            if (gs->opt_ticket[i]) ctx->be->ops->wait(ctx->be, gs->opt_ticket[i]);
+    }
+    uint32_t gen = rq->gen;
+    request_free_all(ctx, rq);
+    if (ctx->dres) dres_request_reset(ctx, (int32_t)r.id); /* nothing of it stays on the device */
+    rq->gen = gen;
+    ctx->n_open--;
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- tail writes */
+dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, const void *data)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
+    if (n_rows < 0) return DHS_ERR_INVALID_ARG;
+    if (!ctx->cfg.payload_free) {
+        if (!data && n_rows > 0) return DHS_ERR_INVALID_ARG;
+        if ((uintptr_t)data % DHS_ALIGN) return DHS_ERR_MISALIGNED;
+    }
+    int32_t g = ctx->arch.sources[source].group;
+    grp_state *gs = &rq->g[g];
+    int64_t m = ctx->grp_m[g];
+    int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
+    /* compared without forming first_row + n_rows: any int64 first_row and
+       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
+    if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
+    /* no gap: written_hi is a high-water mark, so a write starting past the
+       first unwritten row would make the rows before it count as written
+       (resolvable, committed) with bytes nobody wrote */
+    if (first_row > gs->src[ctx->src_grp_idx[source]].written_hi) return DHS_ERR_ROW_RANGE;
+    const dhs_config *c = &ctx->cfg;
+    /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
+       their host copy and rows handed out as tail locations this round are
+       all >= tail_lo, which stays put for the whole round. dhs_round_begin
+       made the block's end fit (it waits for the backup when needed), so
+       this never fires; it guards the ring, and never moves tail_lo. */
+    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
+    int32_t si = ctx->src_grp_idx[source];
+    uint32_t rb = ctx->arch.sources[source].row_bytes;
+    /* one copy per run of rows inside one tail page (dense rows) */
+    for (int32_t i = 0; i < n_rows && !c->payload_free;) {
+        int64_t row = first_row + i;
+        int32_t t = (int32_t)(row % c->tail_rows), off = t % c->page_rows;
+        int32_t run = rb == ctx->row_stride ? c->page_rows - off : 1;
+        if (run > n_rows - i) run = n_rows - i;
+        int64_t loc = (int64_t)gs->src[si].tail_pages[t / c->page_rows] * c->page_rows + off;
+        dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)data + (uint64_t)i * rb,
+                                               (size_t)run * rb);
+        if (s != DHS_OK) return s;
+        i += run;
+    }
+    if (first_row + n_rows > gs->src[si].written_hi) gs->src[si].written_hi = first_row + n_rows;
+    return DHS_OK;
+}
