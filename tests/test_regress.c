@@ -50,6 +50,21 @@ static dhs_config tight_cfg(void)
     return c;
 }
 
+/* request 0 resolves the 8 entries of `sel` (K = 1, group 0) into l1, dhs_sync,
+   then again into l2: every row must keep its location within the round and
+   both vectors must hold the selected rows */
+static void resolve_sync_resolve(th_env *e, const int32_t *sel, int32_t *l1, int32_t *l2, const char *what)
+{
+    dhs_resolve_item it1 = {e->rq[0].h, 1, sel, l1}, it2 = {e->rq[0].h, 1, sel, l2};
+    CHECK_ST(dhs_resolve(e->ctx, 0, 8, 1, &it1), DHS_OK);
+    CHECK_ST(dhs_sync(e->ctx), DHS_OK);
+    CHECK_ST(dhs_resolve(e->ctx, 0, 8, 1, &it2), DHS_OK);
+    int diff = 0;
+    for (int i = 0; i < 8; i++) diff += l1[i] != l2[i];
+    CHECKF(diff == 0, "%s moved %d rows to new locations within the round", what, diff);
+    CHECK(th_check_item(e, 0, 0, 1, 8, sel, l1) == 0 && th_check_item(e, 0, 0, 1, 8, sel, l2) == 0);
+}
+
 /* one round of request `slot` alone: K queries, block written, accepted `acc` */
 static void plain_round(th_env *e, int slot, int32_t K, int32_t acc)
 {
@@ -363,14 +378,7 @@ static void test_sync_keeps_locations(void)
         CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK);
         CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
         int32_t sel[8] = {40, 41, 42, 43, 44, 3, -1, 7}, l1[8], l2[8];
-        dhs_resolve_item it1 = {e.rq[0].h, 1, sel, l1}, it2 = {e.rq[0].h, 1, sel, l2};
-        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it1), DHS_OK);
-        CHECK_ST(dhs_sync(e.ctx), DHS_OK);
-        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it2), DHS_OK);
-        int diff = 0;
-        for (int i = 0; i < 8; i++) diff += l1[i] != l2[i];
-        CHECKF(diff == 0, "dhs_sync moved %d rows to new locations within the round", diff);
-        CHECK(th_check_item(&e, 0, 0, 1, 8, sel, l1) == 0 && th_check_item(&e, 0, 0, 1, 8, sel, l2) == 0);
+        resolve_sync_resolve(&e, sel, l1, l2, "dhs_sync");
         int32_t acc = 0;
         CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
         e.rq[0].n++;
@@ -391,14 +399,8 @@ static void test_sync_keeps_locations(void)
         CHECK_ST(dhs_round_begin(e.ctx, 1, &e.rq[0].h, &K), DHS_OK); /* populations in flight */
         CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
         int32_t sel[8] = {0, 1, 2, 5, 9, 12, 30, 31}, l1[8], l2[8]; /* pages 0..7: the first repop_pages */
-        dhs_resolve_item it1 = {e.rq[0].h, 1, sel, l1}, it2 = {e.rq[0].h, 1, sel, l2};
-        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it1), DHS_OK);
-        CHECK_ST(dhs_sync(e.ctx), DHS_OK);
-        CHECK_ST(dhs_resolve(e.ctx, 0, 8, 1, &it2), DHS_OK);
-        int diff = 0;
-        for (int i = 0; i < 8; i++) diff += l1[i] != l2[i];
-        CHECKF(diff == 0, "a population completing at dhs_sync moved %d rows within the round", diff);
-        CHECK(th_check_item(&e, 0, 0, 1, 8, sel, l1) == 0 && th_check_item(&e, 0, 0, 1, 8, sel, l2) == 0);
+        dhs_resolve_item it1 = {e.rq[0].h, 1, sel, l1};
+        resolve_sync_resolve(&e, sel, l1, l2, "a population completing at dhs_sync");
         int32_t acc = 0;
         CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
         e.rq[0].n++;
