@@ -21,6 +21,9 @@
  * across rotating seeds and configurations), printing events/s and seeds;
  * see docs/TESTING.md.
  */
+#include <sys/types.h>
+#include <sys/wait.h>
+
 #include "test_help.h"
 
 static uint64_t g_seed;
@@ -337,8 +340,12 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
 /* Soak mode: DHS_SOAK_EVENTS=N (N > 0) replaces the CI size with at least N events, run as phases of
    SOAK_PHASE_EVENTS events each; phase ph uses seed th_mix(seed + ph) and rotates async delay (0..4),
    in/random order, policy and reclaim order exactly as the CI phases do, so the same DHS_TEST_SEED
-   and N replay the same run. Progress (events, events/s, phase seed) is printed about every 30 s. */
+   and N replay the same run. Progress (events, events/s, phase seed) is printed about every 30 s.
+   DHS_SOAK_JOBS=J (J > 1) forks J worker processes; worker j runs phases j, j+J, j+2J, ... and sends
+   its counters back through a pipe, so the phases, their seeds and the totals are those of the serial
+   run (only the order in which phases run differs); a worker that dies counts as a failure. */
 #define SOAK_PHASE_EVENTS 10000L
+#define SOAK_MAX_JOBS 256
 
 static long soak_events(void)
 {
@@ -346,6 +353,136 @@ static long soak_events(void)
     if (!e || !*e) return 0;
     double v = strtod(e, NULL); /* accepts 1e8 */
     return v > 0 ? (long)v : 0;
+}
+
+static int soak_jobs(void)
+{
+    const char *e = getenv("DHS_SOAK_JOBS");
+    long v = e && *e ? strtol(e, NULL, 10) : 1;
+    return v < 1 ? 1 : v > SOAK_MAX_JOBS ? SOAK_MAX_JOBS : (int)v;
+}
+
+/* What a soak worker sends back: its counters, failed phases and harness failures. */
+typedef struct {
+    rstats rs;
+    long failed_phases, th_failed;
+} soak_result;
+
+static void rstats_add(rstats *a, const rstats *b)
+{
+    a->events += b->events, a->api_calls += b->api_calls, a->rounds += b->rounds, a->opens += b->opens;
+    a->waits += b->waits, a->imports += b->imports, a->closes += b->closes, a->faults_armed += b->faults_armed;
+    a->fault_hits += b->fault_hits, a->sweeps += b->sweeps, a->mid_round += b->mid_round;
+    a->wrong_bytes += b->wrong_bytes, a->lost_rows += b->lost_rows, a->inv_fail += b->inv_fail;
+    a->mem_fail += b->mem_fail, a->wait_changed += b->wait_changed, a->unexpected += b->unexpected;
+    a->reclaims += b->reclaims, a->repopulated += b->repopulated, a->retired += b->retired;
+    a->admissions += b->admissions;
+}
+
+static int write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w <= 0) return -1;
+        c += w, n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = read(fd, c, n);
+        if (r <= 0) return -1;
+        c += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Runs phases first, first+step, ... < phases; returns the number of failed phases. */
+static long soak_phases(rstats *rs, int first, int step, int phases, long per_phase, long total, int progress)
+{
+    double t0 = th_now(), last = t0;
+    long failed_phases = 0;
+    for (int ph = first; ph < phases; ph += step) {
+        int delay = ph % 5, rnd = (ph / 5) % 2;
+        dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
+        dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
+        uint64_t seed = th_mix(g_seed + (uint64_t)ph);
+        long bad0 = rs->inv_fail + rs->mem_fail + rs->wrong_bytes + rs->lost_rows + rs->unexpected + rs->wait_changed;
+        long th0 = th_failed;
+        run_phase(rs, per_phase, delay, rnd, pol, ord, seed);
+        long bad1 = rs->inv_fail + rs->mem_fail + rs->wrong_bytes + rs->lost_rows + rs->unexpected + rs->wait_changed;
+        if (bad1 != bad0 || th_failed != th0) {
+            failed_phases++;
+            printf("phase %d FAILED: seed %llu (delay %d, random order %d, policy %s, reclaim %s): %ld new failures\n", ph,
+                   (unsigned long long)seed, delay, rnd, dhs_policy_str(pol), dhs_reclaim_order_str(ord),
+                   bad1 - bad0 + th_failed - th0);
+            fflush(stdout);
+        }
+        double now = th_now();
+        if (progress && (now - last >= 30.0 || ph + step >= phases)) {
+            printf("soak%s: %ld/%ld events, %.0f events/s, %.0f s, phase %d seed %llu, %ld failed phases\n",
+                   step > 1 ? " (worker 0)" : "", rs->events, step > 1 ? (total + step - 1) / step : total,
+                   (double)rs->events / (now - t0), now - t0, ph, (unsigned long long)seed, failed_phases);
+            fflush(stdout);
+            last = now;
+        }
+    }
+    return failed_phases;
+}
+
+/* Forks jobs workers over the phases and sums what they send back into rs; returns failed phases
+   (a worker that died or sent nothing counts as one failed phase and is named). */
+static long soak_parallel(rstats *rs, int jobs, int phases, long per_phase, long total)
+{
+    int fds[SOAK_MAX_JOBS];
+    pid_t pids[SOAK_MAX_JOBS];
+    long failed = 0;
+    fflush(stdout);
+    for (int j = 0; j < jobs; j++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            printf("soak: pipe failed for worker %d\n", j);
+            return failed + (jobs - j);
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            printf("soak: fork failed for worker %d\n", j);
+            close(p[0]), close(p[1]);
+            return failed + (jobs - j);
+        }
+        if (pid == 0) {
+            close(p[0]);
+            soak_result r;
+            memset(&r, 0, sizeof r);
+            long th0 = th_failed;
+            r.failed_phases = soak_phases(&r.rs, j, jobs, phases, per_phase, total, j == 0);
+            r.th_failed = th_failed - th0;
+            fflush(stdout);
+            _exit(write_all(p[1], &r, sizeof r) == 0 ? 0 : 3);
+        }
+        close(p[1]);
+        fds[j] = p[0], pids[j] = pid;
+    }
+    for (int j = 0; j < jobs; j++) {
+        soak_result r;
+        int ok = read_all(fds[j], &r, sizeof r) == 0;
+        close(fds[j]);
+        int st = 0;
+        waitpid(pids[j], &st, 0);
+        if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            printf("soak: worker %d (phases %d, %d+%d, ...) died or sent nothing (status %d)\n", j, j, j, jobs, st);
+            failed++;
+            continue;
+        }
+        rstats_add(rs, &r.rs);
+        failed += r.failed_phases;
+        th_failed += r.th_failed;
+    }
+    return failed;
 }
 
 static void test_random_events(double scale)
@@ -366,32 +503,14 @@ static void test_random_events(double scale)
     }
     long per_phase = (total + phases - 1) / phases;
     if (soak <= 0) per_phase = total / phases;
-    double t0 = th_now(), last = t0;
-    long failed_phases = 0;
-    for (int ph = 0; ph < phases; ph++) {
-        int delay = ph % 5, rnd = (ph / 5) % 2;
-        dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
-        dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
-        uint64_t seed = th_mix(g_seed + (uint64_t)ph);
-        long bad0 = rs.inv_fail + rs.mem_fail + rs.wrong_bytes + rs.lost_rows + rs.unexpected + rs.wait_changed;
-        long th0 = th_failed;
-        run_phase(&rs, per_phase, delay, rnd, pol, ord, seed);
-        long bad1 = rs.inv_fail + rs.mem_fail + rs.wrong_bytes + rs.lost_rows + rs.unexpected + rs.wait_changed;
-        if (bad1 != bad0 || th_failed != th0) {
-            failed_phases++;
-            printf("phase %d FAILED: seed %llu (delay %d, random order %d, policy %s, reclaim %s): %ld new failures\n", ph,
-                   (unsigned long long)seed, delay, rnd, dhs_policy_str(pol), dhs_reclaim_order_str(ord),
-                   bad1 - bad0 + th_failed - th0);
-            fflush(stdout);
-        }
-        double now = th_now();
-        if (soak > 0 && (now - last >= 30.0 || ph == phases - 1)) {
-            printf("soak: %ld/%ld events, %.0f events/s, %.0f s, phase %d seed %llu, %ld failed phases\n", rs.events, total,
-                   (double)rs.events / (now - t0), now - t0, ph, (unsigned long long)seed, failed_phases);
-            fflush(stdout);
-            last = now;
-        }
-    }
+    int jobs = soak > 0 ? soak_jobs() : 1;
+    if (jobs > phases) jobs = phases;
+    if (jobs > 1) printf("soak: %d worker processes, worker j runs phases j, j+%d, ...\n", jobs, jobs);
+    double t0 = th_now();
+    long failed_phases = jobs > 1 ? soak_parallel(&rs, jobs, phases, per_phase, total)
+                                  : soak_phases(&rs, 0, 1, phases, per_phase, total, soak > 0);
+    if (soak > 0) printf("soak: %ld failed phases\n", failed_phases);
+    CHECKF(failed_phases == 0, "%ld soak phases failed", failed_phases);
     double dt = th_now() - t0;
     printf("residency: %ld events (%ld API calls, each followed by the invariant check), %ld rounds, %ld opens "
            "(%ld waits), %ld imports, %ld closes (%ld full read-backs), %ld arrivals/departures inside a round, "
