@@ -343,7 +343,9 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
    and N replay the same run. Progress (events, events/s, phase seed) is printed about every 30 s.
    DHS_SOAK_JOBS=J (J > 1) forks J worker processes; worker j runs phases j, j+J, j+2J, ... and sends
    its counters back through a pipe, so the phases, their seeds and the totals are those of the serial
-   run (only the order in which phases run differs); a worker that dies counts as a failure. */
+   run (only the order in which phases run differs); a worker that dies counts as a failure.
+   DHS_SOAK_PHASES=A:B runs only phases A <= ph < B of that run (a long soak split over machines or
+   resumed: the pieces' totals add up to the whole run's). */
 #define SOAK_PHASE_EVENTS 10000L
 #define SOAK_MAX_JOBS 256
 
@@ -404,6 +406,7 @@ static int read_all(int fd, void *p, size_t n)
 /* Runs phases first, first+step, ... < phases; returns the number of failed phases. */
 static long soak_phases(rstats *rs, int first, int step, int phases, long per_phase, long total, int progress)
 {
+    /* phases is the end of the range to run (exclusive); first the first phase this process runs */
     double t0 = th_now(), last = t0;
     long failed_phases = 0;
     for (int ph = first; ph < phases; ph += step) {
@@ -436,7 +439,7 @@ static long soak_phases(rstats *rs, int first, int step, int phases, long per_ph
 
 /* Forks jobs workers over the phases and sums what they send back into rs; returns failed phases
    (a worker that died or sent nothing counts as one failed phase and is named). */
-static long soak_parallel(rstats *rs, int jobs, int phases, long per_phase, long total)
+static long soak_parallel(rstats *rs, int jobs, int lo, int phases, long per_phase, long total)
 {
     int fds[SOAK_MAX_JOBS];
     pid_t pids[SOAK_MAX_JOBS];
@@ -459,7 +462,7 @@ static long soak_parallel(rstats *rs, int jobs, int phases, long per_phase, long
             soak_result r;
             memset(&r, 0, sizeof r);
             long th0 = th_failed;
-            r.failed_phases = soak_phases(&r.rs, j, jobs, phases, per_phase, total, j == 0);
+            r.failed_phases = soak_phases(&r.rs, lo + j, jobs, phases, per_phase, total, j == 0);
             r.th_failed = th_failed - th0;
             fflush(stdout);
             _exit(write_all(p[1], &r, sizeof r) == 0 ? 0 : 3);
@@ -474,7 +477,7 @@ static long soak_parallel(rstats *rs, int jobs, int phases, long per_phase, long
         int st = 0;
         waitpid(pids[j], &st, 0);
         if (!ok || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            printf("soak: worker %d (phases %d, %d+%d, ...) died or sent nothing (status %d)\n", j, j, j, jobs, st);
+            printf("soak: worker %d (phases %d, %d+%d, ...) died or sent nothing (status %d)\n", j, lo + j, lo + j, jobs, st);
             failed++;
             continue;
         }
@@ -503,12 +506,22 @@ static void test_random_events(double scale)
     }
     long per_phase = (total + phases - 1) / phases;
     if (soak <= 0) per_phase = total / phases;
+    int lo = 0, hi = phases;
+    const char *pr = getenv("DHS_SOAK_PHASES");
+    if (soak > 0 && pr && *pr) {
+        char *end = NULL;
+        long a = strtol(pr, &end, 10), z = end && *end == ':' ? strtol(end + 1, NULL, 10) : -1;
+        CHECKF(a >= 0 && a < z && z <= phases, "DHS_SOAK_PHASES=%s is not A:B with 0 <= A < B <= %d", pr, phases);
+        if (a >= 0 && a < z && z <= phases) lo = (int)a, hi = (int)z;
+        total = per_phase * (hi - lo);
+        printf("soak: phases %d <= ph < %d of the %d-phase run (%ld events)\n", lo, hi, phases, total);
+    }
     int jobs = soak > 0 ? soak_jobs() : 1;
-    if (jobs > phases) jobs = phases;
-    if (jobs > 1) printf("soak: %d worker processes, worker j runs phases j, j+%d, ...\n", jobs, jobs);
+    if (jobs > hi - lo) jobs = hi - lo;
+    if (jobs > 1) printf("soak: %d worker processes, worker j runs phases %d+j, %d+j+%d, ...\n", jobs, lo, lo, jobs);
     double t0 = th_now();
-    long failed_phases = jobs > 1 ? soak_parallel(&rs, jobs, phases, per_phase, total)
-                                  : soak_phases(&rs, 0, 1, phases, per_phase, total, soak > 0);
+    long failed_phases = jobs > 1 ? soak_parallel(&rs, jobs, lo, hi, per_phase, total)
+                                  : soak_phases(&rs, lo, 1, hi, per_phase, total, soak > 0);
     if (soak > 0) printf("soak: %ld failed phases\n", failed_phases);
     CHECKF(failed_phases == 0, "%ld soak phases failed", failed_phases);
     double dt = th_now() - t0;
