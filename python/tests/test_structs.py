@@ -78,3 +78,33 @@ def test_every_status_has_its_exception(c_layout):
         assert e.status == s and e.status_str == _lib.dhs_status_str(s).decode()
         seen.add(type(e))
     assert len(seen) == -last + 1
+
+
+# ---------------------------------------------------------------- CUDA runtime structs the package mirrors
+CUDA_INCLUDE = next((d for d in (os.path.join(os.environ.get("CUDA_HOME", "/nonexistent"), "include"),
+                                 "/usr/local/cuda/include") if os.path.exists(os.path.join(d, "driver_types.h"))),
+                    None)
+
+
+def test_cuda_pointer_attributes_layout(tmp_path):
+    """_cuda._PointerAttributes must be at least as large as struct cudaPointerAttributes: the runtime writes
+    all of it (a 24-byte mirror of the 88-byte struct was the run-14 crash), and every field the package reads
+    must sit at the C offset."""
+    if not CC or not CUDA_INCLUDE:
+        pytest.skip("no C compiler or no CUDA headers (driver_types.h) to measure cudaPointerAttributes")
+    from dhisparse import _cuda
+    src, exe = tmp_path / "pa.c", tmp_path / "pa"
+    fields = [f for f, _ in _cuda._PointerAttributes._fields_]
+    body = ['printf("size %zu\\n", sizeof(struct cudaPointerAttributes));']
+    for f in fields:
+        body.append(f'printf("{f} %zu\\n", offsetof(struct cudaPointerAttributes, {f}));')
+        body.append(f'printf("{f}.size %zu\\n", sizeof(((struct cudaPointerAttributes *)0)->{f}));')
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <driver_types.h>\nint main(void) {\n"
+                   + "\n".join(body) + "\nreturn 0; }\n")
+    subprocess.run([CC, "-std=c11", "-I", CUDA_INCLUDE, str(src), "-o", str(exe)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    c = {k: int(v) for k, v in (line.rsplit(" ", 1) for line in out.splitlines())}
+    assert ctypes.sizeof(_cuda._PointerAttributes) == c["size"], "sizeof(struct cudaPointerAttributes)"
+    for f in fields:
+        assert getattr(_cuda._PointerAttributes, f).offset == c[f], f"offsetof(cudaPointerAttributes, {f})"
+        assert getattr(_cuda._PointerAttributes, f).size == c[f + ".size"], f"sizeof cudaPointerAttributes.{f}"
