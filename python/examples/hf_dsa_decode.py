@@ -6,7 +6,8 @@ its own cache.
 
 What runs (all on one CUDA stream, the backend's compute stream):
   * the model: transformers' DeepseekV32ForCausalLM (or GLM-MoE-DSA) built from a small random config
-    (no download; fixed torch seed), eager attention, bf16 by default;
+    (no download; fixed torch seed), eager attention, bf16 by default. A transformers without either gets
+    DeepSeek-V3 (MLA) with a top-k indexer ADDED BY THIS SCRIPT (class V3Indexer; it says so when used);
   * reference: prefill the prompts of all sessions (one batch), then greedy decode with the model's own
     cache (DynamicCache);
   * dhisparse: the same prefill; the prefill K/V rows of every layer are imported into a dhisparse
@@ -33,7 +34,7 @@ rows directly (docs/INTEGRATION.md).
 
 Exit status: 0 when tokens are identical, logits bitwise identical, the control differs and (unless
 --no-graph) the graphs were captured; 1 on a mismatch; 2 on a setup problem (message says what);
-3 when this transformers has no DSA model (nothing compared).
+3 when this transformers has neither a DSA model nor DeepSeek-V3 (nothing compared).
 """
 import argparse
 import contextlib
@@ -67,7 +68,9 @@ class NoDsaModel(Exception):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="Example: python3 python/examples/hf_dsa_decode.py --sessions 8 --steps 256")
-    p.add_argument("--model", default="auto", help="deepseek_v32 | glm_moe_dsa | auto (first one found)")
+    p.add_argument("--model", default="auto",
+                   help="deepseek_v32 | glm_moe_dsa | deepseek_v3 (MLA + a top-k indexer added by this script) | "
+                        "auto (the first DSA model found, else deepseek_v3)")
     p.add_argument("--sessions", type=int, default=8, help="concurrent sessions (batch), >= 8 for the issue")
     p.add_argument("--prompt", type=int, default=1024, help="prompt tokens per session (>= --topk)")
     p.add_argument("--steps", type=int, default=256, help="greedy decode steps compared")
@@ -102,12 +105,16 @@ def find_model(torch, name):
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     except Exception as e:  # pragma: no cover - very old transformers
         raise NoDsaModel(f"transformers {transformers.__version__}: no CONFIG_MAPPING ({e})")
-    wanted = ["deepseek_v32", "glm_moe_dsa"] if name == "auto" else [name]
+    wanted = ["deepseek_v32", "glm_moe_dsa", "deepseek_v3"] if name == "auto" else [name]
     for mt in wanted:
         if mt in CONFIG_MAPPING:
+            if mt == "deepseek_v3":
+                say(f"transformers {transformers.__version__} has no DSA model (deepseek_v32, glm_moe_dsa)"
+                    if name == "auto" else "deepseek_v3 asked for")
+                say("using DeepSeek-V3 (MLA) with a top-k indexer ADDED BY THIS SCRIPT (not transformers' code): "
+                    "it scores positions from its own index-key cache and masks the unselected ones")
             return mt, CONFIG_MAPPING[mt]
-    raise NoDsaModel(f"transformers {transformers.__version__} has none of {wanted} (a DSA model); the DeepSeek-V3 "
-                     "fallback with an adapter indexer is not implemented in this script")
+    raise NoDsaModel(f"transformers {transformers.__version__} has none of {wanted}")
 
 
 def known_fields(cfg_cls):
@@ -137,6 +144,8 @@ def small_config(cfg_cls, a):
     if dropped:
         say(f"config fields this transformers does not know (left at defaults): {dropped}")
     cfg = cfg_cls(**kw)
+    if getattr(cfg, "model_type", "") == "deepseek_v3":
+        return cfg
     for k in ("index_topk", "index_n_heads", "index_head_dim"):
         if not hasattr(cfg, k):
             raise SetupError(f"{cfg_cls.__name__} has no {k}: not the DSA config this script expects")
@@ -203,6 +212,74 @@ def cache_kv(cache, layer):
     if hasattr(cache, "key_cache"):
         return cache.key_cache[layer], cache.value_cache[layer]
     raise SetupError(f"cannot read K/V of layer {layer} from a {type(cache).__name__}")
+
+
+# ------------------------------------------------------------------ DeepSeek-V3 fallback: an added indexer
+class V3Indexer:
+    """For transformers without a DSA model: DeepSeek-V3's MLA with a top-k selection added here. Index keys are
+    the first `dim` values of each position's compressed KV (kv_a_proj_with_mqa output, recorded by a forward
+    hook: a per-run index-key cache that holds every position, as DSA's indexer keeps its own); a query scores
+    positions by its head-mean query's first `dim` values against them and keeps the top k. The selection is
+    applied as DSA does it: the unselected positions get the dtype's minimum added to the attention mask over
+    the dense KV, in the model's eager attention function (patched in the model's module)."""
+
+    def __init__(self, torch, model, k, dim=16):
+        import importlib
+        self.torch, self.k, self.dim = torch, k, dim
+        self.stores = {}
+        self.current = None
+        self.on_topk = None  # set by the adapter: (layer, indices) -> None
+        self.mod = importlib.import_module(type(model).__module__)
+        self.orig = getattr(self.mod, "eager_attention_forward", None)
+        if self.orig is None:
+            raise SetupError(f"{self.mod.__name__} has no eager_attention_forward to add the indexer to")
+        self.mod.eager_attention_forward = self.attention
+        self.hooks = []
+        n = 0
+        for name, mod in model.named_modules():
+            if hasattr(mod, "kv_a_proj_with_mqa") and hasattr(mod, "layer_idx"):
+                self.hooks.append(mod.kv_a_proj_with_mqa.register_forward_hook(self._hook(int(mod.layer_idx))))
+                n += 1
+        if n == 0:
+            raise SetupError("no attention module with kv_a_proj_with_mqa and layer_idx: not an MLA model")
+        say(f"added indexer: {n} layers, top-{k} over {dim}-value index keys (compressed-KV prefix)")
+
+    def use(self, run):
+        self.current = self.stores.setdefault(run, {})
+
+    def _hook(self, layer):
+        def hook(module, inputs, out):
+            ik = out[..., :self.dim].detach()
+            st = self.current
+            if ik.shape[1] > 1 or layer not in st:
+                st[layer] = ik.clone()
+            else:
+                st[layer] = self.torch.cat([st[layer], ik], 1)
+        return hook
+
+    def attention(self, module, query, key, value, attention_mask, *args, **kwargs):
+        torch = self.torch
+        layer = int(module.layer_idx)
+        ik = self.current[layer]  # [B, T, dim]
+        T = key.shape[2]
+        q = query[..., :self.dim].float().mean(1)  # [B, S, dim]
+        scores = torch.matmul(q, ik[:, :T].float().transpose(1, 2))  # [B, S, T]
+        if attention_mask is not None:
+            scores = scores + attention_mask[:, 0, :, :T].float()
+        idx = scores.topk(min(self.k, T), dim=-1).indices.to(torch.int32)
+        if self.on_topk is not None:
+            self.on_topk(layer, idx)
+        index_mask = torch.ones(scores.shape, dtype=torch.bool, device=scores.device).scatter(-1, idx.long(), False)
+        index_mask = index_mask.unsqueeze(1)
+        if attention_mask is None:
+            attention_mask = torch.zeros(index_mask.shape, dtype=query.dtype, device=query.device)
+        attention_mask = attention_mask[..., :T].masked_fill(index_mask, torch.finfo(query.dtype).min)
+        return self.orig(module, query, key, value, attention_mask, *args, **kwargs)
+
+    def close(self):
+        self.mod.eager_attention_forward = self.orig
+        for h in self.hooks:
+            h.remove()
 
 
 # ------------------------------------------------------------------ decode loops
@@ -447,7 +524,7 @@ class DhsAdapter:
         self.be.close()
 
 
-def install(torch, model, cache, adapter):
+def install(torch, model, cache, adapter, v3=None):
     """Makes the model's own cache object call the adapter on update, and wraps every indexer.
     Returns an undo function."""
     base = type(cache)
@@ -478,6 +555,13 @@ def install(torch, model, cache, adapter):
             except AttributeError:
                 return getattr(self._modules["inner"], name)
 
+    if v3 is not None:  # the DeepSeek-V3 fallback: the added indexer reports its selection
+        v3.on_topk = lambda layer, idx: adapter.on_topk(layer, idx) if adapter.active else None
+
+        def undo_v3():
+            cache.__class__ = base
+            v3.on_topk = None
+        return undo_v3
     found = indexers_of(model)
     if len(found) != adapter.L or [f[0] for f in found] != list(range(adapter.L)):
         raise SetupError(f"found indexers for layers {[f[0] for f in found]}, expected 0..{adapter.L - 1}")
@@ -493,7 +577,7 @@ def install(torch, model, cache, adapter):
 
 
 # ------------------------------------------------------------------ main
-def compare(a, torch, dhs, model, prompts, stream, n_layers):
+def compare(a, torch, dhs, model, prompts, stream, n_layers, v3=None):
     """Reference decode, dhisparse decode, negative control; prints the summary, returns (ok, results)."""
     B = prompts.shape[0]
     res = {}
@@ -503,9 +587,14 @@ def compare(a, torch, dhs, model, prompts, stream, n_layers):
         if stream is not None:
             stream.synchronize()
 
+    def use(run):  # the DeepSeek-V3 fallback keeps one index-key cache per run
+        if v3 is not None:
+            v3.use(run)
+
     with torch.no_grad(), sctx:
         # ---------------- reference: the model's own cache
         t0 = time.time()
+        use("ref")
         lg0, cache = prefill(torch, model, prompts)
         say(f"reference prefill: {B} x {prompts.shape[1]} tokens, cache {type(cache).__name__}")
         ref_cache = cache
@@ -514,11 +603,12 @@ def compare(a, torch, dhs, model, prompts, stream, n_layers):
         say(f"reference decode: {a.steps} steps in {time.time() - t0:.1f} s")
         # ---------------- dhisparse
         t0 = time.time()
+        use("dhs")
         lg1, cache = prefill(torch, model, prompts)
         pre_equal = torch.equal(lg0, lg1)
         say(f"dhisparse run prefill: logits equal to the reference prefill: {pre_equal}")
         adapter = DhsAdapter(torch, dhs, a, stream, cache, n_layers, B)
-        undo = install(torch, model, cache, adapter)
+        undo = install(torch, model, cache, adapter, v3)
         adapter.import_history(cache)  # admissions and reclaims count from here; stats are never reset
         adapter.active = True
         try:
@@ -537,7 +627,9 @@ def compare(a, torch, dhs, model, prompts, stream, n_layers):
         # must differ from the reference continuing from the same tokens (so the comparison can fail)
         ctrl_differs = None
         if a.control and torch.equal(ref_toks[:, -1], dhs_toks[:, -1]):
+            use("ref")
             _, r_logits = decode(torch, model, ref_cache, ref_toks[:, -1], a.control)
+            use("dhs")
             adapter.corrupt = True
             adapter.active = True
             try:
@@ -612,12 +704,17 @@ def run(a):
         raise SetupError(f"{dhs.lib_path} has no CUDA backend or no device {a.device} (build with -DDHS_CUDA=ON)")
     mt, cfg_cls = find_model(torch, a.model)
     model = build_model(torch, a, mt, cfg_cls)
+    v3 = V3Indexer(torch, model, a.topk) if mt == "deepseek_v3" else None
     n_layers = model.config.num_hidden_layers
     dev = torch.device(f"cuda:{a.device}")
     g = torch.Generator().manual_seed(a.seed + 1)
     prompts = torch.randint(2, a.vocab, (a.sessions, a.prompt), generator=g).to(dev)
     s = torch.cuda.Stream(device=dev)
-    ok, _ = compare(a, torch, dhs, model, prompts, s, n_layers)
+    try:
+        ok, _ = compare(a, torch, dhs, model, prompts, s, n_layers, v3)
+    finally:
+        if v3 is not None:
+            v3.close()
     return 0 if ok else 1
 
 

@@ -100,11 +100,42 @@ class FakeAttention(nn.Module):
         return self.o_proj(o)
 
 
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, **kwargs):
+    """transformers' eager attention, as the DeepSeek-V3 fallback patches it (by this module-level name)."""
+    w = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        w = w + attention_mask
+    w = torch.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(w, value).transpose(1, 2).contiguous(), w
+
+
+class FakeMlaAttention(nn.Module):
+    """DeepSeek-V3-like: no indexer of its own; keys and values come from a compressed latent
+    (kv_a_proj_with_mqa), the cache holds the expanded K/V, eager attention by module-level name."""
+
+    def __init__(self, d, heads, dk, dv, topk, layer_idx):
+        super().__init__()
+        self.layer_idx, self.h, self.dk, self.dv = layer_idx, heads, dk, dv
+        self.q_proj = nn.Linear(d, heads * dk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(d, 32, bias=False)
+        self.kv_b_proj = nn.Linear(32, heads * (dk + dv), bias=False)
+        self.o_proj = nn.Linear(heads * dv, d, bias=False)
+
+    def forward(self, x, attention_mask, cache):
+        B, S, _ = x.shape
+        q = self.q_proj(x).view(B, S, self.h, self.dk).transpose(1, 2)
+        kv = self.kv_b_proj(self.kv_a_proj_with_mqa(x)).view(B, S, self.h, self.dk + self.dv).transpose(1, 2)
+        k, v = torch.split(kv, [self.dk, self.dv], dim=-1)
+        k, v = cache.update(k.contiguous(), v, self.layer_idx)
+        o, _ = eager_attention_forward(self, q, k, v, attention_mask, self.dk ** -0.5)
+        return self.o_proj(o.reshape(B, S, -1))
+
+
 class FakeDsaModel(nn.Module):
-    def __init__(self, vocab=256, d=64, layers=2, heads=2, dk=16, dv=16, topk=32):
+    def __init__(self, vocab=256, d=64, layers=2, heads=2, dk=16, dv=16, topk=32, attn=FakeAttention):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.attn = nn.ModuleList(FakeAttention(d, heads, dk, dv, topk, i) for i in range(layers))
+        self.attn = nn.ModuleList(attn(d, heads, dk, dv, topk, i) for i in range(layers))
         self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d)) for _ in range(layers))
         self.lm_head = nn.Linear(d, vocab, bias=False)
         self.config = types.SimpleNamespace(num_hidden_layers=layers)
@@ -124,14 +155,19 @@ class FakeDsaModel(nn.Module):
         return types.SimpleNamespace(logits=self.lm_head(h), past_key_values=cache)
 
 
-def _run_cpu(extra=()):
+def _run_cpu(extra=(), attn=FakeAttention):
     a = hf.parse_args(["--sessions", "8", "--prompt", "160", "--steps", "48", "--topk", "32", "--page-rows", "8",
                        "--hot-rows", "64", "--tail-rows", "32", "--spare-pages", "8", "--control", "3"] + list(extra))
     torch.manual_seed(5)
-    model = FakeDsaModel(topk=a.topk).eval()
+    model = FakeDsaModel(topk=a.topk, attn=attn).eval()
     g = torch.Generator().manual_seed(6)
     prompts = torch.randint(0, 256, (a.sessions, a.prompt), generator=g)
-    return hf.compare(a, torch, dhs, model, prompts, None, model.config.num_hidden_layers)
+    v3 = hf.V3Indexer(torch, model, a.topk) if attn is FakeMlaAttention else None
+    try:
+        return hf.compare(a, torch, dhs, model, prompts, None, model.config.num_hidden_layers, v3)
+    finally:
+        if v3 is not None:
+            v3.close()
 
 
 def test_adapter_exact_on_cpu():
@@ -145,6 +181,17 @@ def test_adapter_exact_on_cpu():
     assert st.resolve_calls == 48 * 2  # read before the control steps
     assert res["invariants"][0] == 0
     assert ok
+
+
+def test_adapter_exact_on_cpu_with_added_indexer():
+    """The DeepSeek-V3 fallback (an MLA model without an indexer; the script adds one)."""
+    ok, res = _run_cpu(attn=FakeMlaAttention)
+    st = res["stats"]
+    assert res["prefill_equal"] and res["tokens_equal"] and res["logits_equal"], res["max_diff"]
+    assert res["control_differs"] is True
+    assert st.distinct_misses > 0 and st.reclaims > 0 and st.resolve_calls == 48 * 2
+    assert ok
+    assert eager_attention_forward is globals()["eager_attention_forward"]  # restored by close()
 
 
 def test_adapter_without_poison_is_exact_too():
