@@ -21,20 +21,20 @@ python3 -c 'import sys; print("python", sys.version.split()[0])'
 python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)' 2>&1 | tail -1
 
 say "pytest: layouts and signatures, device resolver on the CPU backend, CUDA path (progress on stderr)"
-timeout 300 python3 -m pytest -p no:cacheprovider -v -s -rs python/tests/test_structs.py python/tests/test_dres.py \
+timeout 150 python3 -m pytest -p no:cacheprovider -v -s -rs python/tests/test_structs.py python/tests/test_dres.py \
     python/tests/test_cuda.py 2>&1 | tail -80
 RC[pytest_cuda]=${PIPESTATUS[0]}
 
 say "pytest: the HF adapter on the CPU backend (stand-in models)"
-timeout 300 python3 -m pytest -p no:cacheprovider -q -rs python/tests/test_hf_dsa.py -k "not on_gpu" 2>&1 | tail -15
+timeout 90 python3 -m pytest -p no:cacheprovider -q -rs python/tests/test_hf_dsa.py -k "not on_gpu" 2>&1 | tail -15
 RC[pytest_adapter]=${PIPESTATUS[0]}
 
 say "the real client: transformers' DSA model decoding through dhisparse (CUDA graphs)"
-timeout 420 python3 python/examples/hf_dsa_decode.py --sessions 8 --steps 256 2>&1 | tail -60
+timeout 200 python3 python/examples/hf_dsa_decode.py --sessions 8 --steps 256 2>&1 | tail -60
 RC[hf_client]=${PIPESTATUS[0]}
 if [ "${RC[hf_client]}" != 0 ] && [ "${RC[hf_client]}" != 124 ]; then
     say "again without CUDA graphs (diagnosis: does the eager path pass?)"
-    timeout 300 python3 python/examples/hf_dsa_decode.py --sessions 8 --steps 256 --no-graph 2>&1 | tail -25
+    timeout 120 python3 python/examples/hf_dsa_decode.py --sessions 8 --steps 256 --no-graph 2>&1 | tail -25
     RC[hf_client_nograph]=${PIPESTATUS[0]}
 fi
 
