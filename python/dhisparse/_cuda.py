@@ -43,7 +43,7 @@ class DeviceView:
 
 
 def is_device_array(obj):
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _is_torch_cuda(obj) or hasattr(obj, "__cuda_array_interface__"):
         return True
     if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
         try:
@@ -131,13 +131,32 @@ def _from_cai(obj):
     return DeviceView(ptr, shape, dtype, -1, obj)
 
 
+def _is_torch_cuda(obj):
+    return type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False)
+
+
+def _from_torch(obj):
+    """A torch CUDA tensor read directly (no CUDA call: safe inside stream capture; bfloat16 and other
+    dtypes numpy lacks become a void dtype of the element size, since rows count only bytes)."""
+    if not obj.is_contiguous():
+        raise ValueError("device array must be C-contiguous")
+    name = str(obj.dtype).replace("torch.", "")
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        dtype = np.dtype(f"V{obj.element_size()}")
+    return DeviceView(int(obj.data_ptr()), tuple(int(x) for x in obj.shape), dtype, int(obj.device.index or 0), obj)
+
+
 def device_view(obj, *, dtype=None, ndim=None, device=None, stream=None, what="array"):
     """Validated DeviceView of a device array.
 
     dtype: required numpy dtype (None: any); ndim: required rank; device:
     required CUDA ordinal (checked through the pointer's attributes when the
     interface does not say); stream: the consumer stream handed to DLPack."""
-    if hasattr(obj, "__cuda_array_interface__"):
+    if _is_torch_cuda(obj):
+        v = _from_torch(obj)
+    elif hasattr(obj, "__cuda_array_interface__"):
         v = _from_cai(obj)
     elif is_device_array(obj):
         v = _from_dlpack(obj, stream)
@@ -171,8 +190,17 @@ def stream_handle(stream):
 
 # ---------------------------------------------------------------- runtime
 class _PointerAttributes(ctypes.Structure):
+    """struct cudaPointerAttributes (driver_types.h, CUDA 11.x to 13.x). The runtime writes the whole
+    struct, `reserved` included: a mirror without it (24 bytes instead of 88) let
+    cudaPointerGetAttributes write 64 bytes past a Python object (the crash of bench/RESULTS.md
+    run 14). python/tests/test_structs.py checks this layout against the CUDA headers when present."""
     _fields_ = [("type", ctypes.c_int), ("device", ctypes.c_int), ("devicePointer", ctypes.c_void_p),
-                ("hostPointer", ctypes.c_void_p)]
+                ("hostPointer", ctypes.c_void_p), ("reserved", ctypes.c_long * 8)]
+
+
+# 256 spare bytes after the struct: a future runtime that grows it again overwrites padding, not the heap
+class _PointerAttributesBuf(ctypes.Structure):
+    _fields_ = [("a", _PointerAttributes), ("spare", ctypes.c_uint8 * 256)]
 
 
 class _Cudart:
@@ -200,6 +228,8 @@ class _Cudart:
             lib.cudaPointerGetAttributes.argtypes = [ctypes.POINTER(_PointerAttributes), ctypes.c_void_p]
             lib.cudaGetErrorString.restype = ctypes.c_char_p
             lib.cudaGetErrorString.argtypes = [ctypes.c_int]
+            lib.cudaGetLastError.restype = ctypes.c_int
+            lib.cudaGetLastError.argtypes = []
             self._lib = lib
             break
         return self._lib
@@ -232,10 +262,11 @@ class _Cudart:
         lib = self._load()
         if lib is None:
             return None
-        a = _PointerAttributes()
-        if lib.cudaPointerGetAttributes(ctypes.byref(a), ptr):
+        buf = _PointerAttributesBuf()
+        if lib.cudaPointerGetAttributes(ctypes.byref(buf.a), ptr):
+            lib.cudaGetLastError()  # an unknown pointer sets the sticky-free last error; clear it
             return None
-        return a.device if a.type in (2, 3) else None  # cudaMemoryTypeDevice / Managed
+        return buf.a.device if buf.a.type in (2, 3) else None  # cudaMemoryTypeDevice / Managed
 
 
 cudart = _Cudart()

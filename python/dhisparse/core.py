@@ -400,6 +400,10 @@ class Request:
     def write_rows(self, source, first_row, rows):
         self._ctx.write_rows(self, source, first_row, rows)
 
+    def tail_locations(self, source, first_row, n_rows=1, out=None):
+        """Context.tail_locations for this request."""
+        return self._ctx.tail_locations(self, source, first_row, n_rows, out)
+
     def close(self):
         if not self.closed:
             check(_lib.dhs_request_close(self._ctx.handle, self._h), "dhs_request_close")
@@ -709,6 +713,85 @@ class Context:
                 _cuda.cudart.memcpy(lv.ptr, h.ctypes.data, lv.nbytes, st)  # pageable: h is read before return
             return [o for o in out]
         return host_loc
+
+    # ---- device resolver (config.resolver = Resolver.DEVICE)
+    @property
+    def round_size(self):
+        """Requests of the open round (0 when none is open, as this wrapper saw it)."""
+        return len(self._round[0]) if self._round else 0
+
+    def tail_locations(self, req, source, first_row, n_rows, out=None):
+        """dhs_tail_locations: int32 [n_rows], the pool rows (locations) where rows first_row ..
+        first_row + n_rows - 1 of `source` of `req` (rows of the open round's block) go, so the
+        engine's own kernel writes them in place (e.g. pool[loc] = rows). Host call, no
+        synchronisation; the rows count as written for the round's commit. out: an optional
+        writable C-contiguous int32 numpy array of n_rows entries."""
+        if not 0 <= source < len(self._row_bytes):
+            raise error_for(-7, "dhs_tail_locations", f"source {source}")
+        n_rows = int(n_rows)
+        if n_rows < 0:
+            raise error_for(-4, "dhs_tail_locations", f"n_rows {n_rows}")
+        if out is None:
+            out = np.empty(max(n_rows, 0), dtype=np.int32)
+        elif not (isinstance(out, np.ndarray) and out.dtype == np.int32 and out.flags.c_contiguous
+                  and out.flags.writeable and out.size == n_rows):
+            raise ValueError(f"out: expected a writable C-contiguous int32 numpy array of {n_rows} entries")
+        p = out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)) if n_rows else None
+        check(_lib.dhs_tail_locations(self.handle, req.handle, int(source), int(first_row), n_rows, p),
+              "dhs_tail_locations", f"source {source} rows {first_row}..{first_row + n_rows - 1}")
+        return out
+
+    def resolve_device(self, group, sel, loc, stream=None):
+        """dhs_resolve_device: the graph-capturable per-layer resolve of the whole open round
+        (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad
+        entries and staging exhaustion surface at round_end (docs/API.md, "Device resolver").
+
+        sel: int32 [n >= round_size][k_max][k], row b = the request at position b of round_begin's
+             list (-1 = padding; rows past the round are never read);
+        loc: int32 [n_sources_of_group][max_requests][k_max][k], written on the compute stream
+             (rows past the round get -1).
+        On the CUDA backend both are device arrays (torch CUDA tensors as they are, or any
+        __cuda_array_interface__ / DLPack producer); on the CPU backend, numpy arrays (its
+        "device" tier is host memory). stream (CUDA only): make it the compute stream first (see
+        CudaBackend.set_stream; do that before a graph capture, not inside it). Returns loc."""
+        if not 0 <= group < len(self._gsrc):
+            raise error_for(-7, "dhs_resolve_device", f"group {group}")
+        if stream is not None:
+            if not self.backend.is_cuda:
+                raise ValueError("stream: only the CUDA backend has streams")
+            if _cuda.stream_handle(stream) != self.backend.stream:
+                self.backend.set_stream(stream)
+        c = self.config
+        nsrc = len(self._gsrc[group])
+        if self.backend.is_cuda:
+            for name, a in (("sel", sel), ("loc", loc)):
+                if not _cuda.is_device_array(a):
+                    raise TypeError(f"{name}: expected a CUDA device array on the CUDA backend, got {type(a).__name__}")
+            sv = _cuda.device_view(sel, dtype=np.int32, ndim=3, device=self.backend.device, what="sel")
+            lv = _cuda.device_view(loc, dtype=np.int32, ndim=4, device=self.backend.device, what="loc")
+            sshape, lshape, sp, lp = sv.shape, lv.shape, sv.ptr, lv.ptr
+        else:
+            for name, a in (("sel", sel), ("loc", loc)):
+                if _cuda.is_device_array(a):
+                    raise TypeError(f"{name}: a CUDA device array given to a {self.backend.name} backend")
+                if not (isinstance(a, np.ndarray) and a.dtype == np.int32 and a.flags.c_contiguous):
+                    raise TypeError(f"{name}: expected a C-contiguous int32 numpy array on the CPU backend")
+            if sel.ndim != 3 or loc.ndim != 4:
+                raise ValueError(f"sel/loc: {sel.ndim}/{loc.ndim} dimensions, expected 3 ([n][k_max][k]) and 4")
+            if not loc.flags.writeable:
+                raise ValueError("loc: read-only")
+            sshape, lshape = sel.shape, loc.shape
+            sp, lp = sel.ctypes.data, loc.ctypes.data
+        k = sshape[2]
+        if sshape[1] != c.k_max or sshape[0] < self.round_size:
+            raise ValueError(f"sel: shape {sshape}, expected [n >= {self.round_size} (round size)][{c.k_max} (k_max)][k]")
+        if lshape != (nsrc, c.max_requests, c.k_max, k):
+            raise ValueError(f"loc: shape {lshape}, expected {(nsrc, c.max_requests, c.k_max, k)} "
+                             "([sources of the group][max_requests][k_max][k])")
+        I32P = ctypes.POINTER(ctypes.c_int32)
+        check(_lib.dhs_resolve_device(self.handle, int(group), int(k), ctypes.cast(sp, I32P), ctypes.cast(lp, I32P)),
+              "dhs_resolve_device", f"group {group}, k {k}")
+        return loc
 
     def sync(self):
         check(_lib.dhs_sync(self.handle), "dhs_sync")

@@ -7,6 +7,8 @@ The end-to-end test on a device (device selections and locations, device rows,
 the pool through __cuda_array_interface__) is skipped, visibly, when
 dhs.cuda_available() is False."""
 import ctypes
+import faulthandler
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +17,15 @@ import dhisparse as dhs
 from dhisparse import _cuda
 
 from harness import make_arch, row_bytes_of
+
+
+faulthandler.enable(all_threads=True)
+
+
+def say(msg):
+    """Progress on stderr, flushed at once: if the process dies, the last line names the call it was in
+    (run with `pytest -s` to see it live)."""
+    print(f"[test_cuda] {msg}", file=sys.stderr, flush=True)
 
 
 class FakeCAI:
@@ -119,14 +130,22 @@ def test_cuda_round_trip_with_device_arrays():
     arch = dhs.Arch()
     cfg = dhs.Config(max_requests=2, max_k=k, k_max=2, hot_rows=64, tail_rows=64, page_rows=16, max_rows=2000,
                      device_bytes=8 << 20)
-    with dhs.CudaBackend(0) as be, dhs.Context(arch, cfg, be) as ctx:
+    say("CudaBackend(0)")
+    with dhs.CudaBackend(0) as be:
+      say(f"backend {be.name}, stream {be.stream:#x}; Context")
+      with dhs.Context(arch, cfg, be) as ctx:
+        say("DeviceBuffer prefill (cudaMalloc + upload)")
         prefill = DeviceBuffer((n, rb), np.uint8)
         prefill.upload(row_bytes_of(1, 0, np.arange(n), np.zeros(n), rb))
+        say("open")
         with ctx.open(n + 10) as r:
+            say("import_rows (device array: device_view -> cudaPointerGetAttributes -> DHS_IMPORT_DEVICE)")
             r.import_rows(n, prefill)  # device rows: DHS_IMPORT_DEVICE
             for step in range(4):
                 pos = r.positions
+                say(f"step {step}: round_begin")
                 with ctx.round([r], [2]) as rnd:
+                    say(f"step {step}: write_rows (device array)")
                     new = DeviceBuffer((2, rb), np.uint8)
                     new.upload(row_bytes_of(1, 0, [pos, pos + 1], [step + 1] * 2, rb))
                     r.write_rows(0, pos, new)
@@ -134,9 +153,11 @@ def test_cuda_round_trip_with_device_arrays():
                     sel[1, 0] = pos + 1
                     dsel, dloc = DeviceBuffer(sel.shape, np.int32), DeviceBuffer((1,) + sel.shape, np.int32)
                     dsel.upload(sel)
+                    say(f"step {step}: resolve (device sel/loc, host plan)")
                     ctx.resolve(0, [(r, dsel)], out=[dloc], stream=be.stream)
                     _cuda.cudart.sync(be.stream)
                     loc = dloc.download()
+                    say(f"step {step}: read_location checks")
                     for j in range(2):
                         for i in range(k):
                             if sel[j, i] < 0:
@@ -147,7 +168,104 @@ def test_cuda_round_trip_with_device_arrays():
                             got = ctx.read_location(0, int(loc[0, j, i]))
                             if ver is not None:
                                 assert np.array_equal(got, row_bytes_of(1, 0, [row], [ver], rb)[0])
+                    say(f"step {step}: pool (CUDA array interface)")
                     pool = ctx.pool()
                     assert pool.__cuda_array_interface__["shape"] == (ctx.pool_rows(), ctx.row_stride)
                     rnd.accepted = [1]
+                    say(f"step {step}: round_end")
+                say(f"step {step}: check_invariants")
                 assert ctx.check_invariants() == (0, "")
+        say("close")
+
+
+def _dres_on_device(make, upload, download, stream_obj, label):
+    """Device resolver on the GPU: rows written in place at tail locations (cudaMemcpy into the pool, as the
+    engine's KV-write kernel would), selections and locations in device memory in the [N][k_max][k] /
+    [1][N][k_max][k] layouts, one dhs_resolve_device per round; every location checked byte for byte."""
+    seed = 21
+    say(f"{label}: seed={seed}")
+    rng = np.random.default_rng(seed)
+    rb, k, N, KMAX = 576, 32, 4, 1
+    arch = dhs.Arch()
+    cfg = dhs.Config(max_requests=N, max_k=k, k_max=KMAX, hot_rows=64, tail_rows=64, page_rows=16, max_rows=3000,
+                     policy=dhs.Policy.CLOCK, resolver=dhs.Resolver.DEVICE)
+    z = dhs.config_sizes(arch, cfg)
+    cfg.device_bytes = z.min_device_bytes + (N - 1) * z.request_bytes + 16 * z.page_bytes  # history mostly on host
+    say(f"{label}: CudaBackend(0)")
+    with dhs.CudaBackend(0) as be:
+        if stream_obj is not None:
+            say(f"{label}: set_stream({stream_obj})")
+            be.set_stream(stream_obj)
+        say(f"{label}: Context (resolver=device, resolver_bytes={z.resolver_bytes})")
+        with dhs.Context(arch, cfg, be) as ctx:
+            reqs, n0 = [], []
+            for uid in range(1, N + 1):
+                n = int(rng.integers(200, 1500))
+                say(f"{label}: open+import request {uid} ({n} rows, host rows)")
+                r = ctx.open(n + 100)
+                r.import_rows(n, row_bytes_of(uid, 0, np.arange(n), np.zeros(n), rb))
+                reqs.append(r)
+                n0.append(n)
+            pool_ptr, stride = ctx.pool().ptr, ctx.row_stride
+            dsel, dloc = make((N, KMAX, k)), make((1, N, KMAX, k))
+            ctx.reset_stats()
+            for t in range(1, 9):
+                n = [r.positions for r in reqs]
+                say(f"{label}: round {t}: round_begin")
+                ctx.round_begin(reqs)
+                for b, r in enumerate(reqs):
+                    L = int(r.tail_locations(0, n[b])[0])
+                    row = row_bytes_of(b + 1, 0, [n[b]], [t], rb)
+                    _cuda.cudart.memcpy(pool_ptr + L * stride, row.ctypes.data, rb, be.stream)
+                sel = np.full((N, KMAX, k), -1, np.int32)
+                for b in range(N):
+                    sel[b, 0] = rng.choice(n[b] + 1, size=k, replace=False)
+                upload(dsel, sel)
+                say(f"{label}: round {t}: resolve_device")
+                ctx.resolve_device(0, dsel, dloc)
+                say(f"{label}: round {t}: round_end")
+                ctx.round_end([0] * N)
+                loc = download(dloc)
+                say(f"{label}: round {t}: checking {N * k} locations")
+                for b in range(N):
+                    for i in range(k):
+                        row = int(sel[b, 0, i])
+                        v = 0 if row < n0[b] else (t if row == n[b] else t - (n[b] - row))
+                        got = ctx.read_location(0, int(loc[0, b, 0, i]))
+                        assert np.array_equal(got, row_bytes_of(b + 1, 0, [row], [v], rb)[0]), (t, b, i, row)
+                say(f"{label}: round {t}: check_invariants")
+                assert ctx.check_invariants() == (0, "")
+            st = ctx.stats()
+            say(f"{label}: resolve_calls={st.resolve_calls} misses={st.distinct_misses} census_host={st.census_host}")
+            assert st.resolve_calls == 8 and st.distinct_misses > 0
+            for r in reqs:
+                r.close()
+
+
+@cuda
+def test_cuda_resolve_device_raw_buffers():
+    def upload(buf, a):
+        buf.upload(a)
+
+    _dres_on_device(lambda shape: DeviceBuffer(shape, np.int32), upload, lambda buf: buf.download(), None, "raw")
+
+
+@cuda
+def test_cuda_resolve_device_torch_tensors():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    s = torch.cuda.Stream()
+
+    def upload(t, a):
+        with torch.cuda.stream(s):
+            t.copy_(torch.from_numpy(a).to("cuda", non_blocking=False))
+        s.synchronize()
+
+    def download(t):
+        s.synchronize()
+        return t.cpu().numpy()
+
+    with torch.cuda.stream(s):
+        _dres_on_device(lambda shape: torch.zeros(shape, dtype=torch.int32, device="cuda"), upload, download, s,
+                        "torch")
