@@ -11,7 +11,8 @@
 #      $FUZZ_SECS s each on the corpus in $FUZZ_CORPUS; the executions of all workers are summed from
 #      their final stats. Steps run in the order soak+san, then fuzz, or as VOL_STEPS says.
 # Knobs: VOL_STEPS ("soak san fuzz"), SOAK_EVENTS (1e8), SOAK_JOBS (nproc - 3), SOAK_SEED (20261201),
-#   SAN_SCALE (0.002), SAN_TIMEOUT (100), SAN_TESTS (every CUDA test), FUZZ_BIN, FUZZ_CORPUS,
+#   SAN_SCALE (0.002), SAN_TIMEOUT (100), SAN_TESTS (every CUDA test), SAN_TOOLS (all three), SAN_PAR=1
+#   (every (tool, test) pair in its own process at once), DHS_SOAK_PHASES (passed through), FUZZ_BIN, FUZZ_CORPUS,
 #   FUZZ_WORKERS (nproc - 1), FUZZ_SECS (300), FUZZ_SEED (1), FUZZ_BG=1 (fuzz in the background from the
 #   start instead of after the soak; VOL_WAIT=1 then waits for it at the end).
 # Logs and a summary under $OUT (default build-vol/out). cJSON: a copy in third_party/cjson is used
@@ -34,7 +35,7 @@ summary=()
 row() { summary+=("$(printf '%-30s %s' "$1" "$2")"); echo "## ${summary[-1]}"; }
 has() { [[ " $steps " == *" $1 "* ]]; }
 
-cuda_tests=${SAN_TESTS:-test_cuda test_dres_cuda test_dres_graph test_topk_cuda test_gpu_model test_gpu_engine}
+cuda_tests=${SAN_TESTS:-test_cuda test_dres_cuda test_dres_graph test_topk_cuda test_gpu_model}
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; lscpu | grep -E 'Model name|^CPU\(s\)'; } \
   > "$out/machine.txt" 2>&1
 row machine "$(tr '\n' ';' < "$out/machine.txt" | tr -s ' ')"
@@ -79,25 +80,33 @@ fi
 if has san; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   san_pids=()
-  for tool in memcheck racecheck synccheck; do
-    (
+  tools=${SAN_TOOLS:-memcheck racecheck synccheck}
+  san_one() { # tool test -> one result line
+    local t0 r
+    t0=$(date +%s)
+    DHS_TEST_SEED=20261201 DHS_TEST_SCALE=${SAN_SCALE:-0.002} timeout "${SAN_TIMEOUT:-100}" "$cs" --tool "$1" \
+      --error-exitcode 3 --print-limit 20 "$bld/$2" > "$out/san_${1}_$2.log" 2>&1
+    r=$?
+    echo "$1 $2 rc=$r $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY\|passed,' "$out/san_${1}_$2.log" | tr '\n' ' ')($(( $(date +%s) - t0 )) s)"
+  }
+  for tool in $tools; do
+    if [ "${SAN_PAR:-0}" = 1 ]; then # every (tool, test) its own process
       for t in $cuda_tests; do
-        t0=$(date +%s)
-        DHS_TEST_SEED=20261201 DHS_TEST_SCALE=${SAN_SCALE:-0.002} timeout "${SAN_TIMEOUT:-100}" "$cs" --tool $tool \
-          --error-exitcode 3 --print-limit 20 "$bld/$t" > "$out/san_${tool}_$t.log" 2>&1
-        r=$?
-        echo "$tool $t rc=$r $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY\|passed,' "$out/san_${tool}_$t.log" | tr '\n' ' ')($(( $(date +%s) - t0 )) s)"
-      done > "$out/san_$tool.result"
-    ) &
-    san_pids+=($!)
+        san_one $tool $t > "$out/san_${tool}_$t.result" &
+        san_pids+=($!)
+      done
+    else
+      ( for t in $cuda_tests; do san_one $tool $t; done > "$out/san_$tool.result" ) &
+      san_pids+=($!)
+    fi
   done
   wait "${san_pids[@]}"
-  for tool in memcheck racecheck synccheck; do
+  for tool in $tools; do
     while read -r line; do
       set -- $line
       row "$1 $2" "${*:3}"
       [ "$3" = rc=0 ] || rc=1
-    done < "$out/san_$tool.result"
+    done < <(cat "$out/san_$tool.result" "$out"/san_${tool}_*.result 2>/dev/null)
   done
 fi
 

@@ -157,6 +157,13 @@ int main(void)
     glm.seed = ds.seed = tiny.seed = seed;
     glm.n_layers = 10; /* producers 0, 1, 2, 6: FOLLOW groups of 1 and 4 */
     ds.n_layers = 6;
+    if (th_scale() < 0.05) { /* the size compute-sanitizer can run (bench/gpu_volume.sh): every kernel, small */
+        glm.n_layers = 3;
+        printf("reduced run (DHS_TEST_SCALE %.3g): glm-5.3 3 layers at 600 positions, tiny; no full runs\n", th_scale());
+        test_engines("glm-5.3 (3 layers)", glm, 600, 2, 1);
+        test_engines("tiny", tiny, 300, 2, 0);
+        return th_summary();
+    }
     test_engines("glm-5.3 (10 layers)", glm, 3000, 4, 1);
     test_engines("deepseek-v3.2 (6 layers)", ds, 2500, 4, 1);
     test_engines("tiny", tiny, 300, 4, 0);

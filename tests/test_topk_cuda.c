@@ -143,6 +143,12 @@ int main(void)
 
     int64_t total = 0;
     int cases = 0;
+    /* the size compute-sanitizer can run (bench/gpu_volume.sh): every path, smaller inputs */
+    const int small = th_scale() < 0.05;
+    const int64_t big_n = small ? 70000 : 1 << 20;
+    const int n_random = small ? 6 : 60;
+    if (small) printf("reduced run (DHS_TEST_SCALE %.3g): large cases at %lld candidates, %d random\n", th_scale(),
+                      (long long)big_n, n_random);
     /* boundary sizes for every generator */
     static const int32_t ks[] = {1, 7, 1000, 2048};
     for (int g = 0; g < G_NGEN; g++)
@@ -157,7 +163,7 @@ int main(void)
         }
     /* large n, k = 2048, every generator */
     for (int g = 0; g < G_NGEN; g++) {
-        total += run_case(&b, (gen_kind)g, 1 << 20, DHS_TOPK_MAX_K, 2, g & 1, -1, &rng);
+        total += run_case(&b, (gen_kind)g, big_n, DHS_TOPK_MAX_K, 2, g & 1, -1, &rng);
         cases++;
     }
     /* a batch of 64 */
@@ -166,13 +172,13 @@ int main(void)
     cases += 2;
     /* NaN queries inside a batch */
     for (int c = 0; c < 8; c++) {
-        int64_t n = c < 4 ? 1 + th_below(&rng, 3000) : 1 + th_below(&rng, 300000);
+        int64_t n = c < 4 ? 1 + th_below(&rng, 3000) : 1 + th_below(&rng, small ? big_n : 300000);
         total += run_case(&b, (gen_kind)th_below(&rng, G_NGEN), n, DHS_TOPK_MAX_K, 4, c & 1, (int)th_below(&rng, 4), &rng);
         cases++;
     }
     /* random */
-    for (int c = 0; c < 60; c++) {
-        int64_t n = th_below(&rng, 3) == 0 ? th_below(&rng, 5000) : th_below(&rng, 1 << 20);
+    for (int c = 0; c < n_random; c++) {
+        int64_t n = th_below(&rng, 3) == 0 ? th_below(&rng, 5000) : th_below(&rng, big_n);
         int32_t k = th_below(&rng, 2) ? DHS_TOPK_MAX_K : (int32_t)(1 + th_below(&rng, DHS_TOPK_MAX_K));
         int32_t batch = 1 + (int32_t)th_below(&rng, 4);
         total += run_case(&b, (gen_kind)th_below(&rng, G_NGEN), n, k, batch, (int)th_below(&rng, 2), -1, &rng);
