@@ -197,7 +197,7 @@ static void test_traces(uint64_t seed)
     uint64_t s = seed;
     for (int i = 0; i < 20; i++)
         fprintf(f, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [%d, %d, 7]}\n", 1000 + i * 250,
-                1000 + (int)th_below(&s, 3000), 4 + (int)th_below(&s, 20), i, i + 1);
+                1000 + (int)dhs_rng_below(&s, 3000), 4 + (int)dhs_rng_below(&s, 20), i, i + 1);
     fclose(f);
     f = fopen(bg, "w");
     if (!f) { CHECK(0); return; }

@@ -152,18 +152,18 @@ static void test_opt_ops(uint64_t *rng)
 {
     int iters = (int)(60 * th_scale()) + 5;
     for (int it = 0; it < iters; it++) {
-        int32_t universe = 8 + (int32_t)th_below(rng, 120);
-        int32_t per_round = it % 2 ? 1 : 1 + (int32_t)th_below(rng, 6);
-        int32_t B = per_round + (int32_t)th_below(rng, 24);
-        int64_t n_rounds = 50 + th_below(rng, 250);
+        int32_t universe = 8 + (int32_t)dhs_rng_below(rng, 120);
+        int32_t per_round = it % 2 ? 1 : 1 + (int32_t)dhs_rng_below(rng, 6);
+        int32_t B = per_round + (int32_t)dhs_rng_below(rng, 24);
+        int64_t n_rounds = 50 + dhs_rng_below(rng, 250);
         int32_t **rounds = malloc(sizeof(int32_t *) * (size_t)n_rounds);
         int32_t *len = malloc(sizeof(int32_t) * (size_t)n_rounds);
-        int32_t hot = 1 + (int32_t)th_below(rng, universe); /* a skewed working set */
+        int32_t hot = 1 + (int32_t)dhs_rng_below(rng, universe); /* a skewed working set */
         for (int64_t r = 0; r < n_rounds; r++) {
             rounds[r] = malloc(sizeof(int32_t) * (size_t)per_round);
             len[r] = 0;
             for (int32_t i = 0; i < per_round; i++) {
-                int32_t row = th_below(rng, 3) ? (int32_t)th_below(rng, hot) : (int32_t)th_below(rng, universe);
+                int32_t row = dhs_rng_below(rng, 3) ? (int32_t)dhs_rng_below(rng, hot) : (int32_t)dhs_rng_below(rng, universe);
                 int dup = 0;
                 for (int32_t j = 0; j < len[r]; j++) dup |= rounds[r][j] == row;
                 if (!dup) rounds[r][len[r]++] = row;
@@ -184,8 +184,8 @@ static void test_opt_core(uint64_t *rng)
 {
     int iters = (int)(12 * th_scale()) + 3;
     for (int it = 0; it < iters; it++) {
-        const int32_t P = 200, k = 1 + (int32_t)th_below(rng, 6);
-        int64_t n_rounds = 60 + th_below(rng, 140);
+        const int32_t P = 200, k = 1 + (int32_t)dhs_rng_below(rng, 6);
+        int64_t n_rounds = 60 + dhs_rng_below(rng, 140);
         char path[128];
         tmp_path(path, sizeof path, "core");
         dhs_trace_header h;
@@ -202,13 +202,13 @@ static void test_opt_core(uint64_t *rng)
         dhs_trace_write_start(w, 0, P);
         int32_t **rounds = malloc(sizeof(int32_t *) * (size_t)n_rounds);
         int32_t *len = malloc(sizeof(int32_t) * (size_t)n_rounds);
-        int32_t hot = 8 + (int32_t)th_below(rng, 40);
+        int32_t hot = 8 + (int32_t)dhs_rng_below(rng, 40);
         for (int64_t r = 0; r < n_rounds; r++) {
             int32_t *sel = malloc(sizeof(int32_t) * (size_t)k);
             rounds[r] = malloc(sizeof(int32_t) * (size_t)k);
             len[r] = 0;
             for (int32_t i = 0; i < k; i++) {
-                int32_t row = th_below(rng, 4) ? (int32_t)th_below(rng, hot) : (int32_t)th_below(rng, P);
+                int32_t row = dhs_rng_below(rng, 4) ? (int32_t)dhs_rng_below(rng, hot) : (int32_t)dhs_rng_below(rng, P);
                 int dup = 0;
                 for (int32_t j = 0; j < len[r]; j++) dup |= rounds[r][j] == row;
                 sel[i] = dup ? -1 : row; /* a top-k emits distinct rows; pad the rest */

@@ -27,13 +27,7 @@
 
 /* ---------------------------------------------------------------- rng */
 static uint64_t g_rs;
-static uint64_t rnd(void)
-{
-    uint64_t z = (g_rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return dhs_rng_next(&g_rs); }
 static int64_t rndi(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
 
 static void tmp_path(char *buf, size_t n, const char *tag)

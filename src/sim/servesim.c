@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/rng.h"
+#include "util/rng.h"
 #include "sim/util.h"
 
 /* ------------------------------------------------------------- rng, hash */
-/* the stream: sim/rng.h */
+/* the stream: util/rng.h */
 /* a fixed per-(key, row) 64-bit hash; "below p" means hash < p * 2^64 */
 static uint64_t hash_row(uint64_t key, int64_t row)
 {
@@ -176,9 +176,9 @@ static void topics_init(const gen *g, sreq *q)
     const dhs_serve_locality *l = g->l;
     double on_share = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 0;
     for (int32_t c = 0; c < l->clusters; c++) {
-        q->topics[c].center = rnd_below(&q->rng_sel, q->prompt > 0 ? q->prompt : 1);
-        q->topics[c].key = rnd(&q->rng_sel);
-        q->topics[c].on = rnd_unit(&q->rng_sel) < on_share;
+        q->topics[c].center = dhs_rng_below(&q->rng_sel, q->prompt > 0 ? q->prompt : 1);
+        q->topics[c].key = dhs_rng_next(&q->rng_sel);
+        q->topics[c].on = dhs_rng_unit(&q->rng_sel) < on_share;
     }
 }
 
@@ -188,18 +188,18 @@ static void topics_step(const gen *g, sreq *q, int64_t V)
     if (V <= g->k) return;
     for (int32_t c = 0; c < l->clusters; c++) {
         topic *t = &q->topics[c];
-        if (rnd_unit(&q->rng_sel) < l->topic_switch) {
+        if (dhs_rng_unit(&q->rng_sel) < l->topic_switch) {
             int64_t old = V - l->window;
-            t->center = rnd_below(&q->rng_sel, old > 0 ? old : V);
-            t->key = rnd(&q->rng_sel);
+            t->center = dhs_rng_below(&q->rng_sel, old > 0 ? old : V);
+            t->key = dhs_rng_next(&q->rng_sel);
             t->on = 1;
             continue;
         }
-        t->center += rnd_range(&q->rng_sel, -l->drift, l->drift);
+        t->center += dhs_rng_range(&q->rng_sel, -l->drift, l->drift);
         if (t->center < 0) t->center = 0;
         if (t->center > V - 1) t->center = V - 1;
-        if (t->on) t->on = !(rnd_unit(&q->rng_sel) < l->topic_off);
-        else t->on = rnd_unit(&q->rng_sel) < l->topic_on;
+        if (t->on) t->on = !(dhs_rng_unit(&q->rng_sel) < l->topic_off);
+        else t->on = dhs_rng_unit(&q->rng_sel) < l->topic_on;
     }
 }
 
@@ -248,7 +248,7 @@ static void gen_query0(gen *g, sreq *q, int64_t t, int32_t *out)
         for (int64_t row = lo; row <= hi && n < limit; row++)
             if (hash_row(tp->key, row) < cth) ADD(row);
     }
-    while (n < k) ADD(rnd_below(&q->rng_sel, V));
+    while (n < k) ADD(dhs_rng_below(&q->rng_sel, V));
 #undef ADD
 }
 
@@ -274,9 +274,9 @@ static void gen_query_j(gen *g, sreq *q, int64_t t, int32_t j, const int32_t *q0
         out[pos--] = (int32_t)row;
     }
     for (int32_t i = g->l->sinks; i <= pos; i++) {
-        if (rnd_unit(&q->rng_sel) >= g->l->spec_jitter) continue;
+        if (dhs_rng_unit(&q->rng_sel) >= g->l->spec_jitter) continue;
         for (int tries = 0; tries < 8; tries++) {
-            int64_t row = rnd_below(&q->rng_sel, V);
+            int64_t row = dhs_rng_below(&q->rng_sel, V);
             if (st[row] == cur) continue;
             st[row] = cur;
             out[i] = (int32_t)row;
@@ -491,7 +491,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     dhs_resolve_item *items = NULL;
     if (!rq || !queue || !run || !bat || !newly || !topics) goto nomem;
     /* requests: lengths and arrival times from their own streams */
-    uint64_t arr_rng = mix64(w->seed ^ 0xa076bc5d1f3e2a49ull), len_rng = mix64(w->seed ^ 0x3c6ef372fe94f82bull);
+    uint64_t arr_rng = dhs_mix64(w->seed ^ 0xa076bc5d1f3e2a49ull), len_rng = dhs_mix64(w->seed ^ 0x3c6ef372fe94f82bull);
     int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
     double t = 0;
     for (int32_t i = 0; i < N; i++) {
@@ -501,10 +501,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             q->out = w->trace[i].output_len;
             q->arrival = w->trace[i].t_s / (w->time_scale > 0 ? w->time_scale : 1);
         } else {
-            q->prompt = rnd_range(&len_rng, cmin, w->context);
-            q->out = rnd_range(&len_rng, omin, w->output_len);
+            q->prompt = dhs_rng_range(&len_rng, cmin, w->context);
+            q->out = dhs_rng_range(&len_rng, omin, w->output_len);
             if (w->arrival == DHS_ARRIVAL_POISSON) {
-                t += -log(1 - rnd_unit(&arr_rng)) / w->rate;
+                t += -log(1 - dhs_rng_unit(&arr_rng)) / w->rate;
                 q->arrival = t;
             } else {
                 q->arrival = i < w->concurrency ? 0 : INFINITY; /* later ones when one completes */
@@ -514,9 +514,9 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         if (q->prompt < 1) q->prompt = 1;
         if (q->out > c->max_output) q->out = c->max_output;
         if (q->out < 1) q->out = 1;
-        q->rng_sel = mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
-        q->rng_acc = mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
-        q->key = rnd(&q->rng_sel);
+        q->rng_sel = dhs_mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
+        q->rng_acc = dhs_mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
+        q->key = dhs_rng_next(&q->rng_sel);
         q->topics = topics + (size_t)i * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1);
         q->issued = w->arrival != DHS_ARRIVAL_CLOSED || i < w->concurrency;
     }
@@ -644,7 +644,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             if (Kv[i] > kmax_step) kmax_step = Kv[i];
             attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
             int32_t a = 0;
-            while (a < Kv[i] - 1 && rnd_unit(&q->rng_acc) < c->accept_p) a++;
+            while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < c->accept_p) a++;
             acc[i] = a;
         }
         if (hierarchical) {

@@ -14,21 +14,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "sim/rng.h"
+#include "util/rng.h"
 #include "sim/util.h"
 
 /* ---------------------------------------------------------------- random */
-/* the streams: sim/rng.h (xoshiro256** seeded by splitmix64) */
+/* the streams: util/rng.h (xoshiro256** seeded by splitmix64) */
 typedef dhs_xoshiro rng;
-static void rng_seed(rng *r, uint64_t seed) { xoshiro_seed(r, seed); }
-static uint64_t rng_next(rng *r) { return xoshiro_next(r); }
+static void rng_seed(rng *r, uint64_t seed) { dhs_xoshiro_seed(r, seed); }
+static uint64_t rng_next(rng *r) { return dhs_xoshiro_next(r); }
 
 static double u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
 static double rng_u01(rng *r) { return u01(rng_next(r)); }
 /* uniform in [0, n), n > 0 */
 static int64_t rng_below(rng *r, int64_t n) { return (int64_t)(rng_next(r) % (uint64_t)n); }
 /* per-row fixed value in [0, 1) */
-static double hash01(uint64_t key, int64_t row) { return u01(mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
+static double hash01(uint64_t key, int64_t row) { return u01(dhs_mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
 
 /* ---------------------------------------------------------------- params */
 dhs_tracegen_params dhs_tracegen_default(void)
@@ -307,7 +307,7 @@ static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *
            e +- (1..shift_radius); else e itself; else (rare) the tail */
         int placed = 0;
         for (uint64_t t = 0; t < 8 && !placed; t++) {
-            uint64_t h = mix64(key ^ (0xA5A5A5A5A5A5A5A5ull + t) ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull));
+            uint64_t h = dhs_mix64(key ^ (0xA5A5A5A5A5A5A5A5ull + t) ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull));
             int64_t sh = 1 + (int64_t)(h % (uint64_t)p->shift_radius);
             int64_t e2 = (h >> 63) ? e + sh : e - sh;
             if (e2 >= p->sinks && e2 < V && !chosen(G, e2)) {
@@ -361,7 +361,7 @@ static void gen_free(gen *G, int32_t n)
 
 static int start_request(const dhs_tracegen_params *p, greq *q, uint32_t id)
 {
-    uint64_t x = p->seed ^ mix64(0x5851F42D4C957F2Dull + id);
+    uint64_t x = p->seed ^ dhs_mix64(0x5851F42D4C957F2Dull + id);
     rng_seed(&q->r, x);
     int64_t cmin = p->context_min ? p->context_min : p->context / 2;
     if (cmin < 1) cmin = 1;
