@@ -266,10 +266,10 @@ static int gen_trace(const char *path, uint64_t seed, int32_t spec, int32_t prod
     p.n_producers = producers;
     p.batch = batch;
     p.out_len = batch ? rounds / 3 : 0;
-    p.window = 128;
-    p.window_full = 16;
-    p.clusters = 16;
-    p.cluster_radius = 16;
+    p.loc.window = 128;
+    p.loc.window_full = 16;
+    p.loc.clusters = 16;
+    p.loc.cluster_radius = 16;
     char err[256];
     if (dhs_tracegen_write(&p, path, NULL, err, sizeof err) != DHS_TRACE_OK) {
         CHECKF(0, "tracegen: %s", err);

@@ -359,11 +359,11 @@ static void test_reject(void)
     p.context_min = 2;
     p.spec = 2;
     p.n_producers = 2;
-    p.sinks = 2;
-    p.window = 4;
-    p.window_full = 2;
-    p.clusters = 2;
-    p.cluster_radius = 2;
+    p.loc.sinks = 2;
+    p.loc.window = 4;
+    p.loc.window_full = 2;
+    p.loc.clusters = 2;
+    p.loc.cluster_radius = 2;
     p.out_len = 5;
     p.batch = 2;
     st = dhs_tracegen_write(&p, path, NULL, err, sizeof err);
@@ -555,10 +555,10 @@ static dhs_tracegen_params small_params(uint64_t seed)
     p.context_min = 100; /* some requests start with history shorter than k */
     p.spec = 3;
     p.n_producers = 3;
-    p.window = 64;
-    p.window_full = 8;
-    p.clusters = 8;
-    p.cluster_radius = 16;
+    p.loc.window = 64;
+    p.loc.window_full = 8;
+    p.loc.clusters = 8;
+    p.loc.cluster_radius = 16;
     return p;
 }
 
@@ -635,7 +635,7 @@ static void check_generated(const char *path, const dhs_tracegen_params *p, gsta
                     }
                     S->dup_queries += dup;
                     if (V > p->k) {
-                        for (int32_t s = 0; s < p->sinks; s++)
+                        for (int32_t s = 0; s < p->loc.sinks; s++)
                             if (mark[s] != ep) {
                                 S->missing_sinks++;
                                 break;
