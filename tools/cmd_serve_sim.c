@@ -94,13 +94,14 @@ static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
             ", \"admission_waits\": %" PRIu64 ",\n"
             "     \"host_rows_per_token_per_layer\": %.2f, \"census\": {\"direct\": %" PRIu64 ", \"hot\": %" PRIu64 ", \"host\": %" PRIu64
             "}, \"reclaims\": %" PRIu64 ", \"repopulated_pages\": %" PRIu64 ", \"layer_pool_bytes\": %" PRIu64
-            ", \"index_key_budget_bytes\": %" PRIu64 ", \"wall_s\": %.3f}",
+            ", \"index_key_budget_bytes\": %" PRIu64 ", \"peak_live_requests\": %" PRId64 ", \"peak_request_bytes\": %" PRIu64
+            ", \"wall_s\": %.3f}",
             dhs_serve_mode_str(x->mode), x->spec ? "true" : "false", load_key, x->load, r->completed, r->duration, r->total_input_tokens,
             r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
             r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
             r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
             r->accept_length, r->steps, r->waits, r->host_rows_per_token, r->census_direct, r->census_hot, r->census_host, r->reclaims,
-            r->repopulated_pages, r->device_pool_bytes, r->idx_budget_bytes, r->wall_s);
+            r->repopulated_pages, r->device_pool_bytes, r->idx_budget_bytes, r->peak_live_requests, r->peak_request_bytes, r->wall_s);
 }
 
 static const char *const specs_on[] = {"both", "on", "off", NULL};
