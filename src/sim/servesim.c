@@ -276,7 +276,10 @@ typedef struct hier {
     uint64_t pool_bytes;
 } hier;
 
-static dhs_config core_config(const dhs_serve_config *c)
+/* max_len: the longest request of the run (prompt + output, clamped): the
+   core sizes every request's row tables by max_rows, so a bound the run's
+   requests can use, not the clamps, keeps per-request state small */
+static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
 {
     dhs_config d = dhs_config_default();
     int32_t km = spec_kmax(c);
@@ -287,7 +290,7 @@ static dhs_config core_config(const dhs_serve_config *c)
     d.page_rows = c->page_rows;
     int32_t t = c->tail_rows > 2 * km ? c->tail_rows : 2 * km;
     d.tail_rows = (t + c->page_rows - 1) / c->page_rows * c->page_rows;
-    d.max_rows = c->max_context + c->max_output + km + 1;
+    d.max_rows = max_len + km + 1;
     d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
     d.payload_free = 1;
     d.policy = DHS_POLICY_LRU;
@@ -311,13 +314,13 @@ static double mean_len(const dhs_serve_workload *w, double trace_mean)
     return 0.5 * (double)(cmin + w->context) + 0.5 * (double)(omin + w->output_len);
 }
 
-static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, double trace_mean, dhs_serve_result *r, char *err,
-                     size_t err_len)
+static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, double trace_mean, int64_t max_len,
+                     dhs_serve_result *r, char *err, size_t err_len)
 {
     memset(H, 0, sizeof *H);
     const dhs_serve_cost *k = &c->cost;
     dhs_arch a = core_arch(c);
-    dhs_config d = core_config(c);
+    dhs_config d = core_config(c, max_len);
     uint64_t row = a.sources[0].row_bytes, pb = (uint64_t)d.page_rows * row;
     double M = c->kv_gib * 1073741824.0;
     int32_t km = d.k_max;
@@ -396,10 +399,10 @@ nomem:
     return -1;
 }
 
-/* The trace pre-pass: requests in the trace, and the mean clamped final
-   length of the first `limit` of them (0 = all). */
-static int trace_prepass(const dhs_serve_config *c, const char *path, int32_t limit, int32_t *n_out, double *mean, char *err,
-                         size_t err_len)
+/* The trace pre-pass: requests in the trace, and the mean and largest
+   clamped final length of the first `limit` of them (0 = all). */
+static int trace_prepass(const dhs_serve_config *c, const char *path, int32_t limit, int32_t *n_out, double *mean, int64_t *max_len,
+                         char *err, size_t err_len)
 {
     dhs_serve_trace *t;
     if (dhs_serve_trace_open(path, &t, err, err_len)) return -1;
@@ -411,7 +414,10 @@ static int trace_prepass(const dhs_serve_config *c, const char *path, int32_t li
         if (limit <= 0 || n < limit) {
             int64_t p = q.input_len < c->max_context ? q.input_len : c->max_context;
             int64_t o = q.output_len < c->max_output ? q.output_len : c->max_output;
+            if (p < 1) p = 1;
+            if (o < 1) o = 1;
             sum += (double)(p + o);
+            if (p + o > *max_len) *max_len = p + o;
         }
         if (n == INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); rc = -1; break; }
         n++;
@@ -438,11 +444,15 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     }
     int32_t N = w->n_requests;
     double trace_mean = 0;
+    int64_t max_len = 0; /* the longest request: prompt + output, clamped */
     if (w->arrival == DHS_ARRIVAL_TRACE) {
         int32_t n_trace = 0;
         if (!w->trace_path) { dhs_errf(err, err_len, "no request trace"); return -1; }
-        if (trace_prepass(c, w->trace_path, N, &n_trace, &trace_mean, err, err_len)) return -1;
+        if (trace_prepass(c, w->trace_path, N, &n_trace, &trace_mean, &max_len, err, err_len)) return -1;
         if (N <= 0 || N > n_trace) N = n_trace;
+    } else {
+        int64_t p = w->context < c->max_context ? w->context : c->max_context, o = w->output_len < c->max_output ? w->output_len : c->max_output;
+        max_len = (p > 1 ? p : 1) + (o > 1 ? o : 1);
     }
     if (N < 1) { dhs_errf(err, err_len, "no requests"); return -1; }
     if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { dhs_errf(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
@@ -474,7 +484,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     if (!run || !bat || !newly) goto nomem;
     if (w->arrival == DHS_ARRIVAL_TRACE && dhs_serve_trace_open(w->trace_path, &S.tr, err, err_len)) goto out;
     if (hierarchical) {
-        if (hier_init(&H, c, w, trace_mean, r, err, err_len)) goto out;
+        if (hier_init(&H, c, w, trace_mean, max_len, r, err, err_len)) goto out;
         dhs_tracegen_params gp = dhs_tracegen_default();
         gp.k = c->k;
         gp.spec = KM;
