@@ -9,6 +9,9 @@
  *     reclaim order, staging on/off/automatic, a pool a few pages above the
  *     minimum so admissions wait and reclaim; sometimes one invalid field
  *     (dhs_ctx_create must refuse it) or an allocation fault at creation;
+ *   - the resolver: host, or (CLOCK only) the device resolver, whose C
+ *     specification of the GPU data plane runs on the CPU backend (the same
+ *     oracles apply; dhs_sync inside a round is refused there, docs/API.md);
  *   - CPU backend options: async_delay 0-3, random completion order, seed;
  *   - sometimes a payload-free twin: the same calls on a second context with
  *     payload_free = 1 must give the same statuses, locations, stats and
@@ -881,7 +884,8 @@ static void op_sync(fz *F)
     snap_take(F);
     dhs_status s = dhs_sync(F->ctx);
     if (F->tw) twin_status(F, s, dhs_sync(F->tw));
-    judge(F, s, EXPECT_OK, 0);
+    /* device resolver: the round's tail window is published, so no sync inside a round (docs/API.md) */
+    judge(F, s, F->cfg.resolver == DHS_RESOLVER_DEVICE && F->round_open ? DHS_ERR_STATE : EXPECT_OK, 0);
 }
 
 static void op_query(fz *F)
@@ -1016,6 +1020,9 @@ static int decode_setup(fz *F, int *expect_invalid)
     c.staging_arenas = stg[b % 5];
     uint64_t page_bytes = (uint64_t)c.page_rows * F->stride;
     c.reserve_bytes = (uint64_t)((b / 5) % 3) * page_bytes;
+    /* the device resolver (the C specification of the GPU data plane on the CPU backend); it needs CLOCK
+       and a payload (no twin then) */
+    if ((b / 60) % 2 && c.policy == DHS_POLICY_CLOCK) c.resolver = DHS_RESOLVER_DEVICE; /* the regress/ inputs stay host */
     dhs_sizes z;
     if (dhs_config_sizes(&F->arch, &c, &z) != DHS_OK) return -1;
     int64_t extra = (int64_t)(u8(F) % 40);
@@ -1071,10 +1078,10 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     int sel = decode_setup(F, &inval);
     if (sel < 0) { free(F); return 0; }
     if (F->trace)
-        fprintf(stderr, "setup: %d groups, %d sources, N %d max_k %d k_max %d p %d B %d T %d max_rows %lld policy %d reclaim %d repop %d resident %d staging %d device %llu, delay %d random %d twin %d\n",
+        fprintf(stderr, "setup: %d groups, %d sources, N %d max_k %d k_max %d p %d B %d T %d max_rows %lld policy %d reclaim %d repop %d resident %d staging %d resolver %d device %llu, delay %d random %d twin %d\n",
                 F->ng, F->ns, F->cfg.max_requests, F->cfg.max_k, F->cfg.k_max, F->cfg.page_rows, F->cfg.hot_rows, F->cfg.tail_rows,
                 (long long)F->cfg.max_rows, F->cfg.policy, F->cfg.reclaim_order, F->cfg.repop_pages, F->cfg.resident_first,
-                F->cfg.staging_arenas, (unsigned long long)F->cfg.device_bytes, F->opt.async_delay, F->opt.random_order, sel % 4 == 0);
+                F->cfg.staging_arenas, (int)F->cfg.resolver, (unsigned long long)F->cfg.device_bytes, F->opt.async_delay, F->opt.random_order, sel % 4 == 0);
     if (dhs_backend_cpu_create(&F->opt, &F->be) != DHS_OK) abort();
     if (inval) {
         dhs_status s = dhs_ctx_create(&F->arch, &F->cfg, F->be, &F->ctx);
@@ -1094,7 +1101,7 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     }
     if (s != DHS_OK) fz_fail(F, "dhs_ctx_create refused a valid config: %s", dhs_status_str(s));
     if (F->cnt) F->cnt->created++;
-    if (sel % 4 == 0 && (FZ_TWIN_ASYNC || F->opt.async_delay == 0)) {
+    if (sel % 4 == 0 && (FZ_TWIN_ASYNC || F->opt.async_delay == 0) && F->cfg.resolver != DHS_RESOLVER_DEVICE) {
         dhs_config c2 = F->cfg;
         c2.payload_free = 1;
         disarm(F);
