@@ -79,6 +79,8 @@ dhs_serve_config dhs_serve_config_default(void)
     dhs_serve_config c;
     memset(&c, 0, sizeof c);
     c.mode = DHS_SERVE_ADAPTIVE;
+    c.dp_ranks = 1;
+    c.placement = DHS_PLACE_ROUND_ROBIN;
     c.spec = 0;
     dhs_serve_parse_schedule("8@32,6@64,5@127,4", &c);
     c.accept_p = 0.7;
@@ -161,6 +163,8 @@ typedef struct sreq {
     dhs_req h;
     uint64_t rng_sel, rng_acc, key;
     topic *topics;
+    int32_t rank;          /* data-parallel rank it was placed on */
+    dhs_serve_pred pred;   /* the placement's prediction */
 } sreq;
 
 typedef struct gen {
@@ -432,9 +436,65 @@ static void hier_free(hier *H)
     dhs_backend_destroy(H->be);
 }
 
+/* ------------------------------------------------------------- placement */
+const char *dhs_serve_placement_str(dhs_serve_placement p)
+{
+    switch (p) {
+    case DHS_PLACE_ROUND_ROBIN: return "round-robin";
+    case DHS_PLACE_LEAST_SESSIONS: return "least-sessions";
+    case DHS_PLACE_MISS_AWARE: return "miss-aware";
+    default: return "unknown";
+    }
+}
+
+dhs_serve_pred dhs_serve_predict(const dhs_serve_config *c, int64_t prompt, int64_t output)
+{
+    const dhs_serve_cost *k = &c->cost;
+    const dhs_serve_locality *l = &c->loc;
+    dhs_serve_pred p = {0, 0, 0};
+    double L = (double)prompt + 0.5 * (double)output, pos = (double)(prompt + output);
+    if (c->mode != DHS_SERVE_RESIDENT && L > c->k) {
+        /* query 0's composition (gen_query0): sinks, the window, the on-topics' rows, the random tail */
+        double on = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 0;
+        double win = l->window_full + (double)(l->window - l->window_full) * l->window_density;
+        double clus = l->clusters * on * (2.0 * l->cluster_radius + 1) * l->cluster_density;
+        double limit = c->k - l->tail_min * c->k, fixed = l->sinks + win + clus;
+        double tail = c->k - (fixed < limit ? fixed : limit);
+        /* new topics per step land anywhere in the old history */
+        double fresh = l->clusters * l->topic_switch * (2.0 * l->cluster_radius + 1) * l->cluster_density;
+        double held = (double)c->hot_rows + c->tail_rows, out_share = held < L ? 1 - held / L : 0;
+        p.misses = (tail + fresh) * out_share;
+    }
+    if (c->mode == DHS_SERVE_RESIDENT) p.bytes = pos * k->layers * (double)(k->row_bytes + k->idx_bytes);
+    else p.bytes = pos * k->layers * k->idx_bytes + (double)(c->hot_rows + c->tail_rows) * k->row_bytes * k->layers;
+    p.step_us = k->token_us + k->layers * (k->attn_us + k->idx_us_per_ktok * L / 1000.0 + p.misses * k->row_bytes / (k->pcie_gbps * 1000.0));
+    return p;
+}
+
+/* ------------------------------------------------------------- the run */
+/* one data-parallel rank: its own core context, queue, admitted requests and batch */
+typedef struct rank_st {
+    hier H;
+    int32_t *queue, qh, qt;
+    int32_t *run, n_run;
+    int32_t *bat, nb;
+    int32_t *newly, n_new;
+    int32_t *Kv, *acc;
+    double res_used;
+    double dt;                    /* this step, us */
+    uint64_t dH;                  /* this step's host rows */
+    dhs_stats st0;
+    /* placement state: live requests (placed, not done) and their predictions */
+    int32_t live, placed, max_running;
+    double pred_us, pred_bytes;
+    /* statistics */
+    uint64_t host_rows;
+    double step_ms_sum;
+} rank_st;
+
 /* a request finished at time t: metrics, release its capacity, closed loop issues the next */
-static int complete(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, sreq *q, sreq *rq, int hierarchical,
-                    double *res_used, int32_t *issued, int32_t N, double t, dhs_serve_result *r, dvec *e2el, dvec *tpot)
+static int complete(rank_st *R, const dhs_serve_config *c, const dhs_serve_workload *w, sreq *q, sreq *rq, int hierarchical,
+                    int32_t *issued, int32_t N, double t, dhs_serve_result *r, dvec *e2el, dvec *tpot)
 {
     const dhs_serve_cost *cost = &c->cost;
     q->done = 1;
@@ -443,11 +503,14 @@ static int complete(hier *H, const dhs_serve_config *c, const dhs_serve_workload
     r->total_input_tokens += q->prompt;
     r->total_output_tokens += q->out;
     if (hierarchical) {
-        dhs_request_close(H->ctx, q->h); /* cannot fail for an open request outside a round */
-        H->idx_used -= (uint64_t)((double)(q->prompt + q->out) * cost->layers * cost->idx_bytes);
+        dhs_request_close(R->H.ctx, q->h); /* cannot fail for an open request outside a round */
+        R->H.idx_used -= (uint64_t)((double)(q->prompt + q->out) * cost->layers * cost->idx_bytes);
     } else {
-        *res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+        R->res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
     }
+    R->live--;
+    R->pred_us -= q->pred.step_us;
+    R->pred_bytes -= q->pred.bytes;
     if (w->arrival == DHS_ARRIVAL_CLOSED && *issued < N) {
         rq[*issued].arrival = t;
         (*issued)++;
@@ -455,7 +518,36 @@ static int complete(hier *H, const dhs_serve_config *c, const dhs_serve_workload
     return 0;
 }
 
-/* ------------------------------------------------------------- the run */
+/* the rank an arriving request goes to */
+static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, const sreq *q, uint64_t arrival_no, double budget)
+{
+    if (nr == 1) return 0;
+    int32_t best = 0;
+    switch (c->placement) {
+    case DHS_PLACE_LEAST_SESSIONS:
+        for (int32_t i = 1; i < nr; i++)
+            if (rk[i].live < rk[best].live) best = i;
+        return best;
+    case DHS_PLACE_MISS_AWARE: {
+        /* the least predicted step time among the ranks that take the request (bytes and slots);
+           none does: the least predicted step time overall */
+        int any_fit = 0;
+        for (int32_t i = 0; i < nr; i++)
+            any_fit |= rk[i].pred_bytes + q->pred.bytes <= budget && rk[i].live < c->max_batch;
+        best = -1;
+        for (int32_t i = 0; i < nr; i++) {
+            int fit = rk[i].pred_bytes + q->pred.bytes <= budget && rk[i].live < c->max_batch;
+            if (any_fit && !fit) continue;
+            if (best < 0 || rk[i].pred_us < rk[best].pred_us ||
+                (rk[i].pred_us == rk[best].pred_us && rk[i].pred_bytes < rk[best].pred_bytes))
+                best = i;
+        }
+        return best;
+    }
+    default: return (int32_t)(arrival_no % (uint64_t)nr);
+    }
+}
+
 int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
 {
     memset(r, 0, sizeof *r);
@@ -464,6 +556,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     if (c->k < 1 || c->max_batch < 1 || c->hot_rows < c->page_rows || c->hot_rows % c->page_rows || cost->layers < 1 ||
         c->kv_gib <= 0 || !(c->accept_p >= 0 && c->accept_p <= 1) || c->n_sched < 1) {
         dhs_errf(err, err_len, "invalid configuration");
+        return -1;
+    }
+    if (c->dp_ranks < 1 || c->dp_ranks > DHS_SERVE_MAX_RANKS || (int)c->placement < 0 || c->placement >= DHS_PLACE_N_) {
+        dhs_errf(err, err_len, "invalid data-parallel configuration (ranks 1..%d, placement 0..%d)", DHS_SERVE_MAX_RANKS, DHS_PLACE_N_ - 1);
         return -1;
     }
     int32_t N = w->n_requests;
@@ -475,21 +571,27 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { dhs_errf(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
     if (w->arrival == DHS_ARRIVAL_CLOSED && w->concurrency < 1) { dhs_errf(err, err_len, "closed loop needs a concurrency >= 1"); return -1; }
     int hierarchical = c->mode != DHS_SERVE_RESIDENT;
-    int32_t KM = spec_kmax(c);
+    int32_t KM = spec_kmax(c), NR = c->dp_ranks;
     int rc = -1;
     sreq *rq = calloc((size_t)N, sizeof *rq);
-    int32_t *queue = malloc(sizeof(int32_t) * (size_t)N), *run = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-    int32_t *bat = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-    int32_t *newly = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+    rank_st *rk = calloc((size_t)NR, sizeof *rk);
     topic *topics = calloc((size_t)N * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1), sizeof(topic));
-    dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
-    hier H;
-    memset(&H, 0, sizeof H);
+    dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0}, stepv = {0};
     gen g = {&c->loc, c->k, NULL, 0, 0};
-    int32_t *sel = NULL, *loc = NULL, *Kv = NULL, *acc = NULL;
+    int32_t *sel = NULL, *loc = NULL;
     dhs_req *hs = NULL;
     dhs_resolve_item *items = NULL;
-    if (!rq || !queue || !run || !bat || !newly || !topics) goto nomem;
+    if (!rq || !rk || !topics) goto nomem;
+    for (int32_t ri = 0; ri < NR; ri++) {
+        rank_st *R = &rk[ri];
+        R->queue = malloc(sizeof(int32_t) * (size_t)N);
+        R->run = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->bat = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->newly = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        if (!R->queue || !R->run || !R->bat || !R->newly || !R->Kv || !R->acc) goto nomem;
+    }
     /* requests: lengths and arrival times from their own streams */
     uint64_t arr_rng = mix64(w->seed ^ 0xa076bc5d1f3e2a49ull), len_rng = mix64(w->seed ^ 0x3c6ef372fe94f82bull);
     int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
@@ -519,9 +621,11 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         q->key = rnd(&q->rng_sel);
         q->topics = topics + (size_t)i * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1);
         q->issued = w->arrival != DHS_ARRIVAL_CLOSED || i < w->concurrency;
+        q->pred = dhs_serve_predict(c, q->prompt, q->out);
     }
     if (hierarchical) {
-        if (hier_init(&H, c, w, r, err, err_len)) goto out;
+        for (int32_t ri = 0; ri < NR; ri++)
+            if (hier_init(&rk[ri].H, c, w, r, err, err_len)) goto out;
         g.rows = c->max_context + c->max_output + KM + 8;
         g.stamp = calloc((size_t)g.rows, sizeof(uint32_t));
         size_t nsel = (size_t)c->max_batch * (size_t)KM * (size_t)c->k;
@@ -529,102 +633,134 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         loc = malloc(sizeof(int32_t) * nsel);
         if (!g.stamp || !sel || !loc) goto nomem;
     }
-    Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-    acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
     hs = malloc(sizeof(dhs_req) * (size_t)c->max_batch);
     items = malloc(sizeof(dhs_resolve_item) * (size_t)c->max_batch);
-    if (!Kv || !acc || !hs || !items) goto nomem;
-    double M = c->kv_gib * 1073741824.0, res_used = 0;
-    int32_t qh = 0, qt = 0, n_run = 0, next_arr = 0, completed = 0, issued = w->arrival == DHS_ARRIVAL_CLOSED ? (w->concurrency < N ? w->concurrency : N) : N;
-    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, last_progress = w0;
-    uint64_t acc_n = 0;
-    dhs_stats st0;
-    if (hierarchical) dhs_get_stats(H.ctx, &st0);
+    if (!hs || !items) goto nomem;
+    double M = c->kv_gib * 1073741824.0;
+    int32_t next_arr = 0, completed = 0, issued = w->arrival == DHS_ARRIVAL_CLOSED ? (w->concurrency < N ? w->concurrency : N) : N;
+    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, last_progress = w0, miss_max_sum = 0, miss_mean_sum = 0, rank_mean_sum = 0;
+    uint64_t acc_n = 0, arrivals = 0;
+    if (hierarchical)
+        for (int32_t ri = 0; ri < NR; ri++) dhs_get_stats(rk[ri].H.ctx, &rk[ri].st0);
     /* arrival order: Poisson and closed loop are in index order; a trace is sorted by the loader.
-       run[]: admitted requests (slot and memory held); a request decodes once its prefill is
-       done and its KV arrived (joined). */
+       Each arrival is placed on a rank and joins that rank's queue. run[]: a rank's admitted
+       requests (slot and memory held); a request decodes once its prefill is done and its KV
+       arrived (joined). */
     int remote = c->prefill_remote;
     while (completed < N) {
-        while (next_arr < issued && rq[next_arr].arrival <= now) queue[qt++] = next_arr++;
-        /* admission, head of line */
-        int32_t n_new = 0;
-        while (qh < qt && n_run < c->max_batch) {
-            sreq *q = &rq[queue[qh]];
-            double pos = (double)(q->prompt + q->out);
-            int ok;
-            if (!hierarchical) {
-                double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
-                ok = res_used + need <= M;
-                if (!ok && n_run == 0) {
-                    dhs_errf(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
-                    goto out;
-                }
-                if (ok) res_used += need;
-            } else {
-                uint64_t need = (uint64_t)(pos * cost->layers * cost->idx_bytes);
-                ok = H.idx_used + need <= H.idx_cap;
-                if (ok) {
-                    dhs_status s = dhs_request_open(H.ctx, q->prompt + q->out, &q->h);
-                    if (s == DHS_WAIT) ok = 0;
-                    else if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
-                }
-                if (!ok && n_run == 0) {
-                    dhs_errf(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
-                        (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H.idx_cap / 1073741824.0);
-                    goto out;
-                }
-                if (ok) H.idx_used += need;
-            }
-            if (!ok) { r->waits++; break; }
-            qh++;
-            q->admitted = 1;
-            q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
-            run[n_run++] = (int32_t)(q - rq);
-            newly[n_new++] = (int32_t)(q - rq);
+        while (next_arr < issued && rq[next_arr].arrival <= now) {
+            sreq *q = &rq[next_arr];
+            int32_t ri = place(c, rk, NR, q, arrivals++, M);
+            rank_st *R = &rk[ri];
+            q->rank = ri;
+            R->live++;
+            R->placed++;
+            R->pred_us += q->pred.step_us;
+            R->pred_bytes += q->pred.bytes;
+            R->queue[R->qt++] = next_arr++;
         }
-        if (n_run > r->max_running) r->max_running = n_run;
-        if (!remote && n_new) {
-            /* local prefill: the admitted prompts run one after another and stall decoding */
-            double tp = 0;
-            for (int32_t i = 0; i < n_new; i++) tp += cost->prefill_us_per_token * (double)rq[newly[i]].prompt;
-            now += tp * 1e-6;
-            for (int32_t i = 0; i < n_new; i++) rq[newly[i]].ready = now;
+        /* admission, head of line, on each rank */
+        int32_t n_running = 0;
+        double tp_max = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            hier *H = &R->H;
+            R->n_new = 0;
+            while (R->qh < R->qt && R->n_run < c->max_batch) {
+                sreq *q = &rq[R->queue[R->qh]];
+                double pos = (double)(q->prompt + q->out);
+                int ok;
+                if (!hierarchical) {
+                    double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+                    ok = R->res_used + need <= M;
+                    if (!ok && R->n_run == 0) {
+                        dhs_errf(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
+                        goto out;
+                    }
+                    if (ok) R->res_used += need;
+                } else {
+                    uint64_t need = (uint64_t)(pos * cost->layers * cost->idx_bytes);
+                    ok = H->idx_used + need <= H->idx_cap;
+                    if (ok) {
+                        dhs_status s = dhs_request_open(H->ctx, q->prompt + q->out, &q->h);
+                        if (s == DHS_WAIT) ok = 0;
+                        else if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
+                    }
+                    if (!ok && R->n_run == 0) {
+                        dhs_errf(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
+                            (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H->idx_cap / 1073741824.0);
+                        goto out;
+                    }
+                    if (ok) H->idx_used += need;
+                }
+                if (!ok) { r->waits++; break; }
+                R->qh++;
+                q->admitted = 1;
+                q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
+                R->run[R->n_run++] = (int32_t)(q - rq);
+                R->newly[R->n_new++] = (int32_t)(q - rq);
+            }
+            n_running += R->n_run;
+            if (R->n_run > R->max_running) R->max_running = R->n_run;
+            if (!remote && R->n_new) {
+                double tp = 0;
+                for (int32_t i = 0; i < R->n_new; i++) tp += cost->prefill_us_per_token * (double)rq[R->newly[i]].prompt;
+                if (tp > tp_max) tp_max = tp;
+            }
+        }
+        if (n_running > r->max_running) r->max_running = n_running;
+        if (!remote && tp_max > 0) {
+            /* local prefill: the admitted prompts run one after another on their rank and stall decoding
+               (of the group: the ranks step together) */
+            now += tp_max * 1e-6;
+            for (int32_t ri = 0; ri < NR; ri++)
+                for (int32_t i = 0; i < rk[ri].n_new; i++) rq[rk[ri].newly[i]].ready = now;
         }
         /* join: prefill done, KV imported, first token out */
-        for (int32_t i = 0; i < n_run; i++) {
-            sreq *q = &rq[run[i]];
-            if (q->joined || q->ready > now) continue;
-            if (hierarchical) {
-                dhs_status s = dhs_request_import(H.ctx, q->h, q->prompt, NULL,
-                                                  c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
-                if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
-                topics_init(&g, q);
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            for (int32_t i = 0; i < R->n_run; i++) {
+                sreq *q = &rq[R->run[i]];
+                if (q->joined || q->ready > now) continue;
+                if (hierarchical) {
+                    dhs_status s = dhs_request_import(R->H.ctx, q->h, q->prompt, NULL,
+                                                      c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
+                    if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
+                    topics_init(&g, q);
+                }
+                q->joined = 1;
+                q->n = q->prompt;
+                q->tokens = 1;
+                q->t_first = q->t_last = q->ready;
+                if (dvec_push(&ttft, (q->ready - q->arrival) * 1e3)) goto nomem;
             }
-            q->joined = 1;
-            q->n = q->prompt;
-            q->tokens = 1;
-            q->t_first = q->t_last = q->ready;
-            if (dvec_push(&ttft, (q->ready - q->arrival) * 1e3)) goto nomem;
         }
         /* the decode batch: joined requests still generating; one-token requests complete */
-        int32_t nb = 0, j = 0;
-        for (int32_t i = 0; i < n_run; i++) {
-            sreq *q = &rq[run[i]];
-            if (q->joined && q->tokens >= q->out) {
-                if (complete(&H, c, w, q, rq, hierarchical, &res_used, &issued, N, q->t_last, r, &e2el, NULL)) goto nomem;
-                completed++;
-                continue;
+        int32_t nb_all = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            int32_t j = 0;
+            R->nb = 0;
+            for (int32_t i = 0; i < R->n_run; i++) {
+                sreq *q = &rq[R->run[i]];
+                if (q->joined && q->tokens >= q->out) {
+                    if (complete(R, c, w, q, rq, hierarchical, &issued, N, q->t_last, r, &e2el, NULL)) goto nomem;
+                    completed++;
+                    continue;
+                }
+                R->run[j++] = R->run[i];
+                if (q->joined) R->bat[R->nb++] = R->run[i];
             }
-            run[j++] = run[i];
-            if (q->joined) bat[nb++] = run[i];
+            R->n_run = j;
+            nb_all += R->nb;
         }
-        n_run = j;
-        if (nb == 0) {
+        if (nb_all == 0) {
             /* idle: jump to the next arrival or prefill completion */
             double t_next = INFINITY;
             if (next_arr < issued) t_next = rq[next_arr].arrival;
-            for (int32_t i = 0; i < n_run; i++)
-                if (rq[run[i]].ready < t_next) t_next = rq[run[i]].ready;
+            for (int32_t ri = 0; ri < NR; ri++)
+                for (int32_t i = 0; i < rk[ri].n_run; i++)
+                    if (rq[rk[ri].run[i]].ready < t_next) t_next = rq[rk[ri].run[i]].ready;
             if (t_next == INFINITY) {
                 if (completed < N) { dhs_errf(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
                 break;
@@ -632,79 +768,110 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             if (t_next > now) now = t_next;
             continue;
         }
-        int32_t Kb = c->spec ? dhs_serve_block_width(c, nb) : 1;
-        double attn = 0;
-        uint64_t dE = 0, dH = 0;
-        int32_t kmax_step = 1;
-        for (int32_t i = 0; i < nb; i++) {
-            sreq *q = &rq[bat[i]];
-            int64_t left = q->out - q->tokens;
-            Kv[i] = (int32_t)(Kb < left ? Kb : left);
-            if (Kv[i] < 1) Kv[i] = 1;
-            if (Kv[i] > kmax_step) kmax_step = Kv[i];
-            attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
-            int32_t a = 0;
-            while (a < Kv[i] - 1 && rnd_unit(&q->rng_acc) < c->accept_p) a++;
-            acc[i] = a;
-        }
-        if (hierarchical) {
-            for (int32_t i = 0; i < nb; i++) hs[i] = rq[bat[i]].h;
-            dhs_status s = dhs_round_begin(H.ctx, nb, hs, Kv);
-            int64_t off = 0;
-            for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
+        /* each rank's step; the group's step takes the longest */
+        double dt = 0, rank_dt_sum = 0;
+        uint64_t dH_max = 0, dH_sum = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            int32_t nb = R->nb, *Kv = R->Kv, *acc = R->acc, *bat = R->bat;
+            R->dt = 0;
+            R->dH = 0;
+            if (nb == 0) continue;
+            int32_t Kb = c->spec ? dhs_serve_block_width(c, nb) : 1;
+            double attn = 0;
+            uint64_t dE = 0, dH = 0;
+            int32_t kmax_step = 1;
+            for (int32_t i = 0; i < nb; i++) {
                 sreq *q = &rq[bat[i]];
-                s = dhs_write_rows(H.ctx, q->h, 0, q->n, Kv[i], NULL);
-                int32_t *qs = sel + off;
-                topics_step(&g, q, q->n + 1);
-                gen_query0(&g, q, q->n, qs);
-                for (int32_t jj = 1; jj < Kv[i]; jj++) gen_query_j(&g, q, q->n, jj, qs, qs + (int64_t)jj * c->k);
-                items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
-                off += (int64_t)Kv[i] * c->k;
+                int64_t left = q->out - q->tokens;
+                Kv[i] = (int32_t)(Kb < left ? Kb : left);
+                if (Kv[i] < 1) Kv[i] = 1;
+                if (Kv[i] > kmax_step) kmax_step = Kv[i];
+                attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
+                int32_t a = 0;
+                while (a < Kv[i] - 1 && rnd_unit(&q->rng_acc) < c->accept_p) a++;
+                acc[i] = a;
             }
-            dhs_stats a0, a1;
-            dhs_get_stats(H.ctx, &a0);
-            if (s == DHS_OK) s = dhs_resolve(H.ctx, 0, c->k, nb, items);
-            if (s == DHS_OK) s = dhs_group_done(H.ctx, 0);
-            if (s == DHS_OK) s = dhs_round_end(H.ctx, acc);
-            if (s != DHS_OK) { dhs_errf(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
-            dhs_get_stats(H.ctx, &a1);
-            dE = a1.entries - a0.entries;
-            dH = a1.host_rows_copied - a0.host_rows_copied;
+            if (hierarchical) {
+                dhs_ctx *ctx = R->H.ctx;
+                for (int32_t i = 0; i < nb; i++) hs[i] = rq[bat[i]].h;
+                dhs_status s = dhs_round_begin(ctx, nb, hs, Kv);
+                int64_t off = 0;
+                for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
+                    sreq *q = &rq[bat[i]];
+                    s = dhs_write_rows(ctx, q->h, 0, q->n, Kv[i], NULL);
+                    int32_t *qs = sel + off;
+                    topics_step(&g, q, q->n + 1);
+                    gen_query0(&g, q, q->n, qs);
+                    for (int32_t jj = 1; jj < Kv[i]; jj++) gen_query_j(&g, q, q->n, jj, qs, qs + (int64_t)jj * c->k);
+                    items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
+                    off += (int64_t)Kv[i] * c->k;
+                }
+                dhs_stats a0, a1;
+                dhs_get_stats(ctx, &a0);
+                if (s == DHS_OK) s = dhs_resolve(ctx, 0, c->k, nb, items);
+                if (s == DHS_OK) s = dhs_group_done(ctx, 0);
+                if (s == DHS_OK) s = dhs_round_end(ctx, acc);
+                if (s != DHS_OK) { dhs_errf(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
+                dhs_get_stats(ctx, &a1);
+                dE = a1.entries - a0.entries;
+                dH = a1.host_rows_copied - a0.host_rows_copied;
+            }
+            double qtok = 0;
+            for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
+            double d = cost->base_us + cost->token_us * qtok + cost->layers * attn;
+            if (hierarchical) {
+                d += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
+                if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
+            }
+            if (c->spec) d += cost->draft_us * (kmax_step - 1);
+            R->dt = d;
+            R->dH = dH;
+            if (d > dt) dt = d;
         }
-        double qtok = 0;
-        for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
-        double dt = cost->base_us + cost->token_us * qtok + cost->layers * attn;
-        if (hierarchical) {
-            dt += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
-            if (dH) dt += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            R->host_rows += R->dH;
+            R->step_ms_sum += R->dt * 1e-3;
+            rank_dt_sum += R->dt;
+            dH_sum += R->dH;
+            if (R->dH > dH_max) dH_max = R->dH;
         }
-        if (c->spec) dt += cost->draft_us * (kmax_step - 1);
+        miss_max_sum += (double)dH_max;
+        miss_mean_sum += (double)dH_sum / NR;
+        rank_mean_sum += rank_dt_sum / NR * 1e-3;
         now += dt * 1e-6;
         r->steps++;
-        batch_sum += nb;
+        batch_sum += nb_all;
         step_sum += dt * 1e-3;
-        if (nb < DHS_SERVE_BATCH_HIST) {
-            r->step_ms_sum[nb] += dt * 1e-3;
-            r->step_n[nb]++;
+        if (dvec_push(&stepv, dt * 1e-3)) goto nomem;
+        if (nb_all < DHS_SERVE_BATCH_HIST) {
+            r->step_ms_sum[nb_all] += dt * 1e-3;
+            r->step_n[nb_all]++;
         }
         /* tokens of the step; completions */
-        for (int32_t i = 0; i < nb; i++) {
-            sreq *q = &rq[bat[i]];
-            q->tokens += acc[i] + 1;
-            q->n += acc[i] + 1;
-            acc_sum += acc[i] + 1;
-            acc_n++;
-            if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
-            q->t_last = now;
-            if (q->tokens < q->out) continue;
-            if (complete(&H, c, w, q, rq, hierarchical, &res_used, &issued, N, now, r, &e2el, &tpot)) goto nomem;
-            completed++;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            for (int32_t i = 0; i < R->nb; i++) {
+                sreq *q = &rq[R->bat[i]];
+                q->tokens += R->acc[i] + 1;
+                q->n += R->acc[i] + 1;
+                acc_sum += R->acc[i] + 1;
+                acc_n++;
+                if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
+                q->t_last = now;
+                if (q->tokens < q->out) continue;
+                if (complete(R, c, w, q, rq, hierarchical, &issued, N, now, r, &e2el, &tpot)) goto nomem;
+                completed++;
+            }
+            int32_t j = 0;
+            for (int32_t i = 0; i < R->n_run; i++)
+                if (!rq[R->run[i]].done) R->run[j++] = R->run[i];
+            R->n_run = j;
         }
-        j = 0;
-        for (int32_t i = 0; i < n_run; i++)
-            if (!rq[run[i]].done) run[j++] = run[i];
-        n_run = j;
         if (c->progress && dhs_wall_s() - last_progress > 0.25) {
+            int32_t n_run = 0;
+            for (int32_t ri = 0; ri < NR; ri++) n_run += rk[ri].n_run;
             last_progress = dhs_wall_s();
             fprintf(stderr, "\r%s: %d/%d requests done, %d running, simulated %.1f s   ", c->progress_tag ? c->progress_tag : "serve-sim",
                     completed, N, n_run, now);
@@ -719,19 +886,36 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     summarize(tpot.v, tpot.n, &r->mean_tpot_ms, &r->median_tpot_ms, &r->p99_tpot_ms);
     summarize(itl.v, itl.n, &r->mean_itl_ms, &r->median_itl_ms, &r->p99_itl_ms);
     summarize(e2el.v, e2el.n, &r->mean_e2el_ms, &r->median_e2el_ms, &r->p99_e2el_ms);
+    {
+        double mean_unused;
+        summarize(stepv.v, stepv.n, &mean_unused, &r->p50_step_ms, &r->p99_step_ms);
+    }
     r->mean_batch = r->steps ? batch_sum / (double)r->steps : 0;
     r->mean_step_ms = r->steps ? step_sum / (double)r->steps : 0;
     r->accept_length = acc_n ? acc_sum / (double)acc_n : 0;
+    r->dp_ranks = NR;
+    for (int32_t ri = 0; ri < NR; ri++) {
+        rank_st *R = &rk[ri];
+        r->rank_sessions[ri] = R->placed;
+        r->rank_max_running[ri] = R->max_running;
+        r->rank_misses_per_step[ri] = r->steps ? (double)R->host_rows / (double)r->steps : 0;
+        r->rank_mean_step_ms[ri] = r->steps ? R->step_ms_sum / (double)r->steps : 0;
+    }
+    r->miss_max_per_step = r->steps ? miss_max_sum / (double)r->steps : 0;
+    r->miss_mean_per_step = r->steps ? miss_mean_sum / (double)r->steps : 0;
+    r->wait_share = step_sum > 0 ? 1 - rank_mean_sum / step_sum : 0;
     if (hierarchical) {
-        dhs_stats s1;
-        dhs_get_stats(H.ctx, &s1);
-        r->entries = s1.entries - st0.entries;
-        r->host_rows = s1.host_rows_copied - st0.host_rows_copied;
-        r->census_direct = s1.census_direct - st0.census_direct;
-        r->census_hot = s1.census_hot - st0.census_hot;
-        r->census_host = s1.census_host - st0.census_host;
-        r->reclaims = s1.reclaims - st0.reclaims;
-        r->repopulated_pages = s1.repopulated_pages - st0.repopulated_pages;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            dhs_stats s1, *s0 = &rk[ri].st0;
+            dhs_get_stats(rk[ri].H.ctx, &s1);
+            r->entries += s1.entries - s0->entries;
+            r->host_rows += s1.host_rows_copied - s0->host_rows_copied;
+            r->census_direct += s1.census_direct - s0->census_direct;
+            r->census_hot += s1.census_hot - s0->census_hot;
+            r->census_host += s1.census_host - s0->census_host;
+            r->reclaims += s1.reclaims - s0->reclaims;
+            r->repopulated_pages += s1.repopulated_pages - s0->repopulated_pages;
+        }
         r->host_rows_per_token = r->total_output_tokens ? (double)r->host_rows / (double)r->total_output_tokens : 0;
     }
     if (c->progress) fprintf(stderr, "\r%100s\r", "");
@@ -740,22 +924,29 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
 nomem:
     dhs_errf(err, err_len, "out of memory");
 out:
-    if (hierarchical) hier_free(&H);
+    if (rk) {
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            if (hierarchical && R->H.ctx) hier_free(&R->H);
+            free(R->queue);
+            free(R->run);
+            free(R->bat);
+            free(R->newly);
+            free(R->Kv);
+            free(R->acc);
+        }
+    }
+    free(rk);
     free(rq);
-    free(queue);
-    free(run);
-    free(bat);
-    free(newly);
     free(topics);
     free(ttft.v);
     free(tpot.v);
     free(itl.v);
     free(e2el.v);
+    free(stepv.v);
     free(g.stamp);
     free(sel);
     free(loc);
-    free(Kv);
-    free(acc);
     free(hs);
     free(items);
     r->wall_s = dhs_wall_s() - w0;
