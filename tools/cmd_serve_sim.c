@@ -442,39 +442,51 @@ int cmd_serve_sim(int argc, char **argv)
         fprintf(f, "mode,spec,%s,completed,duration,total_input_tokens,total_output_tokens,request_throughput,output_throughput,"
                    "total_token_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_itl_ms,"
                    "median_itl_ms,p99_itl_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_running,mean_batch,mean_step_ms,accept_length,"
-                   "host_rows_per_token_per_layer,admission_waits\n",
-                load_key);
+                   "host_rows_per_token_per_layer,admission_waits%s\n",
+                load_key, c.dp_ranks > 1 ? ",dp_ranks,placement,p50_step_ms,p99_step_ms,miss_max_per_step,miss_mean_per_step,wait_share" : "");
         for (int i = 0; i < n_runs; i++) {
             const dhs_serve_result *r = &runs[i].r;
-            fprintf(f, "%s,%d,%g,%" PRId64 ",%.4f,%" PRId64 ",%" PRId64 ",%.4f,%.2f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.2f,%.3f,%.3f,%.2f,%" PRIu64 "\n",
+            fprintf(f, "%s,%d,%g,%" PRId64 ",%.4f,%" PRId64 ",%" PRId64 ",%.4f,%.2f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.2f,%.3f,%.3f,%.2f,%" PRIu64,
                     dhs_serve_mode_str(runs[i].mode), runs[i].spec, runs[i].load, r->completed, r->duration, r->total_input_tokens,
                     r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
                     r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
                     r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
                     r->accept_length, r->host_rows_per_token, r->waits);
+            if (c.dp_ranks > 1)
+                fprintf(f, ",%d,%s,%.3f,%.3f,%.2f,%.2f,%.4f", r->dp_ranks, dhs_serve_placement_str(runs[i].place), r->p50_step_ms,
+                        r->p99_step_ms, r->miss_max_per_step, r->miss_mean_per_step, r->wait_share);
+            fprintf(f, "\n");
         }
         if (fclose(f)) { fprintf(stderr, "dhs serve-sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
     }
     if (plot) {
-        dhs_plot_series ser[6];
-        double xs[6][MAX_POINTS], ys[6][MAX_POINTS];
-        char names[6][32];
+        /* one line per mode and speculation (and placement, with several ranks) */
+        enum { NS = 3 * 2 * DHS_PLACE_N_ };
+        dhs_plot_series ser[NS];
+        static double xs[NS][MAX_POINTS], ys[NS][MAX_POINTS];
+        char names[NS][48];
         int ns = 0;
         for (int m = 0; m < 3; m++)
-            for (int sp = 0; sp < 2; sp++) {
-                int n = 0;
-                for (int i = 0; i < n_runs; i++)
-                    if ((int)runs[i].mode == m && runs[i].spec == sp) {
-                        xs[ns][n] = runs[i].r.output_throughput;
-                        ys[ns][n] = runs[i].r.median_tpot_ms;
-                        n++;
-                    }
-                if (!n) continue;
-                snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "");
-                ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
-                ns++;
-            }
-        if (dhs_plot_svg(plot, "latency vs throughput (one GPU rank)", "output throughput (tokens/s)", "median TPOT (ms)", ser, ns, 0)) {
+            for (int sp = 0; sp < 2; sp++)
+                for (int pl = 0; pl < DHS_PLACE_N_; pl++) {
+                    int n = 0;
+                    for (int i = 0; i < n_runs; i++)
+                        if ((int)runs[i].mode == m && runs[i].spec == sp && (int)runs[i].place == pl) {
+                            xs[ns][n] = runs[i].r.output_throughput;
+                            ys[ns][n] = runs[i].r.median_tpot_ms;
+                            n++;
+                        }
+                    if (!n) continue;
+                    if (c.dp_ranks > 1)
+                        snprintf(names[ns], sizeof names[ns], "%s%s, %s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "",
+                                 dhs_serve_placement_str((dhs_serve_placement)pl));
+                    else
+                        snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "");
+                    ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
+                    ns++;
+                }
+        if (dhs_plot_svg(plot, c.dp_ranks > 1 ? "latency vs throughput (data-parallel ranks)" : "latency vs throughput (one GPU rank)",
+                         "output throughput (tokens/s)", "median TPOT (ms)", ser, ns, 0)) {
             fprintf(stderr, "dhs serve-sim: cannot write %s\n", plot);
             rc = EXIT_RUNTIME;
         }

@@ -165,7 +165,13 @@ for r in runs:
 # round robin: arrival i on rank i mod 3
 assert runs[0]["dp"]["rank_sessions"] == [3, 3, 2], runs[0]["dp"]
 PY
-expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 4 --modes adaptive --spec off --dp-ranks 2 --placement miss-aware,round-robin
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 4 --modes adaptive --spec off --dp-ranks 2 --placement miss-aware,round-robin \
+    --csv "$T/dp.csv" --plot "$T/dp.svg"
 grep -q "data-parallel ranks" "$T/out" && grep -q "miss-aware" "$T/out" || fail "serve-sim prints the data-parallel table"
+[ "$(wc -l <"$T/dp.csv")" -eq 3 ] && head -1 "$T/dp.csv" | grep -q ",placement," && grep -q ",round-robin," "$T/dp.csv" &&
+    grep -q ",miss-aware," "$T/dp.csv" || fail "serve-sim --csv with --dp-ranks: a placement column, one row per placement"
+grep -q "adaptive, miss-aware" "$T/dp.svg" || fail "serve-sim --plot with --dp-ranks: one line per placement"
+# one rank: the CSV keeps its columns
+head -1 "$T/s.csv" | grep -q "placement" && fail "one rank's CSV grew columns"
 
 finish sim
