@@ -52,6 +52,7 @@ extern "C" {
 #include "core/dres_spec.h"
 #include "cuda/dres.cuh"
 #include "cuda/gather.cuh"
+#include "util/rng.h"
 }
 
 #define CK(x)                                                                                      \
@@ -72,14 +73,8 @@ extern "C" {
 #define MAXROWS (MAXB + 4096)
 #define SCAN_T 512
 
-static uint64_t g_rng = 0x243f6a8885a308d3ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1dull;
-}
+static uint64_t g_rng = 0x243f6a8885a308d3ull; /* the one RNG: util/rng.h */
+static uint64_t rnd(void) { return dhs_rng_next(&g_rng); }
 static double now_us(void)
 {
     struct timespec t;

@@ -39,6 +39,7 @@ extern "C" {
 #include "cuda/gather.cuh"
 #include "dhs.h"
 #include "dhs_cuda.h"
+#include "util/rng.h"
 }
 
 #define CK(x)                                                                                      \
@@ -60,14 +61,8 @@ extern "C" {
 
 /* ------------------------------------------------------------------ utils */
 
-static uint64_t g_rng = 0x243f6a8885a308d3ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1dull;
-}
+static uint64_t g_rng = 0x243f6a8885a308d3ull; /* the one RNG: util/rng.h */
+static uint64_t rnd(void) { return dhs_rng_next(&g_rng); }
 
 static double now_us(void)
 {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/topk_spec.h"
+#include "util/rng.h"
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -34,18 +35,11 @@
         }                                                                                      \
     } while (0)
 
-__device__ static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* scores in [0,1) with 24-bit resolution; about half the candidates hit a slot */
 __global__ void fill_kernel(float *sc, int32_t *slot, int64_t total, uint64_t seed)
 {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
-        uint64_t h = mix64(seed + (uint64_t)i * 0x9e3779b97f4a7c15ull);
+        uint64_t h = dhs_mix64(seed + (uint64_t)i * 0x9e3779b97f4a7c15ull);
         sc[i] = (float)(h >> 40) / 16777216.0f;
         slot[i] = (h & 1) ? (int32_t)((h >> 8) & 0xfffff) : -1;
     }

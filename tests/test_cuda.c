@@ -36,6 +36,7 @@ int main(void)
 
 #include "core/backend.h"
 #include "dhs_cuda.h"
+#include "util/rng.h"
 
 /* ------------------------------------------------------------- harness */
 
@@ -66,15 +67,9 @@ static int g_checks, g_failed;
 
 static dhs_backend *g_be; /* the CUDA backend under test */
 
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545f4914f6cdd1dull;
-}
-static int64_t rnd_below(int64_t n) { return (int64_t)(rnd() % (uint64_t)n); }
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull; /* the one RNG: util/rng.h */
+static uint64_t rnd(void) { return dhs_rng_next(&g_rng); }
+static int64_t rnd_below(int64_t n) { return dhs_rng_below(&g_rng, n); }
 
 /* random permutation prefix: out[0..n) distinct values in [0, range) */
 static void distinct(int64_t *out, int64_t n, int64_t range, int64_t *scratch)
@@ -390,13 +385,7 @@ static int test_readers(area *a)
 /* ------------------------------------------------------- 6. the resolver */
 #ifndef DHS_TEST_NO_CORE /* gpu_build.sh sets it when the core is not there yet */
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+static uint64_t mix(uint64_t x) { return dhs_mix64(x + 0x9e3779b97f4a7c15ull); }
 
 /* deterministic row bytes for a key (row_bytes multiple of 8) */
 static void fill_row(void *dst, uint32_t row_bytes, uint64_t key)

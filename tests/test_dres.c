@@ -80,12 +80,12 @@ static void toy_tail_write(toy *t, int32_t r)
 static void toy_init(toy *t, uint64_t *rng, int exhaust)
 {
     memset(t, 0, sizeof *t);
-    t->N = 2 + (int32_t)th_below(rng, 4);
+    t->N = 2 + (int32_t)dhs_rng_below(rng, 4);
     t->p = 4;
-    t->B = t->p * (1 + (int32_t)th_below(rng, 12)); /* 4 .. 48: around and below one window */
+    t->B = t->p * (1 + (int32_t)dhs_rng_below(rng, 12)); /* 4 .. 48: around and below one window */
     t->T = 32;
-    t->nsrc = 1 + (int32_t)th_below(rng, 3);
-    t->m = th_below(rng, 3) == 0 ? 4 : 1;
+    t->nsrc = 1 + (int32_t)dhs_rng_below(rng, 3);
+    t->m = dhs_rng_below(rng, 3) == 0 ? 4 : 1;
     t->KK = 8;
     t->maxk = 12;
     t->stride = 32;
@@ -150,11 +150,11 @@ static void toy_init(toy *t, uint64_t *rng, int exhaust)
     /* requests: history, tail window, some ready optional pages */
     for (int32_t r = 0; r < t->N; r++) {
         dres_cpu_reset(st, r);
-        t->n[r] = 20 + th_below(rng, 200);
-        t->tail_lo[r] = t->n[r] / t->m - th_below(rng, 6);
+        t->n[r] = 20 + dhs_rng_below(rng, 200);
+        t->tail_lo[r] = t->n[r] / t->m - dhs_rng_below(rng, 6);
         if (t->tail_lo[r] < 0) t->tail_lo[r] = 0;
         for (int64_t hp = 0; (hp + 1) * t->p <= t->tail_lo[r]; hp++)
-            if (th_below(rng, 4) == 0) {
+            if (dhs_rng_below(rng, 4) == 0) {
                 st->opt_ready[(int64_t)r * st->max_opt_pages + hp] = 1;
                 for (int32_t si = 0; si < t->nsrc; si++)
                     for (int32_t i = 0; i < t->p; i++)
@@ -291,13 +291,13 @@ static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok
             for (int32_t i = 0; i < k; i++) {
                 int64_t vis = (n + j + 1) / t->m; /* rows visible to query j */
                 int64_t s;
-                int64_t u = th_below(rng, 100);
+                int64_t u = dhs_rng_below(rng, 100);
                 if (u < 8) s = -1;
-                else if (u < 20 && i > 0) s = sb[(int64_t)j * k + th_below(rng, i)];
-                else if (u < 60) s = vis - 1 - th_below(rng, vis < 24 ? vis : 24);
-                else s = th_below(rng, vis > 0 ? vis : 1);
+                else if (u < 20 && i > 0) s = sb[(int64_t)j * k + dhs_rng_below(rng, i)];
+                else if (u < 60) s = vis - 1 - dhs_rng_below(rng, vis < 24 ? vis : 24);
+                else s = dhs_rng_below(rng, vis > 0 ? vis : 1);
                 if (s >= vis) s = -1;
-                if (bad_ok && th_below(rng, 200) == 0) s = th_below(rng, 2) ? -5 : vis + th_below(rng, 3);
+                if (bad_ok && dhs_rng_below(rng, 200) == 0) s = dhs_rng_below(rng, 2) ? -5 : vis + dhs_rng_below(rng, 3);
                 sb[(int64_t)j * k + i] = (int32_t)s;
             }
         (void)vis_rows;
@@ -572,10 +572,10 @@ static void test_spec(uint64_t seed)
         for (int round = 0; round < 40 && cnt.calls < target; round++) {
             t.epoch++;
             /* round: a random subset of the slots in random order */
-            int32_t order[64], n_round = 1 + (int32_t)th_below(&rng, t.N);
+            int32_t order[64], n_round = 1 + (int32_t)dhs_rng_below(&rng, t.N);
             for (int32_t i = 0; i < t.N; i++) order[i] = i;
             for (int32_t i = t.N - 1; i > 0; i--) {
-                int32_t j = (int32_t)th_below(&rng, i + 1), x = order[i];
+                int32_t j = (int32_t)dhs_rng_below(&rng, i + 1), x = order[i];
                 order[i] = order[j];
                 order[j] = x;
             }
@@ -583,23 +583,23 @@ static void test_spec(uint64_t seed)
             t.rd->epoch = t.epoch;
             for (int32_t b = 0; b < t.N; b++) {
                 t.rd_slot[b] = b < n_round ? order[b] : -1;
-                t.rd_K[b] = b < n_round ? 1 + (int32_t)th_below(&rng, t.KK) : 0;
+                t.rd_K[b] = b < n_round ? 1 + (int32_t)dhs_rng_below(&rng, t.KK) : 0;
                 t.rd_n[b] = b < n_round ? t.n[order[b]] : 0;
                 t.rd_tl[b] = b < n_round ? t.tail_lo[order[b]] : 0;
             }
             for (int64_t i = 0; i < (int64_t)t.N * t.max_rows; i++) first_loc[i] = -1;
-            const int32_t k = 1 + (int32_t)th_below(&rng, t.maxk);
-            const int bad_ok = th_below(&rng, 8) == 0;
-            const int calls = 1 + (int32_t)th_below(&rng, 2);
+            const int32_t k = 1 + (int32_t)dhs_rng_below(&rng, t.maxk);
+            const int bad_ok = dhs_rng_below(&rng, 8) == 0;
+            const int calls = 1 + (int32_t)dhs_rng_below(&rng, 2);
             for (int c = 0; c < calls; c++) a_call(&t, &rng, n_round, k, bad_ok, &cnt, first_loc);
             a_promote(&t, n_round, &cnt);
             t.err = 0;
             /* commit: history grows, the tail window moves on */
             for (int32_t b = 0; b < n_round; b++) {
                 const int32_t r = order[b];
-                t.n[r] += 1 + th_below(&rng, t.rd_K[b]);
+                t.n[r] += 1 + dhs_rng_below(&rng, t.rd_K[b]);
                 if (t.n[r] + 16 >= t.max_rows * t.m) t.n[r] = t.max_rows * t.m - 16;
-                int64_t lo = t.n[r] / t.m - th_below(&rng, 6);
+                int64_t lo = t.n[r] / t.m - dhs_rng_below(&rng, 6);
                 if (lo > t.tail_lo[r]) t.tail_lo[r] = lo;
                 toy_tail_write(&t, r);
             }
@@ -619,8 +619,8 @@ static void test_window(uint64_t seed)
 {
     uint64_t rng = seed ^ 0xB;
     for (int it = 0; it < 200000; it++) {
-        const uint32_t elig = (uint32_t)th_rand(&rng);
-        const int32_t width = 1 + (int32_t)th_below(&rng, 32), need = 1 + (int32_t)th_below(&rng, 40);
+        const uint32_t elig = (uint32_t)dhs_rng_next(&rng);
+        const int32_t width = 1 + (int32_t)dhs_rng_below(&rng, 32), need = 1 + (int32_t)dhs_rng_below(&rng, 40);
         int32_t stop, got = dres_sweep_window(elig, width, need, &stop);
         int32_t g2 = 0, stop2 = width;
         for (int32_t i = 0; i < width; i++)
@@ -665,7 +665,7 @@ static void c_row(uint8_t *out, uint64_t uid, int32_t src, int64_t row, uint32_t
 static void c_open(cw *w, int32_t slot)
 {
     creq *r = &w->rq[slot];
-    const int64_t n = 50 + th_below(&w->rng, 400);
+    const int64_t n = 50 + dhs_rng_below(&w->rng, 400);
     dhs_status s0 = dhs_request_open(w->ctx[0], n + 2000, &r->h[0]);
     dhs_status s1 = dhs_request_open(w->ctx[1], n + 2000, &r->h[1]);
     /* residency is the same code in both modes, but reader fences complete
@@ -687,7 +687,7 @@ static void c_open(cw *w, int32_t slot)
         for (int64_t row = 0; row < nr; row++) c_row(b + row * C_ROWB, r->uid, src, row, 0);
         rows[src] = b;
     }
-    const unsigned fl = th_below(&w->rng, 3) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+    const unsigned fl = dhs_rng_below(&w->rng, 3) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
     CHECK_ST(dhs_request_import(w->ctx[0], r->h[0], n, rows, fl), DHS_OK);
     CHECK_ST(dhs_request_import(w->ctx[1], r->h[1], n, rows, fl), DHS_OK);
     r->open = 1;
@@ -763,23 +763,23 @@ static void test_cross(uint64_t seed)
         /* departures and arrivals between rounds */
         for (int32_t i = 0; i < w.N; i++) {
             creq *r = &w.rq[i];
-            if (r->open && th_below(&w.rng, 40) == 0) {
+            if (r->open && dhs_rng_below(&w.rng, 40) == 0) {
                 CHECK_ST(dhs_request_close(w.ctx[0], r->h[0]), DHS_OK);
                 CHECK_ST(dhs_request_close(w.ctx[1], r->h[1]), DHS_OK);
                 r->open = 0;
-            } else if (!r->open && th_below(&w.rng, 3) == 0) {
+            } else if (!r->open && dhs_rng_below(&w.rng, 3) == 0) {
                 c_open(&w, i);
             }
         }
         int32_t slots[64], K[64], nb = 0;
         dhs_req h[2][64];
         for (int32_t i = 0; i < w.N; i++) {
-            if (!w.rq[i].open || th_below(&w.rng, 5) == 0) continue;
+            if (!w.rq[i].open || dhs_rng_below(&w.rng, 5) == 0) continue;
             int64_t n;
             dhs_request_positions(w.ctx[0], w.rq[i].h[0], &n);
             if (n + 16 > c.max_rows) continue;
             slots[nb] = i;
-            K[nb] = 1 + (int32_t)th_below(&w.rng, w.KK);
+            K[nb] = 1 + (int32_t)dhs_rng_below(&w.rng, w.KK);
             h[0][nb] = w.rq[i].h[0];
             h[1][nb] = w.rq[i].h[1];
             nb++;
@@ -822,12 +822,12 @@ static void test_cross(uint64_t seed)
                 for (int32_t j = 0; j < K[i]; j++) {
                     const int64_t vis = (n + j + 1) / m;
                     for (int32_t e = 0; e < w.k; e++) {
-                        int64_t u = th_below(&w.rng, 100), s;
+                        int64_t u = dhs_rng_below(&w.rng, 100), s;
                         if (u < 6 || vis == 0) s = -1;
-                        else if (u < 16 && e > 0) s = sb[(int64_t)j * w.k + th_below(&w.rng, e)];
-                        else if (u < 50) s = vis - 1 - th_below(&w.rng, vis < 40 ? vis : 40);
-                        else if (u < 75) s = th_below(&w.rng, vis < 64 ? vis : 64);
-                        else s = th_below(&w.rng, vis);
+                        else if (u < 16 && e > 0) s = sb[(int64_t)j * w.k + dhs_rng_below(&w.rng, e)];
+                        else if (u < 50) s = vis - 1 - dhs_rng_below(&w.rng, vis < 40 ? vis : 40);
+                        else if (u < 75) s = dhs_rng_below(&w.rng, vis < 64 ? vis : 64);
+                        else s = dhs_rng_below(&w.rng, vis);
                         sb[(int64_t)j * w.k + e] = (int32_t)s;
                     }
                 }
@@ -882,7 +882,7 @@ static void test_cross(uint64_t seed)
             }
         }
         int32_t acc[64];
-        for (int32_t i = 0; i < nb; i++) acc[i] = (int32_t)th_below(&w.rng, K[i]);
+        for (int32_t i = 0; i < nb; i++) acc[i] = (int32_t)dhs_rng_below(&w.rng, K[i]);
         CHECK_ST(dhs_round_end(w.ctx[0], acc), DHS_OK);
         CHECK_ST(dhs_round_end(w.ctx[1], acc), DHS_OK);
         if (rounds % 97 == 0) {

@@ -92,7 +92,7 @@ static uint64_t g_rng;
 static uint64_t rnd(void)
 {
     g_rng += 0x9e3779b97f4a7c15ull;
-    return th_mix(g_rng);
+    return dhs_mix64(g_rng);
 }
 static int64_t rndi(int64_t lo, int64_t hi) /* [lo, hi] */
 {

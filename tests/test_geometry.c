@@ -28,7 +28,7 @@
 #include "test_help.h"
 
 static uint64_t g_rs;
-static float rndf(void) { return dhs_ref_rng_uniform(&g_rs) * 2.0f - 1.0f; }
+static float rndf(void) { return dhs_rng_f24(&g_rs) * 2.0f - 1.0f; }
 
 static int is_pow2(float x)
 {

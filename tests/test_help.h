@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dhs.h"
+#include "util/rng.h" /* the one RNG: dhs_rng_next, dhs_rng_below, dhs_mix64 */
 
 static long th_passed, th_failed;
 
@@ -65,17 +66,6 @@ static inline int th_summary(void)
     return th_failed ? 1 : 0;
 }
 
-static inline uint64_t th_mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* splitmix64 stream */
-static inline uint64_t th_rand(uint64_t *s) { return th_mix(*s += 0x9e3779b97f4a7c15ull); }
-static inline int64_t th_below(uint64_t *s, int64_t n) { return n <= 0 ? 0 : (int64_t)(th_rand(s) % (uint64_t)n); }
-
 /* The seed of a randomised test: DHS_TEST_SEED=N replays N; DHS_TEST_SEED=random
    draws a fresh one (for exploratory runs); unset (CI) it is fixed, derived from
    the test's name, so a CI run is reproducible. Always printed. */
@@ -88,11 +78,11 @@ static inline uint64_t th_seed(const char *name)
     } else if (e && *e) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        seed = th_mix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) % 1000000007ull;
+        seed = dhs_mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40)) % 1000000007ull;
     } else {
         uint64_t h = 1469598103934665603ull;
         for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-        seed = th_mix(h) % 1000000007ull;
+        seed = dhs_mix64(h) % 1000000007ull;
     }
     printf("%s: seed %llu (rerun with DHS_TEST_SEED=%llu)\n", name, (unsigned long long)seed, (unsigned long long)seed);
     fflush(stdout);
@@ -126,9 +116,9 @@ static inline double th_scale(void)
 /* Bytes of row `row` of source `src` of request `uid`, version `ver` (a rewrite bumps the version). */
 static inline void th_fill_row(uint8_t *out, uint32_t nbytes, uint64_t uid, int32_t src, int64_t row, uint32_t ver)
 {
-    uint64_t h = th_mix(uid * 0x100000001b3ull ^ th_mix(((uint64_t)(uint32_t)src << 40) ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
+    uint64_t h = dhs_mix64(uid * 0x100000001b3ull ^ dhs_mix64(((uint64_t)(uint32_t)src << 40) ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
     for (uint32_t i = 0; i < nbytes; i += 8) {
-        uint64_t w = th_mix(h + i);
+        uint64_t w = dhs_mix64(h + i);
         memcpy(out + i, &w, nbytes - i < 8 ? nbytes - i : 8);
     }
 }

@@ -112,7 +112,7 @@ static void random_topo(const dhs_ls_event *ev, int64_t n, int64_t *order, uint6
             if (ok) ready[nr++] = j;
             if (nr >= 16) break; /* a window of the first ready events keeps it O(n) per step */
         }
-        int64_t j = ready[th_below(rng, nr)];
+        int64_t j = ready[dhs_rng_below(rng, nr)];
         order[k] = j;
         done[j] = 1;
     }
@@ -135,8 +135,8 @@ int main(void)
         for (int32_t R = 2; R <= RMAX; R++)
             for (int mk = 0; mk < 5; mk++) {
                 for (int32_t l = 0; l < L; l++)
-                    map[l] = mk == 0 ? 1 : mk == 1 ? 0 : mk == 2 ? 2 : mk == 3 ? R : (int32_t)th_below(&rng, R + 2);
-                int32_t C = 1 + (int32_t)th_below(&rng, CMAX);
+                    map[l] = mk == 0 ? 1 : mk == 1 ? 0 : mk == 2 ? 2 : mk == 3 ? R : (int32_t)dhs_rng_below(&rng, R + 2);
+                int32_t C = 1 + (int32_t)dhs_rng_below(&rng, CMAX);
                 dhs_ls_params p = {L, R, C, mk == 0 && (L & 1) ? NULL : map};
                 int64_t n = 0, n2 = 0;
                 CHECK_ST(dhs_ls_schedule(&p, ev, 3 * LMAX * CMAX, &n), DHS_OK);
@@ -167,9 +167,9 @@ int main(void)
                 }
                 schedules++;
                 /* bytes: streamed (list order and a random dependency order) vs full residency */
-                if (th_below(&rng, 1000) >= (int64_t)(1000 * (scale < 1 ? scale * 3 : 1))) continue;
-                dhs_ls_synth m = {L, C, 1 + (int32_t)th_below(&rng, 4), (int32_t)th_below(&rng, 3), th_below(&rng, 5),
-                                  1 + th_below(&rng, 3)};
+                if (dhs_rng_below(&rng, 1000) >= (int64_t)(1000 * (scale < 1 ? scale * 3 : 1))) continue;
+                dhs_ls_synth m = {L, C, 1 + (int32_t)dhs_rng_below(&rng, 4), (int32_t)dhs_rng_below(&rng, 3), dhs_rng_below(&rng, 5),
+                                  1 + dhs_rng_below(&rng, 3)};
                 int64_t lw = dhs_ls_layer_words(&m), T = dhs_ls_total_rows(&m);
                 uint32_t *hf = th_alloc(4 * (size_t)(L * lw)), *hs = th_alloc(4 * (size_t)(L * lw)),
                          *bf = th_alloc(4 * (size_t)(L * lw)), *bs = th_alloc(4 * (size_t)(R * lw)),

@@ -33,9 +33,9 @@
 #include "test_help.h"
 
 static uint64_t g_rs;
-static uint64_t rnd(void) { return dhs_ref_rng_next(&g_rs); }
+static uint64_t rnd(void) { return dhs_rng_next(&g_rs); }
 static int64_t rndi(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
-static float rndf(void) { return dhs_ref_rng_uniform(&g_rs) * 2.0f - 1.0f; }
+static float rndf(void) { return dhs_rng_f24(&g_rs) * 2.0f - 1.0f; }
 
 static uint32_t f2u(float f)
 {

@@ -116,17 +116,17 @@ static void test_random_vs_reference(dhs_policy p, uint64_t seed, int rounds)
     uint64_t rng = seed ^ ((uint64_t)p * 0x9e37ull);
     long mismatches = 0, victims = 0, minus_one = 0;
     for (int rep = 0; rep < rounds; rep++) {
-        int32_t B = 1 + (int32_t)th_below(&rng, rep % 4 == 0 ? 8 : 200);
+        int32_t B = 1 + (int32_t)dhs_rng_below(&rng, rep % 4 == 0 ? 8 : 200);
         polinst pi = pol_new(p, B);
         refpol ref;
         ref_init(&ref, p, B);
         uint32_t *prot = th_alloc(sizeof(uint32_t) * (size_t)B);
         uint32_t epoch = 1;
         uint64_t clock = 1;
-        int ops = 50 + (int)th_below(&rng, 600);
+        int ops = 50 + (int)dhs_rng_below(&rng, 600);
         for (int o = 0; o < ops; o++) {
-            int32_t q = (int32_t)th_below(&rng, B);
-            int64_t x = th_below(&rng, 100);
+            int32_t q = (int32_t)dhs_rng_below(&rng, B);
+            int64_t x = dhs_rng_below(&rng, 100);
             if (x < 35) { /* access: hit touches, miss fills (a free slot or the victim) */
                 if (ref.in[q]) {
                     pi.ops->touch(pi.st, q, clock);
@@ -136,7 +136,7 @@ static void test_random_vs_reference(dhs_policy p, uint64_t seed, int rounds)
                     ref_insert(&ref, q, clock);
                 }
                 clock++;
-                if (th_below(&rng, 3) == 0) prot[q] = epoch; /* selected this round */
+                if (dhs_rng_below(&rng, 3) == 0) prot[q] = epoch; /* selected this round */
             } else if (x < 45) {
                 if (ref.in[q]) { pi.ops->remove(pi.st, q); ref_remove(&ref, q); }
             } else if (x < 50) {
@@ -152,7 +152,7 @@ static void test_random_vs_reference(dhs_policy p, uint64_t seed, int rounds)
                 }
                 if (v >= 0) {
                     CHECKF(ref.in[v] && prot[v] != epoch, "%s chose an empty or protected slot %d", dhs_policy_str(p), v);
-                    if (th_below(&rng, 2)) { /* the resolver's use: evict and refill */
+                    if (dhs_rng_below(&rng, 2)) { /* the resolver's use: evict and refill */
                         pi.ops->remove(pi.st, v);
                         ref_remove(&ref, v);
                         pi.ops->insert(pi.st, v, clock);
@@ -358,9 +358,9 @@ static void test_end_to_end(dhs_policy p, uint64_t seed)
         /* a working set that drifts, with reuse and duplicates */
         int64_t centre = (round * 7) % (n - 60);
         for (int i = 0; i < k; i++) {
-            int64_t x = th_below(&rng, 10);
-            sel[i] = (int32_t)(x < 7 ? centre + th_below(&rng, 48) : th_below(&rng, n - 20));
-            if (x == 9 && i > 0) sel[i] = sel[th_below(&rng, i)];
+            int64_t x = dhs_rng_below(&rng, 10);
+            sel[i] = (int32_t)(x < 7 ? centre + dhs_rng_below(&rng, 48) : dhs_rng_below(&rng, n - 20));
+            if (x == 9 && i > 0) sel[i] = sel[dhs_rng_below(&rng, i)];
         }
         dhs_stats a, b;
         dhs_get_stats(ctx, &a);

@@ -277,7 +277,7 @@ static void test_split_write_random(void)
         c.repop_pages = 2;
         c.max_rows = 1000;
         c.device_bytes = 2000ull * 4 * 64;
-        dhs_cpu_options o = {.async_delay = 1 + (int32_t)th_below(&rng, 4), .random_order = env_i >= 2, .seed = rng};
+        dhs_cpu_options o = {.async_delay = 1 + (int32_t)dhs_rng_below(&rng, 4), .random_order = env_i >= 2, .seed = rng};
         CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
         for (int s = 0; s < 3; s++) {
             CHECK_ST(th_open(&e, s, 900), DHS_OK);
@@ -288,8 +288,8 @@ static void test_split_write_random(void)
             int32_t K[3], acc[3];
             for (int s = 0; s < 3; s++) {
                 h[s] = e.rq[s].h;
-                K[s] = 1 + (int32_t)th_below(&rng, c.k_max);
-                acc[s] = (int32_t)th_below(&rng, K[s]);
+                K[s] = 1 + (int32_t)dhs_rng_below(&rng, c.k_max);
+                acc[s] = (int32_t)dhs_rng_below(&rng, K[s]);
             }
             if (e.rq[0].n + 8 > c.max_rows) break;
             CHECK_ST(dhs_round_begin(e.ctx, 3, h, K), DHS_OK);
@@ -303,10 +303,10 @@ static void test_split_write_random(void)
                     done[s][g] = lo[s][g];
                 }
             for (int step = 0; step < 8; step++) {
-                int s = (int)th_below(&rng, 3), g = (int)th_below(&rng, 2);
-                int action = (int)th_below(&rng, 5);
+                int s = (int)dhs_rng_below(&rng, 3), g = (int)dhs_rng_below(&rng, 2);
+                int action = (int)dhs_rng_below(&rng, 5);
                 if (action <= 1 && done[s][g] < hi[s][g]) {
-                    int32_t n = 1 + (int32_t)th_below(&rng, hi[s][g] - done[s][g]);
+                    int32_t n = 1 + (int32_t)dhs_rng_below(&rng, hi[s][g] - done[s][g]);
                     dhs_status st = write_part(&e, s, g, done[s][g], n);
                     if (st != DHS_OK) { failures++; printf("write_part: %s\n", dhs_status_str(st)); }
                     else done[s][g] += n;
@@ -320,7 +320,7 @@ static void test_split_write_random(void)
                         for (int32_t i = 0; i < k; i++) {
                             int64_t vis_rows = (e.rq[s].n + j + 1) / m; /* complete rows the query sees */
                             if (vis_rows > done[s][g]) vis_rows = done[s][g];
-                            int64_t pick = vis_rows > 0 ? vis_rows - 1 - th_below(&rng, vis_rows < 14 ? vis_rows : 14) : -1;
+                            int64_t pick = vis_rows > 0 ? vis_rows - 1 - dhs_rng_below(&rng, vis_rows < 14 ? vis_rows : 14) : -1;
                             sel[j * k + i] = (i % 5 == 4) ? -1 : (int32_t)pick;
                         }
                     dhs_resolve_item it = {h[s], K[s], sel, loc};
@@ -531,30 +531,30 @@ static void twin_step(twin *t)
 {
     uint64_t *rng = &t->rng;
     th_env *P = &t->p, *F = &t->f;
-    int slot = (int)th_below(rng, 5);
-    int op = (int)th_below(rng, 10);
+    int slot = (int)dhs_rng_below(rng, 5);
+    int op = (int)dhs_rng_below(rng, 10);
     if (!t->in_round) {
         if (op == 0 && !P->rq[slot].open) {
-            int64_t exp = 50 + th_below(rng, 300);
+            int64_t exp = 50 + dhs_rng_below(rng, 300);
             dhs_status a = th_open(P, slot, exp), b = th_open(F, slot, exp);
             F->rq[slot].uid = P->rq[slot].uid;
             t->imported[slot] = 0;
             twin_cmp(t, "open", a, b);
-            if (a == DHS_OK && th_below(rng, 4) != 0) {
-                int64_t n = th_below(rng, exp + 1);
-                unsigned fl = th_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+            if (a == DHS_OK && dhs_rng_below(rng, 4) != 0) {
+                int64_t n = dhs_rng_below(rng, exp + 1);
+                unsigned fl = dhs_rng_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
                 a = th_import(P, slot, n, fl);
                 b = th_import(F, slot, n, fl);
                 t->imported[slot] = 1;
                 twin_cmp(t, "import (at open)", a, b);
             }
         } else if (op == 1 && P->rq[slot].open && !t->imported[slot]) {
-            int64_t n = th_below(rng, 200);
-            unsigned fl = th_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+            int64_t n = dhs_rng_below(rng, 200);
+            unsigned fl = dhs_rng_below(rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
             dhs_status a = th_import(P, slot, n, fl), b = th_import(F, slot, n, fl);
             if (a == DHS_OK) t->imported[slot] = 1;
             twin_cmp(t, "import", a, b);
-        } else if (op == 2 && P->rq[slot].open && th_below(rng, 2) == 0) {
+        } else if (op == 2 && P->rq[slot].open && dhs_rng_below(rng, 2) == 0) {
             dhs_status a = th_close(P, slot), b = th_close(F, slot);
             twin_cmp(t, "close", a, b);
         } else if (op == 3) {
@@ -564,9 +564,9 @@ static void twin_step(twin *t)
             int32_t K[TH_MAX_REQ];
             int n = 0, idx[TH_MAX_REQ];
             for (int i = 0; i < 5; i++)
-                if (P->rq[i].open && P->rq[i].n + 8 < P->cfg.max_rows && th_below(rng, 4) != 0) {
+                if (P->rq[i].open && P->rq[i].n + 8 < P->cfg.max_rows && dhs_rng_below(rng, 4) != 0) {
                     h[n] = P->rq[i].h;
-                    K[n] = 1 + (int32_t)th_below(rng, P->cfg.k_max);
+                    K[n] = 1 + (int32_t)dhs_rng_below(rng, P->cfg.k_max);
                     idx[n] = i;
                     n++;
                 }
@@ -594,17 +594,17 @@ static void twin_step(twin *t)
     }
     /* in a round */
     if (op <= 3) {
-        int32_t g = (int32_t)th_below(rng, P->arch.n_groups), k = 8;
+        int32_t g = (int32_t)dhs_rng_below(rng, P->arch.n_groups), k = 8;
         int32_t sel[TH_MAX_REQ][4 * 8], lp[TH_MAX_REQ][2 * 4 * 8], lf[TH_MAX_REQ][2 * 4 * 8];
         dhs_resolve_item ip[TH_MAX_REQ], jf[TH_MAX_REQ];
         int n = 0, idx[TH_MAX_REQ];
         for (int i = 0; i < 5; i++) {
-            if (!t->in_rnd[i] || th_below(rng, 3) == 0) continue;
+            if (!t->in_rnd[i] || dhs_rng_below(rng, 3) == 0) continue;
             int64_t m = P->m_of[g];
             for (int32_t j = 0; j < t->K[i]; j++)
                 for (int32_t x = 0; x < k; x++) {
                     int64_t vis = (P->rq[i].n + j + 1) / m;
-                    sel[n][j * k + x] = vis > 0 && x % 7 != 6 ? (int32_t)th_below(rng, vis) : -1;
+                    sel[n][j * k + x] = vis > 0 && x % 7 != 6 ? (int32_t)dhs_rng_below(rng, vis) : -1;
                 }
             ip[n] = (dhs_resolve_item){P->rq[i].h, t->K[i], sel[n], lp[n]};
             jf[n] = (dhs_resolve_item){F->rq[i].h, t->K[i], sel[n], lf[n]};
@@ -624,7 +624,7 @@ static void twin_step(twin *t)
                 }
             }
     } else if (op == 4) {
-        int32_t g = (int32_t)th_below(rng, P->arch.n_groups);
+        int32_t g = (int32_t)dhs_rng_below(rng, P->arch.n_groups);
         twin_cmp(t, "group_done", dhs_group_done(P->ctx, g), dhs_group_done(F->ctx, g));
     } else if (op == 5) {
         twin_cmp(t, "sync (round)", dhs_sync(P->ctx), dhs_sync(F->ctx));
@@ -641,7 +641,7 @@ static void twin_step(twin *t)
         int32_t acc[TH_MAX_REQ];
         int n = 0;
         for (int i = 0; i < 5; i++)
-            if (t->in_rnd[i]) acc[n++] = (int32_t)th_below(rng, t->K[i]);
+            if (t->in_rnd[i]) acc[n++] = (int32_t)dhs_rng_below(rng, t->K[i]);
         dhs_status a = dhs_round_end(P->ctx, acc), b = dhs_round_end(F->ctx, acc);
         twin_cmp(t, "round_end", a, b);
         if (a == DHS_OK) {

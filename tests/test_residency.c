@@ -99,7 +99,7 @@ static void ev_open(rt *t, int q)
 {
     dhs_mem m0, m1;
     dhs_get_mem(t->e.ctx, &m0);
-    int64_t expect = 40 + th_below(&t->rng, 300);
+    int64_t expect = 40 + dhs_rng_below(&t->rng, 300);
     dhs_status s;
     CALL(t, s, "open", th_open(&t->e, q, expect));
     t->rs->opens++;
@@ -121,8 +121,8 @@ static void ev_open(rt *t, int q)
 
 static void ev_import(rt *t, int q)
 {
-    int64_t n = th_below(&t->rng, 10) == 0 ? 0 : 1 + th_below(&t->rng, 300);
-    unsigned flags = th_below(&t->rng, 10) < 6 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+    int64_t n = dhs_rng_below(&t->rng, 10) == 0 ? 0 : 1 + dhs_rng_below(&t->rng, 300);
+    unsigned flags = dhs_rng_below(&t->rng, 10) < 6 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
     dhs_status s;
     CALL(t, s, "import", th_import(&t->e, q, n, flags));
     t->rs->imports++;
@@ -152,12 +152,12 @@ static void gen_sel(rt *t, const th_req *r, int64_t m, int32_t j, int32_t *out)
 {
     int64_t vis = (r->n + j + 1) / m;
     for (int32_t i = 0; i < KSEL; i++) {
-        int64_t x = th_below(&t->rng, 16);
+        int64_t x = dhs_rng_below(&t->rng, 16);
         if (vis <= 0 || x == 0) out[i] = -1;
-        else if (x < 5) out[i] = (int32_t)(vis - 1 - th_below(&t->rng, vis < 10 ? vis : 10));
-        else if (x < 7 && i > 0) out[i] = out[th_below(&t->rng, i)];
-        else if (x < 11) out[i] = (int32_t)th_below(&t->rng, vis < 24 ? vis : 24); /* a reused set */
-        else out[i] = (int32_t)th_below(&t->rng, vis);
+        else if (x < 5) out[i] = (int32_t)(vis - 1 - dhs_rng_below(&t->rng, vis < 10 ? vis : 10));
+        else if (x < 7 && i > 0) out[i] = out[dhs_rng_below(&t->rng, i)];
+        else if (x < 11) out[i] = (int32_t)dhs_rng_below(&t->rng, vis < 24 ? vis : 24); /* a reused set */
+        else out[i] = (int32_t)dhs_rng_below(&t->rng, vis);
     }
 }
 
@@ -166,10 +166,10 @@ static void ev_round(rt *t)
     int32_t slots[NREQ], K[NREQ], n = 0;
     dhs_req h[NREQ];
     for (int q = 0; q < NREQ; q++)
-        if (t->stage[q] == 2 && th_below(&t->rng, 5) != 0 && t->e.rq[q].n + KMAX + 2 * KSEL < t->e.cfg.max_rows) {
+        if (t->stage[q] == 2 && dhs_rng_below(&t->rng, 5) != 0 && t->e.rq[q].n + KMAX + 2 * KSEL < t->e.cfg.max_rows) {
             slots[n] = q;
             h[n] = t->e.rq[q].h;
-            K[n] = 1 + (int32_t)th_below(&t->rng, KMAX);
+            K[n] = 1 + (int32_t)dhs_rng_below(&t->rng, KMAX);
             n++;
         }
     t->rs->rounds++;
@@ -183,7 +183,7 @@ static void ev_round(rt *t)
     static int32_t sel[2][NREQ][KMAX * KSEL], loc[2][NREQ][2 * KMAX * KSEL];
     for (int32_t g = 0; g < 2 && n > 0; g++) {
         int64_t m = t->e.m_of[g];
-        int calls = g == 0 ? 1 + (int)th_below(&t->rng, 2) : 1; /* group 0: OWN, sometimes REINDEX */
+        int calls = g == 0 ? 1 + (int)dhs_rng_below(&t->rng, 2) : 1; /* group 0: OWN, sometimes REINDEX */
         for (int c = 0; c < calls; c++) {
             dhs_resolve_item items[NREQ];
             for (int i = 0; i < n; i++) {
@@ -203,19 +203,19 @@ static void ev_round(rt *t)
     }
     /* sometimes a request outside the round arrives, imports or leaves while the round is open; the
        round's group-1 locations (its consumers may still run) must keep their bytes */
-    if (n > 0 && th_below(&t->rng, 8) == 0) {
-        int q = (int)th_below(&t->rng, NREQ), in = 0;
+    if (n > 0 && dhs_rng_below(&t->rng, 8) == 0) {
+        int q = (int)dhs_rng_below(&t->rng, NREQ), in = 0;
         for (int i = 0; i < n; i++) in |= slots[i] == q;
         if (!in) {
             if (t->stage[q] == 0) ev_open(t, q);
             if (t->stage[q] == 1) ev_import(t, q);
-            else if (t->stage[q] == 2 && th_below(&t->rng, 2)) ev_close(t, q, 0);
+            else if (t->stage[q] == 2 && dhs_rng_below(&t->rng, 2)) ev_close(t, q, 0);
             t->rs->mid_round++;
             for (int i = 0; i < n; i++) t->rs->wrong_bytes += th_check_item(&t->e, slots[i], 1, K[i], KSEL, sel[0][i], loc[0][i]);
         }
     }
     int32_t acc[NREQ];
-    for (int i = 0; i < n; i++) acc[i] = (int32_t)th_below(&t->rng, K[i]);
+    for (int i = 0; i < n; i++) acc[i] = (int32_t)dhs_rng_below(&t->rng, K[i]);
     CALL(t, s, "round_end", dhs_round_end(t->e.ctx, acc));
     if (s != DHS_OK) { unexpected(t, "round_end", s); return; }
     for (int i = 0; i < n; i++) t->e.rq[slots[i]].n += acc[i] + 1;
@@ -234,7 +234,7 @@ static void ev_spot(rt *t, int q)
     for (int32_t g = 0; g < 2; g++) {
         int64_t rows = r->n / t->e.m_of[g];
         int32_t sel[KSEL], loc[2 * KSEL];
-        for (int i = 0; i < KSEL; i++) sel[i] = rows > 0 ? (int32_t)th_below(&t->rng, rows) : -1;
+        for (int i = 0; i < KSEL; i++) sel[i] = rows > 0 ? (int32_t)dhs_rng_below(&t->rng, rows) : -1;
         dhs_resolve_item it = {r->h, 1, sel, loc};
         CALL(t, s, "resolve", dhs_resolve(t->e.ctx, g, KSEL, 1, &it));
         if (s != DHS_OK) { unexpected(t, "spot resolve", s); continue; }
@@ -290,11 +290,11 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
     inv(&t, "create");
     for (long ev = 0; ev < events; ev++) {
         rs->events++;
-        int64_t x = th_below(&t.rng, 100);
-        int q = (int)th_below(&t.rng, NREQ);
+        int64_t x = dhs_rng_below(&t.rng, 100);
+        int q = (int)dhs_rng_below(&t.rng, NREQ);
         if (x < 3 && !t.armed) {
             /* arm a fault for the next call(s); a fault status is retried once by CALL */
-            dhs_backend_fault_at(t.e.be, (dhs_fault_kind)th_below(&t.rng, DHS_FAULT_COUNT_), 1 + (uint64_t)th_below(&t.rng, 3));
+            dhs_backend_fault_at(t.e.be, (dhs_fault_kind)dhs_rng_below(&t.rng, DHS_FAULT_COUNT_), 1 + (uint64_t)dhs_rng_below(&t.rng, 3));
             t.armed = 1;
             rs->faults_armed++;
         } else if (x < 12) {
@@ -302,7 +302,7 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
             else if (t.stage[q] == 1) ev_import(&t, q);
             else ev_round(&t);
         } else if (x < 15) {
-            if (t.stage[q] == 2) ev_close(&t, q, th_below(&t.rng, 3) == 0);
+            if (t.stage[q] == 2) ev_close(&t, q, dhs_rng_below(&t.rng, 3) == 0);
             else if (t.stage[q] == 1) ev_import(&t, q);
             else ev_open(&t, q);
         } else if (x < 19) {
@@ -338,7 +338,7 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
 }
 
 /* Soak mode: DHS_SOAK_EVENTS=N (N > 0) replaces the CI size with at least N events, run as phases of
-   SOAK_PHASE_EVENTS events each; phase ph uses seed th_mix(seed + ph) and rotates async delay (0..4),
+   SOAK_PHASE_EVENTS events each; phase ph uses seed dhs_mix64(seed + ph) and rotates async delay (0..4),
    in/random order, policy and reclaim order exactly as the CI phases do, so the same DHS_TEST_SEED
    and N replay the same run. Progress (events, events/s, phase seed) is printed about every 30 s.
    DHS_SOAK_JOBS=J (J > 1) forks J worker processes; worker j runs phases j, j+J, j+2J, ... and sends
@@ -413,7 +413,7 @@ static long soak_phases(rstats *rs, int first, int step, int phases, long per_ph
         int delay = ph % 5, rnd = (ph / 5) % 2;
         dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
         dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
-        uint64_t seed = th_mix(g_seed + (uint64_t)ph);
+        uint64_t seed = dhs_mix64(g_seed + (uint64_t)ph);
         long bad0 = rs->inv_fail + rs->mem_fail + rs->wrong_bytes + rs->lost_rows + rs->unexpected + rs->wait_changed;
         long th0 = th_failed;
         run_phase(rs, per_phase, delay, rnd, pol, ord, seed);
@@ -500,7 +500,7 @@ static void test_random_events(double scale)
         total = soak;
         phases = (int)((soak + SOAK_PHASE_EVENTS - 1) / SOAK_PHASE_EVENTS);
         if (phases < 20) phases = 20;
-        printf("soak: %ld events in %d phases of %ld, base seed %llu, phase seed = th_mix(base + phase)\n", total, phases,
+        printf("soak: %ld events in %d phases of %ld, base seed %llu, phase seed = dhs_mix64(base + phase)\n", total, phases,
                (total + phases - 1) / phases, (unsigned long long)g_seed);
         fflush(stdout);
     }

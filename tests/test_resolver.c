@@ -83,23 +83,23 @@ static void test_order_duplicates_copies(void)
     long bad_order = 0, bad_dup = 0, bad_distinct = 0, bad_count = 0, rounds_with_shared_miss = 0;
     for (int round = 0; round < 400; round++) {
         th_req *r = &e.rq[0];
-        int32_t K = 1 + (int32_t)th_below(&rng, KMAX);
+        int32_t K = 1 + (int32_t)dhs_rng_below(&rng, KMAX);
         CHECK_ST(dhs_round_begin(e.ctx, 1, &r->h, &K), DHS_OK);
         CHECK_INV(e.ctx);
         CHECK_ST(th_write_block(&e, 0, K), DHS_OK);
         CHECK_INV(e.ctx);
         int32_t shared = -1;
-        if (round % 5 == 0) shared = (int32_t)th_below(&rng, r->n); /* one row every query selects */
+        if (round % 5 == 0) shared = (int32_t)dhs_rng_below(&rng, r->n); /* one row every query selects */
         for (int32_t j = 0; j < K; j++) {
             int64_t vis = r->n + j + 1;
             for (int32_t i = 0; i < k; i++) {
-                int64_t x = th_below(&rng, 20);
+                int64_t x = dhs_rng_below(&rng, 20);
                 int32_t v;
                 if (x == 0) v = -1;
-                else if (x < 3 && i > 0) v = sel[j * k + th_below(&rng, i)];     /* duplicate in the query */
-                else if (x < 5 && j > 0) v = sel[th_below(&rng, j * k)];         /* duplicate of another query */
-                else if (x < 8) v = (int32_t)(vis - 1 - th_below(&rng, 20));     /* local window, tail */
-                else v = (int32_t)th_below(&rng, r->n);
+                else if (x < 3 && i > 0) v = sel[j * k + dhs_rng_below(&rng, i)];     /* duplicate in the query */
+                else if (x < 5 && j > 0) v = sel[dhs_rng_below(&rng, j * k)];         /* duplicate of another query */
+                else if (x < 8) v = (int32_t)(vis - 1 - dhs_rng_below(&rng, 20));     /* local window, tail */
+                else v = (int32_t)dhs_rng_below(&rng, r->n);
                 if (shared >= 0 && i == k - 1) v = shared;
                 sel[j * k + i] = v < (int32_t)vis ? v : -1;
             }
@@ -140,7 +140,7 @@ static void test_order_duplicates_copies(void)
         dhs_get_stats(e.ctx, &b);
         if (b.distinct_misses != a.distinct_misses || b.census_host != a.census_host) bad_count++;
         if (memcmp(loc, loc2, sizeof(int32_t) * (size_t)K * k)) bad_count++;
-        int32_t acc = (int32_t)th_below(&rng, K);
+        int32_t acc = (int32_t)dhs_rng_below(&rng, K);
         CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
         CHECK_INV(e.ctx);
         r->n += acc + 1;
@@ -222,7 +222,7 @@ static void run_counted(int32_t B, int32_t ws, uint64_t seed, uint64_t out[5])
         CHECK_INV(e.ctx);
         CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
         CHECK_INV(e.ctx);
-        for (int i = 0; i < k; i++) sel[i] = (int32_t)(1000 + th_below(&rng, ws));
+        for (int i = 0; i < k; i++) sel[i] = (int32_t)(1000 + dhs_rng_below(&rng, ws));
         dhs_resolve_item it = {r->h, 1, sel, loc};
         CHECK_ST(dhs_resolve(e.ctx, 0, k, 1, &it), DHS_OK);
         CHECK_INV(e.ctx);
@@ -283,7 +283,7 @@ static void test_census_shares(void)
         dhs_stats a, b;
         if (round % 10 == 9) {
             /* imported rows only: every entry is direct */
-            for (int i = 0; i < k; i++) sel[i] = (int32_t)th_below(&rng, 400);
+            for (int i = 0; i < k; i++) sel[i] = (int32_t)dhs_rng_below(&rng, 400);
             dhs_get_stats(e.ctx, &a);
             dhs_resolve_item it = {r->h, 1, sel, loc};
             CHECK_ST(dhs_resolve(e.ctx, 0, k, 1, &it), DHS_OK);
@@ -292,11 +292,11 @@ static void test_census_shares(void)
             if (b.census_direct - a.census_direct != (uint64_t)k) imported_not_direct++;
         } else {
             for (int i = 0; i < k; i++) {
-                int64_t x = th_below(&rng, 10);
-                if (x < 3) sel[i] = (int32_t)th_below(&rng, 400);                          /* imported */
-                else if (x < 5) sel[i] = (int32_t)(r->n - th_below(&rng, 4));              /* tail */
-                else if (x < 8 && r->n > 420) sel[i] = (int32_t)(400 + th_below(&rng, 20)); /* old decode rows, reused */
-                else sel[i] = (int32_t)(400 + th_below(&rng, r->n - 400 + 1));             /* any decode row */
+                int64_t x = dhs_rng_below(&rng, 10);
+                if (x < 3) sel[i] = (int32_t)dhs_rng_below(&rng, 400);                          /* imported */
+                else if (x < 5) sel[i] = (int32_t)(r->n - dhs_rng_below(&rng, 4));              /* tail */
+                else if (x < 8 && r->n > 420) sel[i] = (int32_t)(400 + dhs_rng_below(&rng, 20)); /* old decode rows, reused */
+                else sel[i] = (int32_t)(400 + dhs_rng_below(&rng, r->n - 400 + 1));             /* any decode row */
             }
             dhs_resolve_item it = {r->h, 1, sel, loc};
             CHECK_ST(dhs_resolve(e.ctx, 0, k, 1, &it), DHS_OK);
@@ -354,7 +354,7 @@ static void test_follow_group(void)
     long bad = 0, same_loc = 0, count_bad = 0;
     for (int round = 0; round < 150; round++) {
         dhs_req h[2] = {e.rq[0].h, e.rq[1].h};
-        int32_t K[2] = {1 + (int32_t)th_below(&rng, KMAX), 1 + (int32_t)th_below(&rng, KMAX)};
+        int32_t K[2] = {1 + (int32_t)dhs_rng_below(&rng, KMAX), 1 + (int32_t)dhs_rng_below(&rng, KMAX)};
         CHECK_ST(dhs_round_begin(e.ctx, 2, h, K), DHS_OK);
         CHECK_INV(e.ctx);
         dhs_resolve_item items[2];
@@ -365,7 +365,7 @@ static void test_follow_group(void)
             for (int32_t j = 0; j < K[q]; j++)
                 for (int32_t i = 0; i < k; i++) {
                     int64_t vis = e.rq[q].n + j + 1;
-                    sel[q][j * k + i] = th_below(&rng, 12) == 0 ? -1 : (int32_t)th_below(&rng, vis);
+                    sel[q][j * k + i] = dhs_rng_below(&rng, 12) == 0 ? -1 : (int32_t)dhs_rng_below(&rng, vis);
                     entries += sel[q][j * k + i] >= 0;
                 }
             items[q] = (dhs_resolve_item){h[q], K[q], sel[q], loc[q]};
@@ -387,7 +387,7 @@ static void test_follow_group(void)
                 same_loc += loc[q][x] == loc[q][ne + x] || loc[q][x] == loc[q][2 * ne + x] || loc[q][ne + x] == loc[q][2 * ne + x];
             }
         }
-        int32_t acc[2] = {(int32_t)th_below(&rng, K[0]), (int32_t)th_below(&rng, K[1])};
+        int32_t acc[2] = {(int32_t)dhs_rng_below(&rng, K[0]), (int32_t)dhs_rng_below(&rng, K[1])};
         CHECK_ST(dhs_round_end(e.ctx, acc), DHS_OK);
         CHECK_INV(e.ctx);
         e.rq[0].n += acc[0] + 1;

@@ -8,7 +8,10 @@
  * - deterministic for a seed (identical results twice), different for another;
  * - speculation: acceptance 0 -> one token per step, acceptance 1 -> K;
  *   the block-width schedule parser;
- * - request traces: Mooncake JSONL and BurstGPT CSV loaded and replayed;
+ * - request traces: Mooncake JSONL and BurstGPT CSV loaded and replayed; out
+ *   of order refused with the line;
+ * - a long trace is streamed: requests alive at once and their state bytes
+ *   bounded by the batch, not the trace (and a burst shows the counter moves);
  * - data-parallel ranks: one rank gives the same result under every placement;
  *   two ranks with one request give the one-rank result; per-rank figures add
  *   up to the totals; on a constructed skewed arrival (long, high-miss prompts
@@ -204,7 +207,7 @@ static void test_traces(uint64_t seed)
     uint64_t s = seed;
     for (int i = 0; i < 20; i++)
         fprintf(f, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [%d, %d, 7]}\n", 1000 + i * 250,
-                1000 + (int)th_below(&s, 3000), 4 + (int)th_below(&s, 20), i, i + 1);
+                1000 + (int)dhs_rng_below(&s, 3000), 4 + (int)dhs_rng_below(&s, 20), i, i + 1);
     fclose(f);
     f = fopen(bg, "w");
     if (!f) { CHECK(0); return; }
@@ -226,11 +229,12 @@ static void test_traces(uint64_t seed)
                    "burstgpt: %d requests (4 failures skipped)", n);
         }
         if (!v) continue;
+        int32_t nc = 0;
+        CHECKF(dhs_serve_trace_count(pass ? bg : mc, &nc, err, sizeof err) == 0 && nc == n, "count %d, loaded %d", nc, n);
         dhs_serve_config c = small_config(DHS_SERVE_ADAPTIVE);
         dhs_serve_workload w = small_workload(seed);
         w.arrival = DHS_ARRIVAL_TRACE;
-        w.trace = v;
-        w.n_trace = n;
+        w.trace_path = pass ? bg : mc;
         w.n_requests = 0;
         w.time_scale = 2;
         dhs_serve_result r;
@@ -254,8 +258,87 @@ static void test_traces(uint64_t seed)
     }
     CHECK(dhs_serve_load_trace(bg, &v, &n, err, sizeof err) == -1);
     CHECK(dhs_serve_load_trace("/nonexistent/x.jsonl", &v, &n, err, sizeof err) == -1);
+    /* a streamed trace is read in arrival order: a timestamp going back is an error naming its line */
+    f = fopen(mc, "w");
+    if (f) {
+        fprintf(f, "{\"timestamp\": 10, \"input_length\": 100, \"output_length\": 4}\n");
+        fprintf(f, "{\"timestamp\": 5, \"input_length\": 100, \"output_length\": 4}\n");
+        fclose(f);
+    }
+    err[0] = 0;
+    CHECKF(dhs_serve_trace_count(mc, &n, err, sizeof err) == -1 && strstr(err, ":2:"), "out-of-order trace: '%s'", err);
     unlink(mc);
     unlink(bg);
+}
+
+/* A long request trace is streamed: the simulation holds the requests in the
+   system (queued or running), not the trace. 20,000 short requests (2,000
+   under sanitizers) arriving
+   slower than they are served: every one completes, yet the requests alive
+   at once, and the per-request state they hold, stay at what the batch holds
+   (max_batch and a small queue), three orders of magnitude below the trace. */
+static void test_streamed_trace(uint64_t seed)
+{
+    char path[] = "/tmp/dhs_test_serve_long_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    FILE *f = fopen(path, "w");
+    if (!f) { CHECK(0); return; }
+    const int32_t n = (int32_t)(20000 * th_scale()) > 1000 ? (int32_t)(20000 * th_scale()) : 1000, max_batch = 32;
+    uint64_t s = seed, t_ms = 0, in_sum = 0;
+    for (int32_t i = 0; i < n; i++) {
+        t_ms += 20 + (uint64_t)dhs_rng_below(&s, 40); /* ~33 requests/s */
+        int64_t in = 64 + dhs_rng_below(&s, 448), out = 2 + dhs_rng_below(&s, 6);
+        in_sum += (uint64_t)in;
+        fprintf(f, "{\"timestamp\": %" PRIu64 ", \"input_length\": %" PRId64 ", \"output_length\": %" PRId64 "}\n", t_ms, in, out);
+    }
+    fclose(f);
+    char err[256];
+    for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+        dhs_serve_config c = small_config((dhs_serve_mode)m);
+        c.max_batch = max_batch;
+        dhs_serve_workload w = small_workload(seed);
+        w.arrival = DHS_ARRIVAL_TRACE;
+        w.trace_path = path;
+        w.n_requests = 0;
+        dhs_serve_result r;
+        CHECKF(dhs_serve_run(&c, &w, &r, err, sizeof err) == 0, "%s", err);
+        CHECKF(r.completed == n && (uint64_t)r.total_input_tokens == in_sum && finite_result(&r),
+               "%s: completed %" PRId64 " of %d", dhs_serve_mode_str((dhs_serve_mode)m), r.completed, n);
+        CHECKF(r.peak_live_requests >= r.max_running && r.peak_live_requests <= 2 * max_batch,
+               "%s: %" PRId64 " requests alive at once (max_running %d) for a trace of %d", dhs_serve_mode_str((dhs_serve_mode)m),
+               r.peak_live_requests, r.max_running, n);
+        /* the bytes follow the live requests: at most 2 x max_batch requests' state, not n */
+        dhs_tracegen_params gp = dhs_tracegen_default();
+        gp.k = c.k;
+        gp.loc = c.loc;
+        dhs_selgen *G = dhs_selgen_create(&gp, err, sizeof err);
+        CHECK(G != NULL);
+        uint64_t per_req = 256 + (G ? dhs_selreq_bytes(G) : 0);
+        dhs_selgen_free(G);
+        printf("streamed trace, %s: %d requests, %" PRId64 " completed, %" PRId64 " alive at most (max_running %d), %" PRIu64
+               " bytes of request state at most, %" PRIu64 " steps\n",
+               dhs_serve_mode_str((dhs_serve_mode)m), n, r.completed, r.peak_live_requests, r.max_running, r.peak_request_bytes, r.steps);
+        CHECKF(r.peak_request_bytes > 0 && r.peak_request_bytes <= 2 * (uint64_t)max_batch * per_req,
+               "%s: %" PRIu64 " bytes of request state at peak (bound %" PRIu64 ")", dhs_serve_mode_str((dhs_serve_mode)m),
+               r.peak_request_bytes, 2 * (uint64_t)max_batch * per_req);
+    }
+    /* and the counter can fail: a burst (every request at t = 0) keeps the whole trace alive */
+    f = fopen(path, "w");
+    if (f) {
+        for (int32_t i = 0; i < 500; i++) fprintf(f, "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 3}\n");
+        fclose(f);
+    }
+    dhs_serve_config c = small_config(DHS_SERVE_ADAPTIVE);
+    c.max_batch = max_batch;
+    dhs_serve_workload w = small_workload(seed);
+    w.arrival = DHS_ARRIVAL_TRACE;
+    w.trace_path = path;
+    w.n_requests = 0;
+    dhs_serve_result r;
+    CHECKF(dhs_serve_run(&c, &w, &r, err, sizeof err) == 0, "%s", err);
+    CHECKF(r.completed == 500 && r.peak_live_requests == 500, "burst: %" PRId64 " alive at once of 500", r.peak_live_requests);
+    unlink(path);
 }
 
 static void test_errors(void)
@@ -343,8 +426,13 @@ static void test_dp_single(uint64_t seed)
    so miss-aware admits without waiting and finishes sooner. */
 static void test_dp_skew(uint64_t seed)
 {
-    dhs_serve_req tr[8];
-    for (int i = 0; i < 8; i++) tr[i] = (dhs_serve_req){0.0, i % 2 ? 200 : 16000, 40};
+    char path[] = "/tmp/dhs_test_serve_skew_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    FILE *f = fopen(path, "w");
+    if (!f) { CHECK(0); return; }
+    for (int i = 0; i < 8; i++) fprintf(f, "{\"timestamp\": 0, \"input_length\": %d, \"output_length\": 40}\n", i % 2 ? 200 : 16000);
+    fclose(f);
     double mean[DHS_PLACE_N_], p99[DHS_PLACE_N_], mmax[DHS_PLACE_N_], tput[DHS_PLACE_N_];
     uint64_t waits[DHS_PLACE_N_];
     for (int m = DHS_SERVE_FIXED; m <= DHS_SERVE_ADAPTIVE; m++) {
@@ -355,14 +443,13 @@ static void test_dp_skew(uint64_t seed)
             c.kv_gib = m == DHS_SERVE_ADAPTIVE ? 0.5 : 2; /* fixed: all eight fit on one rank; adaptive: the 16K histories do not all stay on device */
             dhs_serve_workload w = small_workload(seed);
             w.arrival = DHS_ARRIVAL_TRACE;
-            w.trace = tr;
-            w.n_trace = 8;
+            w.trace_path = path;
             w.n_requests = 0;
             dhs_serve_result r;
             char err[256];
             int ok = dhs_serve_run(&c, &w, &r, err, sizeof err) == 0;
             CHECKF(ok, "%s %s: %s", dhs_serve_mode_str(c.mode), dhs_serve_placement_str(c.placement), err);
-            if (!ok) return;
+            if (!ok) { unlink(path); return; }
             CHECK(r.completed == 8 && finite_result(&r) && r.dp_ranks == 2 && r.rank_sessions[0] + r.rank_sessions[1] == 8);
             double rows = (r.rank_misses_per_step[0] + r.rank_misses_per_step[1]) * (double)r.steps;
             CHECKF(fabs(rows - (double)r.host_rows) < 1e-6 * (double)(r.host_rows + 1), "per-rank misses %.1f vs %" PRIu64, rows, r.host_rows);
@@ -395,6 +482,7 @@ static void test_dp_skew(uint64_t seed)
                    tput[p]);
         }
     }
+    unlink(path);
     /* the prediction behind it: long prompts miss, prompts within k do not, resident never */
     dhs_serve_config c = small_config(DHS_SERVE_FIXED);
     dhs_serve_pred lp = dhs_serve_predict(&c, 16000, 40), sp = dhs_serve_predict(&c, 200, 40);
@@ -429,6 +517,7 @@ int main(void)
     test_determinism(seed);
     test_spec(seed);
     test_traces(seed);
+    test_streamed_trace(seed);
     test_errors();
     test_dp_single(seed);
     test_dp_skew(seed);

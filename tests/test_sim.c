@@ -14,7 +14,10 @@
  * - replay determinism (identical counters twice);
  * - payload-free replay makes the same decisions as a replay that moves real
  *   bytes (every census and accounting counter equal), invariants checked
- *   after every event of the payload run.
+ *   after every event of the payload run;
+ * - a long trace of short requests (4 live): the core's host bytes, requests
+ *   open and OPT's per-request arrays at most at once do not grow with the
+ *   number of requests (40 vs 4,000).
  * Env: DHS_TEST_SEED, DHS_TEST_SCALE (see test_help.h).
  */
 #include <inttypes.h>
@@ -152,18 +155,18 @@ static void test_opt_ops(uint64_t *rng)
 {
     int iters = (int)(60 * th_scale()) + 5;
     for (int it = 0; it < iters; it++) {
-        int32_t universe = 8 + (int32_t)th_below(rng, 120);
-        int32_t per_round = it % 2 ? 1 : 1 + (int32_t)th_below(rng, 6);
-        int32_t B = per_round + (int32_t)th_below(rng, 24);
-        int64_t n_rounds = 50 + th_below(rng, 250);
+        int32_t universe = 8 + (int32_t)dhs_rng_below(rng, 120);
+        int32_t per_round = it % 2 ? 1 : 1 + (int32_t)dhs_rng_below(rng, 6);
+        int32_t B = per_round + (int32_t)dhs_rng_below(rng, 24);
+        int64_t n_rounds = 50 + dhs_rng_below(rng, 250);
         int32_t **rounds = malloc(sizeof(int32_t *) * (size_t)n_rounds);
         int32_t *len = malloc(sizeof(int32_t) * (size_t)n_rounds);
-        int32_t hot = 1 + (int32_t)th_below(rng, universe); /* a skewed working set */
+        int32_t hot = 1 + (int32_t)dhs_rng_below(rng, universe); /* a skewed working set */
         for (int64_t r = 0; r < n_rounds; r++) {
             rounds[r] = malloc(sizeof(int32_t) * (size_t)per_round);
             len[r] = 0;
             for (int32_t i = 0; i < per_round; i++) {
-                int32_t row = th_below(rng, 3) ? (int32_t)th_below(rng, hot) : (int32_t)th_below(rng, universe);
+                int32_t row = dhs_rng_below(rng, 3) ? (int32_t)dhs_rng_below(rng, hot) : (int32_t)dhs_rng_below(rng, universe);
                 int dup = 0;
                 for (int32_t j = 0; j < len[r]; j++) dup |= rounds[r][j] == row;
                 if (!dup) rounds[r][len[r]++] = row;
@@ -184,8 +187,8 @@ static void test_opt_core(uint64_t *rng)
 {
     int iters = (int)(12 * th_scale()) + 3;
     for (int it = 0; it < iters; it++) {
-        const int32_t P = 200, k = 1 + (int32_t)th_below(rng, 6);
-        int64_t n_rounds = 60 + th_below(rng, 140);
+        const int32_t P = 200, k = 1 + (int32_t)dhs_rng_below(rng, 6);
+        int64_t n_rounds = 60 + dhs_rng_below(rng, 140);
         char path[128];
         tmp_path(path, sizeof path, "core");
         dhs_trace_header h;
@@ -202,13 +205,13 @@ static void test_opt_core(uint64_t *rng)
         dhs_trace_write_start(w, 0, P);
         int32_t **rounds = malloc(sizeof(int32_t *) * (size_t)n_rounds);
         int32_t *len = malloc(sizeof(int32_t) * (size_t)n_rounds);
-        int32_t hot = 8 + (int32_t)th_below(rng, 40);
+        int32_t hot = 8 + (int32_t)dhs_rng_below(rng, 40);
         for (int64_t r = 0; r < n_rounds; r++) {
             int32_t *sel = malloc(sizeof(int32_t) * (size_t)k);
             rounds[r] = malloc(sizeof(int32_t) * (size_t)k);
             len[r] = 0;
             for (int32_t i = 0; i < k; i++) {
-                int32_t row = th_below(rng, 4) ? (int32_t)th_below(rng, hot) : (int32_t)th_below(rng, P);
+                int32_t row = dhs_rng_below(rng, 4) ? (int32_t)dhs_rng_below(rng, hot) : (int32_t)dhs_rng_below(rng, P);
                 int dup = 0;
                 for (int32_t j = 0; j < len[r]; j++) dup |= rounds[r][j] == row;
                 sel[i] = dup ? -1 : row; /* a top-k emits distinct rows; pad the rest */
@@ -266,10 +269,10 @@ static int gen_trace(const char *path, uint64_t seed, int32_t spec, int32_t prod
     p.n_producers = producers;
     p.batch = batch;
     p.out_len = batch ? rounds / 3 : 0;
-    p.window = 128;
-    p.window_full = 16;
-    p.clusters = 16;
-    p.cluster_radius = 16;
+    p.loc.window = 128;
+    p.loc.window_full = 16;
+    p.loc.clusters = 16;
+    p.loc.cluster_radius = 16;
     char err[256];
     if (dhs_tracegen_write(&p, path, NULL, err, sizeof err) != DHS_TRACE_OK) {
         CHECKF(0, "tracegen: %s", err);
@@ -377,6 +380,82 @@ static void test_determinism_and_payload(uint64_t seed)
     unlink(path);
 }
 
+/* ------------------------------------------------------------- a long trace, bounded state */
+/* A trace of many short requests (at most `batch` live) replays with state
+   that follows the live requests: the core's host bytes and requests open at
+   most at once, and the OPT replay's per-request arrays, are the same
+   (within the longest request's length) for 40 requests and for 100 times
+   as many. Per-request state sized by the whole trace would grow 100-fold. */
+static int long_trace(const char *path, uint64_t seed, int32_t requests)
+{
+    dhs_tracegen_params p = dhs_tracegen_default();
+    p.seed = seed;
+    p.n_requests = requests;
+    p.n_rounds = 1 << 30;
+    p.batch = 4;
+    p.out_len = 8;
+    p.context = 600;
+    p.context_min = 500;
+    p.k = 128;
+    p.spec = 2;
+    p.loc.window = 64;
+    p.loc.window_full = 8;
+    p.loc.clusters = 8;
+    p.loc.cluster_radius = 8;
+    char err[256];
+    if (dhs_tracegen_write(&p, path, NULL, err, sizeof err) != DHS_TRACE_OK) {
+        CHECKF(0, "tracegen: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void test_long_trace_bounded(uint64_t seed)
+{
+    const int32_t n_small = 40, n_long = (int32_t)(4000 * th_scale()) > 400 ? (int32_t)(4000 * th_scale()) : 400;
+    dhs_sim_result res[2][2]; /* [small, long][lru, opt] */
+    int64_t maxpos[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
+        char path[128], err[256];
+        tmp_path(path, sizeof path, "long");
+        if (long_trace(path, seed, t ? n_long : n_small)) return;
+        dhs_sim_trace_info info;
+        CHECKF(dhs_sim_scan(path, &info, err, sizeof err) == 0, "%s", err);
+        CHECKF(info.peak_live == 4 && info.n_requests == (t ? n_long : n_small), "peak live %d of %d requests", info.peak_live,
+               info.n_requests);
+        maxpos[t] = info.max_positions;
+        dhs_sim_oracle *o = NULL;
+        CHECKF(dhs_sim_oracle_build(path, &info, &o, err, sizeof err) == 0, "%s", err);
+        dhs_sim_config c = dhs_sim_config_default();
+        c.hot_rows = 256;
+        for (int pi = 0; pi < 2; pi++) {
+            int pol = pi ? DHS_SIM_OPT : (int)DHS_POLICY_LRU;
+            CHECKF(dhs_sim_replay(path, &info, &c, pol, o, &res[t][pi], err, sizeof err) == 0, "%s", err);
+            CHECK(res[t][pi].st.admissions == (uint64_t)info.n_requests);
+            CHECKF(res[t][pi].peak_open_requests == 4, "%d requests open at most", res[t][pi].peak_open_requests);
+        }
+        CHECKF(res[t][0].peak_request_bytes == 0 && res[t][1].peak_request_bytes > 0, "OPT arrays %" PRIu64 " bytes",
+               res[t][1].peak_request_bytes);
+        dhs_sim_oracle_free(o);
+        dhs_sim_trace_info_free(&info);
+        unlink(path);
+    }
+    printf("long trace: %d vs %d requests (4 live): core host bytes at most %" PRIu64 " vs %" PRIu64 ", OPT request arrays %" PRIu64
+           " vs %" PRIu64 " bytes\n",
+           n_small, n_long, res[0][0].peak_host_bytes, res[1][0].peak_host_bytes, res[0][1].peak_request_bytes,
+           res[1][1].peak_request_bytes);
+    /* row tables scale with the longest request (max_positions), nothing with the request count */
+    double len_ratio = (double)maxpos[1] / (double)maxpos[0];
+    for (int pi = 0; pi < 2; pi++) {
+        CHECKF(res[1][pi].peak_host_bytes <= (uint64_t)((double)res[0][pi].peak_host_bytes * len_ratio * 1.05),
+               "core host bytes %" PRIu64 " for %d requests, %" PRIu64 " for %d", res[1][pi].peak_host_bytes, n_long,
+               res[0][pi].peak_host_bytes, n_small);
+    }
+    CHECKF(res[1][1].peak_request_bytes <= (uint64_t)((double)res[0][1].peak_request_bytes * len_ratio * 1.05),
+           "OPT request arrays %" PRIu64 " for %d requests, %" PRIu64 " for %d", res[1][1].peak_request_bytes, n_long,
+           res[0][1].peak_request_bytes, n_small);
+}
+
 static void test_errors(void)
 {
     char err[256];
@@ -423,6 +502,7 @@ int main(void)
     test_opt_core(&rng);
     test_bounds(seed);
     test_determinism_and_payload(seed);
+    test_long_trace_bounded(seed);
     test_errors();
     return th_summary();
 }

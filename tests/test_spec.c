@@ -141,11 +141,11 @@ static void gen_sel(uint64_t *rng, int64_t n, int64_t m, int32_t j, int32_t k, i
 {
     int64_t vis_rows = (n + j + 1) / m; /* complete rows visible to the query */
     for (int32_t i = 0; i < k; i++) {
-        int64_t x = th_below(rng, 10);
+        int64_t x = dhs_rng_below(rng, 10);
         if (vis_rows == 0 || x == 0) { out[i] = -1; continue; }
-        if (x < 4) out[i] = (int32_t)(vis_rows - 1 - th_below(rng, vis_rows < 12 ? vis_rows : 12)); /* recent: tail, block */
-        else if (x < 6 && i > 0) out[i] = out[th_below(rng, i)];
-        else out[i] = (int32_t)th_below(rng, vis_rows);
+        if (x < 4) out[i] = (int32_t)(vis_rows - 1 - dhs_rng_below(rng, vis_rows < 12 ? vis_rows : 12)); /* recent: tail, block */
+        else if (x < 6 && i > 0) out[i] = out[dhs_rng_below(rng, i)];
+        else out[i] = (int32_t)dhs_rng_below(rng, vis_rows);
     }
 }
 
@@ -176,7 +176,7 @@ static void test_random_speculation(double scale)
     c.device_bytes = 1300ull * 8 * 64; /* arenas 288 + 4 x 30 required + optional history */
     c.repop_pages = 6;
     uint64_t rng = g_seed ^ 0x5eed;
-    dhs_cpu_options o = {.async_delay = (int32_t)th_below(&rng, 4), .random_order = 1, .seed = g_seed};
+    dhs_cpu_options o = {.async_delay = (int32_t)dhs_rng_below(&rng, 4), .random_order = 1, .seed = g_seed};
     th_env e;
     CHECK_ST(th_env_init(&e, &a, &c, &o), DHS_OK);
     int rounds = (int)(1500 * scale);
@@ -193,12 +193,12 @@ static void test_random_speculation(double scale)
         /* arrivals and departures */
         for (int q = 0; q < NREQ; q++) {
             if (!e.rq[q].open) {
-                int64_t pre = th_below(&rng, 400);
+                int64_t pre = dhs_rng_below(&rng, 400);
                 CHECK_ST(th_open(&e, q, pre + 2000), DHS_OK);
                 CHECK_INV(e.ctx);
-                CHECK_ST(th_import(&e, q, pre, th_below(&rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST), DHS_OK);
+                CHECK_ST(th_import(&e, q, pre, dhs_rng_below(&rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST), DHS_OK);
                 CHECK_INV(e.ctx);
-            } else if (e.rq[q].n > 1500 || th_below(&rng, 300) == 0) {
+            } else if (e.rq[q].n > 1500 || dhs_rng_below(&rng, 300) == 0) {
                 CHECK(th_sweep(&e, q, k) == 0);
                 CHECK_ST(th_close(&e, q), DHS_OK);
                 CHECK_INV(e.ctx);
@@ -210,7 +210,7 @@ static void test_random_speculation(double scale)
         int32_t K[4];
         for (int q = 0; q < NREQ; q++) {
             h[q] = e.rq[q].h;
-            K[q] = 1 + (int32_t)th_below(&rng, KM);
+            K[q] = 1 + (int32_t)dhs_rng_below(&rng, KM);
             si[q].K = K[q];
         }
         CHECK_ST(dhs_round_begin(e.ctx, NREQ, h, K), DHS_OK);
@@ -230,8 +230,8 @@ static void test_random_speculation(double scale)
             CHECK_INV(e.ctx);
             for (int q = 0; q < NREQ; q++) bad += th_check_item(&e, q, g, K[q], k, si[q].sel[g], si[q].loc[g]);
             /* a refused call (one entry past the last query's visible rows) leaves no trace */
-            int q0 = (int)th_below(&rng, NREQ);
-            int64_t idx = (int64_t)(K[q0] - 1) * k + th_below(&rng, k);
+            int q0 = (int)dhs_rng_below(&rng, NREQ);
+            int64_t idx = (int64_t)(K[q0] - 1) * k + dhs_rng_below(&rng, k);
             int32_t saved = si[q0].sel[g][idx];
             int64_t past = (e.rq[q0].n + K[q0]) / m; /* first row no query sees */
             si[q0].sel[g][idx] = (int32_t)past;
@@ -269,7 +269,7 @@ static void test_random_speculation(double scale)
             reindex_bad += th_check_item(&e, 0, g, K[0], k, psel, ploc);
             /* the default chi holds one group's arenas: the next group's overflow needs this group done
                (the last group may leave it to the round end) */
-            if (g == 0 || th_below(&rng, 2)) {
+            if (g == 0 || dhs_rng_below(&rng, 2)) {
                 CHECK_ST(dhs_group_done(e.ctx, g), DHS_OK);
                 CHECK_INV(e.ctx);
             }
@@ -280,7 +280,7 @@ static void test_random_speculation(double scale)
         int32_t acc[4];
         int64_t before[4];
         for (int q = 0; q < NREQ; q++) {
-            acc[q] = (int32_t)th_below(&rng, K[q]);
+            acc[q] = (int32_t)dhs_rng_below(&rng, K[q]);
             before[q] = e.rq[q].n;
         }
         CHECK_ST(dhs_round_end(e.ctx, acc), DHS_OK);
@@ -293,7 +293,7 @@ static void test_random_speculation(double scale)
         /* rejected rows are never visible: the next round's anchor (K = 1) is refused any row past
            its own, and its own row until rewritten */
         if (round % 7 == 0) {
-            int q = (int)th_below(&rng, NREQ);
+            int q = (int)dhs_rng_below(&rng, NREQ);
             int32_t one = 1, zero = 0;
             th_req *r = &e.rq[q];
             CHECK_ST(dhs_round_begin(e.ctx, 1, &r->h, &one), DHS_OK);

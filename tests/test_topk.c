@@ -20,8 +20,8 @@ static int64_t run_case(gen_kind g, int64_t n, int32_t k, uint64_t *rng, float *
                         int32_t *locs, int32_t *want, uint64_t *heap)
 {
     gen_scores(g, sc, n, rng);
-    int hit_pct = (int)th_below(rng, 101);
-    for (int64_t i = 0; i < n; i++) slot[i] = th_below(rng, 100) < hit_pct ? (int32_t)th_below(rng, 1 << 20) : -1;
+    int hit_pct = (int)dhs_rng_below(rng, 101);
+    for (int64_t i = 0; i < n; i++) slot[i] = dhs_rng_below(rng, 100) < hit_pct ? (int32_t)dhs_rng_below(rng, 1 << 20) : -1;
     for (int32_t i = 0; i < k; i++) rows[i] = locs[i] = 0x5a5a5a5a;
     dhs_status st = dhs_topk_fused_ref(sc, n, k, slot, rows, locs);
     CHECKF(st == DHS_OK, "%s n %lld k %d: status %d", gen_name[g], (long long)n, k, (int)st);
@@ -72,12 +72,12 @@ static void test_keys(uint64_t *rng)
     CHECK(dhs_topk_key_pos(dhs_topk_key(1.5f, 12345)) == 12345u);
     long mism = 0, keymism = 0;
     for (int i = 0; i < 2000000; i++) {
-        float a = any_float(rng), b = th_below(rng, 4) == 0 ? a : any_float(rng);
-        if (th_below(rng, 50) == 0) a = th_below(rng, 2) ? 0.0f : -0.0f;
-        if (th_below(rng, 50) == 0) b = th_below(rng, 2) ? 0.0f : -0.0f;
+        float a = any_float(rng), b = dhs_rng_below(rng, 4) == 0 ? a : any_float(rng);
+        if (dhs_rng_below(rng, 50) == 0) a = dhs_rng_below(rng, 2) ? 0.0f : -0.0f;
+        if (dhs_rng_below(rng, 50) == 0) b = dhs_rng_below(rng, 2) ? 0.0f : -0.0f;
         uint32_t ka = dhs_topk_score_key(a), kb = dhs_topk_score_key(b);
         if ((a > b) != (ka > kb) || (a == b) != (ka == kb) || ka == 0) mism++;
-        int64_t p = th_below(rng, INT32_MAX);
+        int64_t p = dhs_rng_below(rng, INT32_MAX);
         if (dhs_topk_key(a, (uint32_t)p) != dhs_ref_topk_key(a, p)) keymism++;
     }
     CHECKF(mism == 0, "%ld pairs ordered differently by the score key than by float comparison", mism);
@@ -151,9 +151,9 @@ int main(void)
     /* random sizes */
     int nrand = (int)(120 * scale) + 10;
     for (int c = 0; c < nrand; c++) {
-        gen_kind g = (gen_kind)th_below(&rng, G_NGEN);
-        int64_t n = th_below(&rng, 4) == 0 ? th_below(&rng, 4096) : th_below(&rng, NMAX + 1);
-        int32_t k = th_below(&rng, 3) == 0 ? (int32_t)(1 + th_below(&rng, KMAX)) : KMAX;
+        gen_kind g = (gen_kind)dhs_rng_below(&rng, G_NGEN);
+        int64_t n = dhs_rng_below(&rng, 4) == 0 ? dhs_rng_below(&rng, 4096) : dhs_rng_below(&rng, NMAX + 1);
+        int32_t k = dhs_rng_below(&rng, 3) == 0 ? (int32_t)(1 + dhs_rng_below(&rng, KMAX)) : KMAX;
         total += run_case(g, n, k, &rng, sc, slot, rows, locs, want, heap);
         cases++;
     }

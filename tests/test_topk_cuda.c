@@ -57,14 +57,14 @@ static int64_t run_case(bufs *b, gen_kind g, int64_t n, int32_t k, int32_t batch
     for (int32_t q = 0; q < batch; q++) gen_scores(g, b->h_sc + q * n, n, rng);
     int nnan = 0;
     if (nan_q >= 0 && n > 0) {
-        nnan = 1 + (int)th_below(rng, 3);
-        for (int j = 0; j < nnan; j++) b->h_sc[nan_q * n + th_below(rng, n)] = j & 1 ? -NAN : NAN;
+        nnan = 1 + (int)dhs_rng_below(rng, 3);
+        for (int j = 0; j < nnan; j++) b->h_sc[nan_q * n + dhs_rng_below(rng, n)] = j & 1 ? -NAN : NAN;
         nnan = 0;
         for (int64_t i = 0; i < n; i++) nnan += isnan(b->h_sc[nan_q * n + i]) != 0;
     }
     int64_t slots = shared ? n : tot;
-    int hit_pct = (int)th_below(rng, 101);
-    for (int64_t i = 0; i < slots; i++) b->h_slot[i] = th_below(rng, 100) < hit_pct ? (int32_t)th_below(rng, 1 << 22) : -1;
+    int hit_pct = (int)dhs_rng_below(rng, 101);
+    for (int64_t i = 0; i < slots; i++) b->h_slot[i] = dhs_rng_below(rng, 100) < hit_pct ? (int32_t)dhs_rng_below(rng, 1 << 22) : -1;
     if (tot) CK(cudaMemcpy(b->d_sc, b->h_sc, sizeof(float) * (size_t)tot, cudaMemcpyHostToDevice));
     if (slots) CK(cudaMemcpy(b->d_slot, b->h_slot, sizeof(int32_t) * (size_t)slots, cudaMemcpyHostToDevice));
     CK(cudaMemset(b->d_rows, 0x5a, sizeof(int32_t) * (size_t)k * batch));
@@ -172,16 +172,16 @@ int main(void)
     cases += 2;
     /* NaN queries inside a batch */
     for (int c = 0; c < 8; c++) {
-        int64_t n = c < 4 ? 1 + th_below(&rng, 3000) : 1 + th_below(&rng, small ? big_n : 300000);
-        total += run_case(&b, (gen_kind)th_below(&rng, G_NGEN), n, DHS_TOPK_MAX_K, 4, c & 1, (int)th_below(&rng, 4), &rng);
+        int64_t n = c < 4 ? 1 + dhs_rng_below(&rng, 3000) : 1 + dhs_rng_below(&rng, small ? big_n : 300000);
+        total += run_case(&b, (gen_kind)dhs_rng_below(&rng, G_NGEN), n, DHS_TOPK_MAX_K, 4, c & 1, (int)dhs_rng_below(&rng, 4), &rng);
         cases++;
     }
     /* random */
     for (int c = 0; c < n_random; c++) {
-        int64_t n = th_below(&rng, 3) == 0 ? th_below(&rng, 5000) : th_below(&rng, big_n);
-        int32_t k = th_below(&rng, 2) ? DHS_TOPK_MAX_K : (int32_t)(1 + th_below(&rng, DHS_TOPK_MAX_K));
-        int32_t batch = 1 + (int32_t)th_below(&rng, 4);
-        total += run_case(&b, (gen_kind)th_below(&rng, G_NGEN), n, k, batch, (int)th_below(&rng, 2), -1, &rng);
+        int64_t n = dhs_rng_below(&rng, 3) == 0 ? dhs_rng_below(&rng, 5000) : dhs_rng_below(&rng, big_n);
+        int32_t k = dhs_rng_below(&rng, 2) ? DHS_TOPK_MAX_K : (int32_t)(1 + dhs_rng_below(&rng, DHS_TOPK_MAX_K));
+        int32_t batch = 1 + (int32_t)dhs_rng_below(&rng, 4);
+        total += run_case(&b, (gen_kind)dhs_rng_below(&rng, G_NGEN), n, k, batch, (int)dhs_rng_below(&rng, 2), -1, &rng);
         cases++;
     }
     /* argument errors: nothing launched */

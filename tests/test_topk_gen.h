@@ -18,7 +18,7 @@ static inline float u2f(uint32_t u)
 static inline float any_float(uint64_t *rng)
 {
     for (;;) {
-        float f = u2f((uint32_t)th_rand(rng));
+        float f = u2f((uint32_t)dhs_rng_next(rng));
         if (!isnan(f)) return f;
     }
 }
@@ -39,26 +39,26 @@ static const char *const gen_name[G_NGEN] = {"uniform", "all-equal", "levels", "
 static inline void gen_scores(gen_kind g, float *s, int64_t n, uint64_t *rng)
 {
     float lv[5];
-    int nl = 2 + (int)th_below(rng, 4);
-    for (int i = 0; i < 5; i++) lv[i] = (float)th_below(rng, 7) - 3.0f;
+    int nl = 2 + (int)dhs_rng_below(rng, 4);
+    for (int i = 0; i < 5; i++) lv[i] = (float)dhs_rng_below(rng, 7) - 3.0f;
     float one = any_float(rng);
     for (int64_t i = 0; i < n; i++) {
         switch (g) {
-        case G_UNIFORM: s[i] = (float)(th_rand(rng) >> 40) / 16777216.0f; break;
+        case G_UNIFORM: s[i] = (float)(dhs_rng_next(rng) >> 40) / 16777216.0f; break;
         case G_ALLEQ: s[i] = one; break;
-        case G_LEVELS: s[i] = lv[th_below(rng, nl)]; break;
+        case G_LEVELS: s[i] = lv[dhs_rng_below(rng, nl)]; break;
         case G_INF: {
             static const float v[] = {INFINITY, -INFINITY, 0.0f, -0.0f, 1.0f, -1.0f, FLT_MAX, -FLT_MAX};
-            s[i] = v[th_below(rng, 8)];
+            s[i] = v[dhs_rng_below(rng, 8)];
             break;
         }
         case G_ZEROS: {
-            uint32_t r = (uint32_t)th_below(rng, 6);
+            uint32_t r = (uint32_t)dhs_rng_below(rng, 6);
             s[i] = r == 0 ? 0.0f : r == 1 ? -0.0f : r == 2 ? u2f(1) : r == 3 ? u2f(0x80000001u) : r == 4 ? FLT_MIN : -0.0f;
             break;
         }
         case G_ANYBITS: s[i] = any_float(rng); break;
-        case G_NEG: s[i] = -(float)th_below(rng, 1 + (int)(n / 4)) - 0.5f; break;
+        case G_NEG: s[i] = -(float)dhs_rng_below(rng, 1 + (int)(n / 4)) - 0.5f; break;
         default: s[i] = 0.0f;
         }
     }

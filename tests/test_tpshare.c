@@ -147,7 +147,7 @@ static void make_sel(uint64_t *rng, int64_t n, int32_t K, int32_t *sel)
         for (int32_t i = 0; i < KSEL; i++) {
             if (vis <= KSEL) { q[i] = i < vis ? i : -1; continue; }
             for (;;) {
-                int64_t r = th_below(rng, 4) == 0 ? vis - 1 - th_below(rng, 8 < vis ? 8 : vis) : th_below(rng, vis);
+                int64_t r = dhs_rng_below(rng, 4) == 0 ? vis - 1 - dhs_rng_below(rng, 8 < vis ? 8 : vis) : dhs_rng_below(rng, vis);
                 int dup = 0;
                 for (int32_t x = 0; x < i; x++) dup |= q[x] == r;
                 if (!dup) { q[i] = (int32_t)r; break; }
@@ -174,24 +174,24 @@ static void run_world(int R, uint64_t seed, int rounds, totals *tot)
         /* arrivals and departures */
         int n_open = 0;
         for (int s = 0; s < MAXR; s++) n_open += w.env[0].rq[s].open;
-        if (n_open < 3 && th_below(&rng, 3) == 0) {
+        if (n_open < 3 && dhs_rng_below(&rng, 3) == 0) {
             int slot = -1;
             for (int s = 0; s < MAXR && slot < 0; s++)
                 if (!w.env[0].rq[s].open) slot = s;
-            int64_t exp = 60 + th_below(&rng, 300), imp = th_below(&rng, exp - 20);
-            unsigned flags = th_below(&rng, 2) ? DHS_IMPORT_HOST : DHS_IMPORT_DEVICE;
+            int64_t exp = 60 + dhs_rng_below(&rng, 300), imp = dhs_rng_below(&rng, exp - 20);
+            unsigned flags = dhs_rng_below(&rng, 2) ? DHS_IMPORT_HOST : DHS_IMPORT_DEVICE;
             ALL(&w, st, th_open(E, slot, exp));
             if (st == DHS_OK) ALL(&w, st, th_import(E, slot, imp, flags));
         }
         for (int s = 0; s < MAXR; s++)
-            if (w.env[0].rq[s].open && (w.env[0].rq[s].n > 340 || th_below(&rng, 40) == 0)) ALL(&w, st, th_close(E, s));
+            if (w.env[0].rq[s].open && (w.env[0].rq[s].n > 340 || dhs_rng_below(&rng, 40) == 0)) ALL(&w, st, th_close(E, s));
         int nb = 0;
         for (int s = 0; s < MAXR; s++)
             if (w.env[0].rq[s].open) slots[nb++] = s;
         if (nb == 0) continue;
         for (int i = 0; i < nb; i++) {
-            K[i] = 1 + (int32_t)th_below(&rng, 2);
-            acc[i] = (int32_t)th_below(&rng, K[i]);
+            K[i] = 1 + (int32_t)dhs_rng_below(&rng, 2);
+            acc[i] = (int32_t)dhs_rng_below(&rng, K[i]);
             for (int e = 0; e <= R; e++) hs[e][i] = w.env[e].rq[slots[i]].h;
         }
         ALL(&w, st, dhs_round_begin(E->ctx, nb, hs[e_], K));
@@ -226,9 +226,9 @@ static void run_world(int R, uint64_t seed, int rounds, totals *tot)
                 CHECK_ST(dhs_group_done(w.ranks[R - 1], g), DHS_ERR_STATE);
                 CHECK_ST(dhs_round_end(w.ranks[R - 1], acc), DHS_ERR_STATE);
                 /* sometimes a copy fault on one rank: in its host share (1st copy) or its all-gather (2nd) */
-                if (th_below(&rng, 3) == 0) {
-                    int fr = (int)th_below(&rng, R);
-                    uint64_t nth = 1 + (uint64_t)th_below(&rng, 2);
+                if (dhs_rng_below(&rng, 3) == 0) {
+                    int fr = (int)dhs_rng_below(&rng, R);
+                    uint64_t nth = 1 + (uint64_t)dhs_rng_below(&rng, 2);
                     dhs_backend *fb = w.env[fr + 1].be;
                     uint64_t inj0 = dhs_backend_faults_injected(fb);
                     dhs_backend_fault_at(fb, DHS_FAULT_COPY, nth);

@@ -27,13 +27,7 @@
 
 /* ---------------------------------------------------------------- rng */
 static uint64_t g_rs;
-static uint64_t rnd(void)
-{
-    uint64_t z = (g_rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return dhs_rng_next(&g_rs); }
 static int64_t rndi(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
 
 static void tmp_path(char *buf, size_t n, const char *tag)
@@ -365,11 +359,11 @@ static void test_reject(void)
     p.context_min = 2;
     p.spec = 2;
     p.n_producers = 2;
-    p.sinks = 2;
-    p.window = 4;
-    p.window_full = 2;
-    p.clusters = 2;
-    p.cluster_radius = 2;
+    p.loc.sinks = 2;
+    p.loc.window = 4;
+    p.loc.window_full = 2;
+    p.loc.clusters = 2;
+    p.loc.cluster_radius = 2;
     p.out_len = 5;
     p.batch = 2;
     st = dhs_tracegen_write(&p, path, NULL, err, sizeof err);
@@ -561,10 +555,10 @@ static dhs_tracegen_params small_params(uint64_t seed)
     p.context_min = 100; /* some requests start with history shorter than k */
     p.spec = 3;
     p.n_producers = 3;
-    p.window = 64;
-    p.window_full = 8;
-    p.clusters = 8;
-    p.cluster_radius = 16;
+    p.loc.window = 64;
+    p.loc.window_full = 8;
+    p.loc.clusters = 8;
+    p.loc.cluster_radius = 16;
     return p;
 }
 
@@ -641,7 +635,7 @@ static void check_generated(const char *path, const dhs_tracegen_params *p, gsta
                     }
                     S->dup_queries += dup;
                     if (V > p->k) {
-                        for (int32_t s = 0; s < p->sinks; s++)
+                        for (int32_t s = 0; s < p->loc.sinks; s++)
                             if (mark[s] != ep) {
                                 S->missing_sinks++;
                                 break;

@@ -38,6 +38,7 @@ typedef struct run_rec {
     int rc;
     char err[512];
     dhs_serve_result r;
+    struct pool *pool;
 } run_rec;
 
 /* runs are independent (own context and backend): a small pool of threads
@@ -49,6 +50,17 @@ typedef struct pool {
     tool_progress *prog;
     pthread_mutex_t mu;
 } pool;
+
+/* within a run: a line every few seconds (also off a terminal) */
+static void run_progress(void *user, int64_t done, int64_t total, double sim_s)
+{
+    run_rec *x = user;
+    pool *P = x->pool;
+    pthread_mutex_lock(&P->mu);
+    tool_progress_msg(P->prog, 0, "dhs serve-sim: %d/%d runs done; %s: %" PRId64 "/%" PRId64 " requests, %.1f s simulated", P->done, P->n,
+                      x->tag, done, total, sim_s);
+    pthread_mutex_unlock(&P->mu);
+}
 
 static void *worker(void *arg)
 {
@@ -83,13 +95,14 @@ static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
             ", \"admission_waits\": %" PRIu64 ",\n"
             "     \"host_rows_per_token_per_layer\": %.2f, \"census\": {\"direct\": %" PRIu64 ", \"hot\": %" PRIu64 ", \"host\": %" PRIu64
             "}, \"reclaims\": %" PRIu64 ", \"repopulated_pages\": %" PRIu64 ", \"layer_pool_bytes\": %" PRIu64
-            ", \"index_key_budget_bytes\": %" PRIu64 ", \"wall_s\": %.3f",
+            ", \"index_key_budget_bytes\": %" PRIu64 ", \"peak_live_requests\": %" PRId64 ", \"peak_request_bytes\": %" PRIu64
+            ", \"wall_s\": %.3f",
             dhs_serve_mode_str(x->mode), x->spec ? "true" : "false", load_key, x->load, r->completed, r->duration, r->total_input_tokens,
             r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
             r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
             r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
             r->accept_length, r->steps, r->waits, r->host_rows_per_token, r->census_direct, r->census_hot, r->census_host, r->reclaims,
-            r->repopulated_pages, r->device_pool_bytes, r->idx_budget_bytes, r->wall_s);
+            r->repopulated_pages, r->device_pool_bytes, r->idx_budget_bytes, r->peak_live_requests, r->peak_request_bytes, r->wall_s);
     if (r->dp_ranks <= 1) {
         fprintf(f, "}");
         return;
@@ -256,26 +269,25 @@ int cmd_serve_sim(int argc, char **argv)
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
     }
-    dhs_serve_req *treq = NULL;
+    int32_t n_trace = 0;
     if (rtrace) {
+        /* one pass over the whole trace before any run: every line checked, the
+           requests counted; the runs then stream it */
         char err[512];
-        if (dhs_serve_load_trace(rtrace, &treq, &w.n_trace, err, sizeof err)) {
+        if (dhs_serve_trace_count(rtrace, &n_trace, err, sizeof err)) {
             fprintf(stderr, "dhs serve-sim: %s\n", err);
             return EXIT_USAGE;
         }
-        w.trace = treq;
+        w.trace_path = rtrace;
         w.arrival = DHS_ARRIVAL_TRACE;
     }
-    if (tool_output(PROG, output)) {
-        free(treq);
-        return EXIT_RUNTIME;
-    }
+    if (tool_output(PROG, output)) return EXIT_RUNTIME;
     const char *load_key = w.arrival == DHS_ARRIVAL_CLOSED ? "concurrency" : w.arrival == DHS_ARRIVAL_POISSON ? "request_rate" : "rate_scale";
     tool_progress prog;
     tool_progress_init(&prog, quiet, 5.0);
     int n_runs_max = 3 * 2 * DHS_PLACE_N_ * n_loads, n_runs = 0, rc = 0;
     run_rec *runs = calloc((size_t)n_runs_max, sizeof *runs);
-    if (!runs) { free(treq); fprintf(stderr, "dhs serve-sim: out of memory\n"); return EXIT_RUNTIME; }
+    if (!runs) { fprintf(stderr, "dhs serve-sim: out of memory\n"); return EXIT_RUNTIME; }
     for (int m = 0; m < DHS_SERVE_MODES_; m++) {
         if (!modes[m]) continue;
         for (int sp = 0; sp < 2; sp++) {
@@ -297,8 +309,8 @@ int cmd_serve_sim(int argc, char **argv)
                              dhs_serve_placement_str(x->place));
                 else
                     snprintf(x->tag, sizeof x->tag, "%s%s %s=%g", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li]);
-                x->c.progress = 0;
-                x->c.progress_tag = x->tag;
+                x->c.progress = quiet ? NULL : run_progress;
+                x->c.progress_user = x;
                 x->w = w;
                 if (w.arrival == DHS_ARRIVAL_CLOSED) x->w.concurrency = (int32_t)loads[li];
                 else if (w.arrival == DHS_ARRIVAL_POISSON) x->w.rate = loads[li];
@@ -308,6 +320,7 @@ int cmd_serve_sim(int argc, char **argv)
     }
     {
         pool P = {runs, n_runs, 0, 0, 0, &prog, PTHREAD_MUTEX_INITIALIZER};
+        for (int i = 0; i < n_runs; i++) runs[i].pool = &P;
         tool_progress_msg(&prog, 1, "dhs serve-sim: %d runs on %d threads ...", n_runs, jobs < n_runs ? jobs : n_runs);
         int nt = jobs < n_runs ? jobs : n_runs;
         pthread_t th[64];
@@ -346,7 +359,7 @@ int cmd_serve_sim(int argc, char **argv)
             char *q = cJSON_PrintUnformatted(tn);
             printf("\"config\": {\"arrival\": \"%s\", \"requests_trace\": %s, \"trace_requests\": %d, \"requests\": %d, "
                    "\"max_context\": %" PRId64 ", \"max_output\": %" PRId64 ", ",
-                   load_key, q ? q : "null", w.n_trace, w.n_requests == 0 || w.n_requests > w.n_trace ? w.n_trace : w.n_requests,
+                   load_key, q ? q : "null", n_trace, w.n_requests == 0 || w.n_requests > n_trace ? n_trace : w.n_requests,
                    c.max_context, c.max_output);
             cJSON_free(q);
             cJSON_Delete(tn);
@@ -391,8 +404,8 @@ int cmd_serve_sim(int argc, char **argv)
         if (rtrace)
             printf("serve-sim: requests trace %s (%d requests, prompts clamped to %" PRId64 ", outputs to %" PRId64
                    "), %d requests per point, arrival-rate scales as the load, k %d, B %d, %.0f GiB KV per rank\n\n",
-                   trace_name, w.n_trace, c.max_context, c.max_output,
-                   w.n_requests == 0 || w.n_requests > w.n_trace ? w.n_trace : w.n_requests, c.k, c.hot_rows, c.kv_gib);
+                   trace_name, n_trace, c.max_context, c.max_output,
+                   w.n_requests == 0 || w.n_requests > n_trace ? n_trace : w.n_requests, c.k, c.hot_rows, c.kv_gib);
         else
             printf("serve-sim: %s load, %d requests per point, prompts %" PRId64 "..%" PRId64 ", outputs %" PRId64 "..%" PRId64
                    ", k %d, B %d, %.0f GiB KV per rank\n\n",
@@ -493,6 +506,5 @@ int cmd_serve_sim(int argc, char **argv)
     }
 done:
     free(runs);
-    free(treq);
     return rc;
 }

@@ -104,6 +104,8 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check, int32
             r->miss_ratio, r->direct_share, r->hot_share, r->host_share, r->tokens, s->staging_rows, s->admissions,
             s->reclaims, s->reclaimed_pages, s->repopulated_pages, r->device_bytes, r->replay_s, r->mentries_per_s);
     fprintf(f, ", \"hot_effective\": %d", hot_eff);
+    fprintf(f, ", \"peak_open_requests\": %d, \"peak_host_bytes\": %" PRIu64 ", \"peak_request_bytes\": %" PRIu64, r->peak_open_requests,
+            r->peak_host_bytes, r->peak_request_bytes);
     if (check) fprintf(f, ", \"invariant_violations\": %" PRIu64, r->invariant_violations);
     if (r->policy == DHS_SIM_OPT)
         fprintf(f, ", \"oracle_calls\": %" PRIu64 ", \"oracle_stale\": %" PRIu64 ", \"opt_references\": %" PRIu64

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "util/rng.h"
 
 typedef struct cpu_op {
     dhs_ticket t;
@@ -26,14 +27,6 @@ typedef struct cpu_impl {
     void **dst;      /* scratch: destinations of one gather */
     int64_t cap_dst;
 } cpu_impl;
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 static dhs_status cpu_dev_alloc(dhs_backend *be, size_t bytes, void **out)
 {
@@ -112,7 +105,7 @@ static dhs_status enqueue(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n
         memcpy(op.pairs, pairs, sizeof(dhs_copy_pair) * (size_t)n);
     }
     uint64_t d = (uint64_t)c->opt.async_delay;
-    if (c->opt.random_order) d = rng_next(&c->rng) % (d + 1);
+    if (c->opt.random_order) d = dhs_rng_next(&c->rng) % (d + 1);
     op.due = c->now + d;
     c->ops[c->n_ops++] = op;
     *t = op.t;

@@ -23,6 +23,7 @@
 
 #include "ref/gpu.h"
 #include "ref/model.h"
+#include "util/rng.h"
 #include "sim/trace.h"
 
 typedef struct sess {
@@ -331,7 +332,7 @@ static int32_t pick(dhs_ref_engine *e, sess *s, const float *logits)
 {
     if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) return dhs_ref_argmax(logits, e->V);
     dhs_ref_softmax(logits, e->V, e->cfg.temperature, e->prob);
-    return dhs_ref_sample(e->prob, e->V, dhs_ref_rng_uniform(&s->rng));
+    return dhs_ref_sample(e->prob, e->V, dhs_rng_f24(&s->rng));
 }
 
 dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req)
@@ -471,7 +472,7 @@ static void draft(dhs_ref_engine *e, sess *s, int32_t i, int32_t K)
             blk[j + 1] = dhs_ref_argmax(logits, e->V);
         } else {
             dhs_ref_softmax(logits, e->V, e->cfg.temperature, q);
-            blk[j + 1] = dhs_ref_sample(q, e->V, dhs_ref_rng_uniform(&s->rng));
+            blk[j + 1] = dhs_ref_sample(q, e->V, dhs_rng_f24(&s->rng));
         }
     }
 }
@@ -493,7 +494,7 @@ static int32_t verify(dhs_ref_engine *e, sess *s, int32_t i, int32_t K, const fl
         const float *q = e->dprob + ((int64_t)i * e->kmax + A) * V;
         int32_t x = blk[A + 1];
         dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
-        float u = dhs_ref_rng_uniform(&s->rng);
+        float u = dhs_rng_f24(&s->rng);
         if (u * q[x] < p[x]) { /* accept with probability min(1, p/q) */
             emitted[A] = x;
             continue;
@@ -505,11 +506,11 @@ static int32_t verify(dhs_ref_engine *e, sess *s, int32_t i, int32_t K, const fl
             tot += p[v];
         }
         if (tot <= 0.0f) dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
-        emitted[A] = dhs_ref_sample(p, V, dhs_ref_rng_uniform(&s->rng));
+        emitted[A] = dhs_ref_sample(p, V, dhs_rng_f24(&s->rng));
         return A;
     }
     dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
-    emitted[A] = dhs_ref_sample(p, V, dhs_ref_rng_uniform(&s->rng));
+    emitted[A] = dhs_ref_sample(p, V, dhs_rng_f24(&s->rng));
     return A;
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "ref/model.h"
+#include "util/rng.h"
 
 typedef struct layer_w {
     float *wdkv;  /* [512][d] latent (NoPE) */
@@ -178,7 +179,7 @@ static float *mat(uint64_t seed, uint64_t id, int64_t rows, int64_t cols, float 
     }
     uint64_t st = seed * 0x9E3779B97F4A7C15ull ^ (id + 1) * 0xD1B54A32D192ED03ull;
     float scale = gain * sqrtf(3.0f / (float)cols); /* unit-variance outputs for unit inputs */
-    for (int64_t i = 0; i < rows * cols; i++) w[i] = (dhs_ref_rng_uniform(&st) * 2.0f - 1.0f) * scale;
+    for (int64_t i = 0; i < rows * cols; i++) w[i] = (dhs_rng_f24(&st) * 2.0f - 1.0f) * scale;
     return w;
 }
 
@@ -717,7 +718,7 @@ void dhs_ref_draft_step(const dhs_ref_model *m, int32_t token, int64_t pos, floa
 void dhs_ref_prompt(uint64_t seed, int32_t session, int32_t vocab, int64_t n, int32_t *tokens)
 {
     uint64_t st = seed ^ (0xA24BAED4963EE407ull * (uint64_t)(session + 1));
-    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)(dhs_ref_rng_next(&st) % (uint64_t)vocab);
+    for (int64_t i = 0; i < n; i++) tokens[i] = (int32_t)(dhs_rng_next(&st) % (uint64_t)vocab);
 }
 
 /* ------------------------------------------------------------- prefill */
@@ -759,15 +760,15 @@ static uint8_t synth_code(uint64_t w)
 static void synth_row(uint64_t st, uint8_t *row)
 {
     for (int i = 0; i < DHS_REF_NOPE; i += 8) {
-        uint64_t w = dhs_ref_rng_next(&st);
+        uint64_t w = dhs_rng_next(&st);
         for (int b = 0; b < 8; b++) row[i + b] = synth_code(w >> (8 * b));
     }
-    uint64_t w = dhs_ref_rng_next(&st);
+    uint64_t w = dhs_rng_next(&st);
     float scales[DHS_REF_NOPE / DHS_REF_TILE];
     for (int t = 0; t < DHS_REF_NOPE / DHS_REF_TILE; t++) scales[t] = ldexpf(1.0f, -7 - (int)((w >> t) & 1));
     memcpy(row + DHS_REF_NOPE, scales, sizeof scales);
     for (int i = 0; i < DHS_REF_ROPE; i += 4) {
-        w = dhs_ref_rng_next(&st);
+        w = dhs_rng_next(&st);
         for (int b = 0; b < 4; b++) {
             uint16_t r = (uint16_t)(w >> (16 * b));
             uint16_t h = (uint16_t)((r & 0x807f) | (uint16_t)(0x7c + ((r >> 7) & 3)) << 7); /* +-[2^-3, 2) */
@@ -781,12 +782,12 @@ static void synth_key(uint64_t st, dhs_ref_keys *k, int64_t s)
     size_t o = (size_t)((s / DHS_REF_KEY_BLOCK) * k->dim * DHS_REF_KEY_BLOCK + s % DHS_REF_KEY_BLOCK);
     uint64_t w = 0;
     for (int32_t i = 0; i < k->dim; i++) {
-        if (!(i & 7)) w = dhs_ref_rng_next(&st);
+        if (!(i & 7)) w = dhs_rng_next(&st);
         uint8_t c = synth_code(w >> (8 * (i & 7)));
         if (k->fp8) k->codes[o + (size_t)i * DHS_REF_KEY_BLOCK] = c;
         else k->data[o + (size_t)i * DHS_REF_KEY_BLOCK] = dhs_ref_fp8_decode(c) * 0.0078125f;
     }
-    if (k->fp8) k->scales[s] = ldexpf(1.0f, -7 - (int)(dhs_ref_rng_next(&st) & 1));
+    if (k->fp8) k->scales[s] = ldexpf(1.0f, -7 - (int)(dhs_rng_next(&st) & 1));
 }
 
 /* positions [0, from) synthetic (from > 0 needs m = 1 everywhere), the rest

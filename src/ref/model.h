@@ -79,10 +79,6 @@ const float *dhs_ref_fp8_table(void);
    +inf above 88. Relative error about 2e-7. */
 float dhs_ref_expf(float x);
 
-/* splitmix64 stream */
-uint64_t dhs_ref_rng_next(uint64_t *state);
-float dhs_ref_rng_uniform(uint64_t *state); /* [0, 1), 24 bits */
-
 /* Top-k with the documented tie rule: candidates 0..n-1 with scores[s];
    order by score descending (IEEE comparison, -0 == +0), then by lower s.
    Writes min(k, n) candidates in that order to sel[0..] and -1 to the rest of

@@ -1,6 +1,6 @@
 /* numerics.c - the reference model's number formats and fixed-order kernels:
  * FP8 E4M3 / BF16 codecs, the 656-byte row format, the fixed-order dot
- * product, the splitmix64 stream, the deterministic top-k, softmax and
+ * product, the deterministic top-k, softmax and
  * sampling. Everything here is a pure function of its inputs. */
 #include <assert.h>
 #include <math.h>
@@ -172,17 +172,6 @@ float dhs_ref_expf(float x)
     p = p * r + 1.0f;
     return p * u2f((uint32_t)((int32_t)kf + 127) << 23); /* 2^kf, kf in [-126, 127] */
 }
-
-/* ------------------------------------------------------------- rng */
-uint64_t dhs_ref_rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-float dhs_ref_rng_uniform(uint64_t *state) { return (float)(dhs_ref_rng_next(state) >> 40) * 0x1.0p-24f; }
 
 /* ------------------------------------------------------------- top-k */
 uint64_t dhs_ref_topk_key(float score, int64_t s)

@@ -10,20 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/rng.h"
+#include "util/rng.h"
 #include "sim/util.h"
-
-/* ------------------------------------------------------------- rng, hash */
-/* the stream: sim/rng.h */
-/* a fixed per-(key, row) 64-bit hash; "below p" means hash < p * 2^64 */
-static uint64_t hash_row(uint64_t key, int64_t row)
-{
-    uint64_t z = (key ^ ((uint64_t)row * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
-    z ^= z >> 31;
-    z *= 0x94d049bb133111ebull;
-    return z ^ (z >> 29);
-}
-static uint64_t threshold(double p) { return p <= 0 ? 0 : p >= 1 ? UINT64_MAX : (uint64_t)(p * 18446744073709551616.0); }
 
 /* ------------------------------------------------------------- defaults */
 const char *dhs_serve_mode_str(dhs_serve_mode m)
@@ -55,25 +43,6 @@ dhs_serve_cost dhs_serve_cost_default(void)
     return c;
 }
 
-dhs_serve_locality dhs_serve_locality_default(void)
-{
-    dhs_serve_locality l;
-    l.sinks = 4;
-    l.window = 512;
-    l.window_full = 64;
-    l.window_density = 0.5;
-    l.clusters = 64;
-    l.cluster_radius = 32;
-    l.cluster_density = 0.5;
-    l.topic_on = 0.3;
-    l.topic_off = 0.1;
-    l.drift = 2;
-    l.topic_switch = 0.005;
-    l.tail_min = 0.05;
-    l.spec_jitter = 0.05;
-    return l;
-}
-
 dhs_serve_config dhs_serve_config_default(void)
 {
     dhs_serve_config c;
@@ -96,7 +65,7 @@ dhs_serve_config dhs_serve_config_default(void)
     c.max_output = 4096;
     c.prefill_remote = 1;
     c.cost = dhs_serve_cost_default();
-    c.loc = dhs_serve_locality_default();
+    c.loc = dhs_locality_default();
     return c;
 }
 
@@ -146,147 +115,118 @@ static int32_t spec_kmax(const dhs_serve_config *c)
     return m;
 }
 
-/* ------------------------------------------------------------- locality model */
-typedef struct topic {
-    int64_t center;
-    uint64_t key;
-    int on;
-} topic;
-
+/* ------------------------------------------------------------- requests */
 typedef struct sreq {
+    struct sreq *next;     /* pending or queue list */
     double arrival, t_first, t_last;
     int64_t prompt, out;   /* positions, tokens */
     int64_t n;             /* committed positions */
     int64_t tokens;        /* generated */
-    int admitted, joined, done, issued;
+    int admitted, joined, done;
     double ready;          /* prefill done and KV in place */
     dhs_req h;
-    uint64_t rng_sel, rng_acc, key;
-    topic *topics;
-    int32_t rank;          /* data-parallel rank it was placed on */
-    dhs_serve_pred pred;   /* the placement's prediction */
+    uint64_t rng_acc, sel_seed;
+    dhs_selreq *sel;       /* hierarchical modes: from join to completion */
 } sreq;
+/* (a request's rank is the rank_st its run goes through, and its placement
+   prediction a function of its lengths, recomputed at completion: neither is
+   stored, so per-request state is the single-rank simulator's) */
 
-typedef struct gen {
-    const dhs_serve_locality *l;
-    int32_t k;
-    uint32_t *stamp; /* [max_rows] */
-    uint32_t cur;
-    int64_t rows;
-} gen;
+/* where requests come from, in arrival order: made one at a time */
+typedef struct source {
+    const dhs_serve_config *c;
+    const dhs_serve_workload *w;
+    dhs_serve_trace *tr;   /* TRACE */
+    uint64_t arr_rng, len_rng;
+    int64_t cmin, omin;
+    double t;              /* Poisson clock */
+    int32_t made, N;
+    int64_t live, peak_live;
+    uint64_t bytes, peak_bytes, sel_bytes;
+} source;
 
-static void topics_init(const gen *g, sreq *q)
+/* request number S->made: lengths and arrival from their own streams (or the
+   trace's next line); `arrival` is used by the closed loop */
+static sreq *source_make(source *S, double arrival, char *err, size_t err_len)
 {
-    const dhs_serve_locality *l = g->l;
-    double on_share = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 0;
-    for (int32_t c = 0; c < l->clusters; c++) {
-        q->topics[c].center = rnd_below(&q->rng_sel, q->prompt > 0 ? q->prompt : 1);
-        q->topics[c].key = rnd(&q->rng_sel);
-        q->topics[c].on = rnd_unit(&q->rng_sel) < on_share;
-    }
-}
-
-static void topics_step(const gen *g, sreq *q, int64_t V)
-{
-    const dhs_serve_locality *l = g->l;
-    if (V <= g->k) return;
-    for (int32_t c = 0; c < l->clusters; c++) {
-        topic *t = &q->topics[c];
-        if (rnd_unit(&q->rng_sel) < l->topic_switch) {
-            int64_t old = V - l->window;
-            t->center = rnd_below(&q->rng_sel, old > 0 ? old : V);
-            t->key = rnd(&q->rng_sel);
-            t->on = 1;
-            continue;
+    const dhs_serve_workload *w = S->w;
+    const dhs_serve_config *c = S->c;
+    sreq *q = calloc(1, sizeof *q);
+    if (!q) { dhs_errf(err, err_len, "out of memory"); return NULL; }
+    int64_t i = S->made;
+    if (w->arrival == DHS_ARRIVAL_TRACE) {
+        dhs_serve_req tq;
+        int r = dhs_serve_trace_next(S->tr, &tq, err, err_len);
+        if (r <= 0) {
+            if (r == 0) dhs_errf(err, err_len, "request trace ended after %lld requests", (long long)i);
+            free(q);
+            return NULL;
         }
-        t->center += rnd_range(&q->rng_sel, -l->drift, l->drift);
-        if (t->center < 0) t->center = 0;
-        if (t->center > V - 1) t->center = V - 1;
-        if (t->on) t->on = !(rnd_unit(&q->rng_sel) < l->topic_off);
-        else t->on = rnd_unit(&q->rng_sel) < l->topic_on;
-    }
-}
-
-static void gen_next_stamp(gen *g)
-{
-    if (++g->cur == 0) {
-        memset(g->stamp, 0, sizeof(uint32_t) * (size_t)g->rows);
-        g->cur = 1;
-    }
-}
-
-/* query 0 at position t: rows 0 .. t visible (m = 1) */
-static void gen_query0(gen *g, sreq *q, int64_t t, int32_t *out)
-{
-    const dhs_serve_locality *l = g->l;
-    int32_t k = g->k, n = 0;
-    int64_t V = t + 1;
-    if (V <= k) {
-        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
-        return;
-    }
-    gen_next_stamp(g);
-    uint32_t cur = g->cur, *st = g->stamp;
-    const uint64_t wth = threshold(l->window_density), cth = threshold(l->cluster_density);
-#define ADD(r)                                   \
-    do {                                         \
-        int64_t r_ = (r);                        \
-        if (st[r_] != cur) {                     \
-            st[r_] = cur;                        \
-            out[n++] = (int32_t)r_;              \
-        }                                        \
-    } while (0)
-    for (int32_t r = 0; r < l->sinks && r < V && n < k; r++) ADD(r);
-    for (int32_t d = 0; d < l->window && n < k; d++) {
-        int64_t row = V - 1 - d;
-        if (row < 0) break;
-        if (d < l->window_full || hash_row(q->key, row) < wth) ADD(row);
-    }
-    int32_t limit = k - (int32_t)(l->tail_min * k);
-    for (int32_t c = 0; c < l->clusters && n < limit; c++) {
-        const topic *tp = &q->topics[c];
-        if (!tp->on) continue;
-        int64_t lo = tp->center - l->cluster_radius, hi = tp->center + l->cluster_radius;
-        if (lo < 0) lo = 0;
-        if (hi > V - 1) hi = V - 1;
-        for (int64_t row = lo; row <= hi && n < limit; row++)
-            if (hash_row(tp->key, row) < cth) ADD(row);
-    }
-    while (n < k) ADD(rnd_below(&q->rng_sel, V));
-#undef ADD
-}
-
-/* query j >= 1: query 0's rows, the newest rows t+1 .. t+j in place of the
-   last (random-tail) entries, and a jitter share replaced by random rows */
-static void gen_query_j(gen *g, sreq *q, int64_t t, int32_t j, const int32_t *q0, int32_t *out)
-{
-    int32_t k = g->k;
-    int64_t V = t + j + 1;
-    memcpy(out, q0, sizeof(int32_t) * (size_t)k);
-    if (V <= k) {
-        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
-        return;
-    }
-    gen_next_stamp(g);
-    uint32_t cur = g->cur, *st = g->stamp;
-    for (int32_t i = 0; i < k; i++)
-        if (out[i] >= 0) st[out[i]] = cur;
-    int32_t pos = k - 1;
-    for (int64_t row = t + 1; row <= t + j && pos >= 0; row++) {
-        if (st[row] == cur) continue;
-        st[row] = cur;
-        out[pos--] = (int32_t)row;
-    }
-    for (int32_t i = g->l->sinks; i <= pos; i++) {
-        if (rnd_unit(&q->rng_sel) >= g->l->spec_jitter) continue;
-        for (int tries = 0; tries < 8; tries++) {
-            int64_t row = rnd_below(&q->rng_sel, V);
-            if (st[row] == cur) continue;
-            st[row] = cur;
-            out[i] = (int32_t)row;
-            break;
+        q->prompt = tq.input_len;
+        q->out = tq.output_len;
+        q->arrival = tq.t_s / (w->time_scale > 0 ? w->time_scale : 1);
+    } else {
+        q->prompt = dhs_rng_range(&S->len_rng, S->cmin, w->context);
+        q->out = dhs_rng_range(&S->len_rng, S->omin, w->output_len);
+        if (w->arrival == DHS_ARRIVAL_POISSON) {
+            S->t += -log(1 - dhs_rng_unit(&S->arr_rng)) / w->rate;
+            q->arrival = S->t;
+        } else {
+            q->arrival = arrival;
         }
     }
+    if (q->prompt > c->max_context) q->prompt = c->max_context;
+    if (q->prompt < 1) q->prompt = 1;
+    if (q->out > c->max_output) q->out = c->max_output;
+    if (q->out < 1) q->out = 1;
+    q->sel_seed = dhs_mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
+    q->rng_acc = dhs_mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
+    S->made++;
+    S->live++;
+    S->bytes += sizeof *q;
+    if (S->live > S->peak_live) S->peak_live = S->live;
+    if (S->bytes > S->peak_bytes) S->peak_bytes = S->bytes;
+    return q;
+}
+
+static void source_drop_sel(source *S, sreq *q)
+{
+    if (!q->sel) return;
+    dhs_selreq_free(q->sel);
+    q->sel = NULL;
+    S->bytes -= S->sel_bytes;
+}
+
+static void source_free(source *S, sreq *q)
+{
+    source_drop_sel(S, q);
+    S->live--;
+    S->bytes -= sizeof *q;
+    free(q);
+}
+
+/* a FIFO of requests */
+typedef struct rlist {
+    sreq *head, *tail;
+} rlist;
+
+static void rl_push(rlist *l, sreq *q)
+{
+    q->next = NULL;
+    if (l->tail) l->tail->next = q;
+    else l->head = q;
+    l->tail = q;
+}
+
+static sreq *rl_pop(rlist *l)
+{
+    sreq *q = l->head;
+    if (q) {
+        l->head = q->next;
+        if (!l->head) l->tail = NULL;
+        q->next = NULL;
+    }
+    return q;
 }
 
 /* ------------------------------------------------------------- statistics */
@@ -341,7 +281,10 @@ typedef struct hier {
     uint64_t pool_bytes;
 } hier;
 
-static dhs_config core_config(const dhs_serve_config *c)
+/* max_len: the longest request of the run (prompt + output, clamped): the
+   core sizes every request's row tables by max_rows, so a bound the run's
+   requests can use, not the clamps, keeps per-request state small */
+static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
 {
     dhs_config d = dhs_config_default();
     int32_t km = spec_kmax(c);
@@ -352,7 +295,7 @@ static dhs_config core_config(const dhs_serve_config *c)
     d.page_rows = c->page_rows;
     int32_t t = c->tail_rows > 2 * km ? c->tail_rows : 2 * km;
     d.tail_rows = (t + c->page_rows - 1) / c->page_rows * c->page_rows;
-    d.max_rows = c->max_context + c->max_output + km + 1;
+    d.max_rows = max_len + km + 1;
     d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
     d.payload_free = 1;
     d.policy = DHS_POLICY_LRU;
@@ -367,27 +310,22 @@ static dhs_arch core_arch(const dhs_serve_config *c)
     return a;
 }
 
-static double mean_len(const dhs_serve_workload *w, const dhs_serve_config *c)
+/* the mean final length (prompt + output, clamped) of the run's requests;
+   trace_mean: the trace's, from the pre-pass */
+static double mean_len(const dhs_serve_workload *w, double trace_mean)
 {
-    if (w->arrival == DHS_ARRIVAL_TRACE && w->n_trace > 0) {
-        double s = 0;
-        for (int32_t i = 0; i < w->n_trace; i++) {
-            int64_t p = w->trace[i].input_len < c->max_context ? w->trace[i].input_len : c->max_context;
-            int64_t o = w->trace[i].output_len < c->max_output ? w->trace[i].output_len : c->max_output;
-            s += (double)(p + o);
-        }
-        return s / w->n_trace;
-    }
+    if (w->arrival == DHS_ARRIVAL_TRACE) return trace_mean;
     int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
     return 0.5 * (double)(cmin + w->context) + 0.5 * (double)(omin + w->output_len);
 }
 
-static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
+static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workload *w, double trace_mean, int64_t max_len,
+                     dhs_serve_result *r, char *err, size_t err_len)
 {
     memset(H, 0, sizeof *H);
     const dhs_serve_cost *k = &c->cost;
     dhs_arch a = core_arch(c);
-    dhs_config d = core_config(c);
+    dhs_config d = core_config(c, max_len);
     uint64_t row = a.sources[0].row_bytes, pb = (uint64_t)d.page_rows * row;
     double M = c->kv_gib * 1073741824.0;
     int32_t km = d.k_max;
@@ -396,7 +334,7 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
     double share = c->idx_share;
     if (share <= 0) {
         /* auto: index keys and required payload allocations run out at the same session count */
-        double L = mean_len(w, c);
+        double L = mean_len(w, trace_mean);
         double idx = L * k->layers * k->idx_bytes, req = (double)(d.hot_rows + d.tail_rows) * row * k->layers;
         share = idx / (idx + req);
     }
@@ -450,17 +388,19 @@ const char *dhs_serve_placement_str(dhs_serve_placement p)
 dhs_serve_pred dhs_serve_predict(const dhs_serve_config *c, int64_t prompt, int64_t output)
 {
     const dhs_serve_cost *k = &c->cost;
-    const dhs_serve_locality *l = &c->loc;
+    const dhs_locality *l = &c->loc;
     dhs_serve_pred p = {0, 0, 0};
     double L = (double)prompt + 0.5 * (double)output, pos = (double)(prompt + output);
     if (c->mode != DHS_SERVE_RESIDENT && L > c->k) {
-        /* query 0's composition (gen_query0): sinks, the window, the on-topics' rows, the random tail */
-        double on = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 0;
+        /* query 0's composition in the selection generator (tracegen.c select_base): sinks, the
+           window, the on-clusters' rows up to k - tail_min*k, the random tail. A cluster's on share
+           is its stationary one (topic_on / (topic_on + topic_off); 1 with both 0, as req_locality) */
+        double on = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 1.0;
         double win = l->window_full + (double)(l->window - l->window_full) * l->window_density;
         double clus = l->clusters * on * (2.0 * l->cluster_radius + 1) * l->cluster_density;
         double limit = c->k - l->tail_min * c->k, fixed = l->sinks + win + clus;
         double tail = c->k - (fixed < limit ? fixed : limit);
-        /* new topics per step land anywhere in the old history */
+        /* clusters that switch topic per step land anywhere in the old history */
         double fresh = l->clusters * l->topic_switch * (2.0 * l->cluster_radius + 1) * l->cluster_density;
         double held = (double)c->hot_rows + c->tail_rows, out_share = held < L ? 1 - held / L : 0;
         p.misses = (tail + fresh) * out_share;
@@ -471,15 +411,13 @@ dhs_serve_pred dhs_serve_predict(const dhs_serve_config *c, int64_t prompt, int6
     return p;
 }
 
-/* ------------------------------------------------------------- the run */
 /* one data-parallel rank: its own core context, queue, admitted requests and batch */
 typedef struct rank_st {
     hier H;
-    int32_t *queue, qh, qt;
-    int32_t *run, n_run;
-    int32_t *bat, nb;
-    int32_t *newly, n_new;
-    int32_t *Kv, *acc;
+    rlist queue;                  /* arrived and placed here, waiting for admission */
+    sreq **run, **bat, **newly;   /* [max_batch] */
+    int32_t n_run, nb, n_new;
+    int32_t *Kv, *acc;            /* [max_batch] */
     double res_used;
     double dt;                    /* this step, us */
     uint64_t dH;                  /* this step's host rows */
@@ -492,14 +430,16 @@ typedef struct rank_st {
     double step_ms_sum;
 } rank_st;
 
-/* a request finished at time t: metrics, release its capacity, closed loop issues the next */
-static int complete(rank_st *R, const dhs_serve_config *c, const dhs_serve_workload *w, sreq *q, sreq *rq, int hierarchical,
-                    int32_t *issued, int32_t N, double t, dhs_serve_result *r, dvec *e2el, dvec *tpot)
+/* a request finished at time t on rank R: metrics, release its capacity; the
+   closed loop issues the next request at that instant. The request itself is
+   freed by the caller once it left the running set. */
+static int complete(rank_st *R, const dhs_serve_config *c, source *S, sreq *q, int hierarchical, rlist *pending,
+                    double t, dhs_serve_result *r, dvec *e2el, dvec *tpot, char *err, size_t err_len)
 {
     const dhs_serve_cost *cost = &c->cost;
     q->done = 1;
-    if (dvec_push(e2el, (t - q->arrival) * 1e3)) return -1;
-    if (tpot && q->out > 1 && dvec_push(tpot, (q->t_last - q->t_first) * 1e3 / (double)(q->out - 1))) return -1;
+    if (dvec_push(e2el, (t - q->arrival) * 1e3)) goto nomem;
+    if (tpot && q->out > 1 && dvec_push(tpot, (q->t_last - q->t_first) * 1e3 / (double)(q->out - 1))) goto nomem;
     r->total_input_tokens += q->prompt;
     r->total_output_tokens += q->out;
     if (hierarchical) {
@@ -508,18 +448,24 @@ static int complete(rank_st *R, const dhs_serve_config *c, const dhs_serve_workl
     } else {
         R->res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
     }
+    dhs_serve_pred pr = dhs_serve_predict(c, q->prompt, q->out); /* what placement added */
     R->live--;
-    R->pred_us -= q->pred.step_us;
-    R->pred_bytes -= q->pred.bytes;
-    if (w->arrival == DHS_ARRIVAL_CLOSED && *issued < N) {
-        rq[*issued].arrival = t;
-        (*issued)++;
+    R->pred_us -= pr.step_us;
+    R->pred_bytes -= pr.bytes;
+    source_drop_sel(S, q);
+    if (S->w->arrival == DHS_ARRIVAL_CLOSED && S->made < S->N) {
+        sreq *nq = source_make(S, t, err, err_len);
+        if (!nq) return -1;
+        rl_push(pending, nq);
     }
     return 0;
+nomem:
+    dhs_errf(err, err_len, "out of memory");
+    return -1;
 }
 
 /* the rank an arriving request goes to */
-static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, const sreq *q, uint64_t arrival_no, double budget)
+static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, const dhs_serve_pred *pr, uint64_t arrival_no, double budget)
 {
     if (nr == 1) return 0;
     int32_t best = 0;
@@ -533,10 +479,10 @@ static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, c
            none does: the least predicted step time overall */
         int any_fit = 0;
         for (int32_t i = 0; i < nr; i++)
-            any_fit |= rk[i].pred_bytes + q->pred.bytes <= budget && rk[i].live < c->max_batch;
+            any_fit |= rk[i].pred_bytes + pr->bytes <= budget && rk[i].live < c->max_batch;
         best = -1;
         for (int32_t i = 0; i < nr; i++) {
-            int fit = rk[i].pred_bytes + q->pred.bytes <= budget && rk[i].live < c->max_batch;
+            int fit = rk[i].pred_bytes + pr->bytes <= budget && rk[i].live < c->max_batch;
             if (any_fit && !fit) continue;
             if (best < 0 || rk[i].pred_us < rk[best].pred_us ||
                 (rk[i].pred_us == rk[best].pred_us && rk[i].pred_bytes < rk[best].pred_bytes))
@@ -548,6 +494,39 @@ static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, c
     }
 }
 
+/* The trace pre-pass: requests in the trace, and the mean and largest
+   clamped final length of the first `limit` of them (0 = all). */
+static int trace_prepass(const dhs_serve_config *c, const char *path, int32_t limit, int32_t *n_out, double *mean, int64_t *max_len,
+                         char *err, size_t err_len)
+{
+    dhs_serve_trace *t;
+    if (dhs_serve_trace_open(path, &t, err, err_len)) return -1;
+    dhs_serve_req q;
+    int32_t n = 0;
+    double sum = 0;
+    int rc;
+    while ((rc = dhs_serve_trace_next(t, &q, err, err_len)) == 1) {
+        if (limit <= 0 || n < limit) {
+            int64_t p = q.input_len < c->max_context ? q.input_len : c->max_context;
+            int64_t o = q.output_len < c->max_output ? q.output_len : c->max_output;
+            if (p < 1) p = 1;
+            if (o < 1) o = 1;
+            sum += (double)(p + o);
+            if (p + o > *max_len) *max_len = p + o;
+        }
+        if (n == INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); rc = -1; break; }
+        n++;
+    }
+    dhs_serve_trace_close(t);
+    if (rc < 0) return -1;
+    if (n == 0) { dhs_errf(err, err_len, "%s: no requests", path); return -1; }
+    int32_t used = limit > 0 && limit < n ? limit : n;
+    *n_out = n;
+    *mean = sum / used;
+    return 0;
+}
+
+/* ------------------------------------------------------------- the run */
 int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len)
 {
     memset(r, 0, sizeof *r);
@@ -563,9 +542,16 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         return -1;
     }
     int32_t N = w->n_requests;
+    double trace_mean = 0;
+    int64_t max_len = 0; /* the longest request: prompt + output, clamped */
     if (w->arrival == DHS_ARRIVAL_TRACE) {
-        if (!w->trace || w->n_trace < 1) { dhs_errf(err, err_len, "empty request trace"); return -1; }
-        if (N <= 0 || N > w->n_trace) N = w->n_trace;
+        int32_t n_trace = 0;
+        if (!w->trace_path) { dhs_errf(err, err_len, "no request trace"); return -1; }
+        if (trace_prepass(c, w->trace_path, N, &n_trace, &trace_mean, &max_len, err, err_len)) return -1;
+        if (N <= 0 || N > n_trace) N = n_trace;
+    } else {
+        int64_t p = w->context < c->max_context ? w->context : c->max_context, o = w->output_len < c->max_output ? w->output_len : c->max_output;
+        max_len = (p > 1 ? p : 1) + (o > 1 ? o : 1);
     }
     if (N < 1) { dhs_errf(err, err_len, "no requests"); return -1; }
     if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { dhs_errf(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
@@ -573,101 +559,104 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     int hierarchical = c->mode != DHS_SERVE_RESIDENT;
     int32_t KM = spec_kmax(c), NR = c->dp_ranks;
     int rc = -1;
-    sreq *rq = calloc((size_t)N, sizeof *rq);
     rank_st *rk = calloc((size_t)NR, sizeof *rk);
-    topic *topics = calloc((size_t)N * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1), sizeof(topic));
     dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0}, stepv = {0};
-    gen g = {&c->loc, c->k, NULL, 0, 0};
+    dhs_selgen *G = NULL;
     int32_t *sel = NULL, *loc = NULL;
     dhs_req *hs = NULL;
     dhs_resolve_item *items = NULL;
-    if (!rq || !rk || !topics) goto nomem;
+    rlist pending = {0};
+    source S;
+    memset(&S, 0, sizeof S);
+    S.c = c;
+    S.w = w;
+    S.N = N;
+    /* lengths and arrival times from their own streams */
+    S.arr_rng = dhs_mix64(w->seed ^ 0xa076bc5d1f3e2a49ull);
+    S.len_rng = dhs_mix64(w->seed ^ 0x3c6ef372fe94f82bull);
+    S.cmin = w->context_min > 0 ? w->context_min : w->context / 2;
+    S.omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
+    if (!rk) goto nomem;
     for (int32_t ri = 0; ri < NR; ri++) {
         rank_st *R = &rk[ri];
-        R->queue = malloc(sizeof(int32_t) * (size_t)N);
-        R->run = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-        R->bat = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-        R->newly = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->run = malloc(sizeof(sreq *) * (size_t)c->max_batch);
+        R->bat = malloc(sizeof(sreq *) * (size_t)c->max_batch);
+        R->newly = malloc(sizeof(sreq *) * (size_t)c->max_batch);
         R->Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
         R->acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-        if (!R->queue || !R->run || !R->bat || !R->newly || !R->Kv || !R->acc) goto nomem;
+        if (!R->run || !R->bat || !R->newly || !R->Kv || !R->acc) goto nomem;
     }
-    /* requests: lengths and arrival times from their own streams */
-    uint64_t arr_rng = mix64(w->seed ^ 0xa076bc5d1f3e2a49ull), len_rng = mix64(w->seed ^ 0x3c6ef372fe94f82bull);
-    int64_t cmin = w->context_min > 0 ? w->context_min : w->context / 2, omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
-    double t = 0;
-    for (int32_t i = 0; i < N; i++) {
-        sreq *q = &rq[i];
-        if (w->arrival == DHS_ARRIVAL_TRACE) {
-            q->prompt = w->trace[i].input_len;
-            q->out = w->trace[i].output_len;
-            q->arrival = w->trace[i].t_s / (w->time_scale > 0 ? w->time_scale : 1);
-        } else {
-            q->prompt = rnd_range(&len_rng, cmin, w->context);
-            q->out = rnd_range(&len_rng, omin, w->output_len);
-            if (w->arrival == DHS_ARRIVAL_POISSON) {
-                t += -log(1 - rnd_unit(&arr_rng)) / w->rate;
-                q->arrival = t;
-            } else {
-                q->arrival = i < w->concurrency ? 0 : INFINITY; /* later ones when one completes */
-            }
-        }
-        if (q->prompt > c->max_context) q->prompt = c->max_context;
-        if (q->prompt < 1) q->prompt = 1;
-        if (q->out > c->max_output) q->out = c->max_output;
-        if (q->out < 1) q->out = 1;
-        q->rng_sel = mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
-        q->rng_acc = mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
-        q->key = rnd(&q->rng_sel);
-        q->topics = topics + (size_t)i * (size_t)(c->loc.clusters > 0 ? c->loc.clusters : 1);
-        q->issued = w->arrival != DHS_ARRIVAL_CLOSED || i < w->concurrency;
-        q->pred = dhs_serve_predict(c, q->prompt, q->out);
-    }
+    if (w->arrival == DHS_ARRIVAL_TRACE && dhs_serve_trace_open(w->trace_path, &S.tr, err, err_len)) goto out;
     if (hierarchical) {
         for (int32_t ri = 0; ri < NR; ri++)
-            if (hier_init(&rk[ri].H, c, w, r, err, err_len)) goto out;
-        g.rows = c->max_context + c->max_output + KM + 8;
-        g.stamp = calloc((size_t)g.rows, sizeof(uint32_t));
+            if (hier_init(&rk[ri].H, c, w, trace_mean, max_len, r, err, err_len)) goto out;
+        dhs_tracegen_params gp = dhs_tracegen_default();
+        gp.k = c->k;
+        gp.spec = KM;
+        gp.loc = c->loc;
+        char gerr[256];
+        G = dhs_selgen_create(&gp, gerr, sizeof gerr);
+        if (!G) { dhs_errf(err, err_len, "selection generator: %s", gerr); goto out; }
+        S.sel_bytes = dhs_selreq_bytes(G);
+        /* one rank resolves at a time: the selection buffers are shared */
         size_t nsel = (size_t)c->max_batch * (size_t)KM * (size_t)c->k;
         sel = malloc(sizeof(int32_t) * nsel);
         loc = malloc(sizeof(int32_t) * nsel);
-        if (!g.stamp || !sel || !loc) goto nomem;
+        if (!sel || !loc) goto nomem;
     }
     hs = malloc(sizeof(dhs_req) * (size_t)c->max_batch);
     items = malloc(sizeof(dhs_resolve_item) * (size_t)c->max_batch);
     if (!hs || !items) goto nomem;
+    /* the first arrivals: the closed loop's initial requests at t = 0, else
+       one lookahead request (the next is made when it arrives) */
+    if (w->arrival == DHS_ARRIVAL_CLOSED) {
+        for (int32_t i = 0; i < w->concurrency && S.made < N; i++) {
+            sreq *q = source_make(&S, 0, err, err_len);
+            if (!q) goto out;
+            rl_push(&pending, q);
+        }
+    } else {
+        sreq *q = source_make(&S, 0, err, err_len);
+        if (!q) goto out;
+        rl_push(&pending, q);
+    }
     double M = c->kv_gib * 1073741824.0;
-    int32_t next_arr = 0, completed = 0, issued = w->arrival == DHS_ARRIVAL_CLOSED ? (w->concurrency < N ? w->concurrency : N) : N;
-    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, last_progress = w0, miss_max_sum = 0, miss_mean_sum = 0, rank_mean_sum = 0;
+    int32_t completed = 0;
+    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, miss_max_sum = 0, miss_mean_sum = 0, rank_mean_sum = 0;
     uint64_t acc_n = 0, arrivals = 0;
     if (hierarchical)
         for (int32_t ri = 0; ri < NR; ri++) dhs_get_stats(rk[ri].H.ctx, &rk[ri].st0);
-    /* arrival order: Poisson and closed loop are in index order; a trace is sorted by the loader.
-       Each arrival is placed on a rank and joins that rank's queue. run[]: a rank's admitted
-       requests (slot and memory held); a request decodes once its prefill is done and its KV
+    /* pending: made, not yet arrived (arrival order). Each arrival is placed
+       on a rank (dhs_serve_placement) and joins that rank's queue: arrived,
+       waiting for admission; a rank's run[]: its admitted requests (slot and
+       memory held); a request decodes once its prefill is done and its KV
        arrived (joined). */
     int remote = c->prefill_remote;
     while (completed < N) {
-        while (next_arr < issued && rq[next_arr].arrival <= now) {
-            sreq *q = &rq[next_arr];
-            int32_t ri = place(c, rk, NR, q, arrivals++, M);
-            rank_st *R = &rk[ri];
-            q->rank = ri;
+        while (pending.head && pending.head->arrival <= now) {
+            sreq *q = rl_pop(&pending);
+            dhs_serve_pred pr = dhs_serve_predict(c, q->prompt, q->out);
+            rank_st *R = &rk[place(c, rk, NR, &pr, arrivals++, M)];
             R->live++;
             R->placed++;
-            R->pred_us += q->pred.step_us;
-            R->pred_bytes += q->pred.bytes;
-            R->queue[R->qt++] = next_arr++;
+            R->pred_us += pr.step_us;
+            R->pred_bytes += pr.bytes;
+            rl_push(&R->queue, q);
+            if (w->arrival != DHS_ARRIVAL_CLOSED && S.made < N) {
+                sreq *nq = source_make(&S, 0, err, err_len);
+                if (!nq) goto out;
+                rl_push(&pending, nq);
+            }
         }
         /* admission, head of line, on each rank */
-        int32_t n_running = 0;
+        int32_t n_running = 0, any_new = 0;
         double tp_max = 0;
         for (int32_t ri = 0; ri < NR; ri++) {
             rank_st *R = &rk[ri];
             hier *H = &R->H;
             R->n_new = 0;
-            while (R->qh < R->qt && R->n_run < c->max_batch) {
-                sreq *q = &rq[R->queue[R->qh]];
+            while (R->queue.head && R->n_run < c->max_batch) {
+                sreq *q = R->queue.head;
                 double pos = (double)(q->prompt + q->out);
                 int ok;
                 if (!hierarchical) {
@@ -694,39 +683,43 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                     if (ok) H->idx_used += need;
                 }
                 if (!ok) { r->waits++; break; }
-                R->qh++;
+                rl_pop(&R->queue);
                 q->admitted = 1;
                 q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
-                R->run[R->n_run++] = (int32_t)(q - rq);
-                R->newly[R->n_new++] = (int32_t)(q - rq);
+                R->run[R->n_run++] = q;
+                R->newly[R->n_new++] = q;
             }
             n_running += R->n_run;
             if (R->n_run > R->max_running) R->max_running = R->n_run;
             if (!remote && R->n_new) {
                 double tp = 0;
-                for (int32_t i = 0; i < R->n_new; i++) tp += cost->prefill_us_per_token * (double)rq[R->newly[i]].prompt;
+                for (int32_t i = 0; i < R->n_new; i++) tp += cost->prefill_us_per_token * (double)R->newly[i]->prompt;
                 if (tp > tp_max) tp_max = tp;
+                any_new = 1;
             }
         }
         if (n_running > r->max_running) r->max_running = n_running;
-        if (!remote && tp_max > 0) {
+        if (any_new) {
             /* local prefill: the admitted prompts run one after another on their rank and stall decoding
                (of the group: the ranks step together) */
             now += tp_max * 1e-6;
             for (int32_t ri = 0; ri < NR; ri++)
-                for (int32_t i = 0; i < rk[ri].n_new; i++) rq[rk[ri].newly[i]].ready = now;
+                for (int32_t i = 0; i < rk[ri].n_new; i++) rk[ri].newly[i]->ready = now;
         }
         /* join: prefill done, KV imported, first token out */
         for (int32_t ri = 0; ri < NR; ri++) {
             rank_st *R = &rk[ri];
             for (int32_t i = 0; i < R->n_run; i++) {
-                sreq *q = &rq[R->run[i]];
+                sreq *q = R->run[i];
                 if (q->joined || q->ready > now) continue;
                 if (hierarchical) {
                     dhs_status s = dhs_request_import(R->H.ctx, q->h, q->prompt, NULL,
                                                       c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
                     if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
-                    topics_init(&g, q);
+                    q->sel = dhs_selreq_start(G, q->sel_seed, q->prompt);
+                    if (!q->sel) goto nomem;
+                    S.bytes += S.sel_bytes;
+                    if (S.bytes > S.peak_bytes) S.peak_bytes = S.bytes;
                 }
                 q->joined = 1;
                 q->n = q->prompt;
@@ -742,14 +735,19 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             int32_t j = 0;
             R->nb = 0;
             for (int32_t i = 0; i < R->n_run; i++) {
-                sreq *q = &rq[R->run[i]];
+                sreq *q = R->run[i];
                 if (q->joined && q->tokens >= q->out) {
-                    if (complete(R, c, w, q, rq, hierarchical, &issued, N, q->t_last, r, &e2el, NULL)) goto nomem;
+                    if (complete(R, c, &S, q, hierarchical, &pending, q->t_last, r, &e2el, NULL, err, err_len)) {
+                        for (int32_t i2 = i; i2 < R->n_run; i2++) R->run[j++] = R->run[i2]; /* each request once, for the cleanup */
+                        R->n_run = j;
+                        goto out;
+                    }
                     completed++;
+                    source_free(&S, q);
                     continue;
                 }
-                R->run[j++] = R->run[i];
-                if (q->joined) R->bat[R->nb++] = R->run[i];
+                R->run[j++] = q;
+                if (q->joined) R->bat[R->nb++] = q;
             }
             R->n_run = j;
             nb_all += R->nb;
@@ -757,10 +755,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         if (nb_all == 0) {
             /* idle: jump to the next arrival or prefill completion */
             double t_next = INFINITY;
-            if (next_arr < issued) t_next = rq[next_arr].arrival;
+            if (pending.head) t_next = pending.head->arrival;
             for (int32_t ri = 0; ri < NR; ri++)
                 for (int32_t i = 0; i < rk[ri].n_run; i++)
-                    if (rq[rk[ri].run[i]].ready < t_next) t_next = rq[rk[ri].run[i]].ready;
+                    if (rk[ri].run[i]->ready < t_next) t_next = rk[ri].run[i]->ready;
             if (t_next == INFINITY) {
                 if (completed < N) { dhs_errf(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
                 break;
@@ -773,7 +771,8 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         uint64_t dH_max = 0, dH_sum = 0;
         for (int32_t ri = 0; ri < NR; ri++) {
             rank_st *R = &rk[ri];
-            int32_t nb = R->nb, *Kv = R->Kv, *acc = R->acc, *bat = R->bat;
+            int32_t nb = R->nb, *Kv = R->Kv, *acc = R->acc;
+            sreq **bat = R->bat;
             R->dt = 0;
             R->dH = 0;
             if (nb == 0) continue;
@@ -782,28 +781,26 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             uint64_t dE = 0, dH = 0;
             int32_t kmax_step = 1;
             for (int32_t i = 0; i < nb; i++) {
-                sreq *q = &rq[bat[i]];
+                sreq *q = bat[i];
                 int64_t left = q->out - q->tokens;
                 Kv[i] = (int32_t)(Kb < left ? Kb : left);
                 if (Kv[i] < 1) Kv[i] = 1;
                 if (Kv[i] > kmax_step) kmax_step = Kv[i];
                 attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
                 int32_t a = 0;
-                while (a < Kv[i] - 1 && rnd_unit(&q->rng_acc) < c->accept_p) a++;
+                while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < c->accept_p) a++;
                 acc[i] = a;
             }
             if (hierarchical) {
                 dhs_ctx *ctx = R->H.ctx;
-                for (int32_t i = 0; i < nb; i++) hs[i] = rq[bat[i]].h;
+                for (int32_t i = 0; i < nb; i++) hs[i] = bat[i]->h;
                 dhs_status s = dhs_round_begin(ctx, nb, hs, Kv);
                 int64_t off = 0;
                 for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
-                    sreq *q = &rq[bat[i]];
+                    sreq *q = bat[i];
                     s = dhs_write_rows(ctx, q->h, 0, q->n, Kv[i], NULL);
                     int32_t *qs = sel + off;
-                    topics_step(&g, q, q->n + 1);
-                    gen_query0(&g, q, q->n, qs);
-                    for (int32_t jj = 1; jj < Kv[i]; jj++) gen_query_j(&g, q, q->n, jj, qs, qs + (int64_t)jj * c->k);
+                    if (dhs_selgen_round(G, q->sel, q->n, Kv[i], qs)) goto nomem;
                     items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
                     off += (int64_t)Kv[i] * c->k;
                 }
@@ -853,7 +850,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         for (int32_t ri = 0; ri < NR; ri++) {
             rank_st *R = &rk[ri];
             for (int32_t i = 0; i < R->nb; i++) {
-                sreq *q = &rq[R->bat[i]];
+                sreq *q = R->bat[i];
                 q->tokens += R->acc[i] + 1;
                 q->n += R->acc[i] + 1;
                 acc_sum += R->acc[i] + 1;
@@ -861,21 +858,17 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                 if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
                 q->t_last = now;
                 if (q->tokens < q->out) continue;
-                if (complete(R, c, w, q, rq, hierarchical, &issued, N, now, r, &e2el, &tpot)) goto nomem;
+                if (complete(R, c, &S, q, hierarchical, &pending, now, r, &e2el, &tpot, err, err_len)) goto out;
                 completed++;
             }
             int32_t j = 0;
-            for (int32_t i = 0; i < R->n_run; i++)
-                if (!rq[R->run[i]].done) R->run[j++] = R->run[i];
+            for (int32_t i = 0; i < R->n_run; i++) {
+                if (R->run[i]->done) source_free(&S, R->run[i]);
+                else R->run[j++] = R->run[i];
+            }
             R->n_run = j;
         }
-        if (c->progress && dhs_wall_s() - last_progress > 0.25) {
-            int32_t n_run = 0;
-            for (int32_t ri = 0; ri < NR; ri++) n_run += rk[ri].n_run;
-            last_progress = dhs_wall_s();
-            fprintf(stderr, "\r%s: %d/%d requests done, %d running, simulated %.1f s   ", c->progress_tag ? c->progress_tag : "serve-sim",
-                    completed, N, n_run, now);
-        }
+        if (c->progress && (r->steps & 1023) == 0) c->progress(c->progress_user, completed, N, now);
     }
     r->completed = completed;
     r->duration = now;
@@ -918,17 +911,19 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         }
         r->host_rows_per_token = r->total_output_tokens ? (double)r->host_rows / (double)r->total_output_tokens : 0;
     }
-    if (c->progress) fprintf(stderr, "\r%100s\r", "");
     rc = 0;
     goto out;
 nomem:
     dhs_errf(err, err_len, "out of memory");
 out:
+    r->peak_live_requests = S.peak_live;
+    r->peak_request_bytes = S.peak_bytes;
     if (rk) {
         for (int32_t ri = 0; ri < NR; ri++) {
             rank_st *R = &rk[ri];
+            for (int32_t i = 0; R->run && i < R->n_run; i++) source_free(&S, R->run[i]);
+            for (sreq *q; (q = rl_pop(&R->queue));) source_free(&S, q);
             if (hierarchical && R->H.ctx) hier_free(&R->H);
-            free(R->queue);
             free(R->run);
             free(R->bat);
             free(R->newly);
@@ -936,15 +931,15 @@ out:
             free(R->acc);
         }
     }
+    for (sreq *q; (q = rl_pop(&pending));) source_free(&S, q);
     free(rk);
-    free(rq);
-    free(topics);
+    dhs_serve_trace_close(S.tr);
+    dhs_selgen_free(G);
     free(ttft.v);
     free(tpot.v);
     free(itl.v);
     free(e2el.v);
     free(stepv.v);
-    free(g.stamp);
     free(sel);
     free(loc);
     free(hs);
@@ -954,12 +949,6 @@ out:
 }
 
 /* ------------------------------------------------------------- request traces */
-static int cmp_req(const void *a, const void *b)
-{
-    const dhs_serve_req *x = a, *y = b;
-    return (x->t_s > y->t_s) - (x->t_s < y->t_s);
-}
-
 /* splits a CSV line in place (quotes kept simple: no embedded quotes) */
 static int csv_split(char *line, char **f, int max)
 {
@@ -987,60 +976,97 @@ static void chomp(char *s)
     while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' ')) s[--n] = 0;
 }
 
-int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, char *err, size_t err_len)
+struct dhs_serve_trace {
+    FILE *f;
+    char *path;
+    char *line;
+    size_t lcap;
+    long lineno;
+    int csv, col_t, col_in, col_out;
+    int started;       /* a request was returned: t0 is set */
+    double t0, t_prev; /* first and previous request's timestamp, s */
+};
+
+int dhs_serve_trace_open(const char *path, dhs_serve_trace **out, char *err, size_t err_len)
 {
     *out = NULL;
-    *n_out = 0;
-    FILE *f = fopen(path, "r");
-    if (!f) { dhs_errf(err, err_len, "cannot open %s", path); return -1; }
-    size_t cap = 1024, n = 0, lcap = 1 << 16;
-    dhs_serve_req *v = malloc(sizeof *v * cap);
-    char *line = malloc(lcap);
-    int rc = -1, csv = -1, col_t = -1, col_in = -1, col_out = -1;
-    long lineno = 0;
-    if (!v || !line) { dhs_errf(err, err_len, "out of memory"); goto done; }
-    while (fgets(line, (int)lcap, f)) {
-        lineno++;
-        size_t len = strlen(line);
-        while (len == lcap - 1 && line[len - 1] != '\n') { /* a long line (Mooncake hash_ids) */
-            char *nl = realloc(line, lcap * 2);
-            if (!nl) { dhs_errf(err, err_len, "out of memory"); goto done; }
-            line = nl;
-            if (!fgets(line + len, (int)(lcap * 2 - len), f)) break;
-            lcap *= 2;
-            len = strlen(line);
+    dhs_serve_trace *t = calloc(1, sizeof *t);
+    if (!t) { dhs_errf(err, err_len, "out of memory"); return -1; }
+    t->lcap = 1 << 16;
+    t->line = malloc(t->lcap);
+    t->path = malloc(strlen(path) + 1);
+    if (!t->line || !t->path) {
+        dhs_errf(err, err_len, "out of memory");
+        dhs_serve_trace_close(t);
+        return -1;
+    }
+    strcpy(t->path, path);
+    t->csv = t->col_t = t->col_in = t->col_out = -1;
+    t->f = fopen(path, "r");
+    if (!t->f) {
+        dhs_errf(err, err_len, "cannot open %s", path);
+        dhs_serve_trace_close(t);
+        return -1;
+    }
+    *out = t;
+    return 0;
+}
+
+void dhs_serve_trace_close(dhs_serve_trace *t)
+{
+    if (!t) return;
+    if (t->f) fclose(t->f);
+    free(t->line);
+    free(t->path);
+    free(t);
+}
+
+int dhs_serve_trace_next(dhs_serve_trace *t, dhs_serve_req *out, char *err, size_t err_len)
+{
+    const char *path = t->path;
+    while (fgets(t->line, (int)t->lcap, t->f)) {
+        t->lineno++;
+        size_t len = strlen(t->line);
+        while (len == t->lcap - 1 && t->line[len - 1] != '\n') { /* a long line (Mooncake hash_ids) */
+            char *nl = realloc(t->line, t->lcap * 2);
+            if (!nl) { dhs_errf(err, err_len, "out of memory"); return -1; }
+            t->line = nl;
+            if (!fgets(t->line + len, (int)(t->lcap * 2 - len), t->f)) break;
+            t->lcap *= 2;
+            len = strlen(t->line);
         }
+        char *line = t->line;
         chomp(line);
         if (!line[0]) continue;
-        if (csv < 0) {
-            csv = line[0] != '{';
-            if (csv) {
+        if (t->csv < 0) {
+            t->csv = line[0] != '{';
+            if (t->csv) {
                 char *fld[64];
                 int nf = csv_split(line, fld, 64);
                 for (int i = 0; i < nf; i++) {
-                    if (!strcmp(fld[i], "Timestamp")) col_t = i;
-                    else if (!strcmp(fld[i], "Request tokens")) col_in = i;
-                    else if (!strcmp(fld[i], "Response tokens")) col_out = i;
+                    if (!strcmp(fld[i], "Timestamp")) t->col_t = i;
+                    else if (!strcmp(fld[i], "Request tokens")) t->col_in = i;
+                    else if (!strcmp(fld[i], "Response tokens")) t->col_out = i;
                 }
-                if (col_t < 0 || col_in < 0 || col_out < 0) {
+                if (t->col_t < 0 || t->col_in < 0 || t->col_out < 0) {
                     dhs_errf(err, err_len, "%s: neither Mooncake JSONL nor BurstGPT CSV (header needs Timestamp, Request tokens, Response tokens)", path);
-                    goto done;
+                    return -1;
                 }
                 continue;
             }
         }
         dhs_serve_req q;
-        if (csv) {
+        if (t->csv) {
             char *fld[64];
             int nf = csv_split(line, fld, 64);
             char *e1, *e2, *e3;
-            if (nf <= col_t || nf <= col_in || nf <= col_out) { dhs_errf(err, err_len, "%s:%ld: too few fields", path, lineno); goto done; }
-            q.t_s = strtod(fld[col_t], &e1);
-            q.input_len = strtoll(fld[col_in], &e2, 10);
-            q.output_len = strtoll(fld[col_out], &e3, 10);
-            if (e1 == fld[col_t] || e2 == fld[col_in] || e3 == fld[col_out] || !isfinite(q.t_s)) {
-                dhs_errf(err, err_len, "%s:%ld: bad number", path, lineno);
-                goto done;
+            if (nf <= t->col_t || nf <= t->col_in || nf <= t->col_out) { dhs_errf(err, err_len, "%s:%ld: too few fields", path, t->lineno); return -1; }
+            q.t_s = strtod(fld[t->col_t], &e1);
+            q.input_len = strtoll(fld[t->col_in], &e2, 10);
+            q.output_len = strtoll(fld[t->col_out], &e3, 10);
+            if (e1 == fld[t->col_t] || e2 == fld[t->col_in] || e3 == fld[t->col_out] || !isfinite(q.t_s)) {
+                dhs_errf(err, err_len, "%s:%ld: bad number", path, t->lineno);
+                return -1;
             }
         } else {
             cJSON *j = cJSON_Parse(line);
@@ -1049,8 +1075,8 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
             const cJSON *ou = j ? cJSON_GetObjectItemCaseSensitive(j, "output_length") : NULL;
             if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(in) || !cJSON_IsNumber(ou)) {
                 cJSON_Delete(j);
-                dhs_errf(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, lineno);
-                goto done;
+                dhs_errf(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, t->lineno);
+                return -1;
             }
             q.t_s = ts->valuedouble / 1000.0; /* milliseconds */
             q.input_len = (int64_t)in->valuedouble;
@@ -1058,32 +1084,75 @@ int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, 
             cJSON_Delete(j);
         }
         if (q.t_s < 0 || q.input_len < 0 || q.output_len < 0) {
-            dhs_errf(err, err_len, "%s:%ld: negative %s", path, lineno,
+            dhs_errf(err, err_len, "%s:%ld: negative %s", path, t->lineno,
                      q.t_s < 0 ? "timestamp" : q.input_len < 0 ? "input length" : "output length");
-            goto done;
+            return -1;
         }
         if (q.input_len == 0 || q.output_len == 0) continue; /* failed requests (BurstGPT: 0 response tokens) */
+        if (!t->started) {
+            t->started = 1;
+            t->t0 = t->t_prev = q.t_s;
+        }
+        if (q.t_s < t->t_prev) {
+            dhs_errf(err, err_len, "%s:%ld: timestamp %.17g below the previous request's %.17g (a request trace is read in arrival order)",
+                     path, t->lineno, q.t_s, t->t_prev);
+            return -1;
+        }
+        t->t_prev = q.t_s;
+        q.t_s -= t->t0;
+        *out = q;
+        return 1;
+    }
+    if (ferror(t->f)) { dhs_errf(err, err_len, "%s: read error", path); return -1; }
+    return 0;
+}
+
+int dhs_serve_trace_count(const char *path, int32_t *n_out, char *err, size_t err_len)
+{
+    *n_out = 0;
+    dhs_serve_trace *t;
+    if (dhs_serve_trace_open(path, &t, err, err_len)) return -1;
+    dhs_serve_req q;
+    int64_t n = 0;
+    int rc;
+    while ((rc = dhs_serve_trace_next(t, &q, err, err_len)) == 1) n++;
+    dhs_serve_trace_close(t);
+    if (rc < 0) return -1;
+    if (n == 0) { dhs_errf(err, err_len, "%s: no requests", path); return -1; }
+    if (n > INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); return -1; }
+    *n_out = (int32_t)n;
+    return 0;
+}
+
+int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n_out, char *err, size_t err_len)
+{
+    *out = NULL;
+    *n_out = 0;
+    dhs_serve_trace *t;
+    if (dhs_serve_trace_open(path, &t, err, err_len)) return -1;
+    size_t cap = 1024, n = 0;
+    dhs_serve_req *v = malloc(sizeof *v * cap), q;
+    int rc = -1, r;
+    if (!v) { dhs_errf(err, err_len, "out of memory"); goto done; }
+    while ((r = dhs_serve_trace_next(t, &q, err, err_len)) == 1) {
         if (n == cap) {
             cap *= 2;
             dhs_serve_req *nv = realloc(v, sizeof *v * cap);
             if (!nv) { dhs_errf(err, err_len, "out of memory"); goto done; }
             v = nv;
         }
+        if (n == INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); goto done; }
         v[n++] = q;
     }
+    if (r < 0) goto done;
     if (n == 0) { dhs_errf(err, err_len, "%s: no requests", path); goto done; }
-    if (n > INT32_MAX) { dhs_errf(err, err_len, "%s: too many requests", path); goto done; }
-    qsort(v, n, sizeof *v, cmp_req);
-    double t0 = v[0].t_s;
-    for (size_t i = 0; i < n; i++) v[i].t_s -= t0;
     *out = v;
     *n_out = (int32_t)n;
     v = NULL;
     rc = 0;
 done:
     free(v);
-    free(line);
-    fclose(f);
+    dhs_serve_trace_close(t);
     return rc;
 }
 

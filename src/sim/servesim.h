@@ -27,10 +27,17 @@
  * own share of the budget. Host rows copied per step come from the core and
  * are scaled by the layer count in the cost model.
  *
- * Selections: a compact locality model close to the trace generator's
- * (src/sim/tracegen.h): sinks, a local window, recurring topical clusters with
- * Markov on/off, drift and rare jumps, and a random tail; speculative queries
- * j >= 1 repeat query 0 with the newest rows and a jitter share replaced.
+ * Selections: the trace generator's locality model and code (src/sim/
+ * tracegen.h, dhs_selgen): one producer, m = 1, parameters in
+ * dhs_serve_config.loc (dhs_locality, the same defaults as dhs trace gen).
+ * Each request's stream is seeded from (seed, request index).
+ *
+ * Memory: requests are made as they arrive (a request trace is streamed, one
+ * line at a time), and a request's state (and its locality state from join
+ * to completion) is freed when it completes: the simulation holds the
+ * requests in the system (queued or running), not the whole workload. The
+ * latency metrics keep one value per request (TTFT, TPOT, E2EL) and one per
+ * token chunk (ITL), as exact percentiles need them.
  *
  * Decode step cost (microseconds), batch of requests i with K_i queries,
  * context L_i, E entries resolved and H host rows copied (one layer):
@@ -56,6 +63,7 @@
 #include <stdint.h>
 
 #include "dhs.h"
+#include "sim/tracegen.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,23 +90,6 @@ typedef struct dhs_serve_cost {
 
 dhs_serve_cost dhs_serve_cost_default(void);
 
-typedef struct dhs_serve_locality {
-    int32_t sinks;          /* 4 */
-    int32_t window;         /* 512 */
-    int32_t window_full;    /* 64 */
-    double window_density;  /* 0.5 */
-    int32_t clusters;       /* 64 */
-    int32_t cluster_radius; /* 32 */
-    double cluster_density; /* 0.5 */
-    double topic_on;        /* 0.3 per step */
-    double topic_off;       /* 0.1 per step */
-    int32_t drift;          /* 2 rows per step */
-    double topic_switch;    /* 0.005 per step */
-    double tail_min;        /* 0.05 of k */
-    double spec_jitter;     /* 0.05 */
-} dhs_serve_locality;
-
-dhs_serve_locality dhs_serve_locality_default(void);
 
 typedef enum { DHS_ARRIVAL_POISSON = 0, DHS_ARRIVAL_CLOSED = 1, DHS_ARRIVAL_TRACE = 2 } dhs_arrival_kind;
 
@@ -116,8 +107,7 @@ typedef struct dhs_serve_workload {
     int32_t n_requests;          /* requests issued (TRACE: at most this many of the trace, 0 = all) */
     int64_t context_min, context;  /* prompt positions, uniform (POISSON, CLOSED) */
     int64_t output_min, output_len;/* output tokens, uniform */
-    const dhs_serve_req *trace;  /* TRACE */
-    int32_t n_trace;
+    const char *trace_path;      /* TRACE: Mooncake JSONL or BurstGPT CSV, streamed (dhs_serve_trace_open) */
     double time_scale;           /* TRACE: arrival times divided by this (rate multiplier) */
     uint64_t seed;
 } dhs_serve_workload;
@@ -156,13 +146,16 @@ typedef struct dhs_serve_config {
     int64_t max_context;         /* longest prompt; longer trace prompts are clamped (131072) */
     int64_t max_output;          /* longest output; longer trace outputs are clamped (4096) */
     dhs_serve_cost cost;
-    dhs_serve_locality loc;
+    dhs_locality loc;            /* selection locality (dhs_locality_default) */
     int prefill_remote;          /* 1: disaggregated prefill (default): the slot is reserved at
                                     admission, the prompt is prefilled elsewhere and the request
                                     joins the decode batch when its KV arrived; 0: local prefill
                                     runs on this rank and stalls decoding */
-    int progress;                /* print progress to stderr */
-    const char *progress_tag;
+    /* optional: called about every 1024 decode steps with the requests
+       completed, the requests of the run and the simulated seconds (the tool
+       prints progress from it; nothing here prints) */
+    void (*progress)(void *user, int64_t done, int64_t total, double sim_s);
+    void *progress_user;
 } dhs_serve_config;
 
 dhs_serve_config dhs_serve_config_default(void);
@@ -195,6 +188,11 @@ typedef struct dhs_serve_result {
     uint64_t device_pool_bytes;  /* the core's pool (one layer + staging) */
     uint64_t idx_budget_bytes;
     double wall_s;
+    /* memory: requests made and not yet completed (queued or running) at
+       most at once, and the bytes of per-request state (request and
+       locality state) they held at most at once */
+    int64_t peak_live_requests;
+    uint64_t peak_request_bytes;
     /* decode step time by batch size: sum (ms) and count */
     double step_ms_sum[DHS_SERVE_BATCH_HIST];
     uint64_t step_n[DHS_SERVE_BATCH_HIST];
@@ -243,13 +241,23 @@ typedef struct dhs_serve_eqb {
 int dhs_serve_equal_batch(const dhs_serve_result *const *runs, const dhs_serve_mode *modes, const int *spec, int n_runs,
                           uint64_t min_steps, dhs_serve_eqb *out, int max);
 
-/* Loads a request trace: Mooncake JSONL ({"timestamp": ms, "input_length",
-   "output_length"} per line) or BurstGPT CSV (header with "Timestamp" in
-   seconds, "Request tokens", "Response tokens"; rows with 0 response tokens
-   are failures and skipped, as are rows with 0 request tokens). A negative
-   timestamp or length is an error naming the line. The format is detected
-   from the first line. Arrival times are made relative to the first
-   request. 0 or -1 with err. */
+/* Request traces, read one request at a time: Mooncake JSONL
+   ({"timestamp": ms, "input_length", "output_length"} per line) or BurstGPT
+   CSV (header with "Timestamp" in seconds, "Request tokens", "Response
+   tokens"; rows with 0 response tokens are failures and skipped, as are rows
+   with 0 request tokens). The format is detected from the first line. A
+   negative timestamp or length, a malformed line, or a timestamp below the
+   previous request's (a streamed trace must be in arrival order) is an error
+   naming the line. Arrival times are relative to the first request. */
+typedef struct dhs_serve_trace dhs_serve_trace;
+int dhs_serve_trace_open(const char *path, dhs_serve_trace **out, char *err, size_t err_len); /* 0 or -1 */
+/* 1: *q is the next request; 0: end of the trace; -1: error (err names the line) */
+int dhs_serve_trace_next(dhs_serve_trace *t, dhs_serve_req *q, char *err, size_t err_len);
+void dhs_serve_trace_close(dhs_serve_trace *t);
+/* A pass over the whole trace (checks every line, O(1) memory): the number
+   of requests. 0 or -1 with err (also for a trace without requests). */
+int dhs_serve_trace_count(const char *path, int32_t *n, char *err, size_t err_len);
+/* The whole trace in memory (tests and small tools; the simulator streams). */
 int dhs_serve_load_trace(const char *path, dhs_serve_req **out, int32_t *n, char *err, size_t err_len);
 
 #ifdef __cplusplus

@@ -169,6 +169,13 @@ static void rq_arrays_free(rq_state *q, int32_t G)
     q->rows = NULL;
 }
 
+static uint64_t rq_arrays_bytes(const rq_state *q, int32_t G)
+{
+    uint64_t b = 0;
+    for (int32_t g = 0; q->rows && g < G; g++) b += sizeof(row_ref) * (uint64_t)q->rows[g];
+    return b;
+}
+
 static int rq_arrays_alloc(rq_state *q, const dhs_sim_trace_info *info, int32_t req, uint64_t *bytes)
 {
     const dhs_trace_header *h = &info->hdr;
@@ -431,6 +438,7 @@ typedef struct replay {
     const dhs_sim_oracle *o; /* RUN_RECORD, RUN_OPT */
     int mode;
     const uint32_t *keys;    /* RUN_OPT: per reference, its next hot-path reference */
+    uint64_t req_bytes;      /* live requests' arrays (OPT) */
     uint8_t *hot;            /* RUN_RECORD: per reference, 1 when the hot cache was asked about it */
     uint64_t cursor;
     uint32_t stamp_now;
@@ -597,7 +605,8 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             }
             q->live = 1;
             R.slot_req[q->h.id] = (int32_t)ev.req;
-            if (R.o && rq_arrays_alloc(q, info, (int32_t)ev.req, NULL)) goto nomem;
+            if (R.o && rq_arrays_alloc(q, info, (int32_t)ev.req, &R.req_bytes)) goto nomem;
+            if (R.req_bytes > res->peak_request_bytes) res->peak_request_bytes = R.req_bytes;
             const void *rows[DHS_MAX_SOURCES];
             const void *const *rp = NULL;
             if (cfg->payload) {
@@ -607,6 +616,10 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             }
             s = dhs_request_import(R.ctx, q->h, ev.prefix, rp, cfg->import_flags);
             if (s != DHS_OK) { dhs_errf(err, err_len, "request %u: dhs_request_import: %s", ev.req, dhs_status_str(s)); goto out; }
+            dhs_mem mem;
+            dhs_get_mem(R.ctx, &mem);
+            if (mem.host_bytes_allocated > res->peak_host_bytes) res->peak_host_bytes = mem.host_bytes_allocated;
+            if (mem.requests_open > res->peak_open_requests) res->peak_open_requests = mem.requests_open;
             check_inv(&R);
             continue;
         }
@@ -616,6 +629,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
             if (s != DHS_OK) { dhs_errf(err, err_len, "request %u: dhs_request_close: %s", ev.req, dhs_status_str(s)); goto out; }
             R.slot_req[q->h.id] = -1;
             q->live = 0;
+            R.req_bytes -= rq_arrays_bytes(q, G);
             rq_arrays_free(q, G);
             check_inv(&R);
             continue;

@@ -134,6 +134,14 @@ typedef struct dhs_sim_result {
     double replay_s;           /* wall seconds of the replay (reader + core + oracle walk) */
     double mentries_per_s;     /* selected_entries / replay_s / 1e6 */
     uint64_t invariant_violations;
+    /* memory: the core's host bytes (per-request metadata, staging, ...)
+       and requests open at most at once, sampled after each START; the
+       replay's own per-request arrays (OPT: one entry per row a live request
+       can select) at most at once. All follow the live requests, not the
+       trace's. */
+    uint64_t peak_host_bytes;
+    int32_t peak_open_requests;
+    uint64_t peak_request_bytes;
     /* OPT only */
     double opt_record_s;                 /* the recording replay that finds the hot-path references */
     uint64_t opt_refs, opt_hot_refs;     /* references numbered; those that reached the hot cache */

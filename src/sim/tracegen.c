@@ -14,23 +14,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "sim/rng.h"
+#include "util/rng.h"
 #include "sim/util.h"
 
 /* ---------------------------------------------------------------- random */
-/* the streams: sim/rng.h (xoshiro256** seeded by splitmix64) */
+/* the streams: util/rng.h (xoshiro256** seeded by splitmix64) */
 typedef dhs_xoshiro rng;
-static void rng_seed(rng *r, uint64_t seed) { xoshiro_seed(r, seed); }
-static uint64_t rng_next(rng *r) { return xoshiro_next(r); }
+static void rng_seed(rng *r, uint64_t seed) { dhs_xoshiro_seed(r, seed); }
+static uint64_t rng_next(rng *r) { return dhs_xoshiro_next(r); }
 
 static double u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
 static double rng_u01(rng *r) { return u01(rng_next(r)); }
 /* uniform in [0, n), n > 0 */
 static int64_t rng_below(rng *r, int64_t n) { return (int64_t)(rng_next(r) % (uint64_t)n); }
 /* per-row fixed value in [0, 1) */
-static double hash01(uint64_t key, int64_t row) { return u01(mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
+static double hash01(uint64_t key, int64_t row) { return u01(dhs_mix64(key ^ ((uint64_t)row * 0xD6E8FEB86659FD93ull))); }
 
 /* ---------------------------------------------------------------- params */
+dhs_locality dhs_locality_default(void)
+{
+    dhs_locality l;
+    memset(&l, 0, sizeof l);
+    l.sinks = 4;
+    l.window = 512;
+    l.window_full = 64;
+    l.window_density = 0.5;
+    l.clusters = 64;
+    l.cluster_radius = 32;
+    l.cluster_density = 0.5;
+    l.topic_on = 0.3;
+    l.topic_off = 0.1;
+    l.drift = 2;
+    l.topic_switch = 0.005;
+    l.tail_min = 0.05;
+    l.spec_jitter = 0.05;
+    return l;
+}
+
 dhs_tracegen_params dhs_tracegen_default(void)
 {
     dhs_tracegen_params p;
@@ -49,19 +69,7 @@ dhs_tracegen_params dhs_tracegen_default(void)
     p.sources_per_producer = 1;
     p.row_bytes = 576;
     p.m = 1;
-    p.sinks = 4;
-    p.window = 512;
-    p.window_full = 64;
-    p.window_density = 0.5;
-    p.clusters = 64;
-    p.cluster_radius = 32;
-    p.cluster_density = 0.5;
-    p.topic_on = 0.3;
-    p.topic_off = 0.1;
-    p.drift = 2;
-    p.topic_switch = 0.005;
-    p.tail_min = 0.05;
-    p.spec_jitter = 0.05;
+    p.loc = dhs_locality_default();
     p.overlap_min = 0.7;
     p.overlap_max = 1.0;
     p.shift_radius = 8;
@@ -93,14 +101,14 @@ dhs_trace_status dhs_tracegen_check(const dhs_tracegen_params *p, char *err, siz
         BAD("producers x sources-per-producer must be 1..%d", DHS_TRACE_MAX_SOURCES);
     if (p->row_bytes < 1) BAD("row-bytes must be > 0");
     if (p->m < 1 || p->m > DHS_TRACE_MAX_M) BAD("m must be 1..%d", DHS_TRACE_MAX_M);
-    if (p->sinks < 0 || p->window < 0 || p->window_full < 0 || p->clusters < 0 || p->cluster_radius < 0 ||
-        p->drift < 0 || p->shift_radius < 1)
+    if (p->loc.sinks < 0 || p->loc.window < 0 || p->loc.window_full < 0 || p->loc.clusters < 0 || p->loc.cluster_radius < 0 ||
+        p->loc.drift < 0 || p->shift_radius < 1)
         BAD("sinks, window, window-full, clusters, cluster-radius, drift must be >= 0, shift-radius >= 1");
-    if (p->clusters > 1 << 20 || p->cluster_radius > 1 << 20 || p->window > 1 << 24 || p->sinks > 1 << 20)
+    if (p->loc.clusters > 1 << 20 || p->loc.cluster_radius > 1 << 20 || p->loc.window > 1 << 24 || p->loc.sinks > 1 << 20)
         BAD("clusters, cluster-radius, sinks or window implausibly large");
-    if (!prob_ok(p->accept) || !prob_ok(p->window_density) || !prob_ok(p->cluster_density) ||
-        !prob_ok(p->topic_on) || !prob_ok(p->topic_off) || !prob_ok(p->topic_switch) || !prob_ok(p->tail_min) ||
-        !prob_ok(p->spec_jitter) || !prob_ok(p->overlap_min) || !prob_ok(p->overlap_max))
+    if (!prob_ok(p->accept) || !prob_ok(p->loc.window_density) || !prob_ok(p->loc.cluster_density) ||
+        !prob_ok(p->loc.topic_on) || !prob_ok(p->loc.topic_off) || !prob_ok(p->loc.topic_switch) || !prob_ok(p->loc.tail_min) ||
+        !prob_ok(p->loc.spec_jitter) || !prob_ok(p->overlap_min) || !prob_ok(p->overlap_max))
         BAD("probabilities and fractions must lie in [0, 1]");
     if (p->overlap_min > p->overlap_max) BAD("overlap min above max");
     if (memchr(p->name, 0, sizeof p->name) == NULL) BAD("name not terminated");
@@ -135,9 +143,9 @@ dhs_trace_status dhs_tracegen_header(const dhs_tracegen_params *p, dhs_trace_hea
              "\"drift\":%d,\"topic_switch\":%.15g,\"tail_min\":%.15g,\"spec_jitter\":%.15g,"
              "\"overlap_min\":%.15g,\"overlap_max\":%.15g,\"shift_radius\":%d,\"order\":\"%s\"}",
              p->seed, p->n_requests, p->n_rounds, p->batch, p->out_len, p->context, p->context_min, p->spec,
-             p->accept, p->k, p->n_producers, p->sources_per_producer, p->row_bytes, p->m, p->sinks, p->window,
-             p->window_full, p->window_density, p->clusters, p->cluster_radius, p->cluster_density, p->topic_on,
-             p->topic_off, p->drift, p->topic_switch, p->tail_min, p->spec_jitter, p->overlap_min, p->overlap_max,
+             p->accept, p->k, p->n_producers, p->sources_per_producer, p->row_bytes, p->m, p->loc.sinks, p->loc.window,
+             p->loc.window_full, p->loc.window_density, p->loc.clusters, p->loc.cluster_radius, p->loc.cluster_density, p->loc.topic_on,
+             p->loc.topic_off, p->loc.drift, p->loc.topic_switch, p->loc.tail_min, p->loc.spec_jitter, p->overlap_min, p->overlap_max,
              p->shift_radius, p->sorted ? "sorted" : "score");
     return DHS_TRACE_OK;
 }
@@ -149,23 +157,25 @@ typedef struct cluster {
     int on;
 } cluster;
 
-enum { RQ_PENDING = 0, RQ_LIVE = 1, RQ_DONE = 2 };
-
-typedef struct greq {
-    int state;
+/* one request's locality state (dhs_selreq) and the trace generator's
+   bookkeeping of it */
+struct dhs_selreq {
     rng r;
-    int64_t n;          /* committed positions n_r */
-    int64_t produced;   /* accepted tokens so far (A + 1 per round) */
-    int64_t out_target; /* 0 = unlimited */
     uint64_t wkey;      /* window membership key */
     cluster *cl;        /* [clusters] */
     double *overlap;    /* [producers], [0] unused */
     uint64_t *pkey;     /* [producers] keep/shift keys */
-} greq;
+    /* dhs_tracegen_run only */
+    uint32_t id;
+    int64_t n;          /* committed positions n_r */
+    int64_t produced;   /* accepted tokens so far (A + 1 per round) */
+    int64_t out_target; /* 0 = unlimited */
+};
+typedef struct dhs_selreq greq;
 
-typedef struct gen {
-    const dhs_tracegen_params *p;
-    greq *rq;
+struct dhs_selgen {
+    dhs_tracegen_params pc; /* the parameters (a copy) */
+    const dhs_tracegen_params *p; /* = &pc */
     /* chosen-row stamps over rows 0..cap-1 */
     uint32_t *stamp;
     int32_t *scratch;   /* [cap] free-row list for dense tail fills */
@@ -175,7 +185,8 @@ typedef struct gen {
     int32_t n_rest0;
     int32_t *out;       /* current query being built */
     int32_t cnt;
-} gen;
+};
+typedef struct dhs_selgen gen;
 
 static int ensure_rows(gen *G, int64_t V)
 {
@@ -246,17 +257,17 @@ static int cmp_i32(const void *a, const void *b)
 static void window_rows(gen *G, const greq *q, int64_t V)
 {
     const dhs_tracegen_params *p = G->p;
-    int64_t ns = p->sinks < V ? p->sinks : V;
-    for (int64_t d = 0; d < p->window && G->cnt < p->k; d++) {
+    int64_t ns = p->loc.sinks < V ? p->loc.sinks : V;
+    for (int64_t d = 0; d < p->loc.window && G->cnt < p->k; d++) {
         int64_t row = V - 1 - d;
         if (row < ns) break;
-        if (d < p->window_full || hash01(q->wkey, row) < p->window_density) add(G, row);
+        if (d < p->loc.window_full || hash01(q->wkey, row) < p->loc.window_density) add(G, row);
     }
 }
 
 static void sink_rows(gen *G, int64_t V)
 {
-    int64_t ns = G->p->sinks < V ? G->p->sinks : V;
+    int64_t ns = G->p->loc.sinks < V ? G->p->loc.sinks : V;
     for (int64_t s = 0; s < ns; s++) add(G, s);
 }
 
@@ -269,22 +280,22 @@ static void select_base(gen *G, greq *q, int32_t j, int64_t V, int32_t *out)
     window_rows(G, q, V);
     int32_t fixed = G->cnt;
     if (j == 0) {
-        int32_t cap = p->k - (int32_t)((double)p->k * p->tail_min);
-        for (int32_t c = 0; c < p->clusters && G->cnt < cap; c++) {
+        int32_t cap = p->k - (int32_t)((double)p->k * p->loc.tail_min);
+        for (int32_t c = 0; c < p->loc.clusters && G->cnt < cap; c++) {
             const cluster *cl = &q->cl[c];
             if (!cl->on) continue;
-            int64_t lo = cl->center - p->cluster_radius, hi = cl->center + p->cluster_radius;
-            if (lo < p->sinks) lo = p->sinks;
+            int64_t lo = cl->center - p->loc.cluster_radius, hi = cl->center + p->loc.cluster_radius;
+            if (lo < p->loc.sinks) lo = p->loc.sinks;
             if (hi > V - 1) hi = V - 1;
             for (int64_t s = lo; s <= hi && G->cnt < cap; s++)
-                if (hash01(cl->key, s) < p->cluster_density) add(G, s);
+                if (hash01(cl->key, s) < p->loc.cluster_density) add(G, s);
         }
         fill_tail(G, &q->r, V);
         G->n_rest0 = G->cnt - fixed;
         memcpy(G->rest0, out + fixed, (size_t)G->n_rest0 * sizeof *out);
     } else {
         for (int32_t i = 0; i < G->n_rest0; i++)
-            if (rng_u01(&q->r) >= p->spec_jitter && G->rest0[i] < V) add(G, G->rest0[i]);
+            if (rng_u01(&q->r) >= p->loc.spec_jitter && G->rest0[i] < V) add(G, G->rest0[i]);
         fill_tail(G, &q->r, V);
     }
 }
@@ -299,7 +310,7 @@ static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *
     for (int32_t i = 0; i < p->k; i++) {
         int64_t e = prev[i];
         if (e < 0) continue;
-        if (e < p->sinks || hash01(key, e) < o) {
+        if (e < p->loc.sinks || hash01(key, e) < o) {
             add(G, e);
             continue;
         }
@@ -307,10 +318,10 @@ static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *
            e +- (1..shift_radius); else e itself; else (rare) the tail */
         int placed = 0;
         for (uint64_t t = 0; t < 8 && !placed; t++) {
-            uint64_t h = mix64(key ^ (0xA5A5A5A5A5A5A5A5ull + t) ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull));
+            uint64_t h = dhs_mix64(key ^ (0xA5A5A5A5A5A5A5A5ull + t) ^ ((uint64_t)e * 0x9E3779B97F4A7C15ull));
             int64_t sh = 1 + (int64_t)(h % (uint64_t)p->shift_radius);
             int64_t e2 = (h >> 63) ? e + sh : e - sh;
-            if (e2 >= p->sinks && e2 < V && !chosen(G, e2)) {
+            if (e2 >= p->loc.sinks && e2 < V && !chosen(G, e2)) {
                 add(G, e2);
                 placed = 1;
             }
@@ -326,43 +337,90 @@ static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *
 
 static void update_clusters(const dhs_tracegen_params *p, greq *q, int64_t V0)
 {
-    int64_t hist_hi = V0 - p->window;
-    if (hist_hi < p->sinks + 1) hist_hi = p->sinks + 1;
-    int64_t lo = p->sinks, hi = V0 - 1 > lo ? V0 - 1 : lo;
-    for (int32_t c = 0; c < p->clusters; c++) {
+    int64_t hist_hi = V0 - p->loc.window;
+    if (hist_hi < p->loc.sinks + 1) hist_hi = p->loc.sinks + 1;
+    int64_t lo = p->loc.sinks, hi = V0 - 1 > lo ? V0 - 1 : lo;
+    for (int32_t c = 0; c < p->loc.clusters; c++) {
         cluster *cl = &q->cl[c];
-        if (rng_u01(&q->r) < p->topic_switch) {
-            cl->center = p->sinks + rng_below(&q->r, hist_hi - p->sinks);
+        if (rng_u01(&q->r) < p->loc.topic_switch) {
+            cl->center = p->loc.sinks + rng_below(&q->r, hist_hi - p->loc.sinks);
             cl->key = rng_next(&q->r);
             cl->on = 1;
         } else {
-            cl->center += rng_below(&q->r, 2 * (int64_t)p->drift + 1) - p->drift;
+            cl->center += rng_below(&q->r, 2 * (int64_t)p->loc.drift + 1) - p->loc.drift;
             if (cl->center < lo) cl->center = lo;
             if (cl->center > hi) cl->center = hi;
             double u = rng_u01(&q->r);
-            cl->on = cl->on ? !(u < p->topic_off) : (u < p->topic_on);
+            cl->on = cl->on ? !(u < p->loc.topic_off) : (u < p->loc.topic_on);
         }
     }
 }
 
-static void gen_free(gen *G, int32_t n)
+/* ---------------------------------------------------------------- requests */
+void dhs_selreq_free(dhs_selreq *q)
 {
-    if (G->rq)
-        for (int32_t i = 0; i < n; i++) {
-            free(G->rq[i].cl);
-            free(G->rq[i].overlap);
-            free(G->rq[i].pkey);
-        }
-    free(G->rq);
-    free(G->stamp);
-    free(G->scratch);
-    free(G->rest0);
+    if (!q) return;
+    free(q->cl);
+    free(q->overlap);
+    free(q->pkey);
+    free(q);
 }
 
-static int start_request(const dhs_tracegen_params *p, greq *q, uint32_t id)
+size_t dhs_selreq_bytes(const dhs_selgen *G)
 {
-    uint64_t x = p->seed ^ mix64(0x5851F42D4C957F2Dull + id);
-    rng_seed(&q->r, x);
+    const dhs_tracegen_params *p = G->p;
+    return sizeof(greq) + (size_t)(p->loc.clusters > 0 ? p->loc.clusters : 1) * sizeof(cluster) +
+           (size_t)p->n_producers * (sizeof(double) + sizeof(uint64_t));
+}
+
+static greq *req_new(const dhs_tracegen_params *p, uint64_t seed)
+{
+    greq *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->cl = calloc((size_t)(p->loc.clusters > 0 ? p->loc.clusters : 1), sizeof *q->cl);
+    q->overlap = calloc((size_t)p->n_producers, sizeof *q->overlap);
+    q->pkey = calloc((size_t)p->n_producers, sizeof *q->pkey);
+    if (!q->cl || !q->overlap || !q->pkey) {
+        dhs_selreq_free(q);
+        return NULL;
+    }
+    rng_seed(&q->r, seed);
+    return q;
+}
+
+/* the locality draws of a request with n committed positions, from its stream */
+static void req_locality(const dhs_tracegen_params *p, greq *q, int64_t n)
+{
+    q->wkey = rng_next(&q->r);
+    int64_t V0 = (n + 1) / p->m;
+    int64_t hist_hi = V0 - p->loc.window;
+    if (hist_hi < p->loc.sinks + 1) hist_hi = p->loc.sinks + 1;
+    double on_share = p->loc.topic_on + p->loc.topic_off > 0 ? p->loc.topic_on / (p->loc.topic_on + p->loc.topic_off) : 1.0;
+    for (int32_t c = 0; c < p->loc.clusters; c++) {
+        q->cl[c].center = p->loc.sinks + rng_below(&q->r, hist_hi - p->loc.sinks);
+        q->cl[c].key = rng_next(&q->r);
+        q->cl[c].on = rng_u01(&q->r) < on_share;
+    }
+    for (int32_t g = 1; g < p->n_producers; g++) {
+        q->overlap[g] = p->overlap_min + (p->overlap_max - p->overlap_min) * rng_u01(&q->r);
+        q->pkey[g] = rng_next(&q->r);
+    }
+}
+
+dhs_selreq *dhs_selreq_start(const dhs_selgen *G, uint64_t seed, int64_t n)
+{
+    greq *q = req_new(G->p, seed);
+    if (q) req_locality(G->p, q, n < 0 ? 0 : n);
+    return q;
+}
+
+/* the trace generator's request `id`: prefix and output length, then the
+   locality draws, all from the request's own stream */
+static greq *start_request(const dhs_tracegen_params *p, uint32_t id)
+{
+    greq *q = req_new(p, p->seed ^ dhs_mix64(0x5851F42D4C957F2Dull + id));
+    if (!q) return NULL;
+    q->id = id;
     int64_t cmin = p->context_min ? p->context_min : p->context / 2;
     if (cmin < 1) cmin = 1;
     int64_t cmax = p->context < cmin ? cmin : p->context;
@@ -373,28 +431,67 @@ static int start_request(const dhs_tracegen_params *p, greq *q, uint32_t id)
         int64_t lo = p->out_len / 2 > 0 ? p->out_len / 2 : 1;
         q->out_target = lo + rng_below(&q->r, p->out_len - lo + 1);
     }
-    q->wkey = rng_next(&q->r);
-    q->cl = calloc((size_t)(p->clusters > 0 ? p->clusters : 1), sizeof *q->cl);
-    q->overlap = calloc((size_t)p->n_producers, sizeof *q->overlap);
-    q->pkey = calloc((size_t)p->n_producers, sizeof *q->pkey);
-    if (!q->cl || !q->overlap || !q->pkey) return 0;
-    int64_t V0 = (q->n + 1) / p->m;
-    int64_t hist_hi = V0 - p->window;
-    if (hist_hi < p->sinks + 1) hist_hi = p->sinks + 1;
-    double on_share = p->topic_on + p->topic_off > 0 ? p->topic_on / (p->topic_on + p->topic_off) : 1.0;
-    for (int32_t c = 0; c < p->clusters; c++) {
-        q->cl[c].center = p->sinks + rng_below(&q->r, hist_hi - p->sinks);
-        q->cl[c].key = rng_next(&q->r);
-        q->cl[c].on = rng_u01(&q->r) < on_share;
-    }
-    for (int32_t g = 1; g < p->n_producers; g++) {
-        q->overlap[g] = p->overlap_min + (p->overlap_max - p->overlap_min) * rng_u01(&q->r);
-        q->pkey[g] = rng_next(&q->r);
-    }
-    q->state = RQ_LIVE;
-    return 1;
+    req_locality(p, q, q->n);
+    return q;
 }
 
+/* ---------------------------------------------------------------- generator */
+dhs_selgen *dhs_selgen_create(const dhs_tracegen_params *p, char *err, size_t err_len)
+{
+    if (dhs_tracegen_check(p, err, err_len) != DHS_TRACE_OK) return NULL;
+    gen *G = calloc(1, sizeof *G);
+    if (G) {
+        G->pc = *p;
+        G->p = &G->pc;
+        G->rest0 = malloc((size_t)p->k * sizeof *G->rest0);
+    }
+    if (!G || !G->rest0) {
+        dhs_errf(err, err_len, "out of memory");
+        free(G);
+        return NULL;
+    }
+    return G;
+}
+
+void dhs_selgen_free(dhs_selgen *G)
+{
+    if (!G) return;
+    free(G->stamp);
+    free(G->scratch);
+    free(G->rest0);
+    free(G);
+}
+
+int dhs_selgen_round(dhs_selgen *G, dhs_selreq *q, int64_t n, int32_t K, int32_t *sel)
+{
+    const dhs_tracegen_params *p = G->p;
+    const int32_t k = p->k, NG = p->n_producers;
+    int64_t V0 = (n + 1) / p->m;
+    if (V0 > k) update_clusters(p, q, V0);
+    G->n_rest0 = 0; /* query 0 of this request sets it (when its history exceeds k) */
+    for (int32_t j = 0; j < K; j++) {
+        int64_t V = (n + j + 1) / p->m;
+        for (int32_t g = 0; g < NG; g++) {
+            int32_t *out = sel + ((size_t)g * (size_t)K + (size_t)j) * (size_t)k;
+            if (V <= k) { /* short history: every row, ascending, then padding */
+                for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
+                continue;
+            }
+            if (!ensure_rows(G, V)) return -1;
+            if (g == 0) select_base(G, q, j, V, out);
+            else select_follow(G, q, g, V, out - (size_t)K * (size_t)k, out);
+        }
+    }
+    if (p->sorted)
+        for (int32_t g = 0; g < NG; g++)
+            for (int32_t j = 0; j < K; j++)
+                if ((n + j + 1) / p->m > k)
+                    qsort(sel + ((size_t)g * (size_t)K + (size_t)j) * (size_t)k, (size_t)k, sizeof *sel, cmp_i32);
+    return 0;
+}
+
+/* Memory: the live requests' state (at most `batch` at once, freed at their
+   END) and one round's selections; nothing per request of the whole trace. */
 dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer *w, dhs_tracegen_summary *s,
                                   char *err, size_t err_len)
 {
@@ -406,106 +503,80 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
     }
     dhs_tracegen_summary sum;
     memset(&sum, 0, sizeof sum);
-    gen G;
-    memset(&G, 0, sizeof G);
-    G.p = p;
     const int32_t N = p->n_requests, K = p->spec, k = p->k, NG = p->n_producers;
     const int32_t batch = p->batch > 0 && p->batch < N ? p->batch : N;
     const size_t per_item = (size_t)NG * (size_t)K * (size_t)k;
-    int32_t *sel = NULL;
-    const int32_t **ptrs = NULL;
-    dhs_trace_item *items = NULL;
-    int32_t *acc = NULL;
-    G.rq = calloc((size_t)N, sizeof *G.rq);
-    G.rest0 = malloc((size_t)k * sizeof *G.rest0);
-    sel = malloc((size_t)batch * per_item * sizeof *sel);
-    ptrs = malloc((size_t)batch * (size_t)NG * sizeof *ptrs);
-    items = calloc((size_t)batch, sizeof *items);
-    acc = calloc((size_t)batch, sizeof *acc);
-    if (!G.rq || !G.rest0 || !sel || !ptrs || !items || !acc) {
+    gen *G = dhs_selgen_create(p, err, err_len);
+    greq **live = calloc((size_t)batch, sizeof *live); /* live requests in id order */
+    int32_t *sel = malloc((size_t)batch * per_item * sizeof *sel);
+    const int32_t **ptrs = malloc((size_t)batch * (size_t)NG * sizeof *ptrs);
+    dhs_trace_item *items = calloc((size_t)batch, sizeof *items);
+    int32_t *acc = calloc((size_t)batch, sizeof *acc);
+    int32_t n_live = 0;
+    if (!G || !live || !sel || !ptrs || !items || !acc) {
         dhs_errf(err, err_len, "out of memory (%zu selection bytes per round)", (size_t)batch * per_item * 4);
         st = DHS_TRACE_ERR_NOMEM;
         goto done;
     }
 
-    int32_t next_pending = 0, live = 0;
+    int32_t next_pending = 0;
     for (int32_t round = 0; round < p->n_rounds; round++) {
         /* arrivals: fill free slots in id order */
-        while (live < batch && next_pending < N) {
-            greq *q = &G.rq[next_pending];
-            if (!start_request(p, q, (uint32_t)next_pending)) {
+        while (n_live < batch && next_pending < N) {
+            greq *q = start_request(p, (uint32_t)next_pending);
+            if (!q) {
                 dhs_errf(err, err_len, "out of memory");
                 st = DHS_TRACE_ERR_NOMEM;
                 goto done;
             }
-            if ((st = dhs_trace_write_start(w, (uint32_t)next_pending, q->n))) goto werr;
+            live[n_live++] = q;
+            if ((st = dhs_trace_write_start(w, q->id, q->n))) goto werr;
             sum.requests_started++;
-            live++;
             next_pending++;
         }
-        if (live == 0) break;
-        int32_t n_items = 0;
-        for (int32_t id = 0; id < N; id++) {
-            greq *q = &G.rq[id];
-            if (q->state != RQ_LIVE) continue;
+        if (n_live == 0) break;
+        for (int32_t i = 0; i < n_live; i++) {
+            greq *q = live[i];
             int32_t A = 0;
             while (A < K - 1 && rng_u01(&q->r) < p->accept) A++;
-            int64_t V0 = (q->n + 1) / p->m;
-            if (V0 > k) update_clusters(p, q, V0);
-            G.n_rest0 = 0; /* query 0 of this request sets it (when its history exceeds k) */
-            int32_t *base = sel + (size_t)n_items * per_item;
-            const int32_t **pp = ptrs + (size_t)n_items * (size_t)NG;
+            int32_t *base = sel + (size_t)i * per_item;
+            const int32_t **pp = ptrs + (size_t)i * (size_t)NG;
             for (int32_t g = 0; g < NG; g++) pp[g] = base + (size_t)g * (size_t)K * (size_t)k;
+            if (dhs_selgen_round(G, q, q->n, K, base)) {
+                dhs_errf(err, err_len, "out of memory (%" PRId64 " rows)", (q->n + K) / p->m);
+                st = DHS_TRACE_ERR_NOMEM;
+                goto done;
+            }
             for (int32_t j = 0; j < K; j++) {
                 int64_t V = (q->n + j + 1) / p->m;
-                for (int32_t g = 0; g < NG; g++) {
-                    int32_t *out = (int32_t *)pp[g] + (size_t)j * (size_t)k;
-                    if (V <= k) { /* short history: every row, ascending, then padding */
-                        for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
-                        sum.padding += (uint64_t)(k - V);
-                        continue;
-                    }
-                    if (!ensure_rows(&G, V)) {
-                        dhs_errf(err, err_len, "out of memory (%" PRId64 " rows)", V);
-                        st = DHS_TRACE_ERR_NOMEM;
-                        goto done;
-                    }
-                    if (g == 0) select_base(&G, q, j, V, out);
-                    else select_follow(&G, q, g, V, pp[g - 1] + (size_t)j * (size_t)k, out);
-                }
+                if (V < k) sum.padding += (uint64_t)(k - V) * (uint64_t)NG;
             }
-            if (p->sorted)
-                for (int32_t g = 0; g < NG; g++)
-                    for (int32_t j = 0; j < K; j++) {
-                        int32_t *out = (int32_t *)pp[g] + (size_t)j * (size_t)k;
-                        if ((q->n + j + 1) / p->m > k) qsort(out, (size_t)k, sizeof *out, cmp_i32);
-                    }
-            items[n_items] = (dhs_trace_item){.req = (uint32_t)id, .n_queries = K, .n_r = q->n, .accepted = A, .sel = pp};
-            acc[n_items] = A;
-            n_items++;
+            items[i] = (dhs_trace_item){.req = q->id, .n_queries = K, .n_r = q->n, .accepted = A, .sel = pp};
+            acc[i] = A;
         }
-        if ((st = dhs_trace_write_round(w, n_items, items))) goto werr;
+        if ((st = dhs_trace_write_round(w, n_live, items))) goto werr;
         sum.rounds++;
-        sum.items += (uint64_t)n_items;
-        sum.entries += (uint64_t)n_items * per_item;
-        for (int32_t i = 0; i < n_items; i++) {
-            greq *q = &G.rq[items[i].req];
+        sum.items += (uint64_t)n_live;
+        sum.entries += (uint64_t)n_live * per_item;
+        int32_t kept = 0;
+        for (int32_t i = 0; i < n_live; i++) {
+            greq *q = live[i];
             q->n += acc[i] + 1;
             q->produced += acc[i] + 1;
             if (q->out_target > 0 && q->produced >= q->out_target) {
-                if ((st = dhs_trace_write_end(w, items[i].req))) goto werr;
-                q->state = RQ_DONE;
+                if ((st = dhs_trace_write_end(w, q->id))) goto werr;
                 sum.requests_ended++;
-                live--;
+                dhs_selreq_free(q);
+                continue;
             }
+            live[kept++] = q;
         }
+        n_live = kept;
     }
-    for (int32_t id = 0; id < N; id++)
-        if (G.rq[id].state == RQ_LIVE) {
-            if ((st = dhs_trace_write_end(w, (uint32_t)id))) goto werr;
-            G.rq[id].state = RQ_DONE;
-            sum.requests_ended++;
-        }
+    for (int32_t i = 0; i < n_live; i++) {
+        if ((st = dhs_trace_write_end(w, live[i]->id))) goto werr;
+        sum.requests_ended++;
+    }
     sum.bytes = dhs_trace_writer_bytes(w);
     if (s) *s = sum;
     st = DHS_TRACE_OK;
@@ -513,7 +584,10 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
 werr:
     dhs_errf(err, err_len, "%s", dhs_trace_writer_error(w));
 done:
-    gen_free(&G, N);
+    if (live)
+        for (int32_t i = 0; i < n_live; i++) dhs_selreq_free(live[i]);
+    free(live);
+    dhs_selgen_free(G);
     free(sel);
     free(ptrs);
     free(items);

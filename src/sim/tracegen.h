@@ -37,6 +37,27 @@
 extern "C" {
 #endif
 
+/* The locality model above, one struct for every generator of selections:
+   the trace generator (dhs trace gen) and the serving simulator (dhs
+   serve-sim) both draw from it. Defaults in brackets. */
+typedef struct dhs_locality {
+    int32_t sinks;             /* 4 */
+    int32_t window;            /* 512 */
+    int32_t window_full;       /* 64 */
+    double window_density;     /* 0.5 */
+    int32_t clusters;          /* 64 */
+    int32_t cluster_radius;    /* 32 */
+    double cluster_density;    /* 0.5 */
+    double topic_on;           /* 0.3 per round */
+    double topic_off;          /* 0.1 per round */
+    int32_t drift;             /* 2 rows per round */
+    double topic_switch;       /* 0.005 per round */
+    double tail_min;           /* 0.05 of k */
+    double spec_jitter;        /* 0.05 */
+} dhs_locality;
+
+dhs_locality dhs_locality_default(void);
+
 typedef struct dhs_tracegen_params {
     uint64_t seed;
     /* workload */
@@ -55,19 +76,7 @@ typedef struct dhs_tracegen_params {
     uint32_t row_bytes;        /* 576 */
     uint32_t m;                /* positions per row (1) */
     /* locality model (rows) */
-    int32_t sinks;             /* 4 */
-    int32_t window;            /* 512 */
-    int32_t window_full;       /* 64 */
-    double window_density;     /* 0.5 */
-    int32_t clusters;          /* 64 */
-    int32_t cluster_radius;    /* 32 */
-    double cluster_density;    /* 0.5 */
-    double topic_on;           /* 0.3 */
-    double topic_off;          /* 0.1 */
-    int32_t drift;             /* 2 */
-    double topic_switch;       /* 0.005 */
-    double tail_min;           /* 0.05 */
-    double spec_jitter;        /* 0.05 */
+    dhs_locality loc;
     double overlap_min;        /* 0.7 */
     double overlap_max;        /* 1.0 */
     int32_t shift_radius;      /* 8 */
@@ -93,6 +102,33 @@ dhs_trace_status dhs_tracegen_run(const dhs_tracegen_params *p, dhs_trace_writer
 /* Opens `path`, generates, closes. On error the file is removed. */
 dhs_trace_status dhs_tracegen_write(const dhs_tracegen_params *p, const char *path, dhs_tracegen_summary *s,
                                     char *err, size_t err_len);
+
+/* ------------------------------------------------------------------
+ * The selection stream on its own, for callers that run their own rounds
+ * (dhs serve-sim): the same model and code as dhs_tracegen_run, one request
+ * at a time. Memory: the generator holds scratch for the longest history it
+ * has seen (grown on demand); a request holds its clusters and producers
+ * only, whatever its length.
+ */
+typedef struct dhs_selgen dhs_selgen;
+typedef struct dhs_selreq dhs_selreq;
+
+/* Uses k, n_producers, m, loc, overlap_min/max, shift_radius and sorted of p
+   (checked as dhs_tracegen_check does). NULL on a bad p (reason in err) or
+   out of memory. */
+dhs_selgen *dhs_selgen_create(const dhs_tracegen_params *p, char *err, size_t err_len);
+void dhs_selgen_free(dhs_selgen *G);
+/* A request with n committed positions: its stream seeded with `seed`,
+   window key, clusters and producer overlaps drawn. NULL when out of memory. */
+dhs_selreq *dhs_selreq_start(const dhs_selgen *G, uint64_t seed, int64_t n);
+void dhs_selreq_free(dhs_selreq *q);
+/* One round of request q at n committed positions with K queries: the
+   clusters step (when the history exceeds k), then query j (positions n + j,
+   rows 0 .. (n + j + 1)/m - 1 visible) of every producer g into
+   out[(g * K + j) * k .. + k). 0, or -1 out of memory. */
+int dhs_selgen_round(dhs_selgen *G, dhs_selreq *q, int64_t n, int32_t K, int32_t *out);
+/* Bytes a request of this generator holds (dhs_selreq_start). */
+size_t dhs_selreq_bytes(const dhs_selgen *G);
 
 #ifdef __cplusplus
 }

@@ -8,17 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/rng.h"
+#include "util/rng.h"
 #include "sim/util.h"
 #include "sim/verify.h"
 
-/* ------------------------------------------------------------- rng: sim/rng.h */
+/* ------------------------------------------------------------- rng: util/rng.h */
 
 static void row_bytes_of(uint8_t *out, uint32_t nbytes, uint64_t uid, int32_t src, int64_t row, uint32_t ver)
 {
-    uint64_t h = mix64(uid * 0x100000001b3ull ^ mix64((uint64_t)src << 40 ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
+    uint64_t h = dhs_mix64(uid * 0x100000001b3ull ^ dhs_mix64((uint64_t)src << 40 ^ (uint64_t)row) ^ ((uint64_t)ver << 20));
     for (uint32_t i = 0; i < nbytes; i += 8) {
-        uint64_t w = mix64(h + i);
+        uint64_t w = dhs_mix64(h + i);
         memcpy(out + i, &w, 8);
     }
 }
@@ -86,8 +86,8 @@ static int is_fault_status(dhs_status s)
 
 static void maybe_fault(vstate *v)
 {
-    if (v->o->faults <= 0 || rnd_unit(&v->rng) >= v->o->faults) return;
-    dhs_backend_fault_at(v->be, (dhs_fault_kind)rnd_below(&v->rng, DHS_FAULT_COUNT_), 1 + (uint64_t)rnd_below(&v->rng, 3));
+    if (v->o->faults <= 0 || dhs_rng_unit(&v->rng) >= v->o->faults) return;
+    dhs_backend_fault_at(v->be, (dhs_fault_kind)dhs_rng_below(&v->rng, DHS_FAULT_COUNT_), 1 + (uint64_t)dhs_rng_below(&v->rng, 3));
 }
 
 static void disarm(vstate *v)
@@ -159,7 +159,7 @@ static void close_request(vstate *v, int32_t slot);
 static int open_request(vstate *v, int32_t slot)
 {
     vreq *r = &v->rq[slot];
-    int64_t prefix = rnd_below(&v->rng, v->o->max_prefix + 1);
+    int64_t prefix = dhs_rng_below(&v->rng, v->o->max_prefix + 1);
     dhs_status s;
     maybe_fault(v);
     s = dhs_request_open(v->ctx, prefix, &r->h);
@@ -173,8 +173,8 @@ static int open_request(vstate *v, int32_t slot)
     if (s != DHS_OK) { unexpected(v, "dhs_request_open", s); return 0; }
     r->open = 1;
     r->uid = ++v->next_uid;
-    r->life = 10 + rnd_below(&v->rng, 4 * (v->o->steps / 4 + 10));
-    for (int t = 0; t < 4; t++) r->topic[t] = rnd_below(&v->rng, prefix + 1);
+    r->life = 10 + dhs_rng_below(&v->rng, 4 * (v->o->steps / 4 + 10));
+    for (int t = 0; t < 4; t++) r->topic[t] = dhs_rng_below(&v->rng, prefix + 1);
     for (int32_t g = 0; g < v->arch.n_groups; g++) memset(r->ver[g], 0, sizeof(uint32_t) * (size_t)v->grp_rows[g]);
     /* import the prefix: rows of every source */
     const void *rows[DHS_MAX_SOURCES];
@@ -185,7 +185,7 @@ static int open_request(vstate *v, int32_t slot)
         for (int64_t row = 0; row < nr; row++) row_bytes_of(v->buf + off + (uint64_t)row * v->o->row_bytes, (uint32_t)v->o->row_bytes, r->uid, src, row, 0);
         off += (size_t)nr * (size_t)v->o->row_bytes;
     }
-    unsigned flag = rnd_below(&v->rng, 10) < 7 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+    unsigned flag = dhs_rng_below(&v->rng, 10) < 7 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
     maybe_fault(v);
     s = dhs_request_import(v->ctx, r->h, prefix, rows, flag);
     check(v, "request_import");
@@ -206,18 +206,18 @@ static void gen_selection(vstate *v, vreq *r, int32_t g, int64_t n, int32_t j, i
     int64_t m = v->grp_m[g], vis = (n + j + 1) / m;
     for (int32_t i = 0; i < k; i++) {
         if (vis <= 0) { out[i] = -1; continue; }
-        int64_t x = rnd_below(&v->rng, 100), row;
+        int64_t x = dhs_rng_below(&v->rng, 100), row;
         if (x < 4) row = -1;
-        else if (x < 9) row = rnd_below(&v->rng, vis < 4 ? vis : 4);
-        else if (x < 40) row = vis - 1 - rnd_below(&v->rng, vis < 48 ? vis : 48);
+        else if (x < 9) row = dhs_rng_below(&v->rng, vis < 4 ? vis : 4);
+        else if (x < 40) row = vis - 1 - dhs_rng_below(&v->rng, vis < 48 ? vis : 48);
         else if (x < 80) {
-            int t = (int)rnd_below(&v->rng, 4);
-            row = (r->topic[t] / m + rnd_below(&v->rng, 40)) % vis;
-        } else if (x < 95) row = rnd_below(&v->rng, vis);
-        else row = i > 0 ? out[rnd_below(&v->rng, i)] : -1;
+            int t = (int)dhs_rng_below(&v->rng, 4);
+            row = (r->topic[t] / m + dhs_rng_below(&v->rng, 40)) % vis;
+        } else if (x < 95) row = dhs_rng_below(&v->rng, vis);
+        else row = i > 0 ? out[dhs_rng_below(&v->rng, i)] : -1;
         out[i] = (int32_t)row;
     }
-    if (rnd_below(&v->rng, 20) == 0) r->topic[rnd_below(&v->rng, 4)] = rnd_below(&v->rng, n + 1); /* drift */
+    if (dhs_rng_below(&v->rng, 20) == 0) r->topic[dhs_rng_below(&v->rng, 4)] = dhs_rng_below(&v->rng, n + 1); /* drift */
 }
 
 typedef struct { int32_t row, loc; } rowloc;
@@ -347,7 +347,7 @@ static void run_round(vstate *v, const int32_t *slots, int32_t n, int full_check
     v->n_round = n;
     for (int32_t i = 0; i < n; i++) {
         v->round_slots[i] = slots[i];
-        v->round_K[i] = 1 + (int32_t)rnd_below(&v->rng, v->o->spec);
+        v->round_K[i] = 1 + (int32_t)dhs_rng_below(&v->rng, v->o->spec);
         reqs[i] = v->rq[slots[i]].h;
     }
     dhs_status s = dhs_round_begin(v->ctx, n, reqs, v->round_K);
@@ -392,7 +392,7 @@ static void run_round(vstate *v, const int32_t *slots, int32_t n, int full_check
     }
     (void)full_check;
     int32_t acc[1024];
-    for (int32_t i = 0; i < n; i++) acc[i] = (int32_t)rnd_below(&v->rng, v->round_K[i]);
+    for (int32_t i = 0; i < n; i++) acc[i] = (int32_t)dhs_rng_below(&v->rng, v->round_K[i]);
     s = dhs_round_end(v->ctx, acc);
     check(v, "round_end");
     if (s != DHS_OK) unexpected(v, "dhs_round_end", s);
@@ -480,7 +480,7 @@ int verify_run(const verify_opts *o, verify_result *res)
     memset(&v, 0, sizeof v);
     v.o = o;
     v.res = res;
-    v.rng = mix64(o->seed ^ 0xd1b54a32d192ed03ull);
+    v.rng = dhs_mix64(o->seed ^ 0xd1b54a32d192ed03ull);
     if (o->requests < 1 || o->requests > 1024 || o->k < 1 || o->spec < 1 || o->row_bytes % 16 || o->row_bytes < 16)
         return -1;
     build_arch(&v);
@@ -551,10 +551,10 @@ int verify_run(const verify_opts *o, verify_result *res)
         }
         /* arrivals: every free slot tries to admit a new request */
         for (int32_t i = 0; i < o->requests; i++)
-            if (!v.rq[i].open && rnd_below(&v.rng, 3) == 0) open_request(&v, i);
+            if (!v.rq[i].open && dhs_rng_below(&v.rng, 3) == 0) open_request(&v, i);
         int32_t n = 0;
         for (int32_t i = 0; i < o->requests; i++)
-            if (v.rq[i].open && rnd_below(&v.rng, 10) != 0) slots[n++] = i;
+            if (v.rq[i].open && dhs_rng_below(&v.rng, 10) != 0) slots[n++] = i;
         run_round(&v, slots, n, 0);
         /* departures */
         for (int32_t i = 0; i < o->requests; i++) {

@@ -104,7 +104,8 @@ expect 2 "$DHS" serve-sim --requests-trace "$T/missing.jsonl"
 SMALL=(--k 256 --hot 512 --context 4096 --output-len 8 --requests 8 --kv-gib 2 --max-batch 16 -q)
 expect 0 "$DHS" serve-sim "${SMALL[@]}" --concurrency 1,4 --json --csv "$T/s.csv" --plot "$T/s.svg"
 for key in request_throughput output_throughput mean_ttft_ms median_ttft_ms p99_ttft_ms mean_tpot_ms median_tpot_ms \
-    p99_tpot_ms mean_itl_ms median_itl_ms p99_itl_ms completed duration equal_batch cost_model max_running; do
+    p99_tpot_ms mean_itl_ms median_itl_ms p99_itl_ms completed duration equal_batch cost_model max_running \
+    peak_live_requests peak_request_bytes; do
     grep -q "\"$key\"" "$T/out" || fail "serve-sim --json lacks $key"
 done
 n=$(grep -c '"mode": ' "$T/out")
@@ -131,6 +132,9 @@ grep -q '"rate_scale": 2' "$T/out" && grep -q '"completed": 2,' "$T/out" || fail
 printf 'Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n0.5,ChatGPT,800,5,805,Conversation log\n1.0,GPT-4,700,0,700,API log\n' >"$T/b.csv"
 expect 0 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/b.csv" --json --modes fixed
 grep -q '"completed": 1,' "$T/out" || fail "serve-sim replays a BurstGPT trace (failure row skipped)"
+printf '{"timestamp": 500, "input_length": 900, "output_length": 4}\n{"timestamp": 0, "input_length": 1200, "output_length": 6}\n' >"$T/u.jsonl"
+expect 2 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/u.jsonl"
+grep -q "u.jsonl:2:" "$T/err" || fail "serve-sim: an out-of-order trace names its line"
 
 # data-parallel ranks (--dp-ranks, --placement)
 expect 0 "$DHS" serve-sim --help

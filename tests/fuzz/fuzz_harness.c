@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "dhs.h"
+#include "util/rng.h"
 
 #define FZ_MAXREQ 4
 #define FZ_MAXSRC 4
@@ -150,12 +151,7 @@ static uint32_t u8(fz *F)
 static uint32_t u16(fz *F) { return u8(F) | (u8(F) << 8); }
 static int64_t below(fz *F, int64_t n) { return n <= 0 ? 0 : (int64_t)(n <= 256 ? u8(F) : u16(F)) % n; }
 
-static uint64_t mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t mix(uint64_t z) { return dhs_mix64(z); }
 
 static void fill_row(uint8_t *out, uint32_t nbytes, uint64_t uid, int32_t src, int64_t row, uint32_t ver)
 {
