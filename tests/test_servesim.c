@@ -11,7 +11,14 @@
  * - request traces: Mooncake JSONL and BurstGPT CSV loaded and replayed; out
  *   of order refused with the line;
  * - a long trace is streamed: requests alive at once and their state bytes
- *   bounded by the batch, not the trace (and a burst shows the counter moves).
+ *   bounded by the batch, not the trace (and a burst shows the counter moves);
+ * - data-parallel ranks: one rank gives the same result under every placement;
+ *   two ranks with one request give the one-rank result; per-rank figures add
+ *   up to the totals; on a constructed skewed arrival (long, high-miss prompts
+ *   at every other arrival) miss-aware placement spreads the long ones and its
+ *   group step time and most-missing rank are below round robin's and
+ *   least-sessions' (which put every long prompt on rank 0); bad rank counts
+ *   and placements are refused.
  * Env: DHS_TEST_SEED, DHS_TEST_SCALE (see test_help.h).
  */
 #include <inttypes.h>
@@ -358,6 +365,150 @@ static void test_errors(void)
     CHECKF(loc.p99_itl_ms >= rem.p99_itl_ms, "local prefill p99 ITL %.2f < remote %.2f", loc.p99_itl_ms, rem.p99_itl_ms);
 }
 
+/* the result fields a DP run shares with the single-rank simulator */
+static int same_single(const dhs_serve_result *a, const dhs_serve_result *b)
+{
+    return a->duration == b->duration && a->completed == b->completed && a->steps == b->steps && a->waits == b->waits &&
+           a->total_output_tokens == b->total_output_tokens && a->mean_ttft_ms == b->mean_ttft_ms && a->p99_itl_ms == b->p99_itl_ms &&
+           a->mean_step_ms == b->mean_step_ms && a->p99_step_ms == b->p99_step_ms && a->entries == b->entries &&
+           a->host_rows == b->host_rows && a->census_host == b->census_host && a->max_running == b->max_running &&
+           !memcmp(a->step_n, b->step_n, sizeof a->step_n);
+}
+
+static void test_dp_single(uint64_t seed)
+{
+    for (int m = 0; m < DHS_SERVE_MODES_; m++) {
+        dhs_serve_config c = small_config((dhs_serve_mode)m);
+        c.spec = m == DHS_SERVE_ADAPTIVE;
+        dhs_serve_workload w = small_workload(seed);
+        w.rate = 4;
+        dhs_serve_result base, r;
+        char err[256];
+        int ok = dhs_serve_run(&c, &w, &base, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        if (!ok) continue;
+        CHECK(base.dp_ranks == 1 && base.rank_sessions[0] == w.n_requests && base.rank_max_running[0] == base.max_running);
+        CHECKF(fabs(base.rank_misses_per_step[0] * (double)base.steps - (double)base.host_rows) < 1e-6 * (double)(base.host_rows + 1),
+               "%s: rank misses %.3f x %" PRIu64 " steps vs %" PRIu64 " host rows", dhs_serve_mode_str(c.mode),
+               base.rank_misses_per_step[0], base.steps, base.host_rows);
+        CHECKF(fabs(base.wait_share) < 1e-12, "one rank waits for nobody: %g", base.wait_share);
+        CHECK(base.p50_step_ms > 0 && base.p99_step_ms >= base.p50_step_ms);
+        /* one rank: the placement does not matter */
+        for (int p = 0; p < DHS_PLACE_N_; p++) {
+            dhs_serve_config d = c;
+            d.placement = (dhs_serve_placement)p;
+            ok = dhs_serve_run(&d, &w, &r, err, sizeof err) == 0;
+            CHECKF(ok, "%s", err);
+            r.wall_s = base.wall_s;
+            CHECKF(ok && !memcmp(&r, &base, sizeof r), "%s: one rank, placement %s changes the result", dhs_serve_mode_str(c.mode),
+                   dhs_serve_placement_str(d.placement));
+        }
+        /* one request on two ranks: rank 1 idles, the group steps as rank 0 alone */
+        dhs_serve_workload w1 = w;
+        w1.n_requests = 1;
+        dhs_serve_result one, two;
+        dhs_serve_config d = c;
+        ok = dhs_serve_run(&c, &w1, &one, err, sizeof err) == 0;
+        d.dp_ranks = 2;
+        ok = ok && dhs_serve_run(&d, &w1, &two, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        CHECKF(ok && same_single(&one, &two) && two.rank_sessions[0] == 1 && two.rank_sessions[1] == 0,
+               "%s: one request on two ranks differs from one rank", dhs_serve_mode_str(c.mode));
+    }
+}
+
+/* Eight requests arrive at once, long (16K-position, high-miss) and short
+   (200 positions < k: no misses) alternating. Round robin and least-sessions
+   put the four long ones on rank 0; miss-aware places two on each rank.
+   FIXED, budget for all: the group waits for its slowest rank, so miss-aware's
+   step time (mean and p99) and most-missing rank are lower. ADAPTIVE, a
+   budget that holds two long ones: on rank 0 they queue under round robin,
+   so miss-aware admits without waiting and finishes sooner. */
+static void test_dp_skew(uint64_t seed)
+{
+    char path[] = "/tmp/dhs_test_serve_skew_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    FILE *f = fopen(path, "w");
+    if (!f) { CHECK(0); return; }
+    for (int i = 0; i < 8; i++) fprintf(f, "{\"timestamp\": 0, \"input_length\": %d, \"output_length\": 40}\n", i % 2 ? 200 : 16000);
+    fclose(f);
+    double mean[DHS_PLACE_N_], p99[DHS_PLACE_N_], mmax[DHS_PLACE_N_], tput[DHS_PLACE_N_];
+    uint64_t waits[DHS_PLACE_N_];
+    for (int m = DHS_SERVE_FIXED; m <= DHS_SERVE_ADAPTIVE; m++) {
+        for (int p = 0; p < DHS_PLACE_N_; p++) {
+            dhs_serve_config c = small_config((dhs_serve_mode)m);
+            c.dp_ranks = 2;
+            c.placement = (dhs_serve_placement)p;
+            c.kv_gib = m == DHS_SERVE_ADAPTIVE ? 0.5 : 2; /* fixed: all eight fit on one rank; adaptive: the 16K histories do not all stay on device */
+            dhs_serve_workload w = small_workload(seed);
+            w.arrival = DHS_ARRIVAL_TRACE;
+            w.trace_path = path;
+            w.n_requests = 0;
+            dhs_serve_result r;
+            char err[256];
+            int ok = dhs_serve_run(&c, &w, &r, err, sizeof err) == 0;
+            CHECKF(ok, "%s %s: %s", dhs_serve_mode_str(c.mode), dhs_serve_placement_str(c.placement), err);
+            if (!ok) { unlink(path); return; }
+            CHECK(r.completed == 8 && finite_result(&r) && r.dp_ranks == 2 && r.rank_sessions[0] + r.rank_sessions[1] == 8);
+            double rows = (r.rank_misses_per_step[0] + r.rank_misses_per_step[1]) * (double)r.steps;
+            CHECKF(fabs(rows - (double)r.host_rows) < 1e-6 * (double)(r.host_rows + 1), "per-rank misses %.1f vs %" PRIu64, rows, r.host_rows);
+            CHECK(r.miss_max_per_step >= r.miss_mean_per_step && r.wait_share >= 0 && r.wait_share < 1);
+            mean[p] = r.mean_step_ms;
+            p99[p] = r.p99_step_ms;
+            mmax[p] = r.miss_max_per_step;
+            tput[p] = r.output_throughput;
+            waits[p] = r.waits;
+            printf("dp skew %s %-14s: step mean %.3f p99 %.3f ms, misses/step max %.1f mean %.1f, %.1f tok/s, sessions %d+%d, admission waits %" PRIu64 "\n",
+                   dhs_serve_mode_str(c.mode), dhs_serve_placement_str(c.placement), r.mean_step_ms, r.p99_step_ms, r.miss_max_per_step,
+                   r.miss_mean_per_step, r.output_throughput, r.rank_sessions[0], r.rank_sessions[1], r.waits);
+        }
+        for (int p = DHS_PLACE_ROUND_ROBIN; p <= DHS_PLACE_LEAST_SESSIONS; p++) {
+            const char *ms = dhs_serve_mode_str((dhs_serve_mode)m), *ps = dhs_serve_placement_str((dhs_serve_placement)p);
+            if (m == DHS_SERVE_FIXED) {
+                /* all fit on one rank: the slowest rank's step decides */
+                CHECKF(mean[DHS_PLACE_MISS_AWARE] < mean[p] && p99[DHS_PLACE_MISS_AWARE] < p99[p],
+                       "%s: miss-aware step mean/p99 %.3f/%.3f ms not below %s's %.3f/%.3f", ms, mean[DHS_PLACE_MISS_AWARE],
+                       p99[DHS_PLACE_MISS_AWARE], ps, mean[p], p99[p]);
+                CHECKF(mmax[DHS_PLACE_MISS_AWARE] < mmax[p], "%s: miss-aware most-missing rank %.1f rows/step not below %s's %.1f", ms,
+                       mmax[DHS_PLACE_MISS_AWARE], ps, mmax[p]);
+                CHECKF(waits[p] == 0 && waits[DHS_PLACE_MISS_AWARE] == 0, "%s: admission waited", ms);
+            } else {
+                /* rank 0's budget takes two of the long ones at a time: they queue there */
+                CHECKF(waits[DHS_PLACE_MISS_AWARE] < waits[p], "%s: miss-aware admission waits %" PRIu64 " not below %s's %" PRIu64, ms,
+                       waits[DHS_PLACE_MISS_AWARE], ps, waits[p]);
+            }
+            CHECKF(tput[DHS_PLACE_MISS_AWARE] > tput[p], "%s: miss-aware %.1f tok/s not above %s's %.1f", ms, tput[DHS_PLACE_MISS_AWARE], ps,
+                   tput[p]);
+        }
+    }
+    unlink(path);
+    /* the prediction behind it: long prompts miss, prompts within k do not, resident never */
+    dhs_serve_config c = small_config(DHS_SERVE_FIXED);
+    dhs_serve_pred lp = dhs_serve_predict(&c, 16000, 40), sp = dhs_serve_predict(&c, 200, 40);
+    CHECK(lp.misses > 0 && sp.misses == 0 && lp.step_us > sp.step_us && lp.bytes > sp.bytes);
+    c.mode = DHS_SERVE_RESIDENT;
+    CHECK(dhs_serve_predict(&c, 16000, 40).misses == 0);
+}
+
+static void test_dp_errors(void)
+{
+    dhs_serve_config c = small_config(DHS_SERVE_FIXED);
+    dhs_serve_workload w = small_workload(1);
+    dhs_serve_result r;
+    char err[256];
+    const int32_t bad_ranks[] = {0, -1, DHS_SERVE_MAX_RANKS + 1};
+    for (int i = 0; i < 3; i++) {
+        c.dp_ranks = bad_ranks[i];
+        err[0] = 0;
+        CHECKF(dhs_serve_run(&c, &w, &r, err, sizeof err) == -1 && strstr(err, "ranks 1..64"), "dp_ranks %d: '%s'", bad_ranks[i], err);
+    }
+    c.dp_ranks = 2;
+    c.placement = DHS_PLACE_N_;
+    CHECK(dhs_serve_run(&c, &w, &r, err, sizeof err) == -1);
+    CHECK(!strcmp(dhs_serve_placement_str(DHS_PLACE_MISS_AWARE), "miss-aware"));
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_servesim");
@@ -368,5 +519,8 @@ int main(void)
     test_traces(seed);
     test_streamed_trace(seed);
     test_errors();
+    test_dp_single(seed);
+    test_dp_skew(seed);
+    test_dp_errors();
     return th_summary();
 }

@@ -30,6 +30,7 @@ static int bad(const char *msg, const char *val)
 typedef struct run_rec {
     dhs_serve_mode mode;
     int spec;
+    dhs_serve_placement place;
     double load; /* concurrency, rate or rate scale */
     dhs_serve_config c;
     dhs_serve_workload w;
@@ -95,13 +96,32 @@ static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
             "     \"host_rows_per_token_per_layer\": %.2f, \"census\": {\"direct\": %" PRIu64 ", \"hot\": %" PRIu64 ", \"host\": %" PRIu64
             "}, \"reclaims\": %" PRIu64 ", \"repopulated_pages\": %" PRIu64 ", \"layer_pool_bytes\": %" PRIu64
             ", \"index_key_budget_bytes\": %" PRIu64 ", \"peak_live_requests\": %" PRId64 ", \"peak_request_bytes\": %" PRIu64
-            ", \"wall_s\": %.3f}",
+            ", \"wall_s\": %.3f",
             dhs_serve_mode_str(x->mode), x->spec ? "true" : "false", load_key, x->load, r->completed, r->duration, r->total_input_tokens,
             r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
             r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
             r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
             r->accept_length, r->steps, r->waits, r->host_rows_per_token, r->census_direct, r->census_hot, r->census_host, r->reclaims,
             r->repopulated_pages, r->device_pool_bytes, r->idx_budget_bytes, r->peak_live_requests, r->peak_request_bytes, r->wall_s);
+    if (r->dp_ranks <= 1) {
+        fprintf(f, "}");
+        return;
+    }
+    /* data-parallel ranks: the group's step time, what each rank held, missed and waited */
+    fprintf(f, ",\n     \"dp\": {\"ranks\": %d, \"placement\": \"%s\", \"p50_step_ms\": %.3f, \"p99_step_ms\": %.3f, "
+               "\"mean_step_ms\": %.3f, \"output_throughput\": %.2f, \"miss_max_per_step\": %.2f, \"miss_mean_per_step\": %.2f, "
+               "\"miss_spread\": %.4f, \"wait_share\": %.4f,\n      \"rank_sessions\": [",
+            r->dp_ranks, dhs_serve_placement_str(x->place), r->p50_step_ms, r->p99_step_ms, r->mean_step_ms, r->output_throughput,
+            r->miss_max_per_step, r->miss_mean_per_step, r->miss_mean_per_step > 0 ? r->miss_max_per_step / r->miss_mean_per_step : 1.0,
+            r->wait_share);
+    for (int i = 0; i < r->dp_ranks; i++) fprintf(f, "%s%d", i ? ", " : "", r->rank_sessions[i]);
+    fprintf(f, "], \"rank_max_running\": [");
+    for (int i = 0; i < r->dp_ranks; i++) fprintf(f, "%s%d", i ? ", " : "", r->rank_max_running[i]);
+    fprintf(f, "], \"rank_misses_per_step\": [");
+    for (int i = 0; i < r->dp_ranks; i++) fprintf(f, "%s%.2f", i ? ", " : "", r->rank_misses_per_step[i]);
+    fprintf(f, "], \"rank_mean_step_ms\": [");
+    for (int i = 0; i < r->dp_ranks; i++) fprintf(f, "%s%.3f", i ? ", " : "", r->rank_mean_step_ms[i]);
+    fprintf(f, "]}}"); /* closes dp and the run */
 }
 
 static const char *const specs_on[] = {"both", "on", "off", NULL};
@@ -121,7 +141,7 @@ int cmd_serve_sim(int argc, char **argv)
     int n_conc = 4, n_rates = 0, n_scales = 1, seen_conc = 0, seen_rates = 0, seen_scales = 0;
     int json = 0, quiet = 0, spec = 0, prefill = c.prefill_remote ? 0 : 1, jobs = 0;
     int64_t row_bytes = c.cost.row_bytes, idx_bytes = c.cost.idx_bytes;
-    const char *rtrace = NULL, *csv = NULL, *plot = NULL, *mode_list = NULL, *sched = NULL, *output = NULL;
+    const char *rtrace = NULL, *csv = NULL, *plot = NULL, *mode_list = NULL, *sched = NULL, *output = NULL, *place_list = NULL;
     arg_spec sp[] = {
         {.name = "--concurrency", .type = ARG_F64_LIST, .dest = conc, .dlo = 1, .dhi = 1 << 20, .count = &n_conc,
          .max = MAX_POINTS, .seen = &seen_conc, .help = "load: closed loop, requests in flight (integers)"},
@@ -143,6 +163,11 @@ int cmd_serve_sim(int argc, char **argv)
                  "stalling decode"},
         {.name = "--modes", .type = ARG_STR, .dest = &mode_list, .meta = "LIST", .help = "comma list of resident,fixed,adaptive",
          .def = "resident,fixed,adaptive"},
+        A_INT("--dp-ranks", &c.dp_ranks, 1, DHS_SERVE_MAX_RANKS,
+              "data-parallel ranks stepping together (each its own --kv-gib and --max-batch; a step waits for the slowest)"),
+        {.name = "--placement", .type = ARG_STR, .dest = &place_list, .meta = "LIST",
+         .help = "with --dp-ranks > 1: comma list of round-robin,least-sessions,miss-aware (one run per placement, same arrivals)",
+         .def = "all three"},
         {.name = "--spec", .type = ARG_ENUM, .dest = &spec, .choices = specs_on, .help = "speculative decoding"},
         {.name = "--spec-schedule", .type = ARG_STR, .dest = &sched, .meta = "S", .help = "block width by batch: K@max_batch,...,K",
          .def = "8@32,6@64,5@127,4"},
@@ -206,6 +231,20 @@ int cmd_serve_sim(int argc, char **argv)
             modes[m] = 1;
         }
     }
+    int places[DHS_PLACE_N_] = {1, c.dp_ranks > 1, c.dp_ranks > 1};
+    if (place_list) {
+        if (c.dp_ranks == 1) return bad("--placement needs --dp-ranks 2..64", NULL);
+        memset(places, 0, sizeof places);
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", place_list);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int p = -1;
+            for (int i = 0; i < DHS_PLACE_N_; i++)
+                if (!strcmp(t, dhs_serve_placement_str((dhs_serve_placement)i))) p = i;
+            if (p < 0) return bad("--placement: unknown placement (one of round-robin, least-sessions, miss-aware)", t);
+            places[p] = 1;
+        }
+    }
     if (sched && dhs_serve_parse_schedule(sched, &c)) return bad("--spec-schedule wants K@batch,...,K", sched);
     if (seen_conc + seen_rates + (rtrace != NULL) > 1)
         return bad("choose one load axis: --concurrency, --rates or --requests-trace", NULL);
@@ -246,22 +285,30 @@ int cmd_serve_sim(int argc, char **argv)
     const char *load_key = w.arrival == DHS_ARRIVAL_CLOSED ? "concurrency" : w.arrival == DHS_ARRIVAL_POISSON ? "request_rate" : "rate_scale";
     tool_progress prog;
     tool_progress_init(&prog, quiet, 5.0);
-    int n_runs_max = 3 * 2 * n_loads, n_runs = 0, rc = 0;
+    int n_runs_max = 3 * 2 * DHS_PLACE_N_ * n_loads, n_runs = 0, rc = 0;
     run_rec *runs = calloc((size_t)n_runs_max, sizeof *runs);
     if (!runs) { fprintf(stderr, "dhs serve-sim: out of memory\n"); return EXIT_RUNTIME; }
     for (int m = 0; m < DHS_SERVE_MODES_; m++) {
         if (!modes[m]) continue;
         for (int sp = 0; sp < 2; sp++) {
             if ((sp == 0 && !spec_off) || (sp == 1 && !spec_on)) continue;
-            for (int li = 0; li < n_loads; li++) {
+            for (int li = 0; li < n_loads; li++)
+            for (int pl = 0; pl < DHS_PLACE_N_; pl++) {
+                if (!places[pl]) continue;
                 run_rec *x = &runs[n_runs++];
                 x->mode = (dhs_serve_mode)m;
                 x->spec = sp;
+                x->place = (dhs_serve_placement)pl;
                 x->load = loads[li];
                 x->c = c;
                 x->c.mode = x->mode;
                 x->c.spec = sp;
-                snprintf(x->tag, sizeof x->tag, "%s%s %s=%g", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li]);
+                x->c.placement = x->place;
+                if (c.dp_ranks > 1)
+                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g %s", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li],
+                             dhs_serve_placement_str(x->place));
+                else
+                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li]);
                 x->c.progress = quiet ? NULL : run_progress;
                 x->c.progress_user = x;
                 x->w = w;
@@ -292,9 +339,9 @@ int cmd_serve_sim(int argc, char **argv)
         }
     if (rc) goto done;
     /* equal-batch step time, speculation off: every batch size that resident and a hierarchy both ran */
-    const dhs_serve_result *rp[3 * 2 * MAX_POINTS];
-    dhs_serve_mode rm[3 * 2 * MAX_POINTS];
-    int rs[3 * 2 * MAX_POINTS];
+    const dhs_serve_result *rp[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
+    dhs_serve_mode rm[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
+    int rs[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
     for (int i = 0; i < n_runs; i++) rp[i] = &runs[i].r, rm[i] = runs[i].mode, rs[i] = runs[i].spec;
     static dhs_serve_eqb eqb[DHS_SERVE_BATCH_HIST];
     int n_eqb = dhs_serve_equal_batch(rp, rm, rs, n_runs, 3, eqb, DHS_SERVE_BATCH_HIST);
@@ -330,7 +377,9 @@ int cmd_serve_sim(int argc, char **argv)
             if (c.sched_batch[i] == INT32_MAX) printf("%s%d", i ? "," : "", c.sched_k[i]);
             else printf("%s%d@%d", i ? "," : "", c.sched_k[i], c.sched_batch[i]);
         }
-        printf("\",\n  \"cost_model\": {\"layers\": %d, \"row_bytes\": %u, \"idx_bytes\": %u, \"base_us\": %g, \"token_us\": %g, \"attn_us\": %g, "
+        printf("\"");
+        if (c.dp_ranks > 1) printf(", \"dp_ranks\": %d", c.dp_ranks);
+        printf(",\n  \"cost_model\": {\"layers\": %d, \"row_bytes\": %u, \"idx_bytes\": %u, \"base_us\": %g, \"token_us\": %g, \"attn_us\": %g, "
                "\"idx_us_per_ktok\": %g, \"pcie_gbps\": %g, \"gather_us\": %g, \"resolver_us\": %g, \"resolver_ns_per_entry\": %g, "
                "\"draft_us\": %g, \"prefill_us_per_token\": %g}},\n",
                k->layers, k->row_bytes, k->idx_bytes, k->base_us, k->token_us, k->attn_us, k->idx_us_per_ktok, k->pcie_gbps, k->gather_us,
@@ -372,6 +421,20 @@ int cmd_serve_sim(int argc, char **argv)
                    r->output_throughput, r->mean_ttft_ms, r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms,
                    r->p99_tpot_ms, r->median_itl_ms, r->p99_itl_ms, r->max_running, r->mean_batch, r->host_rows_per_token);
         }
+        if (c.dp_ranks > 1) {
+            printf("\n%d data-parallel ranks (a step waits for the slowest rank; misses: host rows per step, one layer):\n", c.dp_ranks);
+            printf("%-9s %-4s %8s %-14s | %8s %8s %8s | %8s | %9s %9s %7s %6s | %s\n", "mode", "spec", load_key[0] == 'c' ? "conc" : "load",
+                   "placement", "step_p50", "step_p99", "step_mn", "tok/s", "miss_max", "miss_mean", "spread", "wait", "sessions per rank");
+            for (int i = 0; i < n_runs; i++) {
+                const dhs_serve_result *r = &runs[i].r;
+                printf("%-9s %-4s %8g %-14s | %8.2f %8.2f %8.2f | %8.1f | %9.1f %9.1f %7.3f %5.1f%% |", dhs_serve_mode_str(runs[i].mode),
+                       runs[i].spec ? "on" : "off", runs[i].load, dhs_serve_placement_str(runs[i].place), r->p50_step_ms, r->p99_step_ms,
+                       r->mean_step_ms, r->output_throughput, r->miss_max_per_step, r->miss_mean_per_step,
+                       r->miss_mean_per_step > 0 ? r->miss_max_per_step / r->miss_mean_per_step : 1.0, 100 * r->wait_share);
+                for (int k = 0; k < r->dp_ranks; k++) printf(" %d", r->rank_sessions[k]);
+                printf("\n");
+            }
+        }
         printf("\nequal-batch decode step time, speculation off (overhead against resident):\n");
         printf("%6s %12s %12s %9s %12s %9s\n", "batch", "resident_ms", "fixed_ms", "fixed", "adaptive_ms", "adaptive");
         for (int i = 0; i < n_eqb; i++) {
@@ -392,39 +455,51 @@ int cmd_serve_sim(int argc, char **argv)
         fprintf(f, "mode,spec,%s,completed,duration,total_input_tokens,total_output_tokens,request_throughput,output_throughput,"
                    "total_token_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_itl_ms,"
                    "median_itl_ms,p99_itl_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_running,mean_batch,mean_step_ms,accept_length,"
-                   "host_rows_per_token_per_layer,admission_waits\n",
-                load_key);
+                   "host_rows_per_token_per_layer,admission_waits%s\n",
+                load_key, c.dp_ranks > 1 ? ",dp_ranks,placement,p50_step_ms,p99_step_ms,miss_max_per_step,miss_mean_per_step,wait_share" : "");
         for (int i = 0; i < n_runs; i++) {
             const dhs_serve_result *r = &runs[i].r;
-            fprintf(f, "%s,%d,%g,%" PRId64 ",%.4f,%" PRId64 ",%" PRId64 ",%.4f,%.2f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.2f,%.3f,%.3f,%.2f,%" PRIu64 "\n",
+            fprintf(f, "%s,%d,%g,%" PRId64 ",%.4f,%" PRId64 ",%" PRId64 ",%.4f,%.2f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%d,%.2f,%.3f,%.3f,%.2f,%" PRIu64,
                     dhs_serve_mode_str(runs[i].mode), runs[i].spec, runs[i].load, r->completed, r->duration, r->total_input_tokens,
                     r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
                     r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
                     r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
                     r->accept_length, r->host_rows_per_token, r->waits);
+            if (c.dp_ranks > 1)
+                fprintf(f, ",%d,%s,%.3f,%.3f,%.2f,%.2f,%.4f", r->dp_ranks, dhs_serve_placement_str(runs[i].place), r->p50_step_ms,
+                        r->p99_step_ms, r->miss_max_per_step, r->miss_mean_per_step, r->wait_share);
+            fprintf(f, "\n");
         }
         if (fclose(f)) { fprintf(stderr, "dhs serve-sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
     }
     if (plot) {
-        dhs_plot_series ser[6];
-        double xs[6][MAX_POINTS], ys[6][MAX_POINTS];
-        char names[6][32];
+        /* one line per mode and speculation (and placement, with several ranks) */
+        enum { NS = 3 * 2 * DHS_PLACE_N_ };
+        dhs_plot_series ser[NS];
+        static double xs[NS][MAX_POINTS], ys[NS][MAX_POINTS];
+        char names[NS][48];
         int ns = 0;
         for (int m = 0; m < 3; m++)
-            for (int sp = 0; sp < 2; sp++) {
-                int n = 0;
-                for (int i = 0; i < n_runs; i++)
-                    if ((int)runs[i].mode == m && runs[i].spec == sp) {
-                        xs[ns][n] = runs[i].r.output_throughput;
-                        ys[ns][n] = runs[i].r.median_tpot_ms;
-                        n++;
-                    }
-                if (!n) continue;
-                snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "");
-                ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
-                ns++;
-            }
-        if (dhs_plot_svg(plot, "latency vs throughput (one GPU rank)", "output throughput (tokens/s)", "median TPOT (ms)", ser, ns, 0)) {
+            for (int sp = 0; sp < 2; sp++)
+                for (int pl = 0; pl < DHS_PLACE_N_; pl++) {
+                    int n = 0;
+                    for (int i = 0; i < n_runs; i++)
+                        if ((int)runs[i].mode == m && runs[i].spec == sp && (int)runs[i].place == pl) {
+                            xs[ns][n] = runs[i].r.output_throughput;
+                            ys[ns][n] = runs[i].r.median_tpot_ms;
+                            n++;
+                        }
+                    if (!n) continue;
+                    if (c.dp_ranks > 1)
+                        snprintf(names[ns], sizeof names[ns], "%s%s, %s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "",
+                                 dhs_serve_placement_str((dhs_serve_placement)pl));
+                    else
+                        snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "");
+                    ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
+                    ns++;
+                }
+        if (dhs_plot_svg(plot, c.dp_ranks > 1 ? "latency vs throughput (data-parallel ranks)" : "latency vs throughput (one GPU rank)",
+                         "output throughput (tokens/s)", "median TPOT (ms)", ser, ns, 0)) {
             fprintf(stderr, "dhs serve-sim: cannot write %s\n", plot);
             rc = EXIT_RUNTIME;
         }

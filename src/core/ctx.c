@@ -121,6 +121,7 @@ dhs_config dhs_config_default(void)
 static void ctx_free_all(dhs_ctx *ctx)
 {
     dres_destroy(ctx);
+    ctx_free(ctx, ctx->tp_pairs, (size_t)ctx->tp_cap, sizeof(dhs_copy_pair));
     if (ctx->req) {
         for (int32_t i = 0; i < ctx->cfg.max_requests; i++)
             if (ctx->req[i].in_use) request_free_all(ctx, &ctx->req[i]);

@@ -150,6 +150,15 @@ struct dhs_ctx {
     dhs_copy_pair *pairs;
     int64_t cap_pairs;
 
+    /* tensor-parallel shared recovery (tpshare.h): this context is rank
+       tp_rank of tp_ranks (0 of 1: off). A resolve with misses leaves its copy
+       list here (tp_n pairs, swapped out of `pairs`) for dhs_tp_exchange;
+       while tp_n > 0 the rank refuses resolve, group_done and round_end. */
+    int32_t tp_rank, tp_ranks;
+    dhs_copy_pair *tp_pairs;
+    int64_t tp_cap, tp_n;
+    uint64_t tp_host_rows, tp_peer_rows, tp_exchanges;
+
     uint64_t meta_bytes;    /* host metadata bytes (accounted) */
     dhs_stats st;
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */

@@ -228,7 +228,7 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
-    if (!ctx->round_open) return DHS_ERR_STATE;
+    if (!ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
     if (ctx->dres) return dres_group_done(ctx, group);
     return group_release_staging(ctx, group);
 }
@@ -236,7 +236,7 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group)
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
-    if (!ctx->round_open) return DHS_ERR_STATE;
+    if (!ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
     if (ctx->n_round > 0 && !accepted) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
@@ -352,6 +352,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
     if (k < 1 || k > ctx->cfg.max_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
     if (n_items < 0 || n_items > ctx->cfg.max_requests || (n_items > 0 && !items)) return DHS_ERR_INVALID_ARG;
+    if (ctx->tp_n) return DHS_ERR_STATE; /* a shared recovery awaits dhs_tp_exchange */
     if (n_items == 0) return DHS_OK; /* nothing to resolve: changes nothing, not even resolve_calls */
     for (int32_t it = 0; it < n_items; it++) {
         dhs_status s = validate_item(ctx, group, k, &items[it]);
@@ -465,7 +466,22 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
         }
         ent += nent;
     }
-    if (s == DHS_OK) s = be_gather(ctx->be, ctx->pairs, npairs, ctx->row_stride);
+    if (s == DHS_OK) {
+        if (ctx->tp_ranks > 1 && npairs > 0) {
+            /* tensor-parallel shared recovery: the copy list waits for dhs_tp_exchange
+               (tpshare.c), which copies this rank's share from host and the rest from
+               its peers; swapping the lists allocates nothing and cannot fail */
+            dhs_copy_pair *tp = ctx->tp_pairs;
+            int64_t cap = ctx->tp_cap;
+            ctx->tp_pairs = ctx->pairs;
+            ctx->tp_cap = ctx->cap_pairs;
+            ctx->tp_n = npairs;
+            ctx->pairs = tp;
+            ctx->cap_pairs = cap;
+        } else {
+            s = be_gather(ctx->be, ctx->pairs, npairs, ctx->row_stride);
+        }
+    }
     if (s != DHS_OK) {
         rollback_call(ctx, g, n_items, items);
         return s;

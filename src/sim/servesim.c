@@ -48,6 +48,8 @@ dhs_serve_config dhs_serve_config_default(void)
     dhs_serve_config c;
     memset(&c, 0, sizeof c);
     c.mode = DHS_SERVE_ADAPTIVE;
+    c.dp_ranks = 1;
+    c.placement = DHS_PLACE_ROUND_ROBIN;
     c.spec = 0;
     dhs_serve_parse_schedule("8@32,6@64,5@127,4", &c);
     c.accept_p = 0.7;
@@ -126,6 +128,9 @@ typedef struct sreq {
     uint64_t rng_acc, sel_seed;
     dhs_selreq *sel;       /* hierarchical modes: from join to completion */
 } sreq;
+/* (a request's rank is the rank_st its run goes through, and its placement
+   prediction a function of its lengths, recomputed at completion: neither is
+   stored, so per-request state is the single-rank simulator's) */
 
 /* where requests come from, in arrival order: made one at a time */
 typedef struct source {
@@ -369,10 +374,66 @@ static void hier_free(hier *H)
     dhs_backend_destroy(H->be);
 }
 
-/* a request finished at time t: metrics, release its capacity; the closed
-   loop issues the next request at that instant. The request itself is freed
-   by the caller once it left the running set. */
-static int complete(hier *H, const dhs_serve_config *c, source *S, sreq *q, int hierarchical, double *res_used, rlist *pending,
+/* ------------------------------------------------------------- placement */
+const char *dhs_serve_placement_str(dhs_serve_placement p)
+{
+    switch (p) {
+    case DHS_PLACE_ROUND_ROBIN: return "round-robin";
+    case DHS_PLACE_LEAST_SESSIONS: return "least-sessions";
+    case DHS_PLACE_MISS_AWARE: return "miss-aware";
+    default: return "unknown";
+    }
+}
+
+dhs_serve_pred dhs_serve_predict(const dhs_serve_config *c, int64_t prompt, int64_t output)
+{
+    const dhs_serve_cost *k = &c->cost;
+    const dhs_locality *l = &c->loc;
+    dhs_serve_pred p = {0, 0, 0};
+    double L = (double)prompt + 0.5 * (double)output, pos = (double)(prompt + output);
+    if (c->mode != DHS_SERVE_RESIDENT && L > c->k) {
+        /* query 0's composition in the selection generator (tracegen.c select_base): sinks, the
+           window, the on-clusters' rows up to k - tail_min*k, the random tail. A cluster's on share
+           is its stationary one (topic_on / (topic_on + topic_off); 1 with both 0, as req_locality) */
+        double on = l->topic_on + l->topic_off > 0 ? l->topic_on / (l->topic_on + l->topic_off) : 1.0;
+        double win = l->window_full + (double)(l->window - l->window_full) * l->window_density;
+        double clus = l->clusters * on * (2.0 * l->cluster_radius + 1) * l->cluster_density;
+        double limit = c->k - l->tail_min * c->k, fixed = l->sinks + win + clus;
+        double tail = c->k - (fixed < limit ? fixed : limit);
+        /* clusters that switch topic per step land anywhere in the old history */
+        double fresh = l->clusters * l->topic_switch * (2.0 * l->cluster_radius + 1) * l->cluster_density;
+        double held = (double)c->hot_rows + c->tail_rows, out_share = held < L ? 1 - held / L : 0;
+        p.misses = (tail + fresh) * out_share;
+    }
+    if (c->mode == DHS_SERVE_RESIDENT) p.bytes = pos * k->layers * (double)(k->row_bytes + k->idx_bytes);
+    else p.bytes = pos * k->layers * k->idx_bytes + (double)(c->hot_rows + c->tail_rows) * k->row_bytes * k->layers;
+    p.step_us = k->token_us + k->layers * (k->attn_us + k->idx_us_per_ktok * L / 1000.0 + p.misses * k->row_bytes / (k->pcie_gbps * 1000.0));
+    return p;
+}
+
+/* one data-parallel rank: its own core context, queue, admitted requests and batch */
+typedef struct rank_st {
+    hier H;
+    rlist queue;                  /* arrived and placed here, waiting for admission */
+    sreq **run, **bat, **newly;   /* [max_batch] */
+    int32_t n_run, nb, n_new;
+    int32_t *Kv, *acc;            /* [max_batch] */
+    double res_used;
+    double dt;                    /* this step, us */
+    uint64_t dH;                  /* this step's host rows */
+    dhs_stats st0;
+    /* placement state: live requests (placed, not done) and their predictions */
+    int32_t live, placed, max_running;
+    double pred_us, pred_bytes;
+    /* statistics */
+    uint64_t host_rows;
+    double step_ms_sum;
+} rank_st;
+
+/* a request finished at time t on rank R: metrics, release its capacity; the
+   closed loop issues the next request at that instant. The request itself is
+   freed by the caller once it left the running set. */
+static int complete(rank_st *R, const dhs_serve_config *c, source *S, sreq *q, int hierarchical, rlist *pending,
                     double t, dhs_serve_result *r, dvec *e2el, dvec *tpot, char *err, size_t err_len)
 {
     const dhs_serve_cost *cost = &c->cost;
@@ -382,11 +443,15 @@ static int complete(hier *H, const dhs_serve_config *c, source *S, sreq *q, int 
     r->total_input_tokens += q->prompt;
     r->total_output_tokens += q->out;
     if (hierarchical) {
-        dhs_request_close(H->ctx, q->h); /* cannot fail for an open request outside a round */
-        H->idx_used -= (uint64_t)((double)(q->prompt + q->out) * cost->layers * cost->idx_bytes);
+        dhs_request_close(R->H.ctx, q->h); /* cannot fail for an open request outside a round */
+        R->H.idx_used -= (uint64_t)((double)(q->prompt + q->out) * cost->layers * cost->idx_bytes);
     } else {
-        *res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+        R->res_used -= (double)(q->prompt + q->out) * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
     }
+    dhs_serve_pred pr = dhs_serve_predict(c, q->prompt, q->out); /* what placement added */
+    R->live--;
+    R->pred_us -= pr.step_us;
+    R->pred_bytes -= pr.bytes;
     source_drop_sel(S, q);
     if (S->w->arrival == DHS_ARRIVAL_CLOSED && S->made < S->N) {
         sreq *nq = source_make(S, t, err, err_len);
@@ -397,6 +462,36 @@ static int complete(hier *H, const dhs_serve_config *c, source *S, sreq *q, int 
 nomem:
     dhs_errf(err, err_len, "out of memory");
     return -1;
+}
+
+/* the rank an arriving request goes to */
+static int32_t place(const dhs_serve_config *c, const rank_st *rk, int32_t nr, const dhs_serve_pred *pr, uint64_t arrival_no, double budget)
+{
+    if (nr == 1) return 0;
+    int32_t best = 0;
+    switch (c->placement) {
+    case DHS_PLACE_LEAST_SESSIONS:
+        for (int32_t i = 1; i < nr; i++)
+            if (rk[i].live < rk[best].live) best = i;
+        return best;
+    case DHS_PLACE_MISS_AWARE: {
+        /* the least predicted step time among the ranks that take the request (bytes and slots);
+           none does: the least predicted step time overall */
+        int any_fit = 0;
+        for (int32_t i = 0; i < nr; i++)
+            any_fit |= rk[i].pred_bytes + pr->bytes <= budget && rk[i].live < c->max_batch;
+        best = -1;
+        for (int32_t i = 0; i < nr; i++) {
+            int fit = rk[i].pred_bytes + pr->bytes <= budget && rk[i].live < c->max_batch;
+            if (any_fit && !fit) continue;
+            if (best < 0 || rk[i].pred_us < rk[best].pred_us ||
+                (rk[i].pred_us == rk[best].pred_us && rk[i].pred_bytes < rk[best].pred_bytes))
+                best = i;
+        }
+        return best;
+    }
+    default: return (int32_t)(arrival_no % (uint64_t)nr);
+    }
 }
 
 /* The trace pre-pass: requests in the trace, and the mean and largest
@@ -442,6 +537,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         dhs_errf(err, err_len, "invalid configuration");
         return -1;
     }
+    if (c->dp_ranks < 1 || c->dp_ranks > DHS_SERVE_MAX_RANKS || (int)c->placement < 0 || c->placement >= DHS_PLACE_N_) {
+        dhs_errf(err, err_len, "invalid data-parallel configuration (ranks 1..%d, placement 0..%d)", DHS_SERVE_MAX_RANKS, DHS_PLACE_N_ - 1);
+        return -1;
+    }
     int32_t N = w->n_requests;
     double trace_mean = 0;
     int64_t max_len = 0; /* the longest request: prompt + output, clamped */
@@ -458,19 +557,15 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     if (w->arrival == DHS_ARRIVAL_POISSON && !(w->rate > 0)) { dhs_errf(err, err_len, "Poisson arrivals need a rate > 0"); return -1; }
     if (w->arrival == DHS_ARRIVAL_CLOSED && w->concurrency < 1) { dhs_errf(err, err_len, "closed loop needs a concurrency >= 1"); return -1; }
     int hierarchical = c->mode != DHS_SERVE_RESIDENT;
-    int32_t KM = spec_kmax(c);
+    int32_t KM = spec_kmax(c), NR = c->dp_ranks;
     int rc = -1;
-    sreq **run = malloc(sizeof(sreq *) * (size_t)c->max_batch), **bat = malloc(sizeof(sreq *) * (size_t)c->max_batch);
-    sreq **newly = malloc(sizeof(sreq *) * (size_t)c->max_batch);
-    dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0};
-    hier H;
-    memset(&H, 0, sizeof H);
+    rank_st *rk = calloc((size_t)NR, sizeof *rk);
+    dvec ttft = {0}, tpot = {0}, itl = {0}, e2el = {0}, stepv = {0};
     dhs_selgen *G = NULL;
-    int32_t *sel = NULL, *loc = NULL, *Kv = NULL, *acc = NULL;
+    int32_t *sel = NULL, *loc = NULL;
     dhs_req *hs = NULL;
     dhs_resolve_item *items = NULL;
-    rlist pending = {0}, queue = {0};
-    int32_t n_run = 0;
+    rlist pending = {0};
     source S;
     memset(&S, 0, sizeof S);
     S.c = c;
@@ -481,10 +576,20 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     S.len_rng = dhs_mix64(w->seed ^ 0x3c6ef372fe94f82bull);
     S.cmin = w->context_min > 0 ? w->context_min : w->context / 2;
     S.omin = w->output_min > 0 ? w->output_min : (w->output_len + 1) / 2;
-    if (!run || !bat || !newly) goto nomem;
+    if (!rk) goto nomem;
+    for (int32_t ri = 0; ri < NR; ri++) {
+        rank_st *R = &rk[ri];
+        R->run = malloc(sizeof(sreq *) * (size_t)c->max_batch);
+        R->bat = malloc(sizeof(sreq *) * (size_t)c->max_batch);
+        R->newly = malloc(sizeof(sreq *) * (size_t)c->max_batch);
+        R->Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        R->acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+        if (!R->run || !R->bat || !R->newly || !R->Kv || !R->acc) goto nomem;
+    }
     if (w->arrival == DHS_ARRIVAL_TRACE && dhs_serve_trace_open(w->trace_path, &S.tr, err, err_len)) goto out;
     if (hierarchical) {
-        if (hier_init(&H, c, w, trace_mean, max_len, r, err, err_len)) goto out;
+        for (int32_t ri = 0; ri < NR; ri++)
+            if (hier_init(&rk[ri].H, c, w, trace_mean, max_len, r, err, err_len)) goto out;
         dhs_tracegen_params gp = dhs_tracegen_default();
         gp.k = c->k;
         gp.spec = KM;
@@ -493,16 +598,15 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         G = dhs_selgen_create(&gp, gerr, sizeof gerr);
         if (!G) { dhs_errf(err, err_len, "selection generator: %s", gerr); goto out; }
         S.sel_bytes = dhs_selreq_bytes(G);
+        /* one rank resolves at a time: the selection buffers are shared */
         size_t nsel = (size_t)c->max_batch * (size_t)KM * (size_t)c->k;
         sel = malloc(sizeof(int32_t) * nsel);
         loc = malloc(sizeof(int32_t) * nsel);
         if (!sel || !loc) goto nomem;
     }
-    Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
-    acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
     hs = malloc(sizeof(dhs_req) * (size_t)c->max_batch);
     items = malloc(sizeof(dhs_resolve_item) * (size_t)c->max_batch);
-    if (!Kv || !acc || !hs || !items) goto nomem;
+    if (!hs || !items) goto nomem;
     /* the first arrivals: the closed loop's initial requests at t = 0, else
        one lookahead request (the next is made when it arrives) */
     if (w->arrival == DHS_ARRIVAL_CLOSED) {
@@ -516,112 +620,145 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         if (!q) goto out;
         rl_push(&pending, q);
     }
-    double M = c->kv_gib * 1073741824.0, res_used = 0;
+    double M = c->kv_gib * 1073741824.0;
     int32_t completed = 0;
-    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0;
-    uint64_t acc_n = 0;
-    dhs_stats st0;
-    if (hierarchical) dhs_get_stats(H.ctx, &st0);
-    /* pending: made, not yet arrived (arrival order); queue: arrived, waiting
-       for admission; run[]: admitted requests (slot and memory held); a
-       request decodes once its prefill is done and its KV arrived (joined). */
+    double now = 0, batch_sum = 0, step_sum = 0, acc_sum = 0, miss_max_sum = 0, miss_mean_sum = 0, rank_mean_sum = 0;
+    uint64_t acc_n = 0, arrivals = 0;
+    if (hierarchical)
+        for (int32_t ri = 0; ri < NR; ri++) dhs_get_stats(rk[ri].H.ctx, &rk[ri].st0);
+    /* pending: made, not yet arrived (arrival order). Each arrival is placed
+       on a rank (dhs_serve_placement) and joins that rank's queue: arrived,
+       waiting for admission; a rank's run[]: its admitted requests (slot and
+       memory held); a request decodes once its prefill is done and its KV
+       arrived (joined). */
     int remote = c->prefill_remote;
     while (completed < N) {
         while (pending.head && pending.head->arrival <= now) {
-            rl_push(&queue, rl_pop(&pending));
+            sreq *q = rl_pop(&pending);
+            dhs_serve_pred pr = dhs_serve_predict(c, q->prompt, q->out);
+            rank_st *R = &rk[place(c, rk, NR, &pr, arrivals++, M)];
+            R->live++;
+            R->placed++;
+            R->pred_us += pr.step_us;
+            R->pred_bytes += pr.bytes;
+            rl_push(&R->queue, q);
             if (w->arrival != DHS_ARRIVAL_CLOSED && S.made < N) {
-                sreq *q = source_make(&S, 0, err, err_len);
-                if (!q) goto out;
-                rl_push(&pending, q);
+                sreq *nq = source_make(&S, 0, err, err_len);
+                if (!nq) goto out;
+                rl_push(&pending, nq);
             }
         }
-        /* admission, head of line */
-        int32_t n_new = 0;
-        while (queue.head && n_run < c->max_batch) {
-            sreq *q = queue.head;
-            double pos = (double)(q->prompt + q->out);
-            int ok;
-            if (!hierarchical) {
-                double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
-                ok = res_used + need <= M;
-                if (!ok && n_run == 0) {
-                    dhs_errf(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
-                    goto out;
+        /* admission, head of line, on each rank */
+        int32_t n_running = 0, any_new = 0;
+        double tp_max = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            hier *H = &R->H;
+            R->n_new = 0;
+            while (R->queue.head && R->n_run < c->max_batch) {
+                sreq *q = R->queue.head;
+                double pos = (double)(q->prompt + q->out);
+                int ok;
+                if (!hierarchical) {
+                    double need = pos * cost->layers * (double)(cost->row_bytes + cost->idx_bytes);
+                    ok = R->res_used + need <= M;
+                    if (!ok && R->n_run == 0) {
+                        dhs_errf(err, err_len, "request of %lld positions never fits %.1f GiB resident", (long long)(q->prompt + q->out), c->kv_gib);
+                        goto out;
+                    }
+                    if (ok) R->res_used += need;
+                } else {
+                    uint64_t need = (uint64_t)(pos * cost->layers * cost->idx_bytes);
+                    ok = H->idx_used + need <= H->idx_cap;
+                    if (ok) {
+                        dhs_status s = dhs_request_open(H->ctx, q->prompt + q->out, &q->h);
+                        if (s == DHS_WAIT) ok = 0;
+                        else if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
+                    }
+                    if (!ok && R->n_run == 0) {
+                        dhs_errf(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
+                            (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H->idx_cap / 1073741824.0);
+                        goto out;
+                    }
+                    if (ok) H->idx_used += need;
                 }
-                if (ok) res_used += need;
-            } else {
-                uint64_t need = (uint64_t)(pos * cost->layers * cost->idx_bytes);
-                ok = H.idx_used + need <= H.idx_cap;
-                if (ok) {
-                    dhs_status s = dhs_request_open(H.ctx, q->prompt + q->out, &q->h);
-                    if (s == DHS_WAIT) ok = 0;
-                    else if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_open: %s", dhs_status_str(s)); goto out; }
-                }
-                if (!ok && n_run == 0) {
-                    dhs_errf(err, err_len, "request of %lld positions never fits (index keys %.2f of %.2f GiB, or the pool)",
-                        (long long)(q->prompt + q->out), (double)need / 1073741824.0, (double)H.idx_cap / 1073741824.0);
-                    goto out;
-                }
-                if (ok) H.idx_used += need;
+                if (!ok) { r->waits++; break; }
+                rl_pop(&R->queue);
+                q->admitted = 1;
+                q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
+                R->run[R->n_run++] = q;
+                R->newly[R->n_new++] = q;
             }
-            if (!ok) { r->waits++; break; }
-            rl_pop(&queue);
-            q->admitted = 1;
-            q->ready = now + cost->prefill_us_per_token * (double)q->prompt * 1e-6; /* remote prefill */
-            run[n_run++] = q;
-            newly[n_new++] = q;
+            n_running += R->n_run;
+            if (R->n_run > R->max_running) R->max_running = R->n_run;
+            if (!remote && R->n_new) {
+                double tp = 0;
+                for (int32_t i = 0; i < R->n_new; i++) tp += cost->prefill_us_per_token * (double)R->newly[i]->prompt;
+                if (tp > tp_max) tp_max = tp;
+                any_new = 1;
+            }
         }
-        if (n_run > r->max_running) r->max_running = n_run;
-        if (!remote && n_new) {
-            /* local prefill: the admitted prompts run one after another and stall decoding */
-            double tp = 0;
-            for (int32_t i = 0; i < n_new; i++) tp += cost->prefill_us_per_token * (double)newly[i]->prompt;
-            now += tp * 1e-6;
-            for (int32_t i = 0; i < n_new; i++) newly[i]->ready = now;
+        if (n_running > r->max_running) r->max_running = n_running;
+        if (any_new) {
+            /* local prefill: the admitted prompts run one after another on their rank and stall decoding
+               (of the group: the ranks step together) */
+            now += tp_max * 1e-6;
+            for (int32_t ri = 0; ri < NR; ri++)
+                for (int32_t i = 0; i < rk[ri].n_new; i++) rk[ri].newly[i]->ready = now;
         }
         /* join: prefill done, KV imported, first token out */
-        for (int32_t i = 0; i < n_run; i++) {
-            sreq *q = run[i];
-            if (q->joined || q->ready > now) continue;
-            if (hierarchical) {
-                dhs_status s = dhs_request_import(H.ctx, q->h, q->prompt, NULL,
-                                                  c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
-                if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
-                q->sel = dhs_selreq_start(G, q->sel_seed, q->prompt);
-                if (!q->sel) goto nomem;
-                S.bytes += S.sel_bytes;
-                if (S.bytes > S.peak_bytes) S.peak_bytes = S.bytes;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            for (int32_t i = 0; i < R->n_run; i++) {
+                sreq *q = R->run[i];
+                if (q->joined || q->ready > now) continue;
+                if (hierarchical) {
+                    dhs_status s = dhs_request_import(R->H.ctx, q->h, q->prompt, NULL,
+                                                      c->mode == DHS_SERVE_ADAPTIVE ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST);
+                    if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_request_import: %s", dhs_status_str(s)); goto out; }
+                    q->sel = dhs_selreq_start(G, q->sel_seed, q->prompt);
+                    if (!q->sel) goto nomem;
+                    S.bytes += S.sel_bytes;
+                    if (S.bytes > S.peak_bytes) S.peak_bytes = S.bytes;
+                }
+                q->joined = 1;
+                q->n = q->prompt;
+                q->tokens = 1;
+                q->t_first = q->t_last = q->ready;
+                if (dvec_push(&ttft, (q->ready - q->arrival) * 1e3)) goto nomem;
             }
-            q->joined = 1;
-            q->n = q->prompt;
-            q->tokens = 1;
-            q->t_first = q->t_last = q->ready;
-            if (dvec_push(&ttft, (q->ready - q->arrival) * 1e3)) goto nomem;
         }
         /* the decode batch: joined requests still generating; one-token requests complete */
-        int32_t nb = 0, j = 0;
-        for (int32_t i = 0; i < n_run; i++) {
-            sreq *q = run[i];
-            if (q->joined && q->tokens >= q->out) {
-                if (complete(&H, c, &S, q, hierarchical, &res_used, &pending, q->t_last, r, &e2el, NULL, err, err_len)) {
-                    for (int32_t i2 = i; i2 < n_run; i2++) run[j++] = run[i2]; /* each request once, for the cleanup */
-                    n_run = j;
-                    goto out;
+        int32_t nb_all = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            int32_t j = 0;
+            R->nb = 0;
+            for (int32_t i = 0; i < R->n_run; i++) {
+                sreq *q = R->run[i];
+                if (q->joined && q->tokens >= q->out) {
+                    if (complete(R, c, &S, q, hierarchical, &pending, q->t_last, r, &e2el, NULL, err, err_len)) {
+                        for (int32_t i2 = i; i2 < R->n_run; i2++) R->run[j++] = R->run[i2]; /* each request once, for the cleanup */
+                        R->n_run = j;
+                        goto out;
+                    }
+                    completed++;
+                    source_free(&S, q);
+                    continue;
                 }
-                completed++;
-                source_free(&S, q);
-                continue;
+                R->run[j++] = q;
+                if (q->joined) R->bat[R->nb++] = q;
             }
-            run[j++] = q;
-            if (q->joined) bat[nb++] = q;
+            R->n_run = j;
+            nb_all += R->nb;
         }
-        n_run = j;
-        if (nb == 0) {
+        if (nb_all == 0) {
             /* idle: jump to the next arrival or prefill completion */
             double t_next = INFINITY;
             if (pending.head) t_next = pending.head->arrival;
-            for (int32_t i = 0; i < n_run; i++)
-                if (run[i]->ready < t_next) t_next = run[i]->ready;
+            for (int32_t ri = 0; ri < NR; ri++)
+                for (int32_t i = 0; i < rk[ri].n_run; i++)
+                    if (rk[ri].run[i]->ready < t_next) t_next = rk[ri].run[i]->ready;
             if (t_next == INFINITY) {
                 if (completed < N) { dhs_errf(err, err_len, "simulation stalled with %d of %d requests done", completed, N); goto out; }
                 break;
@@ -629,78 +766,108 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             if (t_next > now) now = t_next;
             continue;
         }
-        int32_t Kb = c->spec ? dhs_serve_block_width(c, nb) : 1;
-        double attn = 0;
-        uint64_t dE = 0, dH = 0;
-        int32_t kmax_step = 1;
-        for (int32_t i = 0; i < nb; i++) {
-            sreq *q = bat[i];
-            int64_t left = q->out - q->tokens;
-            Kv[i] = (int32_t)(Kb < left ? Kb : left);
-            if (Kv[i] < 1) Kv[i] = 1;
-            if (Kv[i] > kmax_step) kmax_step = Kv[i];
-            attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
-            int32_t a = 0;
-            while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < c->accept_p) a++;
-            acc[i] = a;
-        }
-        if (hierarchical) {
-            for (int32_t i = 0; i < nb; i++) hs[i] = bat[i]->h;
-            dhs_status s = dhs_round_begin(H.ctx, nb, hs, Kv);
-            int64_t off = 0;
-            for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
+        /* each rank's step; the group's step takes the longest */
+        double dt = 0, rank_dt_sum = 0;
+        uint64_t dH_max = 0, dH_sum = 0;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            int32_t nb = R->nb, *Kv = R->Kv, *acc = R->acc;
+            sreq **bat = R->bat;
+            R->dt = 0;
+            R->dH = 0;
+            if (nb == 0) continue;
+            int32_t Kb = c->spec ? dhs_serve_block_width(c, nb) : 1;
+            double attn = 0;
+            uint64_t dE = 0, dH = 0;
+            int32_t kmax_step = 1;
+            for (int32_t i = 0; i < nb; i++) {
                 sreq *q = bat[i];
-                s = dhs_write_rows(H.ctx, q->h, 0, q->n, Kv[i], NULL);
-                int32_t *qs = sel + off;
-                if (dhs_selgen_round(G, q->sel, q->n, Kv[i], qs)) goto nomem;
-                items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
-                off += (int64_t)Kv[i] * c->k;
+                int64_t left = q->out - q->tokens;
+                Kv[i] = (int32_t)(Kb < left ? Kb : left);
+                if (Kv[i] < 1) Kv[i] = 1;
+                if (Kv[i] > kmax_step) kmax_step = Kv[i];
+                attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
+                int32_t a = 0;
+                while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < c->accept_p) a++;
+                acc[i] = a;
             }
-            dhs_stats a0, a1;
-            dhs_get_stats(H.ctx, &a0);
-            if (s == DHS_OK) s = dhs_resolve(H.ctx, 0, c->k, nb, items);
-            if (s == DHS_OK) s = dhs_group_done(H.ctx, 0);
-            if (s == DHS_OK) s = dhs_round_end(H.ctx, acc);
-            if (s != DHS_OK) { dhs_errf(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
-            dhs_get_stats(H.ctx, &a1);
-            dE = a1.entries - a0.entries;
-            dH = a1.host_rows_copied - a0.host_rows_copied;
+            if (hierarchical) {
+                dhs_ctx *ctx = R->H.ctx;
+                for (int32_t i = 0; i < nb; i++) hs[i] = bat[i]->h;
+                dhs_status s = dhs_round_begin(ctx, nb, hs, Kv);
+                int64_t off = 0;
+                for (int32_t i = 0; i < nb && s == DHS_OK; i++) {
+                    sreq *q = bat[i];
+                    s = dhs_write_rows(ctx, q->h, 0, q->n, Kv[i], NULL);
+                    int32_t *qs = sel + off;
+                    if (dhs_selgen_round(G, q->sel, q->n, Kv[i], qs)) goto nomem;
+                    items[i] = (dhs_resolve_item){q->h, Kv[i], qs, loc + off};
+                    off += (int64_t)Kv[i] * c->k;
+                }
+                dhs_stats a0, a1;
+                dhs_get_stats(ctx, &a0);
+                if (s == DHS_OK) s = dhs_resolve(ctx, 0, c->k, nb, items);
+                if (s == DHS_OK) s = dhs_group_done(ctx, 0);
+                if (s == DHS_OK) s = dhs_round_end(ctx, acc);
+                if (s != DHS_OK) { dhs_errf(err, err_len, "decode step: %s", dhs_status_str(s)); goto out; }
+                dhs_get_stats(ctx, &a1);
+                dE = a1.entries - a0.entries;
+                dH = a1.host_rows_copied - a0.host_rows_copied;
+            }
+            double qtok = 0;
+            for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
+            double d = cost->base_us + cost->token_us * qtok + cost->layers * attn;
+            if (hierarchical) {
+                d += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
+                if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
+            }
+            if (c->spec) d += cost->draft_us * (kmax_step - 1);
+            R->dt = d;
+            R->dH = dH;
+            if (d > dt) dt = d;
         }
-        double qtok = 0;
-        for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
-        double dt = cost->base_us + cost->token_us * qtok + cost->layers * attn;
-        if (hierarchical) {
-            dt += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
-            if (dH) dt += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            R->host_rows += R->dH;
+            R->step_ms_sum += R->dt * 1e-3;
+            rank_dt_sum += R->dt;
+            dH_sum += R->dH;
+            if (R->dH > dH_max) dH_max = R->dH;
         }
-        if (c->spec) dt += cost->draft_us * (kmax_step - 1);
+        miss_max_sum += (double)dH_max;
+        miss_mean_sum += (double)dH_sum / NR;
+        rank_mean_sum += rank_dt_sum / NR * 1e-3;
         now += dt * 1e-6;
         r->steps++;
-        batch_sum += nb;
+        batch_sum += nb_all;
         step_sum += dt * 1e-3;
-        if (nb < DHS_SERVE_BATCH_HIST) {
-            r->step_ms_sum[nb] += dt * 1e-3;
-            r->step_n[nb]++;
+        if (dvec_push(&stepv, dt * 1e-3)) goto nomem;
+        if (nb_all < DHS_SERVE_BATCH_HIST) {
+            r->step_ms_sum[nb_all] += dt * 1e-3;
+            r->step_n[nb_all]++;
         }
         /* tokens of the step; completions */
-        for (int32_t i = 0; i < nb; i++) {
-            sreq *q = bat[i];
-            q->tokens += acc[i] + 1;
-            q->n += acc[i] + 1;
-            acc_sum += acc[i] + 1;
-            acc_n++;
-            if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
-            q->t_last = now;
-            if (q->tokens < q->out) continue;
-            if (complete(&H, c, &S, q, hierarchical, &res_used, &pending, now, r, &e2el, &tpot, err, err_len)) goto out;
-            completed++;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            for (int32_t i = 0; i < R->nb; i++) {
+                sreq *q = R->bat[i];
+                q->tokens += R->acc[i] + 1;
+                q->n += R->acc[i] + 1;
+                acc_sum += R->acc[i] + 1;
+                acc_n++;
+                if (dvec_push(&itl, (now - q->t_last) * 1e3)) goto nomem;
+                q->t_last = now;
+                if (q->tokens < q->out) continue;
+                if (complete(R, c, &S, q, hierarchical, &pending, now, r, &e2el, &tpot, err, err_len)) goto out;
+                completed++;
+            }
+            int32_t j = 0;
+            for (int32_t i = 0; i < R->n_run; i++) {
+                if (R->run[i]->done) source_free(&S, R->run[i]);
+                else R->run[j++] = R->run[i];
+            }
+            R->n_run = j;
         }
-        j = 0;
-        for (int32_t i = 0; i < n_run; i++) {
-            if (run[i]->done) source_free(&S, run[i]);
-            else run[j++] = run[i];
-        }
-        n_run = j;
         if (c->progress && (r->steps & 1023) == 0) c->progress(c->progress_user, completed, N, now);
     }
     r->completed = completed;
@@ -712,19 +879,36 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     summarize(tpot.v, tpot.n, &r->mean_tpot_ms, &r->median_tpot_ms, &r->p99_tpot_ms);
     summarize(itl.v, itl.n, &r->mean_itl_ms, &r->median_itl_ms, &r->p99_itl_ms);
     summarize(e2el.v, e2el.n, &r->mean_e2el_ms, &r->median_e2el_ms, &r->p99_e2el_ms);
+    {
+        double mean_unused;
+        summarize(stepv.v, stepv.n, &mean_unused, &r->p50_step_ms, &r->p99_step_ms);
+    }
     r->mean_batch = r->steps ? batch_sum / (double)r->steps : 0;
     r->mean_step_ms = r->steps ? step_sum / (double)r->steps : 0;
     r->accept_length = acc_n ? acc_sum / (double)acc_n : 0;
+    r->dp_ranks = NR;
+    for (int32_t ri = 0; ri < NR; ri++) {
+        rank_st *R = &rk[ri];
+        r->rank_sessions[ri] = R->placed;
+        r->rank_max_running[ri] = R->max_running;
+        r->rank_misses_per_step[ri] = r->steps ? (double)R->host_rows / (double)r->steps : 0;
+        r->rank_mean_step_ms[ri] = r->steps ? R->step_ms_sum / (double)r->steps : 0;
+    }
+    r->miss_max_per_step = r->steps ? miss_max_sum / (double)r->steps : 0;
+    r->miss_mean_per_step = r->steps ? miss_mean_sum / (double)r->steps : 0;
+    r->wait_share = step_sum > 0 ? 1 - rank_mean_sum / step_sum : 0;
     if (hierarchical) {
-        dhs_stats s1;
-        dhs_get_stats(H.ctx, &s1);
-        r->entries = s1.entries - st0.entries;
-        r->host_rows = s1.host_rows_copied - st0.host_rows_copied;
-        r->census_direct = s1.census_direct - st0.census_direct;
-        r->census_hot = s1.census_hot - st0.census_hot;
-        r->census_host = s1.census_host - st0.census_host;
-        r->reclaims = s1.reclaims - st0.reclaims;
-        r->repopulated_pages = s1.repopulated_pages - st0.repopulated_pages;
+        for (int32_t ri = 0; ri < NR; ri++) {
+            dhs_stats s1, *s0 = &rk[ri].st0;
+            dhs_get_stats(rk[ri].H.ctx, &s1);
+            r->entries += s1.entries - s0->entries;
+            r->host_rows += s1.host_rows_copied - s0->host_rows_copied;
+            r->census_direct += s1.census_direct - s0->census_direct;
+            r->census_hot += s1.census_hot - s0->census_hot;
+            r->census_host += s1.census_host - s0->census_host;
+            r->reclaims += s1.reclaims - s0->reclaims;
+            r->repopulated_pages += s1.repopulated_pages - s0->repopulated_pages;
+        }
         r->host_rows_per_token = r->total_output_tokens ? (double)r->host_rows / (double)r->total_output_tokens : 0;
     }
     rc = 0;
@@ -734,23 +918,30 @@ nomem:
 out:
     r->peak_live_requests = S.peak_live;
     r->peak_request_bytes = S.peak_bytes;
-    for (int32_t i = 0; run && i < n_run; i++) source_free(&S, run[i]);
-    for (sreq *q; (q = rl_pop(&queue));) source_free(&S, q);
+    if (rk) {
+        for (int32_t ri = 0; ri < NR; ri++) {
+            rank_st *R = &rk[ri];
+            for (int32_t i = 0; R->run && i < R->n_run; i++) source_free(&S, R->run[i]);
+            for (sreq *q; (q = rl_pop(&R->queue));) source_free(&S, q);
+            if (hierarchical && R->H.ctx) hier_free(&R->H);
+            free(R->run);
+            free(R->bat);
+            free(R->newly);
+            free(R->Kv);
+            free(R->acc);
+        }
+    }
     for (sreq *q; (q = rl_pop(&pending));) source_free(&S, q);
-    if (hierarchical) hier_free(&H);
+    free(rk);
     dhs_serve_trace_close(S.tr);
     dhs_selgen_free(G);
-    free(run);
-    free(bat);
-    free(newly);
     free(ttft.v);
     free(tpot.v);
     free(itl.v);
     free(e2el.v);
+    free(stepv.v);
     free(sel);
     free(loc);
-    free(Kv);
-    free(acc);
     free(hs);
     free(items);
     r->wall_s = dhs_wall_s() - w0;

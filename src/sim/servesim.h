@@ -48,6 +48,14 @@
  *     + [speculation] draft_us * (max K_i - 1)
  * Prefill of a prompt of P positions: prefill_us_per_token * P.
  * Defaults and their sources: dhs_serve_cost_default() and docs/SIM.md.
+ *
+ * Data-parallel ranks (dp_ranks R > 1): R such ranks, each with its own
+ * budget (kv_gib, max_batch: the configured ones), its own core context, queue
+ * and batch. Each arriving request is placed on one rank at arrival
+ * (dhs_serve_placement) and stays there. The ranks step together: a step of
+ * the group takes the longest of the ranks' step times (every rank waits for
+ * the slowest; a rank with an empty batch waits too). R = 1 is the single-rank
+ * simulator, output unchanged.
  */
 #ifndef DHS_SIM_SERVESIM_H
 #define DHS_SIM_SERVESIM_H
@@ -104,8 +112,24 @@ typedef struct dhs_serve_workload {
     uint64_t seed;
 } dhs_serve_workload;
 
+/* where an arriving request goes among the data-parallel ranks */
+typedef enum {
+    DHS_PLACE_ROUND_ROBIN = 0,    /* arrival i to rank i mod R */
+    DHS_PLACE_LEAST_SESSIONS = 1, /* the rank holding the fewest live (queued or running) requests */
+    DHS_PLACE_MISS_AWARE = 2,     /* the rank with the least predicted step time (its live requests' attention,
+                                     indexer and predicted host-row misses, dhs_serve_predict), among the
+                                     ranks whose predicted resident bytes and slots still take the request;
+                                     ties: fewer predicted resident bytes, then the lower rank */
+    DHS_PLACE_N_
+} dhs_serve_placement;
+const char *dhs_serve_placement_str(dhs_serve_placement p);
+
+#define DHS_SERVE_MAX_RANKS 64
+
 typedef struct dhs_serve_config {
     dhs_serve_mode mode;
+    int32_t dp_ranks;            /* data-parallel ranks, 1..DHS_SERVE_MAX_RANKS (1) */
+    dhs_serve_placement placement; /* with dp_ranks > 1 (round robin) */
     int spec;                    /* speculative decoding on */
     int32_t n_sched;             /* block-width schedule: K = sched_k[i] for the first i with batch <= sched_batch[i] */
     int32_t sched_batch[8];
@@ -172,7 +196,34 @@ typedef struct dhs_serve_result {
     /* decode step time by batch size: sum (ms) and count */
     double step_ms_sum[DHS_SERVE_BATCH_HIST];
     uint64_t step_n[DHS_SERVE_BATCH_HIST];
+    /* decode step time percentiles (the group's step with dp_ranks > 1) */
+    double p50_step_ms, p99_step_ms;
+    /* data-parallel ranks (dp_ranks > 1; for one rank: rank 0 = the totals).
+       misses: one layer's host rows copied; per step: over the group's steps */
+    int32_t dp_ranks;
+    int32_t rank_sessions[DHS_SERVE_MAX_RANKS];     /* requests placed on the rank */
+    int32_t rank_max_running[DHS_SERVE_MAX_RANKS];  /* most admitted at once on the rank */
+    double rank_misses_per_step[DHS_SERVE_MAX_RANKS];
+    double rank_mean_step_ms[DHS_SERVE_MAX_RANKS];  /* the rank's own step time, over the group's steps (0 when idle) */
+    double miss_max_per_step;    /* mean over steps of the most misses on one rank */
+    double miss_mean_per_step;   /* mean over steps of the ranks' mean misses */
+    double wait_share;           /* 1 - (mean rank step time) / (group step time): time ranks wait for the slowest */
 } dhs_serve_result;
+
+/* The placement's prediction for one request of prompt P and output O
+   positions (its mean context P + O/2), under configuration c: host-row misses
+   per decode step and layer (query 0, a FIXED-hierarchy estimate from the
+   locality model: the random tail and new topics land in host rows with the
+   share of the context that the hot cache and tail do not hold; 0 resident or
+   when the context fits in k), predicted device bytes (index keys, plus the hot
+   cache and tail per layer, or the whole context resident) and its share of a
+   step's time in microseconds (token, attention, indexer and miss cost). */
+typedef struct dhs_serve_pred {
+    double misses;
+    double bytes;
+    double step_us;
+} dhs_serve_pred;
+dhs_serve_pred dhs_serve_predict(const dhs_serve_config *c, int64_t prompt, int64_t output);
 
 /* Runs one simulation. 0 on success, else -1 with err set. */
 int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_serve_result *r, char *err, size_t err_len);

@@ -136,4 +136,46 @@ printf '{"timestamp": 500, "input_length": 900, "output_length": 4}\n{"timestamp
 expect 2 "$DHS" serve-sim "${SMALL[@]}" --requests-trace "$T/u.jsonl"
 grep -q "u.jsonl:2:" "$T/err" || fail "serve-sim: an out-of-order trace names its line"
 
+# data-parallel ranks (--dp-ranks, --placement)
+expect 0 "$DHS" serve-sim --help
+grep -q -- "--dp-ranks" "$T/out" && grep -q -- "--placement" "$T/out" || fail "serve-sim --help lists --dp-ranks and --placement"
+for v in 0 65 x; do
+    expect 2 "$DHS" serve-sim --dp-ranks "$v"
+    grep -q "1..64" "$T/err" || fail "--dp-ranks $v: the range named: $(cat "$T/err")"
+done
+expect 2 "$DHS" serve-sim --placement miss-aware
+grep -q "dp-ranks" "$T/err" || fail "--placement without --dp-ranks explained"
+expect 2 "$DHS" serve-sim --dp-ranks 2 --placement round-robin,magic
+grep -q "round-robin, least-sessions, miss-aware" "$T/err" || fail "unknown placement: the choices named"
+# one rank: the same output with and without --dp-ranks 1
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 1,4 --spec both
+cp "$T/out" "$T/one_default"
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 1,4 --spec both --dp-ranks 1
+cmp -s "$T/out" "$T/one_default" || fail "--dp-ranks 1 changes the output"
+grep -q "data-parallel" "$T/out" && fail "one rank prints a data-parallel table"
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 4 --modes fixed --spec off --dp-ranks 3 --json
+python3 - "$T/out" <<'PY' || fail "serve-sim --dp-ranks 3 --json inconsistent"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["dp_ranks"] == 3, d["config"]
+runs = d["runs"]
+assert [r["dp"]["placement"] for r in runs] == ["round-robin", "least-sessions", "miss-aware"], runs
+for r in runs:
+    dp = r["dp"]
+    assert dp["ranks"] == 3 and len(dp["rank_sessions"]) == 3 and sum(dp["rank_sessions"]) == r["completed"] == 8, dp
+    assert len(dp["rank_misses_per_step"]) == 3 and dp["p99_step_ms"] >= dp["p50_step_ms"] > 0, dp
+    assert dp["miss_max_per_step"] >= dp["miss_mean_per_step"] - 0.01 and 0 <= dp["wait_share"] < 1, dp
+    assert abs(sum(dp["rank_misses_per_step"]) / 3 - dp["miss_mean_per_step"]) < 0.02, dp
+# round robin: arrival i on rank i mod 3
+assert runs[0]["dp"]["rank_sessions"] == [3, 3, 2], runs[0]["dp"]
+PY
+expect 0 "$DHS" serve-sim "${SMALL[@]}" --rates 4 --modes adaptive --spec off --dp-ranks 2 --placement miss-aware,round-robin \
+    --csv "$T/dp.csv" --plot "$T/dp.svg"
+grep -q "data-parallel ranks" "$T/out" && grep -q "miss-aware" "$T/out" || fail "serve-sim prints the data-parallel table"
+[ "$(wc -l <"$T/dp.csv")" -eq 3 ] && head -1 "$T/dp.csv" | grep -q ",placement," && grep -q ",round-robin," "$T/dp.csv" &&
+    grep -q ",miss-aware," "$T/dp.csv" || fail "serve-sim --csv with --dp-ranks: a placement column, one row per placement"
+grep -q "adaptive, miss-aware" "$T/dp.svg" || fail "serve-sim --plot with --dp-ranks: one line per placement"
+# one rank: the CSV keeps its columns
+head -1 "$T/s.csv" | grep -q "placement" && fail "one rank's CSV grew columns"
+
 finish sim
