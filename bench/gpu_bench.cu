@@ -42,14 +42,8 @@ extern "C" {
 #include "util/rng.h"
 }
 
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_cuda.h"
+
 #define DK(x)                                                                                      \
     do {                                                                                           \
         dhs_status s_ = (x);                                                                       \

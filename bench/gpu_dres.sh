@@ -24,13 +24,7 @@ export PATH=$PATH:/usr/local/cuda/bin
 steps=${DRES_STEPS:-test bench san verify graph}
 seed=${DRES_SEED:-20261201}
 t_start=$(date +%s)
-cj=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$root/third_party/cjson" ]; then
-  cj=(-DCJSON_INCLUDE_DIR="$root/third_party/cjson/include" -DCJSON_LIBRARY="$root/third_party/cjson/lib/libcjson.so")
-  export LD_LIBRARY_PATH="$root/third_party/cjson/lib:${LD_LIBRARY_PATH:-}"
-fi
-summary=()
-row() { summary+=("$(printf '%-34s %s' "$1" "$2")"); echo "## ${summary[-1]}"; }
+. "$root/bench/gpu_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/build.log" 2>&1
 cmake -S "$root" -B "$bld" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" >> "$out/build.log" 2>&1 &&

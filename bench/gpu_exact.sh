@@ -9,11 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/build-gpu/out}
 mkdir -p "$out"
 export PATH=$PATH:/usr/local/cuda/bin
-cj=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$root/build-cjson" ]; then
-  cj=(-DCJSON_INCLUDE_DIR="$root/build-cjson/include" -DCJSON_LIBRARY="$root/build-cjson/lib/libcjson.so")
-  export LD_LIBRARY_PATH="$root/build-cjson/lib:${LD_LIBRARY_PATH:-}"
-fi
+. "$root/bench/gpu_lib.sh"
 cmake -S "$root" -B "$root/build-gcuda" -DDHS_CUDA=ON -DDHS_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release "${cj[@]}" \
   > "$out/exact_build.log" 2>&1 && cmake --build "$root/build-gcuda" -j"$(nproc)" --target dhs_tool >> "$out/exact_build.log" 2>&1 \
   || { tail -30 "$out/exact_build.log"; echo "BUILD FAILED"; exit 1; }

@@ -19,11 +19,7 @@ mkdir -p "$out"
 export PATH=$PATH:/usr/local/cuda/bin
 sessions=32 context=32768 tokens=64
 [ "${1:-}" = --quick ] && { sessions=8; context=8192; tokens=16; }
-cj=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$root/build-cjson" ]; then
-  cj=(-DCJSON_INCLUDE_DIR="$root/build-cjson/include" -DCJSON_LIBRARY="$root/build-cjson/lib/libcjson.so")
-  export LD_LIBRARY_PATH="$root/build-cjson/lib:${LD_LIBRARY_PATH:-}"
-fi
+. "$root/bench/gpu_lib.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
 b="$root/build-gmodel"
 t0=$(date +%s)

@@ -26,13 +26,8 @@ export PATH=$PATH:/usr/local/cuda/bin
 steps=${VOL_STEPS:-soak san fuzz}
 np=$(nproc)
 t_start=$(date +%s)
-cj=()
-if [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$root/third_party/cjson" ]; then
-  cj=(-DCJSON_INCLUDE_DIR="$root/third_party/cjson/include" -DCJSON_LIBRARY="$root/third_party/cjson/lib/libcjson.so")
-  export LD_LIBRARY_PATH="$root/third_party/cjson/lib:${LD_LIBRARY_PATH:-}"
-fi
-summary=()
-row() { summary+=("$(printf '%-30s %s' "$1" "$2")"); echo "## ${summary[-1]}"; }
+ROW_W=30
+. "$root/bench/gpu_lib.sh"
 has() { [[ " $steps " == *" $1 "* ]]; }
 
 cuda_tests=${SAN_TESTS:-test_cuda test_dres_cuda test_dres_graph test_topk_cuda test_gpu_model}

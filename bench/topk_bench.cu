@@ -26,14 +26,7 @@
 #include "core/topk_spec.h"
 #include "util/rng.h"
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "bench_cuda.h"
 
 /* scores in [0,1) with 24-bit resolution; about half the candidates hit a slot */
 __global__ void fill_kernel(float *sc, int32_t *slot, int64_t total, uint64_t seed)

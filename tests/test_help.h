@@ -100,6 +100,25 @@ static inline uint64_t th_seed(const char *name)
 #define TH_SANITIZED 0
 #endif
 
+/* The two-group architecture several tests share: group 0 has sources 0 (64 B, OWN) and 1 (48 B,
+   FOLLOW) with m = 1; group 1 has source 2 (32 B, OWN) with m = m1. */
+static inline dhs_arch th_arch_two_groups(int32_t m1)
+{
+    dhs_arch a;
+    memset(&a, 0, sizeof a);
+    a.n_groups = 2;
+    a.n_sources = 3;
+    a.sources[0] = (dhs_source_desc){64, 1, 0};
+    a.sources[1] = (dhs_source_desc){48, 1, 0};
+    a.sources[2] = (dhs_source_desc){32, m1, 1};
+    a.n_consumers = 3;
+    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 1, 0};
+    a.consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 2, 1};
+    a.index_key_bytes = 132;
+    return a;
+}
+
 /* Workload multiplier: DHS_TEST_SCALE (default 1) times 0.1 in a sanitizer build, so the same
    setting (scripts/test.sh passes DHS_TEST_SCALE=1 to both builds) keeps the sanitized run short. */
 static inline double th_scale(void)

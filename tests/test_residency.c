@@ -403,13 +403,12 @@ static int read_all(int fd, void *p, size_t n)
     return 0;
 }
 
-/* Runs phases first, first+step, ... < phases; returns the number of failed phases. */
-static long soak_phases(rstats *rs, int first, int step, int phases, long per_phase, long total, int progress)
+/* Runs phases first, first+step, ... < end; returns the number of failed phases. */
+static long soak_phases(rstats *rs, int first, int step, int end, long per_phase, long total, int progress)
 {
-    /* phases is the end of the range to run (exclusive); first the first phase this process runs */
     double t0 = th_now(), last = t0;
     long failed_phases = 0;
-    for (int ph = first; ph < phases; ph += step) {
+    for (int ph = first; ph < end; ph += step) {
         int delay = ph % 5, rnd = (ph / 5) % 2;
         dhs_policy pol = (dhs_policy)(ph % DHS_POLICY_COUNT_);
         dhs_reclaim_order ord = (dhs_reclaim_order)((ph / 2) % DHS_RECLAIM_COUNT_);
@@ -426,7 +425,7 @@ static long soak_phases(rstats *rs, int first, int step, int phases, long per_ph
             fflush(stdout);
         }
         double now = th_now();
-        if (progress && (now - last >= 30.0 || ph + step >= phases)) {
+        if (progress && (now - last >= 30.0 || ph + step >= end)) {
             printf("soak%s: %ld/%ld events, %.0f events/s, %.0f s, phase %d seed %llu, %ld failed phases\n",
                    step > 1 ? " (worker 0)" : "", rs->events, step > 1 ? (total + step - 1) / step : total,
                    (double)rs->events / (now - t0), now - t0, ph, (unsigned long long)seed, failed_phases);
@@ -439,7 +438,7 @@ static long soak_phases(rstats *rs, int first, int step, int phases, long per_ph
 
 /* Forks jobs workers over the phases and sums what they send back into rs; returns failed phases
    (a worker that died or sent nothing counts as one failed phase and is named). */
-static long soak_parallel(rstats *rs, int jobs, int lo, int phases, long per_phase, long total)
+static long soak_parallel(rstats *rs, int jobs, int lo, int end, long per_phase, long total)
 {
     int fds[SOAK_MAX_JOBS];
     pid_t pids[SOAK_MAX_JOBS];
@@ -462,7 +461,7 @@ static long soak_parallel(rstats *rs, int jobs, int lo, int phases, long per_pha
             soak_result r;
             memset(&r, 0, sizeof r);
             long th0 = th_failed;
-            r.failed_phases = soak_phases(&r.rs, lo + j, jobs, phases, per_phase, total, j == 0);
+            r.failed_phases = soak_phases(&r.rs, lo + j, jobs, end, per_phase, total, j == 0);
             r.th_failed = th_failed - th0;
             fflush(stdout);
             _exit(write_all(p[1], &r, sizeof r) == 0 ? 0 : 3);

@@ -31,23 +31,7 @@
 #define MAXR 4
 #define KSEL 12
 
-/* group 0: sources 0 (64 B, OWN) and 1 (48 B, FOLLOW); group 1: source 2 (32 B, OWN); m = 1 */
-static dhs_arch tp_arch(void)
-{
-    dhs_arch a;
-    memset(&a, 0, sizeof a);
-    a.n_groups = 2;
-    a.n_sources = 3;
-    a.sources[0] = (dhs_source_desc){64, 1, 0};
-    a.sources[1] = (dhs_source_desc){48, 1, 0};
-    a.sources[2] = (dhs_source_desc){32, 1, 1};
-    a.n_consumers = 3;
-    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
-    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 1, 0};
-    a.consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 2, 1};
-    a.index_key_bytes = 132;
-    return a;
-}
+static dhs_arch tp_arch(void) { return th_arch_two_groups(1); }
 
 static dhs_config tp_cfg(void)
 {

@@ -1,0 +1,16 @@
+# gpu_lib.sh - sourced by the bench/gpu_*.sh scripts after they set $root.
+# cj: the CMake flags for a carried cJSON ({include/cjson/cJSON.h, lib/libcjson.so*} in third_party/cjson
+# or build-cjson) when the machine lacks libcjson-dev; that lib directory goes on LD_LIBRARY_PATH.
+cj=()
+if [ ! -f /usr/include/cjson/cJSON.h ]; then
+  for d in "$root/third_party/cjson" "$root/build-cjson"; do
+    if [ -d "$d" ]; then
+      cj=(-DCJSON_INCLUDE_DIR="$d/include" -DCJSON_LIBRARY="$d/lib/libcjson.so")
+      export LD_LIBRARY_PATH="$d/lib:${LD_LIBRARY_PATH:-}"
+      break
+    fi
+  done
+fi
+# row LABEL TEXT: one line of the closing summary table (labels ROW_W wide), echoed as it happens
+summary=()
+row() { summary+=("$(printf "%-${ROW_W:-34}s %s" "$1" "$2")"); echo "## ${summary[-1]}"; }
