@@ -88,7 +88,7 @@ if [[ " $steps " == *" graph "* ]]; then
   DHS_TEST_SEED=$seed timeout ${DRES_GRAPH_TIMEOUT:-200} "$bld/test_dres_graph" > "$out/test_dres_graph.log" 2>&1
   r=$?
   [ $r = 0 ] || rc=1
-  row "test_dres_graph" "rc=$r $(grep -h 'rounds x\|host us\|passed,' "$out/test_dres_graph.log" | tr '\n' ' ') ($(( $(date +%s) - t )) s)"
+  row "test_dres_graph" "rc=$r $(grep -h 'rounds x\|host us\|captured round\|passed,' "$out/test_dres_graph.log" | tr '\n' ' ') ($(( $(date +%s) - t )) s)"
   [ $r = 0 ] || tail -20 "$out/test_dres_graph.log"
 fi
 row total "$(( $(date +%s) - t_start )) s"

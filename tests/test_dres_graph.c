@@ -198,6 +198,9 @@ int main(void)
 
     cudaGraphExec_t exec = NULL;
     double host_a = 0, host_b = 0, launch_a = 0, launch_b = 0;
+    double open_a = 0, wait_a = 0, end_a = 0, gpu_a = 0; /* the captured round, split */
+    cudaEvent_t ev0, ev1;
+    CHECK(cudaEventCreate(&ev0) == cudaSuccess && cudaEventCreate(&ev1) == cudaSuccess);
     long mismatches = 0, compared = 0;
     const int32_t acc[G_REQ] = {0, 0, 0, 0};
     for (int round = 0; round < rounds && th_failed == 0; round++) {
@@ -226,13 +229,23 @@ int main(void)
             if (th_failed) break;
         }
         double t1 = now_us();
+        CHECK(cudaEventRecord(ev0, A.s) == cudaSuccess);
         CHECK(cudaGraphLaunch(exec, A.s) == cudaSuccess);
+        CHECK(cudaEventRecord(ev1, A.s) == cudaSuccess);
         double t2 = now_us();
+        CHECK(cudaStreamSynchronize(A.s) == cudaSuccess); /* the GPU's share, timed apart from the host's */
+        double tw = now_us();
         CHECK_ST(dhs_round_end(A.ctx, acc), DHS_OK);
         double t3 = now_us();
         if (round > 0) { /* round 0 includes the capture */
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, ev0, ev1) == cudaSuccess);
             host_a += t3 - t0;
             launch_a += t2 - t1;
+            open_a += t1 - t0;
+            wait_a += tw - t2;
+            end_a += t3 - tw;
+            gpu_a += 1000.0 * ms;
         }
         /* B: the same calls, eagerly */
         t0 = now_us();
@@ -276,6 +289,12 @@ int main(void)
     printf("host us per round: graph %.1f (launch %.1f), eager %.1f (42 calls %.1f); census hot %llu host %llu\n",
            host_a / (rounds - 1), launch_a / (rounds - 1), host_b / (rounds - 1), launch_b / (rounds - 1),
            (unsigned long long)sa.census_hot, (unsigned long long)sa.census_host);
+    printf("captured round, us per round: host control plane %.1f (round_begin + tail locations + selection "
+           "uploads %.1f, round_end %.1f), graph launch %.1f, waiting for the GPU %.1f; GPU time of the step %.1f\n",
+           (open_a + end_a) / (rounds - 1), open_a / (rounds - 1), end_a / (rounds - 1), launch_a / (rounds - 1),
+           wait_a / (rounds - 1), gpu_a / (rounds - 1));
+    cudaEventDestroy(ev0);
+    cudaEventDestroy(ev1);
     if (exec) cudaGraphExecDestroy(exec);
     for (int32_t g = 0; g < G_GROUPS; g++) {
         free(sel_h[g]);
