@@ -329,6 +329,9 @@ static dres_divs divs_make(const dres_state *st, int32_t k)
 /* ------------------------------------------------------------ plan kernel */
 
 #define DU 4 /* entries of one thread whose loads are in flight together */
+template <int V> struct dres_ic {
+    static constexpr int value = V;
+};
 #define DM 2 /* misses of one thread in flight together (4 spills at 64 registers) */
 
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
@@ -408,16 +411,19 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
         int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
         unsigned long long my_err = NO_ERR;
-        for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) {
-            int32_t s[DU], q[DU];
-            int64_t c[DU];
+        /* one pass: U entries of each thread (U = DU; 2 when the request has at most 2 T entries, so no
+           thread runs empty slots); a generic lambda instantiated for both */
+        auto pass = [&](auto u_c, int64_t base) {
+            constexpr int U = decltype(u_c)::value;
+            int32_t s[U], q[U];
+            int64_t c[U];
 #pragma unroll
-            for (int u = 0; u < DU; u++) {
+            for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
                 s[u] = e < nent ? __ldg(selb + e) : -1;
             }
 #pragma unroll
-            for (int u = 0; u < DU; u++) {
+            for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
                 const int32_t v = dres_validate(s[u], st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
                 if (v == 1) {
@@ -432,22 +438,22 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 }
             }
 #pragma unroll
-            for (int u = 0; u < DU; u++) q[u] = c[u] == 0 ? slot_of[s[u]] : -1;
+            for (int u = 0; u < U; u++) q[u] = c[u] == 0 ? slot_of[s[u]] : -1;
 #pragma unroll
-            for (int u = 0; u < DU; u++)
+            for (int u = 0; u < U; u++)
                 if (c[u] == 0) c[u] = dres_hot(s[u], q[u], B);
             /* hits: read `used` first; the atomic only where this round has not protected the slot yet
                (a slot's used only moves to epoch in this phase, so a read of epoch is final) */
-            uint32_t old[DU];
-            int32_t l0[DU]; /* source 0's locations: their table loads in flight with `used` */
+            uint32_t old[U];
+            int32_t l0[U]; /* source 0's locations: their table loads in flight with `used` */
 #pragma unroll
-            for (int u = 0; u < DU; u++) {
+            for (int u = 0; u < U; u++) {
                 const bool hot = c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT;
                 old[u] = hot ? __ldcg(used + q[u]) : epoch;
                 l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, 0, c[u]);
             }
 #pragma unroll
-            for (int u = 0; u < DU; u++) {
+            for (int u = 0; u < U; u++) {
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
                     if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
                     ref[q[u]] = 1;
@@ -455,7 +461,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
             }
 #pragma unroll
-            for (int u = 0; u < DU; u++) {
+            for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
                 if (e >= nent) continue;
                 code[e] = c[u];
@@ -467,17 +473,22 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
             }
             for (int32_t si = 1; si < nsrc; si++) {
-                int32_t l[DU];
+                int32_t l[U];
 #pragma unroll
-                for (int u = 0; u < DU; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, si, c[u]);
+                for (int u = 0; u < U; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, si, c[u]);
 #pragma unroll
-                for (int u = 0; u < DU; u++) {
+                for (int u = 0; u < U; u++) {
                     const int64_t e = base + (int64_t)u * DT + tid;
                     if (e < nent && !(c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS)) locb[si * lstride + e] = l[u];
                 }
             }
 #pragma unroll
-            for (int u = 0; u < DU; u++) c_prot += old[u] != epoch;
+            for (int u = 0; u < U; u++) c_prot += old[u] != epoch;
+        };
+        if (nent <= 2 * (int64_t)DT) {
+            if (nent > 0) pass(dres_ic<2>{}, 0);
+        } else {
+            for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base);
         }
         if (tid == 0) { /* meta is only touched by this thread before the next barrier */
             int32_t np = m_np;
