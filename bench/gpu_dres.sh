@@ -8,7 +8,10 @@
 #   5. `dhs verify --backend cuda --resolver device` with the issue's flag sets,
 #      if the tool has --resolver;
 #   6. test_dres_graph: a GLM-like decode step (21 groups, 78 sources)
-#      captured as a CUDA graph and replayed against eager calls.
+#      captured as a CUDA graph and replayed against eager calls;
+#   7. (opt-in, DRES_STEPS="... pages") `dhs bench resolve --backend cuda
+#      --host-pages all`: the scattered span on every host page kind the
+#      machine allows (default, thp, 2m, 1g) side by side (docs/CUDA.md).
 # A short table at the end. Logs under $OUT (default build-gdres/out).
 # Knobs: DRES_TEST_SCALE (1), DRES_SAN_SCALE (0.005), DRES_RACE_SCALE (= SAN),
 # DRES_BENCH_ARGS (""), DRES_STEPS ("test bench san verify graph"; run in the
@@ -90,6 +93,19 @@ if [[ " $steps " == *" graph "* ]]; then
   [ $r = 0 ] || rc=1
   row "test_dres_graph" "rc=$r $(grep -h 'rounds x\|host us\|captured round\|passed,' "$out/test_dres_graph.log" | tr '\n' ' ') ($(( $(date +%s) - t )) s)"
   [ $r = 0 ] || tail -20 "$out/test_dres_graph.log"
+fi
+if [[ " $steps " == *" pages "* ]]; then
+  t=$(date +%s)
+  if cmake --build "$bld" -j"$(nproc)" --target dhs_tool >> "$out/build.log" 2>&1; then
+    timeout ${DRES_PAGES_TIMEOUT:-300} "$bld/dhs" bench resolve --backend cuda --host-pages all --batch 1,64,256 \
+      --hot-rows 4096 --misses 300,2048 --queries 1 --json --output "$out/host_pages.json" 2> "$out/host_pages.txt"
+    r=$?
+  else
+    r=build
+  fi
+  [ "$r" = 0 ] || rc=1
+  row "bench resolve --host-pages all" "rc=$r ($(( $(date +%s) - t )) s)"
+  grep -h '^#' "$out/host_pages.txt"
 fi
 row total "$(( $(date +%s) - t_start )) s"
 printf '\n== gpu_dres summary ==\n'

@@ -1,9 +1,12 @@
 /* dhs bench - benchmarks that print measured figures next to a baseline run
  * in the same process (ratios), never pass/fail timings.
  *
- *   dhs bench resolve   resolver entries/s at k = 2048 for several hot-cache
- *                       sizes B with the same misses per call, next to a
- *                       HiSparse-style slot-scan lookup of the same selections.
+ *   dhs bench resolve   --backend cpu: resolver entries/s at k = 2048 for several
+ *                       hot-cache sizes B with the same misses per call, next to
+ *                       a HiSparse-style slot-scan lookup of the same selections.
+ *                       --backend cuda: the device resolver's kernels against an
+ *                       O(B) scan kernel and the gather ceiling (bench/dres_bench.cu,
+ *                       linked in when the CUDA backend is built).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include <time.h>
 
 #include "args.h"
+#include "dres_bench.h"
 #include "cmds.h"
 #include "dhs.h"
 #include "sim/util.h"
@@ -112,40 +116,160 @@ static int bench_resolve_one(int32_t B, int32_t k, int32_t misses, int32_t round
     return 0;
 }
 
-static const char *const bench_backends[] = {"cpu", NULL};
+static const char *const bench_backends[] = {"cpu", "cuda", NULL};
 static const char *const bench_policies[] = {"lru", "clock", "fifo", "lfu", NULL};
+static const char *const bench_layouts[] = {"compact", "scattered", "both", NULL};
+
+/* --backend cuda: the device resolver's kernels (bench/dres_bench.cu, linked into the tool when the CUDA
+   backend is built) on the lists given; exit 2 on bad lists, 3 when no CUDA backend or device is there */
+static int bench_resolve_cuda(const char *prog, const dhs_bench_resolve_opts *o, const char *output)
+{
+    char why[256];
+    if (dhs_bench_resolve_validate(o, why, sizeof why)) return args_fail(prog, "--backend cuda: %s", why);
+    if (tool_check_backend(prog, "cuda")) return EXIT_RUNTIME; /* one line on stderr: why */
+#ifdef DHS_BENCH_RESOLVE_CUDA
+    if (tool_output(prog, output)) return EXIT_RUNTIME;
+    dhs_bench_resolve_opts r = *o;
+    char *prov = NULL;
+    size_t prov_n = 0;
+    FILE *pf = open_memstream(&prov, &prov_n);
+    if (pf) {
+        tool_prov_fields(pf, "cuda");
+        fclose(pf);
+    }
+    r.prov = prov;
+    int rc = dhs_bench_resolve_cuda(&r);
+    free(prov);
+    return rc;
+#else
+    (void)output;
+    fprintf(stderr, "%s: --backend cuda: this dhs was built without the CUDA backend\n", prog);
+    return EXIT_RUNTIME;
+#endif
+}
 
 static int bench_resolve(int argc, char **argv)
 {
     int64_t Bs[8] = {2048, 8192, 65536};
     int nB = 3;
-    int64_t k = 2048, misses = 64, rounds = 2000, row_bytes = 576, repeats64 = 5;
-    int pol_i = 0, backend = 0, json = 0;
+    int64_t batch[8] = {1, 8, 64, 256}, mis[8] = {64}, qs[8] = {1, 4};
+    int nbatch = 4, nmis = 1, nq = 2;
+    int64_t k = 2048, rounds = 2000, row_bytes = 576, repeats64 = 5;
+    int32_t reps = 60, graph_calls = 16;
+    double span_gib = 8;
+    int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0;
+    int seen_hot = 0, seen_mis = 0, seen_row = 0, seen_batch = 0, seen_q = 0, seen_rounds = 0, seen_pol = 0,
+        seen_repeat = 0, seen_reps = 0, seen_graph = 0, seen_layout = 0, seen_span = 0, seen_pages = 0;
     const char *output = NULL;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = bench_backends,
-         .help = "the resolver runs on the host (bench/gpu_bench.cu measures the GPU)"},
+         .help = "cpu: the host resolver on one core; cuda: the device resolver's plan + copy kernels against an "
+                 "O(B) scan baseline and the gather ceiling (needs a CUDA build and a device, else exit 3)"},
         {.name = "--hot", .type = ARG_I64_LIST, .dest = Bs, .ilo = 64, .ihi = 1 << 22, .count = &nB, .max = 8,
-         .help = "hot-cache sizes B (multiples of 64, each >= k)"},
-        A_I64("--k", &k, 1, 1 << 16, "entries per call"),
-        A_I64("--misses", &misses, 1, 1 << 16, "misses per call (at most k)"),
-        A_I64("--rounds", &rounds, 1, 1 << 24, "timed calls per size"),
-        A_I64("--row-bytes", &row_bytes, 16, 1 << 16, "row size, a multiple of 16"),
-        {.name = "--policy", .type = ARG_ENUM, .dest = &pol_i, .choices = bench_policies, .help = "hot-cache replacement"},
-        A_I64("--repeat", &repeats64, 1, 16, "interleaved repeats (the median is reported)"),
-        A_BOOL("--json", &json, "one JSON object (with version, commit, date, host, device)"),
+         .seen = &seen_hot, .def = "cpu 2048,8192,65536; cuda 2048,4096,16384,65536",
+         .help = "hot-cache sizes B (multiples of 64, each >= k; cuda: at most 65536)"},
+        {.name = "--hot-rows", .type = ARG_I64_LIST, .dest = Bs, .ilo = 64, .ihi = 1 << 22, .count = &nB, .max = 8,
+         .seen = &seen_hot, .def = "as --hot", .help = "the same as --hot"},
+        {.name = "--batch", .type = ARG_I64_LIST, .dest = batch, .ilo = 1, .ihi = 256, .count = &nbatch, .max = 8,
+         .seen = &seen_batch, .help = "cuda: requests per call"},
+        {.name = "--misses", .type = ARG_I64_LIST, .dest = mis, .ilo = 0, .ihi = 1 << 16, .count = &nmis, .max = 8,
+         .seen = &seen_mis, .def = "cpu 64; cuda 0,32,300,2048",
+         .help = "misses per call (cpu: one value, 1..k) or per request (cuda: each at most k)"},
+        {.name = "--queries", .type = ARG_I64_LIST, .dest = qs, .ilo = 1, .ihi = 4, .count = &nq, .max = 8,
+         .seen = &seen_q, .help = "cuda: queries K per request (the K selections share their rows)"},
+        A_I64("--k", &k, 1, 1 << 16, "entries per call (cuda: per query, 64..2048)"),
+        {.name = "--row-bytes", .type = ARG_I64, .dest = &row_bytes, .ilo = 16, .ihi = 1 << 16, .seen = &seen_row,
+         .def = "cpu 576; cuda 656", .help = "row size, a multiple of 16 (cuda: at most 8192)"},
+        {.name = "--rounds", .type = ARG_I64, .dest = &rounds, .ilo = 1, .ihi = 1 << 24, .seen = &seen_rounds,
+         .help = "cpu: timed calls per size"},
+        {.name = "--policy", .type = ARG_ENUM, .dest = &pol_i, .choices = bench_policies, .seen = &seen_pol,
+         .help = "cpu: hot-cache replacement"},
+        {.name = "--repeat", .type = ARG_I64, .dest = &repeats64, .ilo = 1, .ihi = 16, .seen = &seen_repeat,
+         .help = "cpu: interleaved repeats (the median is reported)"},
+        {.name = "--reps", .type = ARG_INT, .dest = &reps, .ilo = 10, .ihi = 100000, .seen = &seen_reps,
+         .help = "cuda: timed repetitions of every timing (p50 and p90 of them)"},
+        {.name = "--graph-calls", .type = ARG_INT, .dest = &graph_calls, .ilo = 1, .ihi = 256, .seen = &seen_graph,
+         .help = "cuda: R, resolves captured back to back in ONE graph for the M = 0 configurations (per call = "
+                 "graph time / R: a resolve inside a captured decode step, without the per-launch event floor)"},
+        {.name = "--layout", .type = ARG_ENUM, .dest = &layout, .choices = bench_layouts, .seen = &seen_layout,
+         .help = "cuda: host rows of the misses: each request's contiguous (compact), or each at a random place "
+                 "of a multi-GiB span (scattered; configurations with misses only)"},
+        {.name = "--span-gib", .type = ARG_DOUBLE, .dest = &span_gib, .dlo = 0.5, .dhi = 1024, .seen = &seen_span,
+         .help = "cuda: GiB of the scattered span (halved down to 0.5 when it cannot be had)"},
+        {.name = "--host-pages", .type = ARG_ENUM, .dest = &pages, .choices = dhs_bench_page_names(),
+         .seen = &seen_pages,
+         .help = "cuda: pages of the scattered span: cudaHostAlloc (default), mmap + MADV_HUGEPAGE (thp), "
+                 "hugetlbfs 2 MiB / 1 GiB (2m, 1g) registered with cudaHostRegister; all: every kind the machine "
+                 "allows, the others reported as not available (implies --layout scattered unless given)"},
+        A_BOOL("--breakdown", &brk, "cuda: also the plan kernel alone and the copy kernel alone (compact layout)"),
+        {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "cuda: no progress on stderr"},
+        A_BOOL("--json", &json, "cpu: one JSON object (with version, commit, date, host, device); cuda: one JSON "
+                                "object per line (a run record, then one per configuration), nothing else on stdout"),
         A_OUT("--output", &output, "write the results to FILE instead of stdout"),
     };
     arg_cmd cmd = {
         .prog = "dhs bench resolve",
-        .about = "Resolver entries per second at k entries per call and a fixed number of misses per call,\n"
-                 "for each hot-cache size B; next to it a HiSparse-style slot scan of the same selections\n"
-                 "(the in-process baseline). Figures are ratios on this machine, not pass/fail timings.",
+        .about = "--backend cpu: resolver entries per second at k entries per call and a fixed number of misses\n"
+                 "per call, for each hot-cache size B; next to it a HiSparse-style slot scan of the same\n"
+                 "selections (the in-process baseline).\n"
+                 "--backend cuda: the device resolver (plan + copy kernels, eager and as a graph) for every\n"
+                 "configuration batch x B x misses x K, next to an O(B) scan resolver kernel and the gather\n"
+                 "ceiling (the same host rows to the same destinations); p50/p90 us, miss GB/s, ratios; the\n"
+                 "empty-kernel floor once per run. Progress on stderr.\n"
+                 "Figures are ratios on this machine, not pass/fail timings.",
         .specs = sp,
         .n_specs = (int)(sizeof sp / sizeof sp[0]),
     };
     int pr = args_parse(&cmd, argc, argv, NULL, NULL);
     if (pr) return args_exit(pr);
+    if (backend == 1) {
+        const struct { int seen; const char *flag; } cpu_only[] = {
+            {seen_rounds, "--rounds"}, {seen_pol, "--policy"}, {seen_repeat, "--repeat"}};
+        for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++)
+            if (cpu_only[i].seen) return args_fail(cmd.prog, "%s applies to --backend cpu only", cpu_only[i].flag);
+        static const int64_t hot_d[] = {2048, 4096, 16384, 65536}, mis_d[] = {0, 32, 300, 2048};
+        if (!seen_hot) {
+            memcpy(Bs, hot_d, sizeof hot_d);
+            nB = 4;
+        }
+        if (!seen_mis) {
+            memcpy(mis, mis_d, sizeof mis_d);
+            nmis = 4;
+        }
+        if (!seen_row) row_bytes = 656;
+        if (seen_pages && pages != DHS_BENCH_PAGES_DEFAULT && seen_layout && layout == 0)
+            return args_fail(cmd.prog, "--host-pages %s places the scattered span: not with --layout compact",
+                             dhs_bench_page_names()[pages]);
+        if (seen_pages && !seen_layout) layout = 1;
+        dhs_bench_resolve_opts o;
+        dhs_bench_resolve_defaults(&o);
+        dhs_bench_sweep_set(&o.compact, batch, nbatch, Bs, nB, mis, nmis, qs, nq);
+        o.scattered = o.compact;
+        if (brk) o.breakdown = o.compact;
+        o.layouts = layout == 0 ? DHS_BENCH_COMPACT : layout == 1 ? DHS_BENCH_SCATTERED : DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED;
+        o.k = (int32_t)k;
+        o.row_bytes = (int32_t)row_bytes;
+        o.reps = reps;
+        o.graph_calls = graph_calls;
+        o.span_gib = span_gib;
+        o.host_pages = pages;
+        o.json = json;
+        o.progress = !quiet;
+        o.prog = cmd.prog;
+        return bench_resolve_cuda(cmd.prog, &o, output);
+    }
+    {
+        const struct { int seen; const char *flag; } cuda_only[] = {
+            {seen_batch, "--batch"}, {seen_q, "--queries"}, {seen_reps, "--reps"}, {seen_graph, "--graph-calls"},
+            {seen_layout, "--layout"}, {seen_span, "--span-gib"}, {seen_pages, "--host-pages"}, {brk, "--breakdown"},
+            {quiet, "--quiet"}};
+        for (size_t i = 0; i < sizeof cuda_only / sizeof cuda_only[0]; i++)
+            if (cuda_only[i].seen) return args_fail(cmd.prog, "%s applies to --backend cuda only", cuda_only[i].flag);
+    }
+    if (nmis != 1 || mis[0] < 1)
+        return args_fail(cmd.prog, "--backend cpu takes one --misses value, at least 1 (got %d value%s, first %lld)", nmis,
+                         nmis == 1 ? "" : "s", (long long)mis[0]);
+    const int64_t misses = mis[0];
     dhs_policy pol = (dhs_policy)pol_i;
     if (row_bytes % 16) return args_fail(cmd.prog, "--row-bytes must be a multiple of 16, got %lld", (long long)row_bytes);
     int repeats = (int)repeats64;
@@ -201,7 +325,7 @@ static int bench_resolve(int argc, char **argv)
 int cmd_bench(int argc, char **argv)
 {
     static const arg_sub subs[] = {
-        {"resolve", bench_resolve, "resolver entries/s vs hot-cache size (k = 2048), with a slot-scan baseline"},
+        {"resolve", bench_resolve, "the resolver vs hot-cache size (k = 2048) next to a slot-scan baseline (cpu or cuda)"},
     };
     return args_dispatch("dhs bench", "Benchmarks print measured figures next to an in-process baseline (ratios).", subs,
                          (int)(sizeof subs / sizeof subs[0]), argc, argv);
