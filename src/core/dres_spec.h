@@ -75,11 +75,6 @@ enum {
     DRES_M_PROT_EPOCH = 2,
     DRES_M_NPROT = 3,    /* slots with used == prot_epoch */
     DRES_M_NSTAGED = 4,  /* staged rows this round */
-    /* 5-7: the CUDA plan kernel's per-call words between the slices of one
-       request (src/cuda/dres.cu); 0 between calls, never used by the C loops */
-    DRES_M_XDH = 5,      /* direct entries + (hot or staged entries << 16) */
-    DRES_M_XPM = 6,      /* slots protected first by this call + (miss entries << 16) */
-    DRES_M_TICKET = 7,   /* slices done */
     DRES_META = 8
 };
 

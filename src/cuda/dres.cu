@@ -3,25 +3,27 @@
  * same copy list per request, same state after every call);
  * tests/test_dres_cuda.c checks that bit for bit after every call.
  *
- * Plan kernel (resolve): blocks of DHS_DRES_THREADS (T), one entry a
- * thread; grid (ceil(k_max k / T) slices, N round positions), fixed (slices
- * past a request's K queries and positions b >= n_round only write -1):
- *   1. every slice of a request: validate, direct, hot lookup through
- *      slot_of; hits read used[q] and, only where it is not yet this round's
- *      epoch, protect it with atomicExch (the old value tells whether this
- *      call protected it first, so n_prot counts each slot once) and set
- *      their reference bit; the code goes to st->code[e] like the CPU's, and
- *      every entry that is not a miss gets its locations right away. A miss
- *      claims its row with atomicMin(slot_of[s], INT32_MIN + e) (a missed row
- *      holds -1, larger than any claim), so the surviving claim names the
- *      first occurrence. The slice's counts go to the request's spare meta
- *      words; the last slice to take the request's ticket goes on alone. The
- *      spec's int64 divisions (e / k, s % T, s / p, v / p,
+ * Plan kernel (resolve), one block of DHS_DRES_THREADS (T) per round
+ * position b, grid N (fixed; blocks b >= n_round write -1 locations):
+ *   1. every thread takes entries e = tid + j T, DU of them at once, each
+ *      kind of load issued for all DU before any is used (selection; then
+ *      slot_of; then used and source 0's page table; then the stores), so a
+ *      pass costs ~3 dependent round trips, not 3 per entry: validate, direct,
+ *      hot lookup through slot_of; hits read used[q] and, only where it is
+ *      not yet this round's epoch, protect it with atomicExch (the old value
+ *      tells whether this call protected it first, so n_prot counts each slot
+ *      once) and get their reference bit; the code goes to st->code[e] like
+ *      the CPU's, and every entry that is not a miss gets its locations right
+ *      away. Entries past the request's K queries only get -1 (a store-only
+ *      loop). Misses are remembered as bit j of a register; a block without
+ *      misses is done. The spec's int64 divisions (e / k, s % T, s / p, v / p,
  *      s / host_chunk_rows: all dividends < 2^31) are multiply-high + shifts
  *      with magic numbers made by the launcher (dres_divs);
- *   2. distinct misses (last slice): the miss entries from the codes; ranks
- *      in e order from warp ballots per tile of T entries and one block-wide
- *      exclusive scan over the (tile, warp) counts; dmiss[rank] = s;
+ *   2. distinct misses: every miss entry claims its row with
+ *      atomicMin(slot_of[s], INT32_MIN + e) (a missed row holds -1, larger
+ *      than any claim), so the surviving claim names the first occurrence.
+ *      Ranks in e order come from warp ballots per tile of T entries and one
+ *      block-wide exclusive scan over the (tile, warp) counts; dmiss[rank] = s;
  *   3. free slots `filled + i`, then the CLOCK sweep by the whole block
  *      (sweep_block: within one pass the windowed rule of dres_sweep_window
  *      equals "the first `need` eligible slots from the hand", decided for up
@@ -32,10 +34,11 @@
  *      so pair indices stay dense;
  *   4. the misses' locations; stats by block reduction + one atomicAdd per
  *      counter.
- *   Steps 3 and 4 take DM misses of a thread at once.
+ *   Steps 3 and 4 take DM misses of a thread at once the same way.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
- * T = 1024 by default (bench/RESULTS.md runs 10, 18-20 measured one block
- * per request, 512 threads and a two-kernel split against it).
+ * T = 1024 by default (bench/RESULTS.md run 10: 512 is faster at batch 256
+ * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
+ * and used miss the L2).
  * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
  * in `scratch`; the copy kernel launched after the plan kernel (always: one
  * block without payload) takes the smallest key and stores its code into
@@ -325,43 +328,12 @@ static dres_divs divs_make(const dres_state *st, int32_t k)
 
 /* ------------------------------------------------------------ plan kernel */
 
-#define DU 4 /* tiles of one thread whose loads are in flight together */
+#define DU 4 /* entries of one thread whose loads are in flight together */
 template <int V> struct dres_ic {
     static constexpr int value = V;
 };
 #define DM 2 /* misses of one thread in flight together (4 spills at 64 registers) */
 
-/* Plan kernel, grid (ceil(k_max * k / T) slices, N round positions), T =
-   DHS_DRES_THREADS threads, one entry a thread: block (x, b) resolves the
-   entries [x T, (x + 1) T) of position b, so a request's entries spread over
-   ceil(K k / T) SMs. Slices past the request's K queries and positions
-   b >= n_round only store -1.
-   1. every thread: validate, direct, hot lookup through slot_of; a hit reads
-      used[q] and, only where it is not yet this round's epoch, protects it
-      with atomicExch (the old value tells whether this call protected it
-      first, so each slot counts once) and sets its reference bit; code[e] as
-      the CPU's; every entry that is not a miss gets its locations. A miss
-      claims its row with atomicMin(slot_of[s], INT32_MIN + e) (a missed row
-      holds -1, larger than any claim; a claim is negative, so a block that
-      reads it later still sees a miss): the surviving claim names the first
-      occurrence. The slice's counts go to the request's spare meta words
-      (DRES_M_X*) with one atomic each; then a ticket (meta DRES_M_TICKET,
-      after a fence): the LAST slice of the request to finish goes on alone,
-      with every other slice's stores visible;
-   2. the last slice: the request's counts, protection counter and stats (the
-      spare words back to 0); a request without misses is done. Else the miss
-      entries (codes of every slice: bit j of a register for entry j T + tid),
-      ranks of the first occurrences in e order from warp ballots per tile of
-      T entries and one block-wide exclusive scan over the (tile, warp)
-      counts; dmiss[rank] = s;
-   3. free slots `filled + i`, then the CLOCK sweep by the whole block
-      (sweep_block), then all threads assign miss i -> free slot, victim or
-      staging row and write the copy list (miss i, source si) at pair
-      i * nsrc + si. Staging failures are the trailing misses (the CPU stops
-      staging at the first), so pair indices stay dense;
-   4. the misses' locations; stats by block reduction + one atomicAdd per
-      counter.
-   Steps 2-4 take DU tiles / DM misses of a thread at once. */
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
@@ -370,62 +342,77 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
-    __shared__ int s_c[4]; /* this slice: direct, hot, newly protected, miss entries */
-    __shared__ int s_host, s_entries, s_taken, s_stop, s_last;
-    __shared__ int s_nprot0, s_prot, s_nmiss, s_filled, s_hand, s_nstaged, s_arena0;
+    __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
+    __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
     __shared__ unsigned long long s_err;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int32_t x = (int32_t)blockIdx.x, b = (int32_t)blockIdx.y, N = st.N, B = st.B, nsrc = st.nsrc,
-                  KK = st.k_max;
-    const int64_t all = (int64_t)KK * k, lstride = (int64_t)N * KK * k; /* loc: one source to the next */
-    const int64_t base = (int64_t)x * DT, e_me = base + tid;
-    int32_t *locb = loc + (int64_t)b * KK * k;
+    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.k_max;
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch;
+    const int64_t all = (int64_t)KK * k;
 
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;");
-    if (tid == 0 && x == 0 && b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
-    const int32_t n_round = rd->n_round;
-    /* slice 0 of every position: is request slot b in the round (else its npairs is 0) */
-    const int in_round = x == 0 ? slot_in_round(rd, n_round) : 1;
-    if (x == 0 && !__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
-    if (b >= n_round) { /* uniform: a padding position */
-        if (e_me < all)
-            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e_me] = -1;
-        return;
-    }
-    const uint32_t epoch = rd->epoch;
-    const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
-    const int64_t nent = (int64_t)K * k;
-    const int32_t nsl = nent > 0 ? (int32_t)((nent + DT - 1) / DT) : 1; /* slices with entries (>= 1) */
-    if (x >= nsl) { /* uniform: past the request's K queries */
-        if (e_me < all)
-            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e_me] = -1;
-        return;
-    }
-    const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
-    const int32_t *selb = sel + (int64_t)b * KK * k;
-    const int64_t per_slot = (int64_t)KK * st.max_k;
-    int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
-    int32_t *row_of = st.row_of + (int64_t)r * B;
-    uint32_t *used = st.used + (int64_t)r * B;
-    uint8_t *ref = st.ref + (int64_t)r * B;
-    int32_t *meta = st.meta + (int64_t)r * DRES_META;
-    const uint8_t *opt_ready = st.opt_ready + (int64_t)r * st.max_opt_pages;
-    int64_t *code = st.code + (int64_t)r * per_slot;
-    int32_t *dmiss = st.dmiss + (int64_t)r * per_slot;
-    if (tid < 4) s_c[tid] = 0;
     if (tid == 0) {
+        s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
         s_err = NO_ERR;
-        s_host = s_entries = s_taken = 0;
+        if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
-    /* this thread's entry past the request's K queries: -1 in every source, nothing read */
-    if (e_me >= nent && e_me < all)
-        for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e_me] = -1;
+    __syncthreads(); /* shared init */
+    /* whether slot b is in the round: loads issued now, used at the end */
+    const int in_round = slot_in_round(rd, n_round);
 
-    /* 1: this thread's entry */
-    int c_direct = 0, c_hot = 0, c_prot = 0, c_miss = 0;
-    unsigned long long my_err = NO_ERR;
+    if (b >= n_round) {
+        for (int32_t si = 0; si < nsrc; si++) {
+            int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
+            for (int64_t e = tid; e < all; e += DT) l[e] = -1;
+        }
+    } else {
+        const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
+        const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
+        const int32_t *selb = sel + (int64_t)b * KK * k;
+        const int64_t per_slot = (int64_t)KK * st.max_k;
+        int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
+        int32_t *row_of = st.row_of + (int64_t)r * B;
+        uint32_t *used = st.used + (int64_t)r * B;
+        uint8_t *ref = st.ref + (int64_t)r * B;
+        int32_t *meta = st.meta + (int64_t)r * DRES_META;
+        const uint8_t *opt_ready = st.opt_ready + (int64_t)r * st.max_opt_pages;
+        int64_t *code = st.code + (int64_t)r * per_slot;
+        int32_t *dmiss = st.dmiss + (int64_t)r * per_slot;
+        const int64_t nent = (int64_t)K * k;
+        const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
+        int32_t *locb = loc + (int64_t)b * KK * k;
+
+        /* this block's counters of slot r (only thread 0 of this block writes them): loads issued now */
+        int32_t m_pe = 0, m_np = 0, m_filled = 0, m_hand = 0, m_nst = 0, m_ar0 = 0;
+        if (tid == 0) {
+            m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
+            m_np = __ldcg(meta + DRES_M_NPROT);
+            m_filled = __ldcg(meta + DRES_M_FILLED);
+            m_hand = __ldcg(meta + DRES_M_HAND);
+            m_nst = __ldcg(meta + DRES_M_NSTAGED);
+            m_ar0 = __ldg(st.arena_page);
+            /* to shared now (this warp waits for these loads once, the others do not) */
+            s_filled = m_filled;
+            s_hand = m_hand;
+            s_nstaged = m_nst;
+            s_arena0 = m_ar0;
+        }
+        /* entries past the request's K queries: -1 in every source, nothing read */
+        for (int32_t si = 0; si < nsrc; si++)
+            for (int32_t e = (int32_t)nent + tid; e < (int32_t)all; e += DT) locb[si * lstride + e] = -1;
+
+        /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
+           every hit of the union), code, locations; DU entries of a thread in
+           flight together, each kind of load issued for all of them before
+           any is used (selection, then slot_of, then used + page tables) */
+        uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
+        int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
+        unsigned long long my_err = NO_ERR;
+        /* one pass: U entries of each thread (U = DU; 2 when the request has at most 2 T entries, so no
+           thread runs empty slots); a generic lambda instantiated for both */
         auto pass = [&](auto u_c, int64_t base) {
             constexpr int U = decltype(u_c)::value;
             int32_t s[U], q[U];
@@ -478,12 +465,12 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 const int64_t e = base + (int64_t)u * DT + tid;
                 if (e >= nent) continue;
                 code[e] = c[u];
-                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) { /* claim: the smallest e of a row survives */
-                    atomicMin(slot_of + s[u], INT32_MIN + (int32_t)e);
-                    c_miss++;
+                if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) {
+                    mm |= 1u << (uint32_t)(e / DT);
                     continue;
                 }
                 locb[e] = l0[u];
+                if (c[u] >= 0 && DRES_KIND(c[u]) != DRES_K_BAD) c_ent++;
             }
             for (int32_t si = 1; si < nsrc; si++) {
                 int32_t l[U];
@@ -498,70 +485,40 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
             for (int u = 0; u < U; u++) c_prot += old[u] != epoch;
         };
-        pass(dres_ic<1>{}, base);
-    __syncthreads(); /* s_c, s_err initialised */
-    block_add(&s_c[0], c_direct);
-    block_add(&s_c[1], c_hot);
-    block_add(&s_c[2], c_prot);
-    block_add(&s_c[3], c_miss);
-    if (my_err != NO_ERR) atomicMin(&s_err, my_err);
-    __threadfence(); /* this thread's code, locations, claims, used and ref: visible before the ticket */
-    __syncthreads();
-    if (tid == 0) {
-        /* direct, hot, protected and miss counts are each <= k_max * max_k <= 16384: two per word */
-        if (s_c[0] || s_c[1]) atomicAdd(meta + DRES_M_XDH, s_c[0] + (s_c[1] << 16));
-        if (s_c[2] || s_c[3]) atomicAdd(meta + DRES_M_XPM, s_c[2] + (s_c[3] << 16));
-        if (s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
-        __threadfence();
-        s_last = atomicAdd(meta + DRES_M_TICKET, 1) == nsl - 1;
-    }
-    __syncthreads();
-    if (!s_last) return; /* uniform */
-    __threadfence(); /* the other slices' stores, seen through their ticket */
-
-    /* 2: the last slice alone, for the whole request */
-    if (tid == 0) { /* slot r's counters: only this thread touches meta before the next barrier */
-        const int32_t pe = __ldcg(meta + DRES_M_PROT_EPOCH), np = __ldcg(meta + DRES_M_NPROT);
-        const int32_t xdh = __ldcg(meta + DRES_M_XDH), xpm = __ldcg(meta + DRES_M_XPM);
-        s_filled = __ldcg(meta + DRES_M_FILLED);
-        s_hand = __ldcg(meta + DRES_M_HAND);
-        s_nstaged = __ldcg(meta + DRES_M_NSTAGED);
-        s_arena0 = __ldg(st.arena_page);
-        meta[DRES_M_XDH] = meta[DRES_M_XPM] = meta[DRES_M_TICKET] = 0;
-        if (pe != (int32_t)epoch) meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
-        s_nprot0 = pe != (int32_t)epoch ? 0 : np;
-        s_prot = xpm & 0xffff;
-        s_nmiss = xpm >> 16;
-        const unsigned long long d = (unsigned long long)(xdh & 0xffff), h = (unsigned long long)(xdh >> 16);
-        unsigned long long *S = (unsigned long long *)st.stats;
-        if (d) atomicAdd(S + DRES_S_DIRECT, d);
-        if (h) atomicAdd(S + DRES_S_HOT, h);
-        if (d + h) atomicAdd(S + DRES_S_ENTRIES, d + h);
-    }
-    __syncthreads();
-    int c_host = 0, c_ent = 0;
-    if (s_nmiss == 0) {
-        if (tid == 0) {
-            meta[DRES_M_NPROT] = s_nprot0 + s_prot;
-            st.ndmiss[r] = 0;
-            st.npairs[r] = 0;
+        if (nent <= 2 * (int64_t)DT) {
+            if (nent > 0) pass(dres_ic<2>{}, 0);
+        } else {
+            for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base);
         }
-    } else {
-        /* the miss entries of this thread: bit j = entry j T + tid (DU tiles' codes in flight together) */
-        const int ntile = nsl;
-        uint32_t mm = 0;
-        for (int j0 = 0; j0 < ntile; j0 += DU) {
-            int64_t cd[DU];
-#pragma unroll
-            for (int u = 0; u < DU; u++) {
-                const int64_t e = (int64_t)(j0 + u) * DT + tid;
-                cd[u] = j0 + u < ntile && e < nent ? __ldcg(code + e) : 0;
+        if (tid == 0) { /* meta is only touched by this thread before the next barrier */
+            int32_t np = m_np;
+            if (m_pe != (int32_t)epoch) {
+                meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
+                np = 0;
             }
-#pragma unroll
-            for (int u = 0; u < DU; u++)
-                if (cd[u] > 0 && DRES_KIND(cd[u]) == DRES_K_MISS) mm |= 1u << (uint32_t)(j0 + u);
+            s_nprot0 = np;
         }
+        block_add(&s_direct, c_direct);
+        block_add(&s_hot, c_hot);
+        block_add(&s_prot, c_prot);
+        if (my_err != NO_ERR) atomicMin(&s_err, my_err);
+        const int any_miss = __syncthreads_or(mm != 0);
+        int c_host = 0;
+        if (!any_miss) {
+            if (tid == 0) {
+                meta[DRES_M_NPROT] = s_nprot0 + s_prot;
+                st.ndmiss[r] = 0;
+                st.npairs[r] = 0;
+            }
+        } else {
+            /* 4a: claims; the smallest e of a row survives */
+            for (uint32_t x = mm; x; x &= x - 1) {
+                const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
+                atomicMin(slot_of + __ldg(selb + e), INT32_MIN + (int32_t)e);
+            }
+            __syncthreads();
             /* ranks of the first occurrences in e order: ballots per tile, one block scan */
+            const int ntile = (int)((nent + DT - 1) / DT);
             uint32_t first = 0;
             for (int j0 = 0; j0 < ntile; j0 += DU) { /* DU tiles' slot_of reads in flight together */
                 int32_t cl[DU];
@@ -722,17 +679,21 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     }
             }
         }
-    block_add(&s_host, c_host);
-    block_add(&s_entries, c_ent);
-    __syncthreads();
-    if (tid == 0) {
-        unsigned long long *S = (unsigned long long *)st.stats;
-        if (s_host) atomicAdd(S + DRES_S_HOST, (unsigned long long)s_host);
-        if (s_entries) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_entries);
-        /* the request's first staging error goes to the call's smallest key, which the copy kernel
-           that follows stores into st.err */
-        if (s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
+        block_add(&s_host, c_host);
+        block_add(&s_entries, c_ent);
+        __syncthreads();
+        if (tid == 0) {
+            unsigned long long *S = (unsigned long long *)st.stats;
+            if (s_direct) atomicAdd(S + DRES_S_DIRECT, (unsigned long long)s_direct);
+            if (s_hot) atomicAdd(S + DRES_S_HOT, (unsigned long long)s_hot);
+            if (s_host) atomicAdd(S + DRES_S_HOST, (unsigned long long)s_host);
+            if (s_entries) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_entries);
+        }
     }
+    /* npairs of an absent slot; this block's first error goes to the call's
+       smallest key, which the copy kernel that follows stores into st.err */
+    if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
+    if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
 }
 
 /* ------------------------------------------------------------ promote kernel */
@@ -940,10 +901,9 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
-    if (st->N <= 0 || st->N > 65535 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
+    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)(((int64_t)st->k_max * k + DT - 1) / DT), (unsigned)st->N);
-    dres_plan_kernel<<<grid, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k));
+    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k));
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */

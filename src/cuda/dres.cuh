@@ -3,9 +3,8 @@
  *
  * Every launcher enqueues on stream s with a fixed grid (CUDA-graph
  * capturable), allocates nothing and never synchronises the host:
- *   - resolve: the plan kernel (grid: slices of DHS_DRES_THREADS entries x
- *     N = st->N round positions; the last slice of a request plans its
- *     misses) then the copy kernel (a persistent grid of copy_blocks blocks
+ *   - resolve: the plan kernel (one block per round position, grid N =
+ *     st->N) then the copy kernel (a persistent grid of copy_blocks blocks
  *     that reads npairs[] from device memory; one block that only stores the
  *     error word when payload == 0), launched as a programmatic dependent;
  *   - promote: the promotion kernel (one block per round position) then the
@@ -36,7 +35,7 @@ extern "C" {
 #include "core/dres_spec.h"
 
 #ifndef DHS_DRES_THREADS
-#define DHS_DRES_THREADS 1024    /* plan / promote kernel block (512 or 1024), one entry a thread */
+#define DHS_DRES_THREADS 1024    /* plan / promote kernel block (512 or 1024) */
 #endif
 #define DHS_DRES_MAX_ENTRIES 16384 /* k_max * max_k of one request, at most */
 #define DHS_DRES_COPY_THREADS 256 /* copy kernel block: 8 warps, one row each */
