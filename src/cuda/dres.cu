@@ -352,6 +352,10 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     const uint32_t epoch = rd->epoch;
     const int64_t all = (int64_t)KK * k;
 
+    /* launched as a programmatic dependent of the kernel before it on the stream (the previous call's
+       copy kernel inside a captured step): wait for that grid before reading anything (a no-op when
+       the launch had no programmatic edge) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
@@ -903,8 +907,19 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
 {
     if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
-    dres_plan_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k));
-    cudaError_t e = cudaGetLastError();
+    /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
+       its launch overlaps the previous call's copy kernel inside a captured step */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)st->N);
+    cfg.blockDim = dim3(DT);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, dres_plan_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
+                                       divs_make(st, k));
     if (e != cudaSuccess) return e;
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
     return copy_launch(st, copy_blocks, s, 1, payload != 0, scratch);

@@ -4,9 +4,11 @@
  * Every launcher enqueues on stream s with a fixed grid (CUDA-graph
  * capturable), allocates nothing and never synchronises the host:
  *   - resolve: the plan kernel (one block per round position, grid N =
- *     st->N) then the copy kernel (a persistent grid of copy_blocks blocks
- *     that reads npairs[] from device memory; one block that only stores the
- *     error word when payload == 0), launched as a programmatic dependent;
+ *     st->N; a programmatic dependent of the kernel before it on s, which it
+ *     waits for before reading anything) then the copy kernel (a persistent
+ *     grid of copy_blocks blocks that reads npairs[] from device memory; one
+ *     block that only stores the error word when payload == 0), launched as
+ *     a programmatic dependent;
  *   - promote: the promotion kernel (one block per round position) then the
  *     copy kernel for the arena -> hot pairs;
  *   - reset: one request slot's hot state back to empty;
