@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_fo.sh - FlashOffloading pieces on the GPU: builds test_topk_cuda,
-# topk_bench and lstream_bench, runs them, prints a short table (full logs and
+# topk_bench and lstream_bench, runs them (lstream_bench twice more in its
+# --ttft mode, prompts of 64K and 128K rows), prints short tables (full logs and
 # JSON under $OUT, default build-fo/out). Meant to run unattended on the H200
 # in well under 4 minutes.
 #
@@ -8,7 +9,8 @@
 # build-fo/) when cmake and cJSON are present; otherwise (the device machine
 # lacks libcjson-dev, which the CMake project requires) nvcc/gcc directly on
 # the handful of sources these three programs need. FO_BUILD=direct|cmake
-# forces one. Usage: bench/gpu_fo.sh [--quick]
+# forces one. FO_TTFT_PROMPTS="ROWS ..." sets the TTFT prompts (--quick: 16384).
+# Usage: bench/gpu_fo.sh [--quick]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=$root/build-fo
@@ -74,6 +76,16 @@ timeout 60 "$bdir/topk_bench" $quick --json "$out/topk.json" > "$out/topk_bench.
 echo "topk_bench: $(verdict $rc_k)"
 timeout 60 "$bdir/lstream_bench" $quick --json "$out/lstream.json" > "$out/lstream_bench.log" 2>&1 || rc_l=$?
 echo "lstream_bench: $(verdict $rc_l)"
+# time to first token: full residency vs R = 4 at the same chunk vs R = 4 at the
+# larger chunk the freed memory allows (FO_TTFT_PROMPTS: prompt rows, one run each)
+prompts=${FO_TTFT_PROMPTS:-$([ -n "$quick" ] && echo 16384 || echo "65536 131072")}
+rc_tt=0
+for p in $prompts; do
+  r=0
+  timeout 240 "$bdir/lstream_bench" --ttft $quick --prompt "$p" --json "$out/lstream_ttft_$p.json" > "$out/lstream_ttft_$p.log" 2>&1 || r=$?
+  echo "lstream_bench --ttft --prompt $p: $(verdict $r)"
+  [ $r = 0 ] || rc_tt=$r
+done
 echo
 echo "== fused top-k + lookup (k = 2048) =="
 sed -n '/^device/p;/^ *n /,/^$/p' "$out/topk_bench.log" | sed '/^$/d'
@@ -83,5 +95,12 @@ echo "== layer-streamed prefill =="
 grep -E "^(exactness|model|peak)" "$out/lstream_bench.log"
 sed -n '/^ *work /,/^$/p' "$out/lstream_bench.log" | sed '/^$/d'
 grep -m 3 "MISMATCH\|error\|failed" "$out/lstream_bench.log"
+for p in $prompts; do
+  echo
+  echo "== time to first token, prompt $p rows (layer-streamed prefill) =="
+  grep -m 1 "^exactness" "$out/lstream_ttft_$p.log"
+  sed -n '/^TTFT/,/^case:/p' "$out/lstream_ttft_$p.log" | grep -v '^JSON\|^case:\|^$'
+  grep -m 3 "MISMATCH\|error\|failed\|ttft:" "$out/lstream_ttft_$p.log"
+done
 echo "total: $(( $(date +%s) - t0 )) s"
-[ $rc_t = 0 ] && [ $rc_k = 0 ] && [ $rc_l = 0 ]
+[ $rc_t = 0 ] && [ $rc_k = 0 ] && [ $rc_l = 0 ] && [ $rc_tt = 0 ]

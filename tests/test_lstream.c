@@ -122,6 +122,144 @@ static void random_topo(const dhs_ls_event *ev, int64_t n, int64_t *order, uint6
 
 static int same_bytes(const uint32_t *a, const uint32_t *b, int64_t words) { return memcmp(a, b, sizeof(uint32_t) * (size_t)words) == 0; }
 
+/* The synthetic model is causal: a row's history and final activation do not
+   depend on how the prompt is cut into chunks. The TTFT bench relies on it to
+   compare a streamed prefill at a larger chunk with full residency at a smaller
+   one; here full residency at two chunk sizes (ragged last chunks included) is
+   compared on the CPU. */
+static void test_chunk_invariance(uint64_t *rng)
+{
+    long cases = 0;
+    for (int it = 0; it < 60; it++) {
+        const int32_t L = 1 + (int32_t)dhs_rng_below(rng, 6), W = 1 + (int32_t)dhs_rng_below(rng, 3);
+        const int64_t P = 1 + dhs_rng_below(rng, 40), prefix = dhs_rng_below(rng, 4);
+        const int64_t c1 = 1 + dhs_rng_below(rng, (uint64_t)P), c2 = 1 + dhs_rng_below(rng, (uint64_t)P);
+        dhs_ls_synth a = {L, (int32_t)((P + c1 - 1) / c1), W, (int32_t)dhs_rng_below(rng, 3), prefix, c1, P, 0};
+        dhs_ls_synth b = a;
+        b.chunk_rows = c2;
+        b.n_chunks = (int32_t)((P + c2 - 1) / c2);
+        CHECK(dhs_ls_synth_ok(&a) && dhs_ls_synth_ok(&b) && dhs_ls_total_rows(&a) == dhs_ls_total_rows(&b));
+        const int64_t lw = dhs_ls_layer_words(&a), T = dhs_ls_total_rows(&a);
+        uint32_t *ha = th_alloc(4 * (size_t)(L * lw)), *hb = th_alloc(4 * (size_t)(L * lw)), *bf = th_alloc(4 * (size_t)(L * lw)),
+                 *xa = th_alloc(4 * (size_t)(T * W)), *xb = th_alloc(4 * (size_t)(T * W));
+        dhs_ls_synth_init_host(&a, ha);
+        dhs_ls_synth_init_host(&b, hb);
+        memset(xa, 0, 4 * (size_t)(T * W));
+        memset(xb, 0xff, 4 * (size_t)(T * W));
+        dhs_ls_run_full_cpu(&a, ha, bf, xa);
+        dhs_ls_run_full_cpu(&b, hb, bf, xb);
+        CHECKF(same_bytes(ha, hb, L * lw), "L %d P %lld chunks %lld vs %lld: history differs", L, (long long)P, (long long)c1,
+               (long long)c2);
+        CHECKF(same_bytes(xa + prefix * W, xb + prefix * W, P * W), "L %d P %lld chunks %lld vs %lld: activations differ", L,
+               (long long)P, (long long)c1, (long long)c2);
+        /* every appended row was written (a skipped write-back would leave zeros; a zero word is ~2^-32 per word) */
+        int64_t zeros = 0;
+        for (int64_t i = 0; i < L * lw; i++) zeros += ha[i] == 0;
+        CHECKF(zeros <= L, "L %d P %lld: %lld zero history words", L, (long long)P, (long long)zeros);
+        free(ha), free(hb), free(bf), free(xa), free(xb);
+        cases++;
+    }
+    printf("test_lstream: %ld chunk-size pairs: history and activations independent of the chunk size\n", cases);
+}
+
+/* the largest chunk allowed by a budget, by brute force from the definition */
+static int64_t brute_max_chunk(int64_t budget, int64_t layer, int32_t L, int32_t R, int64_t A, int64_t mult, int64_t max_rows)
+{
+    int64_t best = -1, hi = budget / (A > 0 ? A : 1) + 2;
+    if (max_rows > 0 && hi > max_rows) hi = max_rows;
+    for (int64_t c = 1; c <= hi; c++) {
+        if (mult > 1 && c % mult != 0 && c != max_rows) continue;
+        int64_t nb = R < L ? R : L;
+        if (nb * layer + A * c <= budget) best = c;
+    }
+    return best;
+}
+
+static void test_max_chunk(uint64_t *rng)
+{
+    int64_t c = -7;
+    const int64_t MiB = 1 << 20;
+    /* the bench's example: 32 layers of 16 MiB, 64 KiB of activations per row,
+       budget = full residency at 2048 rows = 32*16 + 2048*64/1024 MiB = 640 MiB */
+    const int64_t budget = dhs_ls_prefill_bytes(16 * MiB, 32, 32, 65536, 2048);
+    CHECK(budget == 640 * MiB);
+    CHECK_ST(dhs_ls_max_chunk(budget, 16 * MiB, 32, 32, 65536, 1024, 65536, &c), DHS_OK); /* exact fit: full residency */
+    CHECK(c == 2048);
+    CHECK_ST(dhs_ls_max_chunk(budget, 16 * MiB, 32, 4, 65536, 1024, 65536, &c), DHS_OK); /* R = 4: (640 - 64) MiB / 64 KiB */
+    CHECK(c == 9216);
+    CHECK(dhs_ls_prefill_bytes(16 * MiB, 32, 4, 65536, 9216) == budget);                /* exactly the budget */
+    CHECK_ST(dhs_ls_max_chunk(budget - 1, 16 * MiB, 32, 4, 65536, 1024, 65536, &c), DHS_OK); /* one byte short: a multiple less */
+    CHECK(c == 8192);
+    CHECK_ST(dhs_ls_max_chunk(budget - 1, 16 * MiB, 32, 4, 65536, 1, 65536, &c), DHS_OK);
+    CHECK(c == 9215);
+    CHECK_ST(dhs_ls_max_chunk(budget, 16 * MiB, 32, 4, 65536, 1024, 5000, &c), DHS_OK); /* the prompt fits in one chunk */
+    CHECK(c == 5000);
+    CHECK_ST(dhs_ls_max_chunk(budget, 16 * MiB, 32, 4, 65536, 1024, 9216, &c), DHS_OK);
+    CHECK(c == 9216);
+    /* R > L counts as L: the same answer as full residency */
+    int64_t c_full = -1;
+    CHECK_ST(dhs_ls_max_chunk(100 * MiB, 10 * MiB, 3, 3, 4096, 0, 0, &c_full), DHS_OK);
+    CHECK_ST(dhs_ls_max_chunk(100 * MiB, 10 * MiB, 3, 8, 4096, 0, 0, &c), DHS_OK);
+    CHECK(c == c_full && c == 70 * MiB / 4096);
+    CHECK(dhs_ls_prefill_bytes(10 * MiB, 3, 8, 4096, 7) == dhs_ls_prefill_bytes(10 * MiB, 3, 3, 4096, 7));
+    /* below the minimum: DHS_ERR_TOO_LARGE, nothing written */
+    c = -7;
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB - 1, MiB, 8, 4, 1, 0, 0, &c), DHS_ERR_TOO_LARGE);  /* below the layer buffers */
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB + 99, MiB, 8, 4, 100, 0, 0, &c), DHS_ERR_TOO_LARGE); /* not one row */
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB + 100 * 1023, MiB, 8, 4, 100, 1024, 0, &c), DHS_ERR_TOO_LARGE); /* not one multiple */
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB + 100 * 499, MiB, 8, 4, 100, 1024, 500, &c), DHS_ERR_TOO_LARGE); /* not the short prompt */
+    CHECK(c == -7);
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB + 100, MiB, 8, 4, 100, 0, 0, &c), DHS_OK); /* exactly one row */
+    CHECK(c == 1);
+    CHECK_ST(dhs_ls_max_chunk(4 * MiB + 100 * 500, MiB, 8, 4, 100, 1024, 500, &c), DHS_OK); /* the short prompt, exactly */
+    CHECK(c == 500);
+    CHECK_ST(dhs_ls_max_chunk(0, 0, 1, 2, 1, 0, 0, &c), DHS_ERR_TOO_LARGE); /* zero budget */
+    /* overflow: the layer buffers alone pass 2^63 */
+    c = -7;
+    CHECK_ST(dhs_ls_max_chunk(INT64_MAX, INT64_MAX / 3, 8, 4, 1, 0, 0, &c), DHS_ERR_TOO_LARGE);
+    CHECK(c == -7 && dhs_ls_prefill_bytes(INT64_MAX / 3, 8, 4, 1, 0) == -1 && dhs_ls_prefill_bytes(1, 8, 4, INT64_MAX / 2, 3) == -1);
+    CHECK_ST(dhs_ls_max_chunk(INT64_MAX, 0, 8, 4, 1, 0, 0, &c), DHS_OK);
+    CHECK(c == INT64_MAX);
+    /* argument errors, nothing written */
+    c = -7;
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 4, 4, 1, 0, 0, NULL), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 0, 4, 1, 0, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 4, 1, 1, 0, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(-1, 1, 4, 4, 1, 0, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, -1, 4, 4, 1, 0, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 4, 4, 0, 0, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 4, 4, 1, -1, 0, &c), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ls_max_chunk(MiB, 1, 4, 4, 1, 0, -1, &c), DHS_ERR_INVALID_ARG);
+    CHECK(c == -7);
+    CHECK(dhs_ls_prefill_bytes(1, 0, 4, 1, 1) == -1 && dhs_ls_prefill_bytes(1, 4, 1, 1, 1) == -1 && dhs_ls_prefill_bytes(1, 4, 4, 1, -1) == -1);
+    /* random shapes against the brute-force definition; streaming never gives a smaller chunk */
+    long n_ok = 0, n_err = 0;
+    for (int it = 0; it < 3000; it++) {
+        const int32_t L = 1 + (int32_t)dhs_rng_below(rng, 12), R = 2 + (int32_t)dhs_rng_below(rng, 14);
+        const int64_t layer = (int64_t)dhs_rng_below(rng, 300), A = 1 + (int64_t)dhs_rng_below(rng, 40);
+        const int64_t mult = (int64_t)dhs_rng_below(rng, 4) == 0 ? 0 : (int64_t)dhs_rng_below(rng, 20);
+        const int64_t max_rows = dhs_rng_below(rng, 3) == 0 ? 0 : 1 + (int64_t)dhs_rng_below(rng, 200);
+        const int64_t bud = (int64_t)dhs_rng_below(rng, 5000);
+        int64_t got = -7;
+        dhs_status st = dhs_ls_max_chunk(bud, layer, L, R, A, mult, max_rows, &got);
+        const int64_t want = brute_max_chunk(bud, layer, L, R, A, mult, max_rows);
+        if (want < 0) {
+            CHECKF(st == DHS_ERR_TOO_LARGE && got == -7, "budget %lld layer %lld L %d R %d A %lld mult %lld max %lld: status %d, want TOO_LARGE",
+                   (long long)bud, (long long)layer, L, R, (long long)A, (long long)mult, (long long)max_rows, (int)st);
+            n_err++;
+        } else {
+            CHECKF(st == DHS_OK && got == want, "budget %lld layer %lld L %d R %d A %lld mult %lld max %lld: got %lld (status %d), want %lld",
+                   (long long)bud, (long long)layer, L, R, (long long)A, (long long)mult, (long long)max_rows, (long long)got, (int)st,
+                   (long long)want);
+            CHECK(dhs_ls_prefill_bytes(layer, L, R, A, got) <= bud);
+            n_ok++;
+            int64_t full = -7;
+            if (dhs_ls_max_chunk(bud, layer, L, L < 2 ? 2 : L, A, mult, max_rows, &full) == DHS_OK) CHECK(got >= full);
+        }
+    }
+    printf("test_lstream: max chunk: %ld random budgets fit, %ld below the minimum, all equal to the brute-force answer\n", n_ok, n_err);
+}
+
 int main(void)
 {
     uint64_t rng = th_seed("test_lstream");
@@ -169,7 +307,10 @@ int main(void)
                 /* bytes: streamed (list order and a random dependency order) vs full residency */
                 if (dhs_rng_below(&rng, 1000) >= (int64_t)(1000 * (scale < 1 ? scale * 3 : 1))) continue;
                 dhs_ls_synth m = {L, C, 1 + (int32_t)dhs_rng_below(&rng, 4), (int32_t)dhs_rng_below(&rng, 3), dhs_rng_below(&rng, 5),
-                                  1 + dhs_rng_below(&rng, 3)};
+                                  1 + dhs_rng_below(&rng, 3), 0, 0};
+                if (dhs_rng_below(&rng, 2)) /* a ragged last chunk */
+                    m.prompt_rows = (int64_t)(C - 1) * m.chunk_rows + 1 + dhs_rng_below(&rng, (uint64_t)m.chunk_rows);
+                CHECK(dhs_ls_synth_ok(&m));
                 int64_t lw = dhs_ls_layer_words(&m), T = dhs_ls_total_rows(&m);
                 uint32_t *hf = th_alloc(4 * (size_t)(L * lw)), *hs = th_alloc(4 * (size_t)(L * lw)),
                          *bf = th_alloc(4 * (size_t)(L * lw)), *bs = th_alloc(4 * (size_t)(R * lw)),
@@ -186,6 +327,26 @@ int main(void)
                     int64_t t0 = m.prefix_rows;
                     CHECKF(same_bytes(xf + t0 * m.row_words, xs + t0 * m.row_words, (T - t0) * m.row_words),
                            "L %d R %d map %d C %d pass %d: activations differ", L, R, mk, C, pass);
+                    runs++;
+                }
+                /* x_window: activations hold only the current chunk (what the TTFT bench
+                   allocates); history equal, the last chunk's activations equal */
+                {
+                    dhs_ls_synth mw = m;
+                    mw.x_window = 1;
+                    const int64_t xw = dhs_ls_x_words(&mw), lc = C - 1, ls = dhs_ls_chunk_start(&m, (int32_t)lc),
+                                  ll = dhs_ls_chunk_len(&m, (int32_t)lc);
+                    CHECK(xw == m.chunk_rows * m.row_words && ll >= 1 && ls + ll == T);
+                    uint32_t *xw_buf = th_alloc(4 * (size_t)xw);
+                    dhs_ls_synth_init_host(&mw, hs);
+                    memset(bs, 0xa5, 4 * (size_t)(R * lw));
+                    memset(xw_buf, 0x5a, 4 * (size_t)xw);
+                    random_topo(ev, n, order, &rng);
+                    CHECK_ST(dhs_ls_run_cpu(&mw, R, ev, n, order, hs, bs, xw_buf), DHS_OK);
+                    CHECKF(same_bytes(hf, hs, L * lw), "L %d R %d map %d C %d window: host history differs", L, R, mk, C);
+                    CHECKF(same_bytes(xf + ls * m.row_words, xw_buf, ll * m.row_words),
+                           "L %d R %d map %d C %d window: last chunk's activations differ", L, R, mk, C);
+                    free(xw_buf);
                     runs++;
                 }
                 /* the history must depend on what was loaded: a full-residency run
@@ -219,7 +380,7 @@ int main(void)
             ev[victim] = keep;
         }
         CHECK(check_schedule(&p, ev, n, msg, sizeof msg) == 0);
-        dhs_ls_synth m = {6, 2, 2, 0, 3, 2};
+        dhs_ls_synth m = {6, 2, 2, 0, 3, 2, 0, 0};
         int64_t lw = dhs_ls_layer_words(&m);
         uint32_t *h = th_alloc(4 * (size_t)(6 * lw)), *b = th_alloc(4 * (size_t)(3 * lw)), *x = th_alloc(4 * (size_t)(dhs_ls_total_rows(&m) * 2));
         for (int64_t i = 0; i < n; i++) order[i] = i;
@@ -235,6 +396,19 @@ int main(void)
         order[n - 1] = 0; /* an event twice */
         CHECK_ST(dhs_ls_run_cpu(&m, 3, ev, n, order, h, b, x), DHS_ERR_INVALID_ARG);
         CHECK_ST(dhs_ls_run_cpu(&m, 2, ev, n, NULL, h, b, x), DHS_ERR_INVALID_ARG); /* buffer 2 out of range */
+        /* a prompt that does not need exactly C chunks is refused before anything runs */
+        dhs_ls_synth bad_m[3] = {m, m, m};
+        bad_m[0].prompt_rows = 2;  /* fits in 1 chunk of 2, but C = 2 */
+        bad_m[1].prompt_rows = 5;  /* needs 3 chunks of 2 */
+        bad_m[2].prompt_rows = -1;
+        for (int i = 0; i < 3; i++) {
+            CHECK(!dhs_ls_synth_ok(&bad_m[i]));
+            CHECK_ST(dhs_ls_run_cpu(&bad_m[i], 3, ev, n, NULL, h, b, x), DHS_ERR_INVALID_ARG);
+        }
+        dhs_ls_synth good = m;
+        good.prompt_rows = 3; /* chunks of 2 and 1 */
+        CHECK(dhs_ls_synth_ok(&good) && dhs_ls_chunk_len(&good, 0) == 2 && dhs_ls_chunk_len(&good, 1) == 1 &&
+              dhs_ls_total_rows(&good) == 6 && dhs_ls_chunk_start(&good, 1) == 5);
         free(h), free(b), free(x);
     }
     /* argument errors */
@@ -252,6 +426,8 @@ int main(void)
         CHECK(dhs_ls_buffer_of(&ok, 0, 0) == 0 && dhs_ls_buffer_of(&ok, 0, 1) == 1 && dhs_ls_buffer_of(&ok, 0, 4) == 1);
         CHECK(dhs_ls_buffer_of(&ok, 2, 0) == -1 && dhs_ls_buffer_of(&ok, 0, 10) == -1);
     }
+    test_chunk_invariance(&rng);
+    test_max_chunk(&rng);
     /* peak device bytes: the seed's 78-layer example (64K tokens x 656-byte rows per layer) */
     {
         int64_t layer_bytes = 65536ll * 656;

@@ -98,6 +98,36 @@ dhs_status dhs_ls_schedule(const dhs_ls_params *p, dhs_ls_event *ev, int64_t cap
     return DHS_OK;
 }
 
+/* ------------------------------------------------------------ chunk size from a memory budget */
+int64_t dhs_ls_prefill_bytes(int64_t layer_bytes, int32_t n_layers, int32_t n_buffers, int64_t act_row_bytes, int64_t chunk_rows)
+{
+    if (n_layers < 1 || n_buffers < 2 || layer_bytes < 0 || act_row_bytes < 0 || chunk_rows < 0) return -1;
+    const int64_t nb = n_buffers < n_layers ? n_buffers : n_layers;
+    if (layer_bytes > INT64_MAX / nb) return -1;
+    const int64_t fixed = nb * layer_bytes;
+    if (chunk_rows > 0 && act_row_bytes > (INT64_MAX - fixed) / chunk_rows) return -1;
+    return fixed + act_row_bytes * chunk_rows;
+}
+
+dhs_status dhs_ls_max_chunk(int64_t budget_bytes, int64_t layer_bytes, int32_t n_layers, int32_t n_buffers, int64_t act_row_bytes,
+                            int64_t multiple, int64_t max_rows, int64_t *chunk_rows)
+{
+    if (!chunk_rows || n_layers < 1 || n_buffers < 2 || budget_bytes < 0 || layer_bytes < 0 || act_row_bytes < 1 || multiple < 0 ||
+        max_rows < 0)
+        return DHS_ERR_INVALID_ARG;
+    const int64_t fixed = dhs_ls_prefill_bytes(layer_bytes, n_layers, n_buffers, 0, 0);
+    if (fixed < 0 || fixed > budget_bytes) return DHS_ERR_TOO_LARGE; /* the layer buffers alone overflow or exceed it */
+    int64_t c = (budget_bytes - fixed) / act_row_bytes;
+    if (max_rows > 0 && c >= max_rows) {
+        *chunk_rows = max_rows;
+        return DHS_OK;
+    }
+    if (multiple > 1) c -= c % multiple;
+    if (c < 1) return DHS_ERR_TOO_LARGE;
+    *chunk_rows = c;
+    return DHS_OK;
+}
+
 /* ------------------------------------------------------------ synthetic model */
 void dhs_ls_synth_init_host(const dhs_ls_synth *m, uint32_t *hist)
 {
@@ -111,35 +141,37 @@ void dhs_ls_synth_init_host(const dhs_ls_synth *m, uint32_t *hist)
 
 void dhs_ls_cpu_compute(const dhs_ls_synth *m, int32_t layer, int32_t chunk, uint32_t *buf, uint32_t *x)
 {
-    const int64_t W = m->row_words, t0 = m->prefix_rows + (int64_t)chunk * m->chunk_rows, t1 = t0 + m->chunk_rows;
+    const int64_t W = m->row_words, t0 = dhs_ls_chunk_start(m, chunk), t1 = t0 + dhs_ls_chunk_len(m, chunk);
+    const int64_t xo = m->x_window ? t0 : 0; /* row t of x is at (t - xo) * W */
     if (layer == 0)
         for (int64_t t = t0; t < t1; t++)
-            for (int32_t w = 0; w < W; w++) x[t * W + w] = dhs_ls_embed_word(t, w);
+            for (int32_t w = 0; w < W; w++) x[(t - xo) * W + w] = dhs_ls_embed_word(t, w);
     for (int64_t t = t0; t < t1; t++) /* phase 1: this chunk's rows of the layer */
-        for (int32_t w = 0; w < W; w++) buf[t * W + w] = dhs_ls_kv_word(layer, x[t * W + w]);
+        for (int32_t w = 0; w < W; w++) buf[t * W + w] = dhs_ls_kv_word(layer, x[(t - xo) * W + w]);
     for (int64_t t = t0; t < t1; t++) { /* phase 2: activations from this row, the previous and a far one */
         int64_t f = dhs_ls_far_row(layer, t);
         for (int32_t w = 0; w < W; w++)
-            x[t * W + w] = dhs_ls_act_word(x[t * W + w], buf[t * W + w], t > 0 ? buf[(t - 1) * W + w] : 0u, buf[f * W + w], m->work);
+            x[(t - xo) * W + w] =
+                dhs_ls_act_word(x[(t - xo) * W + w], buf[t * W + w], t > 0 ? buf[(t - 1) * W + w] : 0u, buf[f * W + w], m->work);
     }
 }
 
 static void op_load(const dhs_ls_synth *m, int32_t layer, int32_t chunk, const uint32_t *hist, uint32_t *buf)
 {
-    const int64_t lw = dhs_ls_layer_words(m), rows = m->prefix_rows + (int64_t)chunk * m->chunk_rows;
+    const int64_t lw = dhs_ls_layer_words(m), rows = dhs_ls_chunk_start(m, chunk);
     memcpy(buf, hist + (int64_t)layer * lw, sizeof(uint32_t) * (size_t)(rows * m->row_words));
 }
 
 static void op_writeback(const dhs_ls_synth *m, int32_t layer, int32_t chunk, uint32_t *hist, const uint32_t *buf)
 {
-    const int64_t lw = dhs_ls_layer_words(m), off = (m->prefix_rows + (int64_t)chunk * m->chunk_rows) * m->row_words;
-    memcpy(hist + (int64_t)layer * lw + off, buf + off, sizeof(uint32_t) * (size_t)(m->chunk_rows * m->row_words));
+    const int64_t lw = dhs_ls_layer_words(m), off = dhs_ls_chunk_start(m, chunk) * m->row_words;
+    memcpy(hist + (int64_t)layer * lw + off, buf + off, sizeof(uint32_t) * (size_t)(dhs_ls_chunk_len(m, chunk) * m->row_words));
 }
 
 dhs_status dhs_ls_run_cpu(const dhs_ls_synth *m, int32_t n_buffers, const dhs_ls_event *ev, int64_t n, const int64_t *order,
                           uint32_t *hist, uint32_t *bufs, uint32_t *x)
 {
-    if (!m || !ev || n < 0 || !hist || !bufs || !x || n_buffers < 1) return DHS_ERR_INVALID_ARG;
+    if (!dhs_ls_synth_ok(m) || !ev || n < 0 || !hist || !bufs || !x || n_buffers < 1) return DHS_ERR_INVALID_ARG;
     uint8_t *done = calloc((size_t)n + 1, 1);
     if (!done) return DHS_ERR_NOMEM;
     const int64_t lw = dhs_ls_layer_words(m);

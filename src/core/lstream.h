@@ -92,10 +92,46 @@ typedef struct dhs_ls_synth {
     int32_t work;        /* extra mixing rounds per word in compute (GPU load knob) */
     int64_t prefix_rows; /* history rows already on the host before the prefill (prefix hit) */
     int64_t chunk_rows;  /* rows appended per chunk */
+    int64_t prompt_rows; /* rows the prefill appends; 0 = C * chunk_rows. Otherwise
+                            (C-1) * chunk_rows < prompt_rows <= C * chunk_rows: the last
+                            chunk takes the remainder (dhs_ls_synth_ok) */
+    int32_t x_window;    /* 0: activations x[total_rows][W], row t at t * W; 1: x holds the
+                            current chunk only, x[chunk_rows][W], row t at (t - chunk start) * W
+                            (what a real prefill keeps: activation memory scales with the chunk) */
 } dhs_ls_synth;
 
-/* rows of one layer after the prefill: prefix + C * chunk */
-static inline DHS_HD int64_t dhs_ls_total_rows(const dhs_ls_synth *m) { return m->prefix_rows + (int64_t)m->n_chunks * m->chunk_rows; }
+/* rows the prefill appends (the prompt) */
+static inline DHS_HD int64_t dhs_ls_prompt_rows(const dhs_ls_synth *m)
+{
+    return m->prompt_rows > 0 ? m->prompt_rows : (int64_t)m->n_chunks * m->chunk_rows;
+}
+/* rows of one layer after the prefill: prefix + prompt */
+static inline DHS_HD int64_t dhs_ls_total_rows(const dhs_ls_synth *m) { return m->prefix_rows + dhs_ls_prompt_rows(m); }
+/* first row chunk `chunk` appends */
+static inline DHS_HD int64_t dhs_ls_chunk_start(const dhs_ls_synth *m, int32_t chunk) { return m->prefix_rows + (int64_t)chunk * m->chunk_rows; }
+/* rows chunk `chunk` appends: chunk_rows, the remainder for the last one */
+static inline DHS_HD int64_t dhs_ls_chunk_len(const dhs_ls_synth *m, int32_t chunk)
+{
+    int64_t left = dhs_ls_prompt_rows(m) - (int64_t)chunk * m->chunk_rows;
+    return left < m->chunk_rows ? (left > 0 ? left : 0) : m->chunk_rows;
+}
+/* uint32 words of the activation buffer x */
+static inline DHS_HD int64_t dhs_ls_x_words(const dhs_ls_synth *m)
+{
+    return (m->x_window ? m->chunk_rows : dhs_ls_total_rows(m)) * m->row_words;
+}
+/* 1 when the shape is valid: L >= 1, C >= 1, W >= 1, work >= 0, prefix >= 0,
+   chunk_rows >= 0, prompt_rows 0 or in ((C-1) * chunk_rows, C * chunk_rows] */
+static inline DHS_HD int dhs_ls_synth_ok(const dhs_ls_synth *m)
+{
+    if (!m || m->n_layers < 1 || m->n_chunks < 1 || m->row_words < 1 || m->work < 0 || m->prefix_rows < 0 || m->chunk_rows < 0)
+        return 0;
+    if (m->prompt_rows < 0) return 0;
+    if (m->prompt_rows > 0 && (m->prompt_rows <= (int64_t)(m->n_chunks - 1) * m->chunk_rows ||
+                               m->prompt_rows > (int64_t)m->n_chunks * m->chunk_rows))
+        return 0;
+    return 1;
+}
 /* uint32 words of one layer buffer (= one layer's whole history) */
 static inline DHS_HD int64_t dhs_ls_layer_words(const dhs_ls_synth *m) { return dhs_ls_total_rows(m) * m->row_words; }
 
@@ -134,17 +170,37 @@ static inline DHS_HD uint32_t dhs_ls_act_word(uint32_t x, uint32_t kv, uint32_t 
     return dhs_ls_mix(x + a);
 }
 
+/* ------------------------------------------------------------ chunk size from a memory budget
+ * Device bytes of a prefill that keeps min(R, L) layer buffers of layer_bytes
+ * each (R = L: full residency) and act_row_bytes of activations per chunk row:
+ *     min(R, L) * layer_bytes + act_row_bytes * chunk_rows
+ * -1 for invalid arguments (L < 1, R < 2, negative sizes) or an int64 overflow. */
+int64_t dhs_ls_prefill_bytes(int64_t layer_bytes, int32_t n_layers, int32_t n_buffers, int64_t act_row_bytes, int64_t chunk_rows);
+/* The largest chunk (rows) whose dhs_ls_prefill_bytes fits in budget_bytes:
+ *   c = (budget - min(R, L) * layer_bytes) / act_row_bytes, then
+ *   - max_rows > 0 (the prompt's rows) and c >= max_rows: *chunk_rows = max_rows
+ *     (one chunk holds the whole prompt; no rounding);
+ *   - otherwise c rounded down to a multiple of `multiple` (0 or 1: no rounding).
+ * Full residency: R = L; a streamed prefill: R buffers (R > L counts as L).
+ * DHS_ERR_TOO_LARGE when not even the smallest chunk fits (min(multiple, max_rows)
+ * rows, at least 1: the budget is below the layer buffers plus one chunk);
+ * DHS_ERR_INVALID_ARG for NULL, L < 1, R < 2, budget < 0, layer_bytes < 0,
+ * act_row_bytes < 1, multiple < 0, max_rows < 0. *chunk_rows is written only on DHS_OK. */
+dhs_status dhs_ls_max_chunk(int64_t budget_bytes, int64_t layer_bytes, int32_t n_layers, int32_t n_buffers, int64_t act_row_bytes,
+                            int64_t multiple, int64_t max_rows, int64_t *chunk_rows);
+
 /* host history [L][total_rows][W]: prefix rows filled, the rest zero */
 void dhs_ls_synth_init_host(const dhs_ls_synth *m, uint32_t *hist);
-/* activations [total_rows][W] for chunk `chunk`'s rows (others untouched):
-   layer 0 starts from the embedding; reads/writes buf = the layer's buffer */
+/* activations of chunk `chunk`'s rows (x as m->x_window says; other rows
+   untouched): layer 0 starts from the embedding; reads/writes buf = the layer's buffer */
 void dhs_ls_cpu_compute(const dhs_ls_synth *m, int32_t layer, int32_t chunk, uint32_t *buf, uint32_t *x);
 
 /* CPU executor: runs ev[order[i]] for i = 0..n-1 (order NULL = list order) on
    emulated device buffers bufs[R][layer_words] with memcpy; hist is the host
-   history, x the activations [total_rows][W]. Each event's dependencies must
+   history, x the activations [dhs_ls_x_words]. Each event's dependencies must
    have run before it: otherwise DHS_ERR_STATE (events up to there ran).
-   DHS_ERR_INVALID_ARG for an event out of range, DHS_ERR_NOMEM when its
+   DHS_ERR_INVALID_ARG for an invalid shape (dhs_ls_synth_ok) or an event out
+   of range, DHS_ERR_NOMEM when its
    bookkeeping (n bytes) cannot be allocated. */
 dhs_status dhs_ls_run_cpu(const dhs_ls_synth *m, int32_t n_buffers, const dhs_ls_event *ev, int64_t n, const int64_t *order,
                           uint32_t *hist, uint32_t *bufs, uint32_t *x);
