@@ -27,7 +27,7 @@ static void nan_fill(float *p, int64_t n) { memset(p, 0xff, sizeof(float) * (siz
 static void run_case(ovg_kind kind, int32_t nq, int32_t nh, int32_t k, int32_t chunk, uint64_t *rng)
 {
     ovg_case c;
-    if (ovg_make(&c, kind, nq, nh, k, chunk, rng, NULL) != 0) {
+    if (ovg_make(&c, kind, nq, nh, k, chunk, rng, NULL, NULL) != 0) {
         printf("allocation failed\n");
         exit(2);
     }

@@ -45,13 +45,15 @@ typedef struct ovg_case {
     int32_t *nvalid;                  /* [nq] entries with loc >= 0 */
     int64_t n_miss_rows;              /* staging rows used (copied) over the step */
     int32_t *miss_rows;               /* [n_miss_rows] global row index (q * pool_rows + row) to copy */
+    void (*free_rows)(void *);        /* frees `after` (NULL: free) */
 } ovg_case;
 
 static inline float ovg_unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
 
 static inline void ovg_free(ovg_case *c)
 {
-    free(c->after);
+    if (c->free_rows) c->free_rows(c->after);
+    else free(c->after);
     free(c->before);
     free(c->base_after);
     free(c->base_before);
@@ -64,12 +66,13 @@ static inline void ovg_free(ovg_case *c)
     memset(c, 0, sizeof *c);
 }
 
-/* 0 on success; alloc_rows: when not NULL it allocates the two pools
-   (the GPU test puts `after` in pinned memory) */
+/* 0 on success; alloc_rows / free_rows: when not NULL they allocate and free
+   `after` (the GPU test puts it in mapped pinned memory: the host history) */
 static inline int ovg_make(ovg_case *c, ovg_kind kind, int32_t nq, int32_t nh, int32_t k, int32_t chunk, uint64_t *rng,
-                           void *(*alloc_rows)(size_t bytes))
+                           void *(*alloc_rows)(size_t bytes), void (*free_rows)(void *))
 {
     memset(c, 0, sizeof *c);
+    c->free_rows = alloc_rows ? free_rows : NULL;
     c->s = (dhs_ov_shape){nq, nh, k, chunk, 1.0f / sqrtf((float)DHS_REF_LAT), 1};
     c->rows_hit = k < 16 ? 16 : k;
     c->rows_miss = k < 3 ? 3 : k; /* >= the 3 rows OVG_REPEAT reuses */
