@@ -3,16 +3,18 @@
  *
  * Kernels (C-style, extern "C" launchers):
  *   k_ov_scores   grid (nq, ceil(k/32)), 256 threads: 32 entries of one
- *                 query per block; the entries of the requested set are
- *                 decoded once into shared memory (g_row_val), then every
+ *                 query per block; the rows of the requested set are loaded
+ *                 as 16-byte vectors (all in flight) and decoded once into
+ *                 shared memory (g_row_val's operations), then every
  *                 (entry, head) score is the 576-long 8-lane dot of
  *                 attn_row.cuh (the operations of k_attend / dhs_ref_dot),
  *                 times att_scale. Blocks with no entry of the set exit.
  *   k_ov_reduce   grid (nq, chunks, 8), 288 threads: one chunk of entries
  *                 (exact: the whole k) x 64 of the 512 values. The set's
  *                 entries are compacted in entry order; max per head (order-
- *                 free); tiles of 128 entries: p = exp(s - max) into shared,
- *                 then warps 0-7 accumulate acc[i] += p * v[i] in entry order
+ *                 free); tiles of 128 entries: p = exp(s - max) and the
+ *                 tile's 64 codes + scale per entry into shared (16-byte
+ *                 loads), then warps 0-7 accumulate acc[i] += p * v[i] in entry order
  *                 (each thread: one value i, 4 heads) while warp 8 sums p in
  *                 entry order (one lane per head). Exact: out = acc * (1/sum);
  *                 fast: the partial (max, sum, acc) is written.
@@ -32,6 +34,8 @@
 #define OV_RT 288    /* k_ov_reduce threads: 256 accumulate + one summing warp */
 #define OV_DB 64     /* values per k_ov_reduce block */
 #define OV_TILE 128  /* entries per p tile */
+#define OV_RV 41     /* 16-byte vectors per row (656 / 16) */
+#define OV_VPT ((OV_EB * OV_RV + OV_ST - 1) / OV_ST) /* vectors per thread in k_ov_scores */
 
 static __device__ __forceinline__ int ov_in_set(const int32_t *loc, const uint8_t *miss, int64_t i, int which)
 {
@@ -70,10 +74,39 @@ __global__ void __launch_bounds__(OV_ST) k_ov_scores(dhs_ov_shape s, int which, 
     const float *qq = qg + (int64_t)q * s.nh * G_LAT;
     for (int i = tid; i < s.nh * G_LAT; i += OV_ST) qs[(i / G_LAT) * OV_QS + i % G_LAT] = qq[i];
     __syncthreads();
+    /* the rows, 16-byte vectors (41 per row: 32 of codes, 1 of scales, 8 of
+       RoPE), every load of the block in flight before the first decode; the
+       values are g_row_val's: fm(lut[code], tile scale) and bf16 << 16 */
     const uint8_t *b = base[q];
-    for (int i = tid; i < OV_EB * G_LAT; i += OV_ST) {
-        int j = i / G_LAT, ii = i % G_LAT;
-        dec[j * OV_QS + ii] = sel[j] ? g_row_val(b + roff[j], ii, lut) : 0.0f;
+    {
+        uint4 vb[OV_VPT];
+        float vs[OV_VPT];
+#pragma unroll
+        for (int u = 0; u < OV_VPT; u++) {
+            const int v = tid + u * OV_ST, j = v / OV_RV, c = v % OV_RV;
+            vb[u] = make_uint4(0, 0, 0, 0);
+            vs[u] = 0.0f;
+            if (v < OV_EB * OV_RV && sel[j]) {
+                const uint8_t *row = b + roff[j];
+                vb[u] = *(const uint4 *)(row + c * 16);
+                if (c < 32) vs[u] = ((const float *)(row + G_NOPE))[c / 8];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < OV_VPT; u++) {
+            const int v = tid + u * OV_ST, j = v / OV_RV, c = v % OV_RV;
+            if (v >= OV_EB * OV_RV || c == 32) continue; /* the scales' vector */
+            float *dj = dec + j * OV_QS;
+            const uint8_t *by = (const uint8_t *)&vb[u];
+            if (c < 32) {
+#pragma unroll
+                for (int t = 0; t < 16; t++) dj[c * 16 + t] = sel[j] ? fm(lut[by[t]], vs[u]) : 0.0f;
+            } else {
+                const uint16_t *hv = (const uint16_t *)&vb[u];
+#pragma unroll
+                for (int t = 0; t < 8; t++) dj[G_NOPE + (c - 33) * 8 + t] = __uint_as_float((uint32_t)hv[t] << 16);
+            }
+        }
     }
     __syncthreads();
     /* thread: head h, entries j and j + 16 (the query value is loaded once for both) */
@@ -107,6 +140,8 @@ __global__ void __launch_bounds__(OV_RT, 1) k_ov_reduce(dhs_ov_shape s, int whic
     __shared__ int64_t lr[DHS_OV_MAX_K];
     __shared__ int cnt[OV_RT];
     __shared__ __align__(16) float p[OV_TILE][DHS_OV_MAX_HEADS];
+    __shared__ __align__(16) uint8_t codes[OV_TILE][OV_DB]; /* the tile's codes of this block's 64 values */
+    __shared__ float tscl[OV_TILE];                        /* and their tile scale */
     __shared__ float smax[DHS_OV_MAX_HEADS], ssum[DHS_OV_MAX_HEADS];
     const int q = blockIdx.x, c = blockIdx.y, ds = blockIdx.z, tid = threadIdx.x, nh = s.nh;
     const int64_t lq = (int64_t)q * s.k;
@@ -171,6 +206,12 @@ __global__ void __launch_bounds__(OV_RT, 1) k_ov_reduce(dhs_ov_shape s, int whic
     float acc[4] = {0, 0, 0, 0}, lsum = 0.0f;
     for (int t0 = 0; t0 < n; t0 += OV_TILE) {
         const int tn = n - t0 < OV_TILE ? n - t0 : OV_TILE;
+        /* the tile's rows: 4 x 16 bytes of codes + 1 scale per entry, all in flight */
+        for (int v = tid; v < tn * (OV_DB / 16); v += OV_RT) {
+            const int jj = v / (OV_DB / 16), cv = v % (OV_DB / 16);
+            *(uint4 *)&codes[jj][cv * 16] = *(const uint4 *)(b + lr[t0 + jj] + ds * OV_DB + cv * 16);
+        }
+        for (int jj = tid; jj < tn; jj += OV_RT) tscl[jj] = ((const float *)(b + lr[t0 + jj] + G_NOPE))[(ds * OV_DB) / 128];
         for (int i = tid; i < tn * DHS_OV_MAX_HEADS; i += OV_RT) {
             int jj = i / DHS_OV_MAX_HEADS, h = i % DHS_OV_MAX_HEADS;
             p[jj][h] = h < nh ? g_expf(fs(scores[(lq * nh) + (int64_t)h * s.k + le[t0 + jj]], smax[h]), s.exp_portable)
@@ -181,9 +222,10 @@ __global__ void __launch_bounds__(OV_RT, 1) k_ov_reduce(dhs_ov_shape s, int whic
             if (lane < nh)
                 for (int jj = 0; jj < tn; jj++) lsum = fa(lsum, p[jj][lane]);
         } else {
-#pragma unroll 4 /* loads in flight; the adds stay in entry order */
-            for (int jj = 0; jj < tn; jj++) {
-                const float r = g_row_val(b + lr[t0 + jj], d, lut);
+            const int dl = tid & (OV_DB - 1);
+#pragma unroll 4
+            for (int jj = 0; jj < tn; jj++) { /* entry order */
+                const float r = fm(lut[codes[jj][dl]], tscl[jj]); /* = g_row_val(row, d, lut) */
                 const float4 pv = *(const float4 *)&p[jj][hg * 4];
                 acc[0] = fa(acc[0], fm(pv.x, r));
                 acc[1] = fa(acc[1], fm(pv.y, r));
