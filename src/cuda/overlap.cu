@@ -36,6 +36,8 @@
 #define OV_TILE 128  /* entries per p tile */
 #define OV_RV 41     /* 16-byte vectors per row (656 / 16) */
 #define OV_VPT ((OV_EB * OV_RV + OV_ST - 1) / OV_ST) /* vectors per thread in k_ov_scores */
+#define OV_CPT ((OV_TILE * (OV_DB / 16) + OV_RT - 1) / OV_RT) /* code vectors per thread per tile */
+#define OV_PPT ((OV_TILE * DHS_OV_MAX_HEADS + OV_RT - 1) / OV_RT) /* p values per thread per tile */
 
 static __device__ __forceinline__ int ov_in_set(const int32_t *loc, const uint8_t *miss, int64_t i, int which)
 {
@@ -206,16 +208,33 @@ __global__ void __launch_bounds__(OV_RT, 1) k_ov_reduce(dhs_ov_shape s, int whic
     float acc[4] = {0, 0, 0, 0}, lsum = 0.0f;
     for (int t0 = 0; t0 < n; t0 += OV_TILE) {
         const int tn = n - t0 < OV_TILE ? n - t0 : OV_TILE;
-        /* the tile's rows: 4 x 16 bytes of codes + 1 scale per entry, all in flight */
-        for (int v = tid; v < tn * (OV_DB / 16); v += OV_RT) {
-            const int jj = v / (OV_DB / 16), cv = v % (OV_DB / 16);
-            *(uint4 *)&codes[jj][cv * 16] = *(const uint4 *)(b + lr[t0 + jj] + ds * OV_DB + cv * 16);
-        }
-        for (int jj = tid; jj < tn; jj += OV_RT) tscl[jj] = ((const float *)(b + lr[t0 + jj] + G_NOPE))[(ds * OV_DB) / 128];
-        for (int i = tid; i < tn * DHS_OV_MAX_HEADS; i += OV_RT) {
-            int jj = i / DHS_OV_MAX_HEADS, h = i % DHS_OV_MAX_HEADS;
-            p[jj][h] = h < nh ? g_expf(fs(scores[(lq * nh) + (int64_t)h * s.k + le[t0 + jj]], smax[h]), s.exp_portable)
-                              : 0.0f;
+        /* the tile: 4 x 16 bytes of codes + 1 scale per entry, and the scores;
+           every load issued before the first store / exp (registers) */
+        {
+            uint4 cv4[OV_CPT];
+            float sv[OV_PPT], tv = 0.0f;
+#pragma unroll
+            for (int u = 0; u < OV_CPT; u++) {
+                const int v = tid + u * OV_RT, jj = v / (OV_DB / 16), cv = v % (OV_DB / 16);
+                if (jj < tn) cv4[u] = *(const uint4 *)(b + lr[t0 + jj] + ds * OV_DB + cv * 16);
+            }
+            if (tid < tn) tv = ((const float *)(b + lr[t0 + tid] + G_NOPE))[(ds * OV_DB) / 128];
+#pragma unroll
+            for (int u = 0; u < OV_PPT; u++) {
+                const int i = tid + u * OV_RT, jj = i / DHS_OV_MAX_HEADS, h = i % DHS_OV_MAX_HEADS;
+                sv[u] = jj < tn && h < nh ? scores[(lq * nh) + (int64_t)h * s.k + le[t0 + jj]] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < OV_CPT; u++) {
+                const int v = tid + u * OV_RT, jj = v / (OV_DB / 16), cv = v % (OV_DB / 16);
+                if (jj < tn) *(uint4 *)&codes[jj][cv * 16] = cv4[u];
+            }
+            if (tid < tn) tscl[tid] = tv;
+#pragma unroll
+            for (int u = 0; u < OV_PPT; u++) {
+                const int i = tid + u * OV_RT, jj = i / DHS_OV_MAX_HEADS, h = i % DHS_OV_MAX_HEADS;
+                if (jj < tn) p[jj][h] = h < nh ? g_expf(fs(sv[u], smax[h]), s.exp_portable) : 0.0f;
+            }
         }
         __syncthreads();
         if (tid >= 256) { /* the summing warp: lane h, entry order */
