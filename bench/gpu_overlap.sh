@@ -8,13 +8,17 @@
 #   2. test_overlap_cuda (GPU exact == CPU whole bitwise, fast within the
 #      bound, graph capture) and the CPU test_overlap when CMake built it;
 #   3. overlap_bench (batch 1, 8, 64 x misses 32, 300, 2048; k 2048, 16 heads);
-#   4. compute-sanitizer memcheck and racecheck on a reduced test run (when
+#   4. test_gpu_model when CMake built it (refmodel.cu's k_attend now uses
+#      the shared attn_row.cuh: GPU model == CPU model; OV_MODEL=0 skips);
+#   5. compute-sanitizer memcheck and racecheck on a reduced test run (when
 #      compute-sanitizer exists; OV_SAN=0 skips), last: the figures are in
 #      by then. Expected well under 10 minutes (timeouts: test 180 s, bench
-#      240 s, each sanitizer 120 s).
+#      240 s, test_gpu_model 200 s, each sanitizer 120 s); OV_SAN=0
+#      OV_MODEL=0 for the shortest run.
 # A short table at the end. Logs and overlap.json under $OUT (default
 # build-ov/out). Usage: bench/gpu_overlap.sh [--quick]   (OV_SEED, OV_BENCH_ARGS)
 set -uo pipefail
+ROW_W=${ROW_W:-44}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bdir=$root/build-ov
 out=${OUT:-$bdir/out}
@@ -63,10 +67,11 @@ build_direct() {
 }
 build_cmake() {
   cmake -S "$root" -B "$bdir/cmake" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${cj[@]}" &&
-  cmake --build "$bdir/cmake" -j"$(nproc)" --target test_overlap_cuda test_overlap overlap_bench &&
-  cp "$bdir/cmake/test_overlap_cuda" "$bdir/cmake/test_overlap" "$bdir/cmake/overlap_bench" "$bdir/"
+  cmake --build "$bdir/cmake" -j"$(nproc)" --target test_overlap_cuda test_overlap overlap_bench test_gpu_model &&
+  cp "$bdir/cmake/test_overlap_cuda" "$bdir/cmake/test_overlap" "$bdir/cmake/overlap_bench" \
+    "$bdir/cmake/test_gpu_model" "$bdir/"
 }
-rm -f "$bdir/test_overlap" "$bdir/test_overlap_cuda" "$bdir/overlap_bench"
+rm -f "$bdir/test_overlap" "$bdir/test_overlap_cuda" "$bdir/overlap_bench" "$bdir/test_gpu_model"
 if ! "build_$mode" > "$out/build.log" 2>&1; then
   tail -40 "$out/build.log"; row build "FAILED ($mode)"; printf '%s\n' "${summary[@]}"; exit 1
 fi
@@ -95,6 +100,17 @@ echo "== hit attention overlapped with the miss copy (p50 us) =="
 sed -n '/^device/,$p' "$out/overlap_bench.log"
 [ $r = 0 ] || tail -5 "$out/overlap_bench.log"
 echo
+# refmodel.cu's k_attend now computes through attn_row.cuh: the GPU model must still equal the CPU model
+if [ "${OV_MODEL:-1}" = 1 ] && [ -x "$bdir/test_gpu_model" ]; then
+  t=$(date +%s)
+  DHS_TEST_SEED=$seed timeout ${OV_MODEL_TIMEOUT:-200} "$bdir/test_gpu_model" > "$out/test_gpu_model.log" 2>&1
+  r=$?; [ $r = 0 ] || rc=1
+  row "test_gpu_model (k_attend via attn_row.cuh)" "$(verdict $r): $(grep -h 'passed,' "$out/test_gpu_model.log") ($(( $(date +%s) - t )) s)"
+  [ $r = 0 ] || tail -12 "$out/test_gpu_model.log"
+elif [ "${OV_MODEL:-1}" = 1 ]; then
+  row "test_gpu_model" "not built ($mode build: it needs CMake and cJSON)"
+fi
+
 if [ "${OV_SAN:-1}" = 1 ]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   if [ -x "$cs" ]; then
