@@ -14,6 +14,8 @@
  *     a CUDA graph (fork/join) and replayed == CPU whole, bitwise;
  *   - GPU fast overlapped == CPU fast, bitwise, and within the documented
  *     bound of whole;
+ *   - the intermediates (every valid entry's score after exact; the fast
+ *     partials' maxima and sums) equal the CPU's, so a failure names its stage;
  *   - the copied staging rows equal the host rows;
  *   - exp_portable 0 (the device's expf): exact == whole on the GPU, bitwise;
  *   - launcher argument errors.
@@ -211,19 +213,40 @@ static void run_case(ovg_kind kind, int32_t nq, int32_t nh, int32_t k, int32_t c
                           DHS_OV_ROW) == 0;
     CHECKF(rows_ok, "%s: a copied row differs from the host row", what);
     free(pool);
+    /* the intermediates too (diagnostics: which stage differs): scores after exact, partials after fast */
+    size_t sb = sizeof(float) * (size_t)dhs_ov_scores_len(s), mb = sizeof(float) * (size_t)dhs_ov_pml_len(s);
+    float *gsc = malloc(sb), *gpm = malloc(mb), *gpl = malloc(mb);
+    if (!gsc || !gpm || !gpl) exit(2);
     run_mode(&d, &c, DHS_OV_EXACT, 0, gx);
+    CK(cudaMemcpy(gsc, d.scores, sb, cudaMemcpyDeviceToHost));
     run_mode(&d, &c, DHS_OV_FAST, 0, gf);
+    CK(cudaMemcpy(gpm, d.pm, mb, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gpl, d.pl, mb, cudaMemcpyDeviceToHost));
     int graph = kind == OVG_RANDOM || kind == OVG_PAD || dhs_rng_below(rng, 4) == 0;
     if (graph) run_mode(&d, &c, DHS_OV_EXACT, 1, gg);
 
+    dhs_ov_args a = {c.q, c.base_after, c.loc, c.miss, NULL, scores, pm, pl, pacc, cf};
+    CHECK(dhs_ov_overlap_ref(s, DHS_OV_FAST, c.base_before, &a) == DHS_OK); /* every valid entry's score, partials */
+    int64_t bad_sc = 0;
+    for (int32_t q = 0; q < nq; q++)
+        for (int32_t h = 0; h < nh; h++)
+            for (int32_t e2 = 0; e2 < k; e2++) {
+                int64_t i = ((int64_t)q * nh + h) * k + e2;
+                if (c.loc[(int64_t)q * k + e2] >= 0) bad_sc += memcmp(&gsc[i], &scores[i], sizeof(float)) != 0;
+            }
+    CHECKF(bad_sc == 0, "%s: %lld GPU scores != CPU scores", what, (long long)bad_sc);
+    CHECKF(memcmp(gpm, pm, mb) == 0, "%s: GPU partial maxima != CPU", what);
+    free(gsc);
+    free(gpm);
     if (portable) {
-        dhs_ov_args a = {c.q, c.base_after, c.loc, c.miss, NULL, scores, pm, pl, pacc, cw};
-        CHECK(dhs_ov_attend_ref(s, &a) == DHS_OK);
-        a.out = cf;
-        CHECK(dhs_ov_overlap_ref(s, DHS_OV_FAST, c.base_before, &a) == DHS_OK);
-        CHECKF(memcmp(gw, cw, ob) == 0, "%s: GPU whole != CPU whole", what);
+        CHECKF(memcmp(gpl, pl, mb) == 0, "%s: GPU partial sums != CPU", what);
         CHECKF(memcmp(gf, cf, ob) == 0, "%s: GPU fast != CPU fast", what);
-    } else {
+        a.out = cw;
+        CHECK(dhs_ov_attend_ref(s, &a) == DHS_OK);
+        CHECKF(memcmp(gw, cw, ob) == 0, "%s: GPU whole != CPU whole", what);
+    }
+    free(gpl);
+    if (!portable) {
         memcpy(cw, gw, ob); /* the device's expf: only self-consistency */
     }
     CHECKF(memcmp(gx, cw, ob) == 0, "%s: GPU exact overlapped != whole", what);
