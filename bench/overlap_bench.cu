@@ -16,6 +16,8 @@
  *   attn      whole attention alone (all rows on the device): scores + exact reduction
  *   attnX     exact mode without a copy (phase A + phase B back to back)
  *   attnF     fast mode without a copy
+ *   pA_x      exact's phase A alone (the hits' scores): the work that can hide the copy
+ *   pA_f      fast's phase A alone (the hits' scores and partials)
  *   serial    copy, then whole attention on the same stream (copy-then-attend)
  *   exact     copy on a second stream (higher priority) while phase A runs;
  *             event join; phase B (DHS_OV_EXACT)
@@ -183,8 +185,8 @@ static void free_cfg(cfg_bufs *c)
     CK(cudaFree(c->out));
 }
 
-enum { V_COPY, V_ATTN, V_ATTNX, V_ATTNF, V_SERIAL, V_EXACT, V_FAST, V_N };
-static const char *const vname[V_N] = {"copy", "attn", "attnX", "attnF", "serial", "exact", "fast"};
+enum { V_COPY, V_ATTN, V_ATTNX, V_ATTNF, V_PAX, V_PAF, V_SERIAL, V_EXACT, V_FAST, V_N };
+static const char *const vname[V_N] = {"copy", "attn", "attnX", "attnF", "phaseA_exact", "phaseA_fast", "serial", "exact", "fast"};
 
 static void gather(world *w, cfg_bufs *c, cudaStream_t st)
 {
@@ -198,6 +200,11 @@ static void enqueue(world *w, cfg_bufs *c, int v)
     case V_ATTN: CK(dhs_cuda_ov_attend(&c->s, DHS_OV_WHOLE, &c->a, NULL, w->s_main)); break;
     case V_ATTNX: CK(dhs_cuda_ov_attend(&c->s, DHS_OV_EXACT, &c->a, NULL, w->s_main)); break;
     case V_ATTNF: CK(dhs_cuda_ov_attend(&c->s, DHS_OV_FAST, &c->a, NULL, w->s_main)); break;
+    case V_PAX: CK(dhs_cuda_ov_scores(&c->s, DHS_OV_HITS, &c->a, w->s_main)); break;
+    case V_PAF:
+        CK(dhs_cuda_ov_scores(&c->s, DHS_OV_HITS, &c->a, w->s_main));
+        CK(dhs_cuda_ov_partial(&c->s, DHS_OV_HITS, &c->a, w->s_main));
+        break;
     case V_SERIAL:
         gather(w, c, w->s_main);
         CK(dhs_cuda_ov_attend(&c->s, DHS_OV_WHOLE, &c->a, NULL, w->s_main));
@@ -309,9 +316,9 @@ int main(int argc, char **argv)
            bw, span_gib);
     printf("k %d, %d-B rows, %d heads, fast chunk %d, p50 of %d reps (us), L2 %s before each rep\n", K, DHS_OV_ROW, nh,
            chunk, reps, flush_on ? "flushed" : "not flushed");
-    printf("%5s %5s | %8s %8s %8s %8s | %8s %8s %8s | %6s %6s | %5s %5s | %6s %5s | %6s %8s\n", "batch", "miss", "copy",
-           "attn", "attnX", "attnF", "serial", "exact", "fast", "hid_x", "hid_f", "gn_x", "gn_f", "roof", "a/rf",
-           "GB/s", "fast_err");
+    printf("%5s %5s | %8s %8s %8s %8s %8s %8s | %8s %8s %8s | %6s %6s | %5s %5s | %6s %5s | %6s %8s\n", "batch", "miss",
+           "copy", "attn", "attnX", "attnF", "pA_x", "pA_f", "serial", "exact", "fast", "hid_x", "hid_f", "gn_x", "gn_f",
+           "roof", "a/rf", "GB/s", "fast_err");
     FILE *jf = json_path ? fopen(json_path, "w") : NULL;
     if (json_path && !jf) {
         perror(json_path);
@@ -352,10 +359,10 @@ int main(int argc, char **argv)
             const double hx = (t[V_SERIAL] - t[V_EXACT]) / t[V_COPY], hf = (t[V_SERIAL] - t[V_FAST]) / t[V_COPY];
             const double gx = t[V_SERIAL] / t[V_EXACT], gf = t[V_SERIAL] / t[V_FAST];
             const double gbs = (double)c.n_miss * DHS_OV_ROW / (t[V_COPY] * 1e3);
-            printf("%5d %5d | %8.1f %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.2f %6.2f | %5.2f %5.2f | %6.1f %5.1f | "
-                   "%6.1f %8.2g\n",
-                   B, M, t[V_COPY], t[V_ATTN], t[V_ATTNX], t[V_ATTNF], t[V_SERIAL], t[V_EXACT], t[V_FAST], hx, hf, gx, gf,
-                   roof, t[V_ATTN] / roof, gbs, err);
+            printf("%5d %5d | %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f | %8.1f %8.1f %8.1f | %6.2f %6.2f | %5.2f %5.2f | %6.1f "
+                   "%5.1f | %6.1f %8.2g\n",
+                   B, M, t[V_COPY], t[V_ATTN], t[V_ATTNX], t[V_ATTNF], t[V_PAX], t[V_PAF], t[V_SERIAL], t[V_EXACT],
+                   t[V_FAST], hx, hf, gx, gf, roof, t[V_ATTN] / roof, gbs, err);
             fflush(stdout);
             if (jf) {
                 fprintf(jf,
@@ -372,7 +379,7 @@ int main(int argc, char **argv)
             }
             free_cfg(&c);
         }
-    printf("copy/attn/attnX/attnF/serial/exact/fast: p50 us; hid_x/hid_f = (serial - overlapped) / copy; gn = serial / "
+    printf("copy/attn/attnX/attnF/pA_x/pA_f/serial/exact/fast: p50 us; hid_x/hid_f = (serial - overlapped) / copy; gn = serial / "
            "overlapped;\nroof = batch*k*656 B at the D2D bandwidth (us), a/rf = attn / roof; GB/s = the copy alone; "
            "fast_err = max |fast - exact| / vmax (bound %.3g)\n",
            dhs_ov_fast_tol(K));
