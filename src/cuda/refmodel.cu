@@ -16,11 +16,8 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "ref/gpu.h"
-
-#define G_LAT 576
-#define G_NOPE 512
-#define G_ROW 656
 #define G_MAX_TOPK 2048
 #define G_MAX_HEADS 2
 #define G_MAX_D 1024
@@ -30,10 +27,6 @@
 #define G_MAX_ID 256
 
 /* ------------------------------------------------------------------ numerics */
-__device__ __forceinline__ float fm(float a, float b) { return __fmul_rn(a, b); }
-__device__ __forceinline__ float fa(float a, float b) { return __fadd_rn(a, b); }
-__device__ __forceinline__ float fs(float a, float b) { return __fsub_rn(a, b); }
-
 /* dhs_ref_dot: 8 lanes over i mod 8, combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail */
 __device__ float g_dot(const float *a, const float *b, int n)
 {
@@ -45,24 +38,6 @@ __device__ float g_dot(const float *a, const float *b, int n)
     float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
     for (; i < n; i++) s = fa(s, fm(a[i], b[i]));
     return s;
-}
-
-__device__ float g_expf(float x, int portable)
-{
-    if (!portable) return expf(x);
-    if (x < -87.0f) return 0.0f;
-    if (x > 88.0f) return __int_as_float(0x7f800000);
-    float kf = rintf(fm(x, 1.44269504f));
-    float r = fs(x, fm(kf, 0.693145752f));
-    r = fs(r, fm(kf, 1.42860677e-06f));
-    float p = 1.38888889e-03f;
-    p = fa(fm(p, r), 8.33333333e-03f);
-    p = fa(fm(p, r), 4.16666667e-02f);
-    p = fa(fm(p, r), 1.66666667e-01f);
-    p = fa(fm(p, r), 0.5f);
-    p = fa(fm(p, r), 1.0f);
-    p = fa(fm(p, r), 1.0f);
-    return fm(p, __uint_as_float((uint32_t)((int)kf + 127) << 23));
 }
 
 __device__ uint8_t g_fp8_enc(float x)
@@ -379,19 +354,7 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, con
             const float *qh = qv + h * G_LAT;
             float lmax = -__int_as_float(0x7f800000);
             for (int e = tid; e < nv; e += blockDim.x) {
-                const uint8_t *row = b0 + (int64_t)idx[e] * G_ROW;
-                const float *scl = (const float *)(row + G_NOPE);
-                const uint16_t *rp = (const uint16_t *)(row + G_NOPE + 16);
-                float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-                for (int i = 0; i < G_LAT; i += 8)
-#pragma unroll
-                    for (int l = 0; l < 8; l++) {
-                        int ii = i + l;
-                        float val = ii < G_NOPE ? fm(lut[row[ii]], scl[ii / 128]) : __uint_as_float((uint32_t)rp[ii - G_NOPE] << 16);
-                        acc[l] = fa(acc[l], fm(qh[ii], val));
-                    }
-                float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
-                att[e] = fm(s, g.att_scale);
+                att[e] = g_row_score(qh, b0 + (int64_t)idx[e] * G_ROW, lut, g.att_scale);
                 if (att[e] > lmax) lmax = att[e];
             }
             red[tid] = lmax;
@@ -414,12 +377,9 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, con
             __syncthreads();
             for (int i = tid; i < G_NOPE; i += blockDim.x) {
                 float acc = 0.0f;
-                int tile = i / 128;
 #pragma unroll 8 /* loads in flight; the adds stay in entry order */
                 for (int e = 0; e < nv; e++) {
-                    const uint8_t *row = b0 + (int64_t)idx[e] * G_ROW;
-                    float r = fm(lut[row[i]], ((const float *)(row + G_NOPE))[tile]);
-                    acc = fa(acc, fm(att[e], r));
+                    acc = fa(acc, fm(att[e], g_row_val(b0 + (int64_t)idx[e] * G_ROW, i, lut)));
                 }
                 o[i] = fm(acc, s_inv);
             }
