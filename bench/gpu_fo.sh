@@ -20,6 +20,7 @@ quick=""
 [ "${1:-}" = "--quick" ] && quick=--quick
 export PATH=$PATH:/usr/local/cuda/bin
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+. "$root/bench/gpu_lib.sh" # direct_flags
 t0=$(date +%s)
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
@@ -36,13 +37,9 @@ if [ -z "$mode" ]; then
   if command -v cmake >/dev/null && [ -f /usr/include/cjson/cJSON.h ]; then mode=cmake; else mode=direct; fi
 fi
 build_direct() {
-  local cuda inc cflags nvflags libs o=$bdir/direct
-  cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
+  local cuda cflags nvflags libs o=$bdir/direct
+  direct_flags
   mkdir -p "$o"
-  inc="-I$root/include -I$root/src -I$root/tests -I$cuda/include"
-  cflags="-std=c11 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DDHS_HAVE_CUDA=1 $inc"
-  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root/src -Xcompiler=-Wall,-Wextra,-Werror"
-  libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
   gcc $cflags -c "$root/src/core/topk.c" -o "$o/topk.o" || return 1
   gcc $cflags -c "$root/src/core/lstream.c" -o "$o/lstream.o" || return 1
   # the CUDA objects and programs in parallel (independent nvcc runs)

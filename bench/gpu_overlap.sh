@@ -46,13 +46,9 @@ if [ -z "$mode" ]; then
   if command -v cmake >/dev/null && { [ -f /usr/include/cjson/cJSON.h ] || [ ${#cj[@]} -gt 0 ]; }; then mode=cmake; else mode=direct; fi
 fi
 build_direct() {
-  local cuda inc cflags nvflags libs o=$bdir/direct
-  cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
+  local cuda cflags nvflags libs o=$bdir/direct
+  direct_flags
   mkdir -p "$o"
-  inc="-I$root/include -I$root/src -I$root/tests -I$cuda/include"
-  cflags="-std=c11 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DDHS_HAVE_CUDA=1 $inc"
-  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root/src -Xcompiler=-Wall,-Wextra,-Werror"
-  libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
   gcc $cflags -c "$root/src/ref/numerics.c" -o "$o/numerics.o" || return 1
   gcc $cflags -c "$root/src/ref/overlap.c" -o "$o/overlap_ref.o" || return 1
   local pids=() rc=0

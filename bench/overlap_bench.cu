@@ -58,34 +58,6 @@ extern "C" {
 static uint64_t g_rng = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void) { return dhs_rng_next(&g_rng); }
 
-static double copy_bw_gbs(cudaStream_t st)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemsetAsync(a, 1, bytes, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int i = 0; i < 12; i++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 2) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return 2.0 * (double)bytes / (t[t.size() / 2] * 1e-3) / 1e9;
-}
-
 typedef struct world {
     cudaStream_t s_main, s_copy;
     cudaEvent_t e0, e1, ev_fork, ev_copy;
@@ -310,7 +282,7 @@ int main(int argc, char **argv)
         dhs_ref_row_decode(w.tab[r], dl);
         for (int i = 0; i < DHS_OV_DV; i++) w.vmax = fmaxf(w.vmax, fabsf(dl[i]));
     }
-    const double bw = copy_bw_gbs(w.s_main);
+    const double bw = bench_d2d_gbs(w.s_main);
     if (!reps) reps = quick ? 7 : 31;
     printf("device: %s, %d SMs; copy bandwidth (D2D, read+write) %.0f GB/s; pinned span %.2f GiB\n", prop.name, w.sms,
            bw, span_gib);

@@ -94,34 +94,6 @@ static double time_p50(launch_fn f, void *arg, cudaStream_t st, int reps)
     return t[t.size() / 2];
 }
 
-static double copy_bw_gbs(cudaStream_t st)
-{
-    const size_t bytes = (size_t)1 << 30;
-    void *a, *b;
-    CK(cudaMalloc(&a, bytes));
-    CK(cudaMalloc(&b, bytes));
-    CK(cudaMemsetAsync(a, 1, bytes, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<double> t;
-    for (int i = 0; i < 12; i++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 2) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    CK(cudaFree(a));
-    CK(cudaFree(b));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return 2.0 * (double)bytes / (t[t.size() / 2] * 1e-3) / 1e9;
-}
-
 int main(int argc, char **argv)
 {
     int quick = 0;
@@ -143,7 +115,7 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceProperties(&prop, 0));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    const double bw = copy_bw_gbs(st);
+    const double bw = bench_d2d_gbs(st);
     printf("device: %s, %d SMs; copy bandwidth (D2D, read+write) %.0f GB/s\n", prop.name, prop.multiProcessorCount, bw);
 
     const int64_t ns[] = {8192, 32768, 131072, 524288, 1048576};

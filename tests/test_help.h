@@ -44,6 +44,17 @@ static long th_passed, th_failed;
 
 #define CHECK(cond) CHECKF(cond, "%s", "")
 
+/* CUDA tests (after cuda_runtime_api.h): a failing CUDA runtime call ends the test with its file, line, call
+   and error string; exit status 1, a failure, never the skip code */
+#define TH_CUDA_CK(x)                                                                  \
+    do {                                                                               \
+        cudaError_t e_ = (x);                                                          \
+        if (e_ != cudaSuccess) {                                                       \
+            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                   \
+        }                                                                              \
+    } while (0)
+
 #define CHECK_ST(expr, want)                                                                        \
     do {                                                                                            \
         dhs_status got_ = (expr);                                                                   \

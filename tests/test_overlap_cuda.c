@@ -39,14 +39,7 @@ int main(void)
 #include "cuda/overlap.cuh"
 #include "test_overlap_gen.h"
 
-#define CK(x)                                                                          \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#define CK(x) TH_CUDA_CK(x)
 
 static float *d_lut;
 static cudaStream_t s_main, s_copy;

@@ -27,14 +27,7 @@ int main(void)
 
 #include "test_topk_gen.h"
 
-#define CK(x)                                                                                     \
-    do {                                                                                          \
-        cudaError_t e_ = (x);                                                                     \
-        if (e_ != cudaSuccess) {                                                                  \
-            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                              \
-        }                                                                                         \
-    } while (0)
+#define CK(x) TH_CUDA_CK(x)
 
 typedef struct bufs {
     int64_t cap_scores, cap_out;
