@@ -12,10 +12,31 @@
 # how often admission waited and history was reclaimed, and ends with
 # "identical: yes". The throughput line is a CPU figure of a tiny model, not
 # a GPU serving rate. docs/MODEL.md explains every line.
+#
+# Backend: with a CUDA device (nvidia-smi lists one) and nvcc, the tool is
+# built with the CUDA backend and runs with --backend cuda (the model computes
+# on the GPU); otherwise, as in CI, the CPU backend. The first line says which
+# ran and why. A --backend flag given by the caller wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-cmake -S . -B build >/dev/null
+gpu=""
+if command -v nvidia-smi >/dev/null 2>&1; then gpu=$(nvidia-smi -L 2>/dev/null | grep -m 1 '^GPU' || true); fi
+nvcc_ok=0
+{ command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; } && nvcc_ok=1
+backend=cpu why="no CUDA device found"
+if [ -n "$gpu" ] && [ $nvcc_ok = 1 ]; then backend=cuda why="$gpu"
+elif [ -n "$gpu" ]; then why="a CUDA device but no nvcc to build the CUDA backend"; fi
+for a in "$@"; do case $a in --backend|--backend=*) backend=given why="the --backend flag given";; esac; done
+if [ "$backend" = cuda ]; then
+  export PATH=$PATH:/usr/local/cuda/bin
+  cmake -S . -B build -DDHS_CUDA=ON >/dev/null
+else
+  cmake -S . -B build >/dev/null
+fi
 cmake --build build -j2 --target dhs_tool
-echo "demo: dhs run $* (the reference model through the hierarchy, compared with all-resident; docs/MODEL.md)" >&2
-exec build/dhs run "$@"
+extra=()
+[ "$backend" = cuda ] && extra=(--backend cuda)
+echo "demo: backend ${backend/given/as given} ($why)" >&2
+echo "demo: dhs run ${extra[*]:+${extra[*]} }$* (the reference model through the hierarchy, compared with all-resident; docs/MODEL.md)" >&2
+exec build/dhs run "${extra[@]}" "$@"
