@@ -348,14 +348,14 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.k_max;
-    const int32_t n_round = rd->n_round;
-    const uint32_t epoch = rd->epoch;
     const int64_t all = (int64_t)KK * k;
 
     /* launched as a programmatic dependent of the kernel before it on the stream (the previous call's
        copy kernel inside a captured step): wait for that grid before reading anything (a no-op when
        the launch had no programmatic edge) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    const int32_t n_round = rd->n_round;
+    const uint32_t epoch = rd->epoch;
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
