@@ -148,6 +148,18 @@ static int bench_resolve_cuda(const char *prog, const dhs_bench_resolve_opts *o,
 #endif
 }
 
+/* a flag given that only the other backend takes: a usage error naming it, else 0 */
+typedef struct flag_seen {
+    int seen;
+    const char *flag;
+} flag_seen;
+static int other_backend_flag(const char *prog, const flag_seen *f, size_t n, const char *only)
+{
+    for (size_t i = 0; i < n; i++)
+        if (f[i].seen) return args_fail(prog, "%s applies to --backend %s only", f[i].flag, only);
+    return 0;
+}
+
 static int bench_resolve(int argc, char **argv)
 {
     int64_t Bs[8] = {2048, 8192, 65536};
@@ -223,10 +235,9 @@ static int bench_resolve(int argc, char **argv)
     int pr = args_parse(&cmd, argc, argv, NULL, NULL);
     if (pr) return args_exit(pr);
     if (backend == 1) {
-        const struct { int seen; const char *flag; } cpu_only[] = {
-            {seen_rounds, "--rounds"}, {seen_pol, "--policy"}, {seen_repeat, "--repeat"}};
-        for (size_t i = 0; i < sizeof cpu_only / sizeof cpu_only[0]; i++)
-            if (cpu_only[i].seen) return args_fail(cmd.prog, "%s applies to --backend cpu only", cpu_only[i].flag);
+        const flag_seen cpu_only[] = {{seen_rounds, "--rounds"}, {seen_pol, "--policy"}, {seen_repeat, "--repeat"}};
+        int r = other_backend_flag(cmd.prog, cpu_only, sizeof cpu_only / sizeof cpu_only[0], "cpu");
+        if (r) return r;
         static const int64_t hot_d[] = {2048, 4096, 16384, 65536}, mis_d[] = {0, 32, 300, 2048};
         if (!seen_hot) {
             memcpy(Bs, hot_d, sizeof hot_d);
@@ -259,12 +270,12 @@ static int bench_resolve(int argc, char **argv)
         return bench_resolve_cuda(cmd.prog, &o, output);
     }
     {
-        const struct { int seen; const char *flag; } cuda_only[] = {
-            {seen_batch, "--batch"}, {seen_q, "--queries"}, {seen_reps, "--reps"}, {seen_graph, "--graph-calls"},
-            {seen_layout, "--layout"}, {seen_span, "--span-gib"}, {seen_pages, "--host-pages"}, {brk, "--breakdown"},
-            {quiet, "--quiet"}};
-        for (size_t i = 0; i < sizeof cuda_only / sizeof cuda_only[0]; i++)
-            if (cuda_only[i].seen) return args_fail(cmd.prog, "%s applies to --backend cuda only", cuda_only[i].flag);
+        const flag_seen cuda_only[] = {{seen_batch, "--batch"}, {seen_q, "--queries"},     {seen_reps, "--reps"},
+                                       {seen_graph, "--graph-calls"}, {seen_layout, "--layout"},
+                                       {seen_span, "--span-gib"}, {seen_pages, "--host-pages"},
+                                       {brk, "--breakdown"},          {quiet, "--quiet"}};
+        int r = other_backend_flag(cmd.prog, cuda_only, sizeof cuda_only / sizeof cuda_only[0], "cuda");
+        if (r) return r;
     }
     if (nmis != 1 || mis[0] < 1)
         return args_fail(cmd.prog, "--backend cpu takes one --misses value, at least 1 (got %d value%s, first %lld)", nmis,
