@@ -7,6 +7,7 @@
  *   th_seed(name)           the seed of a randomised test: DHS_TEST_SEED or a fresh one; printed
  *   th_scale()              workload multiplier: DHS_TEST_SCALE (default 1), times 0.1 under sanitizers
  *   th_summary()            prints "N passed, N failed" on its own line; main returns its value
+ *   th_tmp_path(buf, n, tag) / th_tmp_fopen(...)  a fresh /tmp/dhs_test_<tag>_XXXXXX file (name, or open to write)
  *
  * Row contents used by the tests are a pure function of (request uid, source, row, version), so a test
  * recomputes what a location must hold instead of storing payload (th_fill_row).
@@ -181,6 +182,22 @@ static inline double th_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A fresh empty file /tmp/dhs_test_<tag>_XXXXXX for a test to fill; its name is left in buf.
+   th_tmp_path returns 0, or -1 when no file could be made; th_tmp_fopen returns it open for writing, or NULL. */
+static inline int th_tmp_path(char *buf, size_t n, const char *tag)
+{
+    snprintf(buf, n, "/tmp/dhs_test_%s_XXXXXX", tag);
+    int fd = mkstemp(buf);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
+}
+
+static inline FILE *th_tmp_fopen(char *buf, size_t n, const char *tag)
+{
+    return th_tmp_path(buf, n, tag) == 0 ? fopen(buf, "w") : NULL;
 }
 
 /* ======================================================================

@@ -457,12 +457,10 @@ static void test_compare_all(uint64_t seed)
     dhs_ref_run_cfg c = small_run(DHS_REF_LAYOUT_FOLLOW, seed + 7);
     c.verify = DHS_REF_VERIFY_SAMPLE;
     char path[64];
-    snprintf(path, sizeof path, "/tmp/dhs_test_model_XXXXXX");
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-    c.trace = fd >= 0 ? path : NULL;
+    int made = th_tmp_path(path, sizeof path, "model") == 0;
+    c.trace = made ? path : NULL;
     uint64_t rounds = run_compare(&c, "follow/lru sampling (traced)", NULL);
-    if (fd >= 0) {
+    if (made) {
         check_trace(path, &c, rounds);
         unlink(path);
     }

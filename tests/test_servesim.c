@@ -198,18 +198,15 @@ static void test_spec(uint64_t seed)
 
 static void test_traces(uint64_t seed)
 {
-    char mc[] = "/tmp/dhs_test_serve_mc_XXXXXX", bg[] = "/tmp/dhs_test_serve_bg_XXXXXX";
-    int fd1 = mkstemp(mc), fd2 = mkstemp(bg);
-    if (fd1 >= 0) close(fd1);
-    if (fd2 >= 0) close(fd2);
-    FILE *f = fopen(mc, "w");
+    char mc[64], bg[64];
+    FILE *f = th_tmp_fopen(mc, sizeof mc, "serve_mc");
     if (!f) { CHECK(0); return; }
     uint64_t s = seed;
     for (int i = 0; i < 20; i++)
         fprintf(f, "{\"timestamp\": %d, \"input_length\": %d, \"output_length\": %d, \"hash_ids\": [%d, %d, 7]}\n", 1000 + i * 250,
                 1000 + (int)dhs_rng_below(&s, 3000), 4 + (int)dhs_rng_below(&s, 20), i, i + 1);
     fclose(f);
-    f = fopen(bg, "w");
+    f = th_tmp_fopen(bg, sizeof bg, "serve_bg");
     if (!f) { CHECK(0); return; }
     fprintf(f, "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n");
     for (int i = 0; i < 20; i++)
@@ -279,10 +276,8 @@ static void test_traces(uint64_t seed)
    (max_batch and a small queue), three orders of magnitude below the trace. */
 static void test_streamed_trace(uint64_t seed)
 {
-    char path[] = "/tmp/dhs_test_serve_long_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-    FILE *f = fopen(path, "w");
+    char path[64];
+    FILE *f = th_tmp_fopen(path, sizeof path, "serve_long");
     if (!f) { CHECK(0); return; }
     const int32_t n = (int32_t)(20000 * th_scale()) > 1000 ? (int32_t)(20000 * th_scale()) : 1000, max_batch = 32;
     uint64_t s = seed, t_ms = 0, in_sum = 0;
@@ -426,10 +421,8 @@ static void test_dp_single(uint64_t seed)
    so miss-aware admits without waiting and finishes sooner. */
 static void test_dp_skew(uint64_t seed)
 {
-    char path[] = "/tmp/dhs_test_serve_skew_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-    FILE *f = fopen(path, "w");
+    char path[64];
+    FILE *f = th_tmp_fopen(path, sizeof path, "serve_skew");
     if (!f) { CHECK(0); return; }
     for (int i = 0; i < 8; i++) fprintf(f, "{\"timestamp\": 0, \"input_length\": %d, \"output_length\": 40}\n", i % 2 ? 200 : 16000);
     fclose(f);

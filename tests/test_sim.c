@@ -33,13 +33,6 @@
 #include "sim/tracegen.h"
 #include "test_help.h"
 
-static void tmp_path(char *buf, size_t n, const char *tag)
-{
-    snprintf(buf, n, "/tmp/dhs_test_sim_%s_XXXXXX", tag);
-    int fd = mkstemp(buf);
-    if (fd >= 0) close(fd);
-}
-
 /* ------------------------------------------------------------- brute force */
 #define NEVER INT64_MAX
 
@@ -190,7 +183,7 @@ static void test_opt_core(uint64_t *rng)
         const int32_t P = 200, k = 1 + (int32_t)dhs_rng_below(rng, 6);
         int64_t n_rounds = 60 + dhs_rng_below(rng, 140);
         char path[128];
-        tmp_path(path, sizeof path, "core");
+        th_tmp_path(path, sizeof path, "sim_core");
         dhs_trace_header h;
         memset(&h, 0, sizeof h);
         h.n_groups = 1;
@@ -288,7 +281,7 @@ static void test_bounds(uint64_t seed)
     for (int si = 0; si < n_seeds; si++) {
         for (int spec = 1; spec <= 3; spec += 2) {
             char path[128], err[256];
-            tmp_path(path, sizeof path, "bound");
+            th_tmp_path(path, sizeof path, "sim_bound");
             int32_t batch = si % 2 ? 3 : 0; /* arrivals and departures mid-trace */
             if (gen_trace(path, seed + (uint64_t)si, spec, 1 + si % 2, 5, 70, 256, 4096, batch)) continue;
             dhs_sim_trace_info info;
@@ -333,7 +326,7 @@ static void test_bounds(uint64_t seed)
 static void test_determinism_and_payload(uint64_t seed)
 {
     char path[128], err[256];
-    tmp_path(path, sizeof path, "pay");
+    th_tmp_path(path, sizeof path, "sim_pay");
     if (gen_trace(path, seed, 3, 2, 6, 40, 64, 1024, 3)) return;
     dhs_sim_trace_info info;
     if (dhs_sim_scan(path, &info, err, sizeof err)) { CHECKF(0, "%s", err); return; }
@@ -417,7 +410,7 @@ static void test_long_trace_bounded(uint64_t seed)
     int64_t maxpos[2] = {0, 0};
     for (int t = 0; t < 2; t++) {
         char path[128], err[256];
-        tmp_path(path, sizeof path, "long");
+        th_tmp_path(path, sizeof path, "sim_long");
         if (long_trace(path, seed, t ? n_long : n_small)) return;
         dhs_sim_trace_info info;
         CHECKF(dhs_sim_scan(path, &info, err, sizeof err) == 0, "%s", err);
@@ -467,7 +460,7 @@ static void test_errors(void)
     CHECK(dhs_sim_policy_parse("belady", &p) == -1);
     CHECK(!strcmp(dhs_sim_policy_str(DHS_SIM_OPT), "opt"));
     char path[128];
-    tmp_path(path, sizeof path, "err");
+    th_tmp_path(path, sizeof path, "sim_err");
     if (gen_trace(path, 5, 1, 1, 2, 10, 64, 512, 0)) return;
     CHECK(dhs_sim_scan(path, &info, err, sizeof err) == 0);
     dhs_sim_config c = dhs_sim_config_default();
@@ -483,7 +476,7 @@ static void test_errors(void)
     /* plot writer */
     double x[3] = {1024, 2048, 4096}, y[3] = {0.3, 0.2, 0.1};
     dhs_plot_series s = {"lru <&>", 3, x, y};
-    tmp_path(path, sizeof path, "svg");
+    th_tmp_path(path, sizeof path, "sim_svg");
     CHECK(dhs_plot_svg(path, "t", "x", "y", &s, 1, 1) == 0);
     FILE *f = fopen(path, "r");
     char buf[8192] = {0};

@@ -30,13 +30,6 @@ static uint64_t g_rs;
 static uint64_t rnd(void) { return dhs_rng_next(&g_rs); }
 static int64_t rndi(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
 
-static void tmp_path(char *buf, size_t n, const char *tag)
-{
-    snprintf(buf, n, "/tmp/dhs_test_trace_%s_XXXXXX", tag);
-    int fd = mkstemp(buf);
-    if (fd >= 0) close(fd);
-}
-
 static unsigned char *slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -278,7 +271,7 @@ static int compare_script(const script *s, dhs_trace_reader *r)
 static void test_roundtrip(int iters)
 {
     char path[64];
-    tmp_path(path, sizeof path, "rt");
+    th_tmp_path(path, sizeof path, "trace_rt");
     uint64_t entries = 0;
     for (int it = 0; it < iters; it++) {
         script s;
@@ -345,8 +338,8 @@ static void fix_record_check(unsigned char *b, size_t rec)
 static void test_reject(void)
 {
     char path[64], bad[64];
-    tmp_path(path, sizeof path, "ok");
-    tmp_path(bad, sizeof bad, "bad");
+    th_tmp_path(path, sizeof path, "trace_ok");
+    th_tmp_path(bad, sizeof bad, "trace_bad");
     char err[1024];
     dhs_trace_status st;
 
@@ -565,9 +558,9 @@ static dhs_tracegen_params small_params(uint64_t seed)
 static void test_gen_determinism(uint64_t seed)
 {
     char a[64], b[64], c[64];
-    tmp_path(a, sizeof a, "ga");
-    tmp_path(b, sizeof b, "gb");
-    tmp_path(c, sizeof c, "gc");
+    th_tmp_path(a, sizeof a, "trace_ga");
+    th_tmp_path(b, sizeof b, "trace_gb");
+    th_tmp_path(c, sizeof c, "trace_gc");
     char err[512];
     dhs_tracegen_params p = small_params(seed);
     CHECKF(dhs_tracegen_write(&p, a, NULL, err, sizeof err) == DHS_TRACE_OK, "gen a: %s", err);
@@ -692,7 +685,7 @@ static void check_generated(const char *path, const dhs_tracegen_params *p, gsta
 static void test_gen_properties(uint64_t seed)
 {
     char path[64];
-    tmp_path(path, sizeof path, "gp");
+    th_tmp_path(path, sizeof path, "trace_gp");
     char err[512];
     for (int variant = 0; variant < 4; variant++) {
         dhs_tracegen_params p = small_params(seed + (uint64_t)variant);
@@ -734,7 +727,7 @@ static void test_gen_properties(uint64_t seed)
 static void test_read_speed(void)
 {
     char path[64];
-    tmp_path(path, sizeof path, "sp");
+    th_tmp_path(path, sizeof path, "trace_sp");
     char err[512];
     dhs_tracegen_params p = dhs_tracegen_default(); /* 8 x 200 x 2048 = 3.3 M entries */
     dhs_trace_status st = dhs_tracegen_write(&p, path, NULL, err, sizeof err);
