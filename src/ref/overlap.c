@@ -81,16 +81,20 @@ static int32_t partial(const dhs_ov_shape *s, const dhs_ov_args *a, int which, i
     return n;
 }
 
+/* the scratch of partial() for n entries, one block: p[n] floats, then ent[n] */
+static int scratch_alloc(int32_t n, float **p, int32_t **ent)
+{
+    *p = malloc((sizeof(float) + sizeof(int32_t)) * (size_t)n);
+    *ent = *p ? (int32_t *)(*p + n) : NULL;
+    return *p != NULL;
+}
+
 dhs_status dhs_ov_reduce_ref(const dhs_ov_shape *s, const dhs_ov_args *a)
 {
     if (dhs_ov_shape_check(s)) return DHS_ERR_INVALID_ARG;
-    float *p = malloc(sizeof(float) * (size_t)s->k);
-    int32_t *ent = malloc(sizeof(int32_t) * (size_t)s->k);
-    if (!p || !ent) {
-        free(p);
-        free(ent);
-        return DHS_ERR_NOMEM;
-    }
+    float *p;
+    int32_t *ent;
+    if (!scratch_alloc(s->k, &p, &ent)) return DHS_ERR_NOMEM;
     for (int32_t q = 0; q < s->nq; q++)
         for (int32_t h = 0; h < s->nh; h++) {
             float *o = a->out + ((int64_t)q * s->nh + h) * DHS_OV_DV, m, l;
@@ -98,21 +102,16 @@ dhs_status dhs_ov_reduce_ref(const dhs_ov_shape *s, const dhs_ov_args *a)
             float inv = 1.0f / l;
             for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] *= inv;
         }
-    free(p);
-    free(ent);
+    free(p); /* ent lies in the same block */
     return DHS_OK;
 }
 
 dhs_status dhs_ov_partial_ref(const dhs_ov_shape *s, int which, const dhs_ov_args *a)
 {
     if (dhs_ov_shape_check(s) || (which != DHS_OV_HITS && which != DHS_OV_MISSES)) return DHS_ERR_INVALID_ARG;
-    float *p = malloc(sizeof(float) * (size_t)s->chunk);
-    int32_t *ent = malloc(sizeof(int32_t) * (size_t)s->chunk);
-    if (!p || !ent) {
-        free(p);
-        free(ent);
-        return DHS_ERR_NOMEM;
-    }
+    float *p;
+    int32_t *ent;
+    if (!scratch_alloc(s->chunk, &p, &ent)) return DHS_ERR_NOMEM;
     int32_t C = dhs_ov_chunks(s), set = which == DHS_OV_MISSES;
     for (int32_t q = 0; q < s->nq; q++)
         for (int32_t c = 0; c < C; c++) {
@@ -122,8 +121,7 @@ dhs_status dhs_ov_partial_ref(const dhs_ov_shape *s, int which, const dhs_ov_arg
                 partial(s, a, which, q, h, e0, e1, p, ent, a->pm + pi, a->pl + pi, a->pacc + pi * DHS_OV_DV);
             }
         }
-    free(p);
-    free(ent);
+    free(p); /* ent lies in the same block */
     return DHS_OK;
 }
 
