@@ -106,6 +106,13 @@ dhs_status dhs_ov_reduce_ref(const dhs_ov_shape *s, const dhs_ov_args *a)
     return DHS_OK;
 }
 
+/* index of partial j of (query q, head h): j = set * C + chunk, set 0 = hits, 1 = misses
+   (pm / pl [nq][2][C][nh], pacc the same with DHS_OV_DV floats each) */
+static inline int64_t pidx(const dhs_ov_shape *s, int32_t C, int32_t q, int32_t j, int32_t h)
+{
+    return ((int64_t)q * 2 * C + j) * s->nh + h;
+}
+
 dhs_status dhs_ov_partial_ref(const dhs_ov_shape *s, int which, const dhs_ov_args *a)
 {
     if (dhs_ov_shape_check(s) || (which != DHS_OV_HITS && which != DHS_OV_MISSES)) return DHS_ERR_INVALID_ARG;
@@ -117,7 +124,7 @@ dhs_status dhs_ov_partial_ref(const dhs_ov_shape *s, int which, const dhs_ov_arg
         for (int32_t c = 0; c < C; c++) {
             int32_t e0 = c * s->chunk, e1 = e0 + s->chunk < s->k ? e0 + s->chunk : s->k;
             for (int32_t h = 0; h < s->nh; h++) {
-                int64_t pi = (((int64_t)q * 2 + set) * C + c) * s->nh + h;
+                const int64_t pi = pidx(s, C, q, set * C + c, h);
                 partial(s, a, which, q, h, e0, e1, p, ent, a->pm + pi, a->pl + pi, a->pacc + pi * DHS_OV_DV);
             }
         }
@@ -135,14 +142,14 @@ dhs_status dhs_ov_merge_ref(const dhs_ov_shape *s, const dhs_ov_args *a)
             float M = -INFINITY, L = 0.0f;
             int any = 0;
             for (int32_t j = 0; j < 2 * C; j++) { /* (hits, 0..C-1), (misses, 0..C-1); l > 0 iff not empty */
-                int64_t pi = (((int64_t)q * 2 + j / C) * C + j % C) * s->nh + h;
+                const int64_t pi = pidx(s, C, q, j, h);
                 if (a->pl[pi] > 0.0f && a->pm[pi] > M) M = a->pm[pi];
                 any |= a->pl[pi] > 0.0f;
             }
             for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] = 0.0f;
             if (!any) continue;
             for (int32_t j = 0; j < 2 * C; j++) {
-                int64_t pi = (((int64_t)q * 2 + j / C) * C + j % C) * s->nh + h;
+                const int64_t pi = pidx(s, C, q, j, h);
                 if (!(a->pl[pi] > 0.0f)) continue;
                 float w = ov_exp(s, a->pm[pi] - M);
                 L += w * a->pl[pi];
