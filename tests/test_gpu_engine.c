@@ -487,6 +487,52 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = NULL;
 }
 
+/* what the device step refuses: no GPU pass, a trace, an unknown step, compressed sources */
+static void test_step_refusals(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_tiny();
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 2;
+    ec.max_slots = 2;
+    ec.k_max = 2;
+    ec.max_positions = 400;
+    ec.page_rows = 64;
+    ec.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_engine *e = NULL;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED); /* no GPU pass */
+    CHECK(e == NULL);
+    ec.gpu = 1;
+    ec.trace = (void *)&ec; /* any trace: the selections stay on the device */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.trace = NULL;
+    ec.step = 3;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.step = DHS_REF_STEP_GRAPH;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_OK); /* resident, emulated GPU */
+    dhs_ref_engine_destroy(e);
+    g_model = NULL;
+    dhs_ref_model_destroy(m);
+    /* the driver: the CPU model, and compressed sources (the model stays on the CPU) */
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.sessions = 2;
+    c.context = 300;
+    c.tokens = 2;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_run_result r;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "--step device needs the GPU model"));
+    dhs_ref_run_result_free(&r);
+    c.model.layout = DHS_REF_LAYOUT_COMPRESSED;
+    c.gpu_model = 1;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "m = 1 sources"));
+    dhs_ref_run_result_free(&r);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_gpu_engine");
@@ -501,6 +547,7 @@ int main(void)
     test_rounds(ds, "deepseek-v3.2 (5 layers)");
     tiny.layout = DHS_REF_LAYOUT_FOLLOW;
     test_rounds(tiny, "tiny follow");
+    test_step_refusals(seed);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, seed);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, seed + 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, seed + 2);

@@ -670,17 +670,6 @@ const char *dhs_ref_step_str(int step)
     return step == DHS_REF_STEP_DEVICE ? "device" : step == DHS_REF_STEP_GRAPH ? "graph" : "host";
 }
 
-int dhs_ref_step_parse(const char *s, int *step)
-{
-    static const char *const names[] = {"host", "device", "graph"};
-    for (int i = 0; i < 3; i++)
-        if (s && !strcmp(s, names[i])) {
-            *step = i;
-            return 0;
-        }
-    return -1;
-}
-
 void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t) { *t = e->stt; }
 
 static dhs_status step_gpu_fail(dhs_ref_engine *e, const char *what, dhs_status st)

@@ -338,7 +338,6 @@ typedef struct dhs_ref_engine_cfg {
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
 const char *dhs_ref_step_str(int step);
-int dhs_ref_step_parse(const char *s, int *step); /* "host" | "device" | "graph"; 0 on success */
 
 /* host time of the device step's rounds (seconds, summed): control = the
    host control plane before the launch (inputs, tail locations, pointer
