@@ -8,7 +8,14 @@
  * - emulated-GPU resident and hierarchical engines (CPU backend: reclaim,
  *   speculation, late copies, invariants) give byte-identical logits;
  * - their tokens equal a plain CPU run's, and per round the emulated-GPU
- *   logits equal the CPU engine's bit for bit.
+ *   logits equal the CPU engine's bit for bit;
+ * - the device step (engine.c gpu_step, docs/MODEL.md "Device step": the
+ *   round's inputs and pointer tables uploaded once, rows written in place at
+ *   dhs_tail_locations, dhs_resolve_device on the CPU backend's device
+ *   resolver, logits back once) gives the same: identical to resident, tokens
+ *   equal to the CPU run's, and no call of the per-layer host API. The CUDA
+ *   graph (capture) is not emulated: the CPU backend executes library calls
+ *   at once, so test_gpu_model checks --step graph on a GPU.
  * Env: DHS_TEST_SEED.
  */
 #include <inttypes.h>
@@ -26,6 +33,8 @@
 /* ---------------------------------------------------------------- the emulation */
 static const dhs_ref_model *g_model; /* the model the emulation computes with */
 static int g_emulated_calls;
+static int g_host_api_calls; /* dhs_ref_gpu_begin / rows / select / attend / logits */
+static int g_step_calls;     /* dhs_ref_gpu_step_* launches */
 
 struct dhs_ref_gpu {
     const dhs_ref_model *m;
@@ -36,6 +45,11 @@ struct dhs_ref_gpu {
     int32_t *sel, *loc;
     uint8_t *stage;
     dhs_ref_scratch *sc;
+    int32_t L;
+    int32_t *tok_h;         /* device step: pinned mirrors (host views) */
+    int64_t *pos_h;
+    void **tab_h, **tab;    /* [4][L][maxq]: mirror and the "device" copy */
+    float *logits_h;
 };
 
 int dhs_ref_gpu_available(void) { return 1; }
@@ -57,6 +71,11 @@ void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->loc);
     free(g->stage);
     dhs_ref_scratch_destroy(g->sc);
+    free(g->tok_h);
+    free(g->pos_h);
+    free(g->tab_h);
+    free(g->tab);
+    free(g->logits_h);
     free(g);
 }
 
@@ -81,7 +100,14 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     g->loc = calloc(Q * (size_t)g->k, sizeof(int32_t));
     g->stage = aligned_alloc(16, Q * DHS_REF_ROW_BYTES);
     g->sc = dhs_ref_scratch_create(g->m);
-    if (!g->tok || !g->pos || !g->x || !g->xn || !g->logits || !g->sel || !g->loc || !g->stage || !g->sc) {
+    g->L = d->n_layers;
+    g->tok_h = calloc(Q, sizeof(int32_t));
+    g->pos_h = calloc(Q, sizeof(int64_t));
+    g->tab_h = calloc(4 * (size_t)g->L * Q, sizeof(void *));
+    g->tab = calloc(4 * (size_t)g->L * Q, sizeof(void *));
+    g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
+    if (!g->tok || !g->pos || !g->x || !g->xn || !g->logits || !g->sel || !g->loc || !g->stage || !g->sc || !g->tok_h ||
+        !g->pos_h || !g->tab_h || !g->tab || !g->logits_h) {
         dhs_ref_gpu_destroy(g);
         return DHS_ERR_NOMEM;
     }
@@ -118,6 +144,7 @@ dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t byt
 
 dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
 {
+    g_host_api_calls++;
     if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
     g->nq = nq;
     g_emulated_calls++;
@@ -150,6 +177,7 @@ static dhs_ref_keys keys_view(const dhs_ref_model *m, void *codes, void *scales)
 dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes, void *const *kscales,
                             uint8_t *rows_host)
 {
+    g_host_api_calls++;
     const dhs_ref_layer_info *li = dhs_ref_layer(g->m, l);
     float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
     for (int32_t q = 0; q < g->nq; q++) {
@@ -170,6 +198,7 @@ dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void
 
 dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host)
 {
+    g_host_api_calls++;
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
         dhs_ref_keys kv = keys_view(g->m, kcodes[q], kscales[q]);
@@ -182,6 +211,7 @@ dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, vo
 
 dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
 {
+    g_host_api_calls++;
     const int32_t *loc = g->sel;
     if (loc_host) {
         memcpy(g->loc, loc_host, sizeof(int32_t) * (size_t)g->nq * (size_t)g->k);
@@ -197,10 +227,139 @@ dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base
 
 dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
 {
+    g_host_api_calls++;
     for (int32_t q = 0; q < g->nq; q++)
         if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits + (int64_t)q * g->V);
     memcpy(logits_host, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->V);
     return DHS_OK;
+}
+
+/* the device step: the same model functions, every input read from the
+   "device" copies of the tables (what the upload copied) */
+static void **tab_at(dhs_ref_gpu *g, int which, int32_t l) { return g->tab + ((size_t)which * (size_t)g->L + (size_t)l) * (size_t)g->maxq; }
+
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    in->tokens = g->tok_h;
+    in->pos = g->pos_h;
+    in->rowdst = g->tab_h;
+    in->base = g->tab_h + LQ;
+    in->kcodes = g->tab_h + 2 * LQ;
+    in->kscales = g->tab_h + 3 * LQ;
+    in->stride = g->maxq;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    g->nq = nq;
+    memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
+    memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
+    for (size_t r = 0; r < 4 * (size_t)g->L; r++) /* the first nq of every row, as the 2D copy */
+        memcpy(g->tab + r * (size_t)g->maxq, g->tab_h + r * (size_t)g->maxq, sizeof(void *) * (size_t)nq);
+    /* the host may rewrite its mirrors now (the GPU's copy is asynchronous; the engine must not
+       rely on that): poison them so a late read through them would show */
+    memset(g->tab_h, 0xA5, sizeof(void *) * 4 * (size_t)g->L * (size_t)g->maxq);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    g_step_calls++;
+    g_emulated_calls++;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->pos[q] >= 0) dhs_ref_embed(g->m, g->tok[q], g->x + (int64_t)q * g->d);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    g_step_calls++;
+    const dhs_ref_layer_info *li = dhs_ref_layer(g->m, l);
+    void **rd = tab_at(g, 0, l), **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        float *xn = g->xn + (int64_t)q * g->d;
+        dhs_ref_rmsnorm(g->m, g->x + (int64_t)q * g->d, xn);
+        dhs_ref_latent(g->m, l, g->pos[q], xn, lat);
+        dhs_ref_row_encode(lat, (uint8_t *)rd[q]);
+        if (li->producer) {
+            dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+            dhs_ref_index_key(g->m, l, xn, key);
+            dhs_ref_keys_set(&kv, g->pos[q], key);
+        }
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    g_step_calls++;
+    void **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    for (int32_t q = 0; q < g->nq; q++) {
+        int32_t *sq = g->sel + (int64_t)q * g->k;
+        if (g->pos[q] < 0) { /* padding: the resolver must not read it */
+            for (int32_t i = 0; i < g->k; i++) sq[i] = INT32_MAX;
+            continue;
+        }
+        dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+        if (dhs_ref_select(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, &kv, sq, g->sc) < 0) return DHS_ERR_NOMEM;
+    }
+    return DHS_OK;
+}
+
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g->sel; }
+
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    g_step_calls++;
+    const int32_t *loc = loc_dev ? loc_dev : g->sel;
+    void **base = tab_at(g, 1, l);
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_attend_mlp(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, base[q], DHS_REF_ROW_BYTES,
+                           loc + (int64_t)q * g->k, g->x + (int64_t)q * g->d, g->sc);
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    g_step_calls++;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits_h + (int64_t)q * g->V);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    *logits = g->logits_h;
+    return DHS_OK;
+}
+
+/* not emulated (see the top) */
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    (void)g, (void)keep;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -269,7 +428,7 @@ done:
 }
 
 /* dhs_ref_run with the GPU path (emulated) for both storages, CPU backend */
-static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, uint64_t seed)
+static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, uint64_t seed)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -295,23 +454,83 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
     g_model = m; /* same config: same weights as the run's own model */
     c.gpu_model = 1;
-    int calls0 = g_emulated_calls;
+    c.step = step;
+    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls;
     int r2 = dhs_ref_run(&c, &gpu);
     CHECKF(r1 == 0 && r2 == 0, "%s: %s / %s", c.geometry, cpu.errmsg, gpu.errmsg);
     if (r1 == 0 && r2 == 0) {
         CHECKF(gpu.gpu_model == 1 && g_emulated_calls - calls0 >= (int)(2 * gpu.rounds), "%s: GPU path not taken", c.geometry);
+        if (step != DHS_REF_STEP_HOST) {
+            CHECKF(g_host_api_calls == host0, "%s: the device step called the per-layer host API %d times", c.geometry,
+                   g_host_api_calls - host0);
+            CHECKF(g_step_calls - step0 >= (int)(2 * gpu.rounds * (uint64_t)(2 * layers + 2)), "%s: %d step launches in %" PRIu64
+                   " rounds", c.geometry, g_step_calls - step0, gpu.rounds);
+            CHECKF(gpu.lib_cfg.resolver == DHS_RESOLVER_DEVICE, "%s: the device step did not use the device resolver",
+                   c.geometry);
+            CHECKF(gpu.step_hier.rounds == gpu.rounds && gpu.step_res.rounds == gpu.rounds, "%s: device-step rounds",
+                   c.geometry);
+        } else {
+            CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
+        }
         CHECKF(gpu.identical, "%s: emulated-GPU hier vs resident: %" PRIu64 " logit rows differ", c.geometry, gpu.logit_mismatches);
         CHECKF(gpu.st.reclaims > 0 && gpu.st.census_host > 0, "%s: no reclaim / host recovery", c.geometry);
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
         for (int32_t i = 0; i < c.sessions; i++)
             CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: tokens differ from the CPU run", c.geometry, i);
-        printf("  %-14s %d layers %s: emulated-GPU hier == resident, %" PRIu64 " reclaims, tokens == CPU run\n", c.geometry,
-               layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", gpu.st.reclaims);
+        printf("  %-14s %d layers %s, %s step: emulated-GPU hier == resident, %" PRIu64 " reclaims, tokens == CPU run\n",
+               c.geometry, layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", dhs_ref_step_str(step),
+               gpu.st.reclaims);
     }
     dhs_ref_run_result_free(&cpu);
     dhs_ref_run_result_free(&gpu);
     dhs_ref_model_destroy(m);
     g_model = NULL;
+}
+
+/* what the device step refuses: no GPU pass, a trace, an unknown step, compressed sources */
+static void test_step_refusals(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_tiny();
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 2;
+    ec.max_slots = 2;
+    ec.k_max = 2;
+    ec.max_positions = 400;
+    ec.page_rows = 64;
+    ec.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_engine *e = NULL;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED); /* no GPU pass */
+    CHECK(e == NULL);
+    ec.gpu = 1;
+    ec.trace = (void *)&ec; /* any trace: the selections stay on the device */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.trace = NULL;
+    ec.step = 3;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.step = DHS_REF_STEP_GRAPH;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_OK); /* resident, emulated GPU */
+    dhs_ref_engine_destroy(e);
+    g_model = NULL;
+    dhs_ref_model_destroy(m);
+    /* the driver: the CPU model, and compressed sources (the model stays on the CPU) */
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.sessions = 2;
+    c.context = 300;
+    c.tokens = 2;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_run_result r;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "--step device needs the GPU model"));
+    dhs_ref_run_result_free(&r);
+    c.model.layout = DHS_REF_LAYOUT_COMPRESSED;
+    c.gpu_model = 1;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "m = 1 sources"));
+    dhs_ref_run_result_free(&r);
 }
 
 int main(void)
@@ -328,7 +547,10 @@ int main(void)
     test_rounds(ds, "deepseek-v3.2 (5 layers)");
     tiny.layout = DHS_REF_LAYOUT_FOLLOW;
     test_rounds(tiny, "tiny follow");
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, seed);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, seed + 1);
+    test_step_refusals(seed);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, seed);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, seed + 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, seed + 2);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, seed + 3);
     return th_summary();
 }

@@ -10,6 +10,10 @@
  * - run level: `dhs run --backend cuda` (GPU model, hierarchy on the GPU)
  *   against the GPU model with resident storage: identical under reclaim and
  *   speculation; its tokens equal the CPU run's on the same seed.
+ * - device step (docs/MODEL.md "Device step"): the same run with the step
+ *   issued without host round trips (dhs_tail_locations, dhs_resolve_device)
+ *   and captured as a CUDA graph: identical to resident under reclaim, and
+ *   every session's tokens equal the host step's.
  * Without a CUDA device (or built without CUDA) it prints SKIP and exits 77
  * (CTest SKIP_RETURN_CODE). Env: DHS_TEST_SEED.
  */
@@ -145,6 +149,65 @@ static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     dhs_ref_run_result_free(&gpu);
 }
 
+/* the host step, the device step and its CUDA graph: each identical to
+   resident, and the same tokens in all three */
+static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(g);
+    c.model.n_layers = layers;
+    c.model.seed = seed;
+    c.geometry = dhs_ref_geometry_str(g);
+    c.synthetic = 1;
+    c.sessions = 4;
+    c.context = 3000;
+    c.tokens = 16;
+    c.spec = 3;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.arrival = 1;
+    c.cuda = 1;
+    c.gpu_model = 1;
+    c.check = 1;
+    dhs_ref_run_result R[3];
+    int rc[3];
+    for (int k = 0; k < 3; k++) {
+        c.step = k; /* DHS_REF_STEP_HOST, _DEVICE, _GRAPH */
+        rc[k] = dhs_ref_run(&c, &R[k]);
+        CHECKF(rc[k] == 0, "%s step %s: %s", c.geometry, dhs_ref_step_str(k), R[k].errmsg);
+        if (rc[k]) continue;
+        CHECKF(R[k].identical, "%s step %s: not identical to resident (%" PRIu64 " logit rows differ)", c.geometry,
+               dhs_ref_step_str(k), R[k].logit_mismatches);
+        CHECKF(R[k].st.reclaims > 0, "%s step %s: no reclaim", c.geometry, dhs_ref_step_str(k));
+        CHECKF(R[k].st.census_host > 0, "%s step %s: no row recovered from host", c.geometry, dhs_ref_step_str(k));
+        CHECKF(R[k].invariant_violations == 0, "%s step %s: invariants", c.geometry, dhs_ref_step_str(k));
+    }
+    if (rc[0] == 0 && rc[1] == 0 && rc[2] == 0) {
+        for (int k = 1; k < 3; k++) {
+            for (int32_t i = 0; i < c.sessions; i++)
+                CHECKF(R[0].tokens_of[i] == R[k].tokens_of[i], "%s: session %d: step %s tokens differ from the host step's",
+                       c.geometry, i, dhs_ref_step_str(k));
+            CHECKF(R[k].step_hier.rounds == R[k].rounds && R[k].step_res.rounds == R[k].rounds,
+                   "%s step %s: %" PRIu64 " / %" PRIu64 " device-step rounds of %" PRIu64, c.geometry, dhs_ref_step_str(k),
+                   R[k].step_hier.rounds, R[k].step_res.rounds, R[k].rounds);
+        }
+        CHECKF(R[1].step_hier.captures == 0, "%s: the eager device step captured", c.geometry);
+        CHECKF(R[2].step_hier.captures >= 1 && R[2].step_hier.captures < R[2].step_hier.rounds,
+               "%s graph: %" PRIu64 " captures in %" PRIu64 " rounds (no replay)", c.geometry, R[2].step_hier.captures,
+               R[2].step_hier.rounds);
+        const dhs_ref_step_times *d = &R[1].step_hier, *gr = &R[2].step_hier;
+        double nd = (double)(d->rounds - d->captures), ng = (double)(gr->rounds - gr->captures);
+        printf("  %-14s (%d layers) host / device / graph steps identical to resident, same tokens; decode %.3f / %.3f / "
+               "%.3f s; host us per round (control, launch, wait): device %.0f %.0f %.0f, graph %.0f %.0f %.0f "
+               "(%" PRIu64 " captures)\n",
+               c.geometry, layers, R[0].t_hier, R[1].t_hier, R[2].t_hier, 1e6 * d->control_s / nd, 1e6 * d->launch_s / nd,
+               1e6 * d->wait_s / nd, ng > 0 ? 1e6 * gr->control_s / ng : 0.0, ng > 0 ? 1e6 * gr->launch_s / ng : 0.0,
+               ng > 0 ? 1e6 * gr->wait_s / ng : 0.0, gr->captures);
+    }
+    for (int k = 0; k < 3; k++) dhs_ref_run_result_free(&R[k]);
+}
+
 int main(void)
 {
     if (!dhs_ref_gpu_available()) {
@@ -169,5 +232,7 @@ int main(void)
     test_engines("tiny", tiny, 300, 4, 0);
     test_runs(DHS_REF_GEOM_GLM53, 78, seed);
     test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1);
+    test_steps(DHS_REF_GEOM_GLM53, 78, seed + 2);
+    test_steps(DHS_REF_GEOM_DSV32, 61, seed + 3);
     return th_summary();
 }

@@ -24,7 +24,7 @@
 typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
-    int layout, sessions_i, verify, backend, compare, storage, policy, resolver;
+    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -54,6 +54,7 @@ static const char *const compares[] = {"resident", "none", NULL};
 static const char *const storages[] = {"hier", "resident", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
+static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 
 #define PROG "dhs run"
 
@@ -97,6 +98,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--policy", .type = ARG_ENUM, .dest = &o->policy, .choices = policies, .help = "hot-cache replacement"},
         {.name = "--resolver", .type = ARG_ENUM, .dest = &o->resolver, .choices = resolvers,
          .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs)"},
+        {.name = "--step", .type = ARG_ENUM, .dest = &o->step, .choices = steps,
+         .help = "GPU model's decode step (--backend cuda): host: per layer rows, selections and locations travel "
+                 "through the host; device: no host round trip inside the step (dhs_tail_locations + "
+                 "dhs_resolve_device; implies --resolver device); graph: the device step captured once as a CUDA "
+                 "graph and replayed every round (docs/MODEL.md \"Device step\")"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
@@ -160,6 +166,13 @@ int cmd_run(int argc, char **argv)
     if (pr || help) return pr;
     /* before any work: the backend must exist */
     const char *backend = backends[o.backend];
+    if (o.step != 0 && (o.backend != 1 || o.trace || (o.geometry == 0 && o.layout == 2))) {
+        fprintf(stderr, PROG ": --step %s needs %s; use --step host\n", steps[o.step],
+                o.backend != 1 ? "--backend cuda (the GPU model; the CPU backend has only the host step)"
+                : o.trace      ? "the selections on the host for --trace, which it keeps on the device"
+                               : "m = 1 sources (the compressed layout's model runs on the CPU)");
+        return EXIT_USAGE;
+    }
     if (tool_check_backend(PROG, backend)) return EXIT_USAGE;
     if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
     tool_progress prog;
@@ -194,6 +207,7 @@ int cmd_run(int argc, char **argv)
     c.cuda = o.backend == 1;
     c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
     c.fetch_rows = o.fetch_rows;
+    c.step = o.step;
     c.threads = o.threads;
     c.check = o.check;
     c.trace = o.trace;
@@ -263,6 +277,22 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(t, "resident_decode_s", R.t_resident);
         cJSON_AddNumberToObject(t, "hier_decode_s", R.t_hier);
         cJSON_AddNumberToObject(t, "total_s", R.t_total);
+        cJSON_AddStringToObject(t, "step", steps[o.step]);
+        if (o.step != 0) { /* host µs per round of the device step, per engine */
+            cJSON *su = cJSON_AddObjectToObject(t, "step_host_us_per_round");
+            for (int w = 0; w < 2; w++) {
+                const dhs_ref_step_times *st = w ? &R.step_hier : &R.step_res;
+                uint64_t nr = st->rounds - st->captures;
+                if (!st->rounds) continue;
+                cJSON *e = cJSON_AddObjectToObject(su, w ? "hier" : "resident");
+                cJSON_AddNumberToObject(e, "control", nr ? 1e6 * st->control_s / (double)nr : 0.0);
+                cJSON_AddNumberToObject(e, "launch", nr ? 1e6 * st->launch_s / (double)nr : 0.0);
+                cJSON_AddNumberToObject(e, "wait", nr ? 1e6 * st->wait_s / (double)nr : 0.0);
+                cJSON_AddNumberToObject(e, "rounds", (double)nr);
+                cJSON_AddNumberToObject(e, "captures", (double)st->captures);
+                cJSON_AddNumberToObject(e, "capture_rounds_s", st->capture_s);
+            }
+        }
         if (o.check) {
             cJSON_AddNumberToObject(j, "invariant_violations", (double)R.invariant_violations);
             cJSON_AddNumberToObject(j, "shadow_mismatches", (double)R.shadow_mismatches);
@@ -284,6 +314,10 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "tail_rows", R.lib_cfg.tail_rows);
         cJSON_AddNumberToObject(cf, "page_rows", R.lib_cfg.page_rows);
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);
+        cJSON_AddStringToObject(cf, "step", steps[o.step]);
+        char dg[24];
+        snprintf(dg, sizeof dg, "%016" PRIx64, R.tokens_digest);
+        cJSON_AddStringToObject(j, "tokens_digest", dg);
         if (R.error) cJSON_AddStringToObject(j, "error", R.errmsg);
         char *txt = cJSON_PrintUnformatted(j);
         if (txt) printf("%s\n", txt);
@@ -336,6 +370,16 @@ int cmd_run(int argc, char **argv)
                "               (%s)\n",
                R.t_total, R.gpu_model ? "the small model's GPU pass, not a tuned serving rate: bench/RESULTS.md has GPU figures"
                                       : "a CPU figure for the small model, not a GPU serving rate: bench/RESULTS.md has GPU figures");
+        if (o.step != 0)
+            for (int w = 0; w < 2; w++) {
+                const dhs_ref_step_times *st = w ? &R.step_hier : &R.step_res;
+                uint64_t nr = st->rounds - st->captures;
+                if (!st->rounds || !nr) continue;
+                printf("  step         %s (%s): host us per round: control plane %.1f, launch %.1f, waiting for the GPU "
+                       "%.1f over %" PRIu64 " rounds (%" PRIu64 " captures)\n",
+                       steps[o.step], w ? "hierarchical" : "resident", 1e6 * st->control_s / (double)nr,
+                       1e6 * st->launch_s / (double)nr, 1e6 * st->wait_s / (double)nr, nr, st->captures);
+            }
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",

@@ -438,6 +438,16 @@ struct dhs_ref_gpu {
     void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
     void **ptrs_h;    /* pinned host mirror */
     int64_t max_t;    /* largest pos of the round */
+    /* device step (ref/gpu.h "device step"): the round's inputs in fixed buffers */
+    void **tab;       /* device [4][L][maxq]: rowdst, base, kcodes, kscales */
+    void **tab_h;     /* pinned host mirror */
+    int32_t *tok_h;   /* pinned [maxq] */
+    float *logits_h;  /* pinned [maxq][V] */
+    cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
+    int up_pending;
+    cudaGraphExec_t exec;
+    int exec_nq;      /* nq the graph was captured with */
+    int capturing;
     char err[200];
 };
 
@@ -500,6 +510,12 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFreeHost(g->ptrs_h);
     cudaFreeHost(g->pos_h);
     cudaFreeHost(g->cs_h);
+    cudaFree(g->tab);
+    cudaFreeHost(g->tab_h);
+    cudaFreeHost(g->tok_h);
+    cudaFreeHost(g->logits_h);
+    if (g->up_ev) cudaEventDestroy(g->up_ev);
+    if (g->exec) cudaGraphExecDestroy(g->exec);
     if (g->own_stream && g->st) cudaStreamDestroy(g->st);
     free(g);
 }
@@ -586,6 +602,14 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->pos_h, Q * sizeof(int64_t));
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->cs_h, Q * 64 * sizeof(float));
+        /* device step: pointer tables of every layer, pinned mirrors, the logits' landing place */
+        const size_t tab = 4 * (size_t)d->n_layers * Q * sizeof(void *);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&g->tab, tab);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tab_h, tab);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tok_h, Q * sizeof(int32_t));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->logits_h, Q * (size_t)d->vocab * sizeof(float));
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->up_ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) memset(g->tab_h, 0, tab);
         if (e != cudaSuccess) {
             st = fail(g, "cudaMalloc buffers", e);
             goto bad;
@@ -737,5 +761,161 @@ extern "C" dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
                        g->st),
        "logits back");
     CK(cudaStreamSynchronize(g->st), "logits sync");
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------------ device step */
+static void **tab_at(dhs_ref_gpu *g, int which, int32_t l)
+{
+    return g->tab + ((size_t)which * (size_t)g->L + (size_t)l) * (size_t)g->maxq;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    if (!g || !in) return DHS_ERR_INVALID_ARG;
+    if (g->capturing) return DHS_ERR_STATE;
+    if (g->up_pending) { /* the previous upload has read the pinned mirrors */
+        CK(cudaEventSynchronize(g->up_ev), "step inputs wait");
+        g->up_pending = 0;
+    }
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    in->tokens = g->tok_h;
+    in->pos = g->pos_h;
+    in->rowdst = g->tab_h;
+    in->base = g->tab_h + LQ;
+    in->kcodes = g->tab_h + 2 * LQ;
+    in->kscales = g->tab_h + 3 * LQ;
+    in->stride = g->maxq;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    if (!g || nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    if (g->capturing) return DHS_ERR_STATE;
+    g->nq = nq;
+    g->max_t = -1;
+    for (int q = 0; q < nq; q++) {
+        int64_t t = g->pos_h[q];
+        if (t > g->max_t) g->max_t = t;
+        if (t >= 0) g->rope_cs(t, g->cs_h + (int64_t)q * 64, g->cs_h + (int64_t)q * 64 + 32);
+    }
+    if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
+    CK(cudaMemcpyAsync(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step tokens");
+    CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step positions");
+    CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step rope");
+    /* the first nq entries of every [table][layer] row: one 2D copy */
+    const size_t pitch = sizeof(void *) * (size_t)g->maxq;
+    CK(cudaMemcpy2DAsync(g->tab, pitch, g->tab_h, pitch, sizeof(void *) * (size_t)nq, 4 * (size_t)g->L,
+                         cudaMemcpyHostToDevice, g->st),
+       "step pointer tables");
+    CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
+    g->up_pending = 1;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    k_embed<<<g->nq, 64, 0, g->st>>>(g->emb, g->tok, g->pos, g->x, g->dims.d);
+    CK(cudaGetLastError(), "k_embed");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    int p = g->producer[l];
+    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], p, g->pos, g->cs, g->x, g->xn, (uint8_t *const *)tab_at(g, 0, l),
+                                      g->stage, p ? tab_at(g, 2, l) : NULL, p ? (float *const *)tab_at(g, 3, l) : NULL);
+    CK(cudaGetLastError(), "k_rows");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    CK(cudaGetLastError(), "k_iq");
+    /* every position a query may see (blocks past a query's position return at once): the
+       grid does not depend on the round, so a captured step stays valid as positions grow */
+    dim3 grid((unsigned)g->nq, (unsigned)((g->dims.maxpos + 255) / 256));
+    k_scores<<<grid, 256, 0, g->st>>>(g->dims, g->pos, g->iq, g->iw, tab_at(g, 2, l), (float *const *)tab_at(g, 3, l),
+                                       g->lut, g->scores);
+    CK(cudaGetLastError(), "k_scores");
+    k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
+    CK(cudaGetLastError(), "k_topk");
+    return DHS_OK;
+}
+
+extern "C" int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g ? g->sel : NULL; }
+
+extern "C" dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    k_attend<<<g->nq, ATT_THREADS, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->cs, g->xn, g->x,
+                                                (const uint8_t *const *)tab_at(g, 1, l), loc_dev ? loc_dev : g->sel,
+                                                g->lut);
+    CK(cudaGetLastError(), "k_attend");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
+    CK(cudaGetLastError(), "k_logits");
+    CK(cudaMemcpyAsync(g->logits_h, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
+                       g->st),
+       "step logits back");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    if (g->capturing) return DHS_ERR_STATE;
+    CK(cudaStreamSynchronize(g->st), "step sync");
+    g->up_pending = 0;
+    if (logits) *logits = g->logits_h;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    if (!g || g->capturing) return DHS_ERR_STATE;
+    CK(cudaStreamBeginCapture(g->st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    g->capturing = 1;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    if (!g || !g->capturing) return DHS_ERR_STATE;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(g->st, &graph);
+    g->capturing = 0;
+    if (g->exec) { /* the previous step's graph: its last launch completed (step_wait) */
+        cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->exec_nq = 0;
+    }
+    if (e != cudaSuccess || !keep) {
+        if (graph) cudaGraphDestroy(graph);
+        return e != cudaSuccess ? fail(g, "cudaStreamEndCapture", e) : DHS_OK;
+    }
+    e = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        g->exec = NULL;
+        return fail(g, "cudaGraphInstantiate", e);
+    }
+    g->exec_nq = g->nq;
+    return DHS_OK;
+}
+
+extern "C" int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g) { return g && g->exec ? g->exec_nq : 0; }
+
+extern "C" dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    if (!g || !g->exec || g->exec_nq != g->nq || g->capturing) return DHS_ERR_STATE;
+    CK(cudaGraphLaunch(g->exec, g->st), "cudaGraphLaunch");
     return DHS_OK;
 }

@@ -25,6 +25,7 @@
 #include "ref/model.h"
 #include "util/rng.h"
 #include "sim/trace.h"
+#include "sim/util.h"
 
 typedef struct sess {
     int active;
@@ -75,6 +76,9 @@ struct dhs_ref_engine {
     const void **gp_base;   /* [slots*kmax] */
     int32_t *gloc;          /* [slots*kmax][k] locations of one layer */
     float *glog;            /* [slots*kmax][V] */
+    int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
+    int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
+    dhs_ref_step_times stt; /* device step host times */
     char err[160];
     uint64_t shadow_bad;    /* located rows differing from the model's own copy */
     char shadow_first[256];
@@ -174,6 +178,22 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     e->glog = calloc(Q * (size_t)e->V, sizeof(float));
     if (!e->gtok || !e->gpos || !e->gp_rowdst || !e->gp_kc || !e->gp_ks || !e->gp_base || !e->gloc || !e->glog)
         return DHS_ERR_NOMEM;
+    if (e->cfg.step != DHS_REF_STEP_HOST && e->cfg.ctx) {
+        int32_t N = e->cfg.ctx_requests;
+        if (N < 1 || N > e->cfg.max_slots || dhs_pool_row_stride(e->cfg.ctx) != DHS_REF_ROW_BYTES) {
+            snprintf(e->err, sizeof e->err, "device step: ctx_requests %d (1..%d) and a pool row stride of %d bytes needed",
+                     N, e->cfg.max_slots, DHS_REF_ROW_BYTES);
+            return DHS_ERR_INVALID_ARG;
+        }
+        e->gtail = calloc(Q * (size_t)e->ns, sizeof(int32_t));
+        if (!e->gtail) return DHS_ERR_NOMEM;
+        uint64_t lb = (uint64_t)e->nsrc_max * (uint64_t)N * (uint64_t)e->kmax * (uint64_t)e->k * sizeof(int32_t);
+        if ((st = dhs_ref_gpu_alloc(e->gpu, lb, (void **)&e->gloc_dev)) != DHS_OK ||
+            (st = dhs_ref_gpu_memset(e->gpu, e->gloc_dev, 0xff, lb)) != DHS_OK) {
+            set_err(e, "device step location buffer", st);
+            return st;
+        }
+    }
     return DHS_OK;
 }
 
@@ -259,6 +279,10 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    if (cfg->step != DHS_REF_STEP_HOST && (!cfg->gpu || cfg->trace || cfg->step < 0 || cfg->step > DHS_REF_STEP_GRAPH)) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_UNSUPPORTED; /* the device step is the GPU pass's; a trace needs host selections */
+    }
     if (cfg->gpu) {
         dhs_status st = gpu_create(e);
         if (st != DHS_OK) {
@@ -323,6 +347,8 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->gp_base);
     free(e->gloc);
     free(e->glog);
+    free(e->gtail);
+    if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
     dhs_ref_gpu_destroy(e->gpu);
     free(e);
 }
@@ -638,6 +664,142 @@ gpu_fail:
     return st;
 }
 
+/* ------------------------------------------------------------- device step */
+const char *dhs_ref_step_str(int step)
+{
+    return step == DHS_REF_STEP_DEVICE ? "device" : step == DHS_REF_STEP_GRAPH ? "graph" : "host";
+}
+
+void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t) { *t = e->stt; }
+
+static dhs_status step_gpu_fail(dhs_ref_engine *e, const char *what, dhs_status st)
+{
+    snprintf(e->err, sizeof e->err, "GPU model (%s): %s (%s)", what, dhs_ref_gpu_error(e->gpu), dhs_status_str(st));
+    return st;
+}
+
+/* the step itself: launches and library calls only (capturable) */
+static dhs_status gpu_step_issue(dhs_ref_engine *e)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    const int64_t slice = (int64_t)e->cfg.ctx_requests * e->kmax * e->k; /* one source's locations */
+    dhs_status st;
+    if ((st = dhs_ref_gpu_step_embed(e->gpu)) != DHS_OK) return step_gpu_fail(e, "embed", st);
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, src = li->source, nsrc;
+        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
+        int32_t si = 0;
+        while (gsrc[si] != src) si++;
+        /* rows (and keys) of every position of the block, in place, before any query */
+        if ((st = dhs_ref_gpu_step_rows(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "rows", st);
+        if (li->producer) {
+            if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
+            if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
+                set_err(e, "dhs_resolve_device", st);
+                return st;
+            }
+        }
+        /* resident: location = row, the selection itself */
+        if ((st = dhs_ref_gpu_step_attend(e->gpu, l, ctx ? e->gloc_dev + (int64_t)si * slice : NULL)) != DHS_OK)
+            return step_gpu_fail(e, "attend", st);
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    if ((st = dhs_ref_gpu_step_logits(e->gpu)) != DHS_OK) return step_gpu_fail(e, "logits", st);
+    return DHS_OK;
+}
+
+/* the target pass as one device step: the host control plane once per round
+   (tail locations, pointer tables of every layer, one upload), then the step
+   (eager, or a CUDA graph), then the logits */
+static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    const int32_t kmax = e->kmax, nq = n * kmax, ns = e->ns;
+    dhs_ref_gpu_step_in in;
+    dhs_status st;
+    double t0 = dhs_wall_s();
+    if (ctx && n > e->cfg.ctx_requests) return DHS_ERR_INVALID_ARG;
+    if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < kmax; j++) {
+            int32_t q = i * kmax + j;
+            in.tokens[q] = j < K[i] ? e->blk[q] : 0;
+            in.pos[q] = j < K[i] ? e->s[ids[i]].n + j : -1;
+        }
+    /* where the block's rows go (they count as written; the step writes them) */
+    if (ctx)
+        for (int32_t i = 0; i < n; i++) {
+            const sess *s = &e->s[ids[i]];
+            for (int32_t src = 0; src < ns; src++)
+                if ((st = dhs_tail_locations(ctx, s->req, src, s->n, K[i], e->gtail + ((int64_t)i * ns + src) * kmax)) !=
+                    DHS_OK) {
+                    set_err(e, "dhs_tail_locations", st);
+                    return st;
+                }
+        }
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        const int32_t g = li->group, src = li->source;
+        const int64_t o = (int64_t)l * in.stride;
+        uint8_t *pool = ctx ? (uint8_t *)(uintptr_t)dhs_source_pool(ctx, src) : NULL;
+        for (int32_t q = 0; q < nq; q++) {
+            const int32_t i = q / kmax, j = q % kmax;
+            const sess *s = &e->s[ids[i]];
+            const int64_t t = in.pos[q];
+            in.kcodes[o + q] = s->gk_codes[g];
+            in.kscales[o + q] = s->gk_scales[g];
+            in.base[o + q] = ctx ? (void *)pool : s->grows[src];
+            if (t < 0)
+                in.rowdst[o + q] = NULL;
+            else if (ctx)
+                in.rowdst[o + q] = pool + (int64_t)e->gtail[((int64_t)i * ns + src) * kmax + j] * DHS_REF_ROW_BYTES;
+            else
+                in.rowdst[o + q] = (uint8_t *)s->grows[src] + t * DHS_REF_ROW_BYTES;
+        }
+    }
+    if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
+    double t1 = dhs_wall_s();
+    int captured = 0;
+    if (e->cfg.step == DHS_REF_STEP_GRAPH) {
+        if (dhs_ref_gpu_graph_queries(e->gpu) != nq) { /* first round, or the batch size changed */
+            if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
+            dhs_status is = gpu_step_issue(e);
+            st = dhs_ref_gpu_capture_end(e->gpu, is == DHS_OK);
+            if (is != DHS_OK) return is;
+            if (st != DHS_OK) return step_gpu_fail(e, "capture", st);
+            captured = 1;
+        }
+        if ((st = dhs_ref_gpu_graph_launch(e->gpu)) != DHS_OK) return step_gpu_fail(e, "graph launch", st);
+    } else if ((st = gpu_step_issue(e)) != DHS_OK) {
+        return st;
+    }
+    double t2 = dhs_wall_s();
+    const float *lg = NULL;
+    if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
+    double t3 = dhs_wall_s();
+    for (int32_t i = 0; i < n; i++)
+        memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    e->stt.rounds++;
+    if (captured) {
+        e->stt.captures++;
+        e->stt.capture_s += t3 - t0;
+    } else {
+        e->stt.control_s += t1 - t0;
+        e->stt.launch_s += t2 - t1;
+        e->stt.wait_s += t3 - t2;
+    }
+    return DHS_OK;
+}
+
 dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
                                 dhs_ref_round_out *out)
 {
@@ -664,7 +826,8 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     }
     /* 3. the target, layer by layer over the batch */
     if (e->gpu) {
-        if ((st = gpu_target(e, n, ids, K, out->logits)) != DHS_OK) return st;
+        st = e->cfg.step != DHS_REF_STEP_HOST ? gpu_step(e, n, ids, K, out->logits) : gpu_target(e, n, ids, K, out->logits);
+        if (st != DHS_OK) return st;
         goto verification;
     }
     for (int32_t i = 0; i < n; i++)

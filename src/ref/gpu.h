@@ -93,6 +93,49 @@ dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base
 /* logits of every query slot: nq x V floats (invalid slots untouched) */
 dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host);
 
+/* ---- device step (docs/MODEL.md "Device step"): the same kernels with every
+   per-round input in fixed buffers, so a whole target pass is issued without
+   a host synchronisation or an allocation, and can be captured as one CUDA
+   graph and replayed every round.
+   Per round: dhs_ref_gpu_step_inputs (host views of pinned mirrors; waits
+   until the previous upload read them) -> the engine fills tokens[q], pos[q]
+   (q < nq; pos < 0: no query) and, for every layer l, the device pointer
+   tables at [l * stride + q]: rowdst (where query q's row of layer l goes),
+   base (the rows its locations index), kcodes / kscales (its key store; read
+   on producers) -> dhs_ref_gpu_step_upload(nq): RoPE tables, then one copy
+   per array (asynchronous). Then the step (launches only):
+     embed; per layer: rows(l), on a producer select(l) (selections into
+     dhs_ref_gpu_step_sel(): [q][topk] int32, -1 padding, i.e. the layout of
+     dhs_resolve_device when q = b * k_max + j), attend(l, loc_dev: [q][topk]
+     device locations, NULL: the selections, i.e. resident rows); logits
+     (copied into a pinned host buffer).
+   dhs_ref_gpu_step_wait synchronises and returns the logits (nq x V).
+   The grids depend only on nq (scores cover every position up to the
+   model's max_positions), so a step captured for nq stays valid while nq
+   holds: dhs_ref_gpu_capture_begin / _end (keep: instantiate it, replacing
+   the previous graph) around the launches, dhs_ref_gpu_graph_launch per
+   round after the upload. */
+typedef struct dhs_ref_gpu_step_in {
+    int32_t *tokens;
+    int64_t *pos;
+    void **rowdst, **base, **kcodes, **kscales; /* [n_layers][stride] */
+    int32_t stride;                             /* max_queries */
+} dhs_ref_gpu_step_in;
+
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in);
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l);
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l);
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev);
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits);
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep);
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g); /* nq of the captured graph, 0: none */
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,72 @@ dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
     (void)g, (void)logits_host;
     return DHS_ERR_UNSUPPORTED;
 }
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    (void)g, (void)in;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    (void)g, (void)nq;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    (void)g, (void)l;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    (void)g, (void)l;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    (void)g, (void)l, (void)loc_dev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    (void)g;
+    if (logits) *logits = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    (void)g, (void)keep;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
 #else
 typedef int dhs_ref_gpu_stub_unused; /* ISO C: a translation unit is not empty */
 #endif

@@ -324,7 +324,30 @@ typedef struct dhs_ref_engine_cfg {
     void *gpu_stream;       /* cudaStream_t for the GPU pass (hierarchical on the CUDA backend:
                                dhs_cuda_stream, so attention follows the resolver's gathers);
                                NULL: a stream of its own */
+    int step;               /* GPU target pass (docs/MODEL.md "Device step"): DHS_REF_STEP_HOST
+                               (per layer: rows back for dhs_write_rows, selections back for
+                               dhs_resolve, locations up), DHS_REF_STEP_DEVICE (no host round
+                               trip inside the step: dhs_tail_locations + dhs_resolve_device;
+                               hierarchical: the context's resolver must be DHS_RESOLVER_DEVICE),
+                               DHS_REF_STEP_GRAPH (the device step captured once as a CUDA graph,
+                               replayed every round; re-captured when the batch size changes).
+                               Needs gpu; no trace (selections stay on the device) */
+    int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
+                               dhs_resolve_device's location layout) */
 } dhs_ref_engine_cfg;
+
+enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
+const char *dhs_ref_step_str(int step);
+
+/* host time of the device step's rounds (seconds, summed): control = the
+   host control plane before the launch (inputs, tail locations, pointer
+   tables, the upload), launch = issuing the step (eager launches, or the
+   graph launch), wait = until the logits are on the host; capture = rounds
+   that captured a graph (not in the other three) */
+typedef struct dhs_ref_step_times {
+    uint64_t rounds, captures;
+    double control_s, launch_s, wait_s, capture_s;
+} dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;
 
@@ -378,6 +401,8 @@ uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
 /* shadow mode: located rows whose bytes differed from the row the model wrote,
    and a description of the first one ("" if none) */
 uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first);
+/* the device step's host times (all zero for the host step) */
+void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t);
 
 /* the dhs_status of the last library call that failed, with its name */
 const char *dhs_ref_engine_error(const dhs_ref_engine *e);

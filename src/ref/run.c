@@ -193,6 +193,12 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     dhs_ref_prefill *pf = NULL;
     int32_t n_done = 0;
     if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1) FAIL("bad run configuration");
+    r->step = c.step;
+    if (c.step != DHS_REF_STEP_HOST) {
+        if (!c.gpu_model) FAIL("--step %s needs the GPU model (--backend cuda)", dhs_ref_step_str(c.step));
+        if (c.trace) FAIL("--step %s keeps the selections on the device: no --trace", dhs_ref_step_str(c.step));
+        c.resolver = DHS_RESOLVER_DEVICE; /* dhs_resolve_device inside the step */
+    }
     if (dhs_ref_model_create(&c.model, &m) != DHS_OK) {
         const char *why = dhs_ref_cfg_check(&c.model);
         FAIL("cannot create the model: %s", why ? why : "out of memory");
@@ -279,6 +285,10 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->gpu_model = m1; /* compressed sources: the model stays on the CPU */
     }
     ec.gpu = r->gpu_model;
+    if (c.step != DHS_REF_STEP_HOST && !ec.gpu) FAIL("--step %s needs the GPU model: m = 1 sources (not the compressed layout)",
+                                                     dhs_ref_step_str(c.step));
+    ec.step = c.step;
+    ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
     if (use_res) {
         ec.ctx = NULL;
         ec.trace = use_hier ? NULL : tw;
@@ -430,6 +440,14 @@ done:
         dhs_get_mem(ctx, &r->mem);
     }
     r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;
+    if (er) dhs_ref_engine_step_times(er, &r->step_res);
+    if (eh) dhs_ref_engine_step_times(eh, &r->step_hier);
+    if (r->tokens_of) {
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t i = 0; i < S; i++)
+            for (int b = 0; b < 8; b++) h = (h ^ ((r->tokens_of[i] >> (8 * b)) & 255)) * 1099511628211ull;
+        r->tokens_digest = h;
+    }
     dhs_ref_engine_destroy(er);
     dhs_ref_engine_destroy(eh);
     if (tw && dhs_trace_writer_close(tw) != DHS_TRACE_OK && !r->error) {

@@ -61,6 +61,10 @@ typedef struct dhs_ref_run_cfg {
                                 m = 1 sources; the hierarchy must then be on the GPU too: cuda);
                                 0: the model computes on the CPU (with cuda it reads located
                                 rows back with dhs_read_location) */
+    int step;                /* GPU model's target pass: DHS_REF_STEP_HOST | _DEVICE | _GRAPH
+                                (docs/MODEL.md "Device step"); not host: needs gpu_model and m = 1
+                                sources, the hierarchy then uses the device resolver (resolver is
+                                overridden), both engines take the step, no trace */
     int32_t threads;         /* prefill threads (0: 1) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
@@ -85,6 +89,9 @@ typedef struct dhs_ref_run_result {
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
+    int step;                           /* the target pass's step (DHS_REF_STEP_*) */
+    dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
+    uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
     dhs_mem mem;
