@@ -19,7 +19,7 @@
 # ran and why. A --backend flag given by the caller wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --build
 gpu=""
 if command -v nvidia-smi >/dev/null 2>&1; then gpu=$(nvidia-smi -L 2>/dev/null | grep -m 1 '^GPU' || true); fi
 nvcc_ok=0

@@ -4,6 +4,8 @@
 # numpy, pytest and pip for the bindings' tests). Does nothing when all is present.
 # --fuzz: also clang, its libFuzzer/sanitizer runtimes and llvm-cov/llvm-profdata
 # (scripts/fuzz.sh asks for them; the normal build needs none of it).
+# --build: only what building the library and the tool needs (no Python test
+# packages; scripts/demo.sh asks for this, so a GPU box without pytest runs it).
 set -euo pipefail
 need=()
 if [ "${1:-}" = "--fuzz" ]; then
@@ -17,11 +19,13 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/cjson/cJSON.h ] || need+=(libcjson-dev)
-# the Debian interpreter: the packages below go there, whatever python3 is first on PATH
-[ -x /usr/bin/python3 ] || need+=(python3)
-/usr/bin/python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
-/usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
-/usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
+if [ "${1:-}" != "--build" ]; then
+  # the Debian interpreter: the packages below go there, whatever python3 is first on PATH
+  [ -x /usr/bin/python3 ] || need+=(python3)
+  /usr/bin/python3 -c 'import numpy' 2>/dev/null || need+=(python3-numpy)
+  /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+  /usr/bin/python3 -c 'import pip' 2>/dev/null || need+=(python3-pip)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
