@@ -61,6 +61,7 @@ typedef struct sv_rec {
     double comp_us[DHS_REF_PH_N]; /* per profiled step */
     uint64_t prof_rounds;
     double attn_bytes_per_step, attn_roofline_us;
+    double mean_batch;      /* sessions per decode round (mean) */
 } sv_rec;
 
 static int cmp_d(const void *a, const void *b)
@@ -254,6 +255,7 @@ static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int
     double sess = 0;
     for (uint64_t i = 0; i < R.n_round_s; i++) sess += R.round_sessions[i];
     sess = R.n_round_s ? sess / (double)R.n_round_s : 0;
+    r->mean_batch = sess;
     r->attn_bytes_per_step = sess * (double)c.spec * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
     r->attn_roofline_us = hbm_gbps > 0 ? r->attn_bytes_per_step / (hbm_gbps * 1e9) * 1e6 : 0;
     dhs_ref_run_result_free(&R);
@@ -283,6 +285,7 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "reclaims", r->reclaims);
     cJSON_AddNumberToObject(o, "decode_rounds", (double)r->rounds);
     cJSON_AddNumberToObject(o, "step_mean_ms", r->step_mean_ms);
+    cJSON_AddNumberToObject(o, "mean_batch", r->mean_batch);
     cJSON_AddNumberToObject(o, "host_rows_per_token", r->host_rows_per_token);
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
@@ -619,6 +622,18 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "spec", o.spec);
         cJSON_AddNumberToObject(cf, "waves", o.waves);
         cJSON_AddNumberToObject(cf, "topk", base.model.topk);
+        {
+            dhs_ref_model *m = NULL;
+            if (dhs_ref_model_create(&base.model, &m) == DHS_OK) {
+                int32_t prod = 0;
+                for (int32_t l = 0; l < base.model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+                cJSON_AddNumberToObject(cf, "layers", base.model.n_layers);
+                cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+                cJSON_AddNumberToObject(cf, "index_producers", prod);
+                cJSON_AddNumberToObject(cf, "row_bytes", DHS_REF_ROW_BYTES);
+                dhs_ref_model_destroy(m);
+            }
+        }
         cJSON_AddNumberToObject(cf, "profile_every", o.step ? o.profile_every : 0);
         cJSON_AddNumberToObject(j, "hbm_gbps", hbm);
         cJSON *ra = cJSON_AddArrayToObject(j, "records");
