@@ -23,3 +23,23 @@ direct_flags() {
   nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root/src -Xcompiler=-Wall,-Wextra,-Werror"
   libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
 }
+# model_build LOG TARGET...: configures $b (CUDA, tests, Release, the carried cJSON) and builds the targets;
+# on failure prints the log's tail and "BUILD FAILED" and exits 1 (gpu_model.sh, gpu_step.sh, gpu_serve.sh)
+model_build() {
+  local log=$1 t0
+  shift
+  t0=$(date +%s)
+  cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DDHS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$log" 2>&1 &&
+    cmake --build "$b" -j"$(nproc)" --target "$@" >> "$log" 2>&1 || { tail -30 "$log"; echo "BUILD FAILED"; exit 1; }
+  echo "build: $(( $(date +%s) - t0 )) s"
+}
+# model_test LINES: runs $b/test_gpu_model (log in $out), prints its last LINES lines and its status; sets rc=1 on failure
+model_test() {
+  local t0 r
+  t0=$(date +%s)
+  "$b/test_gpu_model" > "$out/test_gpu_model.log" 2>&1
+  r=$?
+  tail -"$1" "$out/test_gpu_model.log"
+  echo "test_gpu_model: rc=$r ($(( $(date +%s) - t0 )) s; 77 = skipped)"
+  [ $r = 0 ] || rc=1
+}

@@ -22,18 +22,9 @@ sessions=32 context=32768 tokens=64
 . "$root/bench/gpu_lib.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
 b="$root/build-gmodel"
-t0=$(date +%s)
-cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DDHS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/gmodel_build.log" 2>&1 &&
-  cmake --build "$b" -j"$(nproc)" --target dhs_tool test_gpu_model >> "$out/gmodel_build.log" 2>&1 ||
-  { tail -30 "$out/gmodel_build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+model_build "$out/gmodel_build.log" dhs_tool test_gpu_model
 rc=0
-t0=$(date +%s)
-"$b/test_gpu_model" > "$out/test_gpu_model.log" 2>&1
-r=$?
-tail -12 "$out/test_gpu_model.log"
-echo "test_gpu_model: rc=$r ($(( $(date +%s) - t0 )) s; 77 = skipped)"
-[ $r = 0 ] || rc=1
+model_test 12
 field() { python3 -c "import json,sys; d=json.load(open('$1')); v=d
 for p in '$2'.split('.'): v=v.get(p, '?') if isinstance(v, dict) else '?'
 print(v)"; }

@@ -20,10 +20,7 @@ T0=$(date +%s)
 . "$root/bench/gpu_lib.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
 b="$root/build-gmodel"
-cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/gserve_build.log" 2>&1 &&
-  cmake --build "$b" -j"$(nproc)" --target dhs_tool >> "$out/gserve_build.log" 2>&1 ||
-  { tail -30 "$out/gserve_build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - T0 )) s"
+model_build "$out/gserve_build.log" dhs_tool
 free -g | sed -n 2p | sed 's/^/host memory (GiB): /'
 rc=0
 "$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \

@@ -132,6 +132,14 @@ static int sv_sizes(const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *wh
     return rc;
 }
 
+/* 1: C sessions of the hierarchy (history 0) and their index keys fit the device budget */
+static int hier_fits(const dhs_ref_run_cfg *base, int32_t C, uint64_t budget)
+{
+    sv_size z;
+    char why[200];
+    return !sv_sizes(base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget;
+}
+
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves;
     int64_t contexts[MAXL];
@@ -511,18 +519,10 @@ int cmd_bench_serve(int argc, char **argv)
         }
         int32_t cap_res = (int32_t)(budget / z1.resident_session);
         int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
-        int32_t cap_dev = 0;
-        for (int32_t C = 1; C <= 4096; C *= 2) { /* doubling, then bisection */
-            sv_size z;
-            if (sv_sizes(&base, C, &z, why, sizeof why) || z.hier_fixed_lib + (uint64_t)C * z.keys_session > budget) break;
-            cap_dev = C;
-        }
-        for (int32_t step = cap_dev / 2; step >= 1; step /= 2) {
-            sv_size z;
-            int32_t C = cap_dev + step;
-            if (!sv_sizes(&base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget)
-                cap_dev = C;
-        }
+        int32_t cap_dev = 0; /* doubling, then bisection */
+        for (int32_t C = 1; C <= 4096 && hier_fits(&base, C, budget); C *= 2) cap_dev = C;
+        for (int32_t step = cap_dev / 2; step >= 1; step /= 2)
+            if (hier_fits(&base, cap_dev + step, budget)) cap_dev += step;
         int32_t cap_hier = cap_dev < cap_host ? cap_dev : cap_host;
         held_max[li][0] = cap_res;
         held_max[li][1] = held_max[li][2] = cap_hier;
