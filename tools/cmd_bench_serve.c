@@ -62,7 +62,17 @@ typedef struct sv_rec {
     uint64_t prof_rounds;
     double attn_bytes_per_step, attn_roofline_us;
     double mean_batch;      /* sessions per decode round (mean) */
+    int32_t token_mismatches; /* sessions whose tokens differ from the same session in an earlier run */
 } sv_rec;
+
+/* every session's tokens (FNV-1a, dhs_ref_run_result.tokens_of) from the first run that served it: a
+   session's tokens depend only on its prompt and history, never on the batch or the storage, so every
+   later run must give the same */
+typedef struct sv_tokens {
+    uint64_t *hash;
+    uint8_t *seen;
+    int32_t n;
+} sv_tokens;
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -162,7 +172,7 @@ static void progress(void *user, const dhs_ref_progress *p)
 }
 
 static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int64_t L, int32_t C, uint64_t budget,
-                    double hbm_gbps, tool_progress *tp, sv_rec *r)
+                    double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
 {
     memset(r, 0, sizeof *r);
     r->mode = mode;
@@ -222,6 +232,14 @@ static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int
         return;
     }
     r->ok = 1;
+    for (int32_t i = 0; i < c.sessions && i < tk->n; i++) {
+        if (!tk->seen[i]) {
+            tk->seen[i] = 1;
+            tk->hash[i] = R.tokens_of[i];
+        } else if (tk->hash[i] != R.tokens_of[i]) {
+            r->token_mismatches++;
+        }
+    }
     r->sessions = R.sessions_done;
     r->held = R.max_active;
     r->waits = R.st.waits;
@@ -297,6 +315,7 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "host_rows_per_token", r->host_rows_per_token);
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
+    cJSON_AddNumberToObject(o, "token_mismatches", r->token_mismatches);
     if (r->prof_rounds) {
         cJSON *b = cJSON_AddObjectToObject(o, "step_us");
         double tot = 0;
@@ -506,15 +525,23 @@ int cmd_bench_serve(int argc, char **argv)
     int nr = 0;
     int32_t held_max[MAXL][3];
     memset(held_max, 0, sizeof held_max);
+    int32_t max_sessions = 4096 * o.waves;
+    sv_tokens tk = {calloc((size_t)max_sessions, sizeof(uint64_t)), calloc((size_t)max_sessions, 1), max_sessions};
+    if (!tk.hash || !tk.seen) {
+        free(R), free(tk.hash), free(tk.seen);
+        return EXIT_RUNTIME;
+    }
+    uint64_t mism_total = 0;
     for (int li = 0; li < o.n_contexts; li++) {
         int64_t L = o.contexts[li];
         base.context = L;
+        memset(tk.seen, 0, (size_t)max_sessions); /* a session's prompt depends on the context */
         /* how many each mode can hold under the budget (host memory caps the hierarchy) */
         sv_size z1;
         char why[200];
         if (sv_sizes(&base, 1, &z1, why, sizeof why)) {
             fprintf(stderr, PROG ": %s\n", why);
-            free(R);
+            free(R), free(tk.hash), free(tk.seen);
             return EXIT_RUNTIME;
         }
         int32_t cap_res = (int32_t)(budget / z1.resident_session);
@@ -543,7 +570,8 @@ int cmd_bench_serve(int argc, char **argv)
                 if (cap < 1) cs[nc++] = 1; /* reported as not fitting */
             }
             for (int i = 0; i < nc; i++) {
-                run_one(&o, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &R[nr]);
+                run_one(&o, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
+                mism_total += (uint64_t)R[nr].token_mismatches;
                 if (!R[nr].ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
                     fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], R[nr].why);
                 nr++;
@@ -639,6 +667,8 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON *ra = cJSON_AddArrayToObject(j, "records");
         for (int i = 0; i < nr; i++) cJSON_AddItemToArray(ra, rec_json(&R[i]));
         cJSON_AddItemToObject(j, "summary", sum);
+        cJSON_AddBoolToObject(j, "tokens_identical", mism_total == 0);
+        cJSON_AddNumberToObject(j, "token_mismatches", (double)mism_total);
         char *txt = cJSON_Print(j);
         if (txt) puts(txt);
         free(txt);
@@ -652,8 +682,10 @@ int cmd_bench_serve(int argc, char **argv)
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
         print_table(R, nr, stdout);
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
+        printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",
+               mism_total ? "DIFFER" : "equal", mism_total ? " (a bug: docs/SERVE.md)" : "");
         cJSON_Delete(sum);
     }
-    free(R);
-    return prc;
+    free(R), free(tk.hash), free(tk.seen);
+    return prc ? prc : mism_total ? EXIT_CHECK : 0;
 }

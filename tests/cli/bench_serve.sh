@@ -3,7 +3,7 @@
 # lists every flag; usage errors exit 2 before any work; a default sweep under a tiny device budget holds what
 # each mode can hold (resident <= budget / resident bytes, the hierarchy more), every session completes and
 # emits its tokens, the adaptive mode's device bytes are the budget, the fixed mode's fit it, the summary
-# compares the modes; a configuration that does not fit is reported, not run; --plot writes the SVG; the
+# compares the modes; every session's tokens are the same in every mode and concurrency that served it; a configuration that does not fit is reported, not run; --plot writes the SVG; the
 # table output carries the same summary.
 # Usage: bash tests/cli/bench_serve.sh path/to/dhs
 set -u
@@ -64,6 +64,9 @@ for r in recs:
     for k in ("duration", "mean_tpot_ms", "admission_waits", "reclaims", "decode_rounds", "mean_batch"):
         assert k in r, (k, r)
 assert sorted(modes) == ["adaptive", "fixed", "resident"], modes
+# exactness across the sweep: a session's tokens depend on its prompt only, not on the batch or the storage
+assert d["tokens_identical"] is True and d["token_mismatches"] == 0, d["token_mismatches"]
+assert all(r["token_mismatches"] == 0 for r in recs), [r["token_mismatches"] for r in recs]
 s = d["summary"]
 assert len(s) == 1, s
 s = s[0]
@@ -97,6 +100,7 @@ expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $
     --concurrency 1 -q
 grep -q "^resident     1024    1 |" "$T/out" || fail "table: no resident row: $(head -c 400 "$T/out")"
 grep -q "^context 1024: sessions held resident 1, hierarchical 1" "$T/out" || fail "table: no summary line"
+grep -q "^tokens: every session's tokens equal across the modes" "$T/out" || fail "table: no tokens line"
 
 # ---------------------------------------------------------------- cuda without a GPU: a clean refusal
 if ! "$DHS" bench resolve --backend cuda --batch 1 --hot 2048 --misses 0 --queries 1 --reps 10 -q >/dev/null 2>&1; then
