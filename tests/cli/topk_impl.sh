@@ -13,7 +13,8 @@ set -u
 DHS=${1:?usage: topk_impl.sh path/to/dhs}
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-key() { python3 -c "import json,sys; d=json.load(sys.stdin); v=d; [v := v[p] for p in '$1'.split('.')]; print(str(v).lower())"; }
+# "identical topk_impl tokens_digest" of a --json output (one python start per run: CI has 2 cores)
+keys() { python3 -c "import json,sys; d=json.load(sys.stdin); print(str(d['identical']).lower(), d['config']['topk_impl'], d['tokens_digest'])"; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -30,20 +31,23 @@ done
 
 run() { "$DHS" run --backend cpu --sessions 3 --context 150 --tokens 5 --spec 3 --page-rows 16 --history 0.5 --threads 1 --json -q "$@" 2>"$tmp/err"; }
 for layout in own follow compressed; do
-    m=$(run --layout $layout --topk-impl model) || fail "$layout model exited $?: $(cat "$tmp/err")"
-    f=$(run --layout $layout --topk-impl fused) || fail "$layout fused exited $?: $(cat "$tmp/err")"
-    [ "$(echo "$f" | key identical)" = true ] || fail "$layout --topk-impl fused: not identical to resident"
-    [ "$(echo "$f" | key config.topk_impl)" = fused ] || fail "$layout: config.topk_impl is not fused"
-    [ "$(echo "$m" | key config.topk_impl)" = model ] || fail "$layout: config.topk_impl is not model"
-    dm=$(echo "$m" | key tokens_digest) df=$(echo "$f" | key tokens_digest)
+    m=$(run --layout $layout --topk-impl model | keys) || fail "$layout model exited $?: $(cat "$tmp/err")"
+    f=$(run --layout $layout --topk-impl fused | keys) || fail "$layout fused exited $?: $(cat "$tmp/err")"
+    read -r im tm dm <<<"$m"
+    read -r if_ tf df <<<"$f"
+    [ "$if_" = true ] || fail "$layout --topk-impl fused: not identical to resident"
+    [ "$im" = true ] || fail "$layout --topk-impl model: not identical to resident"
+    [ "$tf" = fused ] || fail "$layout: config.topk_impl is not fused"
+    [ "$tm" = model ] || fail "$layout: config.topk_impl is not model"
     echo "$df" | grep -qE '^[0-9a-f]{16}$' || fail "$layout: tokens_digest '$df' is not 16 hex digits"
     [ "$dm" = "$df" ] || fail "$layout: --topk-impl fused tokens $df differ from the model top-k's $dm"
     echo "topk_impl: $layout: model $dm, fused $df"
 done
-d=$(run --topk-impl model | key tokens_digest) s=$(run --topk-impl fused --seed 7 | key tokens_digest)
-[ "$d" != "$s" ] || fail "tokens_digest did not change with the seed"
-b=$(run) || fail "default run exited $?"
-[ "$(echo "$b" | key config.topk_impl)" = model ] || fail "the default top-k is not model"
+read -r _ _ d <<<"$(run --topk-impl model | keys)"
+read -r _ _ s <<<"$(run --topk-impl fused --seed 7 | keys)"
+[ -n "$d" ] && [ "$d" != "$s" ] || fail "tokens_digest did not change with the seed ('$d', '$s')"
+read -r _ tb _ <<<"$(run | keys)"
+[ "$tb" = model ] || fail "the default top-k is not model ('$tb')"
 "$DHS" run --backend cpu --sessions 2 --context 200 --tokens 3 --topk-impl fused -q 2>/dev/null | grep -q "top-k        fused" ||
     fail "the human output does not say the fused top-k ran"
 
