@@ -607,7 +607,6 @@ int main(void)
     ds.topk = 256;
     test_rounds(glm, "glm-5.3 (10 layers)", DHS_REF_TOPK_MODEL);
     test_rounds(ds, "deepseek-v3.2 (5 layers)", DHS_REF_TOPK_MODEL);
-    test_rounds(glm, "glm-5.3 fused top-k", DHS_REF_TOPK_FUSED);
     tiny.layout = DHS_REF_LAYOUT_FOLLOW;
     test_rounds(tiny, "tiny follow", DHS_REF_TOPK_MODEL);
     test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
@@ -617,7 +616,7 @@ int main(void)
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 4);
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 4);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 5);
     return th_summary();
 }

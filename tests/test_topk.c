@@ -201,17 +201,17 @@ static int64_t test_batch(uint64_t *rng, int rounds)
         }
     }
     /* argument errors (the launcher's), nothing written */
-    int32_t r1[2] = {9, 9};
+    int32_t r1[4] = {9, 9, 9, 9};
     int64_t c1[1] = {1};
     CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, -1, 2, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, 0, DHS_TOPK_MAX_K + 1, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_topk_fused_ref_batch(sc, NB - 1, 2, NB, c1, 0, 2, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, 0, 2, slot, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
-    CHECK(r1[0] == 9 && r1[1] == 9);
+    CHECK(r1[0] == 9 && r1[1] == 9 && r1[2] == 9 && r1[3] == 9);
     /* n_of NULL: every query has n candidates (dhs_cuda_topk_fused's form) */
     for (int64_t i = 0; i < 10; i++) sc[i] = (float)(i % 3);
     CHECK_ST(dhs_topk_fused_ref_batch(sc, 5, 2, 5, NULL, 0, 2, NULL, 0, r1, NULL, NULL), DHS_OK);
-    CHECK(r1[0] == 2 && r1[1] == 1);
+    CHECK(r1[0] == 2 && r1[1] == 1 && r1[2] == 0 && r1[3] == 3); /* {0,1,2,0,1}, {2,0,1,2,0}: ties to the lower position */
     free(sc);
     free(slot);
     free(rows);
