@@ -621,6 +621,8 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
             const size_t nb = (size_t)d->n_layers * Q * sizeof(int32_t);
             if (e == cudaSuccess) e = cudaMalloc((void **)&g->nanc, nb);
             if (e == cudaSuccess) e = cudaMemset(g->nanc, 0, nb);
+            if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* done before any kernel of the engine's stream
+                                                                  (non-blocking: not ordered after the legacy one) */
             if (e == cudaSuccess) e = cudaMallocHost((void **)&g->nanc_h, nb);
             if (e == cudaSuccess) memset(g->nanc_h, 0, nb);
         }
