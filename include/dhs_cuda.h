@@ -50,6 +50,22 @@ dhs_status dhs_cuda_set_stream(dhs_backend *be, void *stream);
    gather launch; 0 restores the default (4 per multiprocessor). */
 dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks);
 
+/* Profiling hook: fn(user, mark) is called on the host while the device
+   resolver issues its kernels on the compute stream, so the caller can record
+   a cudaEvent there and time each phase on the device:
+     DHS_CUDA_MARK_PLAN  before the plan kernel of a dhs_resolve_device call
+                         (and before the promotion kernel of dhs_group_done)
+     DHS_CUDA_MARK_COPY  between the plan and the miss-copy kernel
+     DHS_CUDA_MARK_END   after the last kernel of the call
+   An event recorded between the plan and the copy kernel ends their
+   programmatic overlap, so a profiled call is a little slower than an
+   unprofiled one. fn must not call back into the library. NULL turns it off.
+   Calls while a stream capture is open are the caller's to ignore (an event
+   recorded there becomes a graph node). */
+enum { DHS_CUDA_MARK_PLAN = 1, DHS_CUDA_MARK_COPY = 2, DHS_CUDA_MARK_END = 3 };
+typedef void (*dhs_cuda_mark_fn)(void *user, int mark);
+dhs_status dhs_cuda_set_marker(dhs_backend *be, dhs_cuda_mark_fn fn, void *user);
+
 /* The last CUDA error (a cudaError_t value) a backend call failed with, 0 if
    none; DHS_ERR_BACKEND / DHS_ERR_DEVICE_NOMEM results carry it here. */
 int dhs_cuda_last_error(const dhs_backend *be);

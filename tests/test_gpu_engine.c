@@ -344,9 +344,55 @@ dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
     return DHS_OK;
 }
 
+/* profiling marks: the emulated "time" is the count of emulated launches
+   (g_step_calls), so each phase's total is an exact count the test predicts */
+static int g_prof_cap, g_prof_n, g_prof_lost, g_prof_armed;
+static int32_t g_prof_ph[4096];
+static int g_prof_tick[4096];
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    (void)g;
+    if (max_marks < 0 || max_marks > 4096) return DHS_ERR_INVALID_ARG;
+    g_prof_cap = max_marks;
+    g_prof_n = g_prof_lost = 0;
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    if (!g || !g_prof_cap) return DHS_ERR_STATE;
+    g_prof_n = g_prof_lost = 0;
+    g_prof_armed = 1;
+    return DHS_OK;
+}
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase)
+{
+    if (!g || !g_prof_armed) return;
+    if (g_prof_n >= g_prof_cap) {
+        g_prof_lost++;
+        return;
+    }
+    g_prof_ph[g_prof_n] = phase;
+    g_prof_tick[g_prof_n++] = g_step_calls;
+}
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    (void)g;
+    g_prof_armed = 0;
+    if (g_prof_lost) {
+        g_prof_n = g_prof_lost = 0;
+        return DHS_ERR_STATE;
+    }
+    for (int i = 0; i + 1 < g_prof_n; i++)
+        if (g_prof_ph[i] >= 0 && g_prof_ph[i] < n_phases) us[g_prof_ph[i]] += g_prof_tick[i + 1] - g_prof_tick[i];
+    g_prof_n = 0;
+    return DHS_OK;
+}
+
 dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
 {
-    g_step_calls++;
+    g_step_calls++;                          /* the indexer's scores */
+    dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK); /* as the kernel does, between scores and top-k */
+    g_step_calls++;                          /* the top-k */
     void **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
     for (int32_t q = 0; q < g->nq; q++) {
         int32_t *sq = g->sel + (int64_t)q * g->k;
@@ -549,6 +595,75 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = NULL;
 }
 
+/* profiled rounds of the device step (profile_every): every 2nd round runs
+   eagerly with marks; each phase's emulated time is the number of launches
+   in it, so the attribution is checked exactly; those rounds are left out of
+   the round times and the logits stay identical */
+static void test_profile(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    const int32_t layers = 5;
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = layers;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 600;
+    c.tokens = 6;
+    c.spec = 2;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.check = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    c.profile_every = 2;
+    c.keep_round_times = 1;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    int32_t producers = 0;
+    for (int32_t l = 0; l < layers; l++) producers += dhs_ref_layer(m, l)->producer;
+    dhs_ref_run_result r;
+    int rc = dhs_ref_run(&c, &r);
+    CHECKF(rc == 0, "profile run: %s", r.errmsg);
+    if (rc == 0) {
+        CHECKF(r.identical, "profiled run: hier vs resident: %" PRIu64 " logit rows differ", r.logit_mismatches);
+        for (int e = 0; e < 2; e++) {
+            uint64_t pr = r.prof_rounds[e], unprof = e ? r.step_hier.rounds : r.step_res.rounds;
+            CHECKF(pr == r.rounds / 2 && pr + unprof == r.rounds, "engine %d: %" PRIu64 " profiled + %" PRIu64
+                   " rounds of %" PRIu64, e, pr, unprof, r.rounds);
+            double want[DHS_REF_PH_N] = {0};
+            want[DHS_REF_PH_OTHER] = (double)((layers + 2) * pr);  /* embed, rows of each layer, logits */
+            want[DHS_REF_PH_INDEXER] = (double)(producers * pr);
+            want[DHS_REF_PH_TOPK] = (double)(producers * pr);
+            want[DHS_REF_PH_ATTEND] = (double)(layers * pr);
+            for (int p = 0; p < DHS_REF_PH_N; p++) /* RESOLVE, COPY: the CPU backend has no marker: 0 */
+                CHECKF(r.prof_us[e][p] == want[p], "engine %d phase %d: %.0f launches, expected %.0f", e, p,
+                       r.prof_us[e][p], want[p]);
+        }
+        CHECKF(r.n_round_s == r.rounds - r.prof_rounds[1], "%" PRIu64 " round times of %" PRIu64 " rounds (%" PRIu64
+               " profiled)", r.n_round_s, r.rounds, r.prof_rounds[1]);
+        uint64_t tk = 0;
+        for (uint64_t i = 0; i < r.n_round_s; i++) {
+            CHECKF(r.round_s[i] >= 0 && r.round_sessions[i] >= 1 && r.round_tokens[i] >= r.round_sessions[i],
+                   "round %" PRIu64 ": %.6f s, %u sessions, %u tokens", i, r.round_s[i], r.round_sessions[i],
+                   r.round_tokens[i]);
+            tk += r.round_tokens[i];
+        }
+        CHECKF(tk < r.decode_tokens, "round tokens %" PRIu64 " of %" PRIu64 " decode tokens (profiled rounds excluded)",
+               tk, r.decode_tokens);
+        printf("  profile        every 2nd round: %" PRIu64 " profiled rounds per engine, phases attributed exactly, "
+               "identical\n", r.prof_rounds[1]);
+    }
+    dhs_ref_run_result_free(&r);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 /* what the device step refuses: no GPU pass, a trace, an unknown step, compressed sources */
 static void test_step_refusals(uint64_t seed)
 {
@@ -615,8 +730,9 @@ int main(void)
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3);
+    test_profile(seed + 4);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
-    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 4);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 5);
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6);
     return th_summary();
 }

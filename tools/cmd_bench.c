@@ -7,6 +7,8 @@
  *                       --backend cuda: the device resolver's kernels against an
  *                       O(B) scan kernel and the gather ceiling (bench/dres_bench.cu,
  *                       linked in when the CUDA backend is built).
+ *   dhs bench serve     the reference model served under one device KV budget,
+ *                       resident vs fixed-hot vs adaptive (cmd_bench_serve.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,6 +339,8 @@ int cmd_bench(int argc, char **argv)
 {
     static const arg_sub subs[] = {
         {"resolve", bench_resolve, "the resolver vs hot-cache size (k = 2048) next to a slot-scan baseline (cpu or cuda)"},
+        {"serve", cmd_bench_serve, "the reference model served under one device KV budget: resident vs the hierarchy "
+                                   "over a concurrency sweep (cuda; cpu at small sizes)"},
     };
     return args_dispatch("dhs bench", "Benchmarks print measured figures next to an in-process baseline (ratios).", subs,
                          (int)(sizeof subs / sizeof subs[0]), argc, argv);

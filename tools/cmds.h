@@ -4,6 +4,7 @@
 #define DHS_TOOLS_CMDS_H
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_bench_serve(int argc, char **argv); /* dhs bench serve (cmd_bench_serve.c) */
 int cmd_plan(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_sim(int argc, char **argv);

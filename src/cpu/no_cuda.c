@@ -41,6 +41,12 @@ dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks)
     return DHS_ERR_UNSUPPORTED;
 }
 
+dhs_status dhs_cuda_set_marker(dhs_backend *be, dhs_cuda_mark_fn fn, void *user)
+{
+    (void)be, (void)fn, (void)user;
+    return DHS_ERR_UNSUPPORTED;
+}
+
 int dhs_cuda_last_error(const dhs_backend *be)
 {
     (void)be;

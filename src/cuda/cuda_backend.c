@@ -91,6 +91,8 @@ typedef struct cu_backend {
     cudaError_t last_err;
     void *dres_scratch;      /* device: the plan kernel's first-error key (dres.cuh) */
     int32_t dres_copy_blocks; /* persistent copy grid of the device resolver */
+    dhs_cuda_mark_fn mark;    /* profiling hook (dhs_cuda_set_marker) or NULL */
+    void *mark_user;
 } cu_backend;
 
 static const dhs_backend_ops cu_ops;
@@ -407,7 +409,10 @@ static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const d
     if (!st || !rd || !sel || !loc || k <= 0 || k > st->max_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
     dhs_status s = cu_enter(c);
     if (s != DHS_OK) return s;
-    CU_TRY(c, dhs_dres_resolve_launch(st, rd, k, sel, loc, payload, c->dres_scratch, c->dres_copy_blocks, c->compute));
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_PLAN);
+    CU_TRY(c, dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, c->dres_scratch, c->dres_copy_blocks, c->compute,
+                                           c->mark, c->mark_user));
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_END);
     return DHS_OK;
 }
 
@@ -417,7 +422,9 @@ static dhs_status cu_dres_promote(dhs_backend *be, const dres_state *st, const d
     if (!st || !rd || st->N <= 0) return DHS_ERR_INVALID_ARG;
     dhs_status s = cu_enter(c);
     if (s != DHS_OK) return s;
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_PLAN);
     CU_TRY(c, dhs_dres_promote_launch(st, rd, payload, c->dres_copy_blocks, c->compute));
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_END);
     return DHS_OK;
 }
 
@@ -597,6 +604,15 @@ dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks)
     cu_backend *c = cu_check(be);
     if (!c || max_blocks < 0) return DHS_ERR_INVALID_ARG;
     c->max_blocks = max_blocks ? max_blocks : DHS_CU_BLOCKS_PER_SM * c->sms;
+    return DHS_OK;
+}
+
+dhs_status dhs_cuda_set_marker(dhs_backend *be, dhs_cuda_mark_fn fn, void *user)
+{
+    cu_backend *c = cu_check(be);
+    if (!c) return DHS_ERR_INVALID_ARG;
+    c->mark = fn;
+    c->mark_user = fn ? user : NULL;
     return DHS_OK;
 }
 

@@ -56,6 +56,7 @@
 #include <stdint.h>
 
 #include "cuda/dres.cuh"
+#include "dhs_cuda.h"
 
 #define FULL 0xffffffffu
 #define DT DHS_DRES_THREADS
@@ -905,6 +906,14 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
+    return dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, scratch, copy_blocks, s, NULL, NULL);
+}
+
+extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k,
+                                                    const int32_t *sel, int32_t *loc, int payload, void *scratch,
+                                                    int32_t copy_blocks, cudaStream_t s, void (*mark)(void *, int),
+                                                    void *user)
+{
     if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
@@ -921,6 +930,7 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
     cudaError_t e = cudaLaunchKernelEx(&cfg, dres_plan_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
                                        divs_make(st, k));
     if (e != cudaSuccess) return e;
+    if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
     return copy_launch(st, copy_blocks, s, 1, payload != 0, scratch);
 }

@@ -47,6 +47,10 @@ cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
                                     int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s);
+/* the same with a profiling hook: mark(user, DHS_CUDA_MARK_COPY) between the plan and the copy launch */
+cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
+                                         int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s,
+                                         void (*mark)(void *, int), void *user);
 cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload, int32_t copy_blocks,
                                     cudaStream_t s);
 cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s);

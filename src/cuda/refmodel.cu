@@ -452,6 +452,11 @@ struct dhs_ref_gpu {
     cudaGraphExec_t exec;
     int exec_nq;      /* nq the graph was captured with */
     int capturing;
+    /* profiling marks (dhs_ref_gpu_prof_*): events recorded on st, each tagged with
+       the phase of the interval it opens */
+    cudaEvent_t *prof_ev;
+    int32_t *prof_ph;
+    int prof_cap, prof_n, prof_lost, prof_armed;
     char err[200];
 };
 
@@ -521,6 +526,9 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFreeHost(g->tok_h);
     cudaFreeHost(g->logits_h);
     if (g->up_ev) cudaEventDestroy(g->up_ev);
+    for (int i = 0; i < g->prof_cap; i++) cudaEventDestroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_ph);
     if (g->exec) cudaGraphExecDestroy(g->exec);
     if (g->own_stream && g->st) cudaStreamDestroy(g->st);
     free(g);
@@ -902,6 +910,7 @@ extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
     k_scores<<<grid, 256, 0, g->st>>>(g->dims, g->pos, g->iq, g->iw, tab_at(g, 2, l), (float *const *)tab_at(g, 3, l),
                                        g->lut, g->scores);
     CK(cudaGetLastError(), "k_scores");
+    dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK);
     return launch_topk(g, l); /* fused: NaN counts come back with the logits (step_logits / step_wait) */
 }
 
@@ -986,4 +995,108 @@ extern "C" dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
     if (!g || !g->exec || g->exec_nq != g->nq || g->capturing) return DHS_ERR_STATE;
     CK(cudaGraphLaunch(g->exec, g->st), "cudaGraphLaunch");
     return DHS_OK;
+}
+
+/* ---- profiling marks (gpu.h): one event per mark, recorded on the model's
+   stream; dhs_ref_gpu_prof_collect sums the intervals between consecutive
+   marks by the phase of the mark that opens them. Never inside a capture. */
+extern "C" dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    if (!g || max_marks < 0 || g->capturing) return DHS_ERR_INVALID_ARG;
+    if (g->prof_cap) CK(cudaStreamSynchronize(g->st), "prof sync");
+    for (int i = 0; i < g->prof_cap; i++) cudaEventDestroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_ph);
+    g->prof_ev = NULL;
+    g->prof_ph = NULL;
+    g->prof_cap = g->prof_n = g->prof_lost = 0;
+    if (!max_marks) return DHS_OK;
+    g->prof_ev = (cudaEvent_t *)calloc((size_t)max_marks, sizeof(cudaEvent_t));
+    g->prof_ph = (int32_t *)calloc((size_t)max_marks, sizeof(int32_t));
+    if (!g->prof_ev || !g->prof_ph) {
+        free(g->prof_ev);
+        free(g->prof_ph);
+        g->prof_ev = NULL;
+        g->prof_ph = NULL;
+        return DHS_ERR_NOMEM;
+    }
+    for (; g->prof_cap < max_marks; g->prof_cap++) {
+        cudaError_t e = cudaEventCreate(&g->prof_ev[g->prof_cap]);
+        if (e != cudaSuccess) {
+            dhs_ref_gpu_prof_enable(g, 0);
+            return fail(g, "cudaEventCreate", e);
+        }
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    if (!g || !g->prof_cap || g->capturing) return DHS_ERR_STATE;
+    g->prof_n = g->prof_lost = 0;
+    g->prof_armed = 1;
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase)
+{
+    if (!g || !g->prof_armed || g->capturing) return;
+    if (g->prof_n >= g->prof_cap || cudaEventRecord(g->prof_ev[g->prof_n], g->st) != cudaSuccess) {
+        g->prof_lost++;
+        return;
+    }
+    g->prof_ph[g->prof_n++] = phase;
+}
+
+extern "C" dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    if (!g || !us || n_phases < 1) return DHS_ERR_INVALID_ARG;
+    g->prof_armed = 0;
+    if (g->prof_lost) {
+        g->prof_n = g->prof_lost = 0;
+        return DHS_ERR_STATE;
+    }
+    if (g->prof_n) CK(cudaEventSynchronize(g->prof_ev[g->prof_n - 1]), "prof sync");
+    for (int i = 0; i + 1 < g->prof_n; i++) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, g->prof_ev[i], g->prof_ev[i + 1]), "cudaEventElapsedTime");
+        if (g->prof_ph[i] >= 0 && g->prof_ph[i] < n_phases) us[g->prof_ph[i]] += 1000.0 * (double)ms;
+    }
+    g->prof_n = 0;
+    return DHS_OK;
+}
+
+/* HBM bandwidth (read + write) of a device-to-device copy of `bytes`: the
+   roofline the attention kernel is compared with (dhs bench serve). Median of
+   5 timed copies after one warm-up; 0 on any error. */
+extern "C" double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
+{
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double t[5] = {0}, r = 0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        goto out;
+    if (cudaMemset(a, 1, bytes) != cudaSuccess || cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) goto out;
+    for (int i = 0; i < 5; i++) {
+        float ms = 0;
+        if (cudaEventRecord(e0) != cudaSuccess || cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+            cudaEventRecord(e1) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess || ms <= 0)
+            goto out;
+        t[i] = ms;
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    }
+    r = 2.0 * (double)bytes / (t[2] * 1e-3) / 1e9;
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    (void)cudaGetLastError();
+    return r;
 }

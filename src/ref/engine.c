@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dhs_cuda.h"
 #include "ref/gpu.h"
 #include "ref/model.h"
 #include "util/rng.h"
@@ -79,6 +80,9 @@ struct dhs_ref_engine {
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     dhs_ref_step_times stt; /* device step host times */
+    int prof_now;           /* this round is profiled (marks on) */
+    double prof_us[DHS_REF_PH_N], prof_wall_s;
+    uint64_t prof_rounds, step_calls;
     char err[160];
     uint64_t shadow_bad;    /* located rows differing from the model's own copy */
     char shadow_first[256];
@@ -166,6 +170,11 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     free(d);
     if (st != DHS_OK) {
         set_err(e, "dhs_ref_gpu_create", st);
+        return st;
+    }
+    /* a profiled round: about 10 marks per layer */
+    if (e->cfg.profile_every > 0 && (st = dhs_ref_gpu_prof_enable(e->gpu, 16 * c->n_layers + 16)) != DHS_OK) {
+        set_err(e, "dhs_ref_gpu_prof_enable", st);
         return st;
     }
     size_t Q = (size_t)e->cfg.max_slots * (size_t)e->kmax;
@@ -702,6 +711,8 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
     dhs_ctx *ctx = e->cfg.ctx;
     const int64_t slice = (int64_t)e->cfg.ctx_requests * e->kmax * e->k; /* one source's locations */
     dhs_status st;
+    dhs_ref_gpu *G = e->prof_now ? e->gpu : NULL; /* marks only on a profiled round (armed) */
+    dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
     if ((st = dhs_ref_gpu_step_embed(e->gpu)) != DHS_OK) return step_gpu_fail(e, "embed", st);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
@@ -710,17 +721,22 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         int32_t si = 0;
         while (gsrc[si] != src) si++;
         /* rows (and keys) of every position of the block, in place, before any query */
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
         if ((st = dhs_ref_gpu_step_rows(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "rows", st);
         if (li->producer) {
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
             if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
                 set_err(e, "dhs_resolve_device", st);
                 return st;
             }
         }
         /* resident: location = row, the selection itself */
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_ATTEND);
         if ((st = dhs_ref_gpu_step_attend(e->gpu, l, ctx ? e->gloc_dev + (int64_t)si * slice : NULL)) != DHS_OK)
             return step_gpu_fail(e, "attend", st);
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
         if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
             (st = dhs_group_done(ctx, g)) != DHS_OK) {
             set_err(e, "dhs_group_done", st);
@@ -728,7 +744,24 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         }
     }
     if ((st = dhs_ref_gpu_step_logits(e->gpu)) != DHS_OK) return step_gpu_fail(e, "logits", st);
+    dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER); /* closes the last interval */
     return DHS_OK;
+}
+
+void dhs_ref_engine_mark(void *engine, int mark)
+{
+    dhs_ref_engine *e = engine;
+    if (!e || !e->prof_now) return;
+    dhs_ref_gpu_prof_mark(e->gpu, mark == DHS_CUDA_MARK_PLAN   ? DHS_REF_PH_RESOLVE
+                                  : mark == DHS_CUDA_MARK_COPY ? DHS_REF_PH_COPY
+                                                               : DHS_REF_PH_OTHER);
+}
+
+void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[6], uint64_t *rounds, double *wall_s)
+{
+    for (int i = 0; i < DHS_REF_PH_N; i++) us[i] = e->prof_us[i];
+    *rounds = e->prof_rounds;
+    *wall_s = e->prof_wall_s;
 }
 
 /* the target pass as one device step: the host control plane once per round
@@ -785,6 +818,25 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
     double t1 = dhs_wall_s();
     int captured = 0;
+    /* a profiled round runs eagerly with marks (a graph round is timed as a whole) */
+    e->prof_now = e->cfg.profile_every > 0 && ++e->step_calls % (uint64_t)e->cfg.profile_every == 0;
+    if (e->prof_now) {
+        if ((st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
+        st = gpu_step_issue(e);
+        const float *lg = NULL;
+        double us[DHS_REF_PH_N] = {0};
+        if (st == DHS_OK && (st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) st = step_gpu_fail(e, "wait", st);
+        if (st == DHS_OK && (st = dhs_ref_gpu_prof_collect(e->gpu, us, DHS_REF_PH_N)) != DHS_OK)
+            st = step_gpu_fail(e, "profile", st);
+        e->prof_now = 0;
+        if (st != DHS_OK) return st;
+        for (int i = 0; i < DHS_REF_PH_N; i++) e->prof_us[i] += us[i];
+        e->prof_rounds++;
+        e->prof_wall_s += dhs_wall_s() - t0; /* not in stt: those are the unprofiled rounds */
+        for (int32_t i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+        return DHS_OK;
+    }
     if (e->cfg.step == DHS_REF_STEP_GRAPH) {
         if (dhs_ref_gpu_graph_queries(e->gpu) != nq) { /* first round, or the batch size changed */
             if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);

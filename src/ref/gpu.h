@@ -141,6 +141,33 @@ dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep);
 int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g); /* nq of the captured graph, 0: none */
 dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g);
 
+/* ---- profiling (dhs bench serve's per-step breakdown): events on the
+   model's stream. dhs_ref_gpu_prof_enable(g, n) makes room for n marks per
+   collection (0: off). dhs_ref_gpu_prof_begin arms the marks of one profiled
+   stretch (outside it, and while capturing, marks are no-ops); a mark records an event that
+   opens an interval of `phase` (DHS_REF_PH_*), ending at the next mark; the
+   model marks DHS_REF_PH_TOPK itself inside dhs_ref_gpu_step_select, the
+   engine marks the rest (and the library's resolver phases through
+   dhs_cuda_set_marker). dhs_ref_gpu_prof_collect synchronises, adds each
+   interval's microseconds to us[phase] and disarms; DHS_ERR_STATE when marks
+   were lost (more than n). A graph round is timed as a whole. */
+enum {
+    DHS_REF_PH_OTHER = 0,  /* embed, rows (latent + key writes), logits, the host gaps in between */
+    DHS_REF_PH_INDEXER,    /* indexer queries and scores over the visible keys */
+    DHS_REF_PH_TOPK,       /* top-k of the scores */
+    DHS_REF_PH_RESOLVE,    /* the device resolver's plan kernel (lookup, victims, copy list) */
+    DHS_REF_PH_COPY,       /* the resolver's miss copy (host -> device rows) */
+    DHS_REF_PH_ATTEND,     /* sparse attention over the located rows + MLP */
+    DHS_REF_PH_N
+};
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks);
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g);
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase);
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases);
+/* HBM read + write GB/s of a device-to-device copy of `bytes` (median of 5;
+   the attention roofline); 0 on an error or without CUDA */
+double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
+
 #ifdef __cplusplus
 }
 #endif

@@ -131,6 +131,27 @@ dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
     (void)g;
     return DHS_ERR_UNSUPPORTED;
 }
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    (void)g, (void)max_marks;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase) { (void)g, (void)phase; }
+double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
+{
+    (void)bytes;
+    return 0;
+}
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    (void)g, (void)us, (void)n_phases;
+    return DHS_ERR_UNSUPPORTED;
+}
 #else
 typedef int dhs_ref_gpu_stub_unused; /* ISO C: a translation unit is not empty */
 #endif

@@ -3,10 +3,12 @@
  * and the prefill. Shapes are written on every array; matrices are row-major
  * [out][in]. See model.h for the equations and docs/MODEL.md for the rest. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/topk_spec.h" /* dhs_topk_fused_ref: the engine's topk = fused on the CPU */
 #include "ref/model.h"
@@ -804,6 +806,51 @@ static void synth_key(uint64_t st, dhs_ref_keys *k, int64_t s)
     if (k->fp8) k->scales[s] = ldexpf(1.0f, -7 - (int)(dhs_rng_next(&st) & 1));
 }
 
+/* the synthetic history of every source and index group, in threads (one
+   work item per source or group; a pure function of its arguments, so the
+   bytes do not depend on the thread count) */
+typedef struct synth_job {
+    const dhs_ref_model *m;
+    dhs_ref_prefill *out;
+    int64_t from;
+    uint64_t stream;
+    int32_t next, items;
+    pthread_mutex_t mu;
+} synth_job;
+
+static void *synth_worker(void *arg)
+{
+    synth_job *J = arg;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int32_t it = J->next < J->items ? J->next++ : -1;
+        pthread_mutex_unlock(&J->mu);
+        if (it < 0) return NULL;
+        if (it < J->m->n_sources) {
+            for (int64_t t = 0; t < J->from; t++)
+                synth_row(synth_state(J->stream, it, t), J->out->rows[it] + t * DHS_REF_ROW_BYTES);
+        } else {
+            int32_t g = it - J->m->n_sources;
+            for (int64_t t = 0; t < J->from; t++) synth_key(synth_state(J->stream, DHS_MAX_SOURCES + g, t), &J->out->keys[g], t);
+        }
+    }
+}
+
+static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from, uint64_t stream)
+{
+    synth_job J = {m, out, from, stream, 0, m->n_sources + m->n_groups, PTHREAD_MUTEX_INITIALIZER};
+    long np = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = np < 1 ? 1 : np > 16 ? 16 : (int)np;
+    if ((int64_t)from * J.items < 65536) nt = 1; /* small: not worth a thread */
+    pthread_t th[16];
+    int started = 0;
+    for (; started < nt - 1; started++)
+        if (pthread_create(&th[started], NULL, synth_worker, &J)) break;
+    synth_worker(&J); /* this thread works too (and alone if no thread started) */
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&J.mu);
+}
+
 /* positions [0, from) synthetic (from > 0 needs m = 1 everywhere), the rest
    computed by the model */
 static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t from, uint64_t stream,
@@ -836,13 +883,12 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
     for (int32_t s = 0; s < m->n_sources; s++) {
         int32_t mm = dhs_ref_source_m(m, s);
         if (!(out->rows[s] = aligned_rows((n + mm - 1) / mm))) goto done;
-        for (int64_t t = 0; t < from; t++) synth_row(synth_state(stream, s, t), out->rows[s] + t * DHS_REF_ROW_BYTES);
     }
     for (int32_t g = 0; g < m->n_groups; g++) {
         int32_t mm = dhs_ref_group_m(m, g);
         if (dhs_ref_keys_init_model(m, &out->keys[g], (n + mm - 1) / mm)) goto done;
-        for (int64_t t = 0; t < from; t++) synth_key(synth_state(stream, DHS_MAX_SOURCES + g, t), &out->keys[g], t);
     }
+    if (from > 0) synth_all(m, out, from, stream);
     for (int64_t t = from; t < n; t++) dhs_ref_embed(m, tokens[t], X + (t - from) * d);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = &m->layer[l];

@@ -342,6 +342,10 @@ typedef struct dhs_ref_engine_cfg {
                                Needs gpu; no trace (selections stay on the device) */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
+    int32_t profile_every;  /* device step: every this many rounds one round runs eagerly with
+                               events between its phases (dhs_ref_engine_profile; the
+                               hierarchical engine's backend marks the resolver's phases when
+                               dhs_cuda_set_marker(be, dhs_ref_engine_mark, engine)); 0: never */
     int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref
@@ -421,6 +425,13 @@ uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
 uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first);
 /* the device step's host times (all zero for the host step) */
 void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t);
+
+/* profiled rounds (profile_every): us[DHS_REF_PH_*] summed device time of each
+   phase over *rounds profiled rounds (ref/gpu.h lists the phases), wall_s their
+   summed round time. */
+void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[6], uint64_t *rounds, double *wall_s);
+/* a dhs_cuda_mark_fn (user: the engine): the resolver's phases in the profile */
+void dhs_ref_engine_mark(void *engine, int mark);
 
 /* the dhs_status of the last library call that failed, with its name */
 const char *dhs_ref_engine_error(const dhs_ref_engine *e);

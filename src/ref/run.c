@@ -40,7 +40,13 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
 {
     if (!r) return;
     free(r->tokens_of);
+    free(r->round_s);
+    free(r->round_tokens);
+    free(r->round_sessions);
     r->tokens_of = NULL;
+    r->round_s = NULL;
+    r->round_tokens = r->round_sessions = NULL;
+    r->n_round_s = 0;
 }
 
 void dhs_ref_run_set_geometry(dhs_ref_run_cfg *c, dhs_ref_geometry g)
@@ -290,6 +296,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (c.step != DHS_REF_STEP_HOST && !ec.gpu) FAIL("--step %s needs the GPU model: m = 1 sources (not the compressed layout)",
                                                      dhs_ref_step_str(c.step));
     ec.step = c.step;
+    ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
     ec.topk_impl = c.topk_impl;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
     if (use_res) {
@@ -306,17 +313,23 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         ec.gpu_stream = ec.gpu ? dhs_cuda_stream(be) : NULL; /* attention after the resolver's gathers */
         dhs_status es = dhs_ref_engine_create(m, &ec, &eh);
         if (es != DHS_OK) FAIL("hierarchical engine: %s", dhs_status_str(es));
+        /* the resolver's phases in the profile (CUDA backend only) */
+        if (c.profile_every > 0 && c.cuda && ec.gpu) dhs_cuda_set_marker(be, dhs_ref_engine_mark, eh);
     }
     dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
 
     /* rounds */
     int64_t round = 0;
+    uint64_t cap_rounds = 0, prof_seen = 0;
     while (n_done < S) {
         for (int32_t i = 0; i < S; i++)
             if (state[i] == S_FUTURE && arrive[i] <= round) state[i] = S_WAITING;
         /* admissions in arrival order; a wait holds back later arrivals too */
+        int32_t n_active = 0;
+        for (int32_t i = 0; i < S; i++) n_active += state[i] == S_ACTIVE;
         for (int32_t i = 0; i < S; i++) {
             if (state[i] != S_WAITING) continue;
+            if (!ctx && n_active >= c.slots) break; /* resident only: at most `slots` sessions at once */
             dhs_req req = {0, 0};
             if (ctx) {
                 dhs_status st = dhs_request_open(ctx, max_pos, &req);
@@ -340,6 +353,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             if (eh && dhs_ref_engine_start(eh, i, &pf[i], req) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
             dhs_ref_prefill_free(&pf[i]);
             state[i] = S_ACTIVE;
+            n_active++;
         }
         /* the batch */
         int32_t n = 0;
@@ -354,17 +368,48 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         if ((uint64_t)n > r->max_active) r->max_active = (uint64_t)n;
         if (n > 0) {
             dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
+            double t_res0 = r->t_resident;
             if (er) {
                 double ta = dhs_wall_s();
                 dhs_status st = dhs_ref_engine_round(er, n, ids, Kv, &o_res);
                 r->t_resident += dhs_wall_s() - ta;
                 if (st != DHS_OK) FAIL("resident round %" PRId64 ": %s", round, dhs_status_str(st));
             }
+            double t_round = 0;
             if (eh) {
                 double ta = dhs_wall_s();
                 dhs_status st = dhs_ref_engine_round(eh, n, ids, Kv, &o_hier);
-                r->t_hier += dhs_wall_s() - ta;
+                t_round = dhs_wall_s() - ta;
+                r->t_hier += t_round;
                 if (st != DHS_OK) FAIL("round %" PRId64 ": %s", round, dhs_ref_engine_error(eh));
+            } else {
+                t_round = r->t_resident - t_res0;
+            }
+            /* a profiled round (eager, with events) is not a serving round: left out */
+            dhs_ref_engine *me = eh ? eh : er;
+            double pus[6], pw;
+            uint64_t prn;
+            dhs_ref_engine_profile(me, pus, &prn, &pw);
+            int profiled = prn != prof_seen;
+            prof_seen = prn;
+            if (c.keep_round_times && !profiled) {
+                if (r->n_round_s == cap_rounds) {
+                    uint64_t nc = cap_rounds ? 2 * cap_rounds : 256;
+                    double *a = realloc(r->round_s, sizeof(double) * nc);
+                    if (a) r->round_s = a;
+                    uint32_t *b = a ? realloc(r->round_tokens, sizeof(uint32_t) * nc) : NULL;
+                    if (b) r->round_tokens = b;
+                    uint32_t *d = b ? realloc(r->round_sessions, sizeof(uint32_t) * nc) : NULL;
+                    if (d) r->round_sessions = d;
+                    if (!d) FAIL("out of memory");
+                    cap_rounds = nc;
+                }
+                const int32_t *Ar = eh ? A_hier : A_res;
+                uint32_t tk = 0;
+                for (int32_t i = 0; i < n; i++) tk += (uint32_t)Ar[i] + 1;
+                r->round_s[r->n_round_s] = t_round;
+                r->round_tokens[r->n_round_s] = tk;
+                r->round_sessions[r->n_round_s++] = (uint32_t)n;
             }
             const int32_t *A = er ? A_res : A_hier;
             for (int32_t i = 0; i < n; i++) {
@@ -445,6 +490,8 @@ done:
     r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;
     if (er) dhs_ref_engine_step_times(er, &r->step_res);
     if (eh) dhs_ref_engine_step_times(eh, &r->step_hier);
+    if (er) dhs_ref_engine_profile(er, r->prof_us[0], &r->prof_rounds[0], &r->prof_wall_s[0]);
+    if (eh) dhs_ref_engine_profile(eh, r->prof_us[1], &r->prof_rounds[1], &r->prof_wall_s[1]);
     if (r->tokens_of) {
         uint64_t h = 1469598103934665603ull;
         for (int32_t i = 0; i < S; i++)

@@ -48,7 +48,8 @@ typedef struct dhs_ref_run_cfg {
     dhs_ref_verify verify;
     float temperature;
     uint64_t seed;           /* prompts, sampling, CPU backend completion order */
-    int32_t slots;           /* request slots (0: sessions/2, at least 1) */
+    int32_t slots;           /* request slots (0: sessions/2, at least 1); resident only (no
+                                compare): at most this many sessions active at once */
     double history;          /* device budget holds this many sessions' imported history */
     uint64_t device_bytes;   /* 0: derived (dhs_ref_hier_config) */
     int32_t page_rows;
@@ -68,6 +69,10 @@ typedef struct dhs_ref_run_cfg {
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
                                 library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
+    int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
+                                events between its phases (result prof_*); 0: never */
+    int keep_round_times;    /* 1: result round_s / round_tokens of every decode round (profiled
+                                rounds left out: they run eagerly with events) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
     const char *trace;       /* selection trace file or NULL */
@@ -95,6 +100,15 @@ typedef struct dhs_ref_run_result {
     int topk_impl;                      /* DHS_REF_TOPK_* of the run */
     dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
     uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
+    double prof_us[2][6];               /* profile_every: [resident, hierarchical] device us per phase
+                                           (DHS_REF_PH_*, ref/gpu.h), summed over prof_rounds */
+    uint64_t prof_rounds[2];
+    double prof_wall_s[2];
+    double *round_s;                    /* keep_round_times: wall time of every decode round of the
+                                           measured engine (hierarchical if it runs, else resident) */
+    uint32_t *round_tokens;             /* tokens that round emitted, round_sessions: sessions in it */
+    uint32_t *round_sessions;
+    uint64_t n_round_s;
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
     dhs_mem mem;

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# gpu_serve.sh - `dhs bench serve` on a GPU machine (issue 11's serving figures, docs/SERVE.md): the
+# reference model at GLM-5.3 KV geometry under a 12 GiB device KV budget, resident against the hierarchy.
+# Builds the dhs tool with CMake (cJSON carried in third_party/cjson or build-cjson when the machine lacks
+# libcjson-dev, bench/gpu_lib.sh), checks the graph step once (identical to resident), then
+#   1. context 100000, resident + adaptive, the default concurrency sweep (up to what each mode holds)
+#   2. context 100000, fixed hot cache, concurrency 1,2,8 and the hierarchy's capacity
+#   3. context 32768, all modes (when time is left)
+# each with --json and --plot into $OUT, and prints one line per configuration and the summary.
+# Env: SERVE_HOST_GIB (pinned host budget for the histories, default 96 of the 128 GiB such a box has),
+# SERVE_TOKENS (default 16), SERVE_WAVES (sessions per slot, default 1: one wave, the prompts are 100K),
+# SERVE_LIMIT_S (the whole script's time, default 560).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/build-gpu/out}
+mkdir -p "$out"
+export PATH=$PATH:/usr/local/cuda/bin
+host_gib=${SERVE_HOST_GIB:-96} tokens=${SERVE_TOKENS:-16} waves=${SERVE_WAVES:-1} limit=${SERVE_LIMIT_S:-560}
+T0=$(date +%s)
+. "$root/bench/gpu_lib.sh"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+b="$root/build-gmodel"
+cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/gserve_build.log" 2>&1 &&
+  cmake --build "$b" -j"$(nproc)" --target dhs_tool >> "$out/gserve_build.log" 2>&1 ||
+  { tail -30 "$out/gserve_build.log"; echo "BUILD FAILED"; exit 1; }
+echo "build: $(( $(date +%s) - T0 )) s"
+free -g | sed -n 2p | sed 's/^/host memory (GiB): /'
+rc=0
+"$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \
+    --step graph --json > "$out/gserve_sanity.json" 2> "$out/gserve_sanity.err" || rc=1
+python3 -c "import json; d=json.load(open('$out/gserve_sanity.json')); print('graph step sanity: identical', d['identical'], \
+'logit_mismatches', d['logit_mismatches']); assert d['identical']" || rc=1
+tab() { python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("HBM %.0f GB/s (D2D read + write: the attention roofline)" % d.get("hbm_gbps", 0))
+for r in d["records"]:
+    if "skipped" in r:
+        print("%-9s %7d %3d  %s" % (r["mode"], r["context"], r["max_concurrency"], r["skipped"]))
+        continue
+    s = r.get("step_us") or {}
+    f = lambda k: "%.0f" % s[k] if k in s else "-"
+    print("%-9s %7d %3d held %3d  tok/s %8.1f  TPOT p50 %7.2f p99 %7.2f ms  step %7.2f ms  waits %3d  host rows/tok %8.1f"
+          "  PCIe %5.2f GB/s  reclaims %3d | us: indexer %s topk %s resolve %s copy %s attention %s (roofline %.0f) other %s"
+          % (r["mode"], r["context"], r["max_concurrency"], r["sessions_held"], r["output_throughput"], r["median_tpot_ms"],
+             r["p99_tpot_ms"], r["step_mean_ms"], r["admission_waits"], r["host_rows_per_token"], r["pcie_gbps"],
+             r["reclaims"], f("indexer"), f("topk"), f("resolve"), f("miss_copy"), f("attention"),
+             r.get("attention_roofline_us", 0), f("other")))
+for s in d["summary"]:
+    print("summary:", json.dumps(s))
+PY
+}
+serve() { # name, then bench serve flags
+  local name=$1; shift
+  local left=$(( limit - ($(date +%s) - T0) ))
+  [ $left -gt 60 ] || { echo "== $name: skipped (time)"; return; }
+  echo "== $name (timeout $left s)"
+  timeout $left "$b/dhs" bench serve --backend cuda --geometry glm-5.3 --host-budget-gib "$host_gib" --tokens "$tokens" \
+      --waves "$waves" --json --output "$out/gserve_$name.json" --plot "$out/gserve_$name.svg" "$@" 2> "$out/gserve_$name.err"
+  local r=$?
+  echo "rc=$r, $(( $(date +%s) - T0 )) s so far"
+  grep -v ": round " "$out/gserve_$name.err" | tail -4
+  [ $r = 0 ] && tab "$out/gserve_$name.json" || rc=1
+}
+serve 100k --context 100000 --modes resident,adaptive
+serve 100k_fixed --context 100000 --modes fixed --concurrency 1,2,8
+serve 32k --context 32768
+exit $rc

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# CLI test of `dhs bench serve` on the CPU backend (the GPU figures come from bench/gpu_serve.sh): --help
+# lists every flag; usage errors exit 2 before any work; a default sweep under a tiny device budget holds what
+# each mode can hold (resident <= budget / resident bytes, the hierarchy more), every session completes and
+# emits its tokens, the adaptive mode's device bytes are the budget, the fixed mode's fit it, the summary
+# compares the modes; a configuration that does not fit is reported, not run; --plot writes the SVG; the
+# table output carries the same summary.
+# Usage: bash tests/cli/bench_serve.sh path/to/dhs
+set -u
+DHS=${1:?usage: bench_serve.sh path/to/dhs}
+T=$(mktemp -d /tmp/dhs_cli_serve.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib/harness.bash"
+
+# ---------------------------------------------------------------- help
+expect 0 "$DHS" bench serve --help
+for f in --backend --geometry --context --concurrency --modes --device-budget-gib --host-budget-gib --tokens --spec \
+         --waves --step --profile-every --seed --plot --quiet --json --output; do
+    grep -q -- "^  \(-., \)\?$f " "$T/out" || fail "bench serve --help does not list $f"
+done
+expect 0 "$DHS" bench --help
+grep -q "^  serve " "$T/out" || fail "dhs bench --help does not list serve"
+
+# ---------------------------------------------------------------- usage errors (2), nothing on stdout
+for args in "--modes resident,bogus" "--modes ," "--step graph" "--profile-every 4" "--tokens 1" "--tokens 2 --spec 4" \
+            "--concurrency 4,2" "--context 100" "--device-budget-gib 0" "--geometry big"; do
+    expect 2 "$DHS" bench serve --geometry tiny $args
+    [ -s "$T/out" ] && fail "bench serve $args wrote to stdout"
+    [ -s "$T/err" ] || fail "bench serve $args: no message"
+done
+expect 0 "$DHS" bench serve --help  # still fine after the errors
+
+# ---------------------------------------------------------------- cpu: a default sweep under a tiny budget
+B=0.004
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --json -q --plot "$T/p.svg"
+cp "$T/out" "$T/sweep.json"
+python3 - "$T/sweep.json" "$B" <<'EOF' || fail "bench serve sweep: $(head -c 600 "$T/sweep.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+budget = int(float(sys.argv[2]) * 2**30)
+c = d["config"]
+assert d["bench"] == "serve" and c["backend"] == "cpu" and c["geometry"] == "tiny" and c["step"] == "host", c
+assert c["device_budget_bytes"] == budget and c["tokens"] == 3 and c["spec"] == 1 and c["waves"] == 2, c
+for k in ("version", "commit", "date", "host", "device"):
+    assert k in d, k
+recs = d["records"]
+modes = {}
+for r in recs:
+    assert "skipped" not in r, r  # the default sweep stays within each mode's capacity
+    C = r["max_concurrency"]
+    modes.setdefault(r["mode"], []).append(C)
+    assert r["completed"] == 2 * C, r                     # closed loop: waves x slots sessions
+    assert r["total_output_tokens"] == 2 * C * 2, r       # tokens - 1 decoded per session (no profiled rounds on cpu)
+    assert r["sessions_held"] == C, r
+    assert 0 < r["median_tpot_ms"] <= r["p99_tpot_ms"], r
+    assert r["output_throughput"] > 0 and r["step_mean_ms"] > 0 and r["step_us"] is None, r
+    assert r["device_bytes"] <= budget, r
+    if r["mode"] == "adaptive":
+        assert r["device_bytes"] == budget, r
+    if r["mode"] == "fixed":
+        assert r["host_rows_per_token"] > 0 and r["pcie_gbps"] >= 0, r
+    if r["mode"] == "resident":
+        assert r["host_rows_per_token"] == 0, r
+    for k in ("duration", "mean_tpot_ms", "admission_waits", "reclaims", "decode_rounds", "mean_batch"):
+        assert k in r, (k, r)
+assert sorted(modes) == ["adaptive", "fixed", "resident"], modes
+s = d["summary"]
+assert len(s) == 1, s
+s = s[0]
+cap_r, cap_h = s["resident_capacity"], s["hier_capacity"]
+# the sweep: powers of two below the capacity, then the capacity itself
+want = lambda cap: [c for c in (1, 2, 4, 8, 16, 32) if c < cap] + [cap]
+assert modes["resident"] == want(cap_r) and modes["adaptive"] == want(cap_h) and modes["fixed"] == want(cap_h), (modes, s)
+assert cap_h > cap_r >= 1, s
+assert s["resident_sessions_held"] == cap_r and s["hier_sessions_held"] == cap_h, s
+assert abs(s["sessions_ratio"] - cap_h / cap_r) < 1e-9, s
+best_r = max(r["output_throughput"] for r in recs if r["mode"] == "resident")
+assert abs(s["resident_best_tok_s"] - best_r) < 1e-6 * best_r, s
+assert s["equal_batch"] == cap_r and s["equal_batch_step_ratio"] > 0, s
+EOF
+grep -c "<polyline" "$T/p.svg" | grep -qx 3 || fail "--plot: expected 3 curves in the SVG"
+grep -q "</svg>" "$T/p.svg" || fail "--plot: SVG not closed"
+
+# ---------------------------------------------------------------- does not fit: reported, not run
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident \
+    --concurrency 1,64 --json -q
+python3 - "$T/out" <<'EOF' || fail "bench serve resident C=64: $(head -c 600 "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = {x["max_concurrency"]: x for x in d["records"]}
+assert sorted(r) == [1, 64] and "skipped" not in r[1], r
+assert r[64]["skipped"].startswith("does not fit"), r[64]
+EOF
+
+# ---------------------------------------------------------------- the table
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident,adaptive \
+    --concurrency 1 -q
+grep -q "^resident     1024    1 |" "$T/out" || fail "table: no resident row: $(head -c 400 "$T/out")"
+grep -q "^context 1024: sessions held resident 1, hierarchical 1" "$T/out" || fail "table: no summary line"
+
+# ---------------------------------------------------------------- cuda without a GPU: a clean refusal
+if ! "$DHS" bench resolve --backend cuda --batch 1 --hot 2048 --misses 0 --queries 1 --reps 10 -q >/dev/null 2>&1; then
+    expect 2 "$DHS" bench serve --backend cuda --geometry tiny --context 1024 --concurrency 1
+    [ -s "$T/out" ] && fail "bench serve --backend cuda without a GPU wrote to stdout"
+fi
+
+finish bench_serve

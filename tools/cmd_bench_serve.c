@@ -1,0 +1,659 @@
+/* dhs bench serve - the reference model served through the hierarchy under
+ * one device KV budget, against all-resident storage (docs/SERVE.md).
+ *
+ * For each prompt length L and each storage mode
+ *   resident  every row of a session on the device: admits what fits
+ *             (floor(budget / resident bytes per session));
+ *   fixed     the hierarchy with a fixed hot cache: no imported history on the
+ *             device (history 0), the budget only bounds how many sessions open;
+ *   adaptive  the hierarchy with the budget's spare room holding imported
+ *             history as optional, reclaimable pages;
+ * and each concurrency C of the sweep, a closed loop: C request slots,
+ * C x waves sessions (prompt ~L, synthetic history at the real KV geometry)
+ * arriving at once, each admitted when a slot frees, decoding --tokens
+ * tokens. Measured per configuration: decode tokens/s, TPOT p50/p99 (per
+ * round: its time / the tokens a session emitted in it), sessions held at
+ * once, admission waits, rows copied from host per token and PCIe GB/s; with
+ * the GPU model a per-step breakdown (indexer, top-k, resolve, miss copy,
+ * attention, other) from profiled rounds (every --profile-every-th round
+ * runs eagerly with events) and the attention time against its HBM roofline
+ * (bytes read / D2D bandwidth measured in this process). The summary puts the
+ * modes side by side: sessions held (hierarchical / resident), best decode
+ * throughput (ratio) and the step time at equal batch where resident fits.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "args.h"
+#include "cmds.h"
+#include "dhs.h"
+#include "ref/gpu.h"
+#include "ref/model.h"
+#include "ref/run.h"
+#include "sim/util.h"
+#include "tool.h"
+
+#define PROG "dhs bench serve"
+#define MAXL 4
+#define MAXC 16
+
+static const char *const sv_backends[] = {"cpu", "cuda", NULL};
+static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
+static const char *const sv_steps[] = {"host", "device", "graph", NULL};
+static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
+static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention"};
+
+typedef struct sv_rec {
+    int mode;
+    int64_t context;
+    int32_t conc;
+    int ok;                 /* ran */
+    char why[600];          /* not run / failed: why */
+    uint64_t device_bytes;  /* what this configuration holds on the device (model) */
+    uint64_t sessions, held, waits, decode_tokens, rounds;
+    double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, decode_s, duration_s;
+    double host_rows_per_token, pcie_gbps, reclaims;
+    double comp_us[DHS_REF_PH_N]; /* per profiled step */
+    uint64_t prof_rounds;
+    double attn_bytes_per_step, attn_roofline_us;
+    double mean_batch;      /* sessions per decode round (mean) */
+} sv_rec;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pctl(const double *s, uint64_t n, double p)
+{
+    if (!n) return 0;
+    uint64_t i = (uint64_t)ceil(p * (double)n) - (p > 0);
+    return s[i < n ? i : n - 1];
+}
+
+static uint64_t host_mem_total(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024ull;
+}
+
+/* device bytes of the hierarchy for C sessions of `positions` (fixed: no history
+   pages; the engine's index keys and draft ring per session on top) */
+typedef struct sv_size {
+    uint64_t resident_session;   /* rows + keys + ring of one resident session */
+    uint64_t keys_session;       /* keys + ring (both storages keep them on the device) */
+    uint64_t hier_fixed_lib;     /* the library's device bytes at C (history 0): M + resolver state */
+    uint64_t host_session;       /* the full history on the host (payload rows) */
+    uint64_t resolver;           /* the device resolver's state (outside M) */
+} sv_size;
+
+static int sv_sizes(const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *why, size_t wn)
+{
+    dhs_ref_model *m = NULL;
+    if (dhs_ref_model_create(&base->model, &m) != DHS_OK) {
+        snprintf(why, wn, "cannot create the model");
+        return -1;
+    }
+    int64_t max_pos = base->context + base->tokens + base->spec + 2;
+    int64_t positions = base->context + base->tokens;
+    int64_t ring = dhs_ring_rows(base->model.draft_window, base->spec, base->page_rows);
+    z->resident_session = dhs_ref_engine_model_bytes(m, positions, 1, ring);
+    z->keys_session = dhs_ref_engine_model_bytes(m, positions, 0, ring);
+    z->host_session = (uint64_t)dhs_ref_n_sources(m) * (uint64_t)positions * DHS_REF_ROW_BYTES;
+    dhs_config c = dhs_ref_hier_config(m, C, max_pos, base->spec, 0.0, base->context, base->page_rows);
+    c.resolver = base->step != DHS_REF_STEP_HOST ? DHS_RESOLVER_DEVICE : base->resolver;
+    if (c.resolver == DHS_RESOLVER_DEVICE) c.policy = DHS_POLICY_CLOCK;
+    dhs_arch a;
+    dhs_ref_arch(m, &a);
+    dhs_sizes s;
+    int rc = 0;
+    if (dhs_config_sizes(&a, &c, &s) != DHS_OK) {
+        snprintf(why, wn, "the hierarchy's configuration is invalid at %d sessions", C);
+        rc = -1;
+    } else {
+        uint64_t M = c.device_bytes > s.min_device_bytes ? c.device_bytes : s.min_device_bytes;
+        M += s.reserve_bytes;
+        z->hier_fixed_lib = M + s.resolver_bytes;
+        z->resolver = s.resolver_bytes;
+    }
+    dhs_ref_model_destroy(m);
+    return rc;
+}
+
+typedef struct sv_opts {
+    int backend, geometry, step, json, quiet, waves;
+    int64_t contexts[MAXL];
+    int n_contexts;
+    int64_t concs[MAXC];
+    int n_concs, seen_concs;
+    int64_t modes_mask;
+    double budget_gib, host_gib;
+    int32_t tokens, spec, profile_every;
+    uint64_t seed;
+    const char *plot, *output;
+} sv_opts;
+
+static void progress(void *user, const dhs_ref_progress *p)
+{
+    tool_progress *tp = ((void **)user)[0];
+    const char *tag = ((void **)user)[1];
+    tool_progress_msg(tp, 0, PROG ": %s: round %" PRId64 ", active %d, waiting %d, done %d/%d", tag, p->round, p->active,
+                      p->waiting, p->done, p->sessions);
+}
+
+static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int64_t L, int32_t C, uint64_t budget,
+                    double hbm_gbps, tool_progress *tp, sv_rec *r)
+{
+    memset(r, 0, sizeof *r);
+    r->mode = mode;
+    r->context = L;
+    r->conc = C;
+    dhs_ref_run_cfg c = *base;
+    c.context = L;
+    c.sessions = C * o->waves;
+    c.slots = C;
+    c.arrival = 0;
+    c.compare = 0;
+    c.hier = mode != 0;
+    c.history = 0;
+    sv_size z;
+    if (sv_sizes(&c, C, &z, r->why, sizeof r->why)) return;
+    if (mode == 0) {
+        r->device_bytes = (uint64_t)C * z.resident_session;
+        if (r->device_bytes > budget) {
+            snprintf(r->why, sizeof r->why, "does not fit: %d x %.2f GiB resident > %.2f GiB budget", C,
+                     (double)z.resident_session / 1073741824.0, (double)budget / 1073741824.0);
+            return;
+        }
+    } else {
+        uint64_t keys = (uint64_t)C * z.keys_session;
+        if (z.hier_fixed_lib + keys > budget) {
+            snprintf(r->why, sizeof r->why, "does not fit: hot caches, tails and staging %.2f GiB + index keys %.2f GiB > "
+                     "%.2f GiB budget", (double)z.hier_fixed_lib / 1073741824.0, (double)keys / 1073741824.0,
+                     (double)budget / 1073741824.0);
+            return;
+        }
+        /* the library's M: fixed = what C sessions need (derived, history 0); adaptive = the whole
+           budget less the resolver state (outside M) and the engine's index keys: the spare room
+           holds imported history as optional pages */
+        c.device_bytes = mode == 1 ? 0 : budget - keys - z.resolver;
+        r->device_bytes = mode == 1 ? z.hier_fixed_lib + keys : budget;
+    }
+    if (o->host_gib > 0 && mode != 0 && (double)C * (double)z.host_session > o->host_gib * 1073741824.0) {
+        snprintf(r->why, sizeof r->why, "host memory: %d x %.2f GiB of history > %.1f GiB host budget", C,
+                 (double)z.host_session / 1073741824.0, o->host_gib);
+        return;
+    }
+    c.keep_round_times = 1;
+    c.profile_every = o->backend == 1 && c.step != DHS_REF_STEP_HOST ? o->profile_every : 0;
+    char tag[96];
+    snprintf(tag, sizeof tag, "%s L=%" PRId64 " C=%d", mode_names[mode], L, C);
+    void *pu[2] = {tp, tag};
+    c.progress = progress;
+    c.user = pu;
+    tool_progress_msg(tp, 1, PROG ": %s: %d sessions ...", tag, c.sessions);
+    dhs_ref_run_result R;
+    double t0 = dhs_wall_s();
+    int rc = dhs_ref_run(&c, &R);
+    r->duration_s = dhs_wall_s() - t0;
+    if (rc) {
+        snprintf(r->why, sizeof r->why, "failed: %s", R.errmsg);
+        dhs_ref_run_result_free(&R);
+        return;
+    }
+    r->ok = 1;
+    r->sessions = R.sessions_done;
+    r->held = R.max_active;
+    r->waits = R.st.waits;
+    r->rounds = R.n_round_s;
+    r->reclaims = (double)R.st.reclaims;
+    double *tp_ms = malloc(sizeof(double) * (R.n_round_s ? R.n_round_s : 1));
+    double sum_s = 0;
+    uint64_t tok = 0;
+    for (uint64_t i = 0; i < R.n_round_s; i++) {
+        sum_s += R.round_s[i];
+        tok += R.round_tokens[i];
+        /* TPOT of this round: its time over the tokens one session emitted in it (mean) */
+        double per = (double)R.round_tokens[i] / (double)R.round_sessions[i];
+        if (tp_ms) tp_ms[i] = 1e3 * R.round_s[i] / per;
+    }
+    r->decode_tokens = tok;
+    r->decode_s = sum_s;
+    r->tok_s = sum_s > 0 ? (double)tok / sum_s : 0;
+    r->step_mean_ms = R.n_round_s ? 1e3 * sum_s / (double)R.n_round_s : 0;
+    if (tp_ms && R.n_round_s) {
+        double m = 0;
+        for (uint64_t i = 0; i < R.n_round_s; i++) m += tp_ms[i];
+        r->tpot_mean_ms = m / (double)R.n_round_s;
+        qsort(tp_ms, R.n_round_s, sizeof(double), cmp_d);
+        r->tpot_p50_ms = pctl(tp_ms, R.n_round_s, 0.50);
+        r->tpot_p99_ms = pctl(tp_ms, R.n_round_s, 0.99);
+    }
+    free(tp_ms);
+    uint64_t dt = R.decode_tokens ? R.decode_tokens : 1;
+    r->host_rows_per_token = mode ? (double)R.st.host_rows_copied / (double)dt : 0;
+    double all_s = c.hier ? R.t_hier : R.t_resident;
+    r->pcie_gbps = mode && all_s > 0 ? (double)(R.st.host_bytes_copied + R.st.populate_bytes) / all_s / 1e9 : 0;
+    int e = mode ? 1 : 0;
+    r->prof_rounds = R.prof_rounds[e];
+    if (r->prof_rounds)
+        for (int p = 0; p < DHS_REF_PH_N; p++) r->comp_us[p] = R.prof_us[e][p] / (double)r->prof_rounds;
+    /* attention reads k rows of 656 bytes per query and layer: per step, with the mean
+       sessions of a round and the queries of each (spec) */
+    double sess = 0;
+    for (uint64_t i = 0; i < R.n_round_s; i++) sess += R.round_sessions[i];
+    sess = R.n_round_s ? sess / (double)R.n_round_s : 0;
+    r->mean_batch = sess;
+    r->attn_bytes_per_step = sess * (double)c.spec * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
+    r->attn_roofline_us = hbm_gbps > 0 ? r->attn_bytes_per_step / (hbm_gbps * 1e9) * 1e6 : 0;
+    dhs_ref_run_result_free(&R);
+}
+
+/* ---------------------------------------------------------------- output */
+static cJSON *rec_json(const sv_rec *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "mode", mode_names[r->mode]);
+    cJSON_AddNumberToObject(o, "context", (double)r->context);
+    cJSON_AddNumberToObject(o, "max_concurrency", r->conc);
+    if (!r->ok) {
+        cJSON_AddStringToObject(o, "skipped", r->why);
+        return o;
+    }
+    /* the keys of vLLM's `bench serve` result, then ours */
+    cJSON_AddNumberToObject(o, "duration", r->duration_s);
+    cJSON_AddNumberToObject(o, "completed", (double)r->sessions);
+    cJSON_AddNumberToObject(o, "total_output_tokens", (double)r->decode_tokens);
+    cJSON_AddNumberToObject(o, "output_throughput", r->tok_s);
+    cJSON_AddNumberToObject(o, "mean_tpot_ms", r->tpot_mean_ms);
+    cJSON_AddNumberToObject(o, "median_tpot_ms", r->tpot_p50_ms);
+    cJSON_AddNumberToObject(o, "p99_tpot_ms", r->tpot_p99_ms);
+    cJSON_AddNumberToObject(o, "sessions_held", (double)r->held);
+    cJSON_AddNumberToObject(o, "admission_waits", (double)r->waits);
+    cJSON_AddNumberToObject(o, "reclaims", r->reclaims);
+    cJSON_AddNumberToObject(o, "decode_rounds", (double)r->rounds);
+    cJSON_AddNumberToObject(o, "step_mean_ms", r->step_mean_ms);
+    cJSON_AddNumberToObject(o, "mean_batch", r->mean_batch);
+    cJSON_AddNumberToObject(o, "host_rows_per_token", r->host_rows_per_token);
+    cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
+    cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
+    if (r->prof_rounds) {
+        cJSON *b = cJSON_AddObjectToObject(o, "step_us");
+        double tot = 0;
+        for (int p = 0; p < DHS_REF_PH_N; p++) {
+            cJSON_AddNumberToObject(b, phase_names[p], r->comp_us[p]);
+            tot += r->comp_us[p];
+        }
+        cJSON_AddNumberToObject(b, "total", tot);
+        cJSON_AddNumberToObject(b, "profiled_rounds", (double)r->prof_rounds);
+        cJSON_AddNumberToObject(o, "attention_roofline_us", r->attn_roofline_us);
+        cJSON_AddNumberToObject(o, "attention_bytes_per_step", r->attn_bytes_per_step);
+    } else {
+        cJSON_AddNullToObject(o, "step_us");
+    }
+    return o;
+}
+
+static void print_table(const sv_rec *R, int n, FILE *f)
+{
+    fprintf(f, "%-9s %7s %4s | %5s %9s %9s %9s %7s %8s %8s | %s\n", "mode", "context", "C", "held", "tok/s",
+            "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "step us: indexer topk resolve copy attention(roofline) other");
+    for (int i = 0; i < n; i++) {
+        const sv_rec *r = &R[i];
+        if (!r->ok) {
+            fprintf(f, "%-9s %7" PRId64 " %4d | %s\n", mode_names[r->mode], r->context, r->conc, r->why);
+            continue;
+        }
+        fprintf(f, "%-9s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s |", mode_names[r->mode],
+                r->context, r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token,
+                r->pcie_gbps);
+        if (r->prof_rounds)
+            fprintf(f, " %.0f %.0f %.0f %.0f %.0f(%.0f) %.0f\n", r->comp_us[1], r->comp_us[2], r->comp_us[3], r->comp_us[4],
+                    r->comp_us[5], r->attn_roofline_us, r->comp_us[0]);
+        else
+            fprintf(f, " -\n");
+    }
+}
+
+/* latency (TPOT p50) against throughput, one polyline per mode and context */
+static int write_svg(const char *path, const sv_rec *R, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    double xmax = 1, ymax = 1;
+    for (int i = 0; i < n; i++)
+        if (R[i].ok) {
+            if (R[i].tok_s > xmax) xmax = R[i].tok_s;
+            if (R[i].tpot_p50_ms > ymax) ymax = R[i].tpot_p50_ms;
+        }
+    xmax *= 1.1, ymax *= 1.1;
+    const int W = 720, H = 480, X0 = 70, Y0 = 420, PW = 600, PH = 380;
+    static const char *const col[3] = {"#d62728", "#1f77b4", "#2ca02c"};
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", X0, Y0, X0 + PW, Y0);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n", X0, Y0, X0, Y0 - PH);
+    for (int t = 0; t <= 4; t++) {
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", X0 + PW * t / 4, Y0 + 16, xmax * t / 4);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%.1f</text>\n", X0 - 4, Y0 - PH * t / 4 + 4, ymax * t / 4);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">decode throughput (tokens/s)</text>\n", X0 + PW / 2, Y0 + 34);
+    fprintf(f, "<text x=\"16\" y=\"%d\" transform=\"rotate(-90 16 %d)\" text-anchor=\"middle\">TPOT p50 (ms)</text>\n",
+            Y0 - PH / 2, Y0 - PH / 2);
+    int leg = 0;
+    for (int mode = 0; mode < 3; mode++)
+        for (int i = 0; i < n; i++) {
+            if (R[i].mode != mode || !R[i].ok) continue;
+            int first = 1;
+            for (int j = 0; j < i; j++) first &= !(R[j].mode == mode && R[j].context == R[i].context && R[j].ok);
+            if (!first) continue;
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", col[mode],
+                    leg % 2 ? " stroke-dasharray=\"6 3\"" : "");
+            for (int j = i; j < n; j++)
+                if (R[j].mode == mode && R[j].context == R[i].context && R[j].ok)
+                    fprintf(f, "%.1f,%.1f ", X0 + PW * R[j].tok_s / xmax, Y0 - PH * R[j].tpot_p50_ms / ymax);
+            fprintf(f, "\"/>\n");
+            for (int j = i; j < n; j++)
+                if (R[j].mode == mode && R[j].context == R[i].context && R[j].ok)
+                    fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"><title>%s L=%" PRId64 " C=%d</title></circle>\n",
+                            X0 + PW * R[j].tok_s / xmax, Y0 - PH * R[j].tpot_p50_ms / ymax, col[mode], mode_names[mode],
+                            R[j].context, R[j].conc);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"%s\">%s, context %" PRId64 "</text>\n", X0 + 10, Y0 - PH + 14 * leg,
+                    col[mode], mode_names[mode], R[i].context);
+            leg++;
+        }
+    fprintf(f, "</svg>\n");
+    return fclose(f) ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- main */
+int cmd_bench_serve(int argc, char **argv)
+{
+    sv_opts o;
+    memset(&o, 0, sizeof o);
+    o.backend = 0;
+    o.geometry = 1;
+    o.step = 2;
+    o.contexts[0] = 32768, o.contexts[1] = 100000;
+    o.n_contexts = 2;
+    o.budget_gib = 12;
+    o.tokens = 16;
+    o.spec = 1;
+    o.waves = 2;
+    o.profile_every = 8;
+    o.seed = 1;
+    const char *modes_s = "resident,fixed,adaptive";
+    int seen_step = 0, seen_prof = 0, seen_geom = 0;
+    arg_spec sp[] = {
+        {.name = "--backend", .type = ARG_ENUM, .dest = &o.backend, .choices = sv_backends,
+         .help = "cuda: the model computes on the GPU through the device hierarchy (the figures that count); cpu: "
+                 "the same driver on the CPU backend (small sizes; what CI checks)"},
+        {.name = "--geometry", .type = ARG_ENUM, .dest = &o.geometry, .choices = sv_geometries, .seen = &seen_geom,
+         .help = "KV geometry (docs/MODEL.md): the real ones import a synthetic history (DESIGN §12)"},
+        {.name = "--context", .type = ARG_I64_LIST, .dest = o.contexts, .ilo = 256, .ihi = 1 << 22,
+         .count = &o.n_contexts, .max = MAXL, .def = "32768,100000", .help = "prompt lengths, one sweep each"},
+        {.name = "--concurrency", .type = ARG_I64_LIST, .dest = o.concs, .ilo = 1, .ihi = 4096, .count = &o.n_concs,
+         .max = MAXC, .seen = &o.seen_concs,
+         .def = "1,2,4,... up to what each mode holds, and that maximum",
+         .help = "request slots C of the closed loop (sessions held at once at most)"},
+        A_STR("--modes", &modes_s, "LIST", "storage modes to sweep: resident, fixed, adaptive (comma-separated)"),
+        A_DBL("--device-budget-gib", &o.budget_gib, 0.001, 1 << 16,
+              "device KV budget (GiB): rows, hot caches, tails, staging, index keys; the room a large MoE's weights leave"),
+        A_DBL("--host-budget-gib", &o.host_gib, 0, 1 << 20,
+              "pinned host memory for the histories (GiB); 0: 90% of this machine's RAM"),
+        A_INT("--tokens", &o.tokens, 2, 1 << 20, "tokens generated per session"),
+        A_INT("--spec", &o.spec, 1, 8, "queries per session and round (speculative width; 1: plain decode)"),
+        A_INT("--waves", &o.waves, 1, 64, "sessions per request slot, arriving as slots free (closed loop)"),
+        {.name = "--step", .type = ARG_ENUM, .dest = &o.step, .choices = sv_steps, .seen = &seen_step,
+         .help = "cuda: the GPU model's decode step (dhs run --step); cpu: host only"},
+        {.name = "--profile-every", .type = ARG_INT, .dest = &o.profile_every, .ilo = 0, .ihi = 1 << 20,
+         .seen = &seen_prof,
+         .help = "cuda, device/graph step: every N-th round runs eagerly with events between its phases (the "
+                 "breakdown); those rounds are left out of tokens/s and TPOT; 0: no breakdown"},
+        A_U64("--seed", &o.seed, "model weights, prompts"),
+        A_OUT("--plot", &o.plot, "write the latency-throughput plot (SVG) to FILE"),
+        {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o.quiet, .help = "no progress on stderr"},
+        A_BOOL("--json", &o.json, "one JSON object (provenance, configuration, records, summary) instead of the table"),
+        A_OUT("--output", &o.output, "write the results to FILE instead of stdout"),
+    };
+    arg_cmd cmd = {
+        .prog = PROG,
+        .about = "The reference model served under one device KV budget: resident (every row on the device, admits\n"
+                 "what fits), fixed (the hierarchy, no imported history on the device) and adaptive (the spare\n"
+                 "room holds imported history) over a concurrency sweep, for each prompt length. Closed loop:\n"
+                 "C slots, C x waves sessions. Prints tokens/s, TPOT p50/p99, sessions held, waits, host rows\n"
+                 "per token, PCIe GB/s and (cuda) a per-step breakdown with the attention's HBM roofline; the\n"
+                 "summary puts the modes side by side (sessions held, best throughput, step time at equal\n"
+                 "batch). The hidden size stays small (docs/MODEL.md); the KV geometry is real. docs/SERVE.md.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+    };
+    int pr = args_parse(&cmd, argc, argv, NULL, NULL);
+    if (pr) return args_exit(pr);
+    /* modes */
+    int use[3] = {0, 0, 0};
+    {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", modes_s);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+            int k = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(t, mode_names[i])) k = i;
+            if (k < 0) return args_fail(PROG, "--modes: unknown mode '%s' (resident, fixed, adaptive)", t);
+            use[k] = 1;
+        }
+        if (!use[0] && !use[1] && !use[2]) return args_fail(PROG, "--modes: none given");
+    }
+    if (o.backend == 0 && seen_step && o.step != 0)
+        return args_fail(PROG, "--step %s needs --backend cuda (the CPU backend has only the host step)", sv_steps[o.step]);
+    if (o.backend == 0) o.step = 0;
+    if (o.backend == 0 && seen_prof && o.profile_every)
+        return args_fail(PROG, "--profile-every needs --backend cuda with --step device or graph");
+    if (o.backend == 1 && o.step == 0 && seen_prof && o.profile_every)
+        return args_fail(PROG, "--profile-every needs --step device or graph");
+    if (o.tokens <= o.spec) return args_fail(PROG, "--tokens (%d) must exceed --spec (%d)", o.tokens, o.spec);
+    for (int i = 0; i < o.n_concs; i++)
+        for (int j = 0; j < i; j++)
+            if (o.concs[i] <= o.concs[j]) return args_fail(PROG, "--concurrency values must increase");
+    if (tool_check_backend(PROG, sv_backends[o.backend])) return EXIT_USAGE;
+    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
+    uint64_t budget = (uint64_t)(o.budget_gib * 1073741824.0);
+    uint64_t mem = host_mem_total();
+    double host_gib = o.host_gib > 0 ? o.host_gib : 0.9 * (double)mem / 1073741824.0;
+    o.host_gib = host_gib;
+
+    dhs_ref_run_cfg base = dhs_ref_run_cfg_default();
+    base.model.seed = o.seed;
+    dhs_ref_geometry g;
+    dhs_ref_geometry_parse(sv_geometries[o.geometry], &g);
+    dhs_ref_run_set_geometry(&base, g);
+    base.model.seed = o.seed;
+    base.tokens = o.tokens;
+    base.spec = o.spec;
+    base.seed = o.seed;
+    base.cuda = o.backend == 1;
+    base.gpu_model = base.cuda;
+    base.step = o.step;
+    base.async_delay = 0;
+    base.threads = 1;
+    base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
+    double hbm = base.cuda ? dhs_ref_gpu_hbm_gbps(1ull << 30) : 0;
+
+    tool_progress tp;
+    tool_progress_init(&tp, o.quiet, 5.0);
+    sv_rec *R = calloc((size_t)(o.n_contexts * 3 * (MAXC + 1)), sizeof(sv_rec));
+    if (!R) return EXIT_RUNTIME;
+    int nr = 0;
+    int32_t held_max[MAXL][3];
+    memset(held_max, 0, sizeof held_max);
+    for (int li = 0; li < o.n_contexts; li++) {
+        int64_t L = o.contexts[li];
+        base.context = L;
+        /* how many each mode can hold under the budget (host memory caps the hierarchy) */
+        sv_size z1;
+        char why[200];
+        if (sv_sizes(&base, 1, &z1, why, sizeof why)) {
+            fprintf(stderr, PROG ": %s\n", why);
+            free(R);
+            return EXIT_RUNTIME;
+        }
+        int32_t cap_res = (int32_t)(budget / z1.resident_session);
+        int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
+        int32_t cap_dev = 0;
+        for (int32_t C = 1; C <= 4096; C *= 2) { /* doubling, then bisection */
+            sv_size z;
+            if (sv_sizes(&base, C, &z, why, sizeof why) || z.hier_fixed_lib + (uint64_t)C * z.keys_session > budget) break;
+            cap_dev = C;
+        }
+        for (int32_t step = cap_dev / 2; step >= 1; step /= 2) {
+            sv_size z;
+            int32_t C = cap_dev + step;
+            if (!sv_sizes(&base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget)
+                cap_dev = C;
+        }
+        int32_t cap_hier = cap_dev < cap_host ? cap_dev : cap_host;
+        held_max[li][0] = cap_res;
+        held_max[li][1] = held_max[li][2] = cap_hier;
+        fprintf(stderr, PROG ": context %" PRId64 ": resident %.2f GiB/session -> holds %d; hierarchy holds %d on the device, "
+                "host memory (%.1f GiB, %.2f GiB/session) caps it at %d%s\n", L, (double)z1.resident_session / 1073741824.0,
+                cap_res, cap_dev, host_gib, (double)z1.host_session / 1073741824.0, cap_host,
+                cap_host < cap_dev ? " (binds)" : "");
+        for (int mode = 0; mode < 3; mode++) {
+            if (!use[mode]) continue;
+            int64_t cs[MAXC + 1];
+            int nc = 0;
+            int32_t cap = held_max[li][mode];
+            if (o.n_concs) {
+                for (int i = 0; i < o.n_concs; i++) cs[nc++] = o.concs[i];
+            } else {
+                for (int64_t C = 1; C < cap && nc < MAXC; C *= 2) cs[nc++] = C;
+                if (cap >= 1) cs[nc++] = cap;
+                if (cap < 1) cs[nc++] = 1; /* reported as not fitting */
+            }
+            for (int i = 0; i < nc; i++) {
+                run_one(&o, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &R[nr]);
+                if (!R[nr].ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
+                    fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], R[nr].why);
+                nr++;
+            }
+        }
+    }
+    tool_progress_end(&tp);
+
+    /* summary per context: sessions held, best throughput, step time at equal batch */
+    cJSON *sum = cJSON_CreateArray();
+    char lines[MAXL][600];
+    for (int li = 0; li < o.n_contexts; li++) {
+        int64_t L = o.contexts[li];
+        const sv_rec *best[3] = {NULL, NULL, NULL};
+        uint64_t held[3] = {0, 0, 0};
+        for (int i = 0; i < nr; i++) {
+            if (R[i].context != L || !R[i].ok) continue;
+            int md = R[i].mode;
+            if (!best[md] || R[i].tok_s > best[md]->tok_s) best[md] = &R[i];
+            if (R[i].held > held[md]) held[md] = R[i].held;
+        }
+        /* equal batch: the largest C both resident and adaptive ran */
+        const sv_rec *eq_r = NULL, *eq_h = NULL;
+        for (int i = 0; i < nr; i++)
+            for (int j = 0; j < nr; j++)
+                if (R[i].context == L && R[j].context == L && R[i].ok && R[j].ok && R[i].mode == 0 && R[j].mode == 2 &&
+                    R[i].conc == R[j].conc && (!eq_r || R[i].conc > eq_r->conc))
+                    eq_r = &R[i], eq_h = &R[j];
+        int hm = held[2] >= held[1] ? 2 : 1;
+        const sv_rec *bh = best[2] && (!best[1] || best[2]->tok_s >= best[1]->tok_s) ? best[2] : best[1];
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "context", (double)L);
+        cJSON_AddNumberToObject(s, "resident_sessions_held", (double)held[0]);
+        cJSON_AddNumberToObject(s, "hier_sessions_held", (double)held[hm]);
+        cJSON_AddNumberToObject(s, "resident_capacity", held_max[li][0]);
+        cJSON_AddNumberToObject(s, "hier_capacity", held_max[li][2]);
+        if (held[0]) cJSON_AddNumberToObject(s, "sessions_ratio", (double)held[hm] / (double)held[0]);
+        if (best[0]) cJSON_AddNumberToObject(s, "resident_best_tok_s", best[0]->tok_s);
+        if (bh) cJSON_AddNumberToObject(s, "hier_best_tok_s", bh->tok_s);
+        if (bh) cJSON_AddStringToObject(s, "hier_best_mode", mode_names[bh->mode]);
+        if (best[0] && bh) cJSON_AddNumberToObject(s, "throughput_ratio", bh->tok_s / best[0]->tok_s);
+        if (eq_r) {
+            cJSON_AddNumberToObject(s, "equal_batch", eq_r->conc);
+            cJSON_AddNumberToObject(s, "equal_batch_step_ratio", eq_h->step_mean_ms / eq_r->step_mean_ms);
+        }
+        cJSON_AddItemToArray(sum, s);
+        snprintf(lines[li], sizeof lines[li],
+                 "context %" PRId64 ": sessions held resident %" PRIu64 ", hierarchical %" PRIu64 " (%.1fx; capacity %d vs %d)"
+                 "; best tokens/s resident %.1f, hierarchical %.1f (%s, %.2fx); step at equal batch %d: %.3fx resident",
+                 L, held[0], held[hm], held[0] ? (double)held[hm] / (double)held[0] : 0.0, held_max[li][0],
+                 held_max[li][2], best[0] ? best[0]->tok_s : 0.0, bh ? bh->tok_s : 0.0, bh ? mode_names[bh->mode] : "-",
+                 best[0] && bh ? bh->tok_s / best[0]->tok_s : 0.0, eq_r ? eq_r->conc : 0,
+                 eq_r ? eq_h->step_mean_ms / eq_r->step_mean_ms : 0.0);
+    }
+    int prc = 0;
+    if (o.plot && write_svg(o.plot, R, nr)) {
+        fprintf(stderr, PROG ": cannot write %s\n", o.plot);
+        prc = EXIT_RUNTIME;
+    }
+    const char *be = sv_backends[o.backend];
+    if (o.json) {
+        cJSON *j = cJSON_CreateObject();
+        tool_prov_cjson(j, be);
+        cJSON_AddStringToObject(j, "bench", "serve");
+        cJSON *cf = cJSON_AddObjectToObject(j, "config");
+        cJSON_AddStringToObject(cf, "backend", be);
+        cJSON_AddStringToObject(cf, "geometry", sv_geometries[o.geometry]);
+        char hid[160];
+        dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
+        cJSON_AddStringToObject(cf, "hidden", hid);
+        cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
+        cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
+        cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
+        cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
+        cJSON_AddNumberToObject(cf, "tokens", o.tokens);
+        cJSON_AddNumberToObject(cf, "spec", o.spec);
+        cJSON_AddNumberToObject(cf, "waves", o.waves);
+        cJSON_AddNumberToObject(cf, "topk", base.model.topk);
+        {
+            dhs_ref_model *m = NULL;
+            if (dhs_ref_model_create(&base.model, &m) == DHS_OK) {
+                int32_t prod = 0;
+                for (int32_t l = 0; l < base.model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+                cJSON_AddNumberToObject(cf, "layers", base.model.n_layers);
+                cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+                cJSON_AddNumberToObject(cf, "index_producers", prod);
+                cJSON_AddNumberToObject(cf, "row_bytes", DHS_REF_ROW_BYTES);
+                dhs_ref_model_destroy(m);
+            }
+        }
+        cJSON_AddNumberToObject(cf, "profile_every", o.step ? o.profile_every : 0);
+        cJSON_AddNumberToObject(j, "hbm_gbps", hbm);
+        cJSON *ra = cJSON_AddArrayToObject(j, "records");
+        for (int i = 0; i < nr; i++) cJSON_AddItemToArray(ra, rec_json(&R[i]));
+        cJSON_AddItemToObject(j, "summary", sum);
+        char *txt = cJSON_Print(j);
+        if (txt) puts(txt);
+        free(txt);
+        cJSON_Delete(j);
+    } else {
+        char hid[160];
+        dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
+        printf("dhs bench serve: %s backend, geometry %s (hidden size kept small: %s), %s step; device KV budget "
+               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %d, %d sessions per slot\n",
+               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, o.spec, o.waves);
+        if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
+        print_table(R, nr, stdout);
+        for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
+        cJSON_Delete(sum);
+    }
+    free(R);
+    return prc;
+}
