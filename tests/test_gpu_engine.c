@@ -15,7 +15,12 @@
  *   resolver, logits back once) gives the same: identical to resident, tokens
  *   equal to the CPU run's, and no call of the per-layer host API. The CUDA
  *   graph (capture) is not emulated: the CPU backend executes library calls
- *   at once, so test_gpu_model checks --step graph on a GPU.
+ *   at once, so test_gpu_model checks --step graph on a GPU;
+ * - topk_impl fused (docs/MODEL.md "Top-k"): the emulation selects like
+ *   refmodel.cu then does - one batched call of the fused top-k's CPU twin
+ *   (dhs_topk_fused_ref_batch) over a [q][max_positions] scores buffer with
+ *   counts pos[q] + 1 (n_of = pos, n_add = 1) - host and device steps: the
+ *   same tokens as the CPU run (which uses dhs_topk_fused_ref).
  * Env: DHS_TEST_SEED.
  */
 #include <inttypes.h>
@@ -24,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/topk_spec.h"
 #include "ref/gpu.h"
 #include "ref/model.h"
 #include "ref/run.h"
@@ -35,6 +41,7 @@ static const dhs_ref_model *g_model; /* the model the emulation computes with */
 static int g_emulated_calls;
 static int g_host_api_calls; /* dhs_ref_gpu_begin / rows / select / attend / logits */
 static int g_step_calls;     /* dhs_ref_gpu_step_* launches */
+static int g_fused_selects;  /* selections through the fused top-k's CPU twin (desc.topk_fused) */
 
 struct dhs_ref_gpu {
     const dhs_ref_model *m;
@@ -50,6 +57,10 @@ struct dhs_ref_gpu {
     int64_t *pos_h;
     void **tab_h, **tab;    /* [4][L][maxq]: mirror and the "device" copy */
     float *logits_h;
+    int fused;              /* desc.topk_fused: what refmodel.cu does with dhs_cuda_topk_fused_n, on its CPU twin */
+    int64_t maxpos;
+    float *scores;          /* fused: [maxq][maxpos] */
+    int32_t *nanc;          /* fused: [maxq] */
 };
 
 int dhs_ref_gpu_available(void) { return 1; }
@@ -76,6 +87,8 @@ void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->tab_h);
     free(g->tab);
     free(g->logits_h);
+    free(g->scores);
+    free(g->nanc);
     free(g);
 }
 
@@ -106,6 +119,16 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     g->tab_h = calloc(4 * (size_t)g->L * Q, sizeof(void *));
     g->tab = calloc(4 * (size_t)g->L * Q, sizeof(void *));
     g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
+    g->fused = d->topk_fused != 0;
+    g->maxpos = d->max_positions;
+    if (g->fused) {
+        g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
+        g->nanc = calloc(Q, sizeof(int32_t));
+        if (!g->scores || !g->nanc) {
+            dhs_ref_gpu_destroy(g);
+            return DHS_ERR_NOMEM;
+        }
+    }
     if (!g->tok || !g->pos || !g->x || !g->xn || !g->logits || !g->sel || !g->loc || !g->stage || !g->sc || !g->tok_h ||
         !g->pos_h || !g->tab_h || !g->tab || !g->logits_h) {
         dhs_ref_gpu_destroy(g);
@@ -196,9 +219,35 @@ dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void
     return DHS_OK;
 }
 
+/* fused: the model's scores of every valid query over 0..pos[q] into the
+   [q][maxpos] buffer, then one batched call with the kernel's arguments
+   (counts = pos + 1: n_of = pos, n_add = 1; pos < 0 skipped, its sel row
+   untouched), as refmodel.cu launch_topk does; a NaN fails the pass */
+static dhs_status fused_select(dhs_ref_gpu *g, int32_t l, void *const *kc, void *const *ks)
+{
+    g_fused_selects++;
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+        dhs_ref_index_scores(g->m, l, g->xn + (int64_t)q * g->d, &kv, g->pos[q] + 1, g->scores + (int64_t)q * g->maxpos);
+    }
+    dhs_status st = dhs_topk_fused_ref_batch(g->scores, g->maxpos, g->nq, g->maxpos, g->pos, 1, g->k, NULL, 0, g->sel, NULL,
+                                             g->nanc);
+    if (st != DHS_OK) return st;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->nanc[q]) return DHS_ERR_INVALID_ARG;
+    return DHS_OK;
+}
+
 dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host)
 {
     g_host_api_calls++;
+    if (g->fused) {
+        dhs_status st = fused_select(g, l, kcodes, kscales);
+        if (st != DHS_OK) return st;
+        if (sel_host) memcpy(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->k);
+        return DHS_OK;
+    }
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
         dhs_ref_keys kv = keys_view(g->m, kcodes[q], kscales[q]);
@@ -351,9 +400,11 @@ dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
             for (int32_t i = 0; i < g->k; i++) sq[i] = INT32_MAX;
             continue;
         }
+        if (g->fused) continue;
         dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
         if (dhs_ref_select(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, &kv, sq, g->sc) < 0) return DHS_ERR_NOMEM;
     }
+    if (g->fused) return fused_select(g, l, kc, ks); /* skips pos < 0: their INT32_MAX rows stay */
     return DHS_OK;
 }
 
@@ -410,7 +461,8 @@ dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
 
 /* ---------------------------------------------------------------- tests */
 /* engines side by side: CPU resident vs emulated-GPU resident, per round */
-static void test_rounds(dhs_ref_cfg mc, const char *name)
+/* CPU engine (the model's top-k) vs the emulated-GPU engine with topk_impl */
+static void test_rounds(dhs_ref_cfg mc, const char *name, int topk_impl)
 {
     dhs_ref_model *m = NULL;
     CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
@@ -429,7 +481,9 @@ static void test_rounds(dhs_ref_cfg mc, const char *name)
     dhs_ref_engine *a = NULL, *b = NULL;
     CHECK_ST(dhs_ref_engine_create(m, &ec, &a), DHS_OK);
     ec.gpu = 1;
+    ec.topk_impl = topk_impl;
     CHECK_ST(dhs_ref_engine_create(m, &ec, &b), DHS_OK);
+    int fused0 = g_fused_selects;
     float *L1 = calloc((size_t)S * KM * (size_t)V, sizeof(float)), *L2 = calloc((size_t)S * KM * (size_t)V, sizeof(float));
     int32_t A1[3], A2[3], E1[12], E2[12], ids[3] = {2, 0, 1}, K[3];
     int calls0 = g_emulated_calls;
@@ -463,6 +517,8 @@ static void test_rounds(dhs_ref_cfg mc, const char *name)
     }
     CHECKF(differ == 0, "%s: %" PRIu64 " of %" PRIu64 " logit rows differ", name, differ, rows);
     CHECKF(g_emulated_calls - calls0 == R, "%s: the GPU path ran %d rounds of %d", name, g_emulated_calls - calls0, R);
+    CHECKF((g_fused_selects > fused0) == (topk_impl == DHS_REF_TOPK_FUSED), "%s: fused selections %d with top-k %s", name,
+           g_fused_selects - fused0, dhs_ref_topk_str(topk_impl));
     printf("  %-24s CPU vs emulated-GPU engine: %" PRIu64 " logit rows, %" PRIu64 " differ\n", name, rows, differ);
 done:
     free(L1);
@@ -474,7 +530,7 @@ done:
 }
 
 /* dhs_ref_run with the GPU path (emulated) for both storages, CPU backend */
-static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, uint64_t seed)
+static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -494,6 +550,7 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     c.arrival = 1;
     c.async_delay = 2;
     c.check = 1;
+    c.topk_impl = topk_impl; /* the CPU run too: dhs_topk_fused_ref there */
     dhs_ref_run_result cpu, gpu;
     int r1 = dhs_ref_run(&c, &cpu);
     dhs_ref_model *m = NULL;
@@ -501,7 +558,7 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = m; /* same config: same weights as the run's own model */
     c.gpu_model = 1;
     c.step = step;
-    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls;
+    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects;
     int r2 = dhs_ref_run(&c, &gpu);
     CHECKF(r1 == 0 && r2 == 0, "%s: %s / %s", c.geometry, cpu.errmsg, gpu.errmsg);
     if (r1 == 0 && r2 == 0) {
@@ -518,14 +575,19 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
         } else {
             CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
         }
+        if (topk_impl == DHS_REF_TOPK_FUSED)
+            CHECKF(g_fused_selects - fused0 >= (int)(2 * gpu.rounds), "%s: the fused top-k was not used (%d selections)",
+                   c.geometry, g_fused_selects - fused0);
+        else
+            CHECKF(g_fused_selects == fused0, "%s: the model top-k run used the fused top-k", c.geometry);
         CHECKF(gpu.identical, "%s: emulated-GPU hier vs resident: %" PRIu64 " logit rows differ", c.geometry, gpu.logit_mismatches);
         CHECKF(gpu.st.reclaims > 0 && gpu.st.census_host > 0, "%s: no reclaim / host recovery", c.geometry);
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
         for (int32_t i = 0; i < c.sessions; i++)
             CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: tokens differ from the CPU run", c.geometry, i);
-        printf("  %-14s %d layers %s, %s step: emulated-GPU hier == resident, %" PRIu64 " reclaims, tokens == CPU run\n",
+        printf("  %-14s %d layers %s, %s step, %s top-k: emulated-GPU hier == resident, %" PRIu64 " reclaims, tokens == CPU run\n",
                c.geometry, layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", dhs_ref_step_str(step),
-               gpu.st.reclaims);
+               dhs_ref_topk_str(topk_impl), gpu.st.reclaims);
     }
     dhs_ref_run_result_free(&cpu);
     dhs_ref_run_result_free(&gpu);
@@ -658,15 +720,19 @@ int main(void)
     glm.topk = 256;
     ds.n_layers = 5;
     ds.topk = 256;
-    test_rounds(glm, "glm-5.3 (10 layers)");
-    test_rounds(ds, "deepseek-v3.2 (5 layers)");
+    test_rounds(glm, "glm-5.3 (10 layers)", DHS_REF_TOPK_MODEL);
+    test_rounds(ds, "deepseek-v3.2 (5 layers)", DHS_REF_TOPK_MODEL);
     tiny.layout = DHS_REF_LAYOUT_FOLLOW;
-    test_rounds(tiny, "tiny follow");
+    test_rounds(tiny, "tiny follow", DHS_REF_TOPK_MODEL);
+    test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
     test_step_refusals(seed);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, seed);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, seed + 1);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, seed + 2);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, seed + 3);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3);
     test_profile(seed + 4);
+    /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6);
     return th_summary();
 }

@@ -14,6 +14,10 @@
  *   issued without host round trips (dhs_tail_locations, dhs_resolve_device)
  *   and captured as a CUDA graph: identical to resident under reclaim, and
  *   every session's tokens equal the host step's.
+ * - top-k implementation (docs/MODEL.md "Top-k"): the library's fused top-k
+ *   (dhs_cuda_topk_fused_n) instead of the model's k_topk gives byte-identical
+ *   logits and tokens, per step (host, device, graph), engine level and
+ *   through dhs_ref_run (same tokens digest).
  * Without a CUDA device (or built without CUDA) it prints SKIP and exits 77
  * (CTest SKIP_RETURN_CODE). Env: DHS_TEST_SEED.
  */
@@ -208,6 +212,129 @@ static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     for (int k = 0; k < 3; k++) dhs_ref_run_result_free(&R[k]);
 }
 
+/* topk_impl fused vs model (docs/MODEL.md "Top-k"): two GPU resident engines,
+   one selecting with k_topk, one with the library's dhs_cuda_topk_fused_n,
+   serve the same sessions, per step (host, device, graph); every round's
+   logits and tokens must be byte-identical. Rounds use K_i < k_max for some
+   sessions (invalid query slots, pos < 0); a context below k exercises the
+   n < k padding, one above it the radix path. */
+static void test_fused_engines(const char *name, dhs_ref_cfg mc, int64_t context, int32_t rounds)
+{
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    const int32_t S = 3, KM = 3, V = mc.vocab;
+    for (int step = DHS_REF_STEP_HOST; step <= DHS_REF_STEP_GRAPH; step++) {
+        dhs_ref_engine_cfg ec;
+        memset(&ec, 0, sizeof ec);
+        ec.max_sessions = S;
+        ec.max_slots = S;
+        ec.k_max = KM;
+        ec.max_positions = context + (int64_t)rounds * KM + 8;
+        ec.seed = mc.seed;
+        ec.page_rows = 64;
+        ec.gpu = 1;
+        ec.step = step;
+        dhs_ref_engine *e[2] = {NULL, NULL};
+        for (int f = 0; f < 2; f++) {
+            ec.topk_impl = f ? DHS_REF_TOPK_FUSED : DHS_REF_TOPK_MODEL;
+            dhs_status st = dhs_ref_engine_create(m, &ec, &e[f]);
+            CHECKF(st == DHS_OK, "%s step %s topk %s: engine: %s", name, dhs_ref_step_str(step), dhs_ref_topk_str(f),
+                   dhs_status_str(st));
+        }
+        float *L[2] = {calloc((size_t)S * KM * (size_t)V, sizeof(float)), calloc((size_t)S * KM * (size_t)V, sizeof(float))};
+        int32_t A[2][3], E[2][9], ids[3] = {0, 1, 2}, K[3];
+        uint64_t rows = 0, differ = 0, tok_differ = 0;
+        if (!e[0] || !e[1] || !L[0] || !L[1]) goto next;
+        for (int32_t i = 0; i < S; i++) {
+            int64_t n = context - 7 * i;
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+            dhs_ref_prefill p;
+            dhs_ref_prompt(mc.seed, i, V, n, tok);
+            dhs_status st = mc.key_fp8 ? dhs_ref_prefill_synthetic(m, tok, n, 99 + (uint64_t)i, &p) : dhs_ref_prefill_run(m, tok, n, &p);
+            free(tok);
+            CHECK_ST(st, DHS_OK);
+            if (st != DHS_OK) goto next;
+            for (int f = 0; f < 2; f++) {
+                dhs_status s2 = dhs_ref_engine_start(e[f], i, &p, (dhs_req){0, 0});
+                CHECKF(s2 == DHS_OK, "%s: start: %s", name, dhs_ref_engine_error(e[f]));
+            }
+            dhs_ref_prefill_free(&p);
+        }
+        for (int32_t r = 0; r < rounds; r++) {
+            for (int32_t i = 0; i < S; i++) K[i] = 1 + (r + i) % KM;
+            for (int f = 0; f < 2; f++) {
+                dhs_ref_round_out o = {L[f], A[f], E[f], NULL};
+                dhs_status st = dhs_ref_engine_round(e[f], S, ids, K, &o);
+                CHECKF(st == DHS_OK, "%s step %s topk %s round %d: %s", name, dhs_ref_step_str(step), dhs_ref_topk_str(f), r,
+                       dhs_ref_engine_error(e[f]));
+                if (st != DHS_OK) goto next;
+            }
+            for (int32_t i = 0; i < S; i++) {
+                for (int32_t j = 0; j < K[i]; j++) {
+                    size_t off = ((size_t)i * KM + (size_t)j) * (size_t)V;
+                    rows++;
+                    differ += memcmp(L[0] + off, L[1] + off, sizeof(float) * (size_t)V) != 0;
+                }
+                tok_differ += A[0][i] != A[1][i] || memcmp(E[0] + i * KM, E[1] + i * KM, sizeof(int32_t) * (size_t)(A[0][i] + 1));
+            }
+        }
+        CHECKF(differ == 0 && tok_differ == 0, "%s step %s: fused vs model top-k: %" PRIu64 " of %" PRIu64
+               " logit rows and %" PRIu64 " token blocks differ", name, dhs_ref_step_str(step), differ, rows, tok_differ);
+        CHECKF(rows > 0, "%s: nothing compared", name);
+        printf("  %-26s step %-6s fused vs model top-k: %" PRIu64 " logit rows, %" PRIu64 " differ\n", name,
+               dhs_ref_step_str(step), rows, differ);
+    next:
+        free(L[0]);
+        free(L[1]);
+        dhs_ref_engine_destroy(e[0]);
+        dhs_ref_engine_destroy(e[1]);
+    }
+    dhs_ref_model_destroy(m);
+}
+
+/* the same through dhs_ref_run (what `dhs run --backend cuda --topk-impl fused`
+   does): hierarchical vs resident identical, and every session's tokens equal
+   to the model top-k's host-step run, for the host, device and graph steps */
+static void test_fused_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(g);
+    c.model.n_layers = layers;
+    c.model.seed = seed;
+    c.geometry = dhs_ref_geometry_str(g);
+    c.synthetic = 1;
+    c.sessions = 4;
+    c.context = 3000;
+    c.tokens = 12;
+    c.spec = 3;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.arrival = 1;
+    c.cuda = 1;
+    c.gpu_model = 1;
+    dhs_ref_run_result base, R;
+    int rb = dhs_ref_run(&c, &base);
+    CHECKF(rb == 0 && base.identical, "%s model top-k: %s", c.geometry, base.errmsg);
+    c.topk_impl = DHS_REF_TOPK_FUSED;
+    for (int k = 0; k < 3 && rb == 0; k++) {
+        c.step = k;
+        int r = dhs_ref_run(&c, &R);
+        CHECKF(r == 0, "%s fused step %s: %s", c.geometry, dhs_ref_step_str(k), R.errmsg);
+        if (r == 0) {
+            CHECKF(R.identical, "%s fused step %s: not identical to resident", c.geometry, dhs_ref_step_str(k));
+            CHECKF(R.topk_impl == DHS_REF_TOPK_FUSED, "%s: run did not record the fused top-k", c.geometry);
+            CHECKF(R.tokens_digest == base.tokens_digest, "%s fused step %s: tokens digest %016" PRIx64 ", model top-k %016" PRIx64,
+                   c.geometry, dhs_ref_step_str(k), R.tokens_digest, base.tokens_digest);
+            printf("  %-14s (%d layers) fused top-k, step %-6s: identical to resident, tokens digest equal to the model "
+                   "top-k's (%016" PRIx64 ")\n", c.geometry, layers, dhs_ref_step_str(k), R.tokens_digest);
+        }
+        dhs_ref_run_result_free(&R);
+    }
+    dhs_ref_run_result_free(&base);
+}
+
 int main(void)
 {
     if (!dhs_ref_gpu_available()) {
@@ -225,6 +352,7 @@ int main(void)
         printf("reduced run (DHS_TEST_SCALE %.3g): glm-5.3 3 layers at 600 positions, tiny; no full runs\n", th_scale());
         test_engines("glm-5.3 (3 layers)", glm, 600, 2, 1);
         test_engines("tiny", tiny, 300, 2, 0);
+        test_fused_engines("glm-5.3 (3 layers)", glm, 600, 2);
         return th_summary();
     }
     test_engines("glm-5.3 (10 layers)", glm, 3000, 4, 1);
@@ -234,5 +362,9 @@ int main(void)
     test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1);
     test_steps(DHS_REF_GEOM_GLM53, 78, seed + 2);
     test_steps(DHS_REF_GEOM_DSV32, 61, seed + 3);
+    test_fused_engines("glm-5.3 (10 layers, n<k)", glm, 1500, 4);
+    test_fused_engines("glm-5.3 (10 layers, n>k)", glm, 3000, 4);
+    test_fused_engines("tiny", tiny, 300, 4);
+    test_fused_runs(DHS_REF_GEOM_DSV32, 61, seed + 4);
     return th_summary();
 }

@@ -516,6 +516,96 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
     dhs_ref_run_result_free(&hier);
 }
 
+/* ---------------------------------------------------------------- top-k implementation */
+/* engine topk_impl fused (dhs_topk_fused_ref) vs model (dhs_ref_topk): two
+   resident CPU engines serve the same sessions; every round's logits and
+   tokens byte-identical. Contexts below and above k (n < k padding, ties of
+   the radix select), K_i varying. Then whole runs (hierarchical vs resident,
+   the layout's sources): same tokens digest as the model top-k's run. */
+static void test_topk_impl(dhs_ref_layout layout, uint64_t seed)
+{
+    dhs_ref_cfg c = small_model(layout, seed);
+    dhs_ref_model *m;
+    if (dhs_ref_model_create(&c, &m) != DHS_OK) {
+        CHECKF(0, "model");
+        return;
+    }
+    const int32_t S = 3, KM = 3, V = c.vocab, rounds = 6;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = S;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = 64 + (int64_t)rounds * KM + 8;
+    ec.seed = seed;
+    ec.page_rows = 8;
+    dhs_ref_engine *e[2] = {NULL, NULL};
+    for (int f = 0; f < 2; f++) {
+        ec.topk_impl = f ? DHS_REF_TOPK_FUSED : DHS_REF_TOPK_MODEL;
+        CHECK_ST(dhs_ref_engine_create(m, &ec, &e[f]), DHS_OK);
+    }
+    ec.topk_impl = 7;
+    dhs_ref_engine *bad = NULL;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &bad), DHS_ERR_INVALID_ARG);
+    CHECK(bad == NULL);
+    float *L[2] = {calloc((size_t)S * KM * (size_t)V, sizeof(float)), calloc((size_t)S * KM * (size_t)V, sizeof(float))};
+    int32_t A[2][3], E[2][9], ids[3] = {0, 1, 2}, K[3];
+    uint64_t rows = 0, differ = 0, tok_differ = 0;
+    if (!e[0] || !e[1] || !L[0] || !L[1]) goto done;
+    for (int32_t i = 0; i < S; i++) {
+        int64_t n = i == 0 ? 3 : i == 1 ? c.topk : 40 + 11 * i; /* n < k, n == k, n > k at the first round */
+        int32_t tok[64];
+        dhs_ref_prefill p;
+        dhs_ref_prompt(seed, i, V, n, tok);
+        CHECK_ST(dhs_ref_prefill_run(m, tok, n, &p), DHS_OK);
+        for (int f = 0; f < 2; f++) CHECK_ST(dhs_ref_engine_start(e[f], i, &p, (dhs_req){0, 0}), DHS_OK);
+        dhs_ref_prefill_free(&p);
+    }
+    for (int32_t r = 0; r < rounds; r++) {
+        for (int32_t i = 0; i < S; i++) K[i] = 1 + (r + i) % KM;
+        for (int f = 0; f < 2; f++) {
+            dhs_ref_round_out o = {L[f], A[f], E[f], NULL};
+            dhs_status st = dhs_ref_engine_round(e[f], S, ids, K, &o);
+            CHECKF(st == DHS_OK, "topk %s round %d: %s", dhs_ref_topk_str(f), r, dhs_ref_engine_error(e[f]));
+            if (st != DHS_OK) goto done;
+        }
+        for (int32_t i = 0; i < S; i++) {
+            for (int32_t j = 0; j < K[i]; j++) {
+                size_t off = ((size_t)i * KM + (size_t)j) * (size_t)V;
+                rows++;
+                differ += memcmp(L[0] + off, L[1] + off, sizeof(float) * (size_t)V) != 0;
+            }
+            tok_differ += A[0][i] != A[1][i] || memcmp(E[0] + i * KM, E[1] + i * KM, sizeof(int32_t) * (size_t)(A[0][i] + 1));
+        }
+    }
+    CHECKF(rows > 0 && differ == 0 && tok_differ == 0,
+           "%s: fused vs model top-k: %" PRIu64 " of %" PRIu64 " logit rows, %" PRIu64 " token blocks differ",
+           dhs_ref_layout_str(layout), differ, rows, tok_differ);
+done:
+    free(L[0]);
+    free(L[1]);
+    dhs_ref_engine_destroy(e[0]);
+    dhs_ref_engine_destroy(e[1]);
+    dhs_ref_model_destroy(m);
+    /* whole runs */
+    dhs_ref_run_cfg rc = small_run(layout, seed);
+    dhs_ref_run_result R[2];
+    int ok[2];
+    for (int f = 0; f < 2; f++) {
+        rc.topk_impl = f ? DHS_REF_TOPK_FUSED : DHS_REF_TOPK_MODEL;
+        ok[f] = dhs_ref_run(&rc, &R[f]) == 0;
+        CHECKF(ok[f] && R[f].identical, "%s run topk %s: %s", dhs_ref_layout_str(layout), dhs_ref_topk_str(f), R[f].errmsg);
+    }
+    if (ok[0] && ok[1])
+        CHECKF(R[0].tokens_digest == R[1].tokens_digest && R[1].topk_impl == DHS_REF_TOPK_FUSED,
+               "%s run: fused tokens digest %016" PRIx64 ", model %016" PRIx64, dhs_ref_layout_str(layout),
+               R[1].tokens_digest, R[0].tokens_digest);
+    printf("  topk fused vs model (%-10s): %" PRIu64 " logit rows, %" PRIu64 " differ; runs: digests %016" PRIx64 " / %016" PRIx64 "\n",
+           dhs_ref_layout_str(layout), rows, differ, R[0].tokens_digest, R[1].tokens_digest);
+    dhs_ref_run_result_free(&R[0]);
+    dhs_ref_run_result_free(&R[1]);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_model");
@@ -536,6 +626,8 @@ int main(void)
         printf("decode == prefill (every query of speculative rounds, 3 layouts): %s\n", (int)th_failed ? "FAILED" : "ok");
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_spec_equals_plain((dhs_ref_layout)l, sd + 10 + (uint64_t)l);
         test_compare_all(sd + 100);
+        for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_topk_impl((dhs_ref_layout)l, sd + 200 + (uint64_t)l);
+        printf("top-k implementation fused == model (engines and runs, 3 layouts): %s\n", (int)th_failed ? "FAILED" : "ok");
     }
     printf("test_model: %s (%d failures, seed %" PRIu64 ")\n", (int)th_failed ? "FAILED" : "PASSED", (int)th_failed, seed);
     return (int)th_failed ? 1 : 0;

@@ -6,7 +6,9 @@
  *   value), n < k, n == k, n == k + 1, +-inf, -0.0/+0.0 mixes, denormals,
  *   k = 1 and k = 2048; the key transform itself (order-preserving, -0 == +0,
  *   identical to dhs_ref_topk_key); NaN rejection (error, outputs untouched);
- *   argument errors. Seeded (printed); DHS_TEST_SCALE scales the workload. */
+ *   argument errors; the per-query-count form (dhs_topk_fused_ref_batch:
+ *   counts 0..above the bound, skipped queries, last-position counts, NaN
+ *   inside / just past a count). Seeded (printed); DHS_TEST_SCALE scales the workload. */
 #include <float.h>
 #include <math.h>
 
@@ -120,6 +122,105 @@ static void test_small_rules(void)
     CHECK_ST(dhs_topk_fused_ref(inf, (int64_t)INT32_MAX + 1, 2, slot, r, l), DHS_ERR_INVALID_ARG);
 }
 
+/* the per-query-count form (dhs_topk_fused_ref_batch, the kernel's CPU twin)
+   against dhs_ref_topk over each query's own n_q: counts 0, 1, k-1, k, k+1,
+   random, the bound n, above the bound (clamped), and skipped queries (< 0:
+   untouched, nan_count 0); n_add 0 (counts) and 1 (last positions, the
+   model's pos[]); a per-query or a shared slot table; a NaN past a query's
+   count does not count, one inside it gives -1 rows and its count. */
+static int64_t test_batch(uint64_t *rng, int rounds)
+{
+    enum { B = 12, NB = 6000 };
+    float *sc = th_alloc(sizeof(float) * B * NB);
+    int32_t *slot = th_alloc(sizeof(int32_t) * B * NB);
+    int32_t *rows = th_alloc(sizeof(int32_t) * B * DHS_TOPK_MAX_K), *locs = th_alloc(sizeof(int32_t) * B * DHS_TOPK_MAX_K);
+    int32_t *want = th_alloc(sizeof(int32_t) * DHS_TOPK_MAX_K);
+    uint64_t *heap = th_alloc(sizeof(uint64_t) * DHS_TOPK_MAX_K);
+    int64_t n_of[B], total = 0;
+    int32_t nanc[B];
+    static const int32_t ks[] = {1, 7, 64, 2048};
+    for (int r = 0; r < rounds; r++) {
+        const int32_t k = r < 4 ? ks[r] : dhs_rng_below(rng, 2) ? ks[dhs_rng_below(rng, 4)] : (int32_t)(1 + dhs_rng_below(rng, DHS_TOPK_MAX_K));
+        const int64_t n = dhs_rng_below(rng, 3) == 0 ? (int64_t)dhs_rng_below(rng, 2 * (uint64_t)k + 2) : NB;
+        const int64_t n_add = dhs_rng_below(rng, 2);
+        const int shared_slots = dhs_rng_below(rng, 3) == 0, with_slots = dhs_rng_below(rng, 5) != 0;
+        const int64_t ld = NB;
+        for (int q = 0; q < B; q++) {
+            gen_kind g = (gen_kind)((r + q) % G_NGEN);
+            gen_scores(g, sc + (int64_t)q * ld, ld, rng);
+            for (int64_t i = 0; i < ld; i++)
+                slot[(int64_t)q * ld + i] = dhs_rng_below(rng, 2) ? (int32_t)dhs_rng_below(rng, 1 << 20) : -1;
+            int64_t cand[] = {0, 1, k - 1, k, k + 1, (int64_t)dhs_rng_below(rng, (uint64_t)n + 1), n, n + 5, -1, -7};
+            int64_t c = cand[(q + r) % 10];
+            if (c > n + 5) c = n;
+            /* a count c: n_of = c - n_add (c = 0 with n_add 1 is not expressible: skip instead) */
+            n_of[q] = c < 0 ? c : c - n_add;
+            if (c == 0 && n_add == 1) n_of[q] = -1;
+        }
+        /* a NaN just past query 0's count (ignored), one inside query 1's (rejected) */
+        int64_t n0 = dhs_topk_query_n(n_of, n_add, n, 0), n1 = dhs_topk_query_n(n_of, n_add, n, 1);
+        if (n0 >= 0 && n0 < ld) sc[n0] = NAN;
+        int nan_in = n1 > 0 && dhs_rng_below(rng, 2);
+        if (nan_in) sc[ld + (int64_t)dhs_rng_below(rng, (uint64_t)n1)] = NAN;
+        for (int64_t i = 0; i < (int64_t)B * k; i++) rows[i] = locs[i] = 0x5a5a5a5a;
+        for (int q = 0; q < B; q++) nanc[q] = 77;
+        const int32_t *so = with_slots ? slot : NULL;
+        const int64_t sld = shared_slots ? 0 : ld;
+        dhs_status st = dhs_topk_fused_ref_batch(sc, ld, B, n, n_of, n_add, k, so, sld, rows, locs, nanc);
+        CHECKF(st == DHS_OK, "batch round %d: status %d", r, (int)st);
+        int bad = 0;
+        for (int q = 0; q < B && !bad; q++) {
+            const int64_t nq = dhs_topk_query_n(n_of, n_add, n, q);
+            const int32_t *rq = rows + (int64_t)q * k, *lq = locs + (int64_t)q * k;
+            if (nq < 0) { /* skipped */
+                for (int32_t i = 0; i < k; i++) bad |= rq[i] != 0x5a5a5a5a || lq[i] != 0x5a5a5a5a;
+                bad |= nanc[q] != 0;
+                CHECKF(!bad, "batch round %d query %d (skipped): outputs touched or nan_count %d", r, q, nanc[q]);
+                continue;
+            }
+            CHECKF(nq <= n && nq == (n_of[q] + n_add > n ? n : n_of[q] + n_add), "query %d: n_q %lld", q, (long long)nq);
+            if (q == 1 && nan_in) {
+                for (int32_t i = 0; i < k; i++) bad |= rq[i] != -1 || (so && lq[i] != -1);
+                CHECKF(!bad && nanc[q] == 1, "batch round %d: NaN query: nan_count %d, rows not all -1", r, nanc[q]);
+                bad = 0;
+                continue;
+            }
+            CHECKF(nanc[q] == 0, "batch round %d query %d: nan_count %d", r, q, nanc[q]);
+            const float *s = sc + (int64_t)q * ld;
+            int32_t cnt = dhs_ref_topk(s, nq, k, want, heap);
+            CHECK(cnt == (nq < k ? nq : k));
+            for (int32_t i = 0; i < k && !bad; i++) {
+                int32_t wl = want[i] < 0 ? -1 : slot[(q * sld) + want[i]];
+                if (rq[i] != want[i] || (so && lq[i] != wl) || (!so && lq[i] != 0x5a5a5a5a)) {
+                    CHECKF(0, "batch round %d (%s) query %d n_q %lld k %d: entry %d: row %d loc %d, reference row %d loc %d",
+                           r, gen_name[(r + q) % G_NGEN], q, (long long)nq, k, i, rq[i], lq[i], want[i], wl);
+                    bad = 1;
+                }
+            }
+            total += nq;
+        }
+    }
+    /* argument errors (the launcher's), nothing written */
+    int32_t r1[4] = {9, 9, 9, 9};
+    int64_t c1[1] = {1};
+    CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, -1, 2, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, 0, DHS_TOPK_MAX_K + 1, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_topk_fused_ref_batch(sc, NB - 1, 2, NB, c1, 0, 2, NULL, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_topk_fused_ref_batch(sc, NB, 1, NB, c1, 0, 2, slot, 0, r1, NULL, NULL), DHS_ERR_INVALID_ARG);
+    CHECK(r1[0] == 9 && r1[1] == 9 && r1[2] == 9 && r1[3] == 9);
+    /* n_of NULL: every query has n candidates (dhs_cuda_topk_fused's form) */
+    for (int64_t i = 0; i < 10; i++) sc[i] = (float)(i % 3);
+    CHECK_ST(dhs_topk_fused_ref_batch(sc, 5, 2, 5, NULL, 0, 2, NULL, 0, r1, NULL, NULL), DHS_OK);
+    CHECK(r1[0] == 2 && r1[1] == 1 && r1[2] == 0 && r1[3] == 3); /* {0,1,2,0,1}, {2,0,1,2,0}: ties to the lower position */
+    free(sc);
+    free(slot);
+    free(rows);
+    free(locs);
+    free(want);
+    free(heap);
+    return total;
+}
+
 int main(void)
 {
     uint64_t rng = th_seed("test_topk");
@@ -157,7 +258,10 @@ int main(void)
         total += run_case(g, n, k, &rng, sc, slot, rows, locs, want, heap);
         cases++;
     }
-    printf("test_topk: %d cases, %lld candidates compared\n", cases, (long long)total);
+    int64_t btotal = test_batch(&rng, (int)(40 * scale) + 8);
+    printf("test_topk: %d cases, %lld candidates compared; per-query counts: %lld candidates\n", cases, (long long)total,
+           (long long)btotal);
+    CHECK(btotal >= 10000);
     CHECK(total >= 100000);
     free(sc);
     free(slot);

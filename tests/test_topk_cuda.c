@@ -6,7 +6,10 @@
  * or one shared table (slot_ld 0); the plain top-k (slot_of NULL) followed by
  * the separate lookup kernel must give the same; a query with NaN reports its
  * NaN count and writes -1 rows/locations while its batch neighbours stay
- * exact; launcher argument errors. Rows, order and locations must be equal
+ * exact; launcher argument errors. Per-query candidate counts
+ * (dhs_cuda_topk_fused_n) against the CPU twin dhs_topk_fused_ref_batch:
+ * counts from 0 to above the bound, skipped queries (untouched), n_add 0/1,
+ * NaN inside / just past a count. Rows, order and locations must be equal
  * entry for entry.
  *
  * Exits 77 (CTest SKIP_RETURN_CODE, set in CMakeLists.txt) when built without
@@ -108,6 +111,83 @@ static int64_t run_case(bufs *b, gen_kind g, int64_t n, int32_t k, int32_t batch
     return tot;
 }
 
+/* per-query candidate counts (dhs_cuda_topk_fused_n) against the CPU twin
+   dhs_topk_fused_ref_batch (checked against dhs_ref_topk by test_topk.c):
+   `batch` queries over a bound of n, counts 0, 1, k-1, k, k+1, random, n,
+   above n (clamped), skipped (< 0: untouched, nan_count 0); n_add 0 or 1
+   (the model's last positions); NaN inside some query's count, or just past
+   it (ignored). Every output entry is compared, untouched ones included.
+   Returns candidates compared. */
+static int64_t run_case_n(bufs *b, int64_t n, int32_t k, int32_t batch, int shared, int64_t n_add, int with_nan, uint64_t *rng,
+                          int64_t *d_nof)
+{
+    int64_t tot = n * batch, nof[64];
+    if (tot > b->cap_scores || (int64_t)k * batch > b->cap_out || batch > 64) {
+        printf("case too large\n");
+        exit(2);
+    }
+    for (int32_t q = 0; q < batch; q++) {
+        gen_scores((gen_kind)dhs_rng_below(rng, G_NGEN), b->h_sc + q * n, n, rng);
+        int64_t cand[] = {0, 1, k - 1, k, k + 1, (int64_t)dhs_rng_below(rng, (uint64_t)n + 1), n, n + 3, -1, -5};
+        int64_t c = cand[dhs_rng_below(rng, 10)];
+        nof[q] = c < 0 ? c : c - n_add;
+        if (c == 0 && n_add) nof[q] = -1;
+    }
+    if (with_nan && batch > 1) {
+        int64_t n0 = dhs_topk_query_n(nof, n_add, n, 0), n1 = dhs_topk_query_n(nof, n_add, n, 1);
+        if (n0 >= 0 && n0 < n) b->h_sc[n0] = NAN;                                  /* past query 0's count */
+        if (n1 > 0) b->h_sc[n + (int64_t)dhs_rng_below(rng, (uint64_t)n1)] = -NAN; /* inside query 1's */
+    }
+    int64_t slots = shared ? n : tot;
+    for (int64_t i = 0; i < slots; i++) b->h_slot[i] = dhs_rng_below(rng, 2) ? (int32_t)dhs_rng_below(rng, 1 << 22) : -1;
+    if (tot) CK(cudaMemcpy(b->d_sc, b->h_sc, sizeof(float) * (size_t)tot, cudaMemcpyHostToDevice));
+    if (slots) CK(cudaMemcpy(b->d_slot, b->h_slot, sizeof(int32_t) * (size_t)slots, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_nof, nof, sizeof(int64_t) * (size_t)batch, cudaMemcpyHostToDevice));
+    size_t ob = sizeof(int32_t) * (size_t)k * batch;
+    CK(cudaMemset(b->d_rows, 0x5a, ob));
+    CK(cudaMemset(b->d_locs, 0x5a, ob));
+    CK(cudaMemset(b->d_rows2, 0x5a, ob));
+    CK(cudaMemset(b->d_nan, 0x5a, sizeof(int32_t) * (size_t)batch));
+    const int64_t sld = shared ? 0 : n;
+    int rc = dhs_cuda_topk_fused_n(b->d_sc, n, batch, n, d_nof, n_add, k, b->d_slot, sld, b->d_rows, b->d_locs, b->d_nan, NULL);
+    CHECKF(rc == 0, "per-query launch: %d", rc);
+    rc = dhs_cuda_topk_fused_n(b->d_sc, n, batch, n, d_nof, n_add, k, NULL, 0, b->d_rows2, NULL, NULL, NULL);
+    CHECKF(rc == 0, "per-query plain launch: %d", rc);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(b->h_rows, b->d_rows, ob, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b->h_locs, b->d_locs, ob, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b->h_rows2, b->d_rows2, ob, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b->h_nan, b->d_nan, sizeof(int32_t) * (size_t)batch, cudaMemcpyDeviceToHost));
+    /* the CPU twin on the same inputs, outputs pre-filled like the device's */
+    int32_t *wr = malloc(ob), *wl = malloc(ob), wn[64];
+    if (!wr || !wl) {
+        printf("out of memory\n");
+        exit(2);
+    }
+    memset(wr, 0x5a, ob);
+    memset(wl, 0x5a, ob);
+    memset(wn, 0x5a, sizeof wn);
+    CHECK_ST(dhs_topk_fused_ref_batch(b->h_sc, n, batch, n, nof, n_add, k, b->h_slot, sld, wr, wl, wn), DHS_OK);
+    int64_t bad = -1, bad2 = -1, badn = -1;
+    for (int64_t i = 0; i < (int64_t)k * batch; i++) {
+        if (bad < 0 && (b->h_rows[i] != wr[i] || b->h_locs[i] != wl[i])) bad = i;
+        if (bad2 < 0 && b->h_rows2[i] != wr[i]) bad2 = i;
+    }
+    for (int32_t q = 0; q < batch; q++)
+        if (badn < 0 && b->h_nan[q] != wn[q]) badn = q;
+    CHECKF(bad < 0, "per-query n %lld k %d batch %d n_add %lld shared %d: entry %lld (query %lld, n_q %lld): row %d loc %d, "
+           "reference row %d loc %d", (long long)n, k, batch, (long long)n_add, shared, (long long)bad,
+           (long long)(bad < 0 ? 0 : bad / k), (long long)(bad < 0 ? 0 : dhs_topk_query_n(nof, n_add, n, (int32_t)(bad / k))),
+           bad < 0 ? 0 : b->h_rows[bad], bad < 0 ? 0 : b->h_locs[bad], bad < 0 ? 0 : wr[bad], bad < 0 ? 0 : wl[bad]);
+    CHECKF(bad2 < 0, "per-query plain n %lld k %d: entry %lld: row %d, reference %d", (long long)n, k, (long long)bad2,
+           bad2 < 0 ? 0 : b->h_rows2[bad2], bad2 < 0 ? 0 : wr[bad2]);
+    CHECKF(badn < 0, "per-query n %lld k %d: query %lld nan_count %d, reference %d", (long long)n, k, (long long)badn,
+           badn < 0 ? 0 : b->h_nan[badn], badn < 0 ? 0 : wn[badn]);
+    free(wr);
+    free(wl);
+    return tot;
+}
+
 int main(void)
 {
     int count = 0;
@@ -177,6 +257,33 @@ int main(void)
         total += run_case(&b, (gen_kind)dhs_rng_below(&rng, G_NGEN), n, k, batch, (int)dhs_rng_below(&rng, 2), -1, &rng);
         cases++;
     }
+    /* per-query candidate counts */
+    int64_t *d_nof = NULL;
+    CK(cudaMalloc((void **)&d_nof, sizeof(int64_t) * 64));
+    for (int ki = 0; ki < 4; ki++)
+        for (int64_t n_add = 0; n_add < 2; n_add++) {
+            const int32_t k = ks[ki];
+            const int64_t nb[] = {0, 1, k - 1, k, k + 1, 2 * k + 3, 4097, 70000};
+            for (int ni = 0; ni < 8; ni++) {
+                if (nb[ni] < 0) continue;
+                total += run_case_n(&b, nb[ni], k, 8, ni & 1, n_add, ni % 3 == 0, &rng, d_nof);
+                cases++;
+            }
+        }
+    total += run_case_n(&b, big_n, DHS_TOPK_MAX_K, 4, 0, 1, 1, &rng, d_nof); /* the model's form: last positions */
+    total += run_case_n(&b, 32768, DHS_TOPK_MAX_K, 64, 1, 0, 1, &rng, d_nof);
+    cases += 2;
+    for (int c = 0; c < n_random / 2; c++) {
+        int64_t n = dhs_rng_below(&rng, 3) == 0 ? dhs_rng_below(&rng, 5000) : dhs_rng_below(&rng, small ? big_n : 300000);
+        int32_t k = dhs_rng_below(&rng, 2) ? DHS_TOPK_MAX_K : (int32_t)(1 + dhs_rng_below(&rng, DHS_TOPK_MAX_K));
+        int32_t batch = 1 + (int32_t)dhs_rng_below(&rng, 8);
+        total += run_case_n(&b, n, k, batch, (int)dhs_rng_below(&rng, 2), (int64_t)dhs_rng_below(&rng, 2),
+                            (int)dhs_rng_below(&rng, 2), &rng, d_nof);
+        cases++;
+    }
+    CHECK(dhs_cuda_topk_fused_n(b.d_sc, 10, 1, 10, d_nof, -1, 8, NULL, 0, b.d_rows, NULL, NULL, NULL) == -1); /* n_add < 0 */
+    CHECK(dhs_cuda_topk_fused_n(b.d_sc, 10, 1, 10, d_nof, 0, DHS_TOPK_MAX_K + 1, NULL, 0, b.d_rows, NULL, NULL, NULL) == -1);
+    cudaFree(d_nof);
     /* argument errors: nothing launched */
     CHECK(dhs_cuda_topk_fused(b.d_sc, 10, 1, 10, 0, NULL, 0, b.d_rows, NULL, NULL, NULL) == -1);
     CHECK(dhs_cuda_topk_fused(b.d_sc, 10, 1, 10, DHS_TOPK_MAX_K + 1, NULL, 0, b.d_rows, NULL, NULL, NULL) == -1);

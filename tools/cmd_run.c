@@ -24,7 +24,7 @@
 typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
-    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step;
+    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -55,6 +55,7 @@ static const char *const storages[] = {"hier", "resident", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
+static const char *const topk_impls[] = {"model", "fused", NULL};      /* DHS_REF_TOPK_* order */
 
 #define PROG "dhs run"
 
@@ -104,6 +105,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                  "dhs_resolve_device; implies --resolver device); graph: the device step captured once as a CUDA "
                  "graph and replayed every round (docs/MODEL.md \"Device step\")"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
+        {.name = "--topk-impl", .type = ARG_ENUM, .dest = &o->topk_impl, .choices = topk_impls,
+         .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
+                 "fused: the library's fused top-k, selection only (dhs_topk_fused_ref on the CPU, "
+                 "dhs_cuda_topk_fused_n on the GPU, every --step): the same selections and tokens; a NaN index "
+                 "score is an error (docs/MODEL.md \"Top-k\")"},
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
         A_DBL("--history", &o->history, 0.0, 1e6,
@@ -208,6 +214,7 @@ int cmd_run(int argc, char **argv)
     c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
     c.fetch_rows = o.fetch_rows;
     c.step = o.step;
+    c.topk_impl = o.topk_impl;
     c.threads = o.threads;
     c.check = o.check;
     c.trace = o.trace;
@@ -315,6 +322,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "page_rows", R.lib_cfg.page_rows);
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);
         cJSON_AddStringToObject(cf, "step", steps[o.step]);
+        cJSON_AddStringToObject(cf, "topk_impl", topk_impls[o.topk_impl]);
         char dg[24];
         snprintf(dg, sizeof dg, "%016" PRIx64, R.tokens_digest);
         cJSON_AddStringToObject(j, "tokens_digest", dg);
@@ -380,6 +388,9 @@ int cmd_run(int argc, char **argv)
                        steps[o.step], w ? "hierarchical" : "resident", 1e6 * st->control_s / (double)nr,
                        1e6 * st->launch_s / (double)nr, 1e6 * st->wait_s / (double)nr, nr, st->captures);
             }
+        if (o.topk_impl != 0)
+            printf("  top-k        %s: the decode rounds select with the library's fused top-k (%s), selection only\n",
+                   topk_impls[o.topk_impl], R.gpu_model ? "dhs_cuda_topk_fused_n" : "dhs_topk_fused_ref");
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",

@@ -68,3 +68,35 @@ dhs_status dhs_topk_fused_ref(const float *scores, int64_t n, int32_t k, const i
     free(und);
     return DHS_OK;
 }
+
+dhs_status dhs_topk_fused_ref_batch(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                                    int64_t n_add, int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows,
+                                    int32_t *out_locs, int32_t *nan_count)
+{
+    if (batch < 0 || n < 0 || n > INT32_MAX || k < 1 || k > DHS_TOPK_MAX_K || !out_rows || (n > 0 && !scores) ||
+        (slot_of && !out_locs) || score_ld < (batch > 1 ? n : 0) || slot_ld < 0 || n_add < 0)
+        return DHS_ERR_INVALID_ARG;
+    for (int32_t q = 0; q < batch; q++) {
+        const int64_t nq = dhs_topk_query_n(n_of, n_add, n, q);
+        int32_t *orow = out_rows + (int64_t)q * k;
+        int32_t *oloc = slot_of ? out_locs + (int64_t)q * k : NULL;
+        if (nq < 0) { /* skipped: outputs untouched */
+            if (nan_count) nan_count[q] = 0;
+            continue;
+        }
+        const float *s = nq > 0 ? scores + (int64_t)q * score_ld : NULL;
+        int32_t nan = 0;
+        for (int64_t i = 0; i < nq; i++) nan += dhs_topk_is_nan_bits(dhs_topk_f2u(s[i]));
+        if (nan_count) nan_count[q] = nan;
+        if (nan) {
+            for (int32_t i = 0; i < k; i++) {
+                orow[i] = -1;
+                if (oloc) oloc[i] = -1;
+            }
+            continue;
+        }
+        dhs_status st = dhs_topk_fused_ref(s, nq, k, slot_of ? slot_of + (int64_t)q * slot_ld : NULL, orow, oloc);
+        if (st != DHS_OK) return st;
+    }
+    return DHS_OK;
+}

@@ -100,6 +100,37 @@ extern "C" {
 dhs_status dhs_topk_fused_ref(const float *scores, int64_t n, int32_t k, const int32_t *slot_of, int32_t *out_rows,
                               int32_t *out_locs);
 
+/* ------------------------------------------------------------------ per-query candidate counts
+ * The batched form (the kernel's semantics; dhs_topk_fused_ref_batch is its
+ * CPU twin): query q < batch reads scores + q*score_ld and has n_q candidates:
+ *   n_of == NULL:   n_q = n for every query (dhs_cuda_topk_fused);
+ *   n_of[q] < 0:    query q is SKIPPED: its out_rows / out_locs entries are
+ *                   left untouched, nan_count[q] = 0;
+ *   otherwise:      n_q = min(n_of[q] + n_add, n).
+ * n (<= 2^31-1) bounds every query's candidates: the scores (and slot tables)
+ * cover n entries per query. n_add >= 0 lets a caller pass either counts
+ * (n_add = 0; n_of[q] = 0 is a query with no candidate: k x -1) or last
+ * positions (n_add = 1: candidates 0..last[q], last < 0 = no query - the
+ * reference model's pos[] convention, so its position buffer is used as is).
+ * A query with n_q < k yields its n_q candidates in order, then -1 padding,
+ * exactly like dhs_ref_topk(scores, n_q, k). NaN: nan_count[q] = the query's
+ * NaN candidates (within its n_q), and all its rows (and locs) are -1.
+ * slot_of NULL: no lookup, out_locs untouched; else out_locs[q*k+i] =
+ * slot_of[q*slot_ld + row] (-1 for padding). Returns DHS_ERR_INVALID_ARG for
+ * the launcher's argument errors (below), DHS_ERR_NOMEM for scratch. */
+dhs_status dhs_topk_fused_ref_batch(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                                    int64_t n_add, int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows,
+                                    int32_t *out_locs, int32_t *nan_count);
+
+/* n_q of query q (the rule above; -1 = skipped), shared by both implementations */
+static inline DHS_HD int64_t dhs_topk_query_n(const int64_t *n_of, int64_t n_add, int64_t n, int32_t q)
+{
+    if (!n_of) return n;
+    const int64_t v = n_of[q];
+    if (v < 0) return -1;
+    return v > n - n_add ? n : v + n_add;
+}
+
 /* ------------------------------------------------------------------ CUDA launchers
  * (src/cuda/topk.cu; present only in a DHS_CUDA build). Device pointers; stream
  * is a cudaStream_t (NULL = the legacy stream). Return a cudaError_t value
@@ -111,10 +142,17 @@ dhs_status dhs_topk_fused_ref(const float *scores, int64_t n, int32_t k, const i
  *   out_locs untouched: the plain top-k); out_rows/out_locs + q*k; 1 <= k <=
  *   DHS_TOPK_MAX_K. nan_count[q] (may be NULL) = NaN candidates of query q;
  *   a query with NaN writes -1 rows and -1 locs.
+ * dhs_cuda_topk_fused_n: the same with per-query candidate counts (n_of, a
+ *   device array of batch int64, and n_add: the rule of dhs_topk_fused_ref_batch
+ *   above; n_of NULL = dhs_cuda_topk_fused). n_add < 0 is an argument error.
+ *   Launch only (no allocation, no synchronisation): graph-capturable.
  * dhs_cuda_topk_lookup: the separate-lookup baseline: locs[q*k+i] =
  *   rows[q*k+i] < 0 ? -1 : slot_of[q*slot_ld + rows[q*k+i]]. */
 int dhs_cuda_topk_fused(const float *scores, int64_t score_ld, int32_t batch, int64_t n, int32_t k, const int32_t *slot_of,
                         int64_t slot_ld, int32_t *out_rows, int32_t *out_locs, int32_t *nan_count, void *stream);
+int dhs_cuda_topk_fused_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of, int64_t n_add,
+                          int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows, int32_t *out_locs,
+                          int32_t *nan_count, void *stream);
 int dhs_cuda_topk_lookup(const int32_t *rows, int32_t batch, int32_t k, const int32_t *slot_of, int64_t slot_ld,
                          int32_t *locs, void *stream);
 #ifdef __cplusplus

@@ -16,6 +16,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "cuda/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "ref/gpu.h"
 #define G_MAX_TOPK 2048
@@ -435,6 +436,9 @@ struct dhs_ref_gpu {
     float *x, *xn, *iq, *iw, *scores, *logits;
     uint8_t *stage;
     int32_t *sel, *loc;
+    int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
+    int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
+    int32_t *nanc_h;  /* fused: pinned mirror (device step: copied back with the logits) */
     void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
     void **ptrs_h;    /* pinned host mirror */
     int64_t max_t;    /* largest pos of the round */
@@ -511,6 +515,8 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->stage);
     cudaFree(g->sel);
     cudaFree(g->loc);
+    cudaFree(g->nanc);
+    cudaFreeHost(g->nanc_h);
     cudaFree(g->ptrs);
     cudaFreeHost(g->ptrs_h);
     cudaFreeHost(g->pos_h);
@@ -557,6 +563,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     m->maxpos = d->max_positions;
     g->L = d->n_layers;
     g->maxq = d->max_queries;
+    g->fused = d->topk_fused != 0;
     dhs_status st = DHS_OK;
     int dd = d->d_model, nh = d->n_heads;
     const float *p;
@@ -618,6 +625,15 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->logits_h, Q * (size_t)d->vocab * sizeof(float));
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->up_ev, cudaEventDisableTiming);
         if (e == cudaSuccess) memset(g->tab_h, 0, tab);
+        if (g->fused) { /* zero: layers that never select (and unused slots) report no NaN */
+            const size_t nb = (size_t)d->n_layers * Q * sizeof(int32_t);
+            if (e == cudaSuccess) e = cudaMalloc((void **)&g->nanc, nb);
+            if (e == cudaSuccess) e = cudaMemset(g->nanc, 0, nb);
+            if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* done before any kernel of the engine's stream
+                                                                  (non-blocking: not ordered after the legacy one) */
+            if (e == cudaSuccess) e = cudaMallocHost((void **)&g->nanc_h, nb);
+            if (e == cudaSuccess) memset(g->nanc_h, 0, nb);
+        }
         if (e != cudaSuccess) {
             st = fail(g, "cudaMalloc buffers", e);
             goto bad;
@@ -717,6 +733,48 @@ extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *r
     return DHS_OK;
 }
 
+/* the selection of every valid query over its positions 0..pos[q] into g->sel:
+   k_topk, or (fused) the library's kernel with per-query counts pos[q] + 1 over
+   the same scores buffer (a query with pos < 0 is skipped by both: its sel row
+   is left as it was). Launch only. */
+static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
+{
+    if (!g->fused) {
+        k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
+        CK(cudaGetLastError(), "k_topk");
+        return DHS_OK;
+    }
+    int rc = dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0, g->sel,
+                                   NULL, g->nanc + (size_t)l * g->maxq, g->st);
+    if (rc < 0) {
+        snprintf(g->err, sizeof g->err, "dhs_cuda_topk_fused_n: bad arguments (k %d, positions %lld)", g->dims.k,
+                 (long long)g->dims.maxpos);
+        return DHS_ERR_INVALID_ARG;
+    }
+    CK((cudaError_t)rc, "dhs_cuda_topk_fused_n");
+    return DHS_OK;
+}
+
+/* fused: layers [l0, l1)'s NaN counts (host mirror) of the round's queries.
+   The fused kernel rejects NaN (its rows are -1), where k_topk would rank a
+   NaN above +inf: a NaN score is an error of the pass, never a silent
+   difference. */
+static dhs_status check_nan(dhs_ref_gpu *g, int32_t l0, int32_t l1)
+{
+    for (int32_t l = l0; l < l1; l++) {
+        if (!g->producer[l]) continue;
+        const int32_t *c = g->nanc_h + (size_t)l * g->maxq;
+        for (int q = 0; q < g->nq; q++)
+            if (c[q] != 0) {
+                snprintf(g->err, sizeof g->err,
+                         "fused top-k: %d NaN index score(s) in layer %d, query %d (position %lld): rejected", c[q], l, q,
+                         (long long)g->pos_h[q]);
+                return DHS_ERR_INVALID_ARG;
+            }
+    }
+    return DHS_OK;
+}
+
 extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales,
                                          int32_t *sel_host)
 {
@@ -730,15 +788,17 @@ extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const 
     dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
     k_scores<<<grid, 256, 0, g->st>>>(g->dims, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores);
     CK(cudaGetLastError(), "k_scores");
-    k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
-    CK(cudaGetLastError(), "k_topk");
-    if (sel_host) {
+    if ((st = launch_topk(g, l)) != DHS_OK) return st;
+    if (sel_host)
         CK(cudaMemcpyAsync(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyDeviceToHost,
                            g->st),
            "selections back");
-        CK(cudaStreamSynchronize(g->st), "select sync");
-    }
-    return DHS_OK;
+    if (g->fused) /* the NaN counts, checked now: the per-call path synchronises anyway */
+        CK(cudaMemcpyAsync(g->nanc_h + (size_t)l * g->maxq, g->nanc + (size_t)l * g->maxq, sizeof(int32_t) * (size_t)g->nq,
+                           cudaMemcpyDeviceToHost, g->st),
+           "NaN counts back");
+    if (sel_host || g->fused) CK(cudaStreamSynchronize(g->st), "select sync");
+    return g->fused ? check_nan(g, l, l + 1) : DHS_OK;
 }
 
 extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
@@ -851,9 +911,7 @@ extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
                                        g->lut, g->scores);
     CK(cudaGetLastError(), "k_scores");
     dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK);
-    k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
-    CK(cudaGetLastError(), "k_topk");
-    return DHS_OK;
+    return launch_topk(g, l); /* fused: NaN counts come back with the logits (step_logits / step_wait) */
 }
 
 extern "C" int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g ? g->sel : NULL; }
@@ -875,6 +933,12 @@ extern "C" dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
     CK(cudaMemcpyAsync(g->logits_h, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
                        g->st),
        "step logits back");
+    if (g->fused) { /* every layer's NaN counts of the nq queries: one 2D copy, checked by step_wait */
+        const size_t pitch = sizeof(int32_t) * (size_t)g->maxq;
+        CK(cudaMemcpy2DAsync(g->nanc_h, pitch, g->nanc, pitch, sizeof(int32_t) * (size_t)g->nq, (size_t)g->L,
+                             cudaMemcpyDeviceToHost, g->st),
+           "step NaN counts back");
+    }
     return DHS_OK;
 }
 
@@ -883,6 +947,10 @@ extern "C" dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits
     if (g->capturing) return DHS_ERR_STATE;
     CK(cudaStreamSynchronize(g->st), "step sync");
     g->up_pending = 0;
+    if (g->fused) {
+        dhs_status st = check_nan(g, 0, g->L);
+        if (st != DHS_OK) return st;
+    }
     if (logits) *logits = g->logits_h;
     return DHS_OK;
 }

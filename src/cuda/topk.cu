@@ -21,7 +21,9 @@
  *      are distinct, so this is the reference order); the first min(n, k) are
  *      the answer. The hot-slot lookup is fused here: slot_of[pos] is read for
  *      those k positions only - never for the other n - k candidates.
- * n <= k skips 1-2. Loads are float4 when the query's scores are 16-byte
+ * n <= k skips 1-2. Per-query counts (dhs_cuda_topk_fused_n): block q runs the
+ * same algorithm over its own n_q candidates; a skipped query returns at once.
+ * Loads are float4 when the query's scores are 16-byte
  * aligned, four of them in flight per thread.
  */
 #include <cuda_runtime.h>
@@ -115,13 +117,23 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 
 __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
 
-__global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld, uint32_t n,
-                                                                int32_t k, const int32_t *__restrict__ slot_of, int64_t slot_ld,
+__global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld,
+                                                                uint32_t n_max, const int64_t *__restrict__ n_of,
+                                                                int64_t n_add, int32_t k,
+                                                                const int32_t *__restrict__ slot_of, int64_t slot_ld,
                                                                 int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
                                                                 int32_t *__restrict__ nan_count)
 {
     __shared__ tk_shared sh;
     const int q = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    /* this query's candidate count (topk_spec.h "per-query candidate counts"); the
+       same value in every thread, so the early return is block-uniform */
+    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
+    if (nq < 0) { /* skipped query: outputs untouched */
+        if (tid == 0 && nan_count) nan_count[q] = 0;
+        return;
+    }
+    const uint32_t n = (uint32_t)nq;
     const float *s = scores + (int64_t)q * score_ld;
     const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
     const uint32_t cnt = n < (uint32_t)k ? n : (uint32_t)k;
@@ -274,8 +286,21 @@ extern "C" int dhs_cuda_topk_fused(const float *scores, int64_t score_ld, int32_
         (slot_of && !out_locs) || score_ld < (batch > 1 ? n : 0) || slot_ld < 0)
         return -1;
     if (batch == 0) return 0;
-    topk_fused_kernel<<<batch, TK_THREADS, 0, (cudaStream_t)stream>>>(scores, score_ld, (uint32_t)n, k, slot_of, slot_ld,
-                                                                      out_rows, out_locs, nan_count);
+    topk_fused_kernel<<<batch, TK_THREADS, 0, (cudaStream_t)stream>>>(scores, score_ld, (uint32_t)n, nullptr, 0, k, slot_of,
+                                                                      slot_ld, out_rows, out_locs, nan_count);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dhs_cuda_topk_fused_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                                     int64_t n_add, int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows,
+                                     int32_t *out_locs, int32_t *nan_count, void *stream)
+{
+    if (batch < 0 || n < 0 || n > INT32_MAX || k < 1 || k > DHS_TOPK_MAX_K || !out_rows || (n > 0 && !scores) ||
+        (slot_of && !out_locs) || score_ld < (batch > 1 ? n : 0) || slot_ld < 0 || n_add < 0)
+        return -1;
+    if (batch == 0) return 0;
+    topk_fused_kernel<<<batch, TK_THREADS, 0, (cudaStream_t)stream>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, slot_of,
+                                                                      slot_ld, out_rows, out_locs, nan_count);
     return (int)cudaGetLastError();
 }
 

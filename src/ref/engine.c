@@ -155,6 +155,7 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     d->att_scale = 1.0f / sqrtf((float)DHS_REF_LAT);                   /* as dhs_ref_attend_mlp */
     d->exp_portable = c->exp_portable;
     d->key_fp8 = c->key_fp8;
+    d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
     d->max_queries = e->cfg.max_slots * e->kmax;
     d->max_positions = e->cfg.max_positions + 8;
     d->emb = dhs_ref_embedding(m);
@@ -288,6 +289,10 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    if (cfg->topk_impl != DHS_REF_TOPK_MODEL && cfg->topk_impl != DHS_REF_TOPK_FUSED) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_INVALID_ARG;
+    }
     if (cfg->step != DHS_REF_STEP_HOST && (!cfg->gpu || cfg->trace || cfg->step < 0 || cfg->step > DHS_REF_STEP_GRAPH)) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_UNSUPPORTED; /* the device step is the GPU pass's; a trace needs host selections */
@@ -674,6 +679,17 @@ gpu_fail:
 }
 
 /* ------------------------------------------------------------- device step */
+const char *dhs_ref_topk_str(int topk) { return topk == DHS_REF_TOPK_FUSED ? "fused" : "model"; }
+
+int dhs_ref_topk_parse(const char *s, int *out)
+{
+    if (!s) return -1;
+    if (!strcmp(s, "model")) *out = DHS_REF_TOPK_MODEL;
+    else if (!strcmp(s, "fused")) *out = DHS_REF_TOPK_FUSED;
+    else return -1;
+    return 0;
+}
+
 const char *dhs_ref_step_str(int step)
 {
     return step == DHS_REF_STEP_DEVICE ? "device" : step == DHS_REF_STEP_GRAPH ? "graph" : "host";
@@ -907,9 +923,20 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         if (li->producer) {
             for (int32_t i = 0; i < n; i++) {
                 sess *s = &e->s[ids[i]];
-                for (int32_t j = 0; j < K[i]; j++)
-                    if (dhs_ref_select(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc) < 0)
-                        return DHS_ERR_NOMEM;
+                for (int32_t j = 0; j < K[i]; j++) {
+                    if (e->cfg.topk_impl == DHS_REF_TOPK_MODEL) {
+                        if (dhs_ref_select(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc) < 0)
+                            return DHS_ERR_NOMEM;
+                        continue;
+                    }
+                    int32_t c = dhs_ref_select_fused(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc);
+                    if (c < 0) {
+                        snprintf(e->err, sizeof e->err, "fused top-k (layer %d, position %lld): %s%s", l,
+                                 (long long)(s->n + j), dhs_status_str((dhs_status)c),
+                                 c == DHS_ERR_INVALID_ARG ? " (a NaN index score: rejected)" : "");
+                        return (dhs_status)c;
+                    }
+                }
             }
             if (ctx) {
                 for (int32_t i = 0; i < n; i++)

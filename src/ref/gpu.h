@@ -45,6 +45,11 @@ typedef struct dhs_ref_gpu_desc {
     float idx_wscale;   /* 1 / sqrtf(idx_heads * idx_dim), as the CPU computes it */
     float att_scale;    /* 1 / sqrtf(576) */
     int32_t exp_portable, key_fp8;
+    int32_t topk_fused;         /* 0: the model's own top-k kernel (k_topk); 1: the library's fused
+                                   top-k (src/cuda/topk.cu dhs_cuda_topk_fused_n, selection only,
+                                   per-query counts pos[q] + 1): the same selections; a NaN score
+                                   then fails the pass (DHS_ERR_INVALID_ARG: select, or step_wait
+                                   for the device step) instead of ranking above +inf */
     int32_t max_queries;        /* batch items x k_max */
     int64_t max_positions;      /* longest session (scores buffer) */
     const float *emb, *w_out;   /* host [V][d] */

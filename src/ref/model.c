@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/topk_spec.h" /* dhs_topk_fused_ref: the engine's topk = fused on the CPU */
 #include "ref/model.h"
 #include "util/rng.h"
 
@@ -597,6 +598,19 @@ int32_t dhs_ref_select(const dhs_ref_model *m, int32_t l, int64_t pos, const flo
     if (!scores) return -1;
     dhs_ref_index_scores(m, l, xn, keys, n_cand, scores);
     return dhs_ref_topk(scores, n_cand, m->cfg.topk, sel, sc->heap);
+}
+
+int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
+                             int32_t *sel, dhs_ref_scratch *sc)
+{
+    int64_t n_cand = (pos + 1) / m->layer[l].m;
+    if (n_cand < 0) n_cand = 0;
+    float *scores = scores_buf(sc, n_cand > 0 ? n_cand : 1);
+    if (!scores) return DHS_ERR_NOMEM;
+    dhs_ref_index_scores(m, l, xn, keys, n_cand, scores);
+    dhs_status st = dhs_topk_fused_ref(scores, n_cand, m->cfg.topk, NULL, sel, NULL);
+    if (st != DHS_OK) return st;
+    return n_cand < m->cfg.topk ? (int32_t)n_cand : m->cfg.topk;
 }
 
 /* ------------------------------------------------------------- attention + MLP */

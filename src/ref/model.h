@@ -241,6 +241,14 @@ void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, co
    the complete rows (s+1)*m <= pos+1. sel: k entries. */
 int32_t dhs_ref_select(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
                        int32_t *sel, dhs_ref_scratch *sc);
+/* The same selection through the library's fused top-k reference
+   (dhs_topk_fused_ref, src/core/topk.c: a radix select, selection only, no
+   slot lookup) instead of dhs_ref_topk's heap: identical output (same tie
+   rule, -1 padding). Returns the valid entries, or a negative dhs_status:
+   DHS_ERR_NOMEM (scratch), DHS_ERR_INVALID_ARG (a NaN score: rejected, where
+   the heap only asserts). */
+int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
+                             int32_t *sel, dhs_ref_scratch *sc);
 /* Sparse attention of layer l for the query at position pos: reads the rows
    base + idx[e]*stride (idx[e] < 0 skipped), adds alpha * output to x, then
    the MLP. This is the ONLY way the model reads KV payload. */
@@ -338,10 +346,20 @@ typedef struct dhs_ref_engine_cfg {
                                events between its phases (dhs_ref_engine_profile; the
                                hierarchical engine's backend marks the resolver's phases when
                                dhs_cuda_set_marker(be, dhs_ref_engine_mark, engine)); 0: never */
+    int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
+                               (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
+                               DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref
+                               on the CPU, dhs_cuda_topk_fused_n on the GPU, both steps; selection
+                               only, the resolver does the lookup). Same selections; a NaN index
+                               score fails the round (DHS_ERR_INVALID_ARG). The prefill always
+                               selects with the model's top-k */
 } dhs_ref_engine_cfg;
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
 const char *dhs_ref_step_str(int step);
+enum { DHS_REF_TOPK_MODEL = 0, DHS_REF_TOPK_FUSED = 1 };
+const char *dhs_ref_topk_str(int topk);      /* "model" | "fused" */
+int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
 
 /* host time of the device step's rounds (seconds, summed): control = the
    host control plane before the launch (inputs, tail locations, pointer

@@ -200,6 +200,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     int32_t n_done = 0;
     if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1) FAIL("bad run configuration");
     r->step = c.step;
+    r->topk_impl = c.topk_impl;
+    if (c.topk_impl != DHS_REF_TOPK_MODEL && c.topk_impl != DHS_REF_TOPK_FUSED) FAIL("bad top-k implementation %d", c.topk_impl);
     if (c.step != DHS_REF_STEP_HOST) {
         if (!c.gpu_model) FAIL("--step %s needs the GPU model (--backend cuda)", dhs_ref_step_str(c.step));
         if (c.trace) FAIL("--step %s keeps the selections on the device: no --trace", dhs_ref_step_str(c.step));
@@ -295,6 +297,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                                                      dhs_ref_step_str(c.step));
     ec.step = c.step;
     ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
+    ec.topk_impl = c.topk_impl;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
     if (use_res) {
         ec.ctx = NULL;

@@ -66,6 +66,8 @@ typedef struct dhs_ref_run_cfg {
                                 (docs/MODEL.md "Device step"); not host: needs gpu_model and m = 1
                                 sources, the hierarchy then uses the device resolver (resolver is
                                 overridden), both engines take the step, no trace */
+    int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
+                                library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
     int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
                                 events between its phases (result prof_*); 0: never */
@@ -95,6 +97,7 @@ typedef struct dhs_ref_run_result {
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
     int step;                           /* the target pass's step (DHS_REF_STEP_*) */
+    int topk_impl;                      /* DHS_REF_TOPK_* of the run */
     dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
     uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
     double prof_us[2][6];               /* profile_every: [resident, hierarchical] device us per phase

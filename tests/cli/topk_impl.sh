@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# CLI test of `dhs run --topk-impl model|fused` (docs/MODEL.md "Top-k"): what
+# the CPU can check. A bad value or a missing one is bad usage (exit 2, nothing
+# on stdout); --help lists the flag. On the CPU backend fused runs the CPU
+# model with the library's fused top-k reference (dhs_topk_fused_ref): every
+# layout gives the same tokens (tokens_digest) as the model's top-k, identical
+# to resident, and the JSON says which top-k ran (config.topk_impl). The
+# digest changes with the seed, so equal digests are not vacuous. The GPU
+# model's fused path (dhs_cuda_topk_fused_n) is checked by test_gpu_model and
+# bench/gpu_step.sh on a GPU.
+# Usage: bash tests/cli/topk_impl.sh path/to/dhs
+set -u
+DHS=${1:?usage: topk_impl.sh path/to/dhs}
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+# "identical topk_impl tokens_digest" of a --json output (one python start per run: CI has 2 cores)
+keys() { python3 -c "import json,sys; d=json.load(sys.stdin); print(str(d['identical']).lower(), d['config']['topk_impl'], d['tokens_digest'])"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for bad in sideways "" 2048; do
+    "$DHS" run --backend cpu --topk-impl "$bad" --sessions 2 --context 300 --tokens 3 --json >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--topk-impl '$bad' exited $rc, not 2"
+    [ -s "$tmp/out" ] && fail "--topk-impl '$bad' printed on stdout"
+    [ -s "$tmp/err" ] || fail "--topk-impl '$bad': nothing on stderr"
+done
+"$DHS" run --backend cpu --topk-impl >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--topk-impl without a value exited $rc, not 2"
+"$DHS" run --help 2>&1 | grep -q -- '--topk-impl' || fail "dhs run --help does not list --topk-impl"
+
+run() { "$DHS" run --backend cpu --sessions 3 --context 150 --tokens 5 --spec 3 --page-rows 16 --history 0.5 --threads 1 --json -q "$@" 2>"$tmp/err"; }
+for layout in own follow compressed; do
+    m=$(run --layout $layout --topk-impl model | keys) || fail "$layout model exited $?: $(cat "$tmp/err")"
+    f=$(run --layout $layout --topk-impl fused | keys) || fail "$layout fused exited $?: $(cat "$tmp/err")"
+    read -r im tm dm <<<"$m"
+    read -r if_ tf df <<<"$f"
+    [ "$if_" = true ] || fail "$layout --topk-impl fused: not identical to resident"
+    [ "$im" = true ] || fail "$layout --topk-impl model: not identical to resident"
+    [ "$tf" = fused ] || fail "$layout: config.topk_impl is not fused"
+    [ "$tm" = model ] || fail "$layout: config.topk_impl is not model"
+    echo "$df" | grep -qE '^[0-9a-f]{16}$' || fail "$layout: tokens_digest '$df' is not 16 hex digits"
+    [ "$dm" = "$df" ] || fail "$layout: --topk-impl fused tokens $df differ from the model top-k's $dm"
+    echo "topk_impl: $layout: model $dm, fused $df"
+done
+read -r _ _ d <<<"$(run --topk-impl model | keys)"
+read -r _ _ s <<<"$(run --topk-impl fused --seed 7 | keys)"
+[ -n "$d" ] && [ "$d" != "$s" ] || fail "tokens_digest did not change with the seed ('$d', '$s')"
+read -r _ tb _ <<<"$(run | keys)"
+[ "$tb" = model ] || fail "the default top-k is not model ('$tb')"
+"$DHS" run --backend cpu --sessions 2 --context 200 --tokens 3 --topk-impl fused -q 2>/dev/null | grep -q "top-k        fused" ||
+    fail "the human output does not say the fused top-k ran"
+
+if [ $fails -eq 0 ]; then echo "topk_impl: all checks passed"; else echo "topk_impl: $fails failed"; fi
+[ $fails -eq 0 ]
