@@ -45,6 +45,7 @@
 static const char *const sv_backends[] = {"cpu", "cuda", NULL};
 static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
 static const char *const sv_steps[] = {"host", "device", "graph", NULL};
+static const char *const sv_topk_impls[] = {"model", "fused", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
 static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention"};
 
@@ -151,7 +152,7 @@ static int hier_fits(const dhs_ref_run_cfg *base, int32_t C, uint64_t budget)
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves;
+    int backend, geometry, step, json, quiet, waves, topk_impl;
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
@@ -449,6 +450,8 @@ int cmd_bench_serve(int argc, char **argv)
          .seen = &seen_prof,
          .help = "cuda, device/graph step: every N-th round runs eagerly with events between its phases (the "
                  "breakdown); those rounds are left out of tokens/s and TPOT; 0: no breakdown"},
+        A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
+               "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
         A_U64("--seed", &o.seed, "model weights, prompts"),
         A_OUT("--plot", &o.plot, "write the latency-throughput plot (SVG) to FILE"),
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o.quiet, .help = "no progress on stderr"},
@@ -513,6 +516,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.cuda = o.backend == 1;
     base.gpu_model = base.cuda;
     base.step = o.step;
+    base.topk_impl = o.topk_impl;
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -523,7 +527,8 @@ int cmd_bench_serve(int argc, char **argv)
     sv_rec *R = calloc((size_t)(o.n_contexts * 3 * (MAXC + 1)), sizeof(sv_rec));
     if (!R) return EXIT_RUNTIME;
     int nr = 0;
-    int32_t held_max[MAXL][3];
+    int32_t held_max[MAXL][3], caps[MAXL][2];
+    char cap_line[MAXL][300];
     memset(held_max, 0, sizeof held_max);
     int32_t max_sessions = 4096 * o.waves;
     sv_tokens tk = {calloc((size_t)max_sessions, sizeof(uint64_t)), calloc((size_t)max_sessions, 1), max_sessions};
@@ -553,10 +558,13 @@ int cmd_bench_serve(int argc, char **argv)
         int32_t cap_hier = cap_dev < cap_host ? cap_dev : cap_host;
         held_max[li][0] = cap_res;
         held_max[li][1] = held_max[li][2] = cap_hier;
-        fprintf(stderr, PROG ": context %" PRId64 ": resident %.2f GiB/session -> holds %d; hierarchy holds %d on the device, "
-                "host memory (%.1f GiB, %.2f GiB/session) caps it at %d%s\n", L, (double)z1.resident_session / 1073741824.0,
-                cap_res, cap_dev, host_gib, (double)z1.host_session / 1073741824.0, cap_host,
-                cap_host < cap_dev ? " (binds)" : "");
+        caps[li][0] = cap_dev, caps[li][1] = cap_host;
+        snprintf(cap_line[li], sizeof cap_line[li],
+                 "context %" PRId64 ": resident %.2f GiB/session -> holds %d; the hierarchy holds %d on the device, host "
+                 "memory (%.1f GiB, %.2f GiB of history per session) caps it at %d%s",
+                 L, (double)z1.resident_session / 1073741824.0, cap_res, cap_dev, host_gib,
+                 (double)z1.host_session / 1073741824.0, cap_host, cap_host < cap_dev ? " (binds)" : "");
+        tool_progress_msg(&tp, 1, PROG ": %s", cap_line[li]);
         for (int mode = 0; mode < 3; mode++) {
             if (!use[mode]) continue;
             int64_t cs[MAXC + 1];
@@ -608,6 +616,9 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(s, "hier_sessions_held", (double)held[hm]);
         cJSON_AddNumberToObject(s, "resident_capacity", held_max[li][0]);
         cJSON_AddNumberToObject(s, "hier_capacity", held_max[li][2]);
+        cJSON_AddNumberToObject(s, "hier_device_capacity", caps[li][0]);
+        cJSON_AddNumberToObject(s, "host_capacity", caps[li][1]);
+        cJSON_AddBoolToObject(s, "host_binds", caps[li][1] < caps[li][0]);
         if (held[0]) cJSON_AddNumberToObject(s, "sessions_ratio", (double)held[hm] / (double)held[0]);
         if (best[0]) cJSON_AddNumberToObject(s, "resident_best_tok_s", best[0]->tok_s);
         if (bh) cJSON_AddNumberToObject(s, "hier_best_tok_s", bh->tok_s);
@@ -643,6 +654,7 @@ int cmd_bench_serve(int argc, char **argv)
         dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
         cJSON_AddStringToObject(cf, "hidden", hid);
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
+        cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
@@ -680,6 +692,7 @@ int cmd_bench_serve(int argc, char **argv)
                "%.2f GiB, host %.1f GiB; %d tokens per session, spec %d, %d sessions per slot\n",
                be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, o.spec, o.waves);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
+        for (int li = 0; li < o.n_contexts; li++) printf("%s\n", cap_line[li]);
         print_table(R, nr, stdout);
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
         printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",

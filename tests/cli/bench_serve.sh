@@ -15,7 +15,7 @@ trap 'rm -rf "$T"' EXIT
 # ---------------------------------------------------------------- help
 expect 0 "$DHS" bench serve --help
 for f in --backend --geometry --context --concurrency --modes --device-budget-gib --host-budget-gib --tokens --spec \
-         --waves --step --profile-every --seed --plot --quiet --json --output; do
+         --waves --step --profile-every --topk-impl --seed --plot --quiet --json --output; do
     grep -q -- "^  \(-., \)\?$f " "$T/out" || fail "bench serve --help does not list $f"
 done
 expect 0 "$DHS" bench --help
@@ -23,7 +23,7 @@ grep -q "^  serve " "$T/out" || fail "dhs bench --help does not list serve"
 
 # ---------------------------------------------------------------- usage errors (2), nothing on stdout
 for args in "--modes resident,bogus" "--modes ," "--step graph" "--profile-every 4" "--tokens 1" "--tokens 2 --spec 4" \
-            "--concurrency 4,2" "--context 100" "--device-budget-gib 0" "--geometry big"; do
+            "--concurrency 4,2" "--context 100" "--device-budget-gib 0" "--geometry big" "--topk-impl radix"; do
     expect 2 "$DHS" bench serve --geometry tiny $args
     [ -s "$T/out" ] && fail "bench serve $args wrote to stdout"
     [ -s "$T/err" ] || fail "bench serve $args: no message"
@@ -76,6 +76,8 @@ want = lambda cap: [c for c in (1, 2, 4, 8, 16, 32) if c < cap] + [cap]
 assert modes["resident"] == want(cap_r) and modes["adaptive"] == want(cap_h) and modes["fixed"] == want(cap_h), (modes, s)
 assert cap_h > cap_r >= 1, s
 assert s["resident_sessions_held"] == cap_r and s["hier_sessions_held"] == cap_h, s
+assert cap_h == min(s["hier_device_capacity"], s["host_capacity"]), s
+assert s["host_binds"] == (s["host_capacity"] < s["hier_device_capacity"]), s
 assert abs(s["sessions_ratio"] - cap_h / cap_r) < 1e-9, s
 best_r = max(r["output_throughput"] for r in recs if r["mode"] == "resident")
 assert abs(s["resident_best_tok_s"] - best_r) < 1e-6 * best_r, s
@@ -100,6 +102,7 @@ expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $
     --concurrency 1 -q
 grep -q "^resident     1024    1 |" "$T/out" || fail "table: no resident row: $(head -c 400 "$T/out")"
 grep -q "^context 1024: sessions held resident 1, hierarchical 1" "$T/out" || fail "table: no summary line"
+grep -q "^context 1024: resident .* GiB/session -> holds 1; the hierarchy holds" "$T/out" || fail "table: no capacity line"
 grep -q "^tokens: every session's tokens equal across the modes" "$T/out" || fail "table: no tokens line"
 
 # ---------------------------------------------------------------- cuda without a GPU: a clean refusal
