@@ -28,18 +28,9 @@ sessions=8 context=8192 tokens=16
 . "$root/bench/gpu_lib.sh"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
 b="$root/build-gmodel"
-t0=$(date +%s)
-cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DDHS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/gstep_build.log" 2>&1 &&
-  cmake --build "$b" -j"$(nproc)" --target dhs_tool test_gpu_model >> "$out/gstep_build.log" 2>&1 ||
-  { tail -30 "$out/gstep_build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+model_build "$out/gstep_build.log" dhs_tool test_gpu_model
 rc=0
-t0=$(date +%s)
-"$b/test_gpu_model" > "$out/test_gpu_model.log" 2>&1
-r=$?
-tail -8 "$out/test_gpu_model.log"
-echo "test_gpu_model: rc=$r ($(( $(date +%s) - t0 )) s; 77 = skipped)"
-[ $r = 0 ] || rc=1
+model_test 8
 field() { python3 -c "import json,sys; d=json.load(open('$1')); v=d
 for p in '$2'.split('.'): v=v.get(p, '?') if isinstance(v, dict) else '?'
 print(round(v, 1) if isinstance(v, float) else v)" 2>/dev/null || echo '?'; }
