@@ -109,6 +109,47 @@ for r in b["comparison"]:
         assert abs(r["simulated"]["step_mean_ms"] - want) <= 1e-9 * want, (r, want)
 PY
 
+# ---------------------------------------------------------------- a file with the per-step breakdown
+# (what a GPU run writes): the same records with step_us phases and step times made from a known cost
+# model; the tool reads the phases and recovers every constant
+python3 - "$T/sv.json" "$T/gpu.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["config"]
+L, S, K, RB = c["layers"], c["spec"], c["topk"], c["row_bytes"]
+for r in d["records"]:
+    if "skipped" in r:
+        continue
+    q = r["mean_batch"] * S
+    ctx = r["context"] + c["tokens"] / 2
+    at, ix = L * q * 0.9, L * q * 0.05 * ctx / 1000
+    rs = mc = 0.0
+    if r["mode"] != "resident":
+        rs = L * (6 + 0.7 * q * K / 1000)
+        rows = r["host_rows_per_token"] * r["total_output_tokens"] / r["decode_rounds"]
+        if rows > 0:
+            mc = L * 3 + rows * RB / (30 * 1000)
+    step = 900 + 40 * q + at + ix + rs + mc
+    r["step_mean_ms"] = step / 1000
+    r["step_us"] = {"other": step - at - ix - rs - mc, "indexer": 0.75 * ix, "topk": 0.25 * ix, "resolve": rs,
+                    "miss_copy": mc, "attention": at, "total": step, "profiled_rounds": 2}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+expect 0 "$DHS" serve-sim --calibrate "$T/gpu.json" --json -q
+python3 - "$T/out" <<'PY' || fail "serve-sim --calibrate: the breakdown's constants not recovered"
+import json, sys
+d = json.load(open(sys.argv[1]))
+c, f = d["calibration"], d["fit"]
+want = {"base_us": 900, "token_us": 40, "attn_us": 0.9, "idx_us_per_ktok": 0.05, "resolver_us": 6,
+        "resolver_ns_per_entry": 0.7, "pcie_gbps": 30, "gather_us": 3}
+for k, v in want.items():
+    assert abs(c[k]["value"] - v) <= 1e-6 * v, (k, c[k], v)
+    assert c[k]["from"].startswith(("measured", "fit")), (k, c[k])
+assert f["max_residual_us"] < 1e-6, f
+assert d["measured_on"]["records_with_step_breakdown"] == d["measured_on"]["records_ran"]
+assert all(r["simulated"] for r in d["comparison"])
+PY
+
 # ---------------------------------------------------------------- bad files: exit 2, nothing simulated
 refused() { # $1: what; the rest: the command
     local what=$1; shift
