@@ -228,8 +228,10 @@ static int cal_read(const char *path, cal_file *F, char *err, size_t en)
             goto out;
         }
         if (jstr(cf, "step", F->step, sizeof F->step)) snprintf(F->step, sizeof F->step, "?");
-        if (F->budget_bytes <= 0 || F->tokens < 2 || F->spec < 1 || F->spec >= F->tokens || F->waves < 1 || F->topk < 1 ||
-            F->layers < 1 || F->sources < 1 || F->producers > F->layers || F->row_bytes < 16) {
+        /* the simulator's flag ranges bound what a file may ask for */
+        if (F->budget_bytes <= 0 || F->tokens < 2 || F->tokens > (1 << 24) || F->spec < 1 || F->spec > 256 || F->spec >= F->tokens ||
+            F->waves < 1 || F->waves > 1024 || F->topk < 1 || F->topk > 65536 || F->layers < 1 || F->layers > 1024 || F->sources < 1 ||
+            F->producers > F->layers || F->row_bytes < 16 || F->row_bytes > (1 << 20)) {
             snprintf(err, en, "%s: config out of range (budget %g B, tokens %g, spec %g, waves %g, k %g, layers %g, sources %g, "
                      "producers %g, row bytes %g)", path, F->budget_bytes, F->tokens, F->spec, F->waves, F->topk, F->layers,
                      F->sources, F->producers, F->row_bytes);
@@ -245,8 +247,8 @@ static int cal_read(const char *path, cal_file *F, char *err, size_t en)
         cal_rec *r = &F->recs[i];
         double ctx, conc;
         if (!cJSON_IsObject(o) || jstr(o, "mode", r->mode, sizeof r->mode) || jnum(o, "context", &ctx) || jnum(o, "max_concurrency", &conc) ||
-            ctx < 1 || conc < 1 || conc != floor(conc)) {
-            snprintf(err, en, "%s: records[%d]: mode, context or max_concurrency missing or bad", path, i);
+            ctx < 1 || ctx > (double)((int64_t)1 << 30) || conc < 1 || conc > 1024 || conc != floor(conc)) {
+            snprintf(err, en, "%s: records[%d]: mode, context (1..2^30) or max_concurrency (1..1024) missing or bad", path, i);
             goto out;
         }
         int md = !strcmp(r->mode, "resident") ? 0 : !strcmp(r->mode, "fixed") ? 1 : !strcmp(r->mode, "adaptive") ? 2 : -1;
@@ -564,9 +566,10 @@ static int serve_calibrate(const cal_args *A)
         cJSON_Delete(j);
     } else {
         printf("serve-sim --calibrate %s: bench serve on %s (geometry %s, %s step), device budget %.4g GiB, k %d, %d layers, "
-               "spec %g, %g tokens per session, %g sessions per slot; %d configurations ran, %d with a per-step breakdown\n\n",
+               "spec %g, %g tokens per session, %g sessions per slot; %d configurations ran, %d with a per-step breakdown\n"
+               "simulated with: %.4g GiB KV, k %d, hot cache %d rows, tail %d, pages of %d rows, seed %" PRIu64 "\n\n",
                A->path, F.backend, F.geometry, F.step, F.budget_bytes / 1073741824.0, (int)F.topk, (int)F.layers, F.spec, F.tokens,
-               F.waves, F.n_ran, F.n_phases);
+               F.waves, F.n_ran, F.n_phases, kv_gib, k, hot, tail, page, A->w.seed);
         printf("calibrated cost model:\n");
         for (int i = 0; i < DHS_CAL_N_ + 3; i++) {
             double v = i == 0 ? cost.layers : i == 1 ? cost.row_bytes : i == 2 ? cost.idx_bytes : *dhs_serve_cal_field(&cost, (dhs_serve_cal_const)(i - 3));
