@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of `dhs serve-sim --calibrate FILE` on a small CPU `dhs bench serve --json`
-# output (tiny geometry, context 1024, concurrency 1,2, 6 tokens: a few seconds).
+# output (tiny geometry, context 1024, concurrency 1,2, 6 tokens, one session per slot: a few seconds;
+# about 1.5 min under ASan).
 # Checks: one side-by-side row per measured configuration with measured and
 # simulated figures; the measured ones are the file's; base_us/token_us are the
 # least-squares fit (computed here) of the resident step times and reproduce
@@ -19,7 +20,7 @@ grep -q -- "--calibrate" "$T/out" || fail "serve-sim --help lists --calibrate"
 grep -q "override" "$T/out" || fail "serve-sim --help says flags override the calibration"
 
 expect 0 "$DHS" bench serve --backend cpu --geometry tiny --context 1024 --device-budget-gib 0.02 --tokens 6 \
-    --concurrency 1,2 --json -q --output "$T/sv.json"
+    --concurrency 1,2 --waves 1 --json -q --output "$T/sv.json"
 [ -s "$T/sv.json" ] || { fail "bench serve wrote no JSON"; finish serve_cal; }
 
 # ---------------------------------------------------------------- calibrate, JSON
