@@ -566,7 +566,7 @@ static int serve_calibrate(const cal_args *A)
         cJSON_Delete(j);
     } else {
         printf("serve-sim --calibrate %s: bench serve on %s (geometry %s, %s step), device budget %.4g GiB, k %d, %d layers, "
-               "spec %g, %g tokens per session, %g sessions per slot; %d configurations ran, %d with a per-step breakdown\n"
+               "spec %g, %g tokens per session, waves %g (sessions per slot); %d configurations ran, %d with a per-step breakdown\n"
                "simulated with: %.4g GiB KV, k %d, hot cache %d rows, tail %d, pages of %d rows, seed %" PRIu64 "\n\n",
                A->path, F.backend, F.geometry, F.step, F.budget_bytes / 1073741824.0, (int)F.topk, (int)F.layers, F.spec, F.tokens,
                F.waves, F.n_ran, F.n_phases, kv_gib, k, hot, tail, page, A->w.seed);
