@@ -13,6 +13,9 @@
 
 #include "args.h"
 #include "cmds.h"
+#include "ref/model.h"
+#include "ref/run.h"
+#include "sim/servecal.h"
 #include "sim/servesim.h"
 #include "sim/sim.h"
 #include "tool.h"
@@ -47,6 +50,7 @@ typedef struct run_rec {
 typedef struct pool {
     run_rec *runs;
     int n, next, done, failed;
+    int keep_going; /* --calibrate: a failed run is reported in its row, the others still run */
     tool_progress *prog;
     pthread_mutex_t mu;
 } pool;
@@ -67,7 +71,7 @@ static void *worker(void *arg)
     pool *P = arg;
     for (;;) {
         pthread_mutex_lock(&P->mu);
-        int i = P->failed ? P->n : P->next++;
+        int i = P->failed && !P->keep_going ? P->n : P->next++;
         pthread_mutex_unlock(&P->mu);
         if (i >= P->n) return NULL;
         run_rec *x = &P->runs[i];
@@ -124,6 +128,486 @@ static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
     fprintf(f, "]}}"); /* closes dp and the run */
 }
 
+static void run_pool(run_rec *runs, int n_runs, int jobs, int keep_going, tool_progress *prog)
+{
+    pool P = {runs, n_runs, 0, 0, 0, keep_going, prog, PTHREAD_MUTEX_INITIALIZER};
+    for (int i = 0; i < n_runs; i++) runs[i].pool = &P;
+    tool_progress_msg(prog, 1, "dhs serve-sim: %d runs on %d threads ...", n_runs, jobs < n_runs ? jobs : n_runs);
+    int nt = jobs < n_runs ? jobs : n_runs;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, worker, &P) == 0) started++;
+    worker(&P);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    tool_progress_end(prog);
+}
+
+/* ------------------------------------------------------------- --calibrate FILE
+ * The cost model from a `dhs bench serve --json` file (dhs_serve_calibrate,
+ * rules in docs/SIM.md "Calibration"), then each configuration the file
+ * measured simulated under it and printed beside the measurement. */
+typedef struct cal_rec {
+    int ran;
+    dhs_serve_meas m;
+    /* measured figures shown beside the simulation */
+    double tok_s, tpot_p50_ms, held, step_ms, batch, host_rows_per_token;
+    int64_t context;
+    int32_t conc;
+    char mode[16];
+    char why[600]; /* skipped: bench serve's reason */
+} cal_rec;
+
+typedef struct cal_file {
+    char backend[32], geometry[32], step[32];
+    double budget_bytes, tokens, spec, waves, topk, layers, sources, producers, row_bytes;
+    cal_rec *recs;
+    int n_recs, n_ran, n_phases;
+} cal_file;
+
+/* a number member; 0 if present and finite */
+static int jnum(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) return -1;
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int jstr(const cJSON *o, const char *key, char *buf, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsString(v) || !v->valuestring) return -1;
+    snprintf(buf, n, "%s", v->valuestring);
+    return 0;
+}
+
+static int cal_read(const char *path, cal_file *F, char *err, size_t en)
+{
+    memset(F, 0, sizeof *F);
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, en, "%s: cannot read", path); return -1; }
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0;) {
+        len += r;
+        if (len + 1 == cap) {
+            char *nb = cap < ((size_t)1 << 30) ? realloc(buf, cap * 2) : NULL;
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) { snprintf(err, en, "%s: out of memory (or above 1 GiB)", path); return -1; }
+    buf[len] = 0;
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    int rc = -1;
+    const cJSON *cf, *ra;
+    if (!j) { snprintf(err, en, "%s: not JSON", path); goto out; }
+    if (!cJSON_IsObject(j) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "bench")) ||
+        strcmp(cJSON_GetObjectItemCaseSensitive(j, "bench")->valuestring, "serve")) {
+        snprintf(err, en, "%s: not a `dhs bench serve --json` output (no \"bench\": \"serve\")", path);
+        goto out;
+    }
+    cf = cJSON_GetObjectItemCaseSensitive(j, "config");
+    ra = cJSON_GetObjectItemCaseSensitive(j, "records");
+    if (!cJSON_IsObject(cf) || !cJSON_IsArray(ra)) { snprintf(err, en, "%s: bench serve output without config or records", path); goto out; }
+    {
+        static const char *const keys[] = {"device_budget_bytes", "tokens", "spec", "waves", "topk", "layers",
+                                           "payload_sources", "index_producers", "row_bytes"};
+        double *dst[] = {&F->budget_bytes, &F->tokens, &F->spec, &F->waves, &F->topk, &F->layers, &F->sources, &F->producers, &F->row_bytes};
+        for (int i = 0; i < 9; i++)
+            if (jnum(cf, keys[i], dst[i]) || *dst[i] < 0) {
+                snprintf(err, en, "%s: config.%s missing or not a number >= 0 (a bench serve output of this version has it)", path, keys[i]);
+                goto out;
+            }
+        if (jstr(cf, "geometry", F->geometry, sizeof F->geometry) || jstr(cf, "backend", F->backend, sizeof F->backend)) {
+            snprintf(err, en, "%s: config.geometry or config.backend missing", path);
+            goto out;
+        }
+        if (jstr(cf, "step", F->step, sizeof F->step)) snprintf(F->step, sizeof F->step, "?");
+        /* the simulator's flag ranges bound what a file may ask for */
+        if (F->budget_bytes <= 0 || F->tokens < 2 || F->tokens > (1 << 24) || F->spec < 1 || F->spec > 256 || F->spec >= F->tokens ||
+            F->waves < 1 || F->waves > 1024 || F->topk < 1 || F->topk > 65536 || F->layers < 1 || F->layers > 1024 || F->sources < 1 ||
+            F->producers > F->layers || F->row_bytes < 16 || F->row_bytes > (1 << 20)) {
+            snprintf(err, en, "%s: config out of range (budget %g B, tokens %g, spec %g, waves %g, k %g, layers %g, sources %g, "
+                     "producers %g, row bytes %g)", path, F->budget_bytes, F->tokens, F->spec, F->waves, F->topk, F->layers,
+                     F->sources, F->producers, F->row_bytes);
+            goto out;
+        }
+    }
+    F->n_recs = cJSON_GetArraySize(ra);
+    if (F->n_recs > 256) { snprintf(err, en, "%s: %d records: at most 256", path, F->n_recs); goto out; }
+    F->recs = calloc((size_t)(F->n_recs ? F->n_recs : 1), sizeof *F->recs);
+    if (!F->recs) { snprintf(err, en, "out of memory"); goto out; }
+    for (int i = 0; i < F->n_recs; i++) {
+        const cJSON *o = cJSON_GetArrayItem(ra, i);
+        cal_rec *r = &F->recs[i];
+        double ctx, conc;
+        if (!cJSON_IsObject(o) || jstr(o, "mode", r->mode, sizeof r->mode) || jnum(o, "context", &ctx) || jnum(o, "max_concurrency", &conc) ||
+            ctx < 1 || ctx > (double)((int64_t)1 << 30) || conc < 1 || conc > 1024 || conc != floor(conc)) {
+            snprintf(err, en, "%s: records[%d]: mode, context (1..2^30) or max_concurrency (1..1024) missing or bad", path, i);
+            goto out;
+        }
+        int md = !strcmp(r->mode, "resident") ? 0 : !strcmp(r->mode, "fixed") ? 1 : !strcmp(r->mode, "adaptive") ? 2 : -1;
+        if (md < 0) { snprintf(err, en, "%s: records[%d]: unknown mode '%s'", path, i, r->mode); goto out; }
+        r->context = (int64_t)ctx;
+        r->conc = (int32_t)conc;
+        if (cJSON_GetObjectItemCaseSensitive(o, "skipped")) {
+            if (jstr(o, "skipped", r->why, sizeof r->why)) snprintf(r->why, sizeof r->why, "skipped");
+            continue;
+        }
+        double tot, rounds;
+        if (jnum(o, "output_throughput", &r->tok_s) || jnum(o, "median_tpot_ms", &r->tpot_p50_ms) || jnum(o, "sessions_held", &r->held) ||
+            jnum(o, "step_mean_ms", &r->step_ms) || jnum(o, "mean_batch", &r->batch) || jnum(o, "host_rows_per_token", &r->host_rows_per_token) ||
+            jnum(o, "total_output_tokens", &tot) || jnum(o, "decode_rounds", &rounds)) {
+            snprintf(err, en, "%s: records[%d] (%s, C %d): a measured figure missing (output_throughput, median_tpot_ms, sessions_held, "
+                     "step_mean_ms, mean_batch, host_rows_per_token, total_output_tokens, decode_rounds)", path, i, r->mode, r->conc);
+            goto out;
+        }
+        if (rounds < 1 || r->batch <= 0 || tot <= 0) { snprintf(err, en, "%s: records[%d]: no decode rounds", path, i); goto out; }
+        r->ran = 1;
+        F->n_ran++;
+        dhs_serve_meas *m = &r->m;
+        m->mode = (dhs_serve_mode)md;
+        m->context = r->context;
+        m->concurrency = r->conc;
+        m->mean_batch = r->batch;
+        m->tokens_per_round = tot / (rounds * r->batch);
+        m->step_us = r->step_ms * 1000.0;
+        m->host_rows_per_token = r->host_rows_per_token;
+        const cJSON *su = cJSON_GetObjectItemCaseSensitive(o, "step_us");
+        if (cJSON_IsObject(su)) {
+            if (jnum(su, "other", &m->other_us) || jnum(su, "indexer", &m->indexer_us) || jnum(su, "topk", &m->topk_us) ||
+                jnum(su, "resolve", &m->resolve_us) || jnum(su, "miss_copy", &m->miss_copy_us) || jnum(su, "attention", &m->attention_us)) {
+                snprintf(err, en, "%s: records[%d].step_us lacks a phase (other, indexer, topk, resolve, miss_copy, attention)", path, i);
+                goto out;
+            }
+            m->has_phases = 1;
+            F->n_phases++;
+        } else if (su && !cJSON_IsNull(su)) {
+            snprintf(err, en, "%s: records[%d].step_us is neither null nor an object", path, i);
+            goto out;
+        }
+    }
+    if (!F->n_ran) { snprintf(err, en, "%s: no record that ran (every configuration was skipped): nothing to calibrate", path); goto out; }
+    rc = 0;
+out:
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* the hierarchy's sizes bench serve used for this geometry (dhs_ref_hier_config) */
+static int cal_geometry(const cal_file *F, uint32_t *key_bytes, int32_t *hot, int32_t *tail, int32_t *page, char *err, size_t en)
+{
+    dhs_ref_geometry g;
+    if (dhs_ref_geometry_parse(F->geometry, &g)) { snprintf(err, en, "unknown geometry '%s'", F->geometry); return -1; }
+    dhs_ref_run_cfg rc = dhs_ref_run_cfg_default();
+    dhs_ref_run_set_geometry(&rc, g);
+    rc.model.topk = (int32_t)F->topk;
+    dhs_ref_model *m = NULL;
+    if (dhs_ref_model_create(&rc.model, &m) != DHS_OK) { snprintf(err, en, "cannot create the %s model", F->geometry); return -1; }
+    dhs_config c = dhs_ref_hier_config(m, 1, 1 << 20, (int32_t)F->spec, 0.0, 0, rc.page_rows);
+    *key_bytes = dhs_ref_key_bytes(m);
+    *hot = c.hot_rows;
+    *tail = c.tail_rows;
+    *page = c.page_rows;
+    dhs_ref_model_destroy(m);
+    return 0;
+}
+
+typedef struct cal_args {
+    const char *path;
+    dhs_serve_config c;
+    dhs_serve_workload w;
+    const arg_spec *sp;
+    int n_sp, json, quiet, jobs;
+} cal_args;
+
+static int given(const cal_args *A, const char *name)
+{
+    for (int i = 0; i < A->n_sp; i++)
+        if (!strcmp(A->sp[i].name, name)) return A->sp[i].seen && *A->sp[i].seen;
+    return 0;
+}
+
+static const char *const cal_flags[DHS_CAL_N_] = {"--base-us", "--token-us", "--attn-us", "--idx-us-per-ktok", "--resolver-us",
+                                                  "--resolver-ns", "--pcie-gbps", "--gather-us", "--draft-us", "--prefill-us-per-token"};
+
+static double ratio(double sim, double meas) { return meas > 0 ? sim / meas : NAN; }
+
+static void jratio(cJSON *o, const char *key, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static int serve_calibrate(const cal_args *A)
+{
+    static const char *const conflicts[] = {"--concurrency", "--rates", "--requests-trace", "--rate-scales", "--requests", "--context",
+                                            "--context-min", "--output-len", "--output-min", "--modes", "--dp-ranks", "--placement",
+                                            "--spec", "--spec-schedule", "--prefill", "--csv", "--plot", "--max-context", "--max-output"};
+    for (size_t i = 0; i < sizeof conflicts / sizeof conflicts[0]; i++)
+        if (given(A, conflicts[i]))
+            return args_fail(PROG, "--calibrate simulates the configurations the file measured: %s does not go with it", conflicts[i]);
+    char err[900];
+    cal_file F;
+    if (cal_read(A->path, &F, err, sizeof err)) {
+        fprintf(stderr, PROG ": %s\n", err);
+        free(F.recs);
+        return EXIT_USAGE;
+    }
+    uint32_t key_bytes;
+    int32_t hot, tail, page;
+    if (cal_geometry(&F, &key_bytes, &hot, &tail, &page, err, sizeof err)) {
+        fprintf(stderr, PROG ": %s: %s\n", A->path, err);
+        free(F.recs);
+        return EXIT_USAGE;
+    }
+    dhs_serve_meas meas[256];
+    int nm = 0;
+    for (int i = 0; i < F.n_recs; i++)
+        if (F.recs[i].ran) meas[nm++] = F.recs[i].m;
+    dhs_serve_cal_geom g = {(int32_t)F.layers, (int32_t)F.producers, (int32_t)F.sources, (int32_t)F.spec, (int32_t)F.topk,
+                            (uint32_t)F.row_bytes, (int64_t)F.tokens};
+    dhs_serve_calib cal;
+    dhs_serve_cost start = A->c.cost;
+    if (dhs_serve_calibrate(meas, nm, &g, &start, &cal, err, sizeof err)) {
+        fprintf(stderr, PROG ": %s: %s\n", A->path, err);
+        free(F.recs);
+        return EXIT_USAGE;
+    }
+    /* index keys: key bytes per position of each producer; the simulator counts idx_bytes for every layer */
+    dhs_serve_cost cost = cal.cost;
+    cost.idx_bytes = (uint32_t)lround((double)key_bytes * F.producers / F.layers);
+    char idx_from[240], layers_from[240], row_from[160], acc_from[240];
+    snprintf(idx_from, sizeof idx_from, "measured: %u-byte keys of the %s geometry x %g producers / %g layers (per layer, as the simulator counts)",
+             key_bytes, F.geometry, F.producers, F.layers);
+    snprintf(layers_from, sizeof layers_from, "measured: config.layers (%g payload sources, %g index producers)", F.sources, F.producers);
+    snprintf(row_from, sizeof row_from, "measured: config.row_bytes");
+    snprintf(acc_from, sizeof acc_from, "%s", cal.accept_from);
+    double accept_p = cal.accept_p;
+    /* explicit flags win */
+    for (int i = 0; i < DHS_CAL_N_; i++)
+        if (given(A, cal_flags[i])) {
+            dhs_serve_cost tmp = A->c.cost;
+            *dhs_serve_cal_field(&cost, (dhs_serve_cal_const)i) = *dhs_serve_cal_field(&tmp, (dhs_serve_cal_const)i);
+            snprintf(cal.from[i], sizeof cal.from[i], "flag: %s (overrides the calibration)", cal_flags[i]);
+        }
+    if (given(A, "--layers")) cost.layers = A->c.cost.layers, snprintf(layers_from, sizeof layers_from, "flag: --layers (overrides the file)");
+    if (given(A, "--row-bytes")) cost.row_bytes = A->c.cost.row_bytes, snprintf(row_from, sizeof row_from, "flag: --row-bytes (overrides the file)");
+    if (given(A, "--idx-bytes")) cost.idx_bytes = A->c.cost.idx_bytes, snprintf(idx_from, sizeof idx_from, "flag: --idx-bytes (overrides the geometry)");
+    if (given(A, "--accept-p")) accept_p = A->c.accept_p, snprintf(acc_from, sizeof acc_from, "flag: --accept-p (overrides the calibration)");
+    double kv_gib = given(A, "--kv-gib") ? A->c.kv_gib : F.budget_bytes / 1073741824.0;
+    int32_t k = given(A, "--k") ? A->c.k : (int32_t)F.topk;
+    if (given(A, "--page-rows")) page = A->c.page_rows;
+    if (given(A, "--hot")) hot = A->c.hot_rows;
+    if (hot < page || hot % page) {
+        fprintf(stderr, PROG ": --hot (%d) must be a positive multiple of the page rows (%d)\n", hot, page);
+        free(F.recs);
+        return EXIT_USAGE;
+    }
+
+    /* one simulation per configuration that ran */
+    run_rec *runs = calloc((size_t)F.n_ran, sizeof *runs);
+    int *rec_of = calloc((size_t)F.n_ran, sizeof *rec_of);
+    if (!runs || !rec_of) {
+        free(runs);
+        free(rec_of);
+        free(F.recs);
+        fprintf(stderr, PROG ": out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    int n_runs = 0;
+    for (int i = 0; i < F.n_recs; i++) {
+        const cal_rec *r = &F.recs[i];
+        if (!r->ran) continue;
+        run_rec *x = &runs[n_runs];
+        rec_of[n_runs++] = i;
+        x->mode = r->m.mode;
+        x->spec = F.spec > 1;
+        x->load = r->conc;
+        x->c = A->c;
+        x->c.mode = x->mode;
+        x->c.spec = x->spec;
+        x->c.dp_ranks = 1;
+        x->c.n_sched = 1; /* bench serve's width at every batch */
+        x->c.sched_k[0] = (int32_t)F.spec;
+        x->c.sched_batch[0] = INT32_MAX;
+        x->c.accept_p = accept_p;
+        x->c.k = k;
+        x->c.hot_rows = hot;
+        x->c.page_rows = page;
+        x->c.tail_rows = tail;
+        x->c.max_batch = given(A, "--max-batch") ? A->c.max_batch : r->conc;
+        x->c.kv_gib = kv_gib;
+        x->c.max_context = r->context;
+        x->c.max_output = (int64_t)F.tokens;
+        x->c.prefill_remote = 1;
+        x->c.cost = cost;
+        x->c.loc = dhs_serve_locality_for_k(k);
+        x->w = A->w;
+        x->w.arrival = DHS_ARRIVAL_CLOSED;
+        x->w.concurrency = r->conc;
+        x->w.n_requests = r->conc * (int32_t)F.waves;
+        x->w.context = x->w.context_min = r->context;
+        x->w.output_len = x->w.output_min = (int64_t)F.tokens;
+        x->w.trace_path = NULL;
+        snprintf(x->tag, sizeof x->tag, "%s context=%" PRId64 " C=%d", r->mode, r->context, r->conc);
+        x->c.progress = A->quiet ? NULL : run_progress;
+        x->c.progress_user = x;
+    }
+    tool_progress prog;
+    tool_progress_init(&prog, A->quiet, 5.0);
+    run_pool(runs, n_runs, A->jobs, 1, &prog);
+
+    /* simulated figures in bench serve's terms: decode tokens per second of decode time (the first
+       token ends the prefill), host rows per decode token over all layers */
+    double sim_tok[256], sim_rows[256];
+    for (int i = 0; i < n_runs; i++) {
+        const dhs_serve_result *s = &runs[i].r;
+        double dec = (double)(s->total_output_tokens - s->completed), t = (double)s->steps * s->mean_step_ms * 1e-3;
+        sim_tok[i] = t > 0 ? dec / t : 0;
+        sim_rows[i] = dec > 0 ? (double)s->host_rows * cost.layers / dec : 0;
+    }
+    int failed = 0;
+    for (int i = 0; i < n_runs; i++) failed += runs[i].rc != 0;
+    const char *names[DHS_CAL_N_ + 3] = {"layers", "row_bytes", "idx_bytes"};
+    for (int i = 0; i < DHS_CAL_N_; i++) names[3 + i] = dhs_serve_cal_name((dhs_serve_cal_const)i);
+    if (A->json) {
+        cJSON *j = cJSON_CreateObject();
+        tool_prov_cjson(j, "none");
+        cJSON_AddStringToObject(j, "calibrate", A->path);
+        cJSON *src = cJSON_AddObjectToObject(j, "measured_on");
+        cJSON_AddStringToObject(src, "backend", F.backend);
+        cJSON_AddStringToObject(src, "geometry", F.geometry);
+        cJSON_AddStringToObject(src, "step", F.step);
+        cJSON_AddNumberToObject(src, "device_budget_bytes", F.budget_bytes);
+        cJSON_AddNumberToObject(src, "tokens", F.tokens);
+        cJSON_AddNumberToObject(src, "spec", F.spec);
+        cJSON_AddNumberToObject(src, "waves", F.waves);
+        cJSON_AddNumberToObject(src, "records_ran", F.n_ran);
+        cJSON_AddNumberToObject(src, "records_with_step_breakdown", F.n_phases);
+        cJSON *cfg = cJSON_AddObjectToObject(j, "config");
+        cJSON_AddNumberToObject(cfg, "kv_gib", kv_gib);
+        cJSON_AddNumberToObject(cfg, "k", k);
+        cJSON_AddNumberToObject(cfg, "hot", hot);
+        cJSON_AddNumberToObject(cfg, "page_rows", page);
+        cJSON_AddNumberToObject(cfg, "tail_rows", tail);
+        cJSON_AddNumberToObject(cfg, "seed", (double)A->w.seed);
+        cJSON *cb = cJSON_AddObjectToObject(j, "calibration");
+        for (int i = 0; i < DHS_CAL_N_ + 3; i++) {
+            cJSON *e = cJSON_AddObjectToObject(cb, names[i]);
+            double v = i == 0 ? cost.layers : i == 1 ? cost.row_bytes : i == 2 ? cost.idx_bytes : *dhs_serve_cal_field(&cost, (dhs_serve_cal_const)(i - 3));
+            cJSON_AddNumberToObject(e, "value", v);
+            cJSON_AddStringToObject(e, "from", i == 0 ? layers_from : i == 1 ? row_from : i == 2 ? idx_from : cal.from[i - 3]);
+        }
+        cJSON *ap = cJSON_AddObjectToObject(cb, "accept_p");
+        cJSON_AddNumberToObject(ap, "value", accept_p);
+        cJSON_AddStringToObject(ap, "from", acc_from);
+        cJSON *fit = cJSON_AddObjectToObject(j, "fit");
+        cJSON_AddStringToObject(fit, "over", cal.fit_resident ? "resident" : "hierarchy");
+        cJSON_AddNumberToObject(fit, "points", cal.fit_points);
+        cJSON_AddNumberToObject(fit, "base_us", cal.cost.base_us);
+        cJSON_AddNumberToObject(fit, "token_us", cal.cost.token_us);
+        cJSON_AddNumberToObject(fit, "rms_residual_us", cal.fit_rms_us);
+        cJSON_AddNumberToObject(fit, "max_residual_us", cal.fit_max_us);
+        cJSON *cmp = cJSON_AddArrayToObject(j, "comparison");
+        for (int i = 0; i < n_runs; i++) {
+            const cal_rec *r = &F.recs[rec_of[i]];
+            const dhs_serve_result *s = &runs[i].r;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "mode", r->mode);
+            cJSON_AddNumberToObject(o, "context", (double)r->context);
+            cJSON_AddNumberToObject(o, "concurrency", r->conc);
+            cJSON *me = cJSON_AddObjectToObject(o, "measured");
+            cJSON_AddNumberToObject(me, "output_throughput", r->tok_s);
+            cJSON_AddNumberToObject(me, "median_tpot_ms", r->tpot_p50_ms);
+            cJSON_AddNumberToObject(me, "sessions_held", r->held);
+            cJSON_AddNumberToObject(me, "step_mean_ms", r->step_ms);
+            cJSON_AddNumberToObject(me, "mean_batch", r->batch);
+            cJSON_AddNumberToObject(me, "host_rows_per_token", r->host_rows_per_token);
+            if (runs[i].rc) {
+                cJSON_AddNullToObject(o, "simulated");
+                cJSON_AddStringToObject(o, "error", runs[i].err);
+            } else {
+                cJSON *si = cJSON_AddObjectToObject(o, "simulated");
+                cJSON_AddNumberToObject(si, "output_throughput", sim_tok[i]);
+                cJSON_AddNumberToObject(si, "median_tpot_ms", s->median_tpot_ms);
+                cJSON_AddNumberToObject(si, "sessions_held", s->max_running);
+                cJSON_AddNumberToObject(si, "step_mean_ms", s->mean_step_ms);
+                cJSON_AddNumberToObject(si, "mean_batch", s->mean_batch);
+                cJSON_AddNumberToObject(si, "host_rows_per_token", sim_rows[i]);
+                cJSON_AddNumberToObject(si, "completed", (double)s->completed);
+                cJSON *ra = cJSON_AddObjectToObject(o, "ratio");
+                jratio(ra, "output_throughput", ratio(sim_tok[i], r->tok_s));
+                jratio(ra, "median_tpot_ms", ratio(s->median_tpot_ms, r->tpot_p50_ms));
+                jratio(ra, "sessions_held", ratio(s->max_running, r->held));
+                jratio(ra, "step_mean_ms", ratio(s->mean_step_ms, r->step_ms));
+            }
+            cJSON_AddItemToArray(cmp, o);
+        }
+        cJSON *sk = cJSON_AddArrayToObject(j, "skipped");
+        for (int i = 0; i < F.n_recs; i++) {
+            const cal_rec *r = &F.recs[i];
+            if (r->ran) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "mode", r->mode);
+            cJSON_AddNumberToObject(o, "context", (double)r->context);
+            cJSON_AddNumberToObject(o, "concurrency", r->conc);
+            cJSON_AddStringToObject(o, "skipped", r->why);
+            cJSON_AddItemToArray(sk, o);
+        }
+        char *txt = cJSON_Print(j);
+        if (txt) puts(txt);
+        free(txt);
+        cJSON_Delete(j);
+    } else {
+        printf("serve-sim --calibrate %s: bench serve on %s (geometry %s, %s step), device budget %.4g GiB, k %d, %d layers, "
+               "spec %g, %g tokens per session, waves %g (sessions per slot); %d configurations ran, %d with a per-step breakdown\n"
+               "simulated with: %.4g GiB KV, k %d, hot cache %d rows, tail %d, pages of %d rows, seed %" PRIu64 "\n\n",
+               A->path, F.backend, F.geometry, F.step, F.budget_bytes / 1073741824.0, (int)F.topk, (int)F.layers, F.spec, F.tokens,
+               F.waves, F.n_ran, F.n_phases, kv_gib, k, hot, tail, page, A->w.seed);
+        printf("calibrated cost model:\n");
+        for (int i = 0; i < DHS_CAL_N_ + 3; i++) {
+            double v = i == 0 ? cost.layers : i == 1 ? cost.row_bytes : i == 2 ? cost.idx_bytes : *dhs_serve_cal_field(&cost, (dhs_serve_cal_const)(i - 3));
+            printf("  %-22s %12.5g  %s\n", names[i], v, i == 0 ? layers_from : i == 1 ? row_from : i == 2 ? idx_from : cal.from[i - 3]);
+        }
+        printf("  %-22s %12.5g  %s\n", "accept_p", accept_p, acc_from);
+        printf("base_us/token_us fit over %d %s records: residual rms %.4g us, largest %.4g us\n\n", cal.fit_points,
+               cal.fit_resident ? "resident" : "hierarchy", cal.fit_rms_us, cal.fit_max_us);
+        printf("simulated vs measured (ratio = simulated / measured; tok/s: decode tokens per second of decode time):\n");
+        printf("%-9s %7s %4s | %9s %9s %6s | %8s %8s %6s | %4s %4s %6s | %8s %8s %6s | %8s %8s\n", "mode", "context", "C", "tok/s", "sim",
+               "ratio", "TPOT p50", "sim", "ratio", "held", "sim", "ratio", "step ms", "sim", "ratio", "host/tok", "sim");
+        for (int i = 0; i < n_runs; i++) {
+            const cal_rec *r = &F.recs[rec_of[i]];
+            const dhs_serve_result *s = &runs[i].r;
+            if (runs[i].rc) {
+                printf("%-9s %7" PRId64 " %4d | simulation failed: %s\n", r->mode, r->context, r->conc, runs[i].err);
+                continue;
+            }
+            printf("%-9s %7" PRId64 " %4d | %9.1f %9.1f %6.3f | %8.3f %8.3f %6.3f | %4.0f %4d %6.3f | %8.3f %8.3f %6.3f | %8.1f %8.1f\n",
+                   r->mode, r->context, r->conc, r->tok_s, sim_tok[i], ratio(sim_tok[i], r->tok_s), r->tpot_p50_ms, s->median_tpot_ms,
+                   ratio(s->median_tpot_ms, r->tpot_p50_ms), r->held, s->max_running, ratio(s->max_running, r->held), r->step_ms,
+                   s->mean_step_ms, ratio(s->mean_step_ms, r->step_ms), r->host_rows_per_token, sim_rows[i]);
+        }
+        for (int i = 0; i < F.n_recs; i++)
+            if (!F.recs[i].ran)
+                printf("%-9s %7" PRId64 " %4d | not measured: %s\n", F.recs[i].mode, F.recs[i].context, F.recs[i].conc, F.recs[i].why);
+        if (!F.n_phases)
+            printf("\nno per-step breakdown in the file (a CPU run): the attention and indexer are folded into token_us and the "
+                   "hierarchy's constants are defaults; the figures that count come from a GPU file (docs/SIM.md, Calibration)\n");
+    }
+    for (int i = 0; i < n_runs; i++)
+        if (runs[i].rc) fprintf(stderr, PROG ": %s: %s\n", runs[i].tag, runs[i].err);
+    free(runs);
+    free(rec_of);
+    free(F.recs);
+    return failed ? EXIT_RUNTIME : 0;
+}
+
 static const char *const specs_on[] = {"both", "on", "off", NULL};
 static const char *const prefills[] = {"remote", "local", NULL};
 
@@ -141,6 +625,7 @@ int cmd_serve_sim(int argc, char **argv)
     int n_conc = 4, n_rates = 0, n_scales = 1, seen_conc = 0, seen_rates = 0, seen_scales = 0;
     int json = 0, quiet = 0, spec = 0, prefill = c.prefill_remote ? 0 : 1, jobs = 0;
     int64_t row_bytes = c.cost.row_bytes, idx_bytes = c.cost.idx_bytes;
+    const char *calib = NULL;
     const char *rtrace = NULL, *csv = NULL, *plot = NULL, *mode_list = NULL, *sched = NULL, *output = NULL, *place_list = NULL;
     arg_spec sp[] = {
         {.name = "--concurrency", .type = ARG_F64_LIST, .dest = conc, .dlo = 1, .dhi = 1 << 20, .count = &n_conc,
@@ -150,6 +635,12 @@ int cmd_serve_sim(int argc, char **argv)
         A_IN("--requests-trace", &rtrace, "load: Mooncake JSONL or BurstGPT CSV arrivals and lengths"),
         {.name = "--rate-scales", .type = ARG_F64_LIST, .dest = scales, .dlo = 1e-9, .dhi = 1e9, .count = &n_scales,
          .max = MAX_POINTS, .seen = &seen_scales, .help = "with a trace: arrival-rate multipliers"},
+        A_IN("--calibrate", &calib,
+             "a `dhs bench serve --json` output: derive the cost model from its measurements (docs/SIM.md, Calibration), "
+             "simulate each configuration it measured (mode, context, concurrency, budget, tokens, k, layers, spec) and print "
+             "simulated beside measured; cost-model flags (--base-us ... --prefill-us-per-token, --layers, --row-bytes, "
+             "--idx-bytes, --accept-p) and --kv-gib, --k, --hot, --page-rows, --max-batch given with it override the "
+             "calibrated or measured values; the load and workload flags do not go with it"),
         A_INT("--requests", &w.n_requests, 0, 1 << 24, "requests per point (trace: the first N, 0 = all)"),
         A_I64("--context", &w.context, 1, (int64_t)1 << 30, "longest prompt, positions"),
         {.name = "--context-min", .type = ARG_I64, .dest = &w.context_min, .ilo = 1, .ihi = (int64_t)1 << 30,
@@ -214,11 +705,25 @@ int cmd_serve_sim(int argc, char **argv)
         .specs = sp,
         .n_specs = (int)(sizeof sp / sizeof sp[0]),
     };
+    /* which flags were given (--calibrate: explicit flags override the calibration) */
+    int seen_any[sizeof sp / sizeof sp[0]];
+    memset(seen_any, 0, sizeof seen_any);
+    for (size_t i = 0; i < sizeof sp / sizeof sp[0]; i++)
+        if (!sp[i].seen) sp[i].seen = &seen_any[i];
     int pr = args_parse(&cmd, argc, argv, NULL, NULL);
     if (pr) return args_exit(pr);
     c.cost.row_bytes = (uint32_t)row_bytes;
     c.cost.idx_bytes = (uint32_t)idx_bytes;
     c.prefill_remote = prefill == 0;
+    if (calib) {
+        if (!jobs) {
+            long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+            jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+        }
+        if (tool_output(PROG, output)) return EXIT_RUNTIME;
+        cal_args A = {calib, c, w, sp, (int)(sizeof sp / sizeof sp[0]), json, quiet, jobs};
+        return serve_calibrate(&A);
+    }
     int spec_on = spec != 2, spec_off = spec != 1;
     int modes[DHS_SERVE_MODES_] = {1, 1, 1};
     if (mode_list) {
@@ -318,19 +823,7 @@ int cmd_serve_sim(int argc, char **argv)
             }
         }
     }
-    {
-        pool P = {runs, n_runs, 0, 0, 0, &prog, PTHREAD_MUTEX_INITIALIZER};
-        for (int i = 0; i < n_runs; i++) runs[i].pool = &P;
-        tool_progress_msg(&prog, 1, "dhs serve-sim: %d runs on %d threads ...", n_runs, jobs < n_runs ? jobs : n_runs);
-        int nt = jobs < n_runs ? jobs : n_runs;
-        pthread_t th[64];
-        int started = 0;
-        for (int i = 1; i < nt; i++)
-            if (pthread_create(&th[started], NULL, worker, &P) == 0) started++;
-        worker(&P);
-        for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-        tool_progress_end(&prog);
-    }
+    run_pool(runs, n_runs, jobs, 0, &prog);
     for (int i = 0; i < n_runs; i++)
         if (runs[i].rc) {
             fprintf(stderr, "dhs serve-sim: %s: %s\n", runs[i].tag, runs[i].err);
