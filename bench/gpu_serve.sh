@@ -6,7 +6,8 @@
 #   1. context 100000, resident + adaptive, the default concurrency sweep (up to what each mode holds)
 #   2. context 100000, fixed hot cache, concurrency 1,2,8 and the hierarchy's capacity
 #   3. context 32768, all modes (when time is left)
-# each with --json and --plot into $OUT, and prints one line per configuration and the summary.
+# each with --json and --plot into $OUT, and prints one line per configuration and the summary; then
+# `dhs serve-sim --calibrate` on the 100K file (simulated vs measured).
 # Env: SERVE_HOST_GIB (pinned host budget for the histories, default 96 of the 128 GiB such a box has),
 # SERVE_TOKENS (default 16), SERVE_WAVES (sessions per slot, default 1: one wave, the prompts are 100K),
 # SERVE_LIMIT_S (the whole script's time, default 560).
@@ -62,4 +63,9 @@ serve() { # name, then bench serve flags
 serve 100k --context 100000 --modes resident,adaptive
 serve 100k_fixed --context 100000 --modes fixed --concurrency 1,2,8
 serve 32k --context 32768
+# serve-sim calibrated from the measured 100K sweep, simulated vs measured side by side (docs/SIM.md)
+if [ -s "$out/gserve_100k.json" ]; then
+  "$b/dhs" serve-sim --calibrate "$out/gserve_100k.json" > "$out/gserve_calibrate.txt" 2>&1 || rc=1
+  tail -20 "$out/gserve_calibrate.txt"
+fi
 exit $rc
