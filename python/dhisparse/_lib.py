@@ -259,6 +259,10 @@ dhs_cuda_side_stream = _fn("dhs_cuda_side_stream", _P, _BE)
 dhs_cuda_set_stream = _fn("dhs_cuda_set_stream", _S, _BE, _P)
 dhs_cuda_set_gather_blocks = _fn("dhs_cuda_set_gather_blocks", _S, _BE, c_int32)
 dhs_cuda_last_error = _fn("dhs_cuda_last_error", ctypes.c_int, _BE)
+# typedef void (*dhs_cuda_mark_fn)(void *user, int mark): the profiling hook's callback type
+dhs_cuda_mark_fn = ctypes.CFUNCTYPE(None, _P, ctypes.c_int)
+DHS_CUDA_MARK_PLAN, DHS_CUDA_MARK_COPY, DHS_CUDA_MARK_END = 1, 2, 3
+dhs_cuda_set_marker = _fn("dhs_cuda_set_marker", _S, _BE, dhs_cuda_mark_fn, _P)
 
 library_version = dhs_version().decode()
 if library_version.split(".")[:2] != SOVERSION.split("."):

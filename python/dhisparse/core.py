@@ -352,6 +352,14 @@ class CudaBackend(Backend):
     def set_gather_blocks(self, max_blocks):
         check(_lib.dhs_cuda_set_gather_blocks(self.handle, int(max_blocks)), "dhs_cuda_set_gather_blocks")
 
+    def set_marker(self, fn):
+        """Profiling hook (docs/CUDA.md): fn(mark) is called on the host while the device resolver issues
+        its kernels (mark 1: before the plan kernel, 2: between plan and copy, 3: after); record a CUDA
+        event on the compute stream there. None turns it off. The callback is referenced until replaced."""
+        cb = _lib.dhs_cuda_mark_fn() if fn is None else _lib.dhs_cuda_mark_fn(lambda _user, mark: fn(int(mark)))  # () = NULL
+        check(_lib.dhs_cuda_set_marker(self.handle, cb, None), "dhs_cuda_set_marker")
+        self._marker_ref = cb
+
     @property
     def last_error(self):
         """The cudaError_t behind the last BackendError / DeviceNoMemError, 0 if none."""

@@ -88,6 +88,15 @@ def test_device_arrays_refused_on_cpu_backend():
         assert ctx.stats().resolve_calls == 0 and ctx.check_invariants() == (0, "")
 
 
+def test_set_marker_refused_on_cpu_backend():
+    """dhs_cuda_set_marker is bound with its callback type; a CPU backend refuses it (nothing changes)."""
+    with dhs.CpuBackend() as be:
+        with pytest.raises(dhs.DhsError):
+            dhs.CudaBackend.set_marker(be, lambda mark: None)
+        with pytest.raises(dhs.DhsError):
+            dhs.CudaBackend.set_marker(be, None)
+
+
 # ---------------------------------------------------------------- on a device
 cuda = pytest.mark.skipif(not dhs.cuda_available(), reason="no CUDA backend: built without CUDA or no device")
 

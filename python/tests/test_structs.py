@@ -141,6 +141,7 @@ def _header_prototypes():
 
 _ENUMS = {"dhs_status", "dhs_consumer_kind", "dhs_policy", "dhs_reclaim_order", "dhs_resolver", "dhs_fault_kind"}
 _OPAQUE = {"dhs_backend", "dhs_ctx"}
+_FNPTRS = {"dhs_cuda_mark_fn"}  # function-pointer typedefs: bound as ctypes.CFUNCTYPE
 _SCALARS = {"int32_t": ("i", 4), "uint32_t": ("u", 4), "int64_t": ("i", 8), "uint64_t": ("u", 8), "int": ("i", 4),
             "unsigned": ("u", 4), "size_t": ("u", 8), "char": ("i", 1)}
 
@@ -157,6 +158,8 @@ def _c_desc(t):
         return ("i", 4)
     if name in _OPAQUE:
         return ("opaque",)
+    if name in _FNPTRS:
+        return ("fnptr",)
     if name in _SCALARS:
         return _SCALARS[name]
     if name in _lib.STRUCTS:
@@ -172,6 +175,8 @@ def _py_desc(t):
         return ("ptr", ("void",))
     if t is ctypes.c_char_p:
         return ("ptr", ("i", 1))
+    if isinstance(t, type) and issubclass(t, ctypes._CFuncPtr):
+        return ("fnptr",)
     if isinstance(t, type) and issubclass(t, ctypes._Pointer):
         return ("ptr", _py_desc(t._type_))
     if isinstance(t, type) and issubclass(t, ctypes.Structure):
