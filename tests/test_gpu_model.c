@@ -153,9 +153,10 @@ static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     dhs_ref_run_result_free(&gpu);
 }
 
-/* the host step, the device step and its CUDA graph: each identical to
-   resident, and the same tokens in all three */
-static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
+/* the runs of test_steps and test_fused_runs: 4 sessions of ~3000 positions at
+   a real geometry (synthetic history), spec 3, 2 slots, half a session's history
+   on the device (reclaims), the model and the hierarchy on the GPU */
+static dhs_ref_run_cfg steps_cfg(dhs_ref_geometry g, int32_t layers, uint64_t seed, int32_t tokens)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -165,7 +166,7 @@ static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     c.synthetic = 1;
     c.sessions = 4;
     c.context = 3000;
-    c.tokens = 16;
+    c.tokens = tokens;
     c.spec = 3;
     c.seed = seed;
     c.slots = 2;
@@ -173,6 +174,14 @@ static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     c.arrival = 1;
     c.cuda = 1;
     c.gpu_model = 1;
+    return c;
+}
+
+/* the host step, the device step and its CUDA graph: each identical to
+   resident, and the same tokens in all three */
+static void test_steps(dhs_ref_geometry g, int32_t layers, uint64_t seed)
+{
+    dhs_ref_run_cfg c = steps_cfg(g, layers, seed, 16);
     c.check = 1;
     dhs_ref_run_result R[3];
     int rc[3];
@@ -298,22 +307,7 @@ static void test_fused_engines(const char *name, dhs_ref_cfg mc, int64_t context
    to the model top-k's host-step run, for the host, device and graph steps */
 static void test_fused_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
 {
-    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-    c.model = dhs_ref_cfg_geometry(g);
-    c.model.n_layers = layers;
-    c.model.seed = seed;
-    c.geometry = dhs_ref_geometry_str(g);
-    c.synthetic = 1;
-    c.sessions = 4;
-    c.context = 3000;
-    c.tokens = 12;
-    c.spec = 3;
-    c.seed = seed;
-    c.slots = 2;
-    c.history = 0.5;
-    c.arrival = 1;
-    c.cuda = 1;
-    c.gpu_model = 1;
+    dhs_ref_run_cfg c = steps_cfg(g, layers, seed, 12);
     dhs_ref_run_result base, R;
     int rb = dhs_ref_run(&c, &base);
     CHECKF(rb == 0 && base.identical, "%s model top-k: %s", c.geometry, base.errmsg);
