@@ -604,6 +604,16 @@ static int32_t block_rows(dhs_ref_engine *e, sess *s, int32_t l, int32_t i, int3
     return (int32_t)(r1 - r0 + 1);
 }
 
+/* the index of layer li's source among its group's sources (the slice of the
+   group's locations its attention reads) */
+static int32_t src_in_group(const dhs_ref_model *m, const dhs_ref_layer_info *li)
+{
+    int32_t nsrc, si = 0;
+    const int32_t *gsrc = dhs_ref_group_sources(m, li->group, &nsrc);
+    while (si < nsrc - 1 && gsrc[si] != li->source) si++;
+    return si;
+}
+
 /* the target pass on the GPU (ref/gpu.h); same library calls as the CPU pass */
 static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
 {
@@ -621,10 +631,7 @@ static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, c
     if ((st = dhs_ref_gpu_begin(e->gpu, nq, e->gtok, e->gpos)) != DHS_OK) goto gpu_fail;
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
-        int32_t g = li->group, src = li->source, nsrc;
-        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
-        int32_t si = 0;
-        while (gsrc[si] != src) si++;
+        int32_t g = li->group, src = li->source, si = src_in_group(m, li);
         for (int32_t q = 0; q < nq; q++) {
             sess *s = &e->s[ids[q / kmax]];
             e->gp_kc[q] = s->gk_codes[g];
@@ -716,10 +723,7 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
     if ((st = dhs_ref_gpu_step_embed(e->gpu)) != DHS_OK) return step_gpu_fail(e, "embed", st);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
-        int32_t g = li->group, src = li->source, nsrc;
-        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
-        int32_t si = 0;
-        while (gsrc[si] != src) si++;
+        int32_t g = li->group, si = src_in_group(m, li);
         /* rows (and keys) of every position of the block, in place, before any query */
         dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
         if ((st = dhs_ref_gpu_step_rows(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "rows", st);
@@ -902,10 +906,8 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         for (int32_t j = 0; j < K[i]; j++) dhs_ref_embed(m, e->blk[(int64_t)i * kmax + j], Xat(e, e->X, i, j));
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
-        int32_t g = li->group, src = li->source, nsrc;
-        const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
-        int32_t si = 0;
-        while (gsrc[si] != src) si++;
+        int32_t g = li->group, src = li->source, si = src_in_group(m, li), nsrc;
+        dhs_ref_group_sources(m, g, &nsrc); /* the group's source count: the resident locations below */
         /* rows and keys of every position of the block, written before any query */
         for (int32_t i = 0; i < n; i++) {
             sess *s = &e->s[ids[i]];
