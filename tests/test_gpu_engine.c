@@ -649,10 +649,10 @@ static void test_profile(uint64_t seed)
                " profiled)", r.n_round_s, r.rounds, r.prof_rounds[1]);
         uint64_t tk = 0;
         for (uint64_t i = 0; i < r.n_round_s; i++) {
-            CHECKF(r.round_s[i] >= 0 && r.round_sessions[i] >= 1 && r.round_tokens[i] >= r.round_sessions[i],
-                   "round %" PRIu64 ": %.6f s, %u sessions, %u tokens", i, r.round_s[i], r.round_sessions[i],
-                   r.round_tokens[i]);
-            tk += r.round_tokens[i];
+            const dhs_ref_round_time *t = &r.round_t[i];
+            CHECKF(t->s >= 0 && t->sessions >= 1 && t->tokens >= t->sessions, "round %" PRIu64 ": %.6f s, %u sessions, %u tokens",
+                   i, t->s, t->sessions, t->tokens);
+            tk += t->tokens;
         }
         CHECKF(tk < r.decode_tokens, "round tokens %" PRIu64 " of %" PRIu64 " decode tokens (profiled rounds excluded)",
                tk, r.decode_tokens);

@@ -57,7 +57,7 @@ typedef struct sv_rec {
     char why[600];          /* not run / failed: why */
     uint64_t device_bytes;  /* what this configuration holds on the device (model) */
     uint64_t sessions, held, waits, decode_tokens, rounds;
-    double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, decode_s, duration_s;
+    double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, duration_s;
     double host_rows_per_token, pcie_gbps, reclaims;
     double comp_us[DHS_REF_PH_N]; /* per profiled step */
     uint64_t prof_rounds;
@@ -110,13 +110,9 @@ typedef struct sv_size {
     uint64_t resolver;           /* the device resolver's state (outside M) */
 } sv_size;
 
-static int sv_sizes(const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *why, size_t wn)
+/* m: the model of base->model (created once by the command) */
+static int sv_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *why, size_t wn)
 {
-    dhs_ref_model *m = NULL;
-    if (dhs_ref_model_create(&base->model, &m) != DHS_OK) {
-        snprintf(why, wn, "cannot create the model");
-        return -1;
-    }
     int64_t max_pos = base->context + base->tokens + base->spec + 2;
     int64_t positions = base->context + base->tokens;
     int64_t ring = dhs_ring_rows(base->model.draft_window, base->spec, base->page_rows);
@@ -129,26 +125,22 @@ static int sv_sizes(const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *wh
     dhs_arch a;
     dhs_ref_arch(m, &a);
     dhs_sizes s;
-    int rc = 0;
     if (dhs_config_sizes(&a, &c, &s) != DHS_OK) {
         snprintf(why, wn, "the hierarchy's configuration is invalid at %d sessions", C);
-        rc = -1;
-    } else {
-        uint64_t M = c.device_bytes > s.min_device_bytes ? c.device_bytes : s.min_device_bytes;
-        M += s.reserve_bytes;
-        z->hier_fixed_lib = M + s.resolver_bytes;
-        z->resolver = s.resolver_bytes;
+        return -1;
     }
-    dhs_ref_model_destroy(m);
-    return rc;
+    uint64_t M = c.device_bytes > s.min_device_bytes ? c.device_bytes : s.min_device_bytes;
+    z->hier_fixed_lib = M + s.reserve_bytes + s.resolver_bytes;
+    z->resolver = s.resolver_bytes;
+    return 0;
 }
 
 /* 1: C sessions of the hierarchy (history 0) and their index keys fit the device budget */
-static int hier_fits(const dhs_ref_run_cfg *base, int32_t C, uint64_t budget)
+static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t C, uint64_t budget)
 {
     sv_size z;
     char why[200];
-    return !sv_sizes(base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget;
+    return !sv_sizes(m, base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget;
 }
 
 typedef struct sv_opts {
@@ -156,8 +148,7 @@ typedef struct sv_opts {
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
-    int n_concs, seen_concs;
-    int64_t modes_mask;
+    int n_concs;
     double budget_gib, host_gib;
     int32_t tokens, spec, profile_every;
     uint64_t seed;
@@ -172,7 +163,7 @@ static void progress(void *user, const dhs_ref_progress *p)
                       p->waiting, p->done, p->sessions);
 }
 
-static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int64_t L, int32_t C, uint64_t budget,
+static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_cfg *base, int mode, int64_t L, int32_t C, uint64_t budget,
                     double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
 {
     memset(r, 0, sizeof *r);
@@ -188,7 +179,7 @@ static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int
     c.hier = mode != 0;
     c.history = 0;
     sv_size z;
-    if (sv_sizes(&c, C, &z, r->why, sizeof r->why)) return;
+    if (sv_sizes(m, &c, C, &z, r->why, sizeof r->why)) return;
     if (mode == 0) {
         r->device_bytes = (uint64_t)C * z.resident_session;
         if (r->device_bytes > budget) {
@@ -246,27 +237,34 @@ static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int
     r->waits = R.st.waits;
     r->rounds = R.n_round_s;
     r->reclaims = (double)R.st.reclaims;
-    double *tp_ms = malloc(sizeof(double) * (R.n_round_s ? R.n_round_s : 1));
-    double sum_s = 0;
+    uint64_t nr = R.n_round_s;
+    double *tp_ms = malloc(sizeof(double) * (nr ? nr : 1));
+    if (!tp_ms) {
+        snprintf(r->why, sizeof r->why, "out of memory");
+        r->ok = 0;
+        dhs_ref_run_result_free(&R);
+        return;
+    }
+    double sum_s = 0, sum_tp = 0, sess = 0;
     uint64_t tok = 0;
-    for (uint64_t i = 0; i < R.n_round_s; i++) {
-        sum_s += R.round_s[i];
-        tok += R.round_tokens[i];
+    for (uint64_t i = 0; i < nr; i++) {
+        const dhs_ref_round_time *t = &R.round_t[i];
+        sum_s += t->s;
+        tok += t->tokens;
+        sess += t->sessions;
         /* TPOT of this round: its time over the tokens one session emitted in it (mean) */
-        double per = (double)R.round_tokens[i] / (double)R.round_sessions[i];
-        if (tp_ms) tp_ms[i] = 1e3 * R.round_s[i] / per;
+        tp_ms[i] = 1e3 * t->s * (double)t->sessions / (double)t->tokens;
+        sum_tp += tp_ms[i];
     }
     r->decode_tokens = tok;
-    r->decode_s = sum_s;
     r->tok_s = sum_s > 0 ? (double)tok / sum_s : 0;
-    r->step_mean_ms = R.n_round_s ? 1e3 * sum_s / (double)R.n_round_s : 0;
-    if (tp_ms && R.n_round_s) {
-        double m = 0;
-        for (uint64_t i = 0; i < R.n_round_s; i++) m += tp_ms[i];
-        r->tpot_mean_ms = m / (double)R.n_round_s;
-        qsort(tp_ms, R.n_round_s, sizeof(double), cmp_d);
-        r->tpot_p50_ms = pctl(tp_ms, R.n_round_s, 0.50);
-        r->tpot_p99_ms = pctl(tp_ms, R.n_round_s, 0.99);
+    r->mean_batch = nr ? sess / (double)nr : 0;
+    if (nr) {
+        r->step_mean_ms = 1e3 * sum_s / (double)nr;
+        r->tpot_mean_ms = sum_tp / (double)nr;
+        qsort(tp_ms, nr, sizeof(double), cmp_d);
+        r->tpot_p50_ms = pctl(tp_ms, nr, 0.50);
+        r->tpot_p99_ms = pctl(tp_ms, nr, 0.99);
     }
     free(tp_ms);
     uint64_t dt = R.decode_tokens ? R.decode_tokens : 1;
@@ -279,11 +277,7 @@ static void run_one(const sv_opts *o, const dhs_ref_run_cfg *base, int mode, int
         for (int p = 0; p < DHS_REF_PH_N; p++) r->comp_us[p] = R.prof_us[e][p] / (double)r->prof_rounds;
     /* attention reads k rows of 656 bytes per query and layer: per step, with the mean
        sessions of a round and the queries of each (spec) */
-    double sess = 0;
-    for (uint64_t i = 0; i < R.n_round_s; i++) sess += R.round_sessions[i];
-    sess = R.n_round_s ? sess / (double)R.n_round_s : 0;
-    r->mean_batch = sess;
-    r->attn_bytes_per_step = sess * (double)c.spec * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
+    r->attn_bytes_per_step = r->mean_batch * (double)c.spec * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
     r->attn_roofline_us = hbm_gbps > 0 ? r->attn_bytes_per_step / (hbm_gbps * 1e9) * 1e6 : 0;
     dhs_ref_run_result_free(&R);
 }
@@ -433,7 +427,7 @@ int cmd_bench_serve(int argc, char **argv)
         {.name = "--context", .type = ARG_I64_LIST, .dest = o.contexts, .ilo = 256, .ihi = 1 << 22,
          .count = &o.n_contexts, .max = MAXL, .def = "32768,100000", .help = "prompt lengths, one sweep each"},
         {.name = "--concurrency", .type = ARG_I64_LIST, .dest = o.concs, .ilo = 1, .ihi = 4096, .count = &o.n_concs,
-         .max = MAXC, .seen = &o.seen_concs,
+         .max = MAXC,
          .def = "1,2,4,... up to what each mode holds, and that maximum",
          .help = "request slots C of the closed loop (sessions held at once at most)"},
         A_STR("--modes", &modes_s, "LIST", "storage modes to sweep: resident, fixed, adaptive (comma-separated)"),
@@ -520,12 +514,20 @@ int cmd_bench_serve(int argc, char **argv)
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
+    dhs_ref_model *m = NULL; /* sizing only (each run makes its own): one model for every context */
+    if (dhs_ref_model_create(&base.model, &m) != DHS_OK) {
+        fprintf(stderr, PROG ": cannot create the model\n");
+        return EXIT_RUNTIME;
+    }
     double hbm = base.cuda ? dhs_ref_gpu_hbm_gbps(1ull << 30) : 0;
 
     tool_progress tp;
     tool_progress_init(&tp, o.quiet, 5.0);
     sv_rec *R = calloc((size_t)(o.n_contexts * 3 * (MAXC + 1)), sizeof(sv_rec));
-    if (!R) return EXIT_RUNTIME;
+    if (!R) {
+        dhs_ref_model_destroy(m);
+        return EXIT_RUNTIME;
+    }
     int nr = 0;
     int32_t held_max[MAXL][3], caps[MAXL][2];
     char cap_line[MAXL][300];
@@ -534,6 +536,7 @@ int cmd_bench_serve(int argc, char **argv)
     sv_tokens tk = {calloc((size_t)max_sessions, sizeof(uint64_t)), calloc((size_t)max_sessions, 1), max_sessions};
     if (!tk.hash || !tk.seen) {
         free(R), free(tk.hash), free(tk.seen);
+        dhs_ref_model_destroy(m);
         return EXIT_RUNTIME;
     }
     uint64_t mism_total = 0;
@@ -544,17 +547,18 @@ int cmd_bench_serve(int argc, char **argv)
         /* how many each mode can hold under the budget (host memory caps the hierarchy) */
         sv_size z1;
         char why[200];
-        if (sv_sizes(&base, 1, &z1, why, sizeof why)) {
+        if (sv_sizes(m, &base, 1, &z1, why, sizeof why)) {
             fprintf(stderr, PROG ": %s\n", why);
             free(R), free(tk.hash), free(tk.seen);
+            dhs_ref_model_destroy(m);
             return EXIT_RUNTIME;
         }
         int32_t cap_res = (int32_t)(budget / z1.resident_session);
         int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
         int32_t cap_dev = 0; /* doubling, then bisection */
-        for (int32_t C = 1; C <= 4096 && hier_fits(&base, C, budget); C *= 2) cap_dev = C;
+        for (int32_t C = 1; C <= 4096 && hier_fits(m, &base, C, budget); C *= 2) cap_dev = C;
         for (int32_t step = cap_dev / 2; step >= 1; step /= 2)
-            if (hier_fits(&base, cap_dev + step, budget)) cap_dev += step;
+            if (hier_fits(m, &base, cap_dev + step, budget)) cap_dev += step;
         int32_t cap_hier = cap_dev < cap_host ? cap_dev : cap_host;
         held_max[li][0] = cap_res;
         held_max[li][1] = held_max[li][2] = cap_hier;
@@ -578,7 +582,7 @@ int cmd_bench_serve(int argc, char **argv)
                 if (cap < 1) cs[nc++] = 1; /* reported as not fitting */
             }
             for (int i = 0; i < nc; i++) {
-                run_one(&o, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
+                run_one(&o, m, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
                 mism_total += (uint64_t)R[nr].token_mismatches;
                 if (!R[nr].ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
                     fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], R[nr].why);
@@ -662,18 +666,12 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "spec", o.spec);
         cJSON_AddNumberToObject(cf, "waves", o.waves);
         cJSON_AddNumberToObject(cf, "topk", base.model.topk);
-        {
-            dhs_ref_model *m = NULL;
-            if (dhs_ref_model_create(&base.model, &m) == DHS_OK) {
-                int32_t prod = 0;
-                for (int32_t l = 0; l < base.model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
-                cJSON_AddNumberToObject(cf, "layers", base.model.n_layers);
-                cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
-                cJSON_AddNumberToObject(cf, "index_producers", prod);
-                cJSON_AddNumberToObject(cf, "row_bytes", DHS_REF_ROW_BYTES);
-                dhs_ref_model_destroy(m);
-            }
-        }
+        int32_t prod = 0;
+        for (int32_t l = 0; l < base.model.n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+        cJSON_AddNumberToObject(cf, "layers", base.model.n_layers);
+        cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+        cJSON_AddNumberToObject(cf, "index_producers", prod);
+        cJSON_AddNumberToObject(cf, "row_bytes", DHS_REF_ROW_BYTES);
         cJSON_AddNumberToObject(cf, "profile_every", o.step ? o.profile_every : 0);
         cJSON_AddNumberToObject(j, "hbm_gbps", hbm);
         cJSON *ra = cJSON_AddArrayToObject(j, "records");
@@ -700,5 +698,6 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_Delete(sum);
     }
     free(R), free(tk.hash), free(tk.seen);
+    dhs_ref_model_destroy(m);
     return prc ? prc : mism_total ? EXIT_CHECK : 0;
 }

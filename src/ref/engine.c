@@ -761,7 +761,7 @@ void dhs_ref_engine_mark(void *engine, int mark)
                                                                : DHS_REF_PH_OTHER);
 }
 
-void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[6], uint64_t *rounds, double *wall_s)
+void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], uint64_t *rounds, double *wall_s)
 {
     for (int i = 0; i < DHS_REF_PH_N; i++) us[i] = e->prof_us[i];
     *rounds = e->prof_rounds;
@@ -823,25 +823,10 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     double t1 = dhs_wall_s();
     int captured = 0;
     /* a profiled round runs eagerly with marks (a graph round is timed as a whole) */
-    e->prof_now = e->cfg.profile_every > 0 && ++e->step_calls % (uint64_t)e->cfg.profile_every == 0;
-    if (e->prof_now) {
-        if ((st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
-        st = gpu_step_issue(e);
-        const float *lg = NULL;
-        double us[DHS_REF_PH_N] = {0};
-        if (st == DHS_OK && (st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) st = step_gpu_fail(e, "wait", st);
-        if (st == DHS_OK && (st = dhs_ref_gpu_prof_collect(e->gpu, us, DHS_REF_PH_N)) != DHS_OK)
-            st = step_gpu_fail(e, "profile", st);
-        e->prof_now = 0;
-        if (st != DHS_OK) return st;
-        for (int i = 0; i < DHS_REF_PH_N; i++) e->prof_us[i] += us[i];
-        e->prof_rounds++;
-        e->prof_wall_s += dhs_wall_s() - t0; /* not in stt: those are the unprofiled rounds */
-        for (int32_t i = 0; i < n; i++)
-            memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
-        return DHS_OK;
-    }
-    if (e->cfg.step == DHS_REF_STEP_GRAPH) {
+    const int prof = e->cfg.profile_every > 0 && ++e->step_calls % (uint64_t)e->cfg.profile_every == 0;
+    if (prof && (st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
+    e->prof_now = prof; /* read by gpu_step_issue and dhs_ref_engine_mark while the step is issued */
+    if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
         if (dhs_ref_gpu_graph_queries(e->gpu) != nq) { /* first round, or the batch size changed */
             if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
             dhs_status is = gpu_step_issue(e);
@@ -851,8 +836,10 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
             captured = 1;
         }
         if ((st = dhs_ref_gpu_graph_launch(e->gpu)) != DHS_OK) return step_gpu_fail(e, "graph launch", st);
-    } else if ((st = gpu_step_issue(e)) != DHS_OK) {
-        return st;
+    } else {
+        st = gpu_step_issue(e);
+        e->prof_now = 0;
+        if (st != DHS_OK) return st;
     }
     double t2 = dhs_wall_s();
     const float *lg = NULL;
@@ -860,6 +847,14 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     double t3 = dhs_wall_s();
     for (int32_t i = 0; i < n; i++)
         memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    if (prof) { /* its phases, not in stt: those are the serving rounds */
+        double us[DHS_REF_PH_N] = {0};
+        if ((st = dhs_ref_gpu_prof_collect(e->gpu, us, DHS_REF_PH_N)) != DHS_OK) return step_gpu_fail(e, "profile", st);
+        for (int i = 0; i < DHS_REF_PH_N; i++) e->prof_us[i] += us[i];
+        e->prof_rounds++;
+        e->prof_wall_s += t3 - t0;
+        return DHS_OK;
+    }
     e->stt.rounds++;
     if (captured) {
         e->stt.captures++;

@@ -151,15 +151,7 @@ dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g);
    dhs_cuda_set_marker). dhs_ref_gpu_prof_collect synchronises, adds each
    interval's microseconds to us[phase] and disarms; DHS_ERR_STATE when marks
    were lost (more than n). A graph round is timed as a whole. */
-enum {
-    DHS_REF_PH_OTHER = 0,  /* embed, rows (latent + key writes), logits, the host gaps in between */
-    DHS_REF_PH_INDEXER,    /* indexer queries and scores over the visible keys */
-    DHS_REF_PH_TOPK,       /* top-k of the scores */
-    DHS_REF_PH_RESOLVE,    /* the device resolver's plan kernel (lookup, victims, copy list) */
-    DHS_REF_PH_COPY,       /* the resolver's miss copy (host -> device rows) */
-    DHS_REF_PH_ATTEND,     /* sparse attention over the located rows + MLP */
-    DHS_REF_PH_N
-};
+/* phases: DHS_REF_PH_* in ref/model.h */
 dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks);
 dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g);
 void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase);

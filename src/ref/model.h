@@ -426,10 +426,19 @@ uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **
 /* the device step's host times (all zero for the host step) */
 void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t);
 
+/* the phases of a profiled device-step round (the marks: ref/gpu.h) */
+enum {
+    DHS_REF_PH_OTHER = 0,  /* embed, rows (latent + key writes), logits, the host gaps in between */
+    DHS_REF_PH_INDEXER,    /* indexer queries and scores over the visible keys */
+    DHS_REF_PH_TOPK,       /* top-k of the scores */
+    DHS_REF_PH_RESOLVE,    /* the device resolver's plan kernel (lookup, victims, copy list) */
+    DHS_REF_PH_COPY,       /* the resolver's miss copy (host -> device rows) */
+    DHS_REF_PH_ATTEND,     /* sparse attention over the located rows + MLP */
+    DHS_REF_PH_N
+};
 /* profiled rounds (profile_every): us[DHS_REF_PH_*] summed device time of each
-   phase over *rounds profiled rounds (ref/gpu.h lists the phases), wall_s their
-   summed round time. */
-void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[6], uint64_t *rounds, double *wall_s);
+   phase over *rounds profiled rounds, wall_s their summed round time. */
+void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], uint64_t *rounds, double *wall_s);
 /* a dhs_cuda_mark_fn (user: the engine): the resolver's phases in the profile */
 void dhs_ref_engine_mark(void *engine, int mark);
 

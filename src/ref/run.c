@@ -40,12 +40,9 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
 {
     if (!r) return;
     free(r->tokens_of);
-    free(r->round_s);
-    free(r->round_tokens);
-    free(r->round_sessions);
+    free(r->round_t);
     r->tokens_of = NULL;
-    r->round_s = NULL;
-    r->round_tokens = r->round_sessions = NULL;
+    r->round_t = NULL;
     r->n_round_s = 0;
 }
 
@@ -385,31 +382,25 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             } else {
                 t_round = r->t_resident - t_res0;
             }
-            /* a profiled round (eager, with events) is not a serving round: left out */
-            dhs_ref_engine *me = eh ? eh : er;
-            double pus[6], pw;
-            uint64_t prn;
-            dhs_ref_engine_profile(me, pus, &prn, &pw);
-            int profiled = prn != prof_seen;
-            prof_seen = prn;
-            if (c.keep_round_times && !profiled) {
-                if (r->n_round_s == cap_rounds) {
-                    uint64_t nc = cap_rounds ? 2 * cap_rounds : 256;
-                    double *a = realloc(r->round_s, sizeof(double) * nc);
-                    if (a) r->round_s = a;
-                    uint32_t *b = a ? realloc(r->round_tokens, sizeof(uint32_t) * nc) : NULL;
-                    if (b) r->round_tokens = b;
-                    uint32_t *d = b ? realloc(r->round_sessions, sizeof(uint32_t) * nc) : NULL;
-                    if (d) r->round_sessions = d;
-                    if (!d) FAIL("out of memory");
-                    cap_rounds = nc;
+            if (c.keep_round_times) {
+                /* a profiled round (eager, with events) is not a serving round: left out */
+                double pus[DHS_REF_PH_N], pw;
+                uint64_t prn;
+                dhs_ref_engine_profile(eh ? eh : er, pus, &prn, &pw);
+                if (prn == prof_seen) {
+                    if (r->n_round_s == cap_rounds) {
+                        uint64_t nc = cap_rounds ? 2 * cap_rounds : 256;
+                        dhs_ref_round_time *a = realloc(r->round_t, sizeof *a * nc);
+                        if (!a) FAIL("out of memory");
+                        r->round_t = a;
+                        cap_rounds = nc;
+                    }
+                    const int32_t *Ar = eh ? A_hier : A_res;
+                    uint32_t tk = 0;
+                    for (int32_t i = 0; i < n; i++) tk += (uint32_t)Ar[i] + 1;
+                    r->round_t[r->n_round_s++] = (dhs_ref_round_time){t_round, tk, (uint32_t)n};
                 }
-                const int32_t *Ar = eh ? A_hier : A_res;
-                uint32_t tk = 0;
-                for (int32_t i = 0; i < n; i++) tk += (uint32_t)Ar[i] + 1;
-                r->round_s[r->n_round_s] = t_round;
-                r->round_tokens[r->n_round_s] = tk;
-                r->round_sessions[r->n_round_s++] = (uint32_t)n;
+                prof_seen = prn;
             }
             const int32_t *A = er ? A_res : A_hier;
             for (int32_t i = 0; i < n; i++) {

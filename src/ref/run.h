@@ -71,7 +71,7 @@ typedef struct dhs_ref_run_cfg {
     int32_t threads;         /* prefill threads (0: 1) */
     int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
                                 events between its phases (result prof_*); 0: never */
-    int keep_round_times;    /* 1: result round_s / round_tokens of every decode round (profiled
+    int keep_round_times;    /* 1: result round_t, one entry per decode round (profiled
                                 rounds left out: they run eagerly with events) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
@@ -83,6 +83,11 @@ typedef struct dhs_ref_run_cfg {
 /* defaults: tiny model, 16 sessions x 4096, 64 tokens, spec 4, compare,
    LRU, greedy, slots 8, history 2, page 64, arrival 2, async delay 1 */
 dhs_ref_run_cfg dhs_ref_run_cfg_default(void);
+
+typedef struct dhs_ref_round_time {
+    double s;                   /* wall time of the round */
+    uint32_t tokens, sessions;  /* tokens it emitted, sessions in it */
+} dhs_ref_round_time;
 
 typedef struct dhs_ref_run_result {
     int identical;              /* compare mode: every logit row and token equal, every session done */
@@ -100,14 +105,12 @@ typedef struct dhs_ref_run_result {
     int topk_impl;                      /* DHS_REF_TOPK_* of the run */
     dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
     uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
-    double prof_us[2][6];               /* profile_every: [resident, hierarchical] device us per phase
+    double prof_us[2][DHS_REF_PH_N];               /* profile_every: [resident, hierarchical] device us per phase
                                            (DHS_REF_PH_*, ref/gpu.h), summed over prof_rounds */
     uint64_t prof_rounds[2];
     double prof_wall_s[2];
-    double *round_s;                    /* keep_round_times: wall time of every decode round of the
-                                           measured engine (hierarchical if it runs, else resident) */
-    uint32_t *round_tokens;             /* tokens that round emitted, round_sessions: sessions in it */
-    uint32_t *round_sessions;
+    dhs_ref_round_time *round_t;        /* keep_round_times: every decode round of the measured
+                                           engine (hierarchical if it runs, else resident) */
     uint64_t n_round_s;
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
