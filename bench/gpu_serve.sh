@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # gpu_serve.sh - `dhs bench serve` on a GPU machine (issue 11's serving figures, docs/SERVE.md): the
 # reference model at GLM-5.3 KV geometry under a 12 GiB device KV budget, resident against the hierarchy.
+# Each configuration's record lands in FILE.partial as it ends (a run cut short keeps them).
 # Builds the dhs tool with CMake (cJSON carried in third_party/cjson or build-cjson when the machine lacks
 # libcjson-dev, bench/gpu_lib.sh), checks the graph step once (identical to resident), then
-#   1. context 100000, resident + adaptive, the default concurrency sweep (up to what each mode holds)
-#   2. context 100000, fixed hot cache, concurrency 1,2,8 and the hierarchy's capacity
+#   1. context 100000, resident + adaptive at concurrency 1, 2 (equal batch) and each mode's capacity
+#   2. context 100000, fixed hot cache, concurrency 2 and its capacity
 #   3. context 32768, all modes (when time is left)
 # each with --json and --plot into $OUT, and prints one line per configuration and the summary; then
 # `dhs serve-sim --calibrate` on the 100K file (simulated vs measured).
@@ -27,10 +28,22 @@ rc=0
 "$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \
     --step graph --json > "$out/gserve_sanity.json" 2> "$out/gserve_sanity.err" || rc=1
 python3 -c "import json; d=json.load(open('$out/gserve_sanity.json')); print('graph step sanity: identical', d['identical'], \
-'logit_mismatches', d['logit_mismatches']); assert d['identical']" || rc=1
+'logit_mismatches', d['logit_mismatches'], 'tokens_digest', d['tokens_digest']); assert d['identical']" || rc=1
+# the same with the library's fused top-k in both engines (issue 14): identical, and the same tokens
+"$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \
+    --step graph --topk-impl fused --json > "$out/gserve_fused.json" 2> "$out/gserve_fused.err" || rc=1
+python3 -c "import json; d=json.load(open('$out/gserve_fused.json')); m=json.load(open('$out/gserve_sanity.json')); \
+print('fused top-k: identical', d['identical'], 'logit_mismatches', d['logit_mismatches'], 'tokens_digest', d['tokens_digest'], \
+'same tokens as the model top-k', d['tokens_digest'] == m['tokens_digest'], 'decode s resident/hier', \
+d['throughput']['resident_decode_s'], d['throughput']['hier_decode_s'], 'vs model top-k', m['throughput']['resident_decode_s'], \
+m['throughput']['hier_decode_s']); assert d['identical'] and d['tokens_digest'] == m['tokens_digest']" || rc=1
 tab() { python3 - "$1" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
+import json, os, sys
+p = sys.argv[1]
+if os.path.getsize(p) == 0 and os.path.exists(p + ".partial"):  # cut short: the records so far
+    print("(cut short: %s.partial)" % p)
+    p += ".partial"
+d = json.load(open(p))
 print("HBM %.0f GB/s (D2D read + write: the attention roofline)" % d.get("hbm_gbps", 0))
 for r in d["records"]:
     if "skipped" in r:
@@ -40,11 +53,12 @@ for r in d["records"]:
     f = lambda k: "%.0f" % s[k] if k in s else "-"
     print("%-9s %7d %3d held %3d  tok/s %8.1f  TPOT p50 %7.2f p99 %7.2f ms  step %7.2f ms  waits %3d  host rows/tok %8.1f"
           "  PCIe %5.2f GB/s  reclaims %3d | us: indexer %s topk %s resolve %s copy %s attention %s (roofline %.0f) other %s"
+          " | s: histories %.1f (%d at once) imports %.1f decode %.1f"
           % (r["mode"], r["context"], r["max_concurrency"], r["sessions_held"], r["output_throughput"], r["median_tpot_ms"],
              r["p99_tpot_ms"], r["step_mean_ms"], r["admission_waits"], r["host_rows_per_token"], r["pcie_gbps"],
              r["reclaims"], f("indexer"), f("topk"), f("resolve"), f("miss_copy"), f("attention"),
-             r.get("attention_roofline_us", 0), f("other")))
-for s in d["summary"]:
+             r.get("attention_roofline_us", 0), f("other"), r["prefill_s"], r["histories_at_once"], r["start_s"], r["decode_s"]))
+for s in d.get("summary", []):
     print("summary:", json.dumps(s))
 PY
 }
@@ -58,10 +72,11 @@ serve() { # name, then bench serve flags
   local r=$?
   echo "rc=$r, $(( $(date +%s) - T0 )) s so far"
   grep -v ": round " "$out/gserve_$name.err" | tail -4
-  [ $r = 0 ] && tab "$out/gserve_$name.json" || rc=1
+  [ -s "$out/gserve_$name.json" ] || [ -s "$out/gserve_$name.json.partial" ] && tab "$out/gserve_$name.json"
+  [ $r = 0 ] || rc=1
 }
-serve 100k --context 100000 --modes resident,adaptive
-serve 100k_fixed --context 100000 --modes fixed --concurrency 1,2,8
+serve 100k --context 100000 --modes resident,adaptive --concurrency 1,2 --and-capacity
+serve 100k_fixed --context 100000 --modes fixed --concurrency 2 --and-capacity
 serve 32k --context 32768
 # serve-sim calibrated from the measured 100K sweep, simulated vs measured side by side (docs/SIM.md)
 if [ -s "$out/gserve_100k.json" ]; then

@@ -58,6 +58,8 @@ typedef struct sv_rec {
     uint64_t device_bytes;  /* what this configuration holds on the device (model) */
     uint64_t sessions, held, waits, decode_tokens, rounds;
     double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, duration_s;
+    double prefill_s, start_s, decode_s; /* of duration_s: generating histories, importing them, rounds */
+    int32_t synth_parallel;  /* histories generated at once */
     double host_rows_per_token, pcie_gbps, reclaims;
     double comp_us[DHS_REF_PH_N]; /* per profiled step */
     uint64_t prof_rounds;
@@ -153,6 +155,8 @@ typedef struct sv_opts {
     int32_t tokens, spec, profile_every;
     uint64_t seed;
     const char *plot, *output;
+    uint64_t mem;            /* host memory (MemTotal) */
+    int and_cap;             /* --and-capacity */
 } sv_opts;
 
 static void progress(void *user, const dhs_ref_progress *p)
@@ -206,6 +210,14 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
                  (double)z.host_session / 1073741824.0, o->host_gib);
         return;
     }
+    /* synthetic histories of the sessions admitted together are generated at once, as many as
+       host memory holds beside the host tier's histories (a margin of 8 GiB), at most 8 */
+    double spare = (double)o->mem - 8.0 * 1073741824.0 - (mode ? (double)C * (double)z.host_session : 0.0);
+    double per = (double)z.resident_session + (double)z.host_session; /* rows and keys, generous */
+    int32_t par = spare > per ? (int32_t)(spare / per) : 1;
+    if (par > 8) par = 8;
+    c.synth_parallel = par < 1 ? 1 : par > C ? C : par;
+    r->synth_parallel = c.synth_parallel;
     c.keep_round_times = 1;
     c.profile_every = o->backend == 1 && c.step != DHS_REF_STEP_HOST ? o->profile_every : 0;
     char tag[96];
@@ -257,6 +269,9 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         sum_tp += tp_ms[i];
     }
     r->decode_tokens = tok;
+    r->prefill_s = R.t_prefill;
+    r->start_s = R.t_start;
+    r->decode_s = c.hier ? R.t_hier : R.t_resident;
     r->tok_s = sum_s > 0 ? (double)tok / sum_s : 0;
     r->mean_batch = nr ? sess / (double)nr : 0;
     if (nr) {
@@ -295,6 +310,10 @@ static cJSON *rec_json(const sv_rec *r)
     }
     /* the keys of vLLM's `bench serve` result, then ours */
     cJSON_AddNumberToObject(o, "duration", r->duration_s);
+    cJSON_AddNumberToObject(o, "prefill_s", r->prefill_s);
+    cJSON_AddNumberToObject(o, "start_s", r->start_s);
+    cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
+    cJSON_AddNumberToObject(o, "histories_at_once", r->synth_parallel);
     cJSON_AddNumberToObject(o, "completed", (double)r->sessions);
     cJSON_AddNumberToObject(o, "total_output_tokens", (double)r->decode_tokens);
     cJSON_AddNumberToObject(o, "output_throughput", r->tok_s);
@@ -326,6 +345,24 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNullToObject(o, "step_us");
     }
     return o;
+}
+
+/* after every configuration: the records so far in FILE.partial (a run cut short keeps them) */
+static void write_partial(const char *output, const sv_rec *R, int n)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.partial", output) >= (int)sizeof path) return;
+    cJSON *j = cJSON_CreateObject();
+    cJSON *ra = cJSON_AddArrayToObject(j, "records");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(ra, rec_json(&R[i]));
+    char *txt = cJSON_Print(j);
+    FILE *f = txt ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs(txt, f);
+        fclose(f);
+    }
+    free(txt);
+    cJSON_Delete(j);
 }
 
 static void print_table(const sv_rec *R, int n, FILE *f)
@@ -430,6 +467,8 @@ int cmd_bench_serve(int argc, char **argv)
          .max = MAXC,
          .def = "1,2,4,... up to what each mode holds, and that maximum",
          .help = "request slots C of the closed loop (sessions held at once at most)"},
+        A_BOOL("--and-capacity", &o.and_cap,
+               "with --concurrency: each mode also runs at what it holds (its capacity), when that exceeds the list"),
         A_STR("--modes", &modes_s, "LIST", "storage modes to sweep: resident, fixed, adaptive (comma-separated)"),
         A_DBL("--device-budget-gib", &o.budget_gib, 0.001, 1 << 16,
               "device KV budget (GiB): rows, hot caches, tails, staging, index keys; the room a large MoE's weights leave"),
@@ -488,6 +527,7 @@ int cmd_bench_serve(int argc, char **argv)
     if (o.backend == 1 && o.step == 0 && seen_prof && o.profile_every)
         return args_fail(PROG, "--profile-every needs --step device or graph");
     if (o.tokens <= o.spec) return args_fail(PROG, "--tokens (%d) must exceed --spec (%d)", o.tokens, o.spec);
+    if (o.and_cap && !o.n_concs) return args_fail(PROG, "--and-capacity adds to a --concurrency list: give one");
     for (int i = 0; i < o.n_concs; i++)
         for (int j = 0; j < i; j++)
             if (o.concs[i] <= o.concs[j]) return args_fail(PROG, "--concurrency values must increase");
@@ -495,6 +535,7 @@ int cmd_bench_serve(int argc, char **argv)
     if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
     uint64_t budget = (uint64_t)(o.budget_gib * 1073741824.0);
     uint64_t mem = host_mem_total();
+    o.mem = mem;
     double host_gib = o.host_gib > 0 ? o.host_gib : 0.9 * (double)mem / 1073741824.0;
     o.host_gib = host_gib;
 
@@ -576,6 +617,7 @@ int cmd_bench_serve(int argc, char **argv)
             int32_t cap = held_max[li][mode];
             if (o.n_concs) {
                 for (int i = 0; i < o.n_concs; i++) cs[nc++] = o.concs[i];
+                if (o.and_cap && cap > o.concs[o.n_concs - 1]) cs[nc++] = cap;
             } else {
                 for (int64_t C = 1; C < cap && nc < MAXC; C *= 2) cs[nc++] = C;
                 if (cap >= 1) cs[nc++] = cap;
@@ -584,9 +626,18 @@ int cmd_bench_serve(int argc, char **argv)
             for (int i = 0; i < nc; i++) {
                 run_one(&o, m, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
                 mism_total += (uint64_t)R[nr].token_mismatches;
-                if (!R[nr].ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
-                    fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], R[nr].why);
+                const sv_rec *q = &R[nr];
+                if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
+                    fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], q->why);
+                if (q->ok)
+                    tool_progress_msg(&tp, 1,
+                                      PROG ": %s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
+                                      "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
+                                      ", reclaims %.0f", mode_names[mode], L, cs[i], q->duration_s, q->prefill_s,
+                                      q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s, q->step_mean_ms, q->waits,
+                                      q->reclaims);
                 nr++;
+                if (o.output && o.json) write_partial(o.output, R, nr);
             }
         }
     }
@@ -683,6 +734,10 @@ int cmd_bench_serve(int argc, char **argv)
         if (txt) puts(txt);
         free(txt);
         cJSON_Delete(j);
+        if (o.output) { /* complete: the partial records are in the file */
+            char path[4096];
+            if (snprintf(path, sizeof path, "%s.partial", o.output) < (int)sizeof path) remove(path);
+        }
     } else {
         char hid[160];
         dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);

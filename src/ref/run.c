@@ -106,6 +106,9 @@ typedef struct prefill_job {
     const dhs_ref_run_cfg *c;
     dhs_ref_prefill *pf;   /* [sessions] */
     const int64_t *len;    /* [sessions] */
+    const int32_t *ids;    /* the sessions to prefill, or NULL: all */
+    int32_t n;             /* how many */
+    int synthetic;         /* dhs_ref_prefill_synthetic (its stream from the seed and session) */
     int32_t next;
     int failed;
     pthread_mutex_t mu;
@@ -116,14 +119,17 @@ static void *prefill_worker(void *arg)
     prefill_job *J = arg;
     for (;;) {
         pthread_mutex_lock(&J->mu);
-        int32_t i = J->next++;
+        int32_t k = J->next < J->n ? J->next++ : -1;
         pthread_mutex_unlock(&J->mu);
-        if (i >= J->c->sessions) return NULL;
+        if (k < 0) return NULL;
+        int32_t i = J->ids ? J->ids[k] : k;
         int32_t *tok = malloc(sizeof(int32_t) * (size_t)J->len[i]);
         dhs_status st = DHS_ERR_NOMEM;
         if (tok) {
             dhs_ref_prompt(J->c->seed, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
-            st = dhs_ref_prefill_run(J->m, tok, J->len[i], &J->pf[i]);
+            st = J->synthetic ? dhs_ref_prefill_synthetic(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
+                                                          &J->pf[i])
+                              : dhs_ref_prefill_run(J->m, tok, J->len[i], &J->pf[i]);
             free(tok);
         }
         if (st != DHS_OK) {
@@ -134,7 +140,11 @@ static void *prefill_worker(void *arg)
     }
 }
 
-static int prefill_all(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf)
+/* prefill the n sessions ids (NULL: 0..n-1) on up to nt threads (this one
+   included); each prefill is a pure function of its session, so the bytes do
+   not depend on nt */
+static int prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
+                        const int32_t *ids, int32_t n, int32_t nt, int synthetic)
 {
     prefill_job J;
     memset(&J, 0, sizeof J);
@@ -142,9 +152,12 @@ static int prefill_all(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const i
     J.c = c;
     J.pf = pf;
     J.len = len;
+    J.ids = ids;
+    J.n = n;
+    J.synthetic = synthetic;
     pthread_mutex_init(&J.mu, NULL);
-    int32_t nt = c->threads < 1 ? 1 : c->threads;
-    if (nt > c->sessions) nt = c->sessions;
+    if (nt < 1) nt = 1;
+    if (nt > n) nt = n;
     if (nt > 256) nt = 256;
     pthread_t th[256];
     int32_t started = 0;
@@ -190,7 +203,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     dhs_ctx *ctx = NULL;
     dhs_ref_engine *er = NULL, *eh = NULL;
     dhs_trace_writer *tw = NULL;
-    int32_t *state = NULL, *ids = NULL, *Kv = NULL, *A_res = NULL, *A_hier = NULL, *E_res = NULL, *E_hier = NULL;
+    dhs_req *adm_req = NULL;
+    int32_t *adm = NULL, *state = NULL, *ids = NULL, *Kv = NULL, *A_res = NULL, *A_hier = NULL, *E_res = NULL, *E_hier = NULL;
     int64_t *arrive = NULL, *len = NULL;
     float *L_res = NULL, *L_hier = NULL;
     dhs_ref_prefill *pf = NULL;
@@ -214,6 +228,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     len = calloc((size_t)S, sizeof *len);
     pf = calloc((size_t)S, sizeof *pf);
     ids = calloc((size_t)S, sizeof *ids);
+    adm = calloc((size_t)S, sizeof *adm);
+    adm_req = calloc((size_t)S, sizeof *adm_req);
     Kv = calloc((size_t)S, sizeof *Kv);
     L_res = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
     L_hier = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
@@ -222,7 +238,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     E_res = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
     E_hier = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
     r->tokens_of = calloc((size_t)S, sizeof(uint64_t));
-    if (!state || !arrive || !len || !pf || !ids || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
+    if (!state || !arrive || !len || !pf || !ids || !adm || !adm_req || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
         !r->tokens_of)
         FAIL("out of memory");
     int64_t max_len = 0;
@@ -236,7 +252,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
 
     /* prefill: once per session, shared by both storage modes */
     double t0 = dhs_wall_s();
-    if (!c.synthetic && prefill_all(m, &c, len, pf)) FAIL("prefill failed (out of memory)");
+    if (!c.synthetic && prefill_list(m, &c, len, pf, NULL, S, c.threads, 0)) FAIL("prefill failed (out of memory)");
     r->t_prefill = dhs_wall_s() - t0;
 
     /* library */
@@ -321,36 +337,50 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     while (n_done < S) {
         for (int32_t i = 0; i < S; i++)
             if (state[i] == S_FUTURE && arrive[i] <= round) state[i] = S_WAITING;
-        /* admissions in arrival order; a wait holds back later arrivals too */
+        /* admissions in arrival order; a wait holds back later arrivals too. Synthetic
+           histories are generated now (only the admitted sessions' are held), up to
+           synth_parallel at once: open a group, generate it, start it in order */
         int32_t n_active = 0;
         for (int32_t i = 0; i < S; i++) n_active += state[i] == S_ACTIVE;
-        for (int32_t i = 0; i < S; i++) {
-            if (state[i] != S_WAITING) continue;
-            if (!ctx && n_active >= c.slots) break; /* resident only: at most `slots` sessions at once */
-            dhs_req req = {0, 0};
-            if (ctx) {
-                dhs_status st = dhs_request_open(ctx, max_pos, &req);
-                if (st == DHS_WAIT) break;
-                if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
-            }
-            if (c.synthetic) { /* generated now: only the admitted sessions' histories are held */
-                double tp = dhs_wall_s();
-                int32_t *tok = malloc(sizeof(int32_t) * (size_t)len[i]);
-                dhs_status st = DHS_ERR_NOMEM;
-                if (tok) {
-                    dhs_ref_prompt(c.seed, i, V, len[i], tok);
-                    st = dhs_ref_prefill_synthetic(m, tok, len[i], c.seed ^ 0x5EEDull * (uint64_t)(i + 1), &pf[i]);
-                    free(tok);
+        int32_t par = c.synthetic && c.synth_parallel > 1 ? c.synth_parallel : 1, next_i = 0;
+        for (int blocked = 0; !blocked;) {
+            int32_t na = 0;
+            for (; next_i < S && na < par; next_i++) {
+                if (state[next_i] != S_WAITING) continue;
+                if (!ctx && n_active + na >= c.slots) { /* resident only: at most `slots` sessions at once */
+                    blocked = 1;
+                    break;
                 }
-                if (st != DHS_OK) FAIL("synthetic prefill of session %d: %s", i, dhs_status_str(st));
-                r->t_prefill += dhs_wall_s() - tp;
-                r->synthetic_positions += (uint64_t)pf[i].synthetic;
+                dhs_req req = {0, 0};
+                if (ctx) {
+                    dhs_status st = dhs_request_open(ctx, max_pos, &req);
+                    if (st == DHS_WAIT) {
+                        blocked = 1;
+                        break;
+                    }
+                    if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+                }
+                adm[na] = next_i;
+                adm_req[na++] = req;
             }
-            if (er && dhs_ref_engine_start(er, i, &pf[i], req) != DHS_OK) FAIL("resident start of session %d failed", i);
-            if (eh && dhs_ref_engine_start(eh, i, &pf[i], req) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
-            dhs_ref_prefill_free(&pf[i]);
-            state[i] = S_ACTIVE;
-            n_active++;
+            if (na == 0) break;
+            if (c.synthetic) {
+                double tp = dhs_wall_s();
+                if (prefill_list(m, &c, len, pf, adm, na, na, 1)) FAIL("synthetic prefill of session %d: out of memory", adm[0]);
+                r->t_prefill += dhs_wall_s() - tp;
+            }
+            double ts = dhs_wall_s();
+            for (int32_t a = 0; a < na; a++) {
+                int32_t i = adm[a];
+                if (c.synthetic) r->synthetic_positions += (uint64_t)pf[i].synthetic;
+                if (er && dhs_ref_engine_start(er, i, &pf[i], adm_req[a]) != DHS_OK) FAIL("resident start of session %d failed", i);
+                if (eh && dhs_ref_engine_start(eh, i, &pf[i], adm_req[a]) != DHS_OK)
+                    FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
+                dhs_ref_prefill_free(&pf[i]);
+                state[i] = S_ACTIVE;
+                n_active++;
+            }
+            r->t_start += dhs_wall_s() - ts;
         }
         /* the batch */
         int32_t n = 0;
@@ -504,6 +534,8 @@ done:
     free(len);
     free(pf);
     free(ids);
+    free(adm);
+    free(adm_req);
     free(Kv);
     free(L_res);
     free(L_hier);

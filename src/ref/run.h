@@ -69,6 +69,10 @@ typedef struct dhs_ref_run_cfg {
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
                                 library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
+    int32_t synth_parallel;  /* synthetic histories (geometry runs): up to this many sessions admitted
+                                in one round are generated at once, each then started in arrival
+                                order (0 or 1: one at a time, open-generate-start per session); every
+                                one in flight holds its whole history in host memory */
     int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
                                 events between its phases (result prof_*); 0: never */
     int keep_round_times;    /* 1: result round_t, one entry per decode round (profiled
@@ -99,6 +103,7 @@ typedef struct dhs_ref_run_result {
     uint64_t invariant_violations;
     uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    double t_start;                     /* seconds in dhs_ref_engine_start (history imports) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
     int step;                           /* the target pass's step (DHS_REF_STEP_*) */
