@@ -291,39 +291,42 @@ __global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_
         out[j] = j < kk ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
 }
 
-/* attention over the located rows + MLP: block per query, 512 threads */
+/* attention over the located rows + MLP, in five kernels so that one query's
+   layer spreads over many SMs (one block per query ran ~0.85 ms a layer, far
+   off the HBM roofline: docs/MODEL.md "Attention kernels"). Every value keeps
+   the single-block kernel's operations in the CPU model's order, so the bits do
+   not change: a score is the 8-lane dot of dhs_ref_dot (one thread per lane,
+   combined in the same tree), the max is exact in any order, the exp sum and
+   each output value run over the entries in entry order. The scratch (aq, aidx,
+   anv, ascore, ainv, ao) is the model's, sized at create for maxq queries. */
 #define ATT_THREADS 512
-__global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, const int64_t *pos, const float *cs,
-                                                        const float *xn_g, float *x_g, const uint8_t *const *base,
-                                                        const int32_t *loc, const float *lut_g)
+#define ATT_SCORE_ENT 64  /* entries per score block: 8 lanes each, 512 threads */
+#define ATT_VAL_DIMS 64   /* output values per value block */
+#define ATT_VAL_THREADS 256
+#define ATT_VAL_CHUNK 256 /* entries staged per pass of a value block */
+
+/* queries [nh][576] (RoPE on the last 64) into aq; the valid locations in
+   entry order (-1 skipped) into aidx, their count into anv (-1: no query) */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_prep(g_dims g, g_layer w, const int64_t *pos, const float *cs,
+                                                          const float *xn_g, const int32_t *loc, float *aq,
+                                                          int32_t *aidx, int32_t *anv)
 {
-    __shared__ float qv[G_MAX_HEADS * G_LAT];
-    __shared__ float lut[256];
-    __shared__ int32_t idx[G_MAX_TOPK];
-    __shared__ float att[G_MAX_TOPK];
-    __shared__ float o[G_NOPE];
-    __shared__ float v[G_MAX_HEADS * G_MAX_DV];
-    __shared__ float xs[G_MAX_D], xn[G_MAX_D];
-    __shared__ float hid[G_MAX_HID];
+    __shared__ float xn[G_MAX_D];
     __shared__ int cnt[ATT_THREADS];
-    __shared__ float red[ATT_THREADS];
-    __shared__ float s_r, s_mx, s_inv;
     int q = blockIdx.x, tid = threadIdx.x;
-    int64_t t = pos[q];
-    if (t < 0) return;
-    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
-    for (int i = tid; i < g.d; i += blockDim.x) {
-        xs[i] = x_g[(int64_t)q * g.d + i];
-        xn[i] = xn_g[(int64_t)q * g.d + i];
+    if (pos[q] < 0) {
+        if (tid == 0) anv[q] = -1;
+        return;
     }
+    for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i];
     __syncthreads();
-    /* queries [nh][576], RoPE on the last 64 */
+    float *qv = aq + (int64_t)q * g.nh * G_LAT;
     for (int oi = tid; oi < g.nh * G_LAT; oi += blockDim.x) {
         int h = oi / G_LAT, r = oi % G_LAT;
         qv[oi] = r < G_NOPE ? g_dot(w.wq + ((int64_t)h * G_NOPE + r) * g.d, xn, g.d)
                             : g_dot(w.wqr + ((int64_t)h * 64 + (r - G_NOPE)) * g.d, xn, g.d);
     }
-    __syncthreads();
+    __syncthreads(); /* global writes of this block, read back below by other threads */
     const float *c = cs + (int64_t)q * 64;
     for (int i = tid; i < g.nh * 32; i += blockDim.x) {
         float *qr = qv + (i / 32) * G_LAT + G_NOPE;
@@ -332,7 +335,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, con
         qr[j] = fs(fm(a, c[j]), fm(b, c[32 + j]));
         qr[32 + j] = fa(fm(a, c[32 + j]), fm(b, c[j]));
     }
-    /* the valid locations in entry order (-1 skipped): chunk counts, scan, write */
     const int32_t *lq = loc + (int64_t)q * g.k;
     int chunk = (g.k + ATT_THREADS - 1) / ATT_THREADS;
     int c0 = tid * chunk, c1 = c0 + chunk < g.k ? c0 + chunk : g.k, my = 0;
@@ -345,45 +347,136 @@ __global__ void __launch_bounds__(ATT_THREADS) k_attend(g_dims g, g_layer w, con
         cnt[tid] += add;
         __syncthreads();
     }
-    int nv = cnt[ATT_THREADS - 1], wpos = cnt[tid] - my;
+    int wpos = cnt[tid] - my;
+    int32_t *iq = aidx + (int64_t)q * g.k;
     for (int e = c0; e < c1; e++)
-        if (lq[e] >= 0) idx[wpos++] = lq[e];
+        if (lq[e] >= 0) iq[wpos++] = lq[e];
+    if (tid == 0) anv[q] = cnt[ATT_THREADS - 1];
+}
+
+/* grid (nq * nh, k / ATT_SCORE_ENT): the score of each valid entry for one
+   head, 8 threads per entry (lane l sums values l, l+8, ...), combined
+   ((0+1)+(2+3))+((4+5)+(6+7)) as g_row_score does */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_score(g_dims g, const uint8_t *const *base, const float *aq,
+                                                           const int32_t *aidx, const int32_t *anv, const float *lut_g,
+                                                           float *ascore)
+{
+    __shared__ float qh[G_LAT];
+    __shared__ float lut[256];
+    int q = blockIdx.x / g.nh, h = blockIdx.x % g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    int e0 = blockIdx.y * ATT_SCORE_ENT;
+    if (nv <= e0) return; /* the whole block: no valid entry here */
+    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    for (int i = tid; i < G_LAT; i += blockDim.x) qh[i] = aq[((int64_t)q * g.nh + h) * G_LAT + i];
     __syncthreads();
+    int e = e0 + tid / 8, l = tid % 8;
+    float acc = 0.0f;
+    if (e < nv) {
+        const uint8_t *row = base[q] + (int64_t)aidx[(int64_t)q * g.k + e] * G_ROW;
+        for (int i = l; i < G_LAT; i += 8) acc = fa(acc, fm(qh[i], g_row_val(row, i, lut)));
+    }
+    float t = fa(acc, __shfl_down_sync(0xffffffffu, acc, 1));  /* lanes 0,2,4,6: (l + l+1) */
+    t = fa(t, __shfl_down_sync(0xffffffffu, t, 2));             /* lanes 0,4 */
+    t = fa(t, __shfl_down_sync(0xffffffffu, t, 4));             /* lane 0 */
+    if (l == 0 && e < nv) ascore[((int64_t)q * g.nh + h) * g.k + e] = fm(t, g.att_scale);
+}
+
+/* block per (query, head): the max (exact in any order), the exps in place,
+   their sum in entry order, its inverse into ainv */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_softmax(g_dims g, const int32_t *anv, float *ascore, float *ainv)
+{
+    __shared__ float att[G_MAX_TOPK];
+    __shared__ float red[ATT_THREADS];
+    __shared__ float s_mx;
+    int q = blockIdx.x / g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv <= 0) return;
+    float *sc = ascore + (int64_t)blockIdx.x * g.k;
+    float lmax = -__int_as_float(0x7f800000);
+    for (int e = tid; e < nv; e += blockDim.x) {
+        att[e] = sc[e];
+        if (att[e] > lmax) lmax = att[e];
+    }
+    red[tid] = lmax;
+    __syncthreads();
+    if (tid == 0) {
+        float mx = red[0];
+        for (int i = 1; i < ATT_THREADS; i++)
+            if (red[i] > mx) mx = red[i];
+        s_mx = mx;
+    }
+    __syncthreads();
+    float mx = s_mx;
+    for (int e = tid; e < nv; e += blockDim.x) sc[e] = att[e] = g_expf(fs(att[e], mx), g.exp_portable);
+    __syncthreads();
+    if (tid == 0) { /* entry order, as the CPU sums */
+        float sum = 0.0f;
+        for (int e = 0; e < nv; e++) sum = fa(sum, att[e]);
+        ainv[blockIdx.x] = __fdiv_rn(1.0f, sum);
+    }
+}
+
+/* grid (nq * nh, 512 / ATT_VAL_DIMS): output values [i0, i0 + 64) of one head;
+   the block stages ATT_VAL_CHUNK entries' bytes [i0, i0 + 64) and tile scale at
+   a time (16-byte loads: rows are 656 = 41 x 16 bytes apart), then thread i
+   sums its value over them in entry order */
+__global__ void __launch_bounds__(ATT_VAL_THREADS) k_att_value(g_dims g, const uint8_t *const *base, const int32_t *aidx,
+                                                               const int32_t *anv, const float *ascore,
+                                                               const float *ainv, const float *lut_g, float *ao)
+{
+    __shared__ float lut[256];
+    __shared__ __align__(16) uint8_t code[ATT_VAL_CHUNK][ATT_VAL_DIMS];
+    __shared__ float scale[ATT_VAL_CHUNK], att[ATT_VAL_CHUNK];
+    int q = blockIdx.x / g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv <= 0) return;
+    int i0 = blockIdx.y * ATT_VAL_DIMS;
     const uint8_t *b0 = base[q];
+    const int32_t *iq = aidx + (int64_t)q * g.k;
+    const float *sc = ascore + (int64_t)blockIdx.x * g.k;
+    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < nv; c0 += ATT_VAL_CHUNK) {
+        int n = nv - c0 < ATT_VAL_CHUNK ? nv - c0 : ATT_VAL_CHUNK;
+        __syncthreads(); /* the previous chunk is consumed */
+        for (int j = tid; j < n * (ATT_VAL_DIMS / 16); j += blockDim.x) {
+            int e = j / (ATT_VAL_DIMS / 16), part = j % (ATT_VAL_DIMS / 16);
+            const uint8_t *row = b0 + (int64_t)iq[c0 + e] * G_ROW;
+            *(uint4 *)&code[e][part * 16] = *(const uint4 *)(row + i0 + part * 16);
+        }
+        for (int e = tid; e < n; e += blockDim.x) {
+            scale[e] = ((const float *)(b0 + (int64_t)iq[c0 + e] * G_ROW + G_NOPE))[i0 / 128];
+            att[e] = sc[c0 + e];
+        }
+        __syncthreads();
+        if (tid < ATT_VAL_DIMS) {
+#pragma unroll 8
+            for (int e = 0; e < n; e++) acc = fa(acc, fm(att[e], fm(lut[code[e][tid]], scale[e])));
+        }
+    }
+    if (tid < ATT_VAL_DIMS) ao[(int64_t)blockIdx.x * G_NOPE + i0 + tid] = fm(acc, ainv[blockIdx.x]);
+}
+
+/* block per query: per head v = wuv o, then x += alpha wo v (when any entry was
+   valid), then the MLP */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_out(g_dims g, g_layer w, const int32_t *anv, const float *ao,
+                                                         float *x_g)
+{
+    __shared__ float o[G_NOPE];
+    __shared__ float v[G_MAX_HEADS * G_MAX_DV];
+    __shared__ float xs[G_MAX_D], xn[G_MAX_D];
+    __shared__ float hid[G_MAX_HID];
+    __shared__ float red[ATT_THREADS];
+    __shared__ float s_r;
+    int q = blockIdx.x, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv < 0) return; /* no query in this slot */
+    for (int i = tid; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
+    __syncthreads();
     if (nv > 0) {
         for (int h = 0; h < g.nh; h++) {
-            const float *qh = qv + h * G_LAT;
-            float lmax = -__int_as_float(0x7f800000);
-            for (int e = tid; e < nv; e += blockDim.x) {
-                att[e] = g_row_score(qh, b0 + (int64_t)idx[e] * G_ROW, lut, g.att_scale);
-                if (att[e] > lmax) lmax = att[e];
-            }
-            red[tid] = lmax;
-            __syncthreads();
-            if (tid == 0) {
-                float mx = red[0];
-                for (int i = 1; i < ATT_THREADS; i++)
-                    if (red[i] > mx) mx = red[i];
-                s_mx = mx;
-            }
-            __syncthreads();
-            float mx = s_mx;
-            for (int e = tid; e < nv; e += blockDim.x) att[e] = g_expf(fs(att[e], mx), g.exp_portable);
-            __syncthreads();
-            if (tid == 0) { /* entry order, as the CPU sums */
-                float sum = 0.0f;
-                for (int e = 0; e < nv; e++) sum = fa(sum, att[e]);
-                s_inv = __fdiv_rn(1.0f, sum);
-            }
-            __syncthreads();
-            for (int i = tid; i < G_NOPE; i += blockDim.x) {
-                float acc = 0.0f;
-#pragma unroll 8 /* loads in flight; the adds stay in entry order */
-                for (int e = 0; e < nv; e++) {
-                    acc = fa(acc, fm(att[e], g_row_val(b0 + (int64_t)idx[e] * G_ROW, i, lut)));
-                }
-                o[i] = fm(acc, s_inv);
-            }
+            for (int i = tid; i < G_NOPE; i += blockDim.x) o[i] = ao[((int64_t)q * g.nh + h) * G_NOPE + i];
             __syncthreads();
             for (int j = tid; j < g.dv; j += blockDim.x)
                 v[h * g.dv + j] = g_dot(w.wuv + ((int64_t)h * g.dv + j) * G_NOPE, o, G_NOPE);
@@ -436,6 +529,8 @@ struct dhs_ref_gpu {
     float *x, *xn, *iq, *iw, *scores, *logits;
     uint8_t *stage;
     int32_t *sel, *loc;
+    float *aq, *ascore, *ainv, *ao; /* attention scratch (k_att_*): [maxq][nh][576], [maxq][nh][k], [maxq][nh], [maxq][nh][512] */
+    int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
     int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
     int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
     int32_t *nanc_h;  /* fused: pinned mirror (device step: copied back with the logits) */
@@ -518,6 +613,12 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->nanc);
     cudaFreeHost(g->nanc_h);
     cudaFree(g->ptrs);
+    cudaFree(g->aq);
+    cudaFree(g->ascore);
+    cudaFree(g->ainv);
+    cudaFree(g->ao);
+    cudaFree(g->aidx);
+    cudaFree(g->anv);
     cudaFreeHost(g->ptrs_h);
     cudaFreeHost(g->pos_h);
     cudaFreeHost(g->cs_h);
@@ -540,7 +641,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     *out = NULL;
     if (d->topk > G_MAX_TOPK || d->n_heads > G_MAX_HEADS || d->d_model > G_MAX_D || d->mlp_hidden > G_MAX_HID ||
         d->d_v > G_MAX_DV || d->idx_heads > G_MAX_IH || d->idx_dim > G_MAX_ID || d->n_heads * d->d_v > G_MAX_D ||
-        d->d_model > ATT_THREADS /* k_attend's reduction buffer */)
+        d->d_model > ATT_THREADS /* k_att_out's reduction buffer */)
         return DHS_ERR_UNSUPPORTED;
     if (!dhs_ref_gpu_available()) return DHS_ERR_UNSUPPORTED;
     dhs_ref_gpu *g = (dhs_ref_gpu *)calloc(1, sizeof *g);
@@ -613,6 +714,12 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         AL(g->sel, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->loc, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->ptrs, 4 * Q * sizeof(void *));
+        AL(g->aq, Q * (size_t)d->n_heads * G_LAT * sizeof(float));
+        AL(g->ascore, Q * (size_t)d->n_heads * (size_t)d->topk * sizeof(float));
+        AL(g->ainv, Q * (size_t)d->n_heads * sizeof(float));
+        AL(g->ao, Q * (size_t)d->n_heads * G_NOPE * sizeof(float));
+        AL(g->aidx, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->anv, Q * sizeof(int32_t));
 #undef AL
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->pos_h, Q * sizeof(int64_t));
@@ -801,6 +908,27 @@ extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const 
     return g->fused ? check_nan(g, l, l + 1) : DHS_OK;
 }
 
+/* the five attention kernels of layer l over the located rows (base: device
+   [nq] pool bases, loc: device [nq][k] locations, -1 skipped) */
+static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const *base, const int32_t *loc)
+{
+    const g_dims *m = &g->dims;
+    int qh = g->nq * m->nh;
+    k_att_prep<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv);
+    CK(cudaGetLastError(), "k_att_prep");
+    k_att_score<<<dim3(qh, (m->k + ATT_SCORE_ENT - 1) / ATT_SCORE_ENT), ATT_THREADS, 0, g->st>>>(
+        *m, base, g->aq, g->aidx, g->anv, g->lut, g->ascore);
+    CK(cudaGetLastError(), "k_att_score");
+    k_att_softmax<<<qh, ATT_THREADS, 0, g->st>>>(*m, g->anv, g->ascore, g->ainv);
+    CK(cudaGetLastError(), "k_att_softmax");
+    k_att_value<<<dim3(qh, G_NOPE / ATT_VAL_DIMS), ATT_VAL_THREADS, 0, g->st>>>(*m, base, g->aidx, g->anv, g->ascore,
+                                                                                g->ainv, g->lut, g->ao);
+    CK(cudaGetLastError(), "k_att_value");
+    k_att_out<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->anv, g->ao, g->x);
+    CK(cudaGetLastError(), "k_att_out");
+    return DHS_OK;
+}
+
 extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
 {
     if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
@@ -815,10 +943,7 @@ extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *
         CK(cudaStreamSynchronize(g->st), "locations sync"); /* loc_host is pageable, caller-owned */
         loc = g->loc;
     }
-    k_attend<<<g->nq, ATT_THREADS, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->cs, g->xn, g->x,
-                                                (const uint8_t *const *)bd, loc, g->lut);
-    CK(cudaGetLastError(), "k_attend");
-    return DHS_OK;
+    return launch_attend(g, l, (const uint8_t *const *)bd, loc);
 }
 
 extern "C" dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
@@ -919,11 +1044,7 @@ extern "C" int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g ? g->sel : N
 extern "C" dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
 {
     if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
-    k_attend<<<g->nq, ATT_THREADS, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->cs, g->xn, g->x,
-                                                (const uint8_t *const *)tab_at(g, 1, l), loc_dev ? loc_dev : g->sel,
-                                                g->lut);
-    CK(cudaGetLastError(), "k_attend");
-    return DHS_OK;
+    return launch_attend(g, l, (const uint8_t *const *)tab_at(g, 1, l), loc_dev ? loc_dev : g->sel);
 }
 
 extern "C" dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
