@@ -58,6 +58,10 @@ for r in d["records"]:
              r["p99_tpot_ms"], r["step_mean_ms"], r["admission_waits"], r["host_rows_per_token"], r["pcie_gbps"],
              r["reclaims"], f("indexer"), f("topk"), f("resolve"), f("miss_copy"), f("attention"),
              r.get("attention_roofline_us", 0), f("other"), r["prefill_s"], r["histories_at_once"], r["start_s"], r["decode_s"]))
+    h = r.get("step_host")
+    if h:
+        print("          host us per round: control %.0f launch %.0f wait %.0f outside the step %.0f; %d graph captures (%.1f ms)"
+              % (h["control_us"], h["launch_us"], h["wait_us"], h["outside_step_us"], h["graph_captures"], h["capture_ms"]))
 for s in d.get("summary", []):
     print("summary:", json.dumps(s))
 PY

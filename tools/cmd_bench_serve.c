@@ -60,6 +60,8 @@ typedef struct sv_rec {
     double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, duration_s;
     double prefill_s, start_s, decode_s; /* of duration_s: generating histories, importing them, rounds */
     int32_t synth_parallel;  /* histories generated at once */
+    dhs_ref_step_times st;   /* device step: the engine's host times (control, launch, wait, graph captures) */
+    double prof_wall_s;      /* the profiled (eager) rounds' wall time, not in st */
     double host_rows_per_token, pcie_gbps, reclaims;
     double comp_us[DHS_REF_PH_N]; /* per profiled step */
     uint64_t prof_rounds;
@@ -272,6 +274,8 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     r->prefill_s = R.t_prefill;
     r->start_s = R.t_start;
     r->decode_s = c.hier ? R.t_hier : R.t_resident;
+    r->st = c.hier ? R.step_hier : R.step_res;
+    r->prof_wall_s = R.prof_wall_s[c.hier ? 1 : 0];
     r->tok_s = sum_s > 0 ? (double)tok / sum_s : 0;
     r->mean_batch = nr ? sess / (double)nr : 0;
     if (nr) {
@@ -330,6 +334,20 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
     cJSON_AddNumberToObject(o, "token_mismatches", r->token_mismatches);
+    if (r->st.rounds) { /* where a round's wall time goes on the host (device step) */
+        cJSON *h = cJSON_AddObjectToObject(o, "step_host");
+        double n = (double)r->st.rounds;
+        cJSON_AddNumberToObject(h, "rounds", n);
+        cJSON_AddNumberToObject(h, "control_us", 1e6 * r->st.control_s / n);
+        cJSON_AddNumberToObject(h, "launch_us", 1e6 * r->st.launch_s / n);
+        cJSON_AddNumberToObject(h, "wait_us", 1e6 * r->st.wait_s / n);
+        cJSON_AddNumberToObject(h, "graph_captures", (double)r->st.captures);
+        cJSON_AddNumberToObject(h, "capture_ms", 1e3 * r->st.capture_s);
+        /* the round's library work before and after the step (admission, tail locations, the
+           hierarchy's copies and bookkeeping): decode time less the step's and the profiled rounds' */
+        double in_step = r->st.control_s + r->st.launch_s + r->st.wait_s + r->st.capture_s;
+        cJSON_AddNumberToObject(h, "outside_step_us", 1e6 * (r->decode_s - r->prof_wall_s - in_step) / n);
+    }
     if (r->prof_rounds) {
         cJSON *b = cJSON_AddObjectToObject(o, "step_us");
         double tot = 0;
@@ -633,9 +651,9 @@ int cmd_bench_serve(int argc, char **argv)
                     tool_progress_msg(&tp, 1,
                                       PROG ": %s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
                                       "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
-                                      ", reclaims %.0f", mode_names[mode], L, cs[i], q->duration_s, q->prefill_s,
-                                      q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s, q->step_mean_ms, q->waits,
-                                      q->reclaims);
+                                      ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms)", mode_names[mode], L, cs[i],
+                                      q->duration_s, q->prefill_s, q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s,
+                                      q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s);
                 nr++;
                 if (o.output && o.json) write_partial(o.output, R, nr);
             }

@@ -15,7 +15,7 @@ trap 'rm -rf "$T"' EXIT
 # ---------------------------------------------------------------- help
 expect 0 "$DHS" bench serve --help
 for f in --backend --geometry --context --concurrency --modes --device-budget-gib --host-budget-gib --tokens --spec \
-         --waves --step --profile-every --topk-impl --seed --plot --quiet --json --output; do
+         --waves --step --profile-every --topk-impl --seed --plot --quiet --json --output --and-capacity; do
     grep -q -- "^  \(-., \)\?$f " "$T/out" || fail "bench serve --help does not list $f"
 done
 expect 0 "$DHS" bench --help
@@ -23,7 +23,7 @@ grep -q "^  serve " "$T/out" || fail "dhs bench --help does not list serve"
 
 # ---------------------------------------------------------------- usage errors (2), nothing on stdout
 for args in "--modes resident,bogus" "--modes ," "--step graph" "--profile-every 4" "--tokens 1" "--tokens 2 --spec 4" \
-            "--concurrency 4,2" "--context 100" "--device-budget-gib 0" "--geometry big" "--topk-impl radix"; do
+            "--concurrency 4,2" "--and-capacity" "--context 100" "--device-budget-gib 0" "--geometry big" "--topk-impl radix"; do
     expect 2 "$DHS" bench serve --geometry tiny $args
     [ -s "$T/out" ] && fail "bench serve $args wrote to stdout"
     [ -s "$T/err" ] || fail "bench serve $args: no message"
@@ -95,6 +95,27 @@ d = json.load(open(sys.argv[1]))
 r = {x["max_concurrency"]: x for x in d["records"]}
 assert sorted(r) == [1, 64] and "skipped" not in r[1], r
 assert r[64]["skipped"].startswith("does not fit"), r[64]
+EOF
+
+# ---------------------------------------------------------------- a synthetic geometry: histories generated together
+# --and-capacity adds each mode's capacity to the list; at C = 2 the two sessions' histories are generated at
+# once (histories_at_once), at C = 1 one by one: the sessions both ran must emit the same tokens. Every
+# configuration's record lands in FILE.partial as it ends; a complete run removes it.
+expect 0 "$DHS" bench serve --geometry glm-5.3 --context 512 --device-budget-gib 0.5 --tokens 3 --modes adaptive \
+    --concurrency 1 --and-capacity --json -q --output "$T/g.json"
+[ -e "$T/g.json.partial" ] && fail "bench serve --output: the partial records were left after a complete run"
+python3 - "$T/g.json" <<'EOF' || fail "bench serve glm-5.3 --and-capacity: $(head -c 600 "$T/g.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["summary"][0]
+r = d["records"]
+assert [x["max_concurrency"] for x in r] == [1, s["hier_capacity"]] and s["hier_capacity"] >= 2, (r, s)
+for x in r:
+    assert "skipped" not in x, x
+    assert x["histories_at_once"] == min(x["max_concurrency"], 8), x
+    assert x["prefill_s"] > 0 and x["start_s"] > 0 and x["decode_s"] > 0, x
+    assert x["prefill_s"] + x["start_s"] + x["decode_s"] <= x["duration"], x
+assert d["tokens_identical"] is True and all(x["token_mismatches"] == 0 for x in r), r
 EOF
 
 # ---------------------------------------------------------------- the table
