@@ -1,5 +1,5 @@
 /* attn_row.cuh - the device numerics of the reference model's sparse
- * attention, shared by k_attend (refmodel.cu) and the overlapped attention
+ * attention, shared by the k_att_* kernels (refmodel.cu: g_row_val; the score as 8 lanes) and the overlapped attention
  * (overlap.cu) so that a score or a value computed by either is the same bits.
  *
  * One IEEE operation per step (__fmul_rn / __fadd_rn / __fsub_rn: nvcc may

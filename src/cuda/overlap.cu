@@ -7,7 +7,7 @@
  *                 as 16-byte vectors (all in flight) and decoded once into
  *                 shared memory (g_row_val's operations), then every
  *                 (entry, head) score is the 576-long 8-lane dot of
- *                 attn_row.cuh (the operations of k_attend / dhs_ref_dot),
+ *                 attn_row.cuh (the operations of the k_att_* kernels / dhs_ref_dot),
  *                 times att_scale. Blocks with no entry of the set exit.
  *   k_ov_reduce   grid (nq, chunks, 8), 288 threads: one chunk of entries
  *                 (exact: the whole k) x 64 of the 512 values. The set's
