@@ -60,8 +60,10 @@ for r in d["records"]:
              r.get("attention_roofline_us", 0), f("other"), r["prefill_s"], r["histories_at_once"], r["start_s"], r["decode_s"]))
     h = r.get("step_host")
     if h:
-        print("          host us per round: control %.0f launch %.0f wait %.0f outside the step %.0f; %d graph captures (%.1f ms)"
-              % (h["control_us"], h["launch_us"], h["wait_us"], h["outside_step_us"], h["graph_captures"], h["capture_ms"]))
+        print("          host us per round: control %.0f launch %.0f wait %.0f outside the step %.0f (draft %.0f, round_begin %.0f,"
+              " round_end %.0f); %d graph captures (%.1f ms)"
+              % (h["control_us"], h["launch_us"], h["wait_us"], h["outside_step_us"], h["draft_us"], h["round_begin_us"],
+                 h["round_end_us"], h["graph_captures"], h["capture_ms"]))
 for s in d.get("summary", []):
     print("summary:", json.dumps(s))
 PY

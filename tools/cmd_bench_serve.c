@@ -347,6 +347,11 @@ static cJSON *rec_json(const sv_rec *r)
            hierarchy's copies and bookkeeping): decode time less the step's and the profiled rounds' */
         double in_step = r->st.control_s + r->st.launch_s + r->st.wait_s + r->st.capture_s;
         cJSON_AddNumberToObject(h, "outside_step_us", 1e6 * (r->decode_s - r->prof_wall_s - in_step) / n);
+        /* of which (every round, profiled ones too): the host drafter, dhs_round_begin, dhs_round_end */
+        double na = r->st.all_rounds ? (double)r->st.all_rounds : 1.0;
+        cJSON_AddNumberToObject(h, "draft_us", 1e6 * r->st.draft_s / na);
+        cJSON_AddNumberToObject(h, "round_begin_us", 1e6 * r->st.begin_s / na);
+        cJSON_AddNumberToObject(h, "round_end_us", 1e6 * r->st.end_s / na);
     }
     if (r->prof_rounds) {
         cJSON *b = cJSON_AddObjectToObject(o, "step_us");

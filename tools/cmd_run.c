@@ -300,6 +300,19 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "capture_rounds_s", st->capture_s);
             }
         }
+        { /* every round, any step: the host drafter and the library's round calls, per engine */
+            cJSON *ru = cJSON_AddObjectToObject(t, "round_host_us");
+            for (int w = 0; w < 2; w++) {
+                const dhs_ref_step_times *st = w ? &R.step_hier : &R.step_res;
+                double nr = (double)st->all_rounds;
+                if (!st->all_rounds) continue;
+                cJSON *e = cJSON_AddObjectToObject(ru, w ? "hier" : "resident");
+                cJSON_AddNumberToObject(e, "rounds", nr);
+                cJSON_AddNumberToObject(e, "draft", 1e6 * st->draft_s / nr);
+                cJSON_AddNumberToObject(e, "round_begin", 1e6 * st->begin_s / nr);
+                cJSON_AddNumberToObject(e, "round_end", 1e6 * st->end_s / nr);
+            }
+        }
         if (o.check) {
             cJSON_AddNumberToObject(j, "invariant_violations", (double)R.invariant_violations);
             cJSON_AddNumberToObject(j, "shadow_mismatches", (double)R.shadow_mismatches);

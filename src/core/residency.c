@@ -127,30 +127,43 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         int64_t m = ctx->grp_m[g];
         int64_t hist = n_positions / m, rows_all = (n_positions + m - 1) / m;
         int32_t nsrc = ctx->grp_nsrc[g];
-        for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
-            int to_dev = (flags == DHS_IMPORT_DEVICE) && c->resident_first && !rq->reclaiming &&
-                         ctx->n_free_pages - nsrc >= ctx->pages_res;
-            if (to_dev) {
-                for (int32_t si = 0; si < nsrc; si++) {
-                    int32_t pg = page_alloc(ctx, PAGE_OPT, (int32_t)r.id);
-                    gs->src[si].opt_pages[hp] = pg;
-                    if (c->payload_free) continue;
-                    int32_t src = ctx->grp_srcs[g][si];
-                    uint32_t rb = ctx->arch.sources[src].row_bytes;
-                    int32_t run = rb == ctx->row_stride ? p : 1; /* whole page in one copy when rows are dense */
-                    for (int32_t i = 0; i < p; i += run) {
-                        dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)pg * p + i),
-                                                               (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
-                                                               (size_t)run * rb);
-                        if (s != DHS_OK) { st = s; goto fail; }
-                    }
+        /* the leading pages go to the device while I4 leaves room for the whole
+           group (nsrc pages each); the rest, and the last partial page, to the host */
+        int64_t n_dev = 0;
+        if (flags == DHS_IMPORT_DEVICE && c->resident_first && !rq->reclaiming) {
+            int64_t spare = (int64_t)ctx->n_free_pages - (int64_t)ctx->pages_res;
+            n_dev = spare >= nsrc ? spare / nsrc : 0;
+            if (n_dev > gs->n_opt_pages) n_dev = gs->n_opt_pages;
+        }
+        /* source by source, so that a source's pages are consecutive where the free
+           list allows: one copy per run of pages adjacent in the pool (rows dense) */
+        for (int32_t si = 0; si < nsrc; si++) {
+            int32_t *op = gs->src[si].opt_pages;
+            for (int64_t hp = 0; hp < n_dev; hp++) op[hp] = page_alloc(ctx, PAGE_OPT, (int32_t)r.id);
+            if (c->payload_free) continue;
+            int32_t src = ctx->grp_srcs[g][si];
+            uint32_t rb = ctx->arch.sources[src].row_bytes;
+            int dense = rb == ctx->row_stride;
+            for (int64_t hp = 0; hp < n_dev;) {
+                int64_t e = hp + 1;
+                while (dense && e < n_dev && op[e] == op[e - 1] + 1) e++;
+                int64_t rows_n = (e - hp) * p; /* one copy when dense, else row by row (one page) */
+                for (int64_t i = 0; i < rows_n; i += dense ? rows_n : 1) {
+                    dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)op[hp] * p + i),
+                                                (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
+                                                (size_t)(dense ? rows_n : 1) * rb);
+                    if (s != DHS_OK) { st = s; goto fail; }
                 }
-                gs->opt_state[hp] = OPT_READY;
-                gs->opt_held++;
-            } else {
-                dhs_status s = import_to_host(ctx, rq, g, rows, hp * p, (hp + 1) * p);
-                if (s != DHS_OK) { st = s; goto fail; }
+                hp = e;
             }
+        }
+        for (int64_t hp = 0; hp < n_dev; hp++) {
+            gs->opt_state[hp] = OPT_READY;
+            gs->opt_held++;
+        }
+        if (n_dev < gs->n_opt_pages) {
+            dhs_status s = import_to_host(ctx, rq, g, rows, n_dev * p, gs->n_opt_pages * p);
+            if (s != DHS_OK) { st = s; goto fail; }
         }
         dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist);
         if (s != DHS_OK) { st = s; goto fail; }

@@ -882,11 +882,17 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         if (e->s[ids[i]].n + K[i] + 1 > e->cfg.max_positions) return DHS_ERR_ROW_RANGE;
     }
     /* 1. proposals */
+    double ta = dhs_wall_s();
     for (int32_t i = 0; i < n; i++) draft(e, &e->s[ids[i]], i, K[i]);
+    double tb = dhs_wall_s();
+    e->stt.all_rounds++;
+    e->stt.draft_s += tb - ta;
     /* 2. open the round */
     if (ctx) {
         for (int32_t i = 0; i < n; i++) e->reqs[i] = e->s[ids[i]].req;
-        if ((st = dhs_round_begin(ctx, n, e->reqs, K)) != DHS_OK) {
+        st = dhs_round_begin(ctx, n, e->reqs, K);
+        e->stt.begin_s += dhs_wall_s() - tb;
+        if (st != DHS_OK) {
             set_err(e, "dhs_round_begin", st);
             return st;
         }
@@ -1002,9 +1008,14 @@ verification:
         out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
                                   out->emitted + (int64_t)i * kmax);
     /* 5. close the round, commit the accepted prefix */
-    if (ctx && (st = dhs_round_end(ctx, out->accepted)) != DHS_OK) {
-        set_err(e, "dhs_round_end", st);
-        return st;
+    if (ctx) {
+        double te = dhs_wall_s();
+        st = dhs_round_end(ctx, out->accepted);
+        e->stt.end_s += dhs_wall_s() - te;
+        if (st != DHS_OK) {
+            set_err(e, "dhs_round_end", st);
+            return st;
+        }
     }
     if (e->cfg.trace) {
         for (int32_t i = 0; i < n; i++) {

@@ -369,6 +369,10 @@ int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
 typedef struct dhs_ref_step_times {
     uint64_t rounds, captures;
     double control_s, launch_s, wait_s, capture_s;
+    /* every round (any step, profiled ones too): the host drafter, dhs_round_begin,
+       dhs_round_end (hierarchical only) */
+    uint64_t all_rounds;
+    double draft_s, begin_s, end_s;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;
