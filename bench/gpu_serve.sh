@@ -6,6 +6,7 @@
 # libcjson-dev, bench/gpu_lib.sh), checks the graph step once (identical to resident), then
 #   1. context 100000, resident + adaptive at concurrency 1, 2 (equal batch) and each mode's capacity
 #   2. context 100000, fixed hot cache, concurrency 2 and its capacity
+#   2b. context 100000, resident + adaptive at C = 2 with --topk-impl fused (the top-k phase against 1.)
 #   3. context 32768, all modes (when time is left)
 # each with --json and --plot into $OUT, and prints one line per configuration and the summary; then
 # `dhs serve-sim --calibrate` on the 100K file (simulated vs measured).
@@ -83,6 +84,9 @@ serve() { # name, then bench serve flags
 }
 serve 100k --context 100000 --modes resident,adaptive --concurrency 1,2 --and-capacity
 serve 100k_fixed --context 100000 --modes fixed --concurrency 2 --and-capacity
+# the library's fused top-k in the model at k = 2048 over 100K candidates: its top-k phase against the
+# model's k_topk in the 100k records (issue 14)
+serve 100k_fused --context 100000 --modes resident,adaptive --concurrency 2 --topk-impl fused
 serve 32k --context 32768
 # serve-sim calibrated from the measured 100K sweep, simulated vs measured side by side (docs/SIM.md)
 if [ -s "$out/gserve_100k.json" ]; then
