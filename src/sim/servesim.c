@@ -62,6 +62,9 @@ dhs_serve_config dhs_serve_config_default(void)
     c.kv_gib = 40;
     c.idx_share = 0;
     c.stage_layers = 4;
+    c.layer_pool_bytes = 0;
+    c.idx_cap_bytes = 0;
+    c.policy = DHS_POLICY_LRU;
     c.max_context = 131072;
     c.max_output = 4096;
     c.prefill_remote = 1;
@@ -299,7 +302,7 @@ static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
     d.max_rows = max_len + km + 1;
     d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
     d.payload_free = 1;
-    d.policy = DHS_POLICY_LRU;
+    d.policy = c->policy;
     return d;
 }
 
@@ -340,9 +343,12 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
         share = idx / (idx + req);
     }
     double rest = M - stage;
-    if (rest <= 0) { dhs_errf(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0); return -1; }
-    H->idx_cap = (uint64_t)(rest * share);
-    double layer_pool = rest * (1 - share) / k->layers;
+    if (!c->layer_pool_bytes && rest <= 0) {
+        dhs_errf(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0);
+        return -1;
+    }
+    H->idx_cap = c->idx_cap_bytes ? c->idx_cap_bytes : (uint64_t)(rest * share);
+    double layer_pool = c->layer_pool_bytes ? (double)c->layer_pool_bytes : rest * (1 - share) / k->layers;
     /* arena pages the core takes (probe on a generous pool) */
     dhs_backend *be = NULL;
     dhs_ctx *probe = NULL;

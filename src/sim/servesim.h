@@ -146,6 +146,12 @@ typedef struct dhs_serve_config {
     double kv_gib;               /* device memory for KV, index keys and staging, GiB (40) */
     double idx_share;            /* share of the budget for index keys; 0 = auto (see docs/SIM.md) */
     int32_t stage_layers;        /* live layer groups whose staging is reserved (chi, 4) */
+    /* an explicit split of the budget (0 = derived from kv_gib as above): what --calibrate sets so a
+       simulated configuration holds what the measured run held (docs/SIM.md, Calibration) */
+    uint64_t layer_pool_bytes;   /* one layer's payload pool: hot caches, tails and imported history
+                                    (the core's staging on top); kv_gib, idx_share, stage_layers unused for it */
+    uint64_t idx_cap_bytes;      /* the index keys' budget (admission) */
+    dhs_policy policy;           /* the core's hot-cache replacement policy (LRU) */
     int64_t max_context;         /* longest prompt; longer trace prompts are clamped (131072) */
     int64_t max_output;          /* longest output; longer trace outputs are clamped (4096) */
     dhs_serve_cost cost;
