@@ -578,7 +578,7 @@ static int serve_calibrate(const cal_args *A)
                     cJSON_AddNumberToObject(sp, "layer_pool_bytes", (double)runs[i].c.layer_pool_bytes);
                     cJSON_AddNumberToObject(sp, "layer_pool_rows", (double)(runs[i].c.layer_pool_bytes / cost.row_bytes));
                     cJSON_AddNumberToObject(sp, "index_key_bytes", (double)runs[i].c.idx_cap_bytes);
-                    cJSON_AddNumberToObject(sp, "history_rows_host_floor", (double)(r->context % page));
+                    cJSON_AddNumberToObject(sp, "prompt_partial_page_rows", (double)(r->context % page));
                 }
                 cJSON_AddStringToObject(sp, "policy", dhs_policy_str(runs[i].c.policy));
             }
