@@ -10,9 +10,10 @@
  *   including a geometry whose index producers are fewer than its layers (the
  *   per-layer indexer constant reproduces the measured indexer time), and the
  *   base/token fit reproduces every step with zero residual (attention per
- *   layer = attn_layer_us + attn_us x queries: both recovered); every record at
- *   one batch size: attention pooled per query, attn_layer_us 0, and the
- *   provenance says why; without the
+ *   layer = attn_layer_us + attn_us x queries, indexer + top-k per layer =
+ *   idx_layer_us + idx_us_per_ktok x queries x context/1000: all recovered);
+ *   every record at one batch size and context: attention and indexer pooled
+ *   per query, the per-layer parts 0, and the provenance says why; without the
  *   breakdown (a CPU file): attention and indexer 0, the hierarchy's
  *   constants left at the start values, base/token fitted on the resident
  *   records only; without resident records the fit runs on the hierarchy's;
@@ -81,6 +82,7 @@ static dhs_serve_cost truth(void)
     t.token_us = 40;
     t.attn_us = 0.9;
     t.attn_layer_us = 14; /* latency-bound attention: per layer, at any batch */
+    t.idx_layer_us = 70;  /* latency-bound top-k: per layer, at any batch */
     t.idx_us_per_ktok = 0.05;
     t.resolver_us = 6;
     t.resolver_ns_per_entry = 0.7;
@@ -105,7 +107,7 @@ static int make_meas(const dhs_serve_cost *t, const dhs_serve_cal_geom *g, int p
             r->tokens_per_round = g->spec > 1 ? 1.5 : 1; /* spec: tokens per round enter the rows copied per step */
             r->host_rows_per_token = md == 0 ? 0 : md == 1 ? 300.0 + 50 * bi : 20.0 * bi;
             double q = r->mean_batch * g->spec, L = (double)r->context + 0.5 * (double)g->tokens;
-            double at = g->layers * (t->attn_layer_us + q * t->attn_us), ix = g->layers * q * t->idx_us_per_ktok * L / 1000.0, rs = 0, mc = 0;
+            double at = g->layers * (t->attn_layer_us + q * t->attn_us), ix = g->layers * (t->idx_layer_us + q * t->idx_us_per_ktok * L / 1000.0), rs = 0, mc = 0;
             if (md) {
                 rs = g->layers * (t->resolver_us + t->resolver_ns_per_entry * q * g->topk / 1000.0);
                 double rows = r->host_rows_per_token * r->mean_batch * r->tokens_per_round;
@@ -176,6 +178,14 @@ static void test_one_batch(void)
     CHECK(c.cost.attn_us > t.attn_us); /* the per-layer part lands per query */
     CHECKF(strstr(c.from[DHS_CAL_ATTN_LAYER_US], "one batch size") && strstr(c.from[DHS_CAL_ATTN_US], "one batch size"), "%s | %s",
            c.from[DHS_CAL_ATTN_LAYER_US], c.from[DHS_CAL_ATTN_US]);
+    /* one context too: the indexer the same way */
+    double it = 0, ix = 0;
+    for (int i = 0; i < k; i++)
+        it += m[i].indexer_us + m[i].topk_us, ix += m[i].mean_batch * g.spec * g.layers * ((double)m[i].context + 0.5 * (double)g.tokens) / 1000.0;
+    CHECKF(c.cost.idx_layer_us == 0 && close_rel(c.cost.idx_us_per_ktok, it / ix, 1e-12), "idx_layer_us %g idx_us_per_ktok %g vs %g",
+           c.cost.idx_layer_us, c.cost.idx_us_per_ktok, it / ix);
+    CHECK(c.cost.idx_us_per_ktok > t.idx_us_per_ktok);
+    CHECKF(strstr(c.from[DHS_CAL_IDX_LAYER_US], "one queries x context") != NULL, "%s", c.from[DHS_CAL_IDX_LAYER_US]);
 }
 
 static void test_cpu_file(void)

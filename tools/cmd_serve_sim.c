@@ -351,7 +351,7 @@ static int given(const cal_args *A, const char *name)
 }
 
 static const char *const cal_flags[DHS_CAL_N_] = {"--base-us",     "--token-us",  "--attn-us",   "--attn-layer-us",
-                                                  "--idx-us-per-ktok", "--resolver-us", "--resolver-ns", "--pcie-gbps",
+                                                  "--idx-us-per-ktok", "--idx-layer-us", "--resolver-us", "--resolver-ns", "--pcie-gbps",
                                                   "--gather-us",   "--draft-us",  "--prefill-us-per-token"};
 
 static double ratio(double sim, double meas) { return meas > 0 ? sim / meas : NAN; }
@@ -775,6 +775,8 @@ int cmd_serve_sim(int argc, char **argv)
         A_DBL("--attn-layer-us", &c.cost.attn_layer_us, 0, 1e9,
               "cost model: attention per layer and step, independent of the batch (latency-bound kernels), us"),
         A_DBL("--idx-us-per-ktok", &c.cost.idx_us_per_ktok, 0, 1e9, "cost model: indexer per query, layer and 1000 positions, us"),
+        A_DBL("--idx-layer-us", &c.cost.idx_layer_us, 0, 1e9,
+              "cost model: indexer and top-k per layer and step, independent of the batch (latency-bound kernels), us"),
         A_DBL("--pcie-gbps", &c.cost.pcie_gbps, 1e-3, 1e6, "cost model: zero-copy gather bandwidth, GB/s"),
         A_DBL("--gather-us", &c.cost.gather_us, 0, 1e9, "cost model: gather latency per layer with a miss, us"),
         A_DBL("--resolver-us", &c.cost.resolver_us, 0, 1e9, "cost model: resolver per layer and step, us"),
@@ -968,9 +970,9 @@ int cmd_serve_sim(int argc, char **argv)
         printf("\"");
         if (c.dp_ranks > 1) printf(", \"dp_ranks\": %d", c.dp_ranks);
         printf(",\n  \"cost_model\": {\"layers\": %d, \"row_bytes\": %u, \"idx_bytes\": %u, \"base_us\": %g, \"token_us\": %g, \"attn_us\": %g, "
-               "\"attn_layer_us\": %g, \"idx_us_per_ktok\": %g, \"pcie_gbps\": %g, \"gather_us\": %g, \"resolver_us\": %g, \"resolver_ns_per_entry\": %g, "
+               "\"attn_layer_us\": %g, \"idx_us_per_ktok\": %g, \"idx_layer_us\": %g, \"pcie_gbps\": %g, \"gather_us\": %g, \"resolver_us\": %g, \"resolver_ns_per_entry\": %g, "
                "\"draft_us\": %g, \"prefill_us_per_token\": %g}},\n",
-               k->layers, k->row_bytes, k->idx_bytes, k->base_us, k->token_us, k->attn_us, k->attn_layer_us, k->idx_us_per_ktok, k->pcie_gbps, k->gather_us,
+               k->layers, k->row_bytes, k->idx_bytes, k->base_us, k->token_us, k->attn_us, k->attn_layer_us, k->idx_us_per_ktok, k->idx_layer_us, k->pcie_gbps, k->gather_us,
                k->resolver_us, k->resolver_ns_per_entry, k->draft_us, k->prefill_us_per_token);
         printf(" \"runs\": [\n");
         for (int i = 0; i < n_runs; i++) {

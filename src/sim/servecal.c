@@ -9,7 +9,7 @@
 #include "sim/util.h"
 
 static const char *const cal_names[DHS_CAL_N_] = {"base_us",     "token_us",    "attn_us",   "attn_layer_us",
-                                                  "idx_us_per_ktok", "resolver_us", "resolver_ns_per_entry", "pcie_gbps",
+                                                  "idx_us_per_ktok", "idx_layer_us", "resolver_us", "resolver_ns_per_entry", "pcie_gbps",
                                                   "gather_us",   "draft_us",    "prefill_us_per_token"};
 
 const char *dhs_serve_cal_name(dhs_serve_cal_const i)
@@ -25,6 +25,7 @@ double *dhs_serve_cal_field(dhs_serve_cost *c, dhs_serve_cal_const i)
     case DHS_CAL_ATTN_US: return &c->attn_us;
     case DHS_CAL_ATTN_LAYER_US: return &c->attn_layer_us;
     case DHS_CAL_IDX_US_PER_KTOK: return &c->idx_us_per_ktok;
+    case DHS_CAL_IDX_LAYER_US: return &c->idx_layer_us;
     case DHS_CAL_RESOLVER_US: return &c->resolver_us;
     case DHS_CAL_RESOLVER_NS: return &c->resolver_ns_per_entry;
     case DHS_CAL_PCIE_GBPS: return &c->pcie_gbps;
@@ -84,7 +85,7 @@ static double rows_per_step(const dhs_serve_meas *m) { return m->host_rows_per_t
 double dhs_serve_cal_extra_us(const dhs_serve_cost *c, const dhs_serve_cal_geom *g, const dhs_serve_meas *m)
 {
     double q = queries(g, m), L = mean_ctx(g, m);
-    double e = c->layers * (c->attn_layer_us + q * (c->attn_us + c->idx_us_per_ktok * L / 1000.0));
+    double e = c->layers * (c->attn_layer_us + c->idx_layer_us + q * (c->attn_us + c->idx_us_per_ktok * L / 1000.0));
     if (m->mode != DHS_SERVE_RESIDENT) {
         /* servesim: layers x (resolver_us + ns x E / 1000), E = one layer's entries = queries x k */
         e += c->layers * (c->resolver_us + c->resolver_ns_per_entry * q * g->topk / 1000.0);
@@ -185,21 +186,50 @@ int dhs_serve_calibrate(const dhs_serve_meas *m, int n, const dhs_serve_cal_geom
                      "fit: attention / %d layers against queries per step over %d profiled records (%s): the intercept, the "
                      "batch-independent part", g->layers, nf, fit_kind(kind));
         }
-        k->idx_us_per_ktok = ix > 0 ? it / ix : 0;
-        if (g->producers > 0)
+        /* the indexer and top-k the same way: (indexer + topk) / layers = idx_layer_us + idx_us_per_ktok x
+           queries x mean context / 1000 (top-k over the context is one latency-bound pass per layer) */
+        nf = 0;
+        for (int i = 0; i < n; i++) {
+            if (!m[i].has_phases) continue;
+            xs[nf] = queries(g, &m[i]) * mean_ctx(g, &m[i]) / 1000.0;
+            ys[nf] = (m[i].indexer_us + m[i].topk_us) / g->layers;
+            nf++;
+        }
+        int ikind = dhs_serve_fit_line(xs, ys, nf, 0, &a, &b);
+        const char *per = g->producers > 0 && g->producers < g->layers ? "; the simulator charges every layer, so the values are per layer" : "";
+        if (ikind == 1) {
+            k->idx_layer_us = 0;
+            k->idx_us_per_ktok = ix > 0 ? it / ix : 0;
+        } else {
+            k->idx_layer_us = a;
+            k->idx_us_per_ktok = b;
+        }
+        char prod[160] = "";
+        if (g->producers > 0 && g->producers < g->layers)
+            snprintf(prod, sizeof prod, " (%d of the %d layers score: %.4g us per producer", g->producers, g->layers,
+                     k->idx_us_per_ktok * g->layers / g->producers);
+        if (ikind == 1) {
             snprintf(C.from[DHS_CAL_IDX_US_PER_KTOK], sizeof C.from[0],
                      "measured: (indexer + topk) / (mean batch x spec x %d layers x mean context/1000), pooled over %d profiled "
-                     "records; %d of the %d layers score (%.4g us per producer): the simulator charges every layer, so the "
-                     "value is per layer",
-                     g->layers, n_ph, g->producers, g->layers, k->idx_us_per_ktok * g->layers / g->producers);
-        else
+                     "records (one queries x context in the file: all of it per query)%s%s%s",
+                     g->layers, n_ph, prod, prod[0] ? ")" : "", per);
+            snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                     "fit: 0, one queries x context in the %d profiled records: no intercept to fit", n_ph);
+        } else {
             snprintf(C.from[DHS_CAL_IDX_US_PER_KTOK], sizeof C.from[0],
-                     "measured: (indexer + topk) / (mean batch x spec x %d layers x mean context/1000), pooled over %d "
-                     "profiled records", g->layers, n_ph);
+                     "fit: (indexer + topk) / %d layers against queries x mean context/1000 over %d profiled records (%s): the "
+                     "slope%s%s%s", g->layers, nf, fit_kind(ikind), prod, prod[0] ? ")" : "", per);
+            snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                     "fit: (indexer + topk) / %d layers against queries x mean context/1000 over %d profiled records (%s): the "
+                     "intercept, the batch-independent part%s%s%s", g->layers, nf, fit_kind(ikind), prod, prod[0] ? ")" : "", per);
+        }
     } else {
         k->attn_us = 0;
         k->attn_layer_us = 0;
         k->idx_us_per_ktok = 0;
+        k->idx_layer_us = 0;
+        snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                 "measured: 0, the file has no per-step breakdown (a CPU run): the indexer is folded into base_us and token_us");
         snprintf(C.from[DHS_CAL_ATTN_US], sizeof C.from[0],
                  "measured: 0, the file has no per-step breakdown (a CPU run): attention is folded into token_us");
         snprintf(C.from[DHS_CAL_ATTN_LAYER_US], sizeof C.from[0],

@@ -35,6 +35,7 @@ dhs_serve_cost dhs_serve_cost_default(void)
     c.attn_us = 0.8;               /* 2048 x 656 B = 1.34 MB at the 1.7 TB/s HBM gather of facts §7 */
     c.attn_layer_us = 0;           /* the batch-independent part: none unless calibrated (docs/SIM.md) */
     c.idx_us_per_ktok = 0.031;     /* 1000 x 132 B at the 4.28 TB/s HBM rate of facts §7 */
+    c.idx_layer_us = 0;            /* the batch-independent part: none unless calibrated (docs/SIM.md) */
     c.pcie_gbps = 38;              /* zero-copy gather of 656-B rows, 2048 rows in 35 us (facts §7) */
     c.gather_us = 4;               /* 256 rows in 8.3 us = 4 us latency + 4.4 us at 38 GB/s (facts §7) */
     c.resolver_us = 5;             /* assumption: one device-resident resolver launch (3.3 us launch, facts §7) */
@@ -823,7 +824,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             }
             double qtok = 0;
             for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
-            double d = cost->base_us + cost->token_us * qtok + cost->layers * (cost->attn_layer_us + attn);
+            double d = cost->base_us + cost->token_us * qtok + cost->layers * (cost->attn_layer_us + cost->idx_layer_us + attn);
             if (hierarchical) {
                 d += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
                 if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));

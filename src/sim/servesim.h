@@ -42,7 +42,7 @@
  * Decode step cost (microseconds), batch of requests i with K_i queries,
  * context L_i, E entries resolved and H host rows copied (one layer):
  *   t = base_us + token_us * sum K_i
- *     + layers * attn_layer_us
+ *     + layers * (attn_layer_us + idx_layer_us)
  *     + layers * sum_i K_i * (attn_us + idx_us_per_ktok * L_i / 1000)
  *     + [FIXED, ADAPTIVE] layers * (resolver_us + resolver_ns_per_entry * E / 1000
  *                                   + (H > 0 ? gather_us + H * row_bytes / (pcie_gbps * 1000) : 0))
@@ -83,6 +83,8 @@ typedef struct dhs_serve_cost {
     double attn_layer_us;         /* per layer and decode step, independent of the batch: latency-bound
                                      attention kernels (launches, one pass over the layer) (0) */
     double idx_us_per_ktok;       /* per query and layer per 1000 context positions: indexer scores */
+    double idx_layer_us;          /* per layer and decode step, independent of the batch: the indexer's and
+                                     top-k's latency-bound part (0) */
     double pcie_gbps;             /* zero-copy gather bandwidth, GB/s */
     double gather_us;             /* per layer with at least one miss: gather latency */
     double resolver_us;           /* per layer and step: resolver launch and plan */

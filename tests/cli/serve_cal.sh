@@ -11,7 +11,8 @@
 # Then the real H200 files in tests/data (runs 26 and 27 of bench/RESULTS.md,
 # glm-5.3 at 100K, 12 GiB; docs/SIM.md, Calibration): attention is mostly per
 # layer (attn_layer_us > 0, the per-query slope under 5% of it) and the fit
-# reproduces each record's attention; every simulated step within 15% of the
+# reproduces each record's attention (5%), the indexer fit each record's indexer
+# + top-k (15%); every simulated step within 15% of the
 # measured one; each hierarchy record simulated under bench serve's device split
 # (C resident sessions fit the budget -> adaptive holds every prompt on the
 # device); host rows per token: at least the partial-page rows the output names,
@@ -59,12 +60,13 @@ for r in ran:
     assert si["completed"] == r["max_concurrency"] * cfg["waves"], si
     assert si["sessions_held"] <= r["max_concurrency"], si
 c = cal["calibration"]
-for k in ("base_us", "token_us", "attn_us", "idx_us_per_ktok", "resolver_us", "resolver_ns_per_entry", "pcie_gbps",
+for k in ("base_us", "token_us", "attn_us", "attn_layer_us", "idx_us_per_ktok", "idx_layer_us", "resolver_us", "resolver_ns_per_entry", "pcie_gbps",
           "gather_us", "draft_us", "prefill_us_per_token", "layers", "row_bytes", "idx_bytes", "accept_p"):
     assert k in c and "value" in c[k] and c[k]["from"].split(":")[0] in ("measured", "fit", "default"), (k, c.get(k))
 assert c["layers"]["value"] == cfg["layers"] and c["row_bytes"]["value"] == cfg["row_bytes"]
 # a CPU file: no breakdown, attention and indexer folded into token_us
 assert c["attn_us"]["value"] == 0 and c["idx_us_per_ktok"]["value"] == 0, c
+assert c["attn_layer_us"]["value"] == 0 and c["idx_layer_us"]["value"] == 0, c
 assert cal["config"]["k"] == cfg["topk"] and abs(cal["config"]["kv_gib"] * 2**30 - cfg["device_budget_bytes"]) < 1
 # base_us + token_us x (mean batch x spec): least squares over the resident step times, clamped to >= 0
 res = [r for r in ran if r["mode"] == "resident"]
@@ -156,6 +158,9 @@ want = {"base_us": 900, "token_us": 40, "attn_us": 0.9, "idx_us_per_ktok": 0.05,
 for k, v in want.items():
     assert abs(c[k]["value"] - v) <= 1e-6 * v, (k, c[k], v)
     assert c[k]["from"].startswith(("measured", "fit")), (k, c[k])
+# the model made of it has no batch-independent attention or indexer: the intercepts come out 0
+for k in ("attn_layer_us", "idx_layer_us"):
+    assert abs(c[k]["value"]) < 1e-6 and c[k]["from"].startswith("fit:"), (k, c[k])
 assert f["max_residual_us"] < 1e-6, f
 assert d["measured_on"]["records_with_step_breakdown"] == d["measured_on"]["records_ran"]
 assert all(r["simulated"] for r in d["comparison"])
@@ -177,6 +182,13 @@ al, aq = c["attn_layer_us"]["value"], c["attn_us"]["value"]
 # latency-bound attention: the batch-independent part dominates; the fit reproduces each record
 assert al > 0 and c["attn_layer_us"]["from"].startswith("fit:"), c["attn_layer_us"]
 assert 0 <= aq < 0.05 * al, (aq, al)
+# the indexer and top-k: a batch-independent part (top-k) and one growing with queries x context
+il, ik = c["idx_layer_us"]["value"], c["idx_us_per_ktok"]["value"]
+assert il > 0 and ik > 0, (il, ik)
+for r in ran:
+    meas = (r["step_us"]["indexer"] + r["step_us"]["topk"]) / L
+    model = il + ik * r["mean_batch"] * cfg["spec"] * (r["context"] + tokens / 2) / 1000
+    assert abs(model - meas) <= 0.15 * meas, (r["mode"], r["max_concurrency"], model, meas)
 for r in ran:
     meas = r["step_us"]["attention"] / L
     model = al + aq * r["mean_batch"] * cfg["spec"]
