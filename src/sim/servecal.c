@@ -221,7 +221,7 @@ int dhs_serve_calibrate(const dhs_serve_meas *m, int n, const dhs_serve_cal_geom
                      "slope%s%s%s", g->layers, nf, fit_kind(ikind), prod, prod[0] ? ")" : "", per);
             snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
                      "fit: (indexer + topk) / %d layers against queries x mean context/1000 over %d profiled records (%s): the "
-                     "intercept, the batch-independent part%s%s%s", g->layers, nf, fit_kind(ikind), prod, prod[0] ? ")" : "", per);
+                     "intercept, the batch-independent part%s", g->layers, nf, fit_kind(ikind), per);
         }
     } else {
         k->attn_us = 0;
