@@ -730,7 +730,8 @@ int cmd_serve_sim(int argc, char **argv)
          .max = MAX_POINTS, .seen = &seen_scales, .help = "with a trace: arrival-rate multipliers"},
         A_IN("--calibrate", &calib,
              "a `dhs bench serve --json` output: derive the cost model from its measurements (docs/SIM.md, Calibration), "
-             "simulate each configuration it measured (mode, context, concurrency, budget, tokens, k, layers, spec) and print "
+             "simulate each configuration it measured (mode, context, concurrency, budget, tokens, k, layers, spec; the hierarchy "
+             "under the device split and policy bench serve gave the run) and print "
              "simulated beside measured; cost-model flags (--base-us ... --prefill-us-per-token, --layers, --row-bytes, "
              "--idx-bytes, --accept-p) and --kv-gib, --k, --hot, --page-rows, --max-batch given with it override the "
              "calibrated or measured values; the load and workload flags do not go with it"),
