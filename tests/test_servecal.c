@@ -9,7 +9,11 @@
  *   with the per-step breakdown (a GPU file): every constant recovered,
  *   including a geometry whose index producers are fewer than its layers (the
  *   per-layer indexer constant reproduces the measured indexer time), and the
- *   base/token fit reproduces every step with zero residual; without the
+ *   base/token fit reproduces every step with zero residual (attention per
+ *   layer = attn_layer_us + attn_us x queries, indexer + top-k per layer =
+ *   idx_layer_us + idx_us_per_ktok x queries x context/1000: all recovered);
+ *   every record at one batch size and context: attention and indexer pooled
+ *   per query, the per-layer parts 0, and the provenance says why; without the
  *   breakdown (a CPU file): attention and indexer 0, the hierarchy's
  *   constants left at the start values, base/token fitted on the resident
  *   records only; without resident records the fit runs on the hierarchy's;
@@ -77,6 +81,8 @@ static dhs_serve_cost truth(void)
     t.base_us = 900;
     t.token_us = 40;
     t.attn_us = 0.9;
+    t.attn_layer_us = 14; /* latency-bound attention: per layer, at any batch */
+    t.idx_layer_us = 70;  /* latency-bound top-k: per layer, at any batch */
     t.idx_us_per_ktok = 0.05;
     t.resolver_us = 6;
     t.resolver_ns_per_entry = 0.7;
@@ -101,7 +107,7 @@ static int make_meas(const dhs_serve_cost *t, const dhs_serve_cal_geom *g, int p
             r->tokens_per_round = g->spec > 1 ? 1.5 : 1; /* spec: tokens per round enter the rows copied per step */
             r->host_rows_per_token = md == 0 ? 0 : md == 1 ? 300.0 + 50 * bi : 20.0 * bi;
             double q = r->mean_batch * g->spec, L = (double)r->context + 0.5 * (double)g->tokens;
-            double at = g->layers * q * t->attn_us, ix = g->layers * q * t->idx_us_per_ktok * L / 1000.0, rs = 0, mc = 0;
+            double at = g->layers * (t->attn_layer_us + q * t->attn_us), ix = g->layers * (t->idx_layer_us + q * t->idx_us_per_ktok * L / 1000.0), rs = 0, mc = 0;
             if (md) {
                 rs = g->layers * (t->resolver_us + t->resolver_ns_per_entry * q * g->topk / 1000.0);
                 double rows = r->host_rows_per_token * r->mean_batch * r->tokens_per_round;
@@ -148,6 +154,38 @@ static void test_gpu_file(int32_t layers, int32_t producers, int32_t spec)
         CHECKF(close_rel(s, m[i].step_us, 1e-9), "record %d: %.6f vs %.6f", i, s, m[i].step_us);
     }
     if (producers < layers) CHECK(strstr(c.from[DHS_CAL_IDX_US_PER_KTOK], "per producer") != NULL);
+}
+
+/* every profiled record at one batch size: attention cannot be split into its per-layer and per-query
+   parts; all of it goes per query (pooled), attn_layer_us 0, and the provenance says so */
+static void test_one_batch(void)
+{
+    dhs_serve_cost t = truth();
+    dhs_serve_cal_geom g = {61, 61, 61, 1, 2048, 656, 64};
+    dhs_serve_meas m[32];
+    int n = make_meas(&t, &g, 1, 1, m), k = 0;
+    for (int i = 0; i < n; i++)
+        if (m[i].mean_batch == 4) m[k++] = m[i]; /* batch 4 of each mode */
+    CHECK(k == 3);
+    dhs_serve_cost start = dhs_serve_cost_default();
+    dhs_serve_calib c;
+    char err[256];
+    CHECKF(dhs_serve_calibrate(m, k, &g, &start, &c, err, sizeof err) == 0, "%s", err);
+    double at = 0, q = 0;
+    for (int i = 0; i < k; i++) at += m[i].attention_us / g.layers, q += m[i].mean_batch * g.spec;
+    CHECKF(c.cost.attn_layer_us == 0 && close_rel(c.cost.attn_us, at / q, 1e-12), "attn_layer_us %g attn_us %g vs %g", c.cost.attn_layer_us,
+           c.cost.attn_us, at / q);
+    CHECK(c.cost.attn_us > t.attn_us); /* the per-layer part lands per query */
+    CHECKF(strstr(c.from[DHS_CAL_ATTN_LAYER_US], "one batch size") && strstr(c.from[DHS_CAL_ATTN_US], "one batch size"), "%s | %s",
+           c.from[DHS_CAL_ATTN_LAYER_US], c.from[DHS_CAL_ATTN_US]);
+    /* one context too: the indexer the same way */
+    double it = 0, ix = 0;
+    for (int i = 0; i < k; i++)
+        it += m[i].indexer_us + m[i].topk_us, ix += m[i].mean_batch * g.spec * g.layers * ((double)m[i].context + 0.5 * (double)g.tokens) / 1000.0;
+    CHECKF(c.cost.idx_layer_us == 0 && close_rel(c.cost.idx_us_per_ktok, it / ix, 1e-12), "idx_layer_us %g idx_us_per_ktok %g vs %g",
+           c.cost.idx_layer_us, c.cost.idx_us_per_ktok, it / ix);
+    CHECK(c.cost.idx_us_per_ktok > t.idx_us_per_ktok);
+    CHECKF(strstr(c.from[DHS_CAL_IDX_LAYER_US], "one queries x context") != NULL, "%s", c.from[DHS_CAL_IDX_LAYER_US]);
 }
 
 static void test_cpu_file(void)
@@ -271,6 +309,7 @@ int main(void)
     test_gpu_file(61, 61, 1);
     test_gpu_file(78, 21, 1);
     test_gpu_file(61, 61, 2);
+    test_one_batch();
     test_cpu_file();
     test_no_resident();
     test_accept_and_misses();

@@ -35,6 +35,7 @@
 #include "ref/gpu.h"
 #include "ref/model.h"
 #include "ref/run.h"
+#include "serve_sizes.h"
 #include "sim/util.h"
 #include "tool.h"
 
@@ -104,18 +105,8 @@ static uint64_t host_mem_total(void)
     return (uint64_t)kb * 1024ull;
 }
 
-/* device bytes of the hierarchy for C sessions of `positions` (fixed: no history
-   pages; the engine's index keys and draft ring per session on top) */
-typedef struct sv_size {
-    uint64_t resident_session;   /* rows + keys + ring of one resident session */
-    uint64_t keys_session;       /* keys + ring (both storages keep them on the device) */
-    uint64_t hier_fixed_lib;     /* the library's device bytes at C (history 0): M + resolver state */
-    uint64_t host_session;       /* the full history on the host (payload rows) */
-    uint64_t resolver;           /* the device resolver's state (outside M) */
-} sv_size;
-
 /* m: the model of base->model (created once by the command) */
-static int sv_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *why, size_t wn)
+int bench_serve_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t C, sv_size *z, char *why, size_t wn)
 {
     int64_t max_pos = base->context + base->tokens + base->spec + 2;
     int64_t positions = base->context + base->tokens;
@@ -125,7 +116,7 @@ static int sv_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t
     z->host_session = (uint64_t)dhs_ref_n_sources(m) * (uint64_t)positions * DHS_REF_ROW_BYTES;
     dhs_config c = dhs_ref_hier_config(m, C, max_pos, base->spec, 0.0, base->context, base->page_rows);
     c.resolver = base->step != DHS_REF_STEP_HOST ? DHS_RESOLVER_DEVICE : base->resolver;
-    if (c.resolver == DHS_RESOLVER_DEVICE) c.policy = DHS_POLICY_CLOCK;
+    c.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : base->policy; /* as dhs_ref_run */
     dhs_arch a;
     dhs_ref_arch(m, &a);
     dhs_sizes s;
@@ -136,7 +127,20 @@ static int sv_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_t
     uint64_t M = c.device_bytes > s.min_device_bytes ? c.device_bytes : s.min_device_bytes;
     z->hier_fixed_lib = M + s.reserve_bytes + s.resolver_bytes;
     z->resolver = s.resolver_bytes;
+    z->fixed_M = M;
+    z->staging = s.staging_bytes;
+    z->reserve = s.reserve_bytes;
+    c.device_bytes = M;
+    z->lib = c;
+    z->sources = dhs_ref_n_sources(m);
     return 0;
+}
+
+uint64_t bench_serve_lib_bytes(const sv_size *z, int mode, int32_t C, uint64_t budget)
+{
+    uint64_t keys = (uint64_t)C * z->keys_session;
+    if (z->hier_fixed_lib + keys > budget) return 0;
+    return mode == 1 ? z->fixed_M : budget - keys - z->resolver;
 }
 
 /* 1: C sessions of the hierarchy (history 0) and their index keys fit the device budget */
@@ -144,7 +148,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 {
     sv_size z;
     char why[200];
-    return !sv_sizes(m, base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget;
+    return !bench_serve_sizes(m, base, C, &z, why, sizeof why) && z.hier_fixed_lib + (uint64_t)C * z.keys_session <= budget;
 }
 
 typedef struct sv_opts {
@@ -185,7 +189,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     c.hier = mode != 0;
     c.history = 0;
     sv_size z;
-    if (sv_sizes(m, &c, C, &z, r->why, sizeof r->why)) return;
+    if (bench_serve_sizes(m, &c, C, &z, r->why, sizeof r->why)) return;
     if (mode == 0) {
         r->device_bytes = (uint64_t)C * z.resident_session;
         if (r->device_bytes > budget) {
@@ -203,8 +207,9 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         }
         /* the library's M: fixed = what C sessions need (derived, history 0); adaptive = the whole
            budget less the resolver state (outside M) and the engine's index keys: the spare room
-           holds imported history as optional pages */
-        c.device_bytes = mode == 1 ? 0 : budget - keys - z.resolver;
+           holds imported history as optional pages (bench_serve_lib_bytes, which serve-sim
+           --calibrate simulates) */
+        c.device_bytes = mode == 1 ? 0 : bench_serve_lib_bytes(&z, mode, C, budget);
         r->device_bytes = mode == 1 ? z.hier_fixed_lib + keys : budget;
     }
     if (o->host_gib > 0 && mode != 0 && (double)C * (double)z.host_session > o->host_gib * 1073741824.0) {
@@ -611,7 +616,7 @@ int cmd_bench_serve(int argc, char **argv)
         /* how many each mode can hold under the budget (host memory caps the hierarchy) */
         sv_size z1;
         char why[200];
-        if (sv_sizes(m, &base, 1, &z1, why, sizeof why)) {
+        if (bench_serve_sizes(m, &base, 1, &z1, why, sizeof why)) {
             fprintf(stderr, PROG ": %s\n", why);
             free(R), free(tk.hash), free(tk.seen);
             dhs_ref_model_destroy(m);

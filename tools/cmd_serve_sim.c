@@ -18,6 +18,7 @@
 #include "sim/servecal.h"
 #include "sim/servesim.h"
 #include "sim/sim.h"
+#include "serve_sizes.h"
 #include "tool.h"
 
 #define MAX_POINTS 32
@@ -156,6 +157,8 @@ typedef struct cal_rec {
     int32_t conc;
     char mode[16];
     char why[600]; /* skipped: bench serve's reason */
+    int sized;     /* z: bench serve's sizes of this configuration (hierarchy modes) */
+    sv_size z;
 } cal_rec;
 
 typedef struct cal_file {
@@ -299,14 +302,20 @@ out:
     return rc;
 }
 
-/* the hierarchy's sizes bench serve used for this geometry (dhs_ref_hier_config) */
-static int cal_geometry(const cal_file *F, uint32_t *key_bytes, int32_t *hot, int32_t *tail, int32_t *page, char *err, size_t en)
+/* the hierarchy's sizes bench serve used for this geometry (dhs_ref_hier_config), and for each
+   hierarchy record the sizes its run had (bench_serve_sizes: the same code bench serve sized it with) */
+static int cal_geometry(cal_file *F, uint32_t *key_bytes, int32_t *hot, int32_t *tail, int32_t *page, char *err, size_t en)
 {
     dhs_ref_geometry g;
     if (dhs_ref_geometry_parse(F->geometry, &g)) { snprintf(err, en, "unknown geometry '%s'", F->geometry); return -1; }
     dhs_ref_run_cfg rc = dhs_ref_run_cfg_default();
     dhs_ref_run_set_geometry(&rc, g);
     rc.model.topk = (int32_t)F->topk;
+    rc.tokens = (int32_t)F->tokens;
+    rc.spec = (int32_t)F->spec;
+    /* bench serve: the device and graph steps resolve on the device (CLOCK policy); the host step on the host */
+    rc.step = !strcmp(F->step, "graph") ? DHS_REF_STEP_GRAPH : !strcmp(F->step, "device") ? DHS_REF_STEP_DEVICE : DHS_REF_STEP_HOST;
+    rc.resolver = rc.step != DHS_REF_STEP_HOST ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
     dhs_ref_model *m = NULL;
     if (dhs_ref_model_create(&rc.model, &m) != DHS_OK) { snprintf(err, en, "cannot create the %s model", F->geometry); return -1; }
     dhs_config c = dhs_ref_hier_config(m, 1, 1 << 20, (int32_t)F->spec, 0.0, 0, rc.page_rows);
@@ -314,6 +323,14 @@ static int cal_geometry(const cal_file *F, uint32_t *key_bytes, int32_t *hot, in
     *hot = c.hot_rows;
     *tail = c.tail_rows;
     *page = c.page_rows;
+    for (int i = 0; i < F->n_recs; i++) {
+        cal_rec *r = &F->recs[i];
+        if (!r->ran || r->m.mode == DHS_SERVE_RESIDENT) continue;
+        dhs_ref_run_cfg b = rc;
+        b.context = r->context;
+        char why[200];
+        r->sized = !bench_serve_sizes(m, &b, r->conc, &r->z, why, sizeof why);
+    }
     dhs_ref_model_destroy(m);
     return 0;
 }
@@ -333,8 +350,9 @@ static int given(const cal_args *A, const char *name)
     return 0;
 }
 
-static const char *const cal_flags[DHS_CAL_N_] = {"--base-us", "--token-us", "--attn-us", "--idx-us-per-ktok", "--resolver-us",
-                                                  "--resolver-ns", "--pcie-gbps", "--gather-us", "--draft-us", "--prefill-us-per-token"};
+static const char *const cal_flags[DHS_CAL_N_] = {"--base-us",     "--token-us",  "--attn-us",   "--attn-layer-us",
+                                                  "--idx-us-per-ktok", "--idx-layer-us", "--resolver-us", "--resolver-ns", "--pcie-gbps",
+                                                  "--gather-us",   "--draft-us",  "--prefill-us-per-token"};
 
 static double ratio(double sim, double meas) { return meas > 0 ? sim / meas : NAN; }
 
@@ -342,6 +360,23 @@ static void jratio(cJSON *o, const char *key, double v)
 {
     if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
     else cJSON_AddNullToObject(o, key);
+}
+
+/* the simulated split of record r's budget: bench serve's (bench_serve_lib_bytes), the library's pool M
+   shared by its payload sources less the staging and the reserve, per layer; the index keys get what C
+   sessions need. 0: not a hierarchy record, or the split does not fit (the simulator's own split then) */
+static int cal_split(const cal_rec *r, double budget_bytes, int64_t tokens, const dhs_serve_cost *cost, uint64_t *pool,
+                     uint64_t *idx_cap, uint64_t *lib)
+{
+    if (r->m.mode == DHS_SERVE_RESIDENT || !r->sized) return 0;
+    uint64_t M = bench_serve_lib_bytes(&r->z, r->m.mode == DHS_SERVE_FIXED ? 1 : 2, r->conc, (uint64_t)budget_bytes);
+    if (!M || M <= r->z.staging + r->z.reserve || r->z.sources < 1) return 0;
+    *lib = M;
+    *pool = (M - r->z.staging - r->z.reserve) / (uint64_t)r->z.sources;
+    /* the simulator's admission charges each request (prompt + output) x layers x idx_bytes */
+    double pos = (double)(r->context + tokens);
+    *idx_cap = (uint64_t)r->conc * (uint64_t)(pos * cost->layers * cost->idx_bytes);
+    return 1;
 }
 
 static int serve_calibrate(const cal_args *A)
@@ -412,10 +447,13 @@ static int serve_calibrate(const cal_args *A)
 
     /* one simulation per configuration that ran */
     run_rec *runs = calloc((size_t)F.n_ran, sizeof *runs);
-    int *rec_of = calloc((size_t)F.n_ran, sizeof *rec_of);
-    if (!runs || !rec_of) {
+    int *rec_of = calloc((size_t)F.n_ran, sizeof *rec_of), *split_ok = calloc((size_t)F.n_ran, sizeof *split_ok);
+    uint64_t *lib_bytes = calloc((size_t)F.n_ran, sizeof *lib_bytes);
+    if (!runs || !rec_of || !split_ok || !lib_bytes) {
         free(runs);
         free(rec_of);
+        free(split_ok);
+        free(lib_bytes);
         free(F.recs);
         fprintf(stderr, PROG ": out of memory\n");
         return EXIT_RUNTIME;
@@ -448,6 +486,9 @@ static int serve_calibrate(const cal_args *A)
         x->c.prefill_remote = 1;
         x->c.cost = cost;
         x->c.loc = dhs_serve_locality_for_k(k);
+        if (r->sized) x->c.policy = r->z.lib.policy;
+        split_ok[n_runs - 1] = cal_split(r, kv_gib * 1073741824.0, (int64_t)F.tokens, &cost, &x->c.layer_pool_bytes,
+                                         &x->c.idx_cap_bytes, &lib_bytes[n_runs - 1]);
         x->w = A->w;
         x->w.arrival = DHS_ARRIVAL_CLOSED;
         x->w.concurrency = r->conc;
@@ -529,6 +570,18 @@ static int serve_calibrate(const cal_args *A)
             cJSON_AddNumberToObject(me, "step_mean_ms", r->step_ms);
             cJSON_AddNumberToObject(me, "mean_batch", r->batch);
             cJSON_AddNumberToObject(me, "host_rows_per_token", r->host_rows_per_token);
+            if (r->m.mode != DHS_SERVE_RESIDENT) {
+                cJSON *sp = cJSON_AddObjectToObject(o, "device_split");
+                cJSON_AddBoolToObject(sp, "as_measured", split_ok[i]);
+                if (split_ok[i]) {
+                    cJSON_AddNumberToObject(sp, "library_bytes", (double)lib_bytes[i]);
+                    cJSON_AddNumberToObject(sp, "layer_pool_bytes", (double)runs[i].c.layer_pool_bytes);
+                    cJSON_AddNumberToObject(sp, "layer_pool_rows", (double)(runs[i].c.layer_pool_bytes / cost.row_bytes));
+                    cJSON_AddNumberToObject(sp, "index_key_bytes", (double)runs[i].c.idx_cap_bytes);
+                    cJSON_AddNumberToObject(sp, "prompt_partial_page_rows", (double)(r->context % page));
+                }
+                cJSON_AddStringToObject(sp, "policy", dhs_policy_str(runs[i].c.policy));
+            }
             if (runs[i].rc) {
                 cJSON_AddNullToObject(o, "simulated");
                 cJSON_AddStringToObject(o, "error", runs[i].err);
@@ -578,6 +631,25 @@ static int serve_calibrate(const cal_args *A)
         printf("  %-22s %12.5g  %s\n", "accept_p", accept_p, acc_from);
         printf("base_us/token_us fit over %d %s records: residual rms %.4g us, largest %.4g us\n\n", cal.fit_points,
                cal.fit_resident ? "resident" : "hierarchy", cal.fit_rms_us, cal.fit_max_us);
+        printf("device split per hierarchy record (as bench serve sized the run: the library's pool M less staging and reserve, "
+               "shared by %d payload sources -> one simulated layer; index keys: what C sessions need):\n", (int)F.sources);
+        for (int i = 0; i < n_runs; i++) {
+            const cal_rec *r = &F.recs[rec_of[i]];
+            if (r->m.mode == DHS_SERVE_RESIDENT) continue;
+            const dhs_serve_config *xc = &runs[i].c;
+            if (!split_ok[i]) {
+                printf("  %-9s C=%-4d not as measured (bench serve's sizes do not fit %.4g GiB): the simulator's own split of "
+                       "--kv-gib, policy %s\n", r->mode, r->conc, kv_gib, dhs_policy_str(xc->policy));
+                continue;
+            }
+            double rows = (double)(xc->layer_pool_bytes / cost.row_bytes), need = (double)r->conc * (hot + tail);
+            printf("  %-9s C=%-4d M %.3f GiB -> %.1f MiB per layer = %.0f rows: hot caches and tails %.0f, room for history "
+                   "%.0f rows (%.2f of the %d prompts); index keys %.3f GiB; policy %s\n",
+                   r->mode, r->conc, (double)lib_bytes[i] / 1073741824.0, (double)xc->layer_pool_bytes / 1048576.0, rows, need,
+                   rows > need ? rows - need : 0, rows > need ? (rows - need) / ((double)r->conc * (double)r->context) : 0, r->conc,
+                   (double)xc->idx_cap_bytes / 1073741824.0, dhs_policy_str(xc->policy));
+        }
+        printf("\n");
         printf("simulated vs measured (ratio = simulated / measured; tok/s: decode tokens per second of decode time):\n");
         printf("%-9s %7s %4s | %9s %9s %6s | %8s %8s %6s | %4s %4s %6s | %8s %8s %6s | %8s %8s\n", "mode", "context", "C", "tok/s", "sim",
                "ratio", "TPOT p50", "sim", "ratio", "held", "sim", "ratio", "step ms", "sim", "ratio", "host/tok", "sim");
@@ -596,6 +668,25 @@ static int serve_calibrate(const cal_args *A)
         for (int i = 0; i < F.n_recs; i++)
             if (!F.recs[i].ran)
                 printf("%-9s %7" PRId64 " %4d | not measured: %s\n", F.recs[i].mode, F.recs[i].context, F.recs[i].conc, F.recs[i].why);
+        {
+            int floor_note = 0;
+            for (int i = 0; i < n_runs; i++) {
+                const cal_rec *r = &F.recs[rec_of[i]];
+                const dhs_serve_config *xc = &runs[i].c;
+                if (r->m.mode != DHS_SERVE_ADAPTIVE || !split_ok[i] || runs[i].rc) continue;
+                double rows = (double)(xc->layer_pool_bytes / cost.row_bytes), need = (double)r->conc * (hot + tail);
+                if (rows - need < (double)r->conc * (double)r->context) continue; /* history does not all fit */
+                if (!floor_note)
+                    printf("\nhost rows where every prompt fits on the device (not comparable to the measured figure; docs/SIM.md, "
+                           "Calibration): the last partial page of each prompt (context mod %d rows) stays on the host at import, "
+                           "and the simulator's selections (the locality model: the newest %d rows every step) read it, where the "
+                           "measured run's synthetic histories select with little recency:\n", page, xc->loc.window_full);
+                floor_note = 1;
+                printf("  %-9s C=%-4d %" PRId64 " rows per prompt and layer -> %.1f host rows per token from them alone "
+                       "(simulated %.1f, measured %.1f)\n", r->mode, r->conc, r->context % page,
+                       (double)(r->context % page) * cost.layers / (F.tokens - 1), sim_rows[i], r->host_rows_per_token);
+            }
+        }
         if (!F.n_phases)
             printf("\nno per-step breakdown in the file (a CPU run): the attention and indexer are folded into token_us and the "
                    "hierarchy's constants are defaults; the figures that count come from a GPU file (docs/SIM.md, Calibration)\n");
@@ -604,6 +695,8 @@ static int serve_calibrate(const cal_args *A)
         if (runs[i].rc) fprintf(stderr, PROG ": %s: %s\n", runs[i].tag, runs[i].err);
     free(runs);
     free(rec_of);
+    free(split_ok);
+    free(lib_bytes);
     free(F.recs);
     return failed ? EXIT_RUNTIME : 0;
 }
@@ -637,7 +730,8 @@ int cmd_serve_sim(int argc, char **argv)
          .max = MAX_POINTS, .seen = &seen_scales, .help = "with a trace: arrival-rate multipliers"},
         A_IN("--calibrate", &calib,
              "a `dhs bench serve --json` output: derive the cost model from its measurements (docs/SIM.md, Calibration), "
-             "simulate each configuration it measured (mode, context, concurrency, budget, tokens, k, layers, spec) and print "
+             "simulate each configuration it measured (mode, context, concurrency, budget, tokens, k, layers, spec; the hierarchy "
+             "under the device split and policy bench serve gave the run) and print "
              "simulated beside measured; cost-model flags (--base-us ... --prefill-us-per-token, --layers, --row-bytes, "
              "--idx-bytes, --accept-p) and --kv-gib, --k, --hot, --page-rows, --max-batch given with it override the "
              "calibrated or measured values; the load and workload flags do not go with it"),
@@ -678,8 +772,12 @@ int cmd_serve_sim(int argc, char **argv)
         A_I64("--idx-bytes", &idx_bytes, 0, 1 << 20, "cost model: index key bytes per position and layer"),
         A_DBL("--base-us", &c.cost.base_us, 0, 1e9, "cost model: per decode step, us"),
         A_DBL("--token-us", &c.cost.token_us, 0, 1e9, "cost model: per query token, us"),
-        A_DBL("--attn-us", &c.cost.attn_us, 0, 1e9, "cost model: per query and layer, us"),
+        A_DBL("--attn-us", &c.cost.attn_us, 0, 1e9, "cost model: attention per query and layer, us"),
+        A_DBL("--attn-layer-us", &c.cost.attn_layer_us, 0, 1e9,
+              "cost model: attention per layer and step, independent of the batch (latency-bound kernels), us"),
         A_DBL("--idx-us-per-ktok", &c.cost.idx_us_per_ktok, 0, 1e9, "cost model: indexer per query, layer and 1000 positions, us"),
+        A_DBL("--idx-layer-us", &c.cost.idx_layer_us, 0, 1e9,
+              "cost model: indexer and top-k per layer and step, independent of the batch (latency-bound kernels), us"),
         A_DBL("--pcie-gbps", &c.cost.pcie_gbps, 1e-3, 1e6, "cost model: zero-copy gather bandwidth, GB/s"),
         A_DBL("--gather-us", &c.cost.gather_us, 0, 1e9, "cost model: gather latency per layer with a miss, us"),
         A_DBL("--resolver-us", &c.cost.resolver_us, 0, 1e9, "cost model: resolver per layer and step, us"),
@@ -873,9 +971,9 @@ int cmd_serve_sim(int argc, char **argv)
         printf("\"");
         if (c.dp_ranks > 1) printf(", \"dp_ranks\": %d", c.dp_ranks);
         printf(",\n  \"cost_model\": {\"layers\": %d, \"row_bytes\": %u, \"idx_bytes\": %u, \"base_us\": %g, \"token_us\": %g, \"attn_us\": %g, "
-               "\"idx_us_per_ktok\": %g, \"pcie_gbps\": %g, \"gather_us\": %g, \"resolver_us\": %g, \"resolver_ns_per_entry\": %g, "
+               "\"attn_layer_us\": %g, \"idx_us_per_ktok\": %g, \"idx_layer_us\": %g, \"pcie_gbps\": %g, \"gather_us\": %g, \"resolver_us\": %g, \"resolver_ns_per_entry\": %g, "
                "\"draft_us\": %g, \"prefill_us_per_token\": %g}},\n",
-               k->layers, k->row_bytes, k->idx_bytes, k->base_us, k->token_us, k->attn_us, k->idx_us_per_ktok, k->pcie_gbps, k->gather_us,
+               k->layers, k->row_bytes, k->idx_bytes, k->base_us, k->token_us, k->attn_us, k->attn_layer_us, k->idx_us_per_ktok, k->idx_layer_us, k->pcie_gbps, k->gather_us,
                k->resolver_us, k->resolver_ns_per_entry, k->draft_us, k->prefill_us_per_token);
         printf(" \"runs\": [\n");
         for (int i = 0; i < n_runs; i++) {

@@ -8,9 +8,9 @@
 
 #include "sim/util.h"
 
-static const char *const cal_names[DHS_CAL_N_] = {"base_us",    "token_us",    "attn_us",         "idx_us_per_ktok",
-                                                  "resolver_us", "resolver_ns_per_entry", "pcie_gbps", "gather_us",
-                                                  "draft_us",   "prefill_us_per_token"};
+static const char *const cal_names[DHS_CAL_N_] = {"base_us",     "token_us",    "attn_us",   "attn_layer_us",
+                                                  "idx_us_per_ktok", "idx_layer_us", "resolver_us", "resolver_ns_per_entry", "pcie_gbps",
+                                                  "gather_us",   "draft_us",    "prefill_us_per_token"};
 
 const char *dhs_serve_cal_name(dhs_serve_cal_const i)
 {
@@ -23,7 +23,9 @@ double *dhs_serve_cal_field(dhs_serve_cost *c, dhs_serve_cal_const i)
     case DHS_CAL_BASE_US: return &c->base_us;
     case DHS_CAL_TOKEN_US: return &c->token_us;
     case DHS_CAL_ATTN_US: return &c->attn_us;
+    case DHS_CAL_ATTN_LAYER_US: return &c->attn_layer_us;
     case DHS_CAL_IDX_US_PER_KTOK: return &c->idx_us_per_ktok;
+    case DHS_CAL_IDX_LAYER_US: return &c->idx_layer_us;
     case DHS_CAL_RESOLVER_US: return &c->resolver_us;
     case DHS_CAL_RESOLVER_NS: return &c->resolver_ns_per_entry;
     case DHS_CAL_PCIE_GBPS: return &c->pcie_gbps;
@@ -83,7 +85,7 @@ static double rows_per_step(const dhs_serve_meas *m) { return m->host_rows_per_t
 double dhs_serve_cal_extra_us(const dhs_serve_cost *c, const dhs_serve_cal_geom *g, const dhs_serve_meas *m)
 {
     double q = queries(g, m), L = mean_ctx(g, m);
-    double e = c->layers * q * (c->attn_us + c->idx_us_per_ktok * L / 1000.0);
+    double e = c->layers * (c->attn_layer_us + c->idx_layer_us + q * (c->attn_us + c->idx_us_per_ktok * L / 1000.0));
     if (m->mode != DHS_SERVE_RESIDENT) {
         /* servesim: layers x (resolver_us + ns x E / 1000), E = one layer's entries = queries x k */
         e += c->layers * (c->resolver_us + c->resolver_ns_per_entry * q * g->topk / 1000.0);
@@ -144,36 +146,94 @@ int dhs_serve_calibrate(const dhs_serve_meas *m, int n, const dhs_serve_cal_geom
     }
     for (int i = 0; i < DHS_CAL_N_; i++) snprintf(C.from[i], sizeof C.from[i], "default");
 
-    /* per query and layer: attention and indexer (+ top-k) from the breakdown, pooled over the records */
+    /* attention per layer: attention / layers = attn_layer_us + attn_us x queries, fitted over the
+       profiled records (latency-bound kernels take about the same time at any batch: the intercept);
+       the indexer (+ top-k) per query and layer, pooled */
     if (n_ph) {
-        double at = 0, ax = 0, it = 0, ix = 0;
+        double xs[256], ys[256], sx = 0, sy = 0, it = 0, ix = 0;
+        int nf = 0;
         for (int i = 0; i < n; i++) {
             if (!m[i].has_phases) continue;
             double q = queries(g, &m[i]);
-            at += m[i].attention_us;
-            ax += q * g->layers;
+            xs[nf] = q;
+            ys[nf] = m[i].attention_us / g->layers;
+            sx += xs[nf];
+            sy += ys[nf];
+            nf++;
             it += m[i].indexer_us + m[i].topk_us;
             ix += q * g->layers * mean_ctx(g, &m[i]) / 1000.0;
         }
-        k->attn_us = ax > 0 ? at / ax : 0;
-        k->idx_us_per_ktok = ix > 0 ? it / ix : 0;
-        snprintf(C.from[DHS_CAL_ATTN_US], sizeof C.from[0],
-                 "measured: attention / (mean batch x spec x %d layers), pooled over %d profiled records", g->layers, n_ph);
-        if (g->producers > 0)
+        double a = 0, b = 0;
+        int kind = dhs_serve_fit_line(xs, ys, nf, 0, &a, &b);
+        if (kind == 1) {
+            /* one batch size: no slope to fit; all of it per query (pooled), as if nothing were flat,
+               the cautious reading for larger batches */
+            k->attn_layer_us = 0;
+            k->attn_us = sx > 0 ? sy / sx : 0;
+            snprintf(C.from[DHS_CAL_ATTN_US], sizeof C.from[0],
+                     "measured: attention / (mean batch x spec x %d layers), pooled over %d profiled records (one batch size "
+                     "in the file: the batch-independent part cannot be told apart, all of it charged per query)",
+                     g->layers, n_ph);
+            snprintf(C.from[DHS_CAL_ATTN_LAYER_US], sizeof C.from[0],
+                     "fit: 0, one batch size (queries per step) in the %d profiled records: no intercept to fit", n_ph);
+        } else {
+            k->attn_layer_us = a;
+            k->attn_us = b;
+            snprintf(C.from[DHS_CAL_ATTN_US], sizeof C.from[0],
+                     "fit: attention / %d layers against queries per step (mean batch x spec) over %d profiled records (%s): "
+                     "the slope", g->layers, nf, fit_kind(kind));
+            snprintf(C.from[DHS_CAL_ATTN_LAYER_US], sizeof C.from[0],
+                     "fit: attention / %d layers against queries per step over %d profiled records (%s): the intercept, the "
+                     "batch-independent part", g->layers, nf, fit_kind(kind));
+        }
+        /* the indexer and top-k the same way: (indexer + topk) / layers = idx_layer_us + idx_us_per_ktok x
+           queries x mean context / 1000 (top-k over the context is one latency-bound pass per layer) */
+        nf = 0;
+        for (int i = 0; i < n; i++) {
+            if (!m[i].has_phases) continue;
+            xs[nf] = queries(g, &m[i]) * mean_ctx(g, &m[i]) / 1000.0;
+            ys[nf] = (m[i].indexer_us + m[i].topk_us) / g->layers;
+            nf++;
+        }
+        int ikind = dhs_serve_fit_line(xs, ys, nf, 0, &a, &b);
+        const char *per = g->producers > 0 && g->producers < g->layers ? "; the simulator charges every layer, so the values are per layer" : "";
+        if (ikind == 1) {
+            k->idx_layer_us = 0;
+            k->idx_us_per_ktok = ix > 0 ? it / ix : 0;
+        } else {
+            k->idx_layer_us = a;
+            k->idx_us_per_ktok = b;
+        }
+        char prod[160] = "";
+        if (g->producers > 0 && g->producers < g->layers)
+            snprintf(prod, sizeof prod, " (%d of the %d layers score: %.4g us per producer", g->producers, g->layers,
+                     k->idx_us_per_ktok * g->layers / g->producers);
+        if (ikind == 1) {
             snprintf(C.from[DHS_CAL_IDX_US_PER_KTOK], sizeof C.from[0],
                      "measured: (indexer + topk) / (mean batch x spec x %d layers x mean context/1000), pooled over %d profiled "
-                     "records; %d of the %d layers score (%.4g us per producer): the simulator charges every layer, so the "
-                     "value is per layer",
-                     g->layers, n_ph, g->producers, g->layers, k->idx_us_per_ktok * g->layers / g->producers);
-        else
+                     "records (one queries x context in the file: all of it per query)%s%s%s",
+                     g->layers, n_ph, prod, prod[0] ? ")" : "", per);
+            snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                     "fit: 0, one queries x context in the %d profiled records: no intercept to fit", n_ph);
+        } else {
             snprintf(C.from[DHS_CAL_IDX_US_PER_KTOK], sizeof C.from[0],
-                     "measured: (indexer + topk) / (mean batch x spec x %d layers x mean context/1000), pooled over %d "
-                     "profiled records", g->layers, n_ph);
+                     "fit: (indexer + topk) / %d layers against queries x mean context/1000 over %d profiled records (%s): the "
+                     "slope%s%s%s", g->layers, nf, fit_kind(ikind), prod, prod[0] ? ")" : "", per);
+            snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                     "fit: (indexer + topk) / %d layers against queries x mean context/1000 over %d profiled records (%s): the "
+                     "intercept, the batch-independent part%s", g->layers, nf, fit_kind(ikind), per);
+        }
     } else {
         k->attn_us = 0;
+        k->attn_layer_us = 0;
         k->idx_us_per_ktok = 0;
+        k->idx_layer_us = 0;
+        snprintf(C.from[DHS_CAL_IDX_LAYER_US], sizeof C.from[0],
+                 "measured: 0, the file has no per-step breakdown (a CPU run): the indexer is folded into base_us and token_us");
         snprintf(C.from[DHS_CAL_ATTN_US], sizeof C.from[0],
                  "measured: 0, the file has no per-step breakdown (a CPU run): attention is folded into token_us");
+        snprintf(C.from[DHS_CAL_ATTN_LAYER_US], sizeof C.from[0],
+                 "measured: 0, the file has no per-step breakdown (a CPU run): attention is folded into base_us and token_us");
         snprintf(C.from[DHS_CAL_IDX_US_PER_KTOK], sizeof C.from[0],
                  "measured: 0, the file has no per-step breakdown (a CPU run): the indexer is folded into token_us");
     }

@@ -51,7 +51,9 @@ typedef enum {
     DHS_CAL_BASE_US = 0,
     DHS_CAL_TOKEN_US,
     DHS_CAL_ATTN_US,
+    DHS_CAL_ATTN_LAYER_US,
     DHS_CAL_IDX_US_PER_KTOK,
+    DHS_CAL_IDX_LAYER_US,
     DHS_CAL_RESOLVER_US,
     DHS_CAL_RESOLVER_NS,
     DHS_CAL_PCIE_GBPS,
@@ -66,7 +68,7 @@ double *dhs_serve_cal_field(dhs_serve_cost *c, dhs_serve_cal_const i);
 
 typedef struct dhs_serve_calib {
     dhs_serve_cost cost;         /* the calibrated model (layers and row_bytes from the geometry; idx_bytes as passed in) */
-    char from[DHS_CAL_N_][320];  /* per constant: "measured: ...", "fit: ..." or "default: ..." */
+    char from[DHS_CAL_N_][512];  /* per constant: "measured: ...", "fit: ..." or "default: ..." */
     double accept_p;             /* speculation: each proposal's acceptance, from tokens per round (spec > 1) */
     char accept_from[240];
     /* the base_us/token_us fit: step time less the modeled per-query parts against queries per step */

@@ -33,7 +33,9 @@ dhs_serve_cost dhs_serve_cost_default(void)
     c.base_us = 12000;             /* assumption: weights, experts, communication per step on one rank */
     c.token_us = 25;               /* assumption: compute per query token */
     c.attn_us = 0.8;               /* 2048 x 656 B = 1.34 MB at the 1.7 TB/s HBM gather of facts §7 */
+    c.attn_layer_us = 0;           /* the batch-independent part: none unless calibrated (docs/SIM.md) */
     c.idx_us_per_ktok = 0.031;     /* 1000 x 132 B at the 4.28 TB/s HBM rate of facts §7 */
+    c.idx_layer_us = 0;            /* the batch-independent part: none unless calibrated (docs/SIM.md) */
     c.pcie_gbps = 38;              /* zero-copy gather of 656-B rows, 2048 rows in 35 us (facts §7) */
     c.gather_us = 4;               /* 256 rows in 8.3 us = 4 us latency + 4.4 us at 38 GB/s (facts §7) */
     c.resolver_us = 5;             /* assumption: one device-resident resolver launch (3.3 us launch, facts §7) */
@@ -61,6 +63,9 @@ dhs_serve_config dhs_serve_config_default(void)
     c.kv_gib = 40;
     c.idx_share = 0;
     c.stage_layers = 4;
+    c.layer_pool_bytes = 0;
+    c.idx_cap_bytes = 0;
+    c.policy = DHS_POLICY_LRU;
     c.max_context = 131072;
     c.max_output = 4096;
     c.prefill_remote = 1;
@@ -298,7 +303,7 @@ static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
     d.max_rows = max_len + km + 1;
     d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
     d.payload_free = 1;
-    d.policy = DHS_POLICY_LRU;
+    d.policy = c->policy;
     return d;
 }
 
@@ -339,9 +344,12 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
         share = idx / (idx + req);
     }
     double rest = M - stage;
-    if (rest <= 0) { dhs_errf(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0); return -1; }
-    H->idx_cap = (uint64_t)(rest * share);
-    double layer_pool = rest * (1 - share) / k->layers;
+    if (!c->layer_pool_bytes && rest <= 0) {
+        dhs_errf(err, err_len, "KV budget %.1f GiB below the staging reservation %.1f GiB", c->kv_gib, stage / 1073741824.0);
+        return -1;
+    }
+    H->idx_cap = c->idx_cap_bytes ? c->idx_cap_bytes : (uint64_t)(rest * share);
+    double layer_pool = c->layer_pool_bytes ? (double)c->layer_pool_bytes : rest * (1 - share) / k->layers;
     /* arena pages the core takes (probe on a generous pool) */
     dhs_backend *be = NULL;
     dhs_ctx *probe = NULL;
@@ -816,7 +824,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             }
             double qtok = 0;
             for (int32_t i = 0; i < nb; i++) qtok += Kv[i];
-            double d = cost->base_us + cost->token_us * qtok + cost->layers * attn;
+            double d = cost->base_us + cost->token_us * qtok + cost->layers * (cost->attn_layer_us + cost->idx_layer_us + attn);
             if (hierarchical) {
                 d += cost->layers * (cost->resolver_us + cost->resolver_ns_per_entry * (double)dE / 1000.0);
                 if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));

@@ -42,6 +42,7 @@
  * Decode step cost (microseconds), batch of requests i with K_i queries,
  * context L_i, E entries resolved and H host rows copied (one layer):
  *   t = base_us + token_us * sum K_i
+ *     + layers * (attn_layer_us + idx_layer_us)
  *     + layers * sum_i K_i * (attn_us + idx_us_per_ktok * L_i / 1000)
  *     + [FIXED, ADAPTIVE] layers * (resolver_us + resolver_ns_per_entry * E / 1000
  *                                   + (H > 0 ? gather_us + H * row_bytes / (pcie_gbps * 1000) : 0))
@@ -79,7 +80,11 @@ typedef struct dhs_serve_cost {
     double base_us;               /* per decode step, independent of the batch */
     double token_us;              /* per query token in the step (dense and expert compute) */
     double attn_us;               /* per query and layer: sparse attention over k rows */
+    double attn_layer_us;         /* per layer and decode step, independent of the batch: latency-bound
+                                     attention kernels (launches, one pass over the layer) (0) */
     double idx_us_per_ktok;       /* per query and layer per 1000 context positions: indexer scores */
+    double idx_layer_us;          /* per layer and decode step, independent of the batch: the indexer's and
+                                     top-k's latency-bound part (0) */
     double pcie_gbps;             /* zero-copy gather bandwidth, GB/s */
     double gather_us;             /* per layer with at least one miss: gather latency */
     double resolver_us;           /* per layer and step: resolver launch and plan */
@@ -143,6 +148,12 @@ typedef struct dhs_serve_config {
     double kv_gib;               /* device memory for KV, index keys and staging, GiB (40) */
     double idx_share;            /* share of the budget for index keys; 0 = auto (see docs/SIM.md) */
     int32_t stage_layers;        /* live layer groups whose staging is reserved (chi, 4) */
+    /* an explicit split of the budget (0 = derived from kv_gib as above): what --calibrate sets so a
+       simulated configuration holds what the measured run held (docs/SIM.md, Calibration) */
+    uint64_t layer_pool_bytes;   /* one layer's payload pool: hot caches, tails and imported history
+                                    (the core's staging on top); kv_gib, idx_share, stage_layers unused for it */
+    uint64_t idx_cap_bytes;      /* the index keys' budget (admission) */
+    dhs_policy policy;           /* the core's hot-cache replacement policy (LRU) */
     int64_t max_context;         /* longest prompt; longer trace prompts are clamped (131072) */
     int64_t max_output;          /* longest output; longer trace outputs are clamped (4096) */
     dhs_serve_cost cost;
