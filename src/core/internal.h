@@ -200,6 +200,7 @@ dhs_status res_drain(dhs_ctx *ctx);
 void res_repopulate(dhs_ctx *ctx);
 dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
+dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
 
 #endif

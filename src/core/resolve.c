@@ -261,11 +261,16 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
             int64_t h2 = n2 / ctx->grp_m[g];
             gs->hist_rows = h2;
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = h2;
-            backup_issue(ctx, rq, g); /* a failure is retried at the next round */
         }
         ctx->st.accepted += (uint64_t)accepted[i];
         ctx->st.rejected_rows += (uint64_t)(rq->K - 1 - accepted[i]);
-        rq->n = n2;
+    }
+    /* the committed tail rows of every request and group to the host, in one copy (a
+       failure is retried at the next round) */
+    (void)backup_issue_round(ctx);
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        rq->n = rq->n + accepted[i] + 1;
         rq->in_round = 0;
         rq->imported = 1;
     }
