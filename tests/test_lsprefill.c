@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref/gpu.h"
 #include "ref/lsprefill.h"
 #include "ref/run.h"
 #include "test_help.h"
@@ -199,6 +200,25 @@ static void test_unsupported(void)
     dhs_ref_model_destroy(m);
 }
 
+/* without a usable device the GPU executor answers DHS_ERR_UNSUPPORTED and leaves nothing */
+static void test_gpu_absent(void)
+{
+    if (dhs_ref_gpu_available()) return; /* test_lsprefill_cuda covers the device */
+    dhs_ref_cfg cfg = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    cfg.n_layers = 4;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&cfg, &m), DHS_OK);
+    if (!m) return;
+    int32_t tok[64] = {0};
+    dhs_ref_prefill got;
+    dhs_ref_ls_stats s;
+    uint64_t dev = 1;
+    CHECK_ST(dhs_ref_prefill_streamed_gpu(m, tok, 64, 16, 4, NULL, 0, &got, &s, &dev), DHS_ERR_UNSUPPORTED);
+    CHECK(got.n == 0 && got.rows[0] == NULL && got.logits == NULL);
+    CHECK_ST(dhs_ref_prefill_streamed_gpu(m, tok, 64, 0, 4, NULL, 0, &got, &s, &dev), DHS_ERR_INVALID_ARG);
+    dhs_ref_model_destroy(m);
+}
+
 int main(void)
 {
     uint64_t rs = th_seed("test_lsprefill");
@@ -206,5 +226,6 @@ int main(void)
     test_geometry(DHS_REF_GEOM_GLM53, 12, n, &rs);
     test_geometry(DHS_REF_GEOM_DSV32, 9, n, &rs);
     test_unsupported();
+    test_gpu_absent();
     return th_summary();
 }

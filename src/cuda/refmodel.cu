@@ -522,6 +522,9 @@ struct dhs_ref_gpu {
     void (*rope_cs)(int64_t, float *, float *);
     cudaStream_t st;
     int own_stream;
+    cudaStream_t qs[2];    /* dhs_ref_gpu_queues: load (queue 1) and write-back (queue 2) streams */
+    cudaEvent_t *qev;      /* [n_qev] events, one per schedule event */
+    int64_t n_qev;
     int nq;
     int32_t *tok;
     int64_t *pos, *pos_h;
@@ -631,6 +634,11 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->prof_ev);
     free(g->prof_ph);
     if (g->exec) cudaGraphExecDestroy(g->exec);
+    for (int64_t i = 0; i < g->n_qev; i++)
+        if (g->qev[i]) cudaEventDestroy(g->qev[i]);
+    free(g->qev);
+    for (int i = 0; i < 2; i++)
+        if (g->qs[i]) cudaStreamDestroy(g->qs[i]);
     if (g->own_stream && g->st) cudaStreamDestroy(g->st);
     free(g);
 }
@@ -772,6 +780,62 @@ extern "C" void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
 {
     if (g && g->st) cudaStreamSynchronize(g->st); /* no kernel of this stream still reads it */
     cudaFree(dev);
+}
+
+extern "C" dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    CK(cudaMallocHost(host, bytes ? bytes : 16), "cudaMallocHost");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host)
+{
+    (void)g;
+    cudaFreeHost(host);
+}
+
+/* ---- queues for the streamed prefill (ref/lsprefill.c) */
+static cudaStream_t queue_stream(dhs_ref_gpu *g, int32_t q) { return q == 0 ? g->st : g->qs[q - 1]; }
+
+extern "C" dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    if (!g || n_events < 0 || g->qev) return DHS_ERR_INVALID_ARG;
+    for (int i = 0; i < 2; i++)
+        if (!g->qs[i]) CK(cudaStreamCreateWithFlags(&g->qs[i], cudaStreamNonBlocking), "cudaStreamCreate");
+    g->qev = (cudaEvent_t *)calloc((size_t)(n_events ? n_events : 1), sizeof(cudaEvent_t));
+    if (!g->qev) return DHS_ERR_NOMEM;
+    g->n_qev = n_events;
+    for (int64_t i = 0; i < n_events; i++) CK(cudaEventCreateWithFlags(&g->qev[i], cudaEventDisableTiming), "cudaEventCreate");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1])) return DHS_ERR_INVALID_ARG;
+    if (bytes) CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queue_stream(g, queue)), "queue copy");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1]) || ev < 0 || ev >= g->n_qev) return DHS_ERR_INVALID_ARG;
+    CK(cudaEventRecord(g->qev[ev], queue_stream(g, queue)), "queue record");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1]) || ev < 0 || ev >= g->n_qev) return DHS_ERR_INVALID_ARG;
+    CK(cudaStreamWaitEvent(queue_stream(g, queue), g->qev[ev], 0), "queue wait");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    if (!g) return DHS_ERR_INVALID_ARG;
+    for (int32_t q = 0; q < 3; q++)
+        if (q == 0 || g->qs[q - 1]) CK(cudaStreamSynchronize(queue_stream(g, q)), "queue sync");
+    return DHS_OK;
 }
 
 extern "C" dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)

@@ -140,32 +140,10 @@ static dhs_status gpu_create(dhs_ref_engine *e)
         if (dhs_ref_source_m(m, src) != 1) return DHS_ERR_UNSUPPORTED;
     dhs_ref_gpu_desc *d = calloc(1, sizeof *d);
     if (!d) return DHS_ERR_NOMEM;
-    d->vocab = c->vocab;
-    d->d_model = c->d_model;
-    d->n_layers = c->n_layers;
-    d->n_heads = c->n_heads;
-    d->d_v = c->d_v;
-    d->mlp_hidden = c->mlp_hidden;
-    d->idx_heads = c->idx_heads;
-    d->idx_dim = c->idx_dim;
-    d->topk = c->topk;
-    d->alpha = c->alpha;
-    d->logit_scale = c->logit_scale;
-    d->idx_wscale = 1.0f / sqrtf((float)(c->idx_heads * c->idx_dim)); /* as dhs_ref_index_scores */
-    d->att_scale = 1.0f / sqrtf((float)DHS_REF_LAT);                   /* as dhs_ref_attend_mlp */
-    d->exp_portable = c->exp_portable;
-    d->key_fp8 = c->key_fp8;
+    dhs_ref_model_gpu_desc(m, d);
     d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
     d->max_queries = e->cfg.max_slots * e->kmax;
     d->max_positions = e->cfg.max_positions + 8;
-    d->emb = dhs_ref_embedding(m);
-    d->w_out = dhs_ref_output_head(m);
-    d->fp8_lut = dhs_ref_fp8_table();
-    d->rope_cs = dhs_ref_rope_cs;
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        dhs_ref_weights(m, l, &d->layer[l]);
-        d->producer[l] = dhs_ref_layer(m, l)->producer;
-    }
     dhs_status st = dhs_ref_gpu_create(d, e->cfg.gpu_stream, &e->gpu);
     free(d);
     if (st != DHS_OK) {

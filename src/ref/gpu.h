@@ -71,6 +71,21 @@ const char *dhs_ref_gpu_error(const dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev);
 void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev);
 dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes);
+/* pinned host memory (the streamed prefill's host history) */
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host);
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host);
+/* ---- queues of the streamed prefill (ref/lsprefill.h): queue 0 is the model's
+   stream (its kernels), 1 and 2 two more streams (loads, write-backs);
+   dhs_ref_gpu_queues creates them and n_events events (once per model).
+   queue_copy: an asynchronous copy on a queue (cudaMemcpyDefault: pinned host
+   or device on either side); queue_record: event ev after the queue's work so
+   far; queue_wait: the queue's later work waits for event ev; queues_sync
+   waits for all three. */
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events);
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes);
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev);
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev);
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes);
 
 /* A round's queries: nq = items x k_max slots; tokens[q], pos[q] (< 0:

@@ -34,6 +34,38 @@ dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint6
     (void)g, (void)dev, (void)host, (void)bytes;
     return DHS_ERR_UNSUPPORTED;
 }
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    (void)g, (void)bytes;
+    *host = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host) { (void)g, (void)host; }
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    (void)g, (void)n_events;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    (void)g, (void)queue, (void)dst, (void)src, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g, (void)queue, (void)ev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g, (void)queue, (void)ev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
 dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
 {
     (void)g, (void)dev, (void)value, (void)bytes;

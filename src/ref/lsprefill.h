@@ -54,4 +54,22 @@ dhs_status dhs_ref_prefill_streamed(const dhs_ref_model *m, const int32_t *token
                                     int32_t n_buffers, const int32_t *onload_layer_map, dhs_ref_prefill *out,
                                     dhs_ref_ls_stats *stats);
 
+/* The same prefill on the GPU model (ref/gpu.h; CUDA builds with a device,
+   else DHS_ERR_UNSUPPORTED): the R buffers in device memory, the host history
+   pinned, loads on one stream, the model's kernels on its own, write-backs on
+   a third, each dependency a cudaEvent (the lstream executor's pattern). A
+   compute is what the decode step runs for a speculative block: the chunk's
+   positions as query slots, rows into the buffer, a producer's selection over
+   the session's device key store, attention with the buffer as the base (the
+   selection is the location). The schedule is dhs_ls_schedule's; out holds
+   the history (copied from pinned memory), the keys and the logits, to be
+   compared with dhs_ref_prefill_run / dhs_ref_prefill_streamed. stats
+   ->seconds is the time to the logits (TTFT), buffer_bytes the R buffers, and
+   device_bytes (below) every device byte the prefill allocated besides the
+   model: buffers and key stores. topk_fused: the model's selection kernel
+   (0) or the library's fused top-k (1). */
+dhs_status dhs_ref_prefill_streamed_gpu(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t chunk,
+                                        int32_t n_buffers, const int32_t *onload_layer_map, int topk_fused,
+                                        dhs_ref_prefill *out, dhs_ref_ls_stats *stats, uint64_t *device_bytes);
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "core/topk_spec.h" /* dhs_topk_fused_ref: the engine's topk = fused on the CPU */
 #include "ref/model.h"
+#include "ref/gpu.h"
 #include "util/rng.h"
 
 typedef struct layer_w {
@@ -949,6 +950,34 @@ done:
     clock_gettime(CLOCK_MONOTONIC, &t1);
     out->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return st;
+}
+
+void dhs_ref_model_gpu_desc(const dhs_ref_model *m, dhs_ref_gpu_desc *d)
+{
+    const dhs_ref_cfg *c = &m->cfg;
+    d->vocab = c->vocab;
+    d->d_model = c->d_model;
+    d->n_layers = c->n_layers;
+    d->n_heads = c->n_heads;
+    d->d_v = c->d_v;
+    d->mlp_hidden = c->mlp_hidden;
+    d->idx_heads = c->idx_heads;
+    d->idx_dim = c->idx_dim;
+    d->topk = c->topk;
+    d->alpha = c->alpha;
+    d->logit_scale = c->logit_scale;
+    d->idx_wscale = 1.0f / sqrtf((float)(c->idx_heads * c->idx_dim)); /* as dhs_ref_index_scores */
+    d->att_scale = 1.0f / sqrtf((float)DHS_REF_LAT);                   /* as dhs_ref_attend_mlp */
+    d->exp_portable = c->exp_portable;
+    d->key_fp8 = c->key_fp8;
+    d->emb = dhs_ref_embedding(m);
+    d->w_out = dhs_ref_output_head(m);
+    d->fp8_lut = dhs_ref_fp8_table();
+    d->rope_cs = dhs_ref_rope_cs;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        dhs_ref_weights(m, l, &d->layer[l]);
+        d->producer[l] = m->layer[l].producer;
+    }
 }
 
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)

@@ -270,6 +270,11 @@ void dhs_ref_draft_kv(const dhs_ref_model *m, int32_t token, int64_t pos, float 
 void dhs_ref_draft_step(const dhs_ref_model *m, int32_t token, int64_t pos, float *ring, int64_t ring_rows,
                         int32_t slot, float *logits, dhs_ref_scratch *sc);
 
+/* the GPU model's description of m (ref/gpu.h dhs_ref_gpu_desc): everything
+   but topk_fused, max_queries and max_positions, which the caller sets */
+struct dhs_ref_gpu_desc;
+void dhs_ref_model_gpu_desc(const dhs_ref_model *m, struct dhs_ref_gpu_desc *d);
+
 /* ------------------------------------------------------------- prefill */
 typedef struct dhs_ref_prefill {
     int64_t n;                               /* prompt positions */
