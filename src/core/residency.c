@@ -214,100 +214,71 @@ static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
 }
 
 
-/* Issues the host backup of committed tail rows [tail_lo, hist_rows) of one
-   group (all its sources) on the side stream, unless one is in flight. */
-dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g)
+/* Issues the host backups of committed tail rows [backup_hi, hist_rows) on the
+   side stream, in one copy with one ticket (done and wait are idempotent on a
+   ticket), for every (request, group) of the span that has rows to back up and
+   no backup in flight: requests `one`, or else ctx->req[rqi[0..nr)], groups
+   [g0, g1). On failure nothing is marked: the next round, or
+   backup_complete, retries. */
+static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, int32_t nr, int32_t g0, int32_t g1)
 {
-    grp_state *gs = &rq->g[g];
-    if (gs->backup_ticket || gs->backup_hi >= gs->hist_rows) return DHS_OK;
-    int64_t lo = gs->backup_hi, hi = gs->hist_rows, n = 0;
-    int32_t nsrc = ctx->grp_nsrc[g];
-    for (int32_t si = 0; si < nsrc; si++) {
-        dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &gs->src[si], hi);
-        if (s != DHS_OK) return s;
-    }
-    if (!ctx->cfg.payload_free) {
-        dhs_status s = pairs_reserve(ctx, (hi - lo) * nsrc);
-        if (s != DHS_OK) return s;
-        for (int32_t si = 0; si < nsrc; si++) {
-            src_state *ss = &gs->src[si];
-            for (int64_t row = lo; row < hi; row++)
-                ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row)};
-        }
-    }
-    dhs_ticket t = 0;
-    dhs_status s = be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t);
-    if (s != DHS_OK) return s;
-    gs->backup_ticket = t ? t : 0;
-    gs->backup_hi = hi;
-    ctx->st.backup_rows += (uint64_t)(hi - lo) * nsrc;
-    ctx->st.backup_bytes += (uint64_t)(hi - lo) * nsrc * ctx->row_stride;
-    if (!t) { /* completed at once */
-        for (int64_t row = gs->tail_lo; row < hi; row++) bit_set(gs->host_valid, row);
-        gs->tail_lo = hi;
-    }
-    return DHS_OK;
-}
-
-/* The round's backups in one copy: every (request, group) of the round with
-   committed tail rows not yet backed up and no backup in flight shares one
-   ticket (done and wait are idempotent on a ticket). One launch per round
-   instead of one per request and group (21 x C for GLM-5.3). On failure
-   nothing is marked: the next round, or backup_complete, retries. */
-dhs_status backup_issue_round(dhs_ctx *ctx)
-{
-    int64_t tot = 0;
-    for (int32_t i = 0; i < ctx->n_round; i++) {
-        request *rq = &ctx->req[ctx->round_reqs[i]];
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            grp_state *gs = &rq->g[g];
-            if (gs->backup_ticket || gs->backup_hi >= gs->hist_rows) continue;
+#define SPAN_RQ(i) (one ? one : &ctx->req[rqi[i]])
+#define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= (gs)->hist_rows)
+    int64_t tot = 0, n = 0;
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t g = g0; g < g1; g++) {
+            grp_state *gs = &SPAN_RQ(i)->g[g];
+            if (SPAN_SKIP(gs)) continue;
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &gs->src[si], gs->hist_rows);
                 if (s != DHS_OK) return s;
             }
             tot += (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
         }
-    }
     if (tot == 0) return DHS_OK;
-    int64_t n = 0;
     if (!ctx->cfg.payload_free) {
         dhs_status s = pairs_reserve(ctx, tot);
         if (s != DHS_OK) return s;
-        for (int32_t i = 0; i < ctx->n_round; i++) {
-            request *rq = &ctx->req[ctx->round_reqs[i]];
-            for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-                grp_state *gs = &rq->g[g];
-                if (gs->backup_ticket || gs->backup_hi >= gs->hist_rows) continue;
-                for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                    src_state *ss = &gs->src[si];
+        for (int32_t i = 0; i < nr; i++)
+            for (int32_t g = g0; g < g1; g++) {
+                grp_state *gs = &SPAN_RQ(i)->g[g];
+                if (SPAN_SKIP(gs)) continue;
+                for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
                     for (int64_t row = gs->backup_hi; row < gs->hist_rows; row++)
-                        ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row)};
-                }
+                        ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, tail_loc(ctx, &gs->src[si], row)),
+                                                          host_row(ctx, &gs->src[si], row)};
             }
-        }
     }
     dhs_ticket t = 0;
     dhs_status s = be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t);
     if (s != DHS_OK) return s;
-    for (int32_t i = 0; i < ctx->n_round; i++) {
-        request *rq = &ctx->req[ctx->round_reqs[i]];
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            grp_state *gs = &rq->g[g];
-            if (gs->backup_ticket || gs->backup_hi >= gs->hist_rows) continue;
-            int64_t lo = gs->backup_hi, hi = gs->hist_rows;
-            int32_t nsrc = ctx->grp_nsrc[g];
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t g = g0; g < g1; g++) {
+            grp_state *gs = &SPAN_RQ(i)->g[g];
+            if (SPAN_SKIP(gs)) continue;
+            int64_t rows = (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
             gs->backup_ticket = t;
-            gs->backup_hi = hi;
-            ctx->st.backup_rows += (uint64_t)(hi - lo) * nsrc;
-            ctx->st.backup_bytes += (uint64_t)(hi - lo) * nsrc * ctx->row_stride;
+            gs->backup_hi = gs->hist_rows;
+            ctx->st.backup_rows += (uint64_t)rows;
+            ctx->st.backup_bytes += (uint64_t)rows * ctx->row_stride;
             if (!t) { /* completed at once */
-                for (int64_t row = gs->tail_lo; row < hi; row++) bit_set(gs->host_valid, row);
-                gs->tail_lo = hi;
+                for (int64_t row = gs->tail_lo; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+                gs->tail_lo = gs->backup_hi;
             }
         }
-    }
     return DHS_OK;
+#undef SPAN_RQ
+#undef SPAN_SKIP
+}
+
+/* one group of one request */
+dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g) { return backup_span(ctx, rq, NULL, 1, g, g + 1); }
+
+/* every request and group of the round: one launch per round instead of one per
+   request and group (21 x C for GLM-5.3) */
+dhs_status backup_issue_round(dhs_ctx *ctx)
+{
+    return backup_span(ctx, NULL, ctx->round_reqs, ctx->n_round, 0, ctx->arch.n_groups);
 }
 
 /* Marks a completed backup; with force, waits for it and backs up the rest. */
