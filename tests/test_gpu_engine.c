@@ -20,7 +20,11 @@
  *   refmodel.cu then does - one batched call of the fused top-k's CPU twin
  *   (dhs_topk_fused_ref_batch) over a [q][max_positions] scores buffer with
  *   counts pos[q] + 1 (n_of = pos, n_add = 1) - host and device steps: the
- *   same tokens as the CPU run (which uses dhs_topk_fused_ref).
+ *   same tokens as the CPU run (which uses dhs_topk_fused_ref);
+ * - the GPU model's streamed prefill (ref/lsprefill.c dhs_ref_prefill_streamed_gpu,
+ *   queues emulated: copies at once, a wait must name a recorded event): history,
+ *   keys and logits byte-identical to the CPU's full-residency prefill, and its
+ *   cross-queue waits exactly the schedule's cross-queue dependencies.
  * Env: DHS_TEST_SEED.
  */
 #include <inttypes.h>
@@ -31,6 +35,7 @@
 
 #include "core/topk_spec.h"
 #include "ref/gpu.h"
+#include "ref/lsprefill.h"
 #include "ref/model.h"
 #include "ref/run.h"
 
@@ -155,6 +160,62 @@ dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint6
 {
     (void)g;
     memcpy(dev, host, bytes);
+    return DHS_OK;
+}
+
+/* the streamed prefill's pinned host memory and queues (ref/lsprefill.c):
+   copies run at once; an event must be recorded before a queue waits on it */
+static int64_t g_qn;       /* events made by dhs_ref_gpu_queues */
+static uint8_t *g_qrec;    /* [g_qn] recorded */
+static int g_qbad;         /* waits on an event not recorded yet, or out of range */
+static int64_t g_qwaits;   /* cross-queue waits */
+
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    (void)g;
+    *host = aligned_alloc(16, (bytes + 15) / 16 * 16);
+    return *host ? DHS_OK : DHS_ERR_NOMEM;
+}
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host)
+{
+    (void)g;
+    free(host);
+}
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    (void)g;
+    free(g_qrec);
+    g_qrec = calloc((size_t)(n_events ? n_events : 1), 1);
+    g_qn = n_events;
+    return g_qrec ? DHS_OK : DHS_ERR_NOMEM;
+}
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    (void)g;
+    if (queue < 0 || queue > 2) return DHS_ERR_INVALID_ARG;
+    memcpy(dst, src, bytes);
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g;
+    if (queue < 0 || queue > 2 || ev < 0 || ev >= g_qn) return DHS_ERR_INVALID_ARG;
+    g_qrec[ev] = 1;
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g;
+    g_qwaits++;
+    if (queue < 0 || queue > 2 || ev < 0 || ev >= g_qn || !g_qrec[ev]) {
+        g_qbad++;
+        return DHS_ERR_STATE;
+    }
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    (void)g;
     return DHS_OK;
 }
 
@@ -710,6 +771,78 @@ static void test_step_refusals(uint64_t seed)
     dhs_ref_run_result_free(&r);
 }
 
+/* the GPU model's streamed prefill (ref/lsprefill.c dhs_ref_prefill_streamed_gpu) on the
+   emulation: its pointers, positions, key stores, the last chunk's logits and the
+   schedule's cross-queue waits, against the CPU model's full-residency prefill */
+static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t seed)
+{
+    dhs_ref_cfg cfg = dhs_ref_cfg_geometry(geo);
+    cfg.n_layers = layers;
+    cfg.topk = 256;
+    cfg.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&cfg, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int64_t n = 300;
+    const int32_t L = dhs_ref_model_cfg(m)->n_layers, V = dhs_ref_model_cfg(m)->vocab;
+    int32_t tok[300];
+    uint64_t r = seed;
+    for (int64_t t = 0; t < n; t++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        tok[t] = (int32_t)((r >> 33) % (uint64_t)V);
+    }
+    dhs_ref_prefill ref;
+    CHECK_ST(dhs_ref_prefill_run(m, tok, n, &ref), DHS_OK);
+    const int64_t chunks[] = {64, 37, 300};
+    const int32_t bufs[] = {2, 4, L + 1};
+    int runs = 0, same = 0;
+    for (int fused = 0; fused < 2; fused++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int bi = 0; bi < 3; bi++) {
+                dhs_ref_prefill got;
+                dhs_ref_ls_stats st;
+                uint64_t dev = 0;
+                int bad0 = g_qbad;
+                int64_t w0 = g_qwaits;
+                dhs_status s = dhs_ref_prefill_streamed_gpu(m, tok, n, chunks[ci], bufs[bi], NULL, fused, &got, &st, &dev);
+                CHECKF(s == DHS_OK, "%s streamed GPU prefill chunk %lld R=%d: %s", dhs_ref_geometry_str(geo),
+                       (long long)chunks[ci], bufs[bi], dhs_status_str(s));
+                if (s != DHS_OK) continue;
+                runs++;
+                int ok = 1;
+                for (int32_t l = 0; l < L; l++) ok &= !memcmp(got.rows[l], ref.rows[l], (size_t)n * DHS_REF_ROW_BYTES);
+                for (int32_t g = 0; g < dhs_ref_n_groups(m); g++)
+                    ok &= !memcmp(got.keys[g].codes, ref.keys[g].codes, (size_t)ref.keys[g].cap * (size_t)ref.keys[g].dim) &&
+                          !memcmp(got.keys[g].scales, ref.keys[g].scales, sizeof(float) * (size_t)ref.keys[g].cap);
+                ok &= !memcmp(got.logits, ref.logits, sizeof(float) * (size_t)V);
+                CHECKF(ok, "%s streamed GPU prefill chunk %lld R=%d fused %d: history, keys or logits differ",
+                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], fused);
+                same += ok;
+                CHECKF(g_qbad == bad0, "%s chunk %lld R=%d: %d waits on events not recorded", dhs_ref_geometry_str(geo),
+                       (long long)chunks[ci], bufs[bi], g_qbad - bad0);
+                /* exactly the schedule's dependencies across queues (load 1, compute 0, write-back 2) became waits */
+                dhs_ls_params lp = {L, bufs[bi], (int32_t)((n + chunks[ci] - 1) / chunks[ci]), NULL};
+                int64_t cap = dhs_ls_max_events(&lp), ne = 0, want = 0;
+                dhs_ls_event *ev = malloc(sizeof *ev * (size_t)cap);
+                CHECK_ST(dhs_ls_schedule(&lp, ev, cap, &ne), DHS_OK);
+                for (int64_t i = 0; i < ne; i++)
+                    for (int32_t k = 0; k < ev[i].n_deps; k++) want += ev[ev[i].deps[k]].op != ev[i].op;
+                free(ev);
+                CHECKF(g_qwaits - w0 == want, "%s chunk %lld R=%d: %lld cross-queue waits, the schedule has %lld",
+                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], (long long)(g_qwaits - w0), (long long)want);
+                CHECK(dev == (uint64_t)bufs[bi] * (uint64_t)n * DHS_REF_ROW_BYTES +
+                                 (uint64_t)dhs_ref_n_groups(m) * (uint64_t)ref.keys[0].cap * (uint64_t)(ref.keys[0].dim + 4));
+                dhs_ref_prefill_free(&got);
+            }
+    printf("%-14s L=%d n=%lld: %d streamed GPU prefills on the emulation (chunks 64, 37, 300; R = 2, 4, L+1; model and "
+           "fused top-k), %d byte-identical to the CPU's full residency\n",
+           dhs_ref_geometry_str(geo), L, (long long)n, runs, same);
+    dhs_ref_prefill_free(&ref);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_gpu_engine");
@@ -734,5 +867,8 @@ int main(void)
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
     test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6);
+    test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
+    test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
+    free(g_qrec);
     return th_summary();
 }
