@@ -40,6 +40,7 @@
 #include "ref/run.h"
 
 #include "test_help.h"
+#include "test_prefill.h"
 
 /* ---------------------------------------------------------------- the emulation */
 static const dhs_ref_model *g_model; /* the model the emulation computes with */
@@ -787,11 +788,7 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
     const int64_t n = 300;
     const int32_t L = dhs_ref_model_cfg(m)->n_layers, V = dhs_ref_model_cfg(m)->vocab;
     int32_t tok[300];
-    uint64_t r = seed;
-    for (int64_t t = 0; t < n; t++) {
-        r = r * 6364136223846793005ull + 1442695040888963407ull;
-        tok[t] = (int32_t)((r >> 33) % (uint64_t)V);
-    }
+    th_tokens(seed, V, n, tok);
     dhs_ref_prefill ref;
     CHECK_ST(dhs_ref_prefill_run(m, tok, n, &ref), DHS_OK);
     const int64_t chunks[] = {64, 37, 300};
@@ -810,14 +807,11 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
                        (long long)chunks[ci], bufs[bi], dhs_status_str(s));
                 if (s != DHS_OK) continue;
                 runs++;
-                int ok = 1;
-                for (int32_t l = 0; l < L; l++) ok &= !memcmp(got.rows[l], ref.rows[l], (size_t)n * DHS_REF_ROW_BYTES);
-                for (int32_t g = 0; g < dhs_ref_n_groups(m); g++)
-                    ok &= !memcmp(got.keys[g].codes, ref.keys[g].codes, (size_t)ref.keys[g].cap * (size_t)ref.keys[g].dim) &&
-                          !memcmp(got.keys[g].scales, ref.keys[g].scales, sizeof(float) * (size_t)ref.keys[g].cap);
-                ok &= !memcmp(got.logits, ref.logits, sizeof(float) * (size_t)V);
-                CHECKF(ok, "%s streamed GPU prefill chunk %lld R=%d fused %d: history, keys or logits differ",
-                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], fused);
+                int32_t at;
+                const char *diff = th_prefill_diff(m, &ref, &got, &at);
+                int ok = diff == NULL;
+                CHECKF(ok, "%s streamed GPU prefill chunk %lld R=%d fused %d: %s differ (layer or group %d)",
+                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], fused, diff, at);
                 same += ok;
                 CHECKF(g_qbad == bad0, "%s chunk %lld R=%d: %d waits on events not recorded", dhs_ref_geometry_str(geo),
                        (long long)chunks[ci], bufs[bi], g_qbad - bad0);

@@ -20,6 +20,7 @@
 #include "ref/lsprefill.h"
 #include "ref/run.h"
 #include "test_help.h"
+#include "test_prefill.h"
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -29,38 +30,13 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static int keys_equal(const dhs_ref_keys *a, const dhs_ref_keys *b)
-{
-    if (a->cap != b->cap || a->dim != b->dim || a->fp8 != b->fp8) return 0;
-    size_t n = (size_t)a->cap * (size_t)a->dim;
-    if (a->fp8) return !memcmp(a->codes, b->codes, n) && !memcmp(a->scales, b->scales, sizeof(float) * (size_t)a->cap);
-    return !memcmp(a->data, b->data, sizeof(float) * n);
-}
-
 /* the streamed prefill equals the reference; returns 1 when it does */
 static int same_prefill(const dhs_ref_model *m, const dhs_ref_prefill *ref, const dhs_ref_prefill *got, const char *what)
 {
-    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
-    int ok = 1;
-    CHECKF(got->n == ref->n, "%s: n %lld vs %lld", what, (long long)got->n, (long long)ref->n);
-    for (int32_t l = 0; l < c->n_layers && ok; l++)
-        if (memcmp(got->rows[l], ref->rows[l], (size_t)ref->n * DHS_REF_ROW_BYTES)) {
-            int64_t t = 0;
-            while (!memcmp(got->rows[l] + t * DHS_REF_ROW_BYTES, ref->rows[l] + t * DHS_REF_ROW_BYTES, DHS_REF_ROW_BYTES)) t++;
-            CHECKF(0, "%s: layer %d row %lld differs from the full-residency prefill", what, l, (long long)t);
-            ok = 0;
-        }
-    for (int32_t g = 0; g < dhs_ref_n_groups(m) && ok; g++)
-        if (!keys_equal(&got->keys[g], &ref->keys[g])) {
-            CHECKF(0, "%s: index keys of group %d differ", what, g);
-            ok = 0;
-        }
-    if (ok && memcmp(got->logits, ref->logits, sizeof(float) * (size_t)c->vocab)) {
-        CHECKF(0, "%s: logits differ", what);
-        ok = 0;
-    }
-    CHECK(ok);
-    return ok;
+    int32_t at;
+    const char *diff = th_prefill_diff(m, ref, got, &at);
+    CHECKF(!diff, "%s: %s differ from the full-residency prefill (layer or group %d)", what, diff, at);
+    return diff == NULL;
 }
 
 static void test_geometry(dhs_ref_geometry g, int32_t layers, int64_t n, uint64_t *rs)

@@ -18,13 +18,7 @@
 #include "ref/gpu.h"
 #include "ref/lsprefill.h"
 #include "test_help.h"
-
-static int keys_equal(const dhs_ref_keys *a, const dhs_ref_keys *b)
-{
-    return a->cap == b->cap && a->dim == b->dim && a->fp8 && b->fp8 &&
-           !memcmp(a->codes, b->codes, (size_t)a->cap * (size_t)a->dim) &&
-           !memcmp(a->scales, b->scales, sizeof(float) * (size_t)a->cap);
-}
+#include "test_prefill.h"
 
 static void run(dhs_ref_geometry geo, int32_t layers, int64_t n, uint64_t seed)
 {
@@ -36,11 +30,7 @@ static void run(dhs_ref_geometry geo, int32_t layers, int64_t n, uint64_t seed)
     if (!m) return;
     const int32_t L = dhs_ref_model_cfg(m)->n_layers, V = dhs_ref_model_cfg(m)->vocab;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
-    uint64_t s = seed;
-    for (int64_t t = 0; t < n; t++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tok[t] = (int32_t)((s >> 33) % (uint64_t)V);
-    }
+    th_tokens(seed, V, n, tok);
     dhs_ref_prefill ref;
     CHECK_ST(dhs_ref_prefill_run(m, tok, n, &ref), DHS_OK);
     const int64_t chunks[] = {128, 100};
@@ -55,18 +45,15 @@ static void run(dhs_ref_geometry geo, int32_t layers, int64_t n, uint64_t seed)
                 CHECKF(r == DHS_OK, "%s chunk %lld R=%d: %s", dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi],
                        dhs_status_str(r));
                 if (r != DHS_OK) continue;
-                int rows_ok = 1, keys_ok = 1;
-                for (int32_t l = 0; l < L; l++) rows_ok &= !memcmp(got.rows[l], ref.rows[l], (size_t)n * DHS_REF_ROW_BYTES);
-                for (int32_t g = 0; g < dhs_ref_n_groups(m); g++) keys_ok &= keys_equal(&got.keys[g], &ref.keys[g]);
-                int lg_ok = !memcmp(got.logits, ref.logits, sizeof(float) * (size_t)V);
-                CHECKF(rows_ok && keys_ok && lg_ok, "%s chunk %lld R=%d %s top-k: rows %s, keys %s, logits %s",
-                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], fused ? "fused" : "model",
-                       rows_ok ? "equal" : "DIFFER", keys_ok ? "equal" : "DIFFER", lg_ok ? "equal" : "DIFFER");
+                int32_t at;
+                const char *diff = th_prefill_diff(m, &ref, &got, &at);
+                CHECKF(!diff, "%s chunk %lld R=%d %s top-k: %s differ (layer or group %d)", dhs_ref_geometry_str(geo),
+                       (long long)chunks[ci], bufs[bi], fused ? "fused" : "model", diff, at);
                 CHECK(st.writeback_rows == (int64_t)L * n && st.computes == st.chunks * (int64_t)L);
                 printf("%-14s L=%d n=%lld chunk %4lld R=%2d %s top-k: identical %s; %lld loads; %.2f ms to the logits; "
                        "device %.1f MiB (buffers %.1f MiB, full residency %.1f MiB)\n",
                        dhs_ref_geometry_str(geo), L, (long long)n, (long long)chunks[ci], bufs[bi], fused ? "fused" : "model",
-                       rows_ok && keys_ok && lg_ok ? "yes" : "NO", (long long)st.loads, 1e3 * st.seconds, dev / 1048576.0,
+                       diff ? "NO" : "yes", (long long)st.loads, 1e3 * st.seconds, dev / 1048576.0,
                        st.buffer_bytes / 1048576.0, st.resident_bytes / 1048576.0);
                 dhs_ref_prefill_free(&got);
             }
@@ -108,8 +95,8 @@ static void bench(const char *spec)
             full = got;
             t_full = st.seconds;
         } else if (full.n == n) { /* (full residency ran) */
-            for (int32_t l = 0; l < L; l++) same &= !memcmp(got.rows[l], full.rows[l], (size_t)n * DHS_REF_ROW_BYTES);
-            same &= !memcmp(got.logits, full.logits, sizeof(float) * (size_t)V);
+            int32_t at;
+            same = th_prefill_diff(m, &full, &got, &at) == NULL;
             CHECKF(same, "bench R=%d chunk %lld: history or logits differ from full residency", cases[i].R, cases[i].chunk);
         }
         /* the model's scores buffer grows with the chunk: chunk x (n + 8) floats */
