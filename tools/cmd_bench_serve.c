@@ -293,8 +293,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     free(tp_ms);
     uint64_t dt = R.decode_tokens ? R.decode_tokens : 1;
     r->host_rows_per_token = mode ? (double)R.st.host_rows_copied / (double)dt : 0;
-    double all_s = c.hier ? R.t_hier : R.t_resident;
-    r->pcie_gbps = mode && all_s > 0 ? (double)(R.st.host_bytes_copied + R.st.populate_bytes) / all_s / 1e9 : 0;
+    r->pcie_gbps = mode && r->decode_s > 0 ? (double)(R.st.host_bytes_copied + R.st.populate_bytes) / r->decode_s / 1e9 : 0;
     int e = mode ? 1 : 0;
     r->prof_rounds = R.prof_rounds[e];
     if (r->prof_rounds)

@@ -8,13 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-static void *rows_alloc(int64_t rows, int poison)
-{
-    size_t bytes = (size_t)(rows > 0 ? rows : 1) * DHS_REF_ROW_BYTES;
-    void *p = aligned_alloc(16, bytes); /* 656 is a multiple of 16 */
-    if (p) memset(p, poison ? 0xA5 : 0, bytes); /* a buffer's unloaded rows never look valid */
-    return p;
-}
+/* a buffer's unloaded rows never look valid */
+#define POISON 0xA5
+
+/* the queue of an event's op: loads 1, computes 0 (the model's stream), write-backs 2 */
+static int32_t queue_of(int32_t op) { return op == DHS_LS_LOAD ? 1 : op == DHS_LS_COMPUTE ? 0 : 2; }
 
 dhs_status dhs_ref_prefill_ls_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t chunk,
                                   int32_t n_buffers, const dhs_ls_event *ev, int64_t n_ev, dhs_ref_prefill *out,
@@ -65,10 +63,10 @@ dhs_status dhs_ref_prefill_ls_run(const dhs_ref_model *m, const int32_t *tokens,
     memcpy(out->tokens, tokens, sizeof(int32_t) * (size_t)n);
     for (int32_t b = 0; b < n_buffers; b++) {
         holds[b] = -1;
-        if (!(buf[b] = rows_alloc(n, 1))) goto done;
+        if (!(buf[b] = dhs_ref_rows_alloc(n, POISON))) goto done;
     }
     for (int32_t l = 0; l < L; l++)
-        if (!(out->rows[l] = rows_alloc(n, 0))) goto done;
+        if (!(out->rows[l] = dhs_ref_rows_alloc(n, 0))) goto done;
     for (int32_t g = 0; g < dhs_ref_n_groups(m); g++)
         if (dhs_ref_keys_init_model(m, &out->keys[g], n)) goto done;
 
@@ -226,7 +224,7 @@ dhs_status dhs_ref_prefill_streamed_gpu(const dhs_ref_model *m, const int32_t *t
     /* device: R buffers of n rows (poisoned: an unloaded row never looks valid), the key stores */
     for (int32_t b = 0; b < n_buffers; b++) {
         if ((st = dhs_ref_gpu_alloc(g, (uint64_t)n * DHS_REF_ROW_BYTES, &buf[b])) != DHS_OK) goto done;
-        if ((st = dhs_ref_gpu_memset(g, buf[b], 0xA5, (uint64_t)n * DHS_REF_ROW_BYTES)) != DHS_OK) goto done;
+        if ((st = dhs_ref_gpu_memset(g, buf[b], POISON, (uint64_t)n * DHS_REF_ROW_BYTES)) != DHS_OK) goto done;
         *device_bytes += (uint64_t)n * DHS_REF_ROW_BYTES;
     }
     for (int32_t g2 = 0; g2 < G; g2++) {
@@ -249,11 +247,11 @@ dhs_status dhs_ref_prefill_streamed_gpu(const dhs_ref_model *m, const int32_t *t
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int64_t i = 0; i < n_ev; i++) {
         const dhs_ls_event *e = &ev[i];
-        const int32_t l = e->layer, b = e->buffer, qn = e->op == DHS_LS_LOAD ? 1 : e->op == DHS_LS_COMPUTE ? 0 : 2;
+        const int32_t l = e->layer, b = e->buffer, qn = queue_of(e->op);
         const int64_t lo = (int64_t)e->chunk * chunk, hi = lo + chunk < n ? lo + chunk : n;
         uint8_t *dev = buf[b], *hh = host[l];
         for (int32_t k = 0; k < e->n_deps; k++) /* a dependency on another queue: its event */
-            if ((ev[e->deps[k]].op == DHS_LS_LOAD ? 1 : ev[e->deps[k]].op == DHS_LS_COMPUTE ? 0 : 2) != qn &&
+            if (queue_of(ev[e->deps[k]].op) != qn &&
                 (st = dhs_ref_gpu_queue_wait(g, qn, e->deps[k])) != DHS_OK)
                 goto done;
         if (e->op == DHS_LS_LOAD) {
@@ -293,7 +291,7 @@ dhs_status dhs_ref_prefill_streamed_gpu(const dhs_ref_model *m, const int32_t *t
     stats->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     /* the result in the prefill's own (pageable) arrays */
     for (int32_t l = 0; l < L; l++) {
-        if (!(out->rows[l] = rows_alloc(n, 0))) {
+        if (!(out->rows[l] = dhs_ref_rows_alloc(n, 0))) {
             st = DHS_ERR_NOMEM;
             goto done;
         }

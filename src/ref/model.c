@@ -739,11 +739,11 @@ void dhs_ref_prompt(uint64_t seed, int32_t session, int32_t vocab, int64_t n, in
 }
 
 /* ------------------------------------------------------------- prefill */
-static void *aligned_rows(int64_t rows)
+uint8_t *dhs_ref_rows_alloc(int64_t rows, int fill)
 {
     size_t bytes = (size_t)(rows > 0 ? rows : 1) * DHS_REF_ROW_BYTES;
-    void *p = aligned_alloc(16, bytes); /* 656 is a multiple of 16 */
-    if (p) memset(p, 0, bytes);
+    uint8_t *p = aligned_alloc(16, bytes); /* 656 is a multiple of 16 */
+    if (p) memset(p, fill, bytes);
     return p;
 }
 
@@ -883,7 +883,7 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
     memcpy(out->tokens, tokens, sizeof(int32_t) * (size_t)n);
     for (int32_t s = 0; s < m->n_sources; s++) {
         int32_t mm = dhs_ref_source_m(m, s);
-        if (!(out->rows[s] = aligned_rows((n + mm - 1) / mm))) goto done;
+        if (!(out->rows[s] = dhs_ref_rows_alloc((n + mm - 1) / mm, 0))) goto done;
     }
     for (int32_t g = 0; g < m->n_groups; g++) {
         int32_t mm = dhs_ref_group_m(m, g);

@@ -294,6 +294,8 @@ typedef struct dhs_ref_prefill {
 /* Runs the model over the prompt: the same selection and sparse attention as
    decoding, over rows in plain arrays. */
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out);
+/* rows x 656 bytes, 16-byte aligned, every byte `fill` (a prefill's rows: 0); free() */
+uint8_t *dhs_ref_rows_alloc(int64_t rows, int fill);
 void dhs_ref_prefill_free(dhs_ref_prefill *p);
 /* A prefill over a deterministic synthetic history (DESIGN §12): rows and
    index keys of positions [0, n-1) are pseudo-random bytes in the row and key
