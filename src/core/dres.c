@@ -364,6 +364,35 @@ dhs_status dres_create(dhs_ctx *ctx)
                                sizeof(*(mir)) * (size_t)(hi_ - lo_));                                              \
     } while (0)
 
+/* Whether a mirror range already holds a table: its first nvalid entries equal
+   src, the rest (up to n) the fill value. The common case of a round (nothing
+   changed) then costs a memcmp instead of SYNC_TABLE's loop, whose per-entry
+   want expression made dhs_round_begin cost ~100 us per request at 32K rows
+   and grow with the history (bench/RESULTS.md, run 28). */
+static int same_i32(const int32_t *mir, const int32_t *src, int64_t nvalid, int64_t n, int32_t fill)
+{
+    if (nvalid > 0 && memcmp(mir, src, sizeof(int32_t) * (size_t)nvalid) != 0) return 0;
+    for (int64_t i = nvalid; i < n; i++)
+        if (mir[i] != fill) return 0;
+    return 1;
+}
+
+static int same_chunks(const uint64_t *mir, uint8_t *const *src, int64_t nvalid, int64_t n)
+{
+    uint64_t diff = 0;
+    for (int64_t i = 0; i < nvalid; i++) diff |= mir[i] ^ (uint64_t)(uintptr_t)src[i];
+    for (int64_t i = nvalid; i < n; i++) diff |= mir[i];
+    return diff == 0;
+}
+
+static int same_ready(const uint8_t *mir, const uint8_t *state, int64_t nvalid, int64_t n)
+{
+    unsigned diff = 0;
+    for (int64_t i = 0; i < nvalid; i++) diff |= (unsigned)(mir[i] ^ (uint8_t)(state[i] == OPT_READY));
+    for (int64_t i = nvalid; i < n; i++) diff |= mir[i];
+    return diff == 0;
+}
+
 /* the tables of request slot r, group g, as the host sees them now */
 static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
 {
@@ -379,15 +408,21 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
     const int64_t wch = nch > dg->pub_nchunks[r] ? nch : dg->pub_nchunks[r];
     for (int64_t si = 0; si < ns; si++) {
         const src_state *ss = &gs->src[si];
-        SYNC_TABLE(ctx, int32_t, dg->m_hot, st->hot_pages, ((int64_t)r * ns + si) * hp, hp, ss->hot_pages[i], s);
-        SYNC_TABLE(ctx, int32_t, dg->m_tail, st->tail_pages, ((int64_t)r * ns + si) * tp, tp, ss->tail_pages[i], s);
-        SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, ((int64_t)r * ns + si) * st->max_opt_pages, wopt,
-                   i < nopt ? ss->opt_pages[i] : -1, s);
-        SYNC_TABLE(ctx, uint64_t, dg->m_chunks, st->host_chunks, ((int64_t)r * ns + si) * st->n_host_chunks, wch,
-                   i < ss->n_host_chunks ? (uint64_t)(uintptr_t)ss->host_chunks[i] : (uint64_t)0, s);
+        const int64_t bh = ((int64_t)r * ns + si) * hp, bt = ((int64_t)r * ns + si) * tp;
+        const int64_t bo = ((int64_t)r * ns + si) * st->max_opt_pages, bc = ((int64_t)r * ns + si) * st->n_host_chunks;
+        if (!same_i32(dg->m_hot + bh, ss->hot_pages, hp, hp, 0))
+            SYNC_TABLE(ctx, int32_t, dg->m_hot, st->hot_pages, bh, hp, ss->hot_pages[i], s);
+        if (!same_i32(dg->m_tail + bt, ss->tail_pages, tp, tp, 0))
+            SYNC_TABLE(ctx, int32_t, dg->m_tail, st->tail_pages, bt, tp, ss->tail_pages[i], s);
+        if (!same_i32(dg->m_opt + bo, ss->opt_pages, nopt, wopt, -1))
+            SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, bo, wopt, i < nopt ? ss->opt_pages[i] : -1, s);
+        if (!same_chunks(dg->m_chunks + bc, ss->host_chunks, ss->n_host_chunks, wch))
+            SYNC_TABLE(ctx, uint64_t, dg->m_chunks, st->host_chunks, bc, wch,
+                       i < ss->n_host_chunks ? (uint64_t)(uintptr_t)ss->host_chunks[i] : (uint64_t)0, s);
     }
-    SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages, wopt,
-               (uint8_t)(i < nopt && gs->opt_state[i] == OPT_READY), s);
+    if (!same_ready(dg->m_ready + (int64_t)r * st->max_opt_pages, gs->opt_state, nopt, wopt))
+        SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages, wopt,
+                   (uint8_t)(i < nopt && gs->opt_state[i] == OPT_READY), s);
     if (s == DHS_OK) {
         dg->pub_nopt[r] = nopt;
         dg->pub_nchunks[r] = nch;

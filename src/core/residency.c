@@ -572,6 +572,17 @@ void res_repopulate(dhs_ctx *ctx)
     ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
+/* Whether any optional page of the group has a copy in flight: a branch-free
+   scan (vectorised) that lets the common round skip the branchy per-page loop
+   over every imported page (1,563 per group at 100K rows) of every request. */
+static int opt_any_busy(const grp_state *gs)
+{
+    unsigned any = 0;
+    for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+        any |= (unsigned)(gs->opt_state[hp] == OPT_PENDING) | (unsigned)gs->opt_backing[hp];
+    return any != 0;
+}
+
 /* Completes what has completed (with force: waits for everything): tail
    backups, populations and reclaim backups of every open request.
    A request of the open round is frozen: a completion would move rows it
@@ -598,6 +609,7 @@ static void advance_all(dhs_ctx *ctx, int force)
             grp_state *gs = &rq->g[g];
             backup_complete(ctx, rq, g, force);
             if (!force) backup_issue(ctx, rq, g); /* retries a failed issue; no-op otherwise */
+            if (!opt_any_busy(gs)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
                 if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, force);
         }
