@@ -572,15 +572,14 @@ void res_repopulate(dhs_ctx *ctx)
     ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
-/* Whether any optional page of the group has a copy in flight: a branch-free
-   scan (vectorised) that lets the common round skip the branchy per-page loop
-   over every imported page (1,563 per group at 100K rows) of every request. */
+/* Whether any optional page of the group has a copy in flight (a population
+   pending, a reclaim backup): two memchr scans let the common round skip the
+   per-page loop over every imported page (1,563 per group at 100K rows) of
+   every request, which cost ~3 ns a page (measured on the CPU backend). */
 static int opt_any_busy(const grp_state *gs)
 {
-    unsigned any = 0;
-    for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
-        any |= (unsigned)(gs->opt_state[hp] == OPT_PENDING) | (unsigned)gs->opt_backing[hp];
-    return any != 0;
+    const size_t n = (size_t)gs->n_opt_pages;
+    return n > 0 && (memchr(gs->opt_state, OPT_PENDING, n) || memchr(gs->opt_backing, 1, n));
 }
 
 /* Completes what has completed (with force: waits for everything): tail
