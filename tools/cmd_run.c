@@ -34,6 +34,7 @@ typedef struct run_opts {
     const char *trace, *output;
     int32_t topk;
     int32_t threads;
+    int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
     int32_t arrival;        /* rounds between arrivals */
     int32_t slots;          /* request slots of the hierarchy */
     double history;         /* sessions' imported history the device budget holds on top */
@@ -74,6 +75,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->page_rows = 64;
     o->async_delay = 1;
     o->temperature = 1.0;
+    o->prefill_chunk = 2048;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
          .help = "model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)"},
@@ -121,6 +123,12 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         A_INT("--async-delay", &o->async_delay, 0, 1000, "CPU backend: side copies complete D rounds late"),
         {.name = "--threads", .type = ARG_INT, .dest = &o->threads, .ilo = 1, .ihi = 256, .help = "prefill threads",
          .def = "online CPUs"},
+        {.name = "--prefill-buffers", .type = ARG_INT, .dest = &o->prefill_buffers, .ilo = 0, .ihi = 4096,
+         .help = "0: the model's full-residency prefill; R >= 2: layer-streamed prefill through R layer buffers "
+                 "(on the GPU model with --backend cuda, one prompt at a time; the CPU reference otherwise), "
+                 "byte-identical; the model then computes every prompt, also for a real geometry (no synthetic "
+                 "history; docs/FLASHOFFLOAD.md section 2)"},
+        A_INT("--prefill-chunk", &o->prefill_chunk, 1, 1 << 22, "positions per compute of a streamed prefill"),
         A_BOOL("--check", &o->check,
                "after every round: dhs_check_invariants, and every located row compared with the model's own copy"),
         A_BOOL("--fetch-rows", &o->fetch_rows, "read located rows with dhs_read_location (the CUDA path) on the CPU too"),
@@ -144,6 +152,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     if (r) {
         *help = r == ARGS_HELP;
         return args_exit(r);
+    }
+    if (o->prefill_buffers == 1) {
+        fprintf(stderr, "dhs run: --prefill-buffers: 0 (full residency) or at least 2 buffers\n");
+        return EXIT_USAGE;
     }
     if (o->slots == 0) o->slots = o->sessions / 2 > 1 ? o->sessions / 2 : 1;
     if (o->threads == 0) {
@@ -216,6 +228,9 @@ int cmd_run(int argc, char **argv)
     c.step = o.step;
     c.topk_impl = o.topk_impl;
     c.threads = o.threads;
+    c.prefill_buffers = o.prefill_buffers;
+    c.prefill_chunk = o.prefill_chunk;
+    if (o.prefill_buffers) c.synthetic = 0; /* the streamed prefill is the model's own */
     c.check = o.check;
     c.trace = o.trace;
     c.progress = progress;
@@ -281,6 +296,17 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(t, "resident_tokens_per_s", tps_res);
         cJSON_AddNumberToObject(t, "hier_tokens_per_s", tps_hier);
         cJSON_AddNumberToObject(t, "prefill_s", R.t_prefill);
+        if (o.prefill_buffers) { /* the streamed prefill: loads, buffers against full residency (largest prompt) */
+            cJSON *pj = cJSON_AddObjectToObject(j, "prefill");
+            if (pj) {
+                cJSON_AddNumberToObject(pj, "buffers", o.prefill_buffers);
+                cJSON_AddNumberToObject(pj, "chunk", o.prefill_chunk);
+                cJSON_AddNumberToObject(pj, "layer_loads", (double)R.prefill_loads);
+                cJSON_AddNumberToObject(pj, "buffer_bytes", (double)R.prefill_buffer_bytes);
+                cJSON_AddNumberToObject(pj, "resident_bytes", (double)R.prefill_resident_bytes);
+                cJSON_AddStringToObject(pj, "on", R.gpu_model ? "gpu" : "cpu");
+            }
+        }
         cJSON_AddNumberToObject(t, "resident_decode_s", R.t_resident);
         cJSON_AddNumberToObject(t, "hier_decode_s", R.t_hier);
         cJSON_AddNumberToObject(t, "total_s", R.t_total);
@@ -336,6 +362,8 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);
         cJSON_AddStringToObject(cf, "step", steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", topk_impls[o.topk_impl]);
+        cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
+        if (o.prefill_buffers) cJSON_AddNumberToObject(cf, "prefill_chunk", o.prefill_chunk);
         char dg[24];
         snprintf(dg, sizeof dg, "%016" PRIx64, R.tokens_digest);
         cJSON_AddStringToObject(j, "tokens_digest", dg);

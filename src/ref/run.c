@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "dhs_cuda.h"
+#include "ref/lsprefill.h"
 #include "ref/run.h"
 #include "sim/trace.h"
 #include "sim/util.h"
@@ -110,9 +111,25 @@ typedef struct prefill_job {
     int32_t n;             /* how many */
     int synthetic;         /* dhs_ref_prefill_synthetic (its stream from the seed and session) */
     int32_t next;
-    int failed;
+    dhs_status failed;     /* the first failure's status (DHS_OK: none) */
+    dhs_ref_run_result *r; /* streamed prefill counts (prefill_loads, ...) */
     pthread_mutex_t mu;
 } prefill_job;
+
+/* one prompt's history: full residency, or streamed through c->prefill_buffers
+   layer buffers (on the GPU model with gpu_model) */
+static dhs_status prefill_one(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int32_t *tok, int64_t n,
+                              dhs_ref_prefill *out, dhs_ref_ls_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (c->prefill_buffers == 0) return dhs_ref_prefill_run(m, tok, n, out);
+    const int64_t chunk = c->prefill_chunk > 0 ? c->prefill_chunk : 2048;
+    uint64_t dev_bytes = 0;
+    if (c->gpu_model)
+        return dhs_ref_prefill_streamed_gpu(m, tok, n, chunk, c->prefill_buffers, NULL, c->topk_impl == DHS_REF_TOPK_FUSED,
+                                            out, st, &dev_bytes);
+    return dhs_ref_prefill_streamed(m, tok, n, chunk, c->prefill_buffers, NULL, out, st);
+}
 
 static void *prefill_worker(void *arg)
 {
@@ -125,26 +142,32 @@ static void *prefill_worker(void *arg)
         int32_t i = J->ids ? J->ids[k] : k;
         int32_t *tok = malloc(sizeof(int32_t) * (size_t)J->len[i]);
         dhs_status st = DHS_ERR_NOMEM;
+        dhs_ref_ls_stats ls;
+        memset(&ls, 0, sizeof ls);
         if (tok) {
             dhs_ref_prompt(J->c->seed, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
             st = J->synthetic ? dhs_ref_prefill_synthetic(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
                                                           &J->pf[i])
-                              : dhs_ref_prefill_run(J->m, tok, J->len[i], &J->pf[i]);
+                              : prefill_one(J->m, J->c, tok, J->len[i], &J->pf[i], &ls);
             free(tok);
         }
-        if (st != DHS_OK) {
-            pthread_mutex_lock(&J->mu);
-            J->failed = 1;
-            pthread_mutex_unlock(&J->mu);
+        pthread_mutex_lock(&J->mu);
+        if (st != DHS_OK && J->failed == DHS_OK) J->failed = st;
+        if (st == DHS_OK && J->r) {
+            J->r->prefill_loads += ls.loads;
+            if (ls.buffer_bytes > J->r->prefill_buffer_bytes) J->r->prefill_buffer_bytes = ls.buffer_bytes;
+            if (ls.resident_bytes > J->r->prefill_resident_bytes) J->r->prefill_resident_bytes = ls.resident_bytes;
         }
+        pthread_mutex_unlock(&J->mu);
     }
 }
 
 /* prefill the n sessions ids (NULL: 0..n-1) on up to nt threads (this one
    included); each prefill is a pure function of its session, so the bytes do
-   not depend on nt */
-static int prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
-                        const int32_t *ids, int32_t n, int32_t nt, int synthetic)
+   not depend on nt; the GPU model's streamed prefill runs one prompt at a time
+   (the model's scratch is shared). Returns the first failure's status. */
+static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
+                        const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
 {
     prefill_job J;
     memset(&J, 0, sizeof J);
@@ -155,8 +178,9 @@ static int prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const 
     J.ids = ids;
     J.n = n;
     J.synthetic = synthetic;
+    J.r = r;
     pthread_mutex_init(&J.mu, NULL);
-    if (nt < 1) nt = 1;
+    if (nt < 1 || (!synthetic && c->prefill_buffers && c->gpu_model)) nt = 1;
     if (nt > n) nt = n;
     if (nt > 256) nt = 256;
     pthread_t th[256];
@@ -166,7 +190,7 @@ static int prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const 
     prefill_worker(&J); /* this thread works too */
     for (int32_t t = 0; t < started; t++) pthread_join(th[t], NULL);
     pthread_mutex_destroy(&J.mu);
-    return J.failed ? -1 : 0;
+    return J.failed;
 }
 
 /* ---------------------------------------------------------------- the run */
@@ -252,7 +276,11 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
 
     /* prefill: once per session, shared by both storage modes */
     double t0 = dhs_wall_s();
-    if (!c.synthetic && prefill_list(m, &c, len, pf, NULL, S, c.threads, 0)) FAIL("prefill failed (out of memory)");
+    if (c.synthetic && c.prefill_buffers) FAIL("a streamed prefill needs the model's own prefill (not a synthetic history)");
+    if (!c.synthetic) {
+        dhs_status ps = prefill_list(m, &c, len, pf, NULL, S, c.threads, 0, r);
+        if (ps != DHS_OK) FAIL("prefill failed: %s", dhs_status_str(ps));
+    }
     r->t_prefill = dhs_wall_s() - t0;
 
     /* library */
@@ -366,7 +394,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             if (na == 0) break;
             if (c.synthetic) {
                 double tp = dhs_wall_s();
-                if (prefill_list(m, &c, len, pf, adm, na, na, 1)) FAIL("synthetic prefill of session %d: out of memory", adm[0]);
+                if (prefill_list(m, &c, len, pf, adm, na, na, 1, NULL)) FAIL("synthetic prefill of session %d: out of memory", adm[0]);
                 r->t_prefill += dhs_wall_s() - tp;
             }
             double ts = dhs_wall_s();

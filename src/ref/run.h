@@ -69,6 +69,12 @@ typedef struct dhs_ref_run_cfg {
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
                                 library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
+    int32_t prefill_buffers; /* 0: the model's full-residency prefill (dhs_ref_prefill_run); R >= 2:
+                                layer-streamed through R layer buffers, byte-identical to it
+                                (ref/lsprefill.h; docs/FLASHOFFLOAD.md section 2): on the GPU model
+                                (gpu_model) dhs_ref_prefill_streamed_gpu, one prompt at a time; else
+                                the CPU reference dhs_ref_prefill_streamed. Not with synthetic */
+    int64_t prefill_chunk;   /* the streamed prefill's chunk (positions per compute; 0: 2048) */
     int32_t synth_parallel;  /* synthetic histories (geometry runs): up to this many sessions admitted
                                 in one round are generated at once, each then started in arrival
                                 order (0 or 1: one at a time, open-generate-start per session); every
@@ -103,6 +109,9 @@ typedef struct dhs_ref_run_result {
     uint64_t invariant_violations;
     uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
     double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    int64_t prefill_loads;          /* streamed prefill (prefill_buffers): layer loads over every prompt */
+    uint64_t prefill_buffer_bytes;  /* ... its R buffers' rows (largest prompt) */
+    uint64_t prefill_resident_bytes; /* ... every layer's rows at once (full residency, largest prompt) */
     double t_start;                     /* seconds in dhs_ref_engine_start (history imports) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
