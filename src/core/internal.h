@@ -78,6 +78,10 @@ typedef struct request {
     int64_t expected;   /* positions announced at open */
     uint64_t admit_seq; /* admission order */
     int reclaiming;     /* reclaim in progress (optional pages being given back) */
+    int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
+                           optional-page readiness) may have changed since dres_round_begin last
+                           published this request's: set by every such change, cleared by the publish
+                           (dres_check verifies a clean request's mirror) */
     grp_state *g;       /* [n_groups] */
 } request;
 
@@ -198,7 +202,7 @@ dhs_status res_admit(dhs_ctx *ctx, request *rq);
 void res_housekeeping(dhs_ctx *ctx);
 dhs_status res_drain(dhs_ctx *ctx);
 void res_repopulate(dhs_ctx *ctx);
-dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows);
+dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);

@@ -17,9 +17,8 @@
 
 #include "core/internal.h"
 
-dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows)
+dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
 {
-    (void)src;
     if (ctx->cfg.payload_free) return DHS_OK;
     int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
     while (ss->n_host_chunks < need) {
@@ -27,6 +26,7 @@ dhs_status host_ensure(dhs_ctx *ctx, int32_t src, src_state *ss, int64_t rows)
         dhs_status s = be_host_alloc(ctx->be, (size_t)HOST_CHUNK_ROWS * ctx->row_stride, &p);
         if (s != DHS_OK) return s;
         ss->host_chunks[ss->n_host_chunks++] = p;
+        rq->tables_dirty = 1;
     }
     return DHS_OK;
 }
@@ -63,6 +63,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     if (!rq) return err;
     if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
     if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
+    rq->tables_dirty = 1; /* optional pages, their readiness and host chunks (also on failure) */
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
     if (n_positions > 0 && !ctx->cfg.payload_free) {
         if (!rows) return DHS_ERR_INVALID_ARG;
@@ -78,7 +79,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         int64_t m = ctx->grp_m[g];
         int64_t rows_all = (n_positions + m - 1) / m;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-            dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &rq->g[g].src[si], rows_all);
+            dhs_status s = host_ensure(ctx, rq, &rq->g[g].src[si], rows_all);
             if (s != DHS_OK) return s;
         }
         grp_state *gs = &rq->g[g];
@@ -230,7 +231,7 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                dhs_status s = host_ensure(ctx, ctx->grp_srcs[g][si], &gs->src[si], gs->hist_rows);
+                dhs_status s = host_ensure(ctx, SPAN_RQ(i), &gs->src[si], gs->hist_rows);
                 if (s != DHS_OK) return s;
             }
             tot += (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
@@ -318,6 +319,7 @@ static void opt_release_page(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
         gs->src[si].opt_pages[hp] = -1;
     }
     gs->opt_state[hp] = OPT_ABSENT;
+    rq->tables_dirty = 1;
     gs->opt_backing[hp] = 0;
     gs->opt_ticket[hp] = 0;
     gs->opt_held--;
@@ -334,6 +336,7 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
         if (!bit_get(gs->host_valid, hp * p + i)) need = 1;
     if (!need) {
         gs->opt_state[hp] = OPT_RETIRING;
+        rq->tables_dirty = 1;
         return DHS_OK;
     }
     int32_t nsrc = ctx->grp_nsrc[g];
@@ -372,6 +375,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
         }
         gs->opt_ticket[hp] = 0;
         gs->opt_state[hp] = rq->reclaiming ? OPT_RETIRING : OPT_READY;
+        rq->tables_dirty = 1;
         if (gs->opt_state[hp] == OPT_READY) ctx->st.repopulated_pages++;
     }
     if (gs->opt_state[hp] == OPT_READY && gs->opt_backing[hp]) {
@@ -383,6 +387,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
         gs->opt_backing[hp] = 0;
         gs->opt_ticket[hp] = 0;
         gs->opt_state[hp] = OPT_RETIRING;
+        rq->tables_dirty = 1;
     }
     if (gs->opt_state[hp] == OPT_RETIRING) {
         /* no reader can be handed this page from now on; page_release defers
@@ -538,6 +543,7 @@ void res_repopulate(dhs_ctx *ctx)
                 if (!ok) continue;
                 int64_t n = 0;
                 if (!ctx->cfg.payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                rq->tables_dirty = 1; /* the page's opt_pages and state change below */
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
