@@ -535,6 +535,8 @@ void res_repopulate(dhs_ctx *ctx)
         for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0; g++) {
             grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];
+            /* the common case (every imported page on the device) skips the page loop */
+            if (gs->n_opt_pages <= 0 || !memchr(gs->opt_state, OPT_ABSENT, (size_t)gs->n_opt_pages)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
                 if (gs->opt_state[hp] != OPT_ABSENT) continue;
                 if (ctx->n_free_pages - nsrc < ctx->pages_res) return;
