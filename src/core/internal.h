@@ -189,6 +189,8 @@ void *ctx_calloc(dhs_ctx *ctx, size_t n, size_t size); /* plain calloc, counted,
 void ctx_free(dhs_ctx *ctx, void *p, size_t n, size_t size);
 int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner);
 void page_release(dhs_ctx *ctx, int32_t page); /* deferred until readers completed */
+dhs_ticket page_release_ticket(dhs_ctx *ctx);  /* the readers so far (0: all completed) */
+void page_release_at(dhs_ctx *ctx, int32_t page, dhs_ticket t); /* deferred until t (0: now) */
 void page_free_now(dhs_ctx *ctx, int32_t page);
 /* grows ctx->pairs (the copy list) to hold n pairs, keeping its contents */
 dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n);

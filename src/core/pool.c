@@ -45,14 +45,30 @@ void page_free_now(dhs_ctx *ctx, int32_t pg)
     ctx->free_pages[ctx->n_free_pages++] = pg;
 }
 
-/* Gives a page back once every reader issued so far has completed. The page
-   keeps its accounting category until then (as a required allocation). */
-void page_release(dhs_ctx *ctx, int32_t pg)
+/* The ticket after which pages released now may be reused: every reader issued
+   so far. 0 when they have all completed (or the record failed and they were
+   waited for): the pages are free at once. One ticket serves every page
+   released before the next reader is issued (a request's close gives back
+   ~122K pages at 100K GLM-5.3 rows: one event instead of one each). */
+dhs_ticket page_release_ticket(dhs_ctx *ctx)
 {
-    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE && ctx->page_use[pg] != PAGE_DEFERRED);
     dhs_ticket t = 0;
     if (ctx->be->ops->record_readers(ctx->be, &t) != DHS_OK || t == 0 || ctx->be->ops->done(ctx->be, t)) {
         if (t && !ctx->be->ops->done(ctx->be, t)) ctx->be->ops->wait(ctx->be, t);
+        return 0;
+    }
+    return t;
+}
+
+void page_release(dhs_ctx *ctx, int32_t pg) { page_release_at(ctx, pg, page_release_ticket(ctx)); }
+
+/* Gives a page back once ticket t (page_release_ticket) has completed; t = 0:
+   now. The page keeps its accounting category until then (as a required
+   allocation). */
+void page_release_at(dhs_ctx *ctx, int32_t pg, dhs_ticket t)
+{
+    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE && ctx->page_use[pg] != PAGE_DEFERRED);
+    if (t == 0) {
         page_free_now(ctx, pg);
         return;
     }

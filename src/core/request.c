@@ -30,7 +30,7 @@ request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
     return e == DHS_OK ? rq : NULL;
 }
 
-static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
+static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
 {
     grp_state *gs = &rq->g[g];
     const dhs_config *c = &ctx->cfg;
@@ -41,13 +41,13 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
             src_state *ss = &gs->src[si];
             if (ss->hot_pages)
                 for (int32_t i = 0; i < B / p; i++)
-                    if (ss->hot_pages[i] >= 0) page_release(ctx, ss->hot_pages[i]);
+                    if (ss->hot_pages[i] >= 0) page_release_at(ctx, ss->hot_pages[i], t);
             if (ss->tail_pages)
                 for (int32_t i = 0; i < c->tail_rows / p; i++)
-                    if (ss->tail_pages[i] >= 0) page_release(ctx, ss->tail_pages[i]);
+                    if (ss->tail_pages[i] >= 0) page_release_at(ctx, ss->tail_pages[i], t);
             if (ss->opt_pages)
                 for (int64_t i = 0; i < gs->n_opt_pages; i++)
-                    if (ss->opt_pages[i] >= 0) page_release(ctx, ss->opt_pages[i]);
+                    if (ss->opt_pages[i] >= 0) page_release_at(ctx, ss->opt_pages[i], t);
             if (ss->host_chunks)
                 for (int64_t i = 0; i < ss->n_host_chunks; i++)
                     be_host_free(ctx->be, ss->host_chunks[i], (size_t)HOST_CHUNK_ROWS * ctx->row_stride);
@@ -76,7 +76,8 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g)
 void request_free_all(dhs_ctx *ctx, request *rq)
 {
     if (rq->g) {
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g);
+        const dhs_ticket t = page_release_ticket(ctx); /* one for every page of the request */
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g, t);
         ctx_free(ctx, rq->g, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     }
     rq->g = NULL;
