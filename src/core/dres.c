@@ -365,10 +365,9 @@ dhs_status dres_create(dhs_ctx *ctx)
     } while (0)
 
 /* Whether a mirror range already holds a table: its first nvalid entries equal
-   src, the rest (up to n) the fill value. The common case of a round (nothing
-   changed) then costs a memcmp instead of SYNC_TABLE's loop, whose per-entry
-   want expression made dhs_round_begin cost ~100 us per request at 32K rows
-   and grow with the history (bench/RESULTS.md, run 28). */
+   src, the rest (up to n) the fill value. Most tables of a dirty request did
+   not change: a memcmp finds that several times faster than SYNC_TABLE's
+   per-entry loop (which grows with the history: bench/RESULTS.md, run 28). */
 static int same_i32(const int32_t *mir, const int32_t *src, int64_t nvalid, int64_t n, int32_t fill)
 {
     if (nvalid > 0 && memcmp(mir, src, sizeof(int32_t) * (size_t)nvalid) != 0) return 0;
@@ -647,10 +646,6 @@ static void page_ok(dviol *v, const dhs_ctx *ctx, int32_t pg, int32_t slot, enum
               ctx->page_use[pg]);
 }
 
-/* Reads back every open request's device hot state: reverse index and slot
-   table agree, filled <= B, protected count, staged rows; for requests of the
-   open round (whose published tables the device serves from) every page the
-   device can address belongs to the request (I3). */
 /* The tables published for request r, group g (read back: pages = hot, tail and
    optional pages as dres_check lays them out, ready) equal the host's exactly,
    and so do its host chunks: a change that did not set the request's
@@ -663,6 +658,7 @@ static void published_equal(dviol *v, const dhs_ctx *ctx, int32_t r, int32_t g, 
     const int64_t ns = st->nsrc, hp = st->B / st->p, tp = st->T / st->p, mo = st->max_opt_pages, nopt = gs->n_opt_pages;
     const int32_t *hot = pages, *tail = pages + ns * hp, *opt = pages + ns * (hp + tp);
     uint64_t *ch = malloc(sizeof(uint64_t) * (size_t)(st->n_host_chunks > 0 ? st->n_host_chunks : 1));
+    if (!ch) dfail(v, "device check: out of memory");
     for (int64_t si = 0; si < ns; si++) {
         const src_state *ss = &gs->src[si];
         int bad = 0;
@@ -691,6 +687,11 @@ static void published_equal(dviol *v, const dhs_ctx *ctx, int32_t r, int32_t g, 
         }
 }
 
+/* Reads back every open request's device hot state: reverse index and slot
+   table agree, filled <= B, protected count, staged rows; for requests of the
+   open round (whose published tables the device serves from) every page the
+   device can address belongs to the request (I3), and those tables equal the
+   host's. */
 int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
 {
     struct dres_ctx *d = ctx->dres;
