@@ -167,7 +167,7 @@ static void *prefill_worker(void *arg)
    not depend on nt; the GPU model's streamed prefill runs one prompt at a time
    (the model's scratch is shared). Returns the first failure's status. */
 static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
-                        const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
+                               const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
 {
     prefill_job J;
     memset(&J, 0, sizeof J);
