@@ -31,6 +31,16 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
     return DHS_OK;
 }
 
+/* Sets optional page hp's state. A page's opt_pages entries change only
+   together with its state, so this is the one place that marks the request's
+   mirrored tables for dres_round_begin (tables_dirty; host chunks are marked by
+   host_ensure). */
+static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
+{
+    gs->opt_state[hp] = (uint8_t)state;
+    rq->tables_dirty = 1;
+}
+
 /* ------------------------------------------------------------- import placement */
 /* Copies rows of an engine buffer into host backing rows [r0, r1). */
 static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1)
@@ -63,7 +73,6 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     if (!rq) return err;
     if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
     if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
-    rq->tables_dirty = 1; /* optional pages, their readiness and host chunks (also on failure) */
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
     if (n_positions > 0 && !ctx->cfg.payload_free) {
         if (!rows) return DHS_ERR_INVALID_ARG;
@@ -159,7 +168,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             }
         }
         for (int64_t hp = 0; hp < n_dev; hp++) {
-            gs->opt_state[hp] = OPT_READY;
+            opt_set(rq, gs, hp, OPT_READY);
             gs->opt_held++;
         }
         if (n_dev < gs->n_opt_pages) {
@@ -198,7 +207,7 @@ fail:
                 if (gs->src[si].opt_pages[hp] >= 0) page_free_now(ctx, gs->src[si].opt_pages[hp]);
                 gs->src[si].opt_pages[hp] = -1;
             }
-            gs->opt_state[hp] = OPT_ABSENT;
+            opt_set(rq, gs, hp, OPT_ABSENT);
         }
         gs->opt_held = 0;
         gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backup_hi = 0;
@@ -318,8 +327,7 @@ static void opt_release_page(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
         if (gs->src[si].opt_pages[hp] >= 0) page_release(ctx, gs->src[si].opt_pages[hp]);
         gs->src[si].opt_pages[hp] = -1;
     }
-    gs->opt_state[hp] = OPT_ABSENT;
-    rq->tables_dirty = 1;
+    opt_set(rq, gs, hp, OPT_ABSENT);
     gs->opt_backing[hp] = 0;
     gs->opt_ticket[hp] = 0;
     gs->opt_held--;
@@ -335,8 +343,7 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
     for (int32_t i = 0; i < p; i++)
         if (!bit_get(gs->host_valid, hp * p + i)) need = 1;
     if (!need) {
-        gs->opt_state[hp] = OPT_RETIRING;
-        rq->tables_dirty = 1;
+        opt_set(rq, gs, hp, OPT_RETIRING);
         return DHS_OK;
     }
     int32_t nsrc = ctx->grp_nsrc[g];
@@ -374,8 +381,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
             be->ops->wait(be, gs->opt_ticket[hp]);
         }
         gs->opt_ticket[hp] = 0;
-        gs->opt_state[hp] = rq->reclaiming ? OPT_RETIRING : OPT_READY;
-        rq->tables_dirty = 1;
+        opt_set(rq, gs, hp, rq->reclaiming ? OPT_RETIRING : OPT_READY);
         if (gs->opt_state[hp] == OPT_READY) ctx->st.repopulated_pages++;
     }
     if (gs->opt_state[hp] == OPT_READY && gs->opt_backing[hp]) {
@@ -386,8 +392,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
         for (int32_t i = 0; i < p; i++) bit_set(gs->host_valid, hp * p + i);
         gs->opt_backing[hp] = 0;
         gs->opt_ticket[hp] = 0;
-        gs->opt_state[hp] = OPT_RETIRING;
-        rq->tables_dirty = 1;
+        opt_set(rq, gs, hp, OPT_RETIRING);
     }
     if (gs->opt_state[hp] == OPT_RETIRING) {
         /* no reader can be handed this page from now on; page_release defers
@@ -545,7 +550,6 @@ void res_repopulate(dhs_ctx *ctx)
                 if (!ok) continue;
                 int64_t n = 0;
                 if (!ctx->cfg.payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
-                rq->tables_dirty = 1; /* the page's opt_pages and state change below */
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
@@ -567,10 +571,10 @@ void res_repopulate(dhs_ctx *ctx)
                 }
                 ctx->st.populate_rows += (uint64_t)p * nsrc;
                 ctx->st.populate_bytes += (uint64_t)p * nsrc * ctx->row_stride;
-                gs->opt_state[hp] = OPT_PENDING;
+                opt_set(rq, gs, hp, OPT_PENDING);
                 gs->opt_ticket[hp] = t;
                 if (!t) {
-                    gs->opt_state[hp] = OPT_READY;
+                    opt_set(rq, gs, hp, OPT_READY);
                     ctx->st.repopulated_pages++;
                 }
                 budget--;
