@@ -14,7 +14,10 @@
  *  - FOLLOW: one group with three sources of different row sizes: one plan,
  *    each source its own bytes at its own locations, counted once;
  *  - compressed source (m = 4): only complete rows are selectable; the
- *    incomplete row lives in the tail and its latest rewrite is what is read.
+ *    incomplete row lives in the tail and its latest rewrite is what is read;
+ *  - the tail ring keeps backed-up rows until the next block needs the room:
+ *    the imported partial page and the newest committed rows are direct,
+ *    rows the ring has left are host rows with their bytes.
  */
 #include "core/policy.h"
 #include "core/sim_hooks.h"
@@ -509,6 +512,80 @@ static void test_compressed(void)
     th_env_free(&e);
 }
 
+/* ------------------------------------------------------------ the ring keeps backed-up rows */
+/* The tail ring serves rows [tail_lo, end of block) and moves tail_lo only
+   when the next block needs the room: the last partial page of an import and
+   the newest committed rows stay direct after their host copy completed (the
+   CPU backend completes backups at once); a row the ring has left is a host
+   row with its bytes intact. */
+static void census_of(th_env *e, th_req *r, int32_t k, const int32_t *sel, int32_t *loc, dhs_stats *d, long *bad)
+{
+    dhs_stats a, b;
+    dhs_get_stats(e->ctx, &a);
+    dhs_resolve_item it = {r->h, 1, sel, loc};
+    CHECK_ST(dhs_resolve(e->ctx, 0, k, 1, &it), DHS_OK);
+    CHECK_INV(e->ctx);
+    dhs_get_stats(e->ctx, &b);
+    d->census_direct = b.census_direct - a.census_direct;
+    d->census_hot = b.census_hot - a.census_hot;
+    d->census_host = b.census_host - a.census_host;
+    *bad += th_check_item(e, 0, 0, 1, k, sel, loc);
+}
+
+static void test_ring_keeps_backed_rows(void)
+{
+    const int32_t B = 64, k = 4;
+    th_env e;
+    dhs_arch arch = one_source(64);
+    dhs_config cfg = small_cfg(B, k, 1); /* page 8, tail 16 */
+    const int32_t T = cfg.tail_rows, p = cfg.page_rows;
+    CHECK(T == 16 && p == 8);
+    CHECK_ST(th_env_init(&e, &arch, &cfg, NULL), DHS_OK);
+    CHECK_ST(th_open(&e, 0, 800), DHS_OK);
+    CHECK_ST(th_import(&e, 0, 404, DHS_IMPORT_DEVICE), DHS_OK); /* 50 pages + 4 rows of a partial page */
+    CHECK_INV(e.ctx);
+    th_req *r = &e.rq[0];
+    int32_t sel[4], loc[4];
+    long bad = 0, partial_not_direct = 0, recent_not_direct = 0, edge_not_direct = 0, left_direct = 0, left_seen = 0;
+    for (int round = 0; round < 60; round++) {
+        int32_t one = 1, acc = 0;
+        dhs_stats d;
+        CHECK_ST(dhs_round_begin(e.ctx, 1, &r->h, &one), DHS_OK);
+        CHECK_ST(th_write_block(&e, 0, 1), DHS_OK);
+        CHECK_INV(e.ctx);
+        const int32_t n = (int32_t)r->n, lo = n + 1 - T; /* the ring holds [n + 1 - T, n + 1) this round */
+        if (round == 0) {
+            for (int i = 0; i < 4; i++) sel[i] = 400 + i; /* the partial page */
+            census_of(&e, r, k, sel, loc, &d, &bad);
+            partial_not_direct += 4 - (long)d.census_direct;
+        } else {
+            /* the four newest committed rows (their backups completed) */
+            for (int i = 0; i < 4; i++) sel[i] = n - 1 - i;
+            census_of(&e, r, k, sel, loc, &d, &bad);
+            recent_not_direct += 4 - (long)d.census_direct;
+            if (lo > 404) {
+                /* the oldest rows the ring still holds, then rows it has left */
+                for (int i = 0; i < 4; i++) sel[i] = lo + i;
+                census_of(&e, r, k, sel, loc, &d, &bad);
+                edge_not_direct += 4 - (long)d.census_direct;
+                for (int i = 0; i < 4; i++) sel[i] = lo - 1 - i;
+                census_of(&e, r, k, sel, loc, &d, &bad);
+                left_direct += (long)d.census_direct;
+                left_seen += 4;
+            }
+        }
+        CHECK_ST(dhs_round_end(e.ctx, &acc), DHS_OK);
+        CHECK_INV(e.ctx);
+        r->n++;
+    }
+    CHECKF(bad == 0, "%ld entries read wrong bytes", bad);
+    CHECKF(partial_not_direct == 0, "%ld rows of the imported partial page were not direct", partial_not_direct);
+    CHECKF(recent_not_direct == 0, "%ld selections of the newest committed rows were not direct", recent_not_direct);
+    CHECKF(edge_not_direct == 0, "%ld selections of the ring's oldest rows were not direct", edge_not_direct);
+    CHECKF(left_seen > 0 && left_direct == 0, "%ld of %ld rows the ring had left were served direct", left_direct, left_seen);
+    th_env_free(&e);
+}
+
 int main(void)
 {
     g_seed = th_seed("test_resolver");
@@ -518,6 +595,7 @@ int main(void)
     test_census_shares();
     test_follow_group();
     test_compressed();
+    test_ring_keeps_backed_rows();
     printf("test_resolver: %.2f s\n", th_now() - t0);
     return th_summary();
 }

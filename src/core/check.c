@@ -96,9 +96,15 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             }
             if (mapped != occupied) fail(&v, "index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
             /* tail window */
-            if (!(gs->tail_lo <= gs->backup_hi && gs->backup_hi <= gs->hist_rows))
-                fail(&v, "tail: request %d group %d tail_lo %lld backup_hi %lld hist %lld", slot, g, (long long)gs->tail_lo,
-                     (long long)gs->backup_hi, (long long)gs->hist_rows);
+            if (!(gs->tail_lo <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= gs->hist_rows))
+                fail(&v, "tail: request %d group %d tail_lo %lld backed_hi %lld backup_hi %lld hist %lld", slot, g,
+                     (long long)gs->tail_lo, (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)gs->hist_rows);
+            /* rows the ring keeps after their backup completed have their host copy */
+            for (int64_t row = gs->tail_lo; row < gs->backed_hi; row++)
+                if (!bit_get(gs->host_valid, row)) {
+                    fail(&v, "tail: request %d group %d row %lld counts as backed up without a host copy", slot, g, (long long)row);
+                    break;
+                }
             for (int32_t si = 0; si < nsrc; si++)
                 if (gs->src[si].written_hi - gs->tail_lo > c->tail_rows)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,

@@ -435,16 +435,14 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     const dhs_config *c = &ctx->cfg;
     const int32_t N = c->max_requests, G = d->G;
     dhs_status s = DHS_OK;
-    /* the tail window is fixed for the round: a ring that the block could
-       overflow is emptied now (host backups completed), because the device
-       keeps serving rows >= the published tail_lo from the ring */
+    /* the tail window is fixed for the round, because the device keeps
+       serving rows >= the published tail_lo from the ring: dhs_round_begin
+       made room for the block (tail_room) before the round opened */
     for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) {
-        request *rq = &ctx->req[ctx->round_reqs[b]];
+        const request *rq = &ctx->req[ctx->round_reqs[b]];
         for (int32_t g = 0; g < G; g++) {
             const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
-            if (hi - rq->g[g].tail_lo <= c->tail_rows) continue;
-            backup_complete(ctx, rq, g, 1);
-            if (hi - rq->g[g].tail_lo > c->tail_rows) { s = DHS_ERR_BACKEND; break; }
+            if (hi - rq->g[g].tail_lo > c->tail_rows) { s = DHS_ERR_STATE; break; }
         }
     }
     /* round descriptor */
@@ -577,12 +575,8 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
     const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
     if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
-    if (first_row + n_rows - gs->tail_lo > c->tail_rows) {
-        /* device mode emptied such rings at dhs_round_begin: never here */
-        if (ctx->dres) return DHS_ERR_STATE;
-        backup_complete(ctx, rq, g, 1);
-        if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_BACKEND;
-    }
+    /* dhs_round_begin made room for the whole block (tail_room): never here */
+    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
     const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
     const int32_t p = c->page_rows;
     for (int32_t i = 0; i < n_rows; i++) {

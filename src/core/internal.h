@@ -51,8 +51,12 @@ typedef struct grp_state {
     /* history and tail (rows of this group's sources) */
     int64_t hist_rows;     /* committed complete rows */
     int64_t import_rows;   /* complete rows that came from import (optional-eligible) */
+    /* the tail ring serves rows [tail_lo, written_hi) (at most tail_rows). It keeps
+       committed rows after their host copy completed, until the ring needs their
+       room (tail_room), so recent rows and the imported partial page stay direct */
     int64_t tail_lo;       /* rows < tail_lo have a complete host copy (or are optional-ready) */
-    int64_t backup_hi;     /* rows [tail_lo, backup_hi) have a backup in flight */
+    int64_t backed_hi;     /* rows [tail_lo, backed_hi) also have a complete host copy */
+    int64_t backup_hi;     /* rows [backed_hi, backup_hi) have a backup in flight */
     dhs_ticket backup_ticket;
     uint64_t *host_valid;  /* bitmap [max_rows_g]: complete host copy */
     /* optional history pages */
@@ -208,5 +212,6 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
+dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
 
 #endif

@@ -177,20 +177,29 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         }
         dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist);
         if (s != DHS_OK) { st = s; goto fail; }
-        /* incomplete compressed row: stays in the tail */
-        if (rows_all > hist && !c->payload_free) {
-            for (int32_t si = 0; si < nsrc; si++) {
-                int32_t src = ctx->grp_srcs[g][si];
-                uint32_t rb = ctx->arch.sources[src].row_bytes;
-                int32_t t = (int32_t)(hist % c->tail_rows);
+        /* the ring starts at the last partial page (its rows also went to the
+           host above), so that a selection of them is direct; an incomplete
+           compressed row lives only in the ring. At most p + 1 <= tail_rows rows. */
+        const int64_t ring_lo = gs->n_opt_pages * p;
+        for (int32_t si = 0; si < nsrc && !c->payload_free; si++) {
+            int32_t src = ctx->grp_srcs[g][si];
+            uint32_t rb = ctx->arch.sources[src].row_bytes;
+            for (int64_t row = ring_lo; row < rows_all;) {
+                /* one copy per run inside one tail page (rows dense), else row by row */
+                int32_t t = (int32_t)(row % c->tail_rows);
+                int64_t run = rb == ctx->row_stride ? p - t % p : 1;
+                if (run > rows_all - row) run = rows_all - row;
                 int64_t loc = (int64_t)gs->src[si].tail_pages[t / p] * p + t % p;
-                s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)hist * rb, rb);
+                s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)row * rb,
+                                 (size_t)run * rb);
                 if (s != DHS_OK) { st = s; goto fail; }
+                row += run;
             }
         }
         gs->hist_rows = hist;
         gs->import_rows = hist;
-        gs->tail_lo = hist;
+        gs->tail_lo = ring_lo;
+        gs->backed_hi = hist;
         gs->backup_hi = hist;
         for (int32_t si = 0; si < nsrc; si++) gs->src[si].written_hi = rows_all;
     }
@@ -210,7 +219,7 @@ fail:
             opt_set(rq, gs, hp, OPT_ABSENT);
         }
         gs->opt_held = 0;
-        gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backup_hi = 0;
+        gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backed_hi = gs->backup_hi = 0;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
     }
     return st;
@@ -272,8 +281,8 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             ctx->st.backup_rows += (uint64_t)rows;
             ctx->st.backup_bytes += (uint64_t)rows * ctx->row_stride;
             if (!t) { /* completed at once */
-                for (int64_t row = gs->tail_lo; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
-                gs->tail_lo = gs->backup_hi;
+                for (int64_t row = gs->backed_hi; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+                gs->backed_hi = gs->backup_hi;
             }
         }
     return DHS_OK;
@@ -291,7 +300,8 @@ dhs_status backup_issue_round(dhs_ctx *ctx)
     return backup_span(ctx, NULL, ctx->round_reqs, ctx->n_round, 0, ctx->arch.n_groups);
 }
 
-/* Marks a completed backup; with force, waits for it and backs up the rest. */
+/* Marks a completed backup (the rows stay in the ring: tail_room moves
+   tail_lo); with force, waits for it and backs up the rest. */
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
 {
     grp_state *gs = &rq->g[g];
@@ -301,13 +311,30 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
                 if (!force) return;
                 if (ctx->be->ops->wait(ctx->be, gs->backup_ticket) != DHS_OK) return;
             }
-            for (int64_t row = gs->tail_lo; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
-            gs->tail_lo = gs->backup_hi;
+            for (int64_t row = gs->backed_hi; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+            gs->backed_hi = gs->backup_hi;
             gs->backup_ticket = 0;
         }
-        if (!force || gs->tail_lo >= gs->hist_rows) return;
+        if (!force || gs->backed_hi >= gs->hist_rows) return;
         if (backup_issue(ctx, rq, g) != DHS_OK) return;
     }
+}
+
+/* Makes the ring hold rows up to hi (exclusive): tail_lo moves up to
+   hi - tail_rows, over rows whose host copy is complete (waiting for the
+   backup when it is not; a failed copy is retried once). Called only between
+   rounds, or for a request outside the round: inside a round a row must not
+   change where it is served. DHS_ERR_BACKEND: the backup did not complete,
+   nothing moved. */
+dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
+{
+    grp_state *gs = &rq->g[g];
+    const int64_t need = hi - ctx->cfg.tail_rows;
+    if (need <= gs->tail_lo) return DHS_OK;
+    for (int attempt = 0; attempt < 2 && gs->backed_hi < need; attempt++) backup_complete(ctx, rq, g, 1);
+    if (gs->backed_hi < need) return DHS_ERR_BACKEND;
+    gs->tail_lo = need;
+    return DHS_OK;
 }
 
 /* ------------------------------------------------------------- optional pages */

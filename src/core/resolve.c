@@ -62,25 +62,22 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
     }
     res_housekeeping(ctx);
     /* The tail ring of a request in the round must hold, for the whole
-       round, every row from tail_lo (the first committed row without a
-       complete host copy) to the end of the block: rows the round may hand
-       out as tail locations and rows still being backed up. tail_lo does not
-       move until the round ends (no write, sync or backup completion inside
-       the round moves it), so this check is the only one needed: it is done
-       here, before the round opens, by waiting for the tail backup when the
-       ring is short (backup latency above what tail_rows absorbs; see
-       docs/API.md, sizing). */
+       round, every row from tail_lo to the end of the block: rows the round
+       may hand out as tail locations, rows still being backed up and the
+       backed-up rows the ring still serves. tail_lo does not move until the
+       round ends (no write, sync or backup completion inside the round moves
+       it), so this is the only place that makes room: tail_room moves
+       tail_lo over backed-up rows, waiting for the tail backup when the ring
+       is short (backup latency above what tail_rows absorbs; see docs/API.md,
+       sizing). A failed backup copy is retried once; only a second failure
+       leaves the ring short: nothing of the round happened, the call can be
+       retried. Requests before i may have had tail_lo moved: that changes no
+       row's content, only where the next round serves it from. */
     for (int32_t i = 0; i < n; i++) {
         request *rq = &ctx->req[reqs[i].id];
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
-            /* a failed backup copy is retried once here (housekeeping absorbs
-               a transient fault, as before); only a second failure leaves the
-               ring short: nothing of the round happened, the call can be
-               retried */
-            for (int attempt = 0; attempt < 2 && hi - rq->g[g].tail_lo > ctx->cfg.tail_rows; attempt++)
-                backup_complete(ctx, rq, g, 1);
-            if (hi - rq->g[g].tail_lo > ctx->cfg.tail_rows) return DHS_ERR_BACKEND;
+            dhs_status s = tail_room(ctx, rq, g, (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g]);
+            if (s != DHS_OK) return s;
         }
     }
     ctx->epoch++;
