@@ -677,12 +677,12 @@ static int serve_calibrate(const cal_args *A)
                 double rows = (double)(xc->layer_pool_bytes / cost.row_bytes), need = (double)r->conc * (hot + tail);
                 if (rows - need < (double)r->conc * (double)r->context) continue; /* history does not all fit */
                 if (!floor_note)
-                    printf("\nhost rows where every prompt fits on the device (not comparable to the measured figure; docs/SIM.md, "
-                           "Calibration): the last partial page of each prompt (context mod %d rows) stays on the host at import, "
-                           "and the simulator's selections (the locality model: the newest %d rows every step) read it, where the "
-                           "measured run's synthetic histories select with little recency:\n", page, xc->loc.window_full);
+                    printf("\nhost rows where every prompt fits on the device (docs/SIM.md, Calibration): the library keeps the "
+                           "last partial page of each prompt (context mod %d rows) in the tail ring, so the simulator reads none "
+                           "of the prompt from the host; files measured before that change (H200 runs up to 2026-12-02 run 32) "
+                           "read those rows from the host once selected, at most:\n", page);
                 floor_note = 1;
-                printf("  %-9s C=%-4d %" PRId64 " rows per prompt and layer -> %.1f host rows per token from them alone "
+                printf("  %-9s C=%-4d %" PRId64 " rows per prompt and layer -> at most %.1f host rows per token from them "
                        "(simulated %.1f, measured %.1f)\n", r->mode, r->conc, r->context % page,
                        (double)(r->context % page) * cost.layers / (F.tokens - 1), sim_rows[i], r->host_rows_per_token);
             }
