@@ -196,6 +196,15 @@ static dhs_status cpu_dres_promote(dhs_backend *be, const dres_state *st, const 
     return DHS_OK;
 }
 
+static dhs_status cpu_dres_promote_all(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                       const dres_round *rd, int payload)
+{
+    (void)be;
+    (void)st_host; /* the emulated device tier is host memory: the device array itself is read */
+    for (int32_t g = 0; g < G; g++) dres_cpu_promote(&st_dev[g], rd, payload);
+    return DHS_OK;
+}
+
 static dhs_status cpu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
 {
     (void)be;
@@ -242,6 +251,7 @@ static const dhs_backend_ops cpu_ops = {
     .wait = cpu_wait,
     .dres_resolve = cpu_dres_resolve,
     .dres_promote = cpu_dres_promote,
+    .dres_promote_all = cpu_dres_promote_all,
     .dres_reset = cpu_dres_reset,
     .publish = cpu_publish,
     .tick = cpu_tick,

@@ -428,6 +428,19 @@ static dhs_status cu_dres_promote(dhs_backend *be, const dres_state *st, const d
     return DHS_OK;
 }
 
+static dhs_status cu_dres_promote_all(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                      const dres_round *rd, int payload)
+{
+    cu_backend *c = cu_of(be);
+    if (!st_dev || !st_host || !rd || G <= 0) return DHS_ERR_INVALID_ARG;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_PLAN);
+    CU_TRY(c, dhs_dres_promote_all_launch(st_dev, st_host, G, rd, payload, c->dres_copy_blocks, c->compute));
+    if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_END);
+    return DHS_OK;
+}
+
 static dhs_status cu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
 {
     cu_backend *c = cu_of(be);
@@ -497,6 +510,7 @@ static const dhs_backend_ops cu_ops = {
     .wait = cu_wait,
     .dres_resolve = cu_dres_resolve,
     .dres_promote = cu_dres_promote,
+    .dres_promote_all = cu_dres_promote_all,
     .dres_reset = cu_dres_reset,
     .publish = cu_publish,
     .tick = cu_tick,

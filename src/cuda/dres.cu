@@ -703,15 +703,15 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 
 /* ------------------------------------------------------------ promote kernel */
 
-static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_constant__ dres_state st,
-                                                                 const dres_round *__restrict__ rd)
+/* promotion of round position b of one group (one block) */
+static __device__ __forceinline__ void promote_block(const dres_state *sp, const dres_round *__restrict__ rd, int32_t b)
 {
     __shared__ int s_cnt[32 * NWARP];
     __shared__ int s_w[33];
     __shared__ int s_stop, s_taken;
-    const dres_state *sp = &st;
+    const dres_state &st = *sp;
     const int tid = (int)threadIdx.x;
-    const int32_t b = (int32_t)blockIdx.x, B = st.B, nsrc = st.nsrc;
+    const int32_t B = st.B, nsrc = st.nsrc;
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
     asm volatile("griddepcontrol.launch_dependents;");
@@ -774,26 +774,30 @@ static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_co
     }
 }
 
+static __global__ void __launch_bounds__(DT) dres_promote_kernel(const __grid_constant__ dres_state st,
+                                                                 const dres_round *__restrict__ rd)
+{
+    promote_block(&st, rd, (int32_t)blockIdx.x);
+}
+
+/* every group at once (dhs_round_end): block (b, g) promotes round position b of group g. Groups share
+   only the staging-owner word, which only the owning group's block 0 writes */
+static __global__ void __launch_bounds__(DT) dres_promote_all_kernel(const dres_state *__restrict__ sts,
+                                                                     const dres_round *__restrict__ rd)
+{
+    promote_block(&sts[blockIdx.y], rd, (int32_t)blockIdx.x);
+}
+
 /* ------------------------------------------------------------ copy kernel */
 
 /* moves every pair of the last call: npairs[r] pairs of slot r at
    pairs + r * per_slot_pairs * 2 */
-static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
-                                                              const int32_t *__restrict__ npairs, int32_t N,
-                                                              int64_t per_slot_pairs, uint32_t vecs, int do_copy,
-                                                              dres_scratch *sc, int32_t *err)
+static __device__ __forceinline__ void copy_pairs(const uint64_t *__restrict__ pairs, const int32_t *__restrict__ npairs,
+                                                  int32_t N, int64_t per_slot_pairs, uint32_t vecs)
 {
     extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
     __shared__ int s_w[33];
     const int tid = (int)threadIdx.x, lane = tid & 31;
-    /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    /* the plan kernel's first error (the smallest key of all its blocks), if any */
-    if (sc && blockIdx.x == 0 && tid == 0) {
-        const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
-        if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
-    }
-    if (!do_copy) return;
     int carry = 0;
     for (int32_t base = 0; base < N; base += CT) {
         const int v = base + tid < N ? npairs[base + tid] : 0;
@@ -847,6 +851,30 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
                 }
         }
     }
+}
+
+static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
+                                                              const int32_t *__restrict__ npairs, int32_t N,
+                                                              int64_t per_slot_pairs, uint32_t vecs, int do_copy,
+                                                              dres_scratch *sc, int32_t *err)
+{
+    /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the plan kernel's first error (the smallest key of all its blocks), if any */
+    if (sc && blockIdx.x == 0 && threadIdx.x == 0) {
+        const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+        if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
+    }
+    if (!do_copy) return;
+    copy_pairs(pairs, npairs, N, per_slot_pairs, vecs);
+}
+
+/* the promotions' pairs of every group (dhs_round_end): blocks (x, g) copy group g's pairs */
+static __global__ void __launch_bounds__(CT) dres_copy_all_kernel(const dres_state *__restrict__ sts, uint32_t vecs)
+{
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const dres_state *st = &sts[blockIdx.y];
+    copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->k_max * st->max_k * st->nsrc, vecs);
 }
 
 /* ------------------------------------------------------------ reset kernel */
@@ -943,6 +971,35 @@ extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
     return copy_launch(st, copy_blocks, s, 1, 1, NULL);
+}
+
+extern "C" cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                                   const dres_round *rd, int payload, int32_t copy_blocks, cudaStream_t s)
+{
+    const int32_t N = st_host[0].N;
+    const uint32_t stride = st_host[0].row_stride;
+    if (G <= 0 || N <= 0 || G > 65535) return cudaErrorInvalidValue;
+    for (int32_t g = 1; g < G; g++)
+        if (st_host[g].N != N || st_host[g].row_stride != stride) return cudaErrorInvalidValue;
+    dres_promote_all_kernel<<<dim3((unsigned)N, (unsigned)G), DT, 0, s>>>(st_dev, rd);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || !payload) return e;
+    if (copy_blocks <= 0 || stride == 0 || (stride & 15u)) return cudaErrorInvalidValue;
+    /* a programmatic dependent of the promotion (it waits for it in griddepcontrol.wait) */
+    cudaLaunchConfig_t cfg = {};
+    /* usually nothing to move: the engine promoted each group when it finished (dhs_group_done); only the
+       staging owner can have pairs, device to device */
+    const int32_t per_group = (copy_blocks + G - 1) / G > 4 ? (copy_blocks + G - 1) / G : 4;
+    cfg.gridDim = dim3((unsigned)per_group, (unsigned)G);
+    cfg.blockDim = dim3(CT);
+    cfg.dynamicSmemBytes = ((size_t)N + 1) * sizeof(int);
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, dres_copy_all_kernel, st_dev, stride / 16u);
 }
 
 extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)

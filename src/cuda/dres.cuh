@@ -53,6 +53,10 @@ cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round 
                                          void (*mark)(void *, int), void *user);
 cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload, int32_t copy_blocks,
                                     cudaStream_t s);
+/* dhs_dres_promote_launch of every group in two launches: st_dev is the [G] state array in device memory,
+   st_host the same states on the host (N and row_stride are read from it) */
+cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                        const dres_round *rd, int payload, int32_t copy_blocks, cudaStream_t s);
 cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s);
 cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s);
 
