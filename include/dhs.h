@@ -384,10 +384,17 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
    (0 <= accepted[i] <= K[i] - 1), n_r' = n_r + accepted + 1; completed rows
    join history with host backup scheduled; rejected rows are discarded.
    accepted may be NULL when the round has no requests (n = 0).
-   Device resolver: after the argument checks it promotes every group
-   (idempotent), waits for the compute stream ONCE (the only host
-   synchronisation of a round; after it the host may rewrite the pinned
-   mirrors it publishes from) and reads the error word. When the word is set
+   Device resolver: after the argument checks it promotes every group whose
+   last resolve the host saw (dhs_resolve_device, dhs_resolve) was not
+   followed by dhs_group_done, waits for the compute stream ONCE (the only
+   host synchronisation of a round; after it the host may rewrite the pinned
+   mirrors it publishes from) and reads the error word. That mark persists
+   across rounds, because a CUDA graph replays the calls made while it was
+   captured: a step captured with dhs_group_done after every group's last
+   resolve costs no promotion launch at the round end; one captured without
+   gets the promotion every round. Replaying resolves that the last host
+   calls for their group do not reflect (a group declared done eagerly after
+   the capture, then a replay without that call) is not supported. When the word is set
    (a bad entry or staging exhaustion of some dhs_resolve_device call of the
    round) it returns that status (DHS_ERR_ROW_RANGE, DHS_ERR_NOT_VISIBLE or
    DHS_ERR_STAGING), clears the word and commits nothing: the round stays

@@ -33,7 +33,9 @@
  * D. API: config refusal, sizes/accounting, dhs_resolve_device with bad
  *    entries (-1, error word, dhs_round_end reports it and commits nothing,
  *    a second dhs_round_end commits), staging owner across groups,
- *    dhs_tail_locations.
+ *    dhs_tail_locations; dhs_round_end launches promotion only for groups
+ *    left pending (a resolve not followed by dhs_group_done), across rounds;
+ *    an import outside a round publishes the request's tables itself.
  */
 #include "core/backend.h"
 #include "core/dres_spec.h"
@@ -1115,6 +1117,117 @@ static void verify_case(const char *name, verify_opts o, int expect_violation)
     if (o.spec > 1) CHECKF(r.st.staging_rows > 0 && r.st.rejected_rows > 0, "%s no staging / no rejection", name);
 }
 
+/* dhs_round_end launches promotion only for groups whose last resolve the
+   host saw was not followed by dhs_group_done, and keeps that mark across
+   rounds (a CUDA graph replays resolves the host saw once): counted on a
+   copy of the CPU backend's ops */
+static const dhs_backend_ops *g_real_ops;
+static long g_promote, g_promote_all, g_publish;
+static dhs_status count_publish(dhs_backend *be, void *dst, const void *src, size_t bytes)
+{
+    g_publish++;
+    return g_real_ops->publish(be, dst, src, bytes);
+}
+static dhs_status count_promote(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload)
+{
+    g_promote++;
+    return g_real_ops->dres_promote(be, st, rd, payload);
+}
+static dhs_status count_promote_all(dhs_backend *be, const dres_state *sd, const dres_state *sh, int32_t G,
+                                    const dres_round *rd, int payload)
+{
+    g_promote_all++;
+    return g_real_ops->dres_promote_all(be, sd, sh, G, rd, payload);
+}
+
+static void test_round_end_pending(void)
+{
+    dhs_arch a;
+    memset(&a, 0, sizeof a);
+    a.n_groups = 2;
+    a.n_sources = 2;
+    a.sources[0] = (dhs_source_desc){64, 1, 0};
+    a.sources[1] = (dhs_source_desc){64, 1, 1};
+    a.n_consumers = 2;
+    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
+    dhs_config c = dhs_config_default();
+    c.max_requests = 1;
+    c.max_k = 8;
+    c.k_max = 1;
+    c.hot_rows = 4;
+    c.page_rows = 4;
+    c.tail_rows = 16;
+    c.max_rows = 256;
+    c.device_bytes = 1 << 20;
+    c.repop_pages = 0;
+    c.resident_first = 0;
+    c.resolver = DHS_RESOLVER_DEVICE;
+    c.policy = DHS_POLICY_CLOCK;
+    dhs_backend *be;
+    dhs_ctx *ctx = NULL;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    static dhs_backend_ops counted;
+    g_real_ops = be->ops;
+    counted = *be->ops;
+    counted.dres_promote = count_promote;
+    counted.dres_promote_all = count_promote_all;
+    counted.publish = count_publish;
+    be->ops = &counted;
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+    if (!ctx) return;
+    dhs_req r;
+    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
+    const void *rp[2] = {rows, rows + 64 * 64};
+    for (int src = 0; src < 2; src++)
+        for (int row = 0; row < 40; row++) th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, 1, src, row, 0);
+    CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
+    CHECK_ST(dhs_request_import(ctx, r, 40, rp, DHS_IMPORT_HOST), DHS_OK);
+    /* 8 distinct host rows per call: 4 to the hot cache, 4 staged */
+    int32_t sel[8], loc[8], K = 1, acc = 0;
+    int64_t n = 40;
+    /* resolves[g] done[g] per round; want: promote_all launched at round end */
+    const struct { int res0, res1, done0, done1, want_all; } sc[] = {
+        {1, 1, 1, 1, 0}, /* every group declared done: no launch */
+        {1, 1, 1, 0, 1}, /* group 1 left to the round end */
+        {0, 0, 0, 0, 1}, /* no host call (a graph replay of the round before): group 1 still pending */
+        {0, 0, 0, 1, 0}, /* group 1 declared done: nothing pending */
+        {0, 0, 0, 0, 0},
+        {1, 0, 0, 0, 1}, /* a resolve of group 0 only */
+    };
+    for (size_t t = 0; t < sizeof sc / sizeof sc[0]; t++) {
+        const long pub0 = g_publish;
+        CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+        /* the import published the request's tables (no round was open): a round publishes its descriptor only */
+        CHECKF(g_publish - pub0 == 1, "round %zu: %ld publishes at round begin, want 1 (the descriptor)", t, g_publish - pub0);
+        for (int src = 0; src < 2; src++) {
+            int32_t tl;
+            CHECK_ST(dhs_tail_locations(ctx, r, src, n, 1, &tl), DHS_OK);
+            th_fill_row((uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)tl * dhs_pool_row_stride(ctx), 64, 1, src, n, 0);
+        }
+        for (int i = 0; i < 8; i++) sel[i] = (int32_t)((t * 8 + (size_t)i) % 40);
+        const int res[2] = {sc[t].res0, sc[t].res1}, done[2] = {sc[t].done0, sc[t].done1};
+        for (int g = 0; g < 2; g++) {
+            if (res[g]) CHECK_ST(dhs_resolve_device(ctx, g, 8, sel, loc), DHS_OK);
+            if (done[g]) CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
+        }
+        const long p0 = g_promote_all;
+        CHECK_ST(dhs_round_end(ctx, &acc), DHS_OK);
+        CHECKF(g_promote_all - p0 == sc[t].want_all, "scenario %zu: %ld promotion launches at round end, want %d", t,
+               g_promote_all - p0, sc[t].want_all);
+        CHECK_INV(ctx);
+        n++;
+    }
+    CHECK(g_promote > 0);
+    dhs_stats st;
+    dhs_get_stats(ctx, &st);
+    CHECK(st.staging_rows > 0);
+    dhs_ctx_destroy(ctx);
+    be->ops = g_real_ops;
+    dhs_backend_destroy(be);
+    free(rows);
+}
+
 static void test_verify(void)
 {
     /* a fixed seed (the harness is a randomised workload of its own): the
@@ -1152,6 +1265,7 @@ int main(void)
     test_spec(seed);
     test_api();
     test_cross(seed);
+    test_round_end_pending();
     test_verify();
     return th_summary();
 }

@@ -55,6 +55,9 @@ struct dres_ctx {
     uint64_t *zero_h;              /* pinned: DRES_S_COUNT zeros */
     int32_t *pos_of;               /* [N] round position of a request slot, -1 */
     dres_state *st_all;            /* device: [G] every group's state, for one promotion launch */
+    uint8_t *pending;              /* [G] 1: the host's last call for the group resolved (dhs_resolve_device,
+                                      dhs_resolve) and was not followed by dhs_group_done; a CUDA graph
+                                      replay counts as the calls made while capturing it */
     dres_state *st_all_h;          /* pinned: its source */
 };
 
@@ -261,6 +264,7 @@ void dres_destroy(dhs_ctx *ctx)
     be_dev_free(ctx->be, d->dev, d->dev_bytes);
     be_host_free(ctx->be, d->host, d->host_bytes);
     ctx_free(ctx, d->pos_of, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
+    ctx_free(ctx, d->pending, (size_t)d->G, 1);
     ctx_free(ctx, d, 1, sizeof *d);
     ctx->dres = NULL;
 }
@@ -289,7 +293,8 @@ dhs_status dres_create(dhs_ctx *ctx)
     d->nsrc_max = 1;
     d->g = ctx_calloc(ctx, (size_t)G, sizeof(dres_grp));
     d->pos_of = ctx_calloc(ctx, (size_t)N, sizeof(int32_t));
-    if (!d->g || !d->pos_of) return DHS_ERR_NOMEM;
+    d->pending = ctx_calloc(ctx, (size_t)G, 1);
+    if (!d->g || !d->pos_of || !d->pending) return DHS_ERR_NOMEM;
     for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
     dhs_status s;
     for (int32_t g = 0; g < G; g++) {
@@ -495,6 +500,22 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     return s;
 }
 
+/* After an import outside a round: the request's tables are published now,
+   with one wait for the compute stream, instead of on the critical path of
+   its first round (~1.5 ms for a 100K GLM-5.3 session on the H200, where a
+   publish costs ~25 us of host time). Inside a round, or on a failure, the
+   request stays dirty and dres_round_begin publishes it. */
+void dres_publish_request(dhs_ctx *ctx, int32_t slot)
+{
+    struct dres_ctx *d = ctx->dres;
+    request *rq = &ctx->req[slot];
+    if (!d || ctx->round_open || !rq->tables_dirty) return;
+    dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = sync_request(ctx, slot, g);
+    if (s == DHS_OK) s = dsync(ctx);
+    if (s == DHS_OK) rq->tables_dirty = 0;
+}
+
 /* ------------------------------------------------------------- per layer */
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items)
 {
@@ -513,6 +534,7 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
     /* the upload may fail (injected): nothing changed yet */
     dhs_status s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
     if (s != DHS_OK) return s;
+    d->pending[g] = 1;
     s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free);
     /* read-back in one copy through the backend directly (not
        fault-injected): the device state has changed; a failure here is a
@@ -545,13 +567,16 @@ dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int3
     if (k > ctx->cfg.max_k) return DHS_ERR_K_TOO_LARGE;
     if (!sel_dev || !loc_dev) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)sel_dev % sizeof(int32_t) || (uintptr_t)loc_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    ctx->dres->pending[group] = 1;
     return ctx->be->ops->dres_resolve(ctx->be, &ctx->dres->g[group].st, ctx->dres->rd, k, sel_dev, loc_dev,
                                       !ctx->cfg.payload_free);
 }
 
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
 {
-    return ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
+    dhs_status s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
+    if (s == DHS_OK) ctx->dres->pending[g] = 0;
+    return s;
 }
 
 dhs_status dres_round_end(dhs_ctx *ctx)
@@ -559,14 +584,19 @@ dhs_status dres_round_end(dhs_ctx *ctx)
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
     dhs_status s = DHS_OK;
-    /* every group at once: a group the engine already declared done (inside
-       a captured step, say) has nothing staged and costs no launch of its own
-       (two launches instead of two per group: ~6 us of host time each on the
-       H200 machine, bench/RESULTS.md run 31) */
-    if (ops->dres_promote_all)
+    /* Promotion of the groups whose last resolve the engine did not follow
+       with dhs_group_done (pending stays set across rounds: a graph replays
+       the resolves the host saw once). Every group at once, in two launches
+       instead of two per group; none when every group was declared done,
+       e.g. inside a captured step (a launch costs ~25 us of host time on
+       the H200 machine, bench/RESULTS.md run 34). */
+    int any = 0;
+    for (int32_t g = 0; g < d->G; g++) any |= d->pending[g];
+    if (any && ops->dres_promote_all)
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->cfg.payload_free);
-    else
-        for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = dres_group_done(ctx, g);
+    else if (any)
+        for (int32_t g = 0; g < d->G && s == DHS_OK; g++)
+            if (d->pending[g]) s = ctx->be->ops->dres_promote(ctx->be, &d->g[g].st, d->rd, !ctx->cfg.payload_free);
     if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
     if (s != DHS_OK) return s;
     if (d->word_h[0] != 0) {

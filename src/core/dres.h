@@ -17,6 +17,9 @@ dhs_status dres_request_reset(dhs_ctx *ctx, int32_t slot);
    publishes the round descriptor and changed tables; on failure the round is
    not opened (in_round flags undone) */
 dhs_status dres_round_begin(dhs_ctx *ctx);
+/* end of a successful dhs_request_import: publishes the request's tables
+   when no round is open (else dres_round_begin does) */
+void dres_publish_request(dhs_ctx *ctx, int32_t slot);
 /* dhs_resolve after host validation */
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items);
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);

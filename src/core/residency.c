@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dres.h"
 #include "core/internal.h"
 
 dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
@@ -205,6 +206,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     }
     rq->n = n_positions;
     rq->imported = 1;
+    dres_publish_request(ctx, (int32_t)r.id);
     return DHS_OK;
 fail:
     /* a backend copy failed: give back every optional page this call took
