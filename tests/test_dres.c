@@ -923,29 +923,37 @@ static void test_cross(uint64_t seed)
 }
 
 /* =================================================================== D */
+/* two groups of one 64-byte source each; device resolver (CLOCK), 4-row pages, 16-row tails, history on host */
+static void two_groups(dhs_arch *a, dhs_config *c, int32_t max_requests, int32_t k_max, int32_t hot_rows)
+{
+    memset(a, 0, sizeof *a);
+    a->n_groups = 2;
+    a->n_sources = 2;
+    a->sources[0] = (dhs_source_desc){64, 1, 0};
+    a->sources[1] = (dhs_source_desc){64, 1, 1};
+    a->n_consumers = 2;
+    a->consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a->consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
+    *c = dhs_config_default();
+    c->max_requests = max_requests;
+    c->max_k = 8;
+    c->k_max = k_max;
+    c->hot_rows = hot_rows;
+    c->page_rows = 4;
+    c->tail_rows = 16;
+    c->max_rows = 256;
+    c->device_bytes = 1 << 20;
+    c->repop_pages = 0; /* history stays on host: selections reach the hot cache */
+    c->resident_first = 0;
+    c->resolver = DHS_RESOLVER_DEVICE;
+    c->policy = DHS_POLICY_CLOCK;
+}
+
 static void test_api(void)
 {
     dhs_arch a;
-    memset(&a, 0, sizeof a);
-    a.n_groups = 2;
-    a.n_sources = 2;
-    a.sources[0] = (dhs_source_desc){64, 1, 0};
-    a.sources[1] = (dhs_source_desc){64, 1, 1};
-    a.n_consumers = 2;
-    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
-    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
-    dhs_config c = dhs_config_default();
-    c.max_requests = 2;
-    c.max_k = 8;
-    c.k_max = 2;
-    c.hot_rows = 8;
-    c.page_rows = 4;
-    c.tail_rows = 16;
-    c.max_rows = 256;
-    c.device_bytes = 1 << 20;
-    c.repop_pages = 0; /* history stays on host: selections reach the hot cache */
-    c.resident_first = 0;
-    c.resolver = DHS_RESOLVER_DEVICE;
+    dhs_config c;
+    two_groups(&a, &c, 2, 2, 8);
     dhs_backend *be;
     dhs_ctx *ctx = NULL;
     dhs_sizes z;
@@ -1143,27 +1151,8 @@ static dhs_status count_promote_all(dhs_backend *be, const dres_state *sd, const
 static void test_round_end_pending(void)
 {
     dhs_arch a;
-    memset(&a, 0, sizeof a);
-    a.n_groups = 2;
-    a.n_sources = 2;
-    a.sources[0] = (dhs_source_desc){64, 1, 0};
-    a.sources[1] = (dhs_source_desc){64, 1, 1};
-    a.n_consumers = 2;
-    a.consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
-    a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
-    dhs_config c = dhs_config_default();
-    c.max_requests = 1;
-    c.max_k = 8;
-    c.k_max = 1;
-    c.hot_rows = 4;
-    c.page_rows = 4;
-    c.tail_rows = 16;
-    c.max_rows = 256;
-    c.device_bytes = 1 << 20;
-    c.repop_pages = 0;
-    c.resident_first = 0;
-    c.resolver = DHS_RESOLVER_DEVICE;
-    c.policy = DHS_POLICY_CLOCK;
+    dhs_config c;
+    two_groups(&a, &c, 1, 1, 4);
     dhs_backend *be;
     dhs_ctx *ctx = NULL;
     CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);

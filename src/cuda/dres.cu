@@ -902,6 +902,24 @@ extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
     return e;
 }
 
+/* a launch configuration on s; pdl: launched as a programmatic dependent of the kernel before it on s
+   (its blocks get resident while that kernel runs and wait in griddepcontrol.wait); at: storage for the
+   one attribute */
+static cudaLaunchConfig_t launch_cfg(dim3 grid, unsigned block, size_t smem, cudaStream_t s, int pdl,
+                                     cudaLaunchAttribute *at)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
+
 /* pdl: launched as a programmatic dependent of the kernel before it on s
    (its blocks get resident while that kernel runs and wait in
    griddepcontrol.wait; this hides the launch gap, also inside graphs) */
@@ -909,16 +927,9 @@ static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaSt
                                void *scratch)
 {
     if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(do_copy ? (unsigned)copy_blocks : 1u);
-    cfg.blockDim = dim3(CT);
-    cfg.dynamicSmemBytes = ((size_t)st->N + 1) * sizeof(int);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = launch_cfg(dim3(do_copy ? (unsigned)copy_blocks : 1u), CT, ((size_t)st->N + 1) * sizeof(int), s,
+                                        pdl, &at);
     const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
     const uint32_t vecs = st->row_stride / 16u;
     return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
@@ -946,15 +957,8 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
         return cudaErrorInvalidValue;
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
        its launch overlaps the previous call's copy kernel inside a captured step */
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)st->N);
-    cfg.blockDim = dim3(DT);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
     cudaError_t e = cudaLaunchKernelEx(&cfg, dres_plan_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
                                        divs_make(st, k));
     if (e != cudaSuccess) return e;
@@ -985,20 +989,12 @@ extern "C" cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, con
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
     if (copy_blocks <= 0 || stride == 0 || (stride & 15u)) return cudaErrorInvalidValue;
-    /* a programmatic dependent of the promotion (it waits for it in griddepcontrol.wait) */
-    cudaLaunchConfig_t cfg = {};
-    /* usually nothing to move: the engine promoted each group when it finished (dhs_group_done); only the
-       staging owner can have pairs, device to device */
+    /* a programmatic dependent of the promotion; few blocks per group: only the staging owner can have
+       pairs, device to device */
     const int32_t per_group = (copy_blocks + G - 1) / G > 4 ? (copy_blocks + G - 1) / G : 4;
-    cfg.gridDim = dim3((unsigned)per_group, (unsigned)G);
-    cfg.blockDim = dim3(CT);
-    cfg.dynamicSmemBytes = ((size_t)N + 1) * sizeof(int);
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg =
+        launch_cfg(dim3((unsigned)per_group, (unsigned)G), CT, ((size_t)N + 1) * sizeof(int), s, 1, &at);
     return cudaLaunchKernelEx(&cfg, dres_copy_all_kernel, st_dev, stride / 16u);
 }
 
