@@ -261,7 +261,9 @@ uint32_t dhs_pool_row_stride(const dhs_ctx *ctx);
 /* Admission (DESIGN §3): reserves the request's required allocations (hot
    caches and tails of every source; staging arenas are reserved once at
    context creation). `expected_positions` is validated against max_rows and
-   recorded; optional history takes whatever capacity is spare at import.
+   recorded: dhs_request_import pins host rows for max(imported, expected)
+   positions (one allocation per source), so decoding up to it allocates no
+   host memory; optional history takes whatever capacity is spare at import.
    Returns DHS_WAIT when even reclaiming every optional page cannot make room;
    nothing is changed then. Reclaim may take whole other requests' optional
    pages (after their host backup and earlier readers completed). */

@@ -35,7 +35,9 @@
  *    a second dhs_round_end commits), staging owner across groups,
  *    dhs_tail_locations; dhs_round_end launches promotion only for groups
  *    left pending (a resolve not followed by dhs_group_done), across rounds;
- *    an import outside a round publishes the request's tables itself.
+ *    an import outside a round publishes the request's tables itself; an
+ *    import pins each source's rows up to the expected positions with one
+ *    host allocation, and the round's backup allocates nothing.
  */
 #include "core/backend.h"
 #include "core/dres_spec.h"
@@ -1217,6 +1219,77 @@ static void test_round_end_pending(void)
     free(rows);
 }
 
+/* An import pins each source's history with one host allocation (not one per 1,024-row chunk) and every
+   row, on either side of a chunk boundary, reads back its bytes */
+static long g_host_allocs;
+static size_t g_host_alloc_bytes;
+static dhs_status count_host_alloc(dhs_backend *be, size_t bytes, void **out)
+{
+    g_host_allocs++;
+    g_host_alloc_bytes += bytes;
+    return g_real_ops->host_alloc(be, bytes, out);
+}
+
+static void test_import_pinning(void)
+{
+    dhs_arch a;
+    dhs_config c;
+    two_groups(&a, &c, 1, 1, 8);
+    c.max_rows = 8192;
+    dhs_backend *be;
+    dhs_ctx *ctx = NULL;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    static dhs_backend_ops counted;
+    g_real_ops = be->ops;
+    counted = *be->ops;
+    counted.host_alloc = count_host_alloc;
+    be->ops = &counted;
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+    if (!ctx) return;
+    enum { ROWS = 5120 }; /* 5 whole chunks per source: the first decoded row starts a sixth */
+    uint8_t *rows = aligned_alloc(64, (size_t)ROWS * 64 * 2);
+    const void *rp[2] = {rows, rows + (size_t)ROWS * 64};
+    for (int src = 0; src < 2; src++)
+        for (int row = 0; row < ROWS; row++) th_fill_row(rows + ((size_t)src * ROWS + row) * 64, 64, 1, src, row, 0);
+    dhs_req r;
+    CHECK_ST(dhs_request_open(ctx, ROWS + 2000, &r), DHS_OK); /* 7 chunks of 1,024 rows expected */
+    const long h0 = g_host_allocs;
+    const size_t b0 = g_host_alloc_bytes;
+    CHECK_ST(dhs_request_import(ctx, r, ROWS, rp, DHS_IMPORT_HOST), DHS_OK);
+    CHECKF(g_host_allocs - h0 == 2, "import of %d rows: %ld host allocations, want 2 (one per source)", ROWS,
+           g_host_allocs - h0);
+    CHECKF(g_host_alloc_bytes - b0 == (size_t)2 * 7 * 1024 * dhs_pool_row_stride(ctx),
+           "import pinned %zu bytes, want the expected positions' 7 chunks per source", g_host_alloc_bytes - b0);
+    CHECK_INV(ctx);
+    int32_t K = 1, acc = 0;
+    CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+    for (int src = 0; src < 2; src++) CHECK_ST(dhs_write_rows(ctx, r, src, ROWS, 1, rows), DHS_OK);
+    const int32_t pick[8] = {0, 1023, 1024, 2047, 2048, 3071, 4095, ROWS - 1};
+    int32_t sel[8], loc[8];
+    for (int g = 0; g < 2; g++) {
+        memcpy(sel, pick, sizeof pick);
+        dhs_resolve_item it = {r, 1, sel, loc};
+        CHECK_ST(dhs_resolve(ctx, g, 8, 1, &it), DHS_OK);
+        const uint8_t *pool = (const uint8_t *)dhs_source_pool(ctx, g);
+        for (int i = 0; i < 8; i++) {
+            uint8_t want[64];
+            th_fill_row(want, 64, 1, g, pick[i], 0);
+            CHECKF(loc[i] >= 0 && !memcmp(pool + (uint64_t)loc[i] * dhs_pool_row_stride(ctx), want, 64),
+                   "group %d row %d read back wrong", g, pick[i]);
+        }
+    }
+    const long h1 = g_host_allocs;
+    CHECK_ST(dhs_round_end(ctx, &acc), DHS_OK);
+    CHECK_INV(ctx);
+    CHECKF(g_host_allocs == h1, "the round's tail backup allocated host memory (%ld calls)", g_host_allocs - h1);
+    CHECK_ST(dhs_request_close(ctx, r), DHS_OK);
+    dhs_ctx_destroy(ctx);
+    CHECKF(be->host_bytes == 0, "host bytes left after destroy: %llu", (unsigned long long)be->host_bytes);
+    be->ops = g_real_ops;
+    dhs_backend_destroy(be);
+    free(rows);
+}
+
 static void test_verify(void)
 {
     /* a fixed seed (the harness is a randomised workload of its own): the
@@ -1255,6 +1328,7 @@ int main(void)
     test_api();
     test_cross(seed);
     test_round_end_pending();
+    test_import_pinning();
     test_verify();
     return th_summary();
 }

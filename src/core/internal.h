@@ -33,6 +33,7 @@ typedef struct src_state {
     int32_t *tail_pages;   /* [T / p] */
     int32_t *opt_pages;    /* [n_opt_pages] physical page or -1 */
     uint8_t **host_chunks; /* [max_rows / HOST_CHUNK_ROWS + 1] pinned host chunks */
+    int32_t *chunk_span;   /* [same] k > 0: chunks [i, i + k) are one allocation (one pinning call); 0: inside one */
     int64_t n_host_chunks;
     int64_t written_hi;    /* rows < written_hi hold valid bytes for this source */
 } src_state;

@@ -48,13 +48,15 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
             if (ss->opt_pages)
                 for (int64_t i = 0; i < gs->n_opt_pages; i++)
                     if (ss->opt_pages[i] >= 0) page_release_at(ctx, ss->opt_pages[i], t);
-            if (ss->host_chunks)
+            if (ss->host_chunks && ss->chunk_span)
                 for (int64_t i = 0; i < ss->n_host_chunks; i++)
-                    be_host_free(ctx->be, ss->host_chunks[i], (size_t)HOST_CHUNK_ROWS * ctx->row_stride);
+                    if (ss->chunk_span[i] > 0)
+                        be_host_free(ctx->be, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
             ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
             ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
             ctx_free(ctx, ss->host_chunks, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
+            ctx_free(ctx, ss->chunk_span, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(int32_t));
         }
         ctx_free(ctx, gs->src, (size_t)ctx->grp_nsrc[g], sizeof(src_state));
     }
@@ -125,7 +127,8 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
             ss->tail_pages = ctx_calloc(ctx, (size_t)(c->tail_rows / p), sizeof(int32_t));
             for (int32_t i = 0; ss->tail_pages && i < c->tail_rows / p; i++) ss->tail_pages[i] = -1;
             ss->host_chunks = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
-            if (!ss->hot_pages || !ss->tail_pages || !ss->host_chunks) return DHS_ERR_NOMEM;
+            ss->chunk_span = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(int32_t));
+            if (!ss->hot_pages || !ss->tail_pages || !ss->host_chunks || !ss->chunk_span) return DHS_ERR_NOMEM;
             for (int32_t i = 0; i < B / p; i++)
                 if ((ss->hot_pages[i] = page_alloc(ctx, PAGE_HOT, slot)) < 0) return DHS_ERR_DEVICE_NOMEM;
             for (int32_t i = 0; i < c->tail_rows / p; i++)

@@ -22,13 +22,17 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
 {
     if (ctx->cfg.payload_free) return DHS_OK;
     int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
-    while (ss->n_host_chunks < need) {
-        void *p = NULL;
-        dhs_status s = be_host_alloc(ctx->be, (size_t)HOST_CHUNK_ROWS * ctx->row_stride, &p);
-        if (s != DHS_OK) return s;
-        ss->host_chunks[ss->n_host_chunks++] = p;
-        rq->tables_dirty = 1;
-    }
+    if (ss->n_host_chunks >= need) return DHS_OK;
+    /* the missing chunks in one allocation: an import pins its whole history with one call per source
+       instead of one per 1,024 rows (a pinning call costs host time per call; bench/RESULTS.md run 38) */
+    const int64_t k = need - ss->n_host_chunks;
+    const size_t chunk = (size_t)HOST_CHUNK_ROWS * ctx->row_stride;
+    void *p = NULL;
+    dhs_status s = be_host_alloc(ctx->be, (size_t)k * chunk, &p);
+    if (s != DHS_OK) return s;
+    ss->chunk_span[ss->n_host_chunks] = (int32_t)k;
+    for (int64_t i = 0; i < k; i++) ss->host_chunks[ss->n_host_chunks++] = (uint8_t *)p + (size_t)i * chunk;
+    rq->tables_dirty = 1;
     return DHS_OK;
 }
 
@@ -52,10 +56,15 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
         uint32_t rb = ctx->arch.sources[src].row_bytes;
         src_state *ss = &gs->src[si];
         if (ctx->cfg.payload_free) continue;
-        /* one copy per run of rows contiguous on both sides */
+        /* one copy per run of rows contiguous on both sides (chunks of one allocation are adjacent) */
         int contig = rb == ctx->row_stride;
         for (int64_t row = r0; row < r1;) {
-            int64_t end = contig ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
+            int64_t end = row + 1;
+            if (contig) {
+                int64_t c = row / HOST_CHUNK_ROWS;
+                while ((c + 1) * HOST_CHUNK_ROWS < r1 && ss->chunk_span[c + 1] == 0) c++;
+                end = (c + 1) * HOST_CHUNK_ROWS;
+            }
             if (end > r1) end = r1;
             dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row),
                                                    (const uint8_t *)rows[src] + (uint64_t)row * rb, (size_t)(end - row) * rb);
@@ -88,8 +97,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         int64_t m = ctx->grp_m[g];
         int64_t rows_all = (n_positions + m - 1) / m;
+        /* host rows up to the positions announced at open, pinned now: decoding up to them allocates nothing */
+        int64_t rows_pin = (rq->expected + m - 1) / m > rows_all ? (rq->expected + m - 1) / m : rows_all;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-            dhs_status s = host_ensure(ctx, rq, &rq->g[g].src[si], rows_all);
+            dhs_status s = host_ensure(ctx, rq, &rq->g[g].src[si], rows_pin);
             if (s != DHS_OK) return s;
         }
         grp_state *gs = &rq->g[g];
