@@ -1130,7 +1130,7 @@ static void verify_case(const char *name, verify_opts o, int expect_violation)
 /* dhs_round_end launches promotion only for groups whose last resolve the
    host saw was not followed by dhs_group_done, and keeps that mark across
    rounds (a CUDA graph replays resolves the host saw once): counted on a
-   copy of the CPU backend's ops */
+   copy of the CPU backend's ops (counted_backend) */
 static const dhs_backend_ops *g_real_ops;
 static long g_promote, g_promote_all, g_publish;
 static dhs_status count_publish(dhs_backend *be, void *dst, const void *src, size_t bytes)
@@ -1149,22 +1149,47 @@ static dhs_status count_promote_all(dhs_backend *be, const dres_state *sd, const
     g_promote_all++;
     return g_real_ops->dres_promote_all(be, sd, sh, G, rd, payload);
 }
+static long g_host_allocs;
+static size_t g_host_alloc_bytes;
+static dhs_status count_host_alloc(dhs_backend *be, size_t bytes, void **out)
+{
+    g_host_allocs++;
+    g_host_alloc_bytes += bytes;
+    return g_real_ops->host_alloc(be, bytes, out);
+}
+
+/* a CPU backend whose promotions, publishes and host allocations are counted
+   (counted_backend_destroy puts the real ops back before destroying it) */
+static dhs_backend *counted_backend(void)
+{
+    static dhs_backend_ops counted;
+    dhs_backend *be = NULL;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    if (!be) return NULL;
+    g_real_ops = be->ops;
+    counted = *be->ops;
+    counted.dres_promote = count_promote;
+    counted.dres_promote_all = count_promote_all;
+    counted.publish = count_publish;
+    counted.host_alloc = count_host_alloc;
+    be->ops = &counted;
+    return be;
+}
+
+static void counted_backend_destroy(dhs_backend *be)
+{
+    be->ops = g_real_ops;
+    dhs_backend_destroy(be);
+}
 
 static void test_round_end_pending(void)
 {
     dhs_arch a;
     dhs_config c;
     two_groups(&a, &c, 1, 1, 4);
-    dhs_backend *be;
+    dhs_backend *be = counted_backend();
     dhs_ctx *ctx = NULL;
-    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
-    static dhs_backend_ops counted;
-    g_real_ops = be->ops;
-    counted = *be->ops;
-    counted.dres_promote = count_promote;
-    counted.dres_promote_all = count_promote_all;
-    counted.publish = count_publish;
-    be->ops = &counted;
+    if (!be) return;
     CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
     if (!ctx) return;
     dhs_req r;
@@ -1214,36 +1239,21 @@ static void test_round_end_pending(void)
     dhs_get_stats(ctx, &st);
     CHECK(st.staging_rows > 0);
     dhs_ctx_destroy(ctx);
-    be->ops = g_real_ops;
-    dhs_backend_destroy(be);
+    counted_backend_destroy(be);
     free(rows);
 }
 
 /* An import pins each source's history with one host allocation (not one per 1,024-row chunk) and every
    row, on either side of a chunk boundary, reads back its bytes */
-static long g_host_allocs;
-static size_t g_host_alloc_bytes;
-static dhs_status count_host_alloc(dhs_backend *be, size_t bytes, void **out)
-{
-    g_host_allocs++;
-    g_host_alloc_bytes += bytes;
-    return g_real_ops->host_alloc(be, bytes, out);
-}
-
 static void test_import_pinning(void)
 {
     dhs_arch a;
     dhs_config c;
     two_groups(&a, &c, 1, 1, 8);
     c.max_rows = 8192;
-    dhs_backend *be;
+    dhs_backend *be = counted_backend();
     dhs_ctx *ctx = NULL;
-    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
-    static dhs_backend_ops counted;
-    g_real_ops = be->ops;
-    counted = *be->ops;
-    counted.host_alloc = count_host_alloc;
-    be->ops = &counted;
+    if (!be) return;
     CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
     if (!ctx) return;
     enum { ROWS = 5120 }; /* 5 whole chunks per source: the first decoded row starts a sixth */
@@ -1285,8 +1295,7 @@ static void test_import_pinning(void)
     CHECK_ST(dhs_request_close(ctx, r), DHS_OK);
     dhs_ctx_destroy(ctx);
     CHECKF(be->host_bytes == 0, "host bytes left after destroy: %llu", (unsigned long long)be->host_bytes);
-    be->ops = g_real_ops;
-    dhs_backend_destroy(be);
+    counted_backend_destroy(be);
     free(rows);
 }
 

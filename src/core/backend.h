@@ -53,7 +53,7 @@ typedef struct dhs_backend_ops {
     dhs_status (*dres_promote)(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload);
     /* dres_promote of every group, in group order as far as it shows: st_dev
        is the [G] state array in device-tier memory, st_host its host copy
-       (same contents). NULL: the core calls dres_promote per group. */
+       (same contents) */
     dhs_status (*dres_promote_all)(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
                                    const dres_round *rd, int payload);
     dhs_status (*dres_reset)(dhs_backend *be, const dres_state *st, int32_t slot);

@@ -283,7 +283,8 @@ dhs_status dres_create(dhs_ctx *ctx)
 {
     dhs_backend *be = ctx->be;
     const dhs_backend_ops *ops = be->ops;
-    if (!ops->dres_resolve || !ops->dres_promote || !ops->dres_reset || !ops->publish) return DHS_ERR_UNSUPPORTED;
+    if (!ops->dres_resolve || !ops->dres_promote || !ops->dres_promote_all || !ops->dres_reset || !ops->publish)
+        return DHS_ERR_UNSUPPORTED;
     const dhs_config *c = &ctx->cfg;
     const int32_t G = ctx->arch.n_groups, N = c->max_requests;
     struct dres_ctx *d = ctx_calloc(ctx, 1, sizeof *d);
@@ -444,52 +445,46 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
     return s;
 }
 
+/* every table of a dirty request slot; clean after a successful publish */
+static dhs_status publish_dirty(dhs_ctx *ctx, int32_t slot)
+{
+    request *rq = &ctx->req[slot];
+    dhs_status s = DHS_OK;
+    if (!rq->tables_dirty) return DHS_OK;
+    for (int32_t g = 0; g < ctx->dres->G && s == DHS_OK; g++) s = sync_request(ctx, slot, g);
+    if (s == DHS_OK) rq->tables_dirty = 0;
+    return s;
+}
+
 dhs_status dres_round_begin(dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_config *c = &ctx->cfg;
     const int32_t N = c->max_requests, G = d->G;
-    dhs_status s = DHS_OK;
-    /* the tail window is fixed for the round, because the device keeps
-       serving rows >= the published tail_lo from the ring: dhs_round_begin
-       made room for the block (tail_room) before the round opened */
-    for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) {
-        const request *rq = &ctx->req[ctx->round_reqs[b]];
-        for (int32_t g = 0; g < G; g++) {
-            const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
-            if (hi - rq->g[g].tail_lo > c->tail_rows) { s = DHS_ERR_STATE; break; }
-        }
-    }
-    /* round descriptor */
+    /* round descriptor; the tail window it publishes is fixed for the round
+       (dhs_round_begin made room for the block with tail_room before) */
     dres_round *rd = d->rd_h;
-    if (s == DHS_OK) {
-        memset(rd, 0, d->rd_bytes);
-        rd_layout(rd, N, G);
-        rd->n_round = ctx->n_round;
-        rd->epoch = ctx->epoch;
-        rd->n_groups = G;
-        int32_t *slot = (int32_t *)(void *)((char *)rd + rd->off_slot), *K = (int32_t *)(void *)((char *)rd + rd->off_K);
-        int64_t *n = (int64_t *)(void *)((char *)rd + rd->off_n), *tl = (int64_t *)(void *)((char *)rd + rd->off_tail_lo);
-        for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
-        for (int32_t b = 0; b < N; b++) {
-            const int in = b < ctx->n_round;
-            const request *rq = in ? &ctx->req[ctx->round_reqs[b]] : NULL;
-            slot[b] = in ? ctx->round_reqs[b] : -1;
-            K[b] = in ? rq->K : 0;
-            n[b] = in ? rq->n : 0;
-            for (int32_t g = 0; g < G; g++) tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
-            if (in) d->pos_of[ctx->round_reqs[b]] = b;
-        }
-        s = publish(ctx, d->rd, rd, d->rd_bytes);
+    memset(rd, 0, d->rd_bytes);
+    rd_layout(rd, N, G);
+    rd->n_round = ctx->n_round;
+    rd->epoch = ctx->epoch;
+    rd->n_groups = G;
+    int32_t *slot = (int32_t *)(void *)((char *)rd + rd->off_slot), *K = (int32_t *)(void *)((char *)rd + rd->off_K);
+    int64_t *n = (int64_t *)(void *)((char *)rd + rd->off_n), *tl = (int64_t *)(void *)((char *)rd + rd->off_tail_lo);
+    for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
+    for (int32_t b = 0; b < N; b++) {
+        const int in = b < ctx->n_round;
+        const request *rq = in ? &ctx->req[ctx->round_reqs[b]] : NULL;
+        slot[b] = in ? ctx->round_reqs[b] : -1;
+        K[b] = in ? rq->K : 0;
+        n[b] = in ? rq->n : 0;
+        for (int32_t g = 0; g < G; g++) tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
+        if (in) d->pos_of[ctx->round_reqs[b]] = b;
     }
+    dhs_status s = publish(ctx, d->rd, rd, d->rd_bytes);
     /* only requests whose tables changed: comparing every table of every request
        cost ~150 us per 100K session and round on the H200 (run 31) */
-    for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) {
-        request *rq = &ctx->req[ctx->round_reqs[b]];
-        if (!rq->tables_dirty) continue;
-        for (int32_t g = 0; g < G && s == DHS_OK; g++) s = sync_request(ctx, ctx->round_reqs[b], g);
-        if (s == DHS_OK) rq->tables_dirty = 0;
-    }
+    for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) s = publish_dirty(ctx, ctx->round_reqs[b]);
     if (s != DHS_OK) {
         /* the round is not opened; a publish already issued completes before
            a retry may rewrite its pinned source */
@@ -503,18 +498,13 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
 /* After an import outside a round: the request's tables are published now,
    with one wait for the compute stream, instead of on the critical path of
    its first round (run 34: the table syncs of a two-session 100K GLM-5.3
-   process took 3.2 ms in all, on a machine where a publish costs ~25 us of
-   host time). Inside a round, or on a failure, the request stays dirty and
+   process took 3.2 ms in all). Inside a round, or on a failure, the request stays dirty and
    dres_round_begin publishes it. */
 void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 {
-    struct dres_ctx *d = ctx->dres;
-    request *rq = &ctx->req[slot];
-    if (!d || ctx->round_open || !rq->tables_dirty) return;
-    dhs_status s = DHS_OK;
-    for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = sync_request(ctx, slot, g);
-    if (s == DHS_OK) s = dsync(ctx);
-    if (s == DHS_OK) rq->tables_dirty = 0;
+    if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
+    /* the wait keeps the rule that no publish is pending when a mirror is rewritten */
+    if (publish_dirty(ctx, slot) == DHS_OK) (void)dsync(ctx);
 }
 
 /* ------------------------------------------------------------- per layer */
@@ -588,16 +578,12 @@ dhs_status dres_round_end(dhs_ctx *ctx)
     /* Promotion of the groups whose last resolve the engine did not follow
        with dhs_group_done (pending stays set across rounds: a graph replays
        the resolves the host saw once). Every group at once, in two launches
-       instead of two per group; none when every group was declared done,
-       e.g. inside a captured step (a launch costs ~25 us of host time on
-       the H200 machine, bench/RESULTS.md run 34). */
-    int any = 0;
-    for (int32_t g = 0; g < d->G; g++) any |= d->pending[g];
-    if (any && ops->dres_promote_all)
+       instead of two per group (a group with nothing staged is a no-op);
+       none when every group was declared done, e.g. inside a captured step
+       (two launches took 57 us of host time on the H200 machine,
+       bench/RESULTS.md run 34). */
+    if (memchr(d->pending, 1, (size_t)d->G))
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->cfg.payload_free);
-    else if (any)
-        for (int32_t g = 0; g < d->G && s == DHS_OK; g++)
-            if (d->pending[g]) s = ctx->be->ops->dres_promote(ctx->be, &d->g[g].st, d->rd, !ctx->cfg.payload_free);
     if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
     if (s != DHS_OK) return s;
     if (d->word_h[0] != 0) {

@@ -13,9 +13,9 @@ dhs_status dres_create(dhs_ctx *ctx);
 void dres_destroy(dhs_ctx *ctx);
 /* request open/close: resets the slot's hot state on the device */
 dhs_status dres_request_reset(dhs_ctx *ctx, int32_t slot);
-/* end of dhs_round_begin (round fields set): pre-empties full tail rings,
-   publishes the round descriptor and changed tables; on failure the round is
-   not opened (in_round flags undone) */
+/* end of dhs_round_begin (round fields set, tail rooms made): publishes the
+   round descriptor and the round's dirty requests' tables; on failure the
+   round is not opened (in_round flags undone) */
 dhs_status dres_round_begin(dhs_ctx *ctx);
 /* end of a successful dhs_request_import: publishes the request's tables
    when no round is open (else dres_round_begin does) */
