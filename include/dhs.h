@@ -362,6 +362,34 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    engine's own kernel, or dhs_write_rows) before attention reads them. */
 dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev);
 
+/* Overlapped recovery (docs/API.md "Overlapped recovery"): dhs_resolve_device
+   with the same checks, locations, decisions and state, except WHEN the
+   recovered rows of sources 1..n-1 of the group land. Source 0's rows are in
+   place for compute-stream work issued after the call, as with
+   dhs_resolve_device. The other sources' rows follow one source at a time on
+   the backend's copy queue, so their transfer overlaps whatever the engine
+   issues next on the compute stream (source 0's attention, the next layers'
+   kernels). Before issuing a reader of source si >= 1 the engine calls
+   dhs_source_wait(ctx, group, si). dhs_source_wait of the last source,
+   dhs_group_done, dhs_round_end and a later resolve of the group join the
+   queue back into the compute stream. Capturable: the queue forks from the
+   compute stream and joins it again at one of those calls, which must be
+   captured too (a captured step that ends with a group's copies still
+   forked fails at capture end). On the CPU backend the copies of sources
+   si >= 1 wait for dhs_source_wait or the join, so an engine that reads a
+   source without waiting for it reads stale rows there as well. Same as
+   dhs_resolve_device for a group of one source or with payload_free. */
+dhs_status dhs_resolve_device_split(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev);
+
+/* Makes the rows of source si (0 <= si < sources of the group, as in loc[si]
+   of dhs_resolve_device) of the group's last dhs_resolve_device_split
+   visible to compute-stream work issued after this call; si = the last
+   source also joins the copy queue. Host call, no synchronisation,
+   capturable; a no-op for si = 0 or when the group has no outstanding split
+   resolve. DHS_ERR_UNKNOWN_SOURCE (group or si out of range),
+   DHS_ERR_NOT_IN_ROUND, DHS_ERR_STATE (host resolver mode). */
+dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si);
+
 /* Where the current block's rows go: loc[i] = the pool row (location) of row
    first_row + i of `source` of request r, so the engine's own KV-write kernel
    writes them in place (either resolver mode). Host call, no

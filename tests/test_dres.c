@@ -425,7 +425,7 @@ static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok
         npexp[b] = np;
         free(used); free(ref); free(slot_of); free(row_of); free(kind); free(val); free(placed);
     }
-    dres_cpu_resolve(st, t->rd, k, sel, loc, 1);
+    dres_cpu_resolve(st, t->rd, k, sel, loc, 1, st->nsrc);
     cnt->calls++;
     /* ---- compare */
     int bad_loc = 0;
@@ -1243,6 +1243,192 @@ static void test_round_end_pending(void)
     free(rows);
 }
 
+/* dhs_resolve_device_split: the locations, the state and (once joined) the pool bytes equal those of
+   dhs_resolve_device on a twin context, while the rows of sources 1.. land only at dhs_source_wait or
+   at one of the joins (the last source's wait, dhs_group_done, dhs_round_end, a later resolve of the
+   group): on the CPU backend they are deferred, so an engine that reads a source without waiting reads
+   stale bytes. Group 0 has three sources (FOLLOW), group 1 one. */
+static long g_waits;
+static dhs_status count_wait(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si)
+{
+    g_waits++;
+    return g_real_ops->dres_wait(be, st, rd, si);
+}
+
+static void split_arch(dhs_arch *a, dhs_config *c)
+{
+    two_groups(a, c, 2, 1, 4);
+    a->n_sources = 4;
+    a->sources[1] = (dhs_source_desc){64, 1, 0};
+    a->sources[2] = (dhs_source_desc){64, 1, 0};
+    a->sources[3] = (dhs_source_desc){64, 1, 1};
+    a->n_consumers = 4;
+    a->consumers[0] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 0, 0};
+    a->consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 1, 0};
+    a->consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_FOLLOW, 2, 0};
+    a->consumers[3] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 3, 1};
+}
+
+/* entries of the group's source si (loc layout of dhs_resolve_device) whose pool bytes differ from the row */
+static int stale_rows(const dhs_ctx *ctx, const int32_t *loc, const int32_t *sel, int32_t N, int32_t nb, int32_t k,
+                      int32_t src, int32_t si, const uint64_t *uid)
+{
+    int bad = 0;
+    for (int32_t b = 0; b < nb; b++)
+        for (int32_t i = 0; i < k; i++) {
+            const int32_t l = loc[((int64_t)si * N + b) * k + i];
+            if (l < 0) continue;
+            uint8_t want[64];
+            th_fill_row(want, 64, uid[b], src, sel[b * k + i], 0);
+            if (memcmp((const uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)l * dhs_pool_row_stride(ctx), want, 64))
+                bad++;
+        }
+    return bad;
+}
+
+static void test_split_resolve(void)
+{
+    dhs_arch a;
+    dhs_config c;
+    split_arch(&a, &c);
+    dhs_backend *be = counted_backend(), *be2 = NULL;
+    if (!be) return;
+    static dhs_backend_ops counted_wait;
+    counted_wait = *be->ops;
+    counted_wait.dres_wait = count_wait;
+    be->ops = &counted_wait;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be2), DHS_OK);
+    dhs_ctx *A = NULL, *B = NULL; /* A: split; B: dhs_resolve_device */
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &A), DHS_OK);
+    CHECK_ST(dhs_ctx_create(&a, &c, be2, &B), DHS_OK);
+    if (!A || !B) return;
+    enum { H = 40, K = 8 };
+    uint8_t *rows = aligned_alloc(64, (size_t)4 * H * 64);
+    const void *rp[4];
+    dhs_req ra[2], rb[2];
+    const uint64_t uid[2] = {1, 2};
+    for (int q = 0; q < 2; q++) {
+        for (int src = 0; src < 4; src++) {
+            rp[src] = rows + (size_t)src * H * 64;
+            for (int row = 0; row < H; row++) th_fill_row(rows + ((size_t)src * H + row) * 64, 64, uid[q], src, row, 0);
+        }
+        CHECK_ST(dhs_request_open(A, 100, &ra[q]), DHS_OK);
+        CHECK_ST(dhs_request_open(B, 100, &rb[q]), DHS_OK);
+        CHECK_ST(dhs_request_import(A, ra[q], H, rp, DHS_IMPORT_HOST), DHS_OK);
+        CHECK_ST(dhs_request_import(B, rb[q], H, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    /* outside a round; a bad group or source; a one-source group */
+    CHECK_ST(dhs_source_wait(A, 0, 1), DHS_ERR_NOT_IN_ROUND);
+    int32_t Ks[2] = {1, 1}, acc[2] = {0, 0};
+    int32_t sel[2 * K], la[3 * 2 * K], lb[3 * 2 * K], l1[2 * K];
+    int64_t n = H;
+    /* how group 0's copy queue is joined in round t: 0 the last source's wait, 1 dhs_group_done, 2 the round
+       end, 3 a second resolve of the group */
+    for (int t = 0; t < 8; t++) {
+        const int how = t % 4;
+        CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
+        CHECK_ST(dhs_round_begin(B, 2, rb, Ks), DHS_OK);
+        if (t == 0) {
+            CHECK_ST(dhs_source_wait(A, 2, 0), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_source_wait(A, 0, 3), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_source_wait(A, 1, 1), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_source_wait(A, 0, -1), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK); /* nothing outstanding: a no-op */
+            CHECK_ST(dhs_resolve_device_split(A, 0, K, NULL, la), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_resolve_device_split(A, 3, K, sel, la), DHS_ERR_UNKNOWN_SOURCE);
+        }
+        for (int q = 0; q < 2; q++)
+            for (int src = 0; src < 4; src++) {
+                int32_t tl;
+                CHECK_ST(dhs_tail_locations(A, ra[q], src, n, 1, &tl), DHS_OK);
+                th_fill_row((uint8_t *)dhs_source_pool(A, src) + (uint64_t)tl * 64, 64, uid[q], src, n, 0);
+                CHECK_ST(dhs_tail_locations(B, rb[q], src, n, 1, &tl), DHS_OK);
+                th_fill_row((uint8_t *)dhs_source_pool(B, src) + (uint64_t)tl * 64, 64, uid[q], src, n, 0);
+            }
+        /* 8 rows per request, some repeated from the round before (hot hits), some new (misses) */
+        for (int q = 0; q < 2; q++)
+            for (int i = 0; i < K; i++) sel[q * K + i] = (int32_t)((t * 5 + i * 3 + q * 7) % H);
+        dhs_stats s0;
+        dhs_get_stats(B, &s0);
+        const long w0 = g_waits;
+        CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
+        CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb), DHS_OK);
+        CHECK_INV(A);
+        CHECKF(!memcmp(la, lb, sizeof la), "round %d: split locations differ from dhs_resolve_device's", t);
+        dhs_stats s1;
+        dhs_get_stats(B, &s1);
+        const int misses = (int)(s1.distinct_misses - s0.distinct_misses);
+        /* source 0's rows came with the call; sources 1 and 2 wait */
+        CHECKF(stale_rows(A, la, sel, 2, 2, K, 0, 0, uid) == 0, "round %d: source 0 stale after the split resolve", t);
+        const int st1 = stale_rows(A, la, sel, 2, 2, K, 1, 1, uid), st2 = stale_rows(A, la, sel, 2, 2, K, 2, 2, uid);
+        CHECKF(st1 == misses && st2 == misses, "round %d: %d / %d stale rows of sources 1 / 2 before the wait, want %d (the misses)",
+               t, st1, st2, misses);
+        CHECK_ST(dhs_source_wait(A, 0, 1), DHS_OK);
+        CHECKF(stale_rows(A, la, sel, 2, 2, K, 1, 1, uid) == 0, "round %d: source 1 stale after its wait", t);
+        CHECKF(stale_rows(A, la, sel, 2, 2, K, 2, 2, uid) == misses, "round %d: source 2 copied by source 1's wait", t);
+        CHECK_ST(dhs_source_wait(A, 0, 1), DHS_OK); /* again: nothing more */
+        if (how == 0) CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
+        if (how == 3) { /* the same selections again: locations handed out fresh */
+            CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
+            CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb), DHS_OK);
+            CHECKF(!memcmp(la, lb, sizeof la), "round %d: second split locations differ", t);
+            CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
+        }
+        if (how == 0 || how == 3)
+            CHECKF(stale_rows(A, la, sel, 2, 2, K, 2, 2, uid) == 0, "round %d (join %d): source 2 stale after the join", t, how);
+        /* join 1 and 2: the pools are compared with B's after the round */
+        if (how != 2) {
+            CHECK_ST(dhs_group_done(A, 0), DHS_OK);
+            CHECK_ST(dhs_group_done(B, 0), DHS_OK);
+            /* the one-source group (its misses stage once group 0 released the arenas): the split
+               resolve is the plain one */
+            for (int q = 0; q < 2; q++)
+                for (int i = 0; i < K; i++) sel[q * K + i] = (int32_t)((t * 3 + i) % H);
+            CHECK_ST(dhs_resolve_device_split(A, 1, K, sel, l1), DHS_OK);
+            CHECK_ST(dhs_resolve_device(B, 1, K, sel, lb), DHS_OK);
+            CHECKF(!memcmp(l1, lb, sizeof l1), "round %d: group 1 split locations differ", t);
+            CHECKF(stale_rows(A, l1, sel, 2, 2, K, 3, 0, uid) == 0, "round %d: one-source group stale", t);
+        }
+        CHECK_ST(dhs_round_end(A, acc), DHS_OK);
+        CHECK_ST(dhs_round_end(B, acc), DHS_OK);
+        CHECK_INV(A);
+        /* backend waits: source 1's two, the join (the last source's wait, dhs_group_done, the round end,
+           the second resolve), and the second resolve's last-source wait */
+        const long want_waits = how == 3 ? 4 : 3;
+        CHECKF(g_waits - w0 == want_waits, "round %d (join %d): %ld backend waits, want %ld", t, how, g_waits - w0,
+               want_waits);
+        for (int src = 0; src < 4; src++)
+            CHECKF(!memcmp(dhs_source_pool(A, src), dhs_source_pool(B, src),
+                           (size_t)dhs_source_pool_rows(A, src) * dhs_pool_row_stride(A)),
+                   "round %d (join %d): source %d's pool differs from the plain resolve's", t, how, src);
+        n++;
+    }
+    dhs_stats sa, sb;
+    dhs_get_stats(A, &sa);
+    dhs_get_stats(B, &sb);
+    CHECKF(sa.host_rows_copied == sb.host_rows_copied && sa.distinct_misses == sb.distinct_misses &&
+               sa.entries == sb.entries && sa.distinct_misses > 0,
+           "stats differ: copied %llu / %llu, misses %llu / %llu", (unsigned long long)sa.host_rows_copied,
+           (unsigned long long)sb.host_rows_copied, (unsigned long long)sa.distinct_misses,
+           (unsigned long long)sb.distinct_misses);
+    dhs_ctx_destroy(A);
+    dhs_ctx_destroy(B);
+    counted_backend_destroy(be);
+    dhs_backend_destroy(be2);
+    free(rows);
+    /* the host resolver has no split resolve */
+    split_arch(&a, &c);
+    c.resolver = DHS_RESOLVER_HOST;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be2), DHS_OK);
+    CHECK_ST(dhs_ctx_create(&a, &c, be2, &A), DHS_OK);
+    if (A) {
+        CHECK_ST(dhs_source_wait(A, 0, 1), DHS_ERR_STATE);
+        CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_ERR_STATE);
+        dhs_ctx_destroy(A);
+    }
+    dhs_backend_destroy(be2);
+}
+
 /* An import pins each source's history with one host allocation (not one per 1,024-row chunk) and every
    row, on either side of a chunk boundary, reads back its bytes */
 static void test_import_pinning(void)
@@ -1338,6 +1524,7 @@ int main(void)
     test_cross(seed);
     test_round_end_pending();
     test_import_pinning();
+    test_split_resolve();
     test_verify();
     return th_summary();
 }

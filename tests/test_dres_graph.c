@@ -10,11 +10,15 @@
  *   (the engine would write them in place), the round's selections written
  *   into the fixed device selection buffers of every group; then
  *     context A: cudaGraphLaunch of the step captured in round 1
- *                (for every group: dhs_resolve_device, then dhs_group_done
- *                except for the last group, left to dhs_round_end),
- *     context B: the same 41 calls issued eagerly;
+ *                (for every group: dhs_resolve_device_split, dhs_source_wait
+ *                of each later source, then dhs_group_done except for the
+ *                last group, left to dhs_round_end: the split copies fork
+ *                from the captured stream and join it inside the graph),
+ *     context B: dhs_resolve_device and dhs_group_done issued eagerly;
  *   dhs_round_end, and every group's location buffer of A must equal B's
- *   byte for byte. Selections change every round (a drifting working set per
+ *   byte for byte. Every 50 rounds, before the round end, the last group's
+ *   located history rows are read back on both sides and must hold their
+ *   rows' bytes (every source has its own history). Selections change every round (a drifting working set per
  *   request and group, uniform picks, duplicates, -1 padding), so hits,
  *   misses, evictions and host copies all happen.
  * Prints the seed and the host µs per round of both paths.
@@ -109,14 +113,54 @@ static void side_close(side *sd)
    side it must do so on every replay although the host saw the resolve only
    while capturing (a skipped promotion leaves the staging arenas owned, and
    the next round's first overflow fails with DHS_ERR_STAGING) */
-static dhs_status step(side *sd)
+static dhs_status step(side *sd, int split)
 {
     for (int32_t g = 0; g < G_GROUPS; g++) {
-        dhs_status s = dhs_resolve_device(sd->ctx, g, G_K, sd->sel[g], sd->loc[g]);
+        dhs_status s = (split ? dhs_resolve_device_split : dhs_resolve_device)(sd->ctx, g, G_K, sd->sel[g], sd->loc[g]);
+        for (int32_t si = 1; split && si < nsrc_of(g) && s == DHS_OK; si++) s = dhs_source_wait(sd->ctx, g, si);
         if (s == DHS_OK && g + 1 < G_GROUPS) s = dhs_group_done(sd->ctx, g);
         if (s != DHS_OK) return s;
     }
     return DHS_OK;
+}
+
+/* the last group's located history rows (its locations are valid until the round end) hold their
+   rows' bytes (called before the side's round end; A's came through the split copies). Returns the rows
+   checked. */
+static long check_rows(side *sd, const char *name, const int32_t *const *sel_h)
+{
+    const int32_t g = G_GROUPS - 1, src0 = G_SOURCES - nsrc_of(g);
+    const size_t lbytes = sizeof(int32_t) * G_REQ * G_K * (size_t)nsrc_of(g);
+    int32_t *loc = malloc(lbytes);
+    long checked = 0;
+    if (loc) {
+        CHECK(cudaStreamSynchronize(sd->s) == cudaSuccess);
+        CHECK(cudaMemcpy(loc, sd->loc[g], lbytes, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (int32_t si = 0; si < nsrc_of(g); si++) {
+            const int32_t src = src0 + si;
+            const size_t pb = (size_t)dhs_source_pool_rows(sd->ctx, src) * dhs_pool_row_stride(sd->ctx);
+            uint8_t *pool = malloc(pb);
+            if (!pool || cudaMemcpy(pool, dhs_source_pool(sd->ctx, src), pb, cudaMemcpyDeviceToHost) != cudaSuccess) {
+                CHECK(0);
+                free(pool);
+                continue;
+            }
+            long bad = 0;
+            for (int r = 0; r < G_REQ; r++)
+                for (int i = 0; i < G_K; i++) {
+                    const int32_t s = sel_h[g][r * G_K + i], l = loc[((size_t)si * G_REQ + (size_t)r) * G_K + (size_t)i];
+                    if (s < 0 || s >= G_HIST) continue; /* padding; rows the test never wrote */
+                    uint8_t want[G_ROW];
+                    th_fill_row(want, G_ROW, 1, src, s, 0);
+                    if (l < 0 || memcmp(pool + (size_t)l * dhs_pool_row_stride(sd->ctx), want, G_ROW)) bad++;
+                    checked++;
+                }
+            CHECKF(bad == 0, "%s side: source %d: %ld located rows hold wrong bytes", name, src, bad);
+            free(pool);
+        }
+    }
+    free(loc);
+    return checked;
 }
 
 /* host part of a round before the step: tail windows settled, round opened,
@@ -174,9 +218,13 @@ int main(void)
     cfg.policy = DHS_POLICY_CLOCK;
     cfg.resolver = DHS_RESOLVER_DEVICE;
 
-    uint8_t *hist = calloc((size_t)G_HIST, G_ROW);
+    uint8_t *hist = malloc((size_t)G_SOURCES * G_HIST * G_ROW);
     const void *rows[G_SOURCES];
-    for (int i = 0; i < G_SOURCES; i++) rows[i] = hist;
+    for (int i = 0; i < G_SOURCES; i++) {
+        rows[i] = hist + (size_t)i * G_HIST * G_ROW;
+        for (int64_t row = 0; row < G_HIST; row++)
+            th_fill_row(hist + ((size_t)i * G_HIST + (size_t)row) * G_ROW, G_ROW, 1, i, row, 0);
+    }
     side A, B;
     memset(&A, 0, sizeof A);
     memset(&B, 0, sizeof B);
@@ -206,7 +254,7 @@ int main(void)
     double open_a = 0, wait_a = 0, end_a = 0, gpu_a = 0; /* the captured round, split */
     cudaEvent_t ev0, ev1;
     CHECK(cudaEventCreate(&ev0) == cudaSuccess && cudaEventCreate(&ev1) == cudaSuccess);
-    long mismatches = 0, compared = 0;
+    long mismatches = 0, compared = 0, rows_checked = 0;
     const int32_t acc[G_REQ] = {0, 0, 0, 0};
     for (int round = 0; round < rounds && th_failed == 0; round++) {
         /* this round's selections: query 0 of request r sees rows 0 .. n_r */
@@ -226,7 +274,7 @@ int main(void)
         if (!exec) {
             cudaGraph_t graph;
             CHECK(cudaStreamBeginCapture(A.s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
-            const dhs_status cs = step(&A);
+            const dhs_status cs = step(&A, 1);
             CHECK(cudaStreamEndCapture(A.s, &graph) == cudaSuccess);
             CHECK_ST(cs, DHS_OK);
             CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
@@ -240,6 +288,10 @@ int main(void)
         double t2 = now_us();
         CHECK(cudaStreamSynchronize(A.s) == cudaSuccess); /* the GPU's share, timed apart from the host's */
         double tw = now_us();
+        if (round % 50 == 1) { /* outside the timed share */
+            rows_checked += check_rows(&A, "graph (split)", (const int32_t *const *)sel_h);
+            tw = now_us();
+        }
         CHECK_ST(dhs_round_end(A.ctx, acc), DHS_OK);
         double t3 = now_us();
         if (round > 0) { /* round 0 includes the capture */
@@ -256,8 +308,9 @@ int main(void)
         t0 = now_us();
         CHECK_ST(round_open(&B, n, (const int32_t *const *)sel_h), DHS_OK);
         t1 = now_us();
-        CHECK_ST(step(&B), DHS_OK);
+        CHECK_ST(step(&B, 0), DHS_OK);
         t2 = now_us();
+        if (round % 50 == 1) rows_checked += check_rows(&B, "eager", (const int32_t *const *)sel_h);
         CHECK_ST(dhs_round_end(B.ctx, acc), DHS_OK);
         t3 = now_us();
         if (round > 0) {
@@ -291,8 +344,10 @@ int main(void)
     CHECK(sa.census_host > 0 && sa.census_hot > 0); /* misses and hits both happened */
     CHECKF(sa.staging_rows > 0 && sa.staging_rows == sb.staging_rows, "staging rows graph %llu eager %llu", /* overflow: promotions moved rows */
            (unsigned long long)sa.staging_rows, (unsigned long long)sb.staging_rows);
-    printf("test_dres_graph: %d rounds x %d groups (%d sources), %ld locations compared, %ld mismatching groups\n",
-           rounds, G_GROUPS, G_SOURCES, compared, mismatches);
+    CHECK(rows_checked > 0);
+    printf("test_dres_graph: %d rounds x %d groups (%d sources), %ld locations compared, %ld mismatching groups; "
+           "%ld located history rows read back on each side, all equal to their rows\n",
+           rounds, G_GROUPS, G_SOURCES, compared, mismatches, rows_checked);
     printf("host us per round: graph %.1f (launch %.1f), eager %.1f (41 calls %.1f); census hot %llu host %llu\n",
            host_a / (rounds - 1), launch_a / (rounds - 1), host_b / (rounds - 1), launch_b / (rounds - 1),
            (unsigned long long)sa.census_hot, (unsigned long long)sa.census_host);

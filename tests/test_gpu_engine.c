@@ -592,7 +592,10 @@ done:
 }
 
 /* dhs_ref_run with the GPU path (emulated) for both storages, CPU backend */
-static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed)
+/* copy_overlap: the device step's split resolve (dhs_resolve_device_split + dhs_source_wait); the CPU
+   backend defers the later sources' copies until the wait, so a missing wait diverges here */
+static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed,
+                     int copy_overlap)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -613,6 +616,7 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     c.async_delay = 2;
     c.check = 1;
     c.topk_impl = topk_impl; /* the CPU run too: dhs_topk_fused_ref there */
+    c.copy_overlap = copy_overlap;
     dhs_ref_run_result cpu, gpu;
     int r1 = dhs_ref_run(&c, &cpu);
     dhs_ref_model *m = NULL;
@@ -647,8 +651,10 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
         for (int32_t i = 0; i < c.sessions; i++)
             CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: tokens differ from the CPU run", c.geometry, i);
-        printf("  %-14s %d layers %s, %s step, %s top-k: emulated-GPU hier == resident, %" PRIu64 " reclaims, tokens == CPU run\n",
+        printf("  %-14s %d layers %s, %s step%s, %s top-k: emulated-GPU hier == resident, %" PRIu64
+               " reclaims, tokens == CPU run\n",
                c.geometry, layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", dhs_ref_step_str(step),
+               step != DHS_REF_STEP_HOST ? (copy_overlap ? " (copy overlap)" : " (one copy per group)") : "",
                dhs_ref_topk_str(topk_impl), gpu.st.reclaims);
     }
     dhs_ref_run_result_free(&cpu);
@@ -853,14 +859,15 @@ int main(void)
     test_rounds(tiny, "tiny follow", DHS_REF_TOPK_MODEL);
     test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
     test_step_refusals(seed);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0);
     test_profile(seed + 4);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
-    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6);
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
     free(g_qrec);

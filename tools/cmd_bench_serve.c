@@ -47,6 +47,7 @@ static const char *const sv_backends[] = {"cpu", "cuda", NULL};
 static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
 static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", NULL}; /* DHS_REF_TOPK_* order */
+static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
 static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention"};
 
@@ -152,7 +153,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
@@ -472,6 +473,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.backend = 0;
     o.geometry = 1;
     o.step = 2;
+    o.copy_overlap = 1;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
     o.n_contexts = 2;
     o.budget_gib = 12;
@@ -510,6 +512,9 @@ int cmd_bench_serve(int argc, char **argv)
          .seen = &seen_prof,
          .help = "cuda, device/graph step: every N-th round runs eagerly with events between its phases (the "
                  "breakdown); those rounds are left out of tokens/s and TPOT; 0: no breakdown"},
+        A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
+               "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
+               "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
                "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
         A_U64("--seed", &o.seed, "model weights, prompts"),
@@ -579,6 +584,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.gpu_model = base.cuda;
     base.step = o.step;
     base.topk_impl = o.topk_impl;
+    base.copy_overlap = o.copy_overlap;
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -737,6 +743,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "hidden", hid);
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
+        cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);

@@ -24,7 +24,7 @@
 typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
-    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl;
+    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap;
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -56,6 +56,7 @@ static const char *const storages[] = {"hier", "resident", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
+static const char *const on_off[] = {"off", "on", NULL};
 static const char *const topk_impls[] = {"model", "fused", NULL};      /* DHS_REF_TOPK_* order */
 
 #define PROG "dhs run"
@@ -76,6 +77,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->async_delay = 1;
     o->temperature = 1.0;
     o->prefill_chunk = 2048;
+    o->copy_overlap = 1;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
          .help = "model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)"},
@@ -106,6 +108,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                  "through the host; device: no host round trip inside the step (dhs_tail_locations + "
                  "dhs_resolve_device; implies --resolver device); graph: the device step captured once as a CUDA "
                  "graph and replayed every round (docs/MODEL.md \"Device step\")"},
+        {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
+         .help = "device/graph step, hierarchical: on (default): dhs_resolve_device_split, the recovery of a "
+                 "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--topk-impl", .type = ARG_ENUM, .dest = &o->topk_impl, .choices = topk_impls,
          .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
@@ -227,6 +232,7 @@ int cmd_run(int argc, char **argv)
     c.fetch_rows = o.fetch_rows;
     c.step = o.step;
     c.topk_impl = o.topk_impl;
+    c.copy_overlap = o.copy_overlap;
     c.threads = o.threads;
     c.prefill_buffers = o.prefill_buffers;
     c.prefill_chunk = o.prefill_chunk;
@@ -362,6 +368,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);
         cJSON_AddStringToObject(cf, "step", steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", topk_impls[o.topk_impl]);
+        cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
         if (o.prefill_buffers) cJSON_AddNumberToObject(cf, "prefill_chunk", o.prefill_chunk);
         char dg[24];

@@ -48,8 +48,20 @@ typedef struct dhs_backend_ops {
        synchronisation; NULL when the backend lacks it. `st` is a host copy of
        the state descriptor (its pointers are device-tier memory); `rd` is the
        round descriptor in device-tier memory. */
+    /* readies the split resolve for G groups of up to nsrc sources each
+       (dres_create, outside any round; may be called again, grows only) */
+    dhs_status (*dres_init)(dhs_backend *be, int32_t G, int32_t nsrc);
+    /* split (payload, nsrc > 1): source 0's rows are copied on the compute
+       stream; sources 1..nsrc-1 follow one by one on the backend's copy queue
+       (CUDA: forked from the compute stream after source 0's copy; CPU:
+       deferred until dres_wait), each made visible to the compute stream by
+       dres_wait(si) */
     dhs_status (*dres_resolve)(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                               const int32_t *sel, int32_t *loc, int payload);
+                               const int32_t *sel, int32_t *loc, int payload, int split);
+    /* compute-stream work issued after this call sees the rows of sources
+       1..si of the group's last split resolve (si = nsrc - 1 joins the copy
+       queue back into the compute stream); only after a split resolve */
+    dhs_status (*dres_wait)(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si);
     dhs_status (*dres_promote)(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload);
     /* dres_promote of every group, in group order as far as it shows: st_dev
        is the [G] state array in device-tier memory, st_host its host copy

@@ -59,6 +59,9 @@ struct dres_ctx {
                                       dhs_resolve) and was not followed by dhs_group_done; a CUDA graph
                                       replay counts as the calls made while capturing it */
     dres_state *st_all_h;          /* pinned: its source */
+    uint8_t *split;                /* [G] 1: the group's last resolve was split and its copy queue has not
+                                      been joined (dhs_source_wait of the last source, dhs_group_done,
+                                      the round end, a later resolve of the group) */
 };
 
 /* ------------------------------------------------------------- layout */
@@ -265,6 +268,7 @@ void dres_destroy(dhs_ctx *ctx)
     be_host_free(ctx->be, d->host, d->host_bytes);
     ctx_free(ctx, d->pos_of, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
     ctx_free(ctx, d->pending, (size_t)d->G, 1);
+    ctx_free(ctx, d->split, (size_t)d->G, 1);
     ctx_free(ctx, d, 1, sizeof *d);
     ctx->dres = NULL;
 }
@@ -283,7 +287,8 @@ dhs_status dres_create(dhs_ctx *ctx)
 {
     dhs_backend *be = ctx->be;
     const dhs_backend_ops *ops = be->ops;
-    if (!ops->dres_resolve || !ops->dres_promote || !ops->dres_promote_all || !ops->dres_reset || !ops->publish)
+    if (!ops->dres_init || !ops->dres_resolve || !ops->dres_wait || !ops->dres_promote || !ops->dres_promote_all || !ops->dres_reset ||
+        !ops->publish)
         return DHS_ERR_UNSUPPORTED;
     const dhs_config *c = &ctx->cfg;
     const int32_t G = ctx->arch.n_groups, N = c->max_requests;
@@ -295,7 +300,8 @@ dhs_status dres_create(dhs_ctx *ctx)
     d->g = ctx_calloc(ctx, (size_t)G, sizeof(dres_grp));
     d->pos_of = ctx_calloc(ctx, (size_t)N, sizeof(int32_t));
     d->pending = ctx_calloc(ctx, (size_t)G, 1);
-    if (!d->g || !d->pos_of || !d->pending) return DHS_ERR_NOMEM;
+    d->split = ctx_calloc(ctx, (size_t)G, 1);
+    if (!d->g || !d->pos_of || !d->pending || !d->split) return DHS_ERR_NOMEM;
     for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
     dhs_status s;
     for (int32_t g = 0; g < G; g++) {
@@ -314,6 +320,7 @@ dhs_status dres_create(dhs_ctx *ctx)
         dg->pub_nchunks = ctx_calloc(ctx, (size_t)N, sizeof(int64_t));
         if (!dg->pub_nopt || !dg->pub_nchunks) return DHS_ERR_NOMEM;
     }
+    if ((s = ops->dres_init(be, G, d->nsrc_max)) != DHS_OK) return s;
     size_t sdb = shared_dev_layout(d, c, G, d->nsrc_max, NULL), shb = shared_host_layout(d, c, G, d->nsrc_max, NULL);
     if ((s = be_dev_alloc(be, sdb, (void **)&d->dev)) != DHS_OK) return s;
     d->dev_bytes = sdb;
@@ -508,6 +515,16 @@ void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 }
 
 /* ------------------------------------------------------------- per layer */
+/* the group's copy queue back into the compute stream (after its split resolve) */
+static dhs_status join(dhs_ctx *ctx, int32_t g)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (!d->split[g]) return DHS_OK;
+    dhs_status s = ctx->be->ops->dres_wait(ctx->be, &d->g[g].st, d->rd, ctx->grp_nsrc[g] - 1);
+    if (s == DHS_OK) d->split[g] = 0;
+    return s;
+}
+
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items)
 {
     struct dres_ctx *d = ctx->dres;
@@ -523,10 +540,11 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
         memcpy(d->sel_h + (int64_t)b * per, items[it].sel, sizeof(int32_t) * (size_t)items[it].n_queries * (size_t)k);
     }
     /* the upload may fail (injected): nothing changed yet */
-    dhs_status s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
+    dhs_status s = join(ctx, g);
+    if (s == DHS_OK) s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
     if (s != DHS_OK) return s;
     d->pending[g] = 1;
-    s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free);
+    s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free, 0);
     /* read-back in one copy through the backend directly (not
        fault-injected): the device state has changed; a failure here is a
        device failure. [si][b] blocks up to the last source's round rows. */
@@ -548,7 +566,8 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
     return s;
 }
 
-dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
+static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
+                                 int split)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (!ctx->dres) return DHS_ERR_STATE;
@@ -558,14 +577,47 @@ dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int3
     if (k > ctx->cfg.max_k) return DHS_ERR_K_TOO_LARGE;
     if (!sel_dev || !loc_dev) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)sel_dev % sizeof(int32_t) || (uintptr_t)loc_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
-    ctx->dres->pending[group] = 1;
-    return ctx->be->ops->dres_resolve(ctx->be, &ctx->dres->g[group].st, ctx->dres->rd, k, sel_dev, loc_dev,
-                                      !ctx->cfg.payload_free);
+    struct dres_ctx *d = ctx->dres;
+    /* the plan rewrites the copy list the queue may still be reading */
+    dhs_status s = join(ctx, group);
+    if (s != DHS_OK) return s;
+    split = split && !ctx->cfg.payload_free && ctx->grp_nsrc[group] > 1;
+    d->pending[group] = 1;
+    s = ctx->be->ops->dres_resolve(ctx->be, &d->g[group].st, d->rd, k, sel_dev, loc_dev, !ctx->cfg.payload_free,
+                                   split);
+    if (s == DHS_OK) d->split[group] = (uint8_t)split;
+    return s;
+}
+
+dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
+{
+    return resolve_device(ctx, group, k, sel_dev, loc_dev, 0);
+}
+
+dhs_status dhs_resolve_device_split(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
+{
+    return resolve_device(ctx, group, k, sel_dev, loc_dev, 1);
+}
+
+dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->dres) return DHS_ERR_STATE;
+    if (group < 0 || group >= ctx->arch.n_groups || si < 0 || si >= ctx->grp_nsrc[group])
+        return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    struct dres_ctx *d = ctx->dres;
+    if (!d->split[group] || si == 0) return DHS_OK; /* source 0 came with the resolve */
+    if (si == ctx->grp_nsrc[group] - 1) return join(ctx, group);
+    return ctx->be->ops->dres_wait(ctx->be, &d->g[group].st, d->rd, si);
 }
 
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
 {
-    dhs_status s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
+    /* promotion copies staging rows the queue may still be writing */
+    dhs_status s = join(ctx, g);
+    if (s != DHS_OK) return s;
+    s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
     if (s == DHS_OK) ctx->dres->pending[g] = 0;
     return s;
 }
@@ -575,6 +627,8 @@ dhs_status dres_round_end(dhs_ctx *ctx)
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
     dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = join(ctx, g);
+    if (s != DHS_OK) return s;
     /* Promotion of the groups whose last resolve the engine did not follow
        with dhs_group_done (pending stays set across rounds: a graph replays
        the resolves the host saw once). Every group at once, in two launches

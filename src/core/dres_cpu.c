@@ -50,16 +50,22 @@ static int32_t sweep(const dres_state *st, int32_t r, int32_t need, uint32_t mar
     return got;
 }
 
-static void copy_pairs(const dres_state *st, int32_t r, int payload)
+/* pairs of slot r: all (si < 0), or those of source si (pair miss * nsrc + si) */
+static void copy_pairs(const dres_state *st, int32_t r, int32_t si)
 {
-    if (!payload) return;
     const uint64_t *pr = st->pairs + (int64_t)r * st->k_max * st->max_k * st->nsrc * 2;
-    for (int32_t i = 0; i < st->npairs[r]; i++)
+    const int32_t step = si < 0 ? 1 : st->nsrc;
+    for (int32_t i = si < 0 ? 0 : si; i < st->npairs[r]; i += step)
         memcpy((void *)(uintptr_t)pr[2 * i + 1], (const void *)(uintptr_t)pr[2 * i], st->row_stride);
 }
 
+void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si)
+{
+    for (int32_t b = 0; b < rd->n_round; b++) copy_pairs(st, dres_rd_slot(rd, b), si);
+}
+
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
-                      int payload)
+                      int payload, int32_t copy_srcs)
 {
     const int32_t N = st->N, B = st->B, nsrc = st->nsrc, KK = st->k_max;
     const int64_t per_slot = (int64_t)st->k_max * st->max_k;
@@ -180,7 +186,11 @@ void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, con
             if (c >= 0 && DRES_KIND(c) != DRES_K_BAD) st->stats[DRES_S_ENTRIES]++;
         }
     }
-    for (int32_t b = 0; b < rd->n_round; b++) copy_pairs(st, dres_rd_slot(rd, b), payload);
+    if (!payload) return;
+    if (copy_srcs >= nsrc)
+        for (int32_t b = 0; b < rd->n_round; b++) copy_pairs(st, dres_rd_slot(rd, b), -1);
+    else
+        for (int32_t si = 0; si < copy_srcs; si++) dres_cpu_copy_source(st, rd, si);
 }
 
 void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload)
@@ -228,7 +238,7 @@ void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload)
         }
         st->npairs[r] = np;
         meta[DRES_M_NSTAGED] = 0;
-        copy_pairs(st, r, payload);
+        if (payload) copy_pairs(st, r, -1);
     }
 }
 

@@ -26,6 +26,9 @@ typedef struct cpu_impl {
     int64_t n_ops, cap_ops;
     void **dst;      /* scratch: destinations of one gather */
     int64_t cap_dst;
+    int32_t *split_next; /* [n_split] per group: first source whose copies of the last split resolve are
+                            still deferred (nsrc: none) */
+    int32_t n_split;
 } cpu_impl;
 
 static dhs_status cpu_dev_alloc(dhs_backend *be, size_t bytes, void **out)
@@ -182,10 +185,39 @@ static dhs_status cpu_wait(dhs_backend *be, dhs_ticket t)
    device tier. Compute-stream work is synchronous here; async_delay and
    random_order apply to side-stream copies and reader fences only. */
 static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                                   const int32_t *sel, int32_t *loc, int payload)
+                                   const int32_t *sel, int32_t *loc, int payload, int split)
 {
-    (void)be;
-    dres_cpu_resolve(st, rd, k, sel, loc, payload);
+    cpu_impl *c = be->impl;
+    const int32_t g = st->group;
+    split = split && payload && st->nsrc > 1;
+    if (split && (g < 0 || g >= c->n_split)) return DHS_ERR_STATE; /* no dres_init for it */
+    /* split: sources 1.. wait for dres_wait, so an engine that reads a
+       source without waiting for it reads stale rows here too */
+    dres_cpu_resolve(st, rd, k, sel, loc, payload, split ? 1 : st->nsrc);
+    if (g >= 0 && g < c->n_split) c->split_next[g] = split ? 1 : st->nsrc;
+    return DHS_OK;
+}
+
+static dhs_status cpu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
+{
+    cpu_impl *c = be->impl;
+    if (G <= 0 || nsrc <= 0) return DHS_ERR_INVALID_ARG;
+    if (G <= c->n_split) return DHS_OK;
+    int32_t *p = realloc(c->split_next, sizeof(int32_t) * (size_t)G);
+    if (!p) return DHS_ERR_NOMEM;
+    for (int32_t i = c->n_split; i < G; i++) p[i] = INT32_MAX; /* nothing deferred */
+    c->split_next = p;
+    c->n_split = G;
+    return DHS_OK;
+}
+
+static dhs_status cpu_dres_wait(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si)
+{
+    cpu_impl *c = be->impl;
+    const int32_t g = st->group;
+    if (si < 0 || si >= st->nsrc) return DHS_ERR_INVALID_ARG;
+    if (g < 0 || g >= c->n_split) return DHS_OK;
+    for (; c->split_next[g] <= si; c->split_next[g]++) dres_cpu_copy_source(st, rd, c->split_next[g]);
     return DHS_OK;
 }
 
@@ -231,6 +263,7 @@ static void cpu_destroy(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
     while (c->n_ops) exec_at(c, 0);
+    free(c->split_next);
     free(c->ops);
     free(c->dst);
     free(c);
@@ -249,7 +282,9 @@ static const dhs_backend_ops cpu_ops = {
     .record_readers = cpu_record_readers,
     .done = cpu_done,
     .wait = cpu_wait,
+    .dres_init = cpu_dres_init,
     .dres_resolve = cpu_dres_resolve,
+    .dres_wait = cpu_dres_wait,
     .dres_promote = cpu_dres_promote,
     .dres_promote_all = cpu_dres_promote_all,
     .dres_reset = cpu_dres_reset,

@@ -93,6 +93,12 @@ typedef struct cu_backend {
     int32_t dres_copy_blocks; /* persistent copy grid of the device resolver */
     dhs_cuda_mark_fn mark;    /* profiling hook (dhs_cuda_set_marker) or NULL */
     void *mark_user;
+    /* the split resolve's copy queue (dhs_resolve_device_split): one stream,
+       events [G][nsrc_max] made by dres_init (outside any capture) */
+    cudaStream_t split;
+    cudaEvent_t *split_ev;
+    int32_t split_G, split_nsrc;
+    int32_t split_blocks; /* copy grid on the queue: one block per SM leaves room for the compute stream's kernels */
 } cu_backend;
 
 static const dhs_backend_ops cu_ops;
@@ -402,17 +408,64 @@ static void cu_tick(dhs_backend *be) { (void)be; }
 
 /* All on the compute stream, fixed grids, no host sync, no allocation: a
    call can be captured into a CUDA graph. */
+/* events of the split queue for G groups of up to nsrc sources (grows;
+   outside a round, so never inside a capture) */
+static dhs_status cu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
+{
+    cu_backend *c = cu_of(be);
+    if (G <= 0 || nsrc <= 0) return DHS_ERR_INVALID_ARG;
+    if (G <= c->split_G && nsrc <= c->split_nsrc) return DHS_OK;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    if (!c->split) CU_TRY(c, cudaStreamCreateWithFlags(&c->split, cudaStreamNonBlocking));
+    const int32_t G2 = G > c->split_G ? G : c->split_G, n2 = nsrc > c->split_nsrc ? nsrc : c->split_nsrc;
+    cudaEvent_t *ev = (cudaEvent_t *)calloc((size_t)G2 * (size_t)n2, sizeof(cudaEvent_t));
+    if (!ev) return DHS_ERR_NOMEM;
+    for (int64_t i = 0; i < (int64_t)G2 * n2; i++)
+        if (cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming) != cudaSuccess) {
+            for (int64_t j = 0; j < i; j++) cudaEventDestroy(ev[j]);
+            free(ev);
+            cu_fail(c, cudaErrorMemoryAllocation);
+            return DHS_ERR_BACKEND;
+        }
+    if (c->split_ev) {
+        cudaStreamSynchronize(c->split);
+        for (int64_t i = 0; i < (int64_t)c->split_G * c->split_nsrc; i++) cudaEventDestroy(c->split_ev[i]);
+        free(c->split_ev);
+    }
+    c->split_ev = ev;
+    c->split_G = G2;
+    c->split_nsrc = n2;
+    return DHS_OK;
+}
+
 static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                                  const int32_t *sel, int32_t *loc, int payload)
+                                  const int32_t *sel, int32_t *loc, int payload, int split)
 {
     cu_backend *c = cu_of(be);
     if (!st || !rd || !sel || !loc || k <= 0 || k > st->max_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
+    split = split && payload && st->nsrc > 1;
+    if (split && (st->group < 0 || st->group >= c->split_G || st->nsrc > c->split_nsrc)) return DHS_ERR_STATE;
     dhs_status s = cu_enter(c);
     if (s != DHS_OK) return s;
+    const dhs_dres_split sp = {c->split, split ? c->split_ev + (int64_t)st->group * c->split_nsrc : NULL,
+                               c->split_blocks};
     if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_PLAN);
     CU_TRY(c, dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, c->dres_scratch, c->dres_copy_blocks, c->compute,
-                                           c->mark, c->mark_user));
+                                           c->mark, c->mark_user, split ? &sp : NULL));
     if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_END);
+    return DHS_OK;
+}
+
+static dhs_status cu_dres_wait(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si)
+{
+    cu_backend *c = cu_of(be);
+    (void)rd;
+    if (!st || si < 0 || si >= st->nsrc) return DHS_ERR_INVALID_ARG;
+    if (st->group < 0 || st->group >= c->split_G || si >= c->split_nsrc) return DHS_ERR_STATE;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, cudaStreamWaitEvent(c->compute, c->split_ev[(int64_t)st->group * c->split_nsrc + si], 0));
     return DHS_OK;
 }
 
@@ -469,6 +522,10 @@ static void cu_free_all(cu_backend *c)
     if (c->own_compute) cudaStreamSynchronize(c->own_compute);
     if (c->compute && c->compute != c->own_compute) cudaStreamSynchronize(c->compute);
     if (c->side) cudaStreamSynchronize(c->side);
+    if (c->split) cudaStreamSynchronize(c->split);
+    for (int64_t i = 0; c->split_ev && i < (int64_t)c->split_G * c->split_nsrc; i++) cudaEventDestroy(c->split_ev[i]);
+    free(c->split_ev);
+    if (c->split) cudaStreamDestroy(c->split);
     cu_ring *rings[2] = {&c->ring_compute, &c->ring_side};
     for (int k = 0; k < 2; k++) {
         cu_ring *r = rings[k];
@@ -508,7 +565,9 @@ static const dhs_backend_ops cu_ops = {
     .record_readers = cu_record_readers,
     .done = cu_done,
     .wait = cu_wait,
+    .dres_init = cu_dres_init,
     .dres_resolve = cu_dres_resolve,
+    .dres_wait = cu_dres_wait,
     .dres_promote = cu_dres_promote,
     .dres_promote_all = cu_dres_promote_all,
     .dres_reset = cu_dres_reset,
@@ -546,6 +605,7 @@ dhs_status dhs_backend_cuda_create(int device, dhs_backend **out)
     c->sms = sms;
     c->max_blocks = DHS_CU_BLOCKS_PER_SM * sms;
     c->dres_copy_blocks = DHS_CU_BLOCKS_PER_SM * sms;
+    c->split_blocks = sms;
     c->next_ticket = 1;
 
     cudaError_t e = cudaStreamCreateWithFlags(&c->own_compute, cudaStreamNonBlocking);

@@ -790,17 +790,20 @@ static __global__ void __launch_bounds__(DT) dres_promote_all_kernel(const dres_
 
 /* ------------------------------------------------------------ copy kernel */
 
-/* moves every pair of the last call: npairs[r] pairs of slot r at
-   pairs + r * per_slot_pairs * 2 */
+/* moves the pairs of the last call: npairs[r] pairs of slot r at
+   pairs + r * per_slot_pairs * 2; all of them (only < 0) or only those of
+   source `only`, pairs miss * nsrc + only (the split resolve) */
 static __device__ __forceinline__ void copy_pairs(const uint64_t *__restrict__ pairs, const int32_t *__restrict__ npairs,
-                                                  int32_t N, int64_t per_slot_pairs, uint32_t vecs)
+                                                  int32_t N, int64_t per_slot_pairs, uint32_t vecs, int32_t only,
+                                                  int32_t nsrc)
 {
     extern __shared__ int s_off[]; /* [N + 1] exclusive offsets */
     __shared__ int s_w[33];
     const int tid = (int)threadIdx.x, lane = tid & 31;
     int carry = 0;
     for (int32_t base = 0; base < N; base += CT) {
-        const int v = base + tid < N ? npairs[base + tid] : 0;
+        int v = base + tid < N ? npairs[base + tid] : 0;
+        if (only >= 0) v /= nsrc;
         int tot;
         const int o = block_excl_scan(v, s_w, CWARP, &tot);
         if (base + tid < N) s_off[base + tid] = carry + o;
@@ -828,7 +831,8 @@ static __device__ __forceinline__ void copy_pairs(const uint64_t *__restrict__ p
                     if (s_off[mid] <= g) lo = mid;
                     else hi = mid;
                 }
-                const uint64_t *p = pairs + ((int64_t)lo * per_slot_pairs + (g - s_off[lo])) * 2;
+                const int64_t j = only >= 0 ? (g - s_off[lo]) * nsrc + only : g - s_off[lo];
+                const uint64_t *p = pairs + ((int64_t)lo * per_slot_pairs + j) * 2;
                 src[u] = (const uint4 *)__ldg((const unsigned long long *)p);
                 dst[u] = (uint4 *)__ldg((const unsigned long long *)p + 1);
             }
@@ -856,7 +860,8 @@ static __device__ __forceinline__ void copy_pairs(const uint64_t *__restrict__ p
 static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__restrict__ pairs,
                                                               const int32_t *__restrict__ npairs, int32_t N,
                                                               int64_t per_slot_pairs, uint32_t vecs, int do_copy,
-                                                              dres_scratch *sc, int32_t *err)
+                                                              int32_t src, int32_t nsrc, dres_scratch *sc,
+                                                              int32_t *err)
 {
     /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -866,7 +871,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
         if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
     }
     if (!do_copy) return;
-    copy_pairs(pairs, npairs, N, per_slot_pairs, vecs);
+    copy_pairs(pairs, npairs, N, per_slot_pairs, vecs, src, nsrc);
 }
 
 /* the promotions' pairs of every group (dhs_round_end): blocks (x, g) copy group g's pairs */
@@ -874,7 +879,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_all_kernel(const dres_sta
 {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const dres_state *st = &sts[blockIdx.y];
-    copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->k_max * st->max_k * st->nsrc, vecs);
+    copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->k_max * st->max_k * st->nsrc, vecs, -1, 1);
 }
 
 /* ------------------------------------------------------------ reset kernel */
@@ -924,7 +929,7 @@ static cudaLaunchConfig_t launch_cfg(dim3 grid, unsigned block, size_t smem, cud
    (its blocks get resident while that kernel runs and wait in
    griddepcontrol.wait; this hides the launch gap, also inside graphs) */
 static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s, int pdl, int do_copy,
-                               void *scratch)
+                               void *scratch, int32_t src)
 {
     if (copy_blocks <= 0 || st->row_stride == 0 || (st->row_stride & 15u)) return cudaErrorInvalidValue;
     cudaLaunchAttribute at;
@@ -933,25 +938,25 @@ static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaSt
     const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
     const uint32_t vecs = st->row_stride / 16u;
     return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
-                              per_slot_pairs, vecs, do_copy, (dres_scratch *)scratch, st->err);
+                              per_slot_pairs, vecs, do_copy, src, st->nsrc, (dres_scratch *)scratch, st->err);
 }
 
 extern "C" cudaError_t dhs_dres_copy_launch(const dres_state *st, int32_t copy_blocks, cudaStream_t s)
 {
-    return copy_launch(st, copy_blocks, s, 0, 1, NULL);
+    return copy_launch(st, copy_blocks, s, 0, 1, NULL, -1);
 }
 
 extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k,
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
-    return dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, scratch, copy_blocks, s, NULL, NULL);
+    return dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, scratch, copy_blocks, s, NULL, NULL, NULL);
 }
 
 extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k,
                                                     const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                     int32_t copy_blocks, cudaStream_t s, void (*mark)(void *, int),
-                                                    void *user)
+                                                    void *user, const dhs_dres_split *split)
 {
     if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
@@ -964,7 +969,18 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
     if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
-    return copy_launch(st, copy_blocks, s, 1, payload != 0, scratch);
+    const int sp = split && payload && st->nsrc > 1;
+    e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
+    if (e != cudaSuccess || !sp) return e;
+    /* split: the queue forks after source 0's copy, so the link carries one
+       source at a time and source 0's readers start as early as they can */
+    if ((e = cudaEventRecord(split->ev[0], s)) != cudaSuccess) return e;
+    if ((e = cudaStreamWaitEvent(split->queue, split->ev[0], 0)) != cudaSuccess) return e;
+    for (int32_t si = 1; si < st->nsrc; si++) {
+        if ((e = copy_launch(st, split->blocks, split->queue, 0, 1, NULL, si)) != cudaSuccess) return e;
+        if ((e = cudaEventRecord(split->ev[si], split->queue)) != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload,
@@ -974,7 +990,7 @@ extern "C" cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_
     dres_promote_kernel<<<(unsigned)st->N, DT, 0, s>>>(*st, rd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || !payload) return e;
-    return copy_launch(st, copy_blocks, s, 1, 1, NULL);
+    return copy_launch(st, copy_blocks, s, 1, 1, NULL, -1);
 }
 
 extern "C" cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, const dres_state *st_host, int32_t G,

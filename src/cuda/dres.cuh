@@ -47,10 +47,20 @@ cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
                                     int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s);
-/* the same with a profiling hook: mark(user, DHS_CUDA_MARK_COPY) between the plan and the copy launch */
+/* The split resolve's copy queue (dhs_resolve_device_split): sources 1..nsrc-1
+   are copied on `queue` with `blocks` blocks each, after source 0's copy on
+   the compute stream (recorded in ev[0]); ev[si] is recorded after source
+   si's copy. ev has nsrc entries. */
+typedef struct dhs_dres_split {
+    cudaStream_t queue;
+    cudaEvent_t *ev;
+    int32_t blocks;
+} dhs_dres_split;
+/* the same with a profiling hook: mark(user, DHS_CUDA_MARK_COPY) between the plan and the copy launch;
+   split: NULL, or copy sources >= 1 on split->queue (with payload and nsrc > 1) */
 cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
                                          int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s,
-                                         void (*mark)(void *, int), void *user);
+                                         void (*mark)(void *, int), void *user, const dhs_dres_split *split);
 cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, int payload, int32_t copy_blocks,
                                     cudaStream_t s);
 /* dhs_dres_promote_launch of every group in two launches: st_dev is the [G] state array in device memory,

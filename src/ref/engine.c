@@ -709,8 +709,17 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
-            if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
-                set_err(e, "dhs_resolve_device", st);
+            if (ctx && (st = (e->cfg.copy_overlap ? dhs_resolve_device_split : dhs_resolve_device)(
+                            ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
+                set_err(e, e->cfg.copy_overlap ? "dhs_resolve_device_split" : "dhs_resolve_device", st);
+                return st;
+            }
+        } else if (ctx && e->cfg.copy_overlap) {
+            /* this source's recovered rows, copied while the group's earlier layers ran; a profiled
+               round counts the wait as miss copy */
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_COPY);
+            if ((st = dhs_source_wait(ctx, g, si)) != DHS_OK) {
+                set_err(e, "dhs_source_wait", st);
                 return st;
             }
         }

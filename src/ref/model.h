@@ -353,6 +353,11 @@ typedef struct dhs_ref_engine_cfg {
                                events between its phases (dhs_ref_engine_profile; the
                                hierarchical engine's backend marks the resolver's phases when
                                dhs_cuda_set_marker(be, dhs_ref_engine_mark, engine)); 0: never */
+    int copy_overlap;       /* device step, hierarchical: 1 resolves with dhs_resolve_device_split and
+                               waits for each later source of a group with dhs_source_wait right
+                               before its attention, so the recovery of sources 1.. overlaps the
+                               group's earlier layers (docs/MODEL.md "Device step"); 0:
+                               dhs_resolve_device. The same bytes either way */
     int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref

@@ -34,6 +34,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.arrival = 2;
     c.async_delay = 1;
     c.threads = 1;
+    c.copy_overlap = 1;
     return c;
 }
 
@@ -339,6 +340,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.step = c.step;
     ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
     ec.topk_impl = c.topk_impl;
+    ec.copy_overlap = use_hier && c.copy_overlap;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
     if (use_res) {
         ec.ctx = NULL;

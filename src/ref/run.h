@@ -66,6 +66,8 @@ typedef struct dhs_ref_run_cfg {
                                 (docs/MODEL.md "Device step"); not host: needs gpu_model and m = 1
                                 sources, the hierarchy then uses the device resolver (resolver is
                                 overridden), both engines take the step, no trace */
+    int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
+                                (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
                                 library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
