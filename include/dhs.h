@@ -400,6 +400,20 @@ dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si);
 dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows,
                               int32_t *loc);
 
+/* 1 when a selection of the open round may have to recover a row from host
+   memory in `group` (-1: any group): some request of the round has a
+   committed row below its tail window that is not in a ready optional page
+   (rows the hot cache holds count as possible misses too); 0 when every row
+   the round's queries can select is served directly (tail, ready optional
+   pages), so no resolve of the round copies anything. Host call, reads host
+   state only, no synchronisation; the answer holds for the whole round
+   (nothing of the round's requests moves inside it). An engine can use it to skip the split
+   resolve's copy queue when nothing can be copied (the reference model
+   captures its step again when the answer changes). Negative status:
+   DHS_ERR_INVALID_ARG (ctx NULL), DHS_ERR_UNKNOWN_SOURCE (group),
+   DHS_ERR_NOT_IN_ROUND. */
+int dhs_round_may_miss(const dhs_ctx *ctx, int32_t group);
+
 /* Declares that every consumer of `group` in this round has been issued:
    its staged rows are promoted into the hot cache and its staging arenas can
    serve the next layer group once these readers complete. The round end does

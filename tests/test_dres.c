@@ -1429,6 +1429,81 @@ static void test_split_resolve(void)
     dhs_backend_destroy(be2);
 }
 
+/* dhs_round_may_miss: 0 exactly while every row a query can select is direct (the imported history in
+   ready optional pages, the rest in the tail ring), and then a resolve of every visible row copies nothing;
+   1 once the ring has let decoded rows go (or the history stays on host), and then rows are recovered */
+static void test_round_may_miss(void)
+{
+    for (int resident = 1; resident >= 0; resident--) {
+        dhs_arch a;
+        dhs_config c;
+        two_groups(&a, &c, 1, 1, 8);
+        c.max_k = 64;
+        if (resident) {
+            c.device_bytes = 8 << 20;
+            c.resident_first = 1;
+            c.repop_pages = 64;
+        }
+        dhs_backend *be = NULL;
+        CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+        dhs_ctx *ctx = NULL;
+        CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+        if (!ctx) return;
+        CHECK(dhs_round_may_miss(NULL, -1) == DHS_ERR_INVALID_ARG);
+        CHECK(dhs_round_may_miss(ctx, -1) == DHS_ERR_NOT_IN_ROUND);
+        enum { H = 40 }; /* 10 pages of 4 rows */
+        uint8_t *rows = aligned_alloc(64, (size_t)2 * H * 64);
+        const void *rp[2] = {rows, rows + (size_t)H * 64};
+        for (int src = 0; src < 2; src++)
+            for (int row = 0; row < H; row++) th_fill_row(rows + ((size_t)src * H + row) * 64, 64, 1, src, row, 0);
+        dhs_req r;
+        CHECK_ST(dhs_request_open(ctx, 200, &r), DHS_OK);
+        CHECK_ST(dhs_request_import(ctx, r, H, rp, DHS_IMPORT_HOST), DHS_OK);
+        int32_t K = 1, acc = 0, sel[64], loc[64];
+        int64_t n = H;
+        int seen0 = 0, seen1 = 0;
+        for (int t = 0; t < 24; t++) {
+            CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+            CHECK(dhs_round_may_miss(ctx, 2) == DHS_ERR_UNKNOWN_SOURCE && dhs_round_may_miss(ctx, -2) == DHS_ERR_UNKNOWN_SOURCE);
+            const int mm = dhs_round_may_miss(ctx, -1), m0 = dhs_round_may_miss(ctx, 0), m1 = dhs_round_may_miss(ctx, 1);
+            CHECKF(mm == (m0 || m1) && (mm == 0 || mm == 1), "round %d: may_miss %d, per group %d %d", t, mm, m0, m1);
+            for (int src = 0; src < 2; src++) {
+                int32_t tl;
+                CHECK_ST(dhs_tail_locations(ctx, r, src, n, 1, &tl), DHS_OK);
+                th_fill_row((uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)tl * 64, 64, 1, src, n, 0);
+            }
+            dhs_stats s0, s1;
+            dhs_get_stats(ctx, &s0);
+            /* the newest 64 visible rows (every row while n < 64) */
+            const int32_t lo = n + 1 > 64 ? (int32_t)(n + 1 - 64) : 0, cnt = (int32_t)(n + 1 - lo) < 64 ? (int32_t)(n + 1 - lo) : 64;
+            for (int i = 0; i < 64; i++) sel[i] = i < cnt ? lo + i : -1;
+            for (int g = 0; g < 2; g++) {
+                CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc), DHS_OK);
+                CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
+            }
+            dhs_get_stats(ctx, &s1);
+            if (mm == 0) {
+                seen0++;
+                CHECKF(s1.distinct_misses == s0.distinct_misses, "round %d (%s): may_miss 0 but %llu rows recovered", t,
+                       resident ? "resident" : "host", (unsigned long long)(s1.distinct_misses - s0.distinct_misses));
+            } else {
+                seen1++;
+            }
+            CHECK_ST(dhs_round_end(ctx, &acc), DHS_OK);
+            CHECK_INV(ctx);
+            n++;
+        }
+        printf("round_may_miss %-8s: %d rounds 0 (nothing recovered in any), %d rounds 1\n", resident ? "resident" : "host",
+               seen0, seen1);
+        /* resident: direct until the 16-row ring lets decoded rows go; host: every round may miss */
+        CHECKF(resident ? seen0 > 0 && seen1 > 0 : seen0 == 0, "%s: %d rounds may_miss 0, %d rounds 1",
+               resident ? "resident" : "host", seen0, seen1);
+        dhs_ctx_destroy(ctx);
+        dhs_backend_destroy(be);
+        free(rows);
+    }
+}
+
 /* An import pins each source's history with one host allocation (not one per 1,024-row chunk) and every
    row, on either side of a chunk boundary, reads back its bytes */
 static void test_import_pinning(void)
@@ -1525,6 +1600,7 @@ int main(void)
     test_round_end_pending();
     test_import_pinning();
     test_split_resolve();
+    test_round_may_miss();
     test_verify();
     return th_summary();
 }

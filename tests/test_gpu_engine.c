@@ -638,6 +638,12 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
                    c.geometry);
             CHECKF(gpu.step_hier.rounds == gpu.rounds && gpu.step_res.rounds == gpu.rounds, "%s: device-step rounds",
                    c.geometry);
+            /* the split resolve in the rounds that may miss (dhs_round_may_miss: most of them here), never on
+               the resident engine or without copy_overlap */
+            CHECKF((copy_overlap ? gpu.step_hier.split_rounds > 0 && gpu.step_hier.split_rounds <= gpu.rounds
+                                 : gpu.step_hier.split_rounds == 0) && gpu.step_res.split_rounds == 0,
+                   "%s: %" PRIu64 " of %" PRIu64 " rounds split (copy_overlap %d)", c.geometry,
+                   gpu.step_hier.split_rounds, gpu.rounds, copy_overlap);
         } else {
             CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
         }

@@ -348,6 +348,7 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "wait_us", 1e6 * r->st.wait_s / n);
         cJSON_AddNumberToObject(h, "graph_captures", (double)r->st.captures);
         cJSON_AddNumberToObject(h, "capture_ms", 1e3 * r->st.capture_s);
+        cJSON_AddNumberToObject(h, "split_rounds", (double)r->st.split_rounds);
         /* the round's library work before and after the step (admission, tail locations, the
            hierarchy's copies and bookkeeping): decode time less the step's and the profiled rounds' */
         double in_step = r->st.control_s + r->st.launch_s + r->st.wait_s + r->st.capture_s;

@@ -330,6 +330,7 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "rounds", (double)nr);
                 cJSON_AddNumberToObject(e, "captures", (double)st->captures);
                 cJSON_AddNumberToObject(e, "capture_rounds_s", st->capture_s);
+                cJSON_AddNumberToObject(e, "split_rounds", (double)st->split_rounds);
             }
         }
         { /* every round, any step: the host drafter and the library's round calls, per engine */

@@ -749,7 +749,7 @@ class Context:
               "dhs_tail_locations", f"source {source} rows {first_row}..{first_row + n_rows - 1}")
         return out
 
-    def resolve_device(self, group, sel, loc, stream=None):
+    def resolve_device(self, group, sel, loc, stream=None, split=False):
         """dhs_resolve_device: the graph-capturable per-layer resolve of the whole open round
         (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad
         entries and staging exhaustion surface at round_end (docs/API.md, "Device resolver").
@@ -761,7 +761,9 @@ class Context:
         On the CUDA backend both are device arrays (torch CUDA tensors as they are, or any
         __cuda_array_interface__ / DLPack producer); on the CPU backend, numpy arrays (its
         "device" tier is host memory). stream (CUDA only): make it the compute stream first (see
-        CudaBackend.set_stream; do that before a graph capture, not inside it). Returns loc."""
+        CudaBackend.set_stream; do that before a graph capture, not inside it).
+        split=True: dhs_resolve_device_split (overlapped recovery): the rows of the group's sources
+        si >= 1 land only for work issued after source_wait(group, si). Returns loc."""
         if not 0 <= group < len(self._gsrc):
             raise error_for(-7, "dhs_resolve_device", f"group {group}")
         if stream is not None:
@@ -797,9 +799,25 @@ class Context:
             raise ValueError(f"loc: shape {lshape}, expected {(nsrc, c.max_requests, c.k_max, k)} "
                              "([sources of the group][max_requests][k_max][k])")
         I32P = ctypes.POINTER(ctypes.c_int32)
-        check(_lib.dhs_resolve_device(self.handle, int(group), int(k), ctypes.cast(sp, I32P), ctypes.cast(lp, I32P)),
-              "dhs_resolve_device", f"group {group}, k {k}")
+        fn, name = ((_lib.dhs_resolve_device_split, "dhs_resolve_device_split") if split
+                    else (_lib.dhs_resolve_device, "dhs_resolve_device"))
+        check(fn(self.handle, int(group), int(k), ctypes.cast(sp, I32P), ctypes.cast(lp, I32P)), name,
+              f"group {group}, k {k}")
         return loc
+
+    def round_may_miss(self, group=-1):
+        """dhs_round_may_miss: True when a selection of the open round may recover a row from host in
+        `group` (-1: any group); False when every selectable row is direct (nothing will be copied)."""
+        v = _lib.dhs_round_may_miss(self.handle, int(group))
+        if v < 0:
+            check(v, "dhs_round_may_miss", f"group {group}")
+        return bool(v)
+
+    def source_wait(self, group, si):
+        """dhs_source_wait: work issued on the compute stream after this call sees the rows of source
+        si (index within the group, as loc[si]) of the group's last split resolve; si = the last
+        source joins the copy queue (docs/API.md, "Device resolver")."""
+        check(_lib.dhs_source_wait(self.handle, int(group), int(si)), "dhs_source_wait", f"group {group}, source {si}")
 
     def sync(self):
         check(_lib.dhs_sync(self.handle), "dhs_sync")

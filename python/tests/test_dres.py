@@ -37,9 +37,12 @@ def writable_pool(ctx):
     return np.ctypeslib.as_array((ctypes.c_uint8 * (rows * stride)).from_address(p)).reshape(rows, stride)
 
 
-@pytest.mark.parametrize("layout,seed", [("own", 1), ("glm", 2), ("glm", 3)])
-def test_resolve_device_exact_on_cpu(layout, seed):
-    print(f"layout={layout} seed={seed}")
+@pytest.mark.parametrize("layout,seed,split", [("own", 1, False), ("glm", 2, False), ("glm", 3, False),
+                                               ("glm", 4, True), ("own", 5, True)])
+def test_resolve_device_exact_on_cpu(layout, seed, split):
+    """split: resolve_device(split=True) and source_wait before reading each later source; the CPU
+    backend defers those sources' copies until the wait, so stale rows show before it"""
+    print(f"layout={layout} seed={seed} split={split}")
     rng = np.random.default_rng(seed)
     arch = make_arch(layout, RB)
     cfg = dres_config(arch)
@@ -59,7 +62,7 @@ def test_resolve_device_exact_on_cpu(layout, seed):
             uids.append(uid)
         pool = writable_pool(ctx)
         ctx.reset_stats()
-        checked = 0
+        checked = stale_before_wait = 0
         for t in range(1, 25):
             order = list(rng.permutation(len(reqs)))  # round position b != request slot
             rr = [reqs[i] for i in order]
@@ -67,6 +70,7 @@ def test_resolve_device_exact_on_cpu(layout, seed):
             K = [int(rng.integers(1, KMAX + 1)) for _ in rr]
             n = [r.positions for r in rr]
             ctx.round_begin(rr, K)
+            assert ctx.round_may_miss()  # the pressure keeps most history on host
             # the engine writes the block's rows in place at their tail locations
             for b, r in enumerate(rr):
                 for s in range(nsrc_all):
@@ -84,25 +88,31 @@ def test_resolve_device_exact_on_cpu(layout, seed):
                         s_[rng.random(K_SEL) < 0.1] = -1
                         sel[b, j] = s_
                 loc = np.full((len(gsrc[g]), N, KMAX, K_SEL), 777, np.int32)
-                assert ctx.resolve_device(g, sel, loc) is loc
-                for b in range(N):
-                    for j in range(KMAX):
-                        if b >= len(rr) or j >= K[b]:
-                            assert (loc[:, b, j] == -1).all(), f"padding b={b} j={j} not -1"
-                            continue
-                        for i in range(K_SEL):
-                            row = int(sel[b, j, i])
-                            if row < 0:
-                                assert (loc[:, b, j, i] == -1).all()
-                                continue
-                            v = t if row >= n[b] else ver[(uu[b], row)]
-                            for si, s in enumerate(gsrc[g]):
-                                L = int(loc[si, b, j, i])
-                                assert 0 <= L < ctx.pool_rows()
-                                want = row_bytes_of(uu[b], s, [row], [v], RB)[0]
-                                assert np.array_equal(ctx.read_location(s, L), want), \
-                                    f"round {t} group {g} b={b} j={j} row {row} source {s}"
-                                checked += 1
+                assert ctx.resolve_device(g, sel, loc, split=split) is loc
+                for si, s in enumerate(gsrc[g]):
+                    for pass_ in ((0, 1) if split and si > 0 else (1,)):
+                        if pass_ == 1 and split and si > 0:
+                            ctx.source_wait(g, si)
+                        for b in range(N):
+                            for j in range(KMAX):
+                                if b >= len(rr) or j >= K[b]:
+                                    assert (loc[si, b, j] == -1).all(), f"padding b={b} j={j} not -1"
+                                    continue
+                                for i in range(K_SEL):
+                                    row = int(sel[b, j, i])
+                                    if row < 0:
+                                        assert loc[si, b, j, i] == -1
+                                        continue
+                                    v = t if row >= n[b] else ver[(uu[b], row)]
+                                    L = int(loc[si, b, j, i])
+                                    assert 0 <= L < ctx.pool_rows()
+                                    want = row_bytes_of(uu[b], s, [row], [v], RB)[0]
+                                    same = np.array_equal(ctx.read_location(s, L), want)
+                                    if pass_ == 0:  # before the wait: recovered rows not there yet
+                                        stale_before_wait += not same
+                                        continue
+                                    assert same, f"round {t} group {g} b={b} j={j} row {row} source {s}"
+                                    checked += 1
                 ctx.group_done(g)
             acc = [int(rng.integers(0, k)) for k in K]
             ctx.round_end(acc)
@@ -114,6 +124,10 @@ def test_resolve_device_exact_on_cpu(layout, seed):
         st = ctx.stats()
         print(f"checked={checked} misses={st.distinct_misses} calls={st.resolve_calls} entries={st.entries}")
         assert checked > 1000
+        if split and any(len(x) > 1 for x in gsrc):
+            assert stale_before_wait > 0, "split: every later source's rows were in place before its wait"
+        with pytest.raises(dhs.DhsError):
+            ctx.source_wait(G, 0)  # no such group
         assert st.resolve_calls == 24 * G
         assert st.distinct_misses > 0 and st.census_host > 0  # the pressure made it recover from host
         for r in reqs:

@@ -124,6 +124,10 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                         if (!bit_get(gs->host_valid, hp * p + i)) fail(&v, "I1: pending page %lld of request %d lacks host rows", (long long)hp, slot);
             }
             if (held != gs->opt_held) fail(&v, "opt: request %d group %d held %lld counter %lld", slot, g, (long long)held, (long long)gs->opt_held);
+            int64_t ready = 0;
+            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) ready += gs->opt_state[hp] == OPT_READY;
+            if (ready != gs->opt_ready)
+                fail(&v, "opt: request %d group %d ready %lld counter %lld", slot, g, (long long)ready, (long long)gs->opt_ready);
             /* I1: every committed row is ready on the device or has a host copy */
             for (int64_t row = 0; row < gs->hist_rows; row++) {
                 if (row >= gs->tail_lo) break; /* tail rows are ready */

@@ -66,6 +66,7 @@ typedef struct grp_state {
     uint8_t *opt_backing;  /* [n_opt_pages] 1 when a reclaim backup is in flight */
     dhs_ticket *opt_ticket;/* [n_opt_pages] copy or readers ticket */
     int64_t opt_held;      /* pages (per source) held in any non-absent state */
+    int64_t opt_ready;     /* pages in OPT_READY (kept by opt_set) */
     /* staging this round: rows beyond the hot cache, slot_of[row] = B + idx */
     int32_t n_staged;      /* staged rows used this round */
     int32_t n_staged_call; /* n_staged when the current resolve call began */

@@ -42,6 +42,7 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
    host_ensure). */
 static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
 {
+    gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
     gs->opt_state[hp] = (uint8_t)state;
     rq->tables_dirty = 1;
 }
@@ -117,6 +118,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             }
             gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
             gs->n_opt_pages = 0;
+            gs->opt_ready = 0;
         }
         if (nop > 0 && !gs->opt_state) {
             gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);

@@ -81,6 +81,8 @@ struct dhs_ref_engine {
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     dhs_ref_step_times stt; /* device step host times */
     int prof_now;           /* this round is profiled (marks on) */
+    int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
+    int graph_split;        /* the captured graph's split_now */
     double prof_us[DHS_REF_PH_N], prof_wall_s;
     uint64_t prof_rounds, step_calls;
     char err[160];
@@ -709,12 +711,12 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
-            if (ctx && (st = (e->cfg.copy_overlap ? dhs_resolve_device_split : dhs_resolve_device)(
+            if (ctx && (st = (e->split_now ? dhs_resolve_device_split : dhs_resolve_device)(
                             ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
-                set_err(e, e->cfg.copy_overlap ? "dhs_resolve_device_split" : "dhs_resolve_device", st);
+                set_err(e, e->split_now ? "dhs_resolve_device_split" : "dhs_resolve_device", st);
                 return st;
             }
-        } else if (ctx && e->cfg.copy_overlap) {
+        } else if (ctx && e->split_now) {
             /* this source's recovered rows, copied while the group's earlier layers ran; a profiled
                round counts the wait as miss copy */
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_COPY);
@@ -813,8 +815,21 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     const int prof = e->cfg.profile_every > 0 && ++e->step_calls % (uint64_t)e->cfg.profile_every == 0;
     if (prof && (st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
     e->prof_now = prof; /* read by gpu_step_issue and dhs_ref_engine_mark while the step is issued */
+    /* the split resolve only where a copy can happen: its queue's fork and joins cost graph time
+       even when nothing is copied (bench/RESULTS.md run 39) */
+    e->split_now = 0;
+    if (ctx && e->cfg.copy_overlap) {
+        const int mm = dhs_round_may_miss(ctx, -1);
+        if (mm < 0) {
+            set_err(e, "dhs_round_may_miss", (dhs_status)mm);
+            return (dhs_status)mm;
+        }
+        e->split_now = mm;
+    }
     if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
-        if (dhs_ref_gpu_graph_queries(e->gpu) != nq) { /* first round, or the batch size changed */
+        /* first round, the batch size changed, or the split mode did */
+        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now) {
+            e->graph_split = e->split_now;
             if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
             dhs_status is = gpu_step_issue(e);
             st = dhs_ref_gpu_capture_end(e->gpu, is == DHS_OK);
@@ -843,6 +858,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         return DHS_OK;
     }
     e->stt.rounds++;
+    e->stt.split_rounds += (uint64_t)e->split_now;
     if (captured) {
         e->stt.captures++;
         e->stt.capture_s += t3 - t0;

@@ -380,6 +380,7 @@ int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
    that captured a graph (not in the other three) */
 typedef struct dhs_ref_step_times {
     uint64_t rounds, captures;
+    uint64_t split_rounds; /* rounds whose step used the split resolve (copy_overlap, the round may miss) */
     double control_s, launch_s, wait_s, capture_s;
     /* every round (any step, profiled ones too): the host drafter, dhs_round_begin,
        dhs_round_end (hierarchical only) */
