@@ -50,6 +50,13 @@ dhs_status dhs_cuda_set_stream(dhs_backend *be, void *stream);
    gather launch; 0 restores the default (4 per multiprocessor). */
 dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks);
 
+/* Thread blocks (256 threads) of each copy on the split resolve's copy queue
+   (dhs_resolve_device_split); 0 restores the default (one per
+   multiprocessor). Those copies run beside the compute stream's kernels:
+   fewer blocks leave them more of each multiprocessor, and a few dozen
+   already keep enough rows in flight for the link (bench/RESULTS.md). */
+dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks);
+
 /* Profiling hook: fn(user, mark) is called on the host while the device
    resolver issues its kernels on the compute stream, so the caller can record
    a cudaEvent there and time each phase on the device:

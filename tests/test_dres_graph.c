@@ -236,6 +236,11 @@ int main(void)
     }
     if (rc == 0) rc = side_open(&B, &arch, &cfg, (const void *const *)rows);
     CHECK(rc == 0);
+    /* A's split copies with a small grid: each block strides over hundreds of rows */
+    if (rc == 0) {
+        CHECK_ST(dhs_cuda_set_copy_queue_blocks(A.be, -1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_cuda_set_copy_queue_blocks(A.be, 3), DHS_OK);
+    }
     if (rc) return th_summary();
 
     int32_t *sel_h[G_GROUPS], *ws[G_GROUPS];

@@ -154,6 +154,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
+    int32_t copy_queue_blocks;
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
@@ -516,6 +517,8 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
+        A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
+              "cuda: thread blocks of each copy on the split resolve's queue (0: one per multiprocessor)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
                "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
         A_U64("--seed", &o.seed, "model weights, prompts"),
@@ -586,6 +589,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.step = o.step;
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
+    base.copy_queue_blocks = o.copy_queue_blocks;
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -745,6 +749,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddNumberToObject(cf, "copy_queue_blocks", o.copy_queue_blocks);
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);

@@ -41,6 +41,13 @@ dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks)
     return DHS_ERR_UNSUPPORTED;
 }
 
+dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks)
+{
+    (void)be;
+    (void)blocks;
+    return DHS_ERR_UNSUPPORTED;
+}
+
 dhs_status dhs_cuda_set_marker(dhs_backend *be, dhs_cuda_mark_fn fn, void *user)
 {
     (void)be, (void)fn, (void)user;

@@ -681,6 +681,14 @@ dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks)
     return DHS_OK;
 }
 
+dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks)
+{
+    cu_backend *c = cu_check(be);
+    if (!c || blocks < 0) return DHS_ERR_INVALID_ARG;
+    c->split_blocks = blocks ? blocks : c->sms;
+    return DHS_OK;
+}
+
 dhs_status dhs_cuda_set_marker(dhs_backend *be, dhs_cuda_mark_fn fn, void *user)
 {
     cu_backend *c = cu_check(be);

@@ -295,6 +295,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         dhs_cpu_options co = {c.async_delay, c.async_delay > 0, c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
         if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));
+        if (st == DHS_OK && c.cuda && (st = dhs_cuda_set_copy_queue_blocks(be, c.copy_queue_blocks)) != DHS_OK)
+            FAIL("copy queue blocks %d: %s", c.copy_queue_blocks, dhs_status_str(st));
         if (st == DHS_OK) st = dhs_ctx_create(&arch, &r->lib_cfg, be, &ctx);
         if (st != DHS_OK)
             FAIL("cannot create the hierarchy (device budget %.2f MiB): %s", (double)r->lib_cfg.device_bytes / 1048576.0,

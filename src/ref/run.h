@@ -66,6 +66,7 @@ typedef struct dhs_ref_run_cfg {
                                 (docs/MODEL.md "Device step"); not host: needs gpu_model and m = 1
                                 sources, the hierarchy then uses the device resolver (resolver is
                                 overridden), both engines take the step, no trace */
+    int32_t copy_queue_blocks; /* cuda: dhs_cuda_set_copy_queue_blocks (0: the default) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
