@@ -51,10 +51,12 @@ dhs_status dhs_cuda_set_stream(dhs_backend *be, void *stream);
 dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks);
 
 /* Thread blocks (256 threads) of each copy on the split resolve's copy queue
-   (dhs_resolve_device_split); 0 restores the default (one per
-   multiprocessor). Those copies run beside the compute stream's kernels:
-   fewer blocks leave them more of each multiprocessor, and a few dozen
-   already keep enough rows in flight for the link (bench/RESULTS.md). */
+   (dhs_resolve_device_split); 0 restores the default (a quarter of the
+   multiprocessors: 33 on an H200). Those copies run beside the compute
+   stream's kernels: fewer blocks leave them more of each multiprocessor, and
+   a few dozen already keep enough rows in flight for the link (at 100K,
+   C = 20 the step took 60.09 ms with 33 blocks, 66.87 ms with 132;
+   bench/RESULTS.md run 41). */
 dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks);
 
 /* Profiling hook: fn(user, mark) is called on the host while the device

@@ -518,7 +518,7 @@ int cmd_bench_serve(int argc, char **argv)
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
-              "cuda: thread blocks of each copy on the split resolve's queue (0: one per multiprocessor)"),
+              "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
                "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
         A_U64("--seed", &o.seed, "model weights, prompts"),

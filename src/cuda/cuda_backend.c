@@ -98,10 +98,17 @@ typedef struct cu_backend {
     cudaStream_t split;
     cudaEvent_t *split_ev;
     int32_t split_G, split_nsrc;
-    int32_t split_blocks; /* copy grid on the queue: one block per SM leaves room for the compute stream's kernels */
+    int32_t split_blocks; /* copy grid on the queue (split_blocks_default) */
 } cu_backend;
 
 static const dhs_backend_ops cu_ops;
+
+/* The split resolve's queue copies run beside the compute stream's kernels:
+   a quarter of the multiprocessors (33 blocks on an H200) keeps enough rows
+   in flight for the link and leaves the attention the rest. At 100K, C = 20
+   (bench/RESULTS.md run 41) the step took 60.09 ms with 33 blocks against
+   66.87 ms with one per multiprocessor. */
+static int32_t split_blocks_default(int32_t sms) { return sms / 4 > 0 ? sms / 4 : 1; }
 
 static cu_backend *cu_of(dhs_backend *be) { return (cu_backend *)be->impl; }
 
@@ -605,7 +612,7 @@ dhs_status dhs_backend_cuda_create(int device, dhs_backend **out)
     c->sms = sms;
     c->max_blocks = DHS_CU_BLOCKS_PER_SM * sms;
     c->dres_copy_blocks = DHS_CU_BLOCKS_PER_SM * sms;
-    c->split_blocks = sms;
+    c->split_blocks = split_blocks_default(sms);
     c->next_ticket = 1;
 
     cudaError_t e = cudaStreamCreateWithFlags(&c->own_compute, cudaStreamNonBlocking);
@@ -685,7 +692,7 @@ dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks)
 {
     cu_backend *c = cu_check(be);
     if (!c || blocks < 0) return DHS_ERR_INVALID_ARG;
-    c->split_blocks = blocks ? blocks : c->sms;
+    c->split_blocks = blocks ? blocks : split_blocks_default(c->sms);
     return DHS_OK;
 }
 
