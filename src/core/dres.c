@@ -785,6 +785,10 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
     int32_t owner;
     be->ops->copy_sync(be, &owner, d->owner, sizeof owner);
     if (!ctx->round_open && owner != -1) dfail(&v, "device: staging owner %d outside a round", owner);
+    for (int32_t g = 0; g < d->G; g++) /* dhs_round_end joins every split resolve's copy queue */
+        if (d->split[g] && (!ctx->round_open || ctx->grp_nsrc[g] < 2))
+            dfail(&v, "device: group %d has split copies outstanding %s", g,
+                  ctx->round_open ? "with one source" : "outside a round");
     const int32_t B = ctx->cfg.hot_rows;
     for (int32_t g = 0; g < d->G; g++) {
         const dres_state *st = &d->g[g].st;
