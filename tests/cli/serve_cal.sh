@@ -213,7 +213,7 @@ for r in ran:
     assert room >= 0, sp
     if r["mode"] == "fixed":
         assert room < 64 * C, sp  # fixed: hot caches and tails only, no history
-    rs = res_session.get(1)
+    rs = min(res_session.values()) if res_session else None  # one resident session's bytes (any C that ran)
     fits = r["mode"] == "adaptive" and rs is not None and C * rs <= budget
     if fits:
         assert room >= C * r["context"], ("C resident sessions fit the budget: the split holds every prompt", sp)
