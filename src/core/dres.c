@@ -287,8 +287,8 @@ dhs_status dres_create(dhs_ctx *ctx)
 {
     dhs_backend *be = ctx->be;
     const dhs_backend_ops *ops = be->ops;
-    if (!ops->dres_init || !ops->dres_resolve || !ops->dres_wait || !ops->dres_promote || !ops->dres_promote_all || !ops->dres_reset ||
-        !ops->publish)
+    if (!ops->dres_init || !ops->dres_resolve || !ops->dres_wait || !ops->dres_promote || !ops->dres_promote_all ||
+        !ops->dres_reset || !ops->publish)
         return DHS_ERR_UNSUPPORTED;
     const dhs_config *c = &ctx->cfg;
     const int32_t G = ctx->arch.n_groups, N = c->max_requests;
