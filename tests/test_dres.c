@@ -1411,7 +1411,14 @@ static void test_split_resolve(void)
            "stats differ: copied %llu / %llu, misses %llu / %llu", (unsigned long long)sa.host_rows_copied,
            (unsigned long long)sb.host_rows_copied, (unsigned long long)sa.distinct_misses,
            (unsigned long long)sb.distinct_misses);
+    /* destroyed with a round open and a split resolve's copies outstanding: the destroy joins the queue
+       (on CUDA its copies would otherwise still write into freed memory; here ASan watches the deferral) */
+    const long w1 = g_waits;
+    CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
+    for (int i = 0; i < 2 * K; i++) sel[i] = (int32_t)((i * 7) % H);
+    CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
     dhs_ctx_destroy(A);
+    CHECKF(g_waits - w1 == 1, "destroy with a split outstanding: %ld queue joins, want 1", g_waits - w1);
     dhs_ctx_destroy(B);
     counted_backend_destroy(be);
     dhs_backend_destroy(be2);

@@ -330,7 +330,9 @@ nomem:
 void dhs_ctx_destroy(dhs_ctx *ctx)
 {
     if (!ctx) return;
-    /* every reader and copy completes before the memory they touch is freed */
+    /* every reader and copy completes before the memory they touch is freed (a split resolve's
+       queue copies too: joined into the compute stream first) */
+    if (ctx->dres) (void)dres_join_all(ctx);
     dhs_ticket t = 0;
     if (ctx->be->ops->record_readers(ctx->be, &t) == DHS_OK && t) ctx->be->ops->wait(ctx->be, t);
     ctx->round_open = 0; /* dhs_sync refuses an open round in device resolver mode */

@@ -622,12 +622,18 @@ dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
     return s;
 }
 
+dhs_status dres_join_all(dhs_ctx *ctx)
+{
+    dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < ctx->dres->G && s == DHS_OK; g++) s = join(ctx, g);
+    return s;
+}
+
 dhs_status dres_round_end(dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
-    dhs_status s = DHS_OK;
-    for (int32_t g = 0; g < d->G && s == DHS_OK; g++) s = join(ctx, g);
+    dhs_status s = dres_join_all(ctx);
     if (s != DHS_OK) return s;
     /* Promotion of the groups whose last resolve the engine did not follow
        with dhs_group_done (pending stays set across rounds: a graph replays
