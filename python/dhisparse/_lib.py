@@ -261,6 +261,7 @@ dhs_cuda_stream = _fn("dhs_cuda_stream", _P, _BE)
 dhs_cuda_side_stream = _fn("dhs_cuda_side_stream", _P, _BE)
 dhs_cuda_set_stream = _fn("dhs_cuda_set_stream", _S, _BE, _P)
 dhs_cuda_set_gather_blocks = _fn("dhs_cuda_set_gather_blocks", _S, _BE, c_int32)
+dhs_cuda_set_copy_queue_blocks = _fn("dhs_cuda_set_copy_queue_blocks", _S, _BE, c_int32)
 dhs_cuda_last_error = _fn("dhs_cuda_last_error", ctypes.c_int, _BE)
 # typedef void (*dhs_cuda_mark_fn)(void *user, int mark): the profiling hook's callback type
 dhs_cuda_mark_fn = ctypes.CFUNCTYPE(None, _P, ctypes.c_int)

@@ -352,6 +352,10 @@ class CudaBackend(Backend):
     def set_gather_blocks(self, max_blocks):
         check(_lib.dhs_cuda_set_gather_blocks(self.handle, int(max_blocks)), "dhs_cuda_set_gather_blocks")
 
+    def set_copy_queue_blocks(self, blocks):
+        """Thread blocks of each copy on the split resolve's queue (0: the default, a quarter of the SMs)."""
+        check(_lib.dhs_cuda_set_copy_queue_blocks(self.handle, int(blocks)), "dhs_cuda_set_copy_queue_blocks")
+
     def set_marker(self, fn):
         """Profiling hook (docs/CUDA.md): fn(mark) is called on the host while the device resolver issues
         its kernels (mark 1: before the plan kernel, 2: between plan and copy, 3: after); record a CUDA
