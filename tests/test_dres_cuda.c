@@ -537,9 +537,9 @@ static int do_resolve(world *w, int32_t k)
         return -1;
     const dres_round *hrd = (const dres_round *)(w->h + w->off[A_RD]);
     const dres_round *grd = (const dres_round *)(w->g + w->off[A_RD]);
-    dres_cpu_resolve(&w->cst, hrd, k, AP(w, w->h, A_SEL), AP(w, w->h, A_LOC), c->payload, w->cst.nsrc);
+    dres_cpu_resolve(&w->cst, hrd, k, AP(w, w->h, A_SEL), AP(w, w->h, A_LOC), c->payload, 0);
     dhs_status s = DHS_OK;
-    if (g_self) dres_cpu_resolve(&w->gst, grd, k, AP(w, w->g, A_SEL), AP(w, w->g, A_LOC), c->payload, w->gst.nsrc);
+    if (g_self) dres_cpu_resolve(&w->gst, grd, k, AP(w, w->g, A_SEL), AP(w, w->g, A_LOC), c->payload, 0);
     else s = w->be->ops->dres_resolve(w->be, &w->gst, grd, k, AP(w, w->g, A_SEL), AP(w, w->g, A_LOC), c->payload, 0);
     CHECK_ST(s, DHS_OK);
     w->calls++;

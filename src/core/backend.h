@@ -51,7 +51,7 @@ typedef struct dhs_backend_ops {
     /* readies the split resolve for G groups of up to nsrc sources each
        (dres_create, outside any round; may be called again, grows only) */
     dhs_status (*dres_init)(dhs_backend *be, int32_t G, int32_t nsrc);
-    /* split (payload, nsrc > 1): source 0's rows are copied on the compute
+    /* split (the core sets it only with payload and nsrc > 1): source 0's rows are copied on the compute
        stream; sources 1..nsrc-1 follow one by one on the backend's copy queue
        (CUDA: forked from the compute stream after source 0's copy; CPU:
        deferred until dres_wait), each made visible to the compute stream by

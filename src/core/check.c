@@ -110,10 +110,11 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
                          (long long)(gs->src[si].written_hi - gs->tail_lo), c->tail_rows);
             /* optional pages */
-            int64_t held = 0;
+            int64_t held = 0, ready = 0;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
                 int st = gs->opt_state[hp];
                 if (st != OPT_ABSENT) held++;
+                ready += st == OPT_READY;
                 for (int32_t si = 0; si < nsrc; si++) {
                     int32_t pg = gs->src[si].opt_pages[hp];
                     if ((st == OPT_ABSENT) != (pg < 0)) fail(&v, "opt: request %d page %lld state %d phys %d", slot, (long long)hp, st, pg);
@@ -124,8 +125,6 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                         if (!bit_get(gs->host_valid, hp * p + i)) fail(&v, "I1: pending page %lld of request %d lacks host rows", (long long)hp, slot);
             }
             if (held != gs->opt_held) fail(&v, "opt: request %d group %d held %lld counter %lld", slot, g, (long long)held, (long long)gs->opt_held);
-            int64_t ready = 0;
-            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) ready += gs->opt_state[hp] == OPT_READY;
             if (ready != gs->opt_ready)
                 fail(&v, "opt: request %d group %d ready %lld counter %lld", slot, g, (long long)ready, (long long)gs->opt_ready);
             /* I1: every committed row is ready on the device or has a host copy */

@@ -65,7 +65,7 @@ void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si
 }
 
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
-                      int payload, int32_t copy_srcs)
+                      int payload, int split)
 {
     const int32_t N = st->N, B = st->B, nsrc = st->nsrc, KK = st->k_max;
     const int64_t per_slot = (int64_t)st->k_max * st->max_k;
@@ -186,11 +186,8 @@ void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, con
             if (c >= 0 && DRES_KIND(c) != DRES_K_BAD) st->stats[DRES_S_ENTRIES]++;
         }
     }
-    if (!payload) return;
-    if (copy_srcs >= nsrc)
-        for (int32_t b = 0; b < rd->n_round; b++) copy_pairs(st, dres_rd_slot(rd, b), -1);
-    else
-        for (int32_t si = 0; si < copy_srcs; si++) dres_cpu_copy_source(st, rd, si);
+    if (payload)
+        for (int32_t b = 0; b < rd->n_round; b++) copy_pairs(st, dres_rd_slot(rd, b), split ? 0 : -1);
 }
 
 void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload)

@@ -244,11 +244,11 @@ DHS_HD int32_t dres_sweep_window(uint32_t elig, int32_t width, int32_t need, int
 }
 
 /* The CPU specification (dres_cpu.c); the CUDA kernels mirror it.
-   copy_srcs: the sources whose recovered rows the call copies (st->nsrc: all;
-   1: source 0 only, the split resolve; the others follow with
-   dres_cpu_copy_source). The copy list is pair miss * nsrc + si either way. */
+   split: the call copies source 0's recovered rows only, the others follow
+   with dres_cpu_copy_source (the split resolve); 0: every source's. The copy
+   list is pair miss * nsrc + si either way. */
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
-                      int payload, int32_t copy_srcs);
+                      int payload, int split);
 /* copies source si's pairs of the last resolve of every request of the round */
 void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si);
 void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload);

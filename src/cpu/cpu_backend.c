@@ -189,11 +189,10 @@ static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const 
 {
     cpu_impl *c = be->impl;
     const int32_t g = st->group;
-    split = split && payload && st->nsrc > 1;
     if (split && (g < 0 || g >= c->n_split)) return DHS_ERR_STATE; /* no dres_init for it */
     /* split: sources 1.. wait for dres_wait, so an engine that reads a
        source without waiting for it reads stale rows here too */
-    dres_cpu_resolve(st, rd, k, sel, loc, payload, split ? 1 : st->nsrc);
+    dres_cpu_resolve(st, rd, k, sel, loc, payload, split);
     if (g >= 0 && g < c->n_split) c->split_next[g] = split ? 1 : st->nsrc;
     return DHS_OK;
 }

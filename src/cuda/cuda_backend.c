@@ -413,8 +413,6 @@ static void cu_tick(dhs_backend *be) { (void)be; }
 
 /* ------------------------------------------------- device resolver (dres.cu) */
 
-/* All on the compute stream, fixed grids, no host sync, no allocation: a
-   call can be captured into a CUDA graph. */
 /* events of the split queue for G groups of up to nsrc sources (grows;
    outside a round, so never inside a capture) */
 static dhs_status cu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
@@ -446,12 +444,13 @@ static dhs_status cu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
     return DHS_OK;
 }
 
+/* All on the compute stream (and, split, the copy queue), fixed grids, no host
+   sync, no allocation: a call can be captured into a CUDA graph. */
 static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
                                   const int32_t *sel, int32_t *loc, int payload, int split)
 {
     cu_backend *c = cu_of(be);
     if (!st || !rd || !sel || !loc || k <= 0 || k > st->max_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
-    split = split && payload && st->nsrc > 1;
     if (split && (st->group < 0 || st->group >= c->split_G || st->nsrc > c->split_nsrc)) return DHS_ERR_STATE;
     dhs_status s = cu_enter(c);
     if (s != DHS_OK) return s;

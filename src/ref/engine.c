@@ -594,18 +594,6 @@ static int32_t src_in_group(const dhs_ref_model *m, const dhs_ref_layer_info *li
     return si;
 }
 
-/* 1 when some layer group has several sources (FOLLOW layers): only then can a resolve be split */
-static int layers_share_groups(const dhs_ref_model *m)
-{
-    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
-    for (int32_t l = 0; l < c->n_layers; l++) {
-        int32_t nsrc;
-        (void)dhs_ref_group_sources(m, dhs_ref_layer(m, l)->group, &nsrc);
-        if (nsrc > 1) return 1;
-    }
-    return 0;
-}
-
 /* the target pass on the GPU (ref/gpu.h); same library calls as the CPU pass */
 static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
 {
@@ -830,7 +818,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     /* the split resolve only where a copy can happen: its queue's fork and joins cost graph time
        even when nothing is copied (bench/RESULTS.md run 39) */
     e->split_now = 0;
-    if (ctx && e->cfg.copy_overlap && layers_share_groups(m)) { /* one source per group: nothing to split */
+    if (ctx && e->cfg.copy_overlap && e->nsrc_max > 1) { /* one source per group: nothing to split */
         const int mm = dhs_round_may_miss(ctx, -1);
         if (mm < 0) {
             set_err(e, "dhs_round_may_miss", (dhs_status)mm);
