@@ -353,7 +353,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    max_k (DHS_ERR_INVALID_ARG / DHS_ERR_K_TOO_LARGE), sel and loc non-NULL
    (DHS_ERR_INVALID_ARG) and 4-byte aligned (DHS_ERR_MISALIGNED); host
    resolver mode: DHS_ERR_STATE. Entries are checked on the device: a bad
-   entry (< -1: DHS_ERR_ROW_RANGE; not visible to its query:
+   entry (< -1: DHS_ERR_ROW_RANGE; not visible to its query, however large:
    DHS_ERR_NOT_VISIBLE) and a miss that finds no staging row
    (DHS_ERR_STAGING) yield -1 in every source's location and set the
    context's error word (the first error wins); the other entries are
@@ -383,7 +383,8 @@ dhs_status dhs_resolve_device_split(dhs_ctx *ctx, int32_t group, int32_t k, cons
 
 /* Makes the rows of source si (0 <= si < sources of the group, as in loc[si]
    of dhs_resolve_device) of the group's last dhs_resolve_device_split
-   visible to compute-stream work issued after this call; si = the last
+   visible to compute-stream work issued after this call, and those of every
+   source below si too (the queue copies sources in order); si = the last
    source also joins the copy queue. Host call, no synchronisation,
    capturable; a no-op for si = 0 or when the group has no outstanding split
    resolve. DHS_ERR_UNKNOWN_SOURCE (group or si out of range),
@@ -396,7 +397,9 @@ dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si);
    synchronisation, nothing copied. The rows count as written (as with
    dhs_write_rows) for validation and for the commit at dhs_round_end: the
    engine must have written them before the round ends. Same checks as
-   dhs_write_rows (request, source, round, range of the block's rows). */
+   dhs_write_rows, one rule for both (request, source, round, then
+   DHS_ERR_ROW_RANGE for a range outside the block or starting after the
+   source's first row not written yet, for any int64 first_row). */
 dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows,
                               int32_t *loc);
 

@@ -1436,6 +1436,177 @@ static void test_split_resolve(void)
     dhs_backend_destroy(be2);
 }
 
+/* sequences 1-3 of an outside black-box test of the device-resolver mode (tests/test_dres_seq.h) on
+   the CPU backend, whose pool is host memory; sequence 4 below: two contexts on one CPU backend keep
+   their own split-resolve state (a context's deferred copies are not lost when another context
+   resolves the same group in between) */
+static void cpu_write_loc(dhs_ctx *ctx, int32_t src, int32_t loc, const uint8_t *row64)
+{
+    memcpy((uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)loc * dhs_pool_row_stride(ctx), row64, 64);
+}
+
+/* the CPU backend's "device" buffers are host memory */
+static dhs_status seq_device_alloc(int32_t **sel, int32_t **loc)
+{
+    *sel = malloc(sizeof(int32_t) * 2 * 4 * 8);
+    *loc = malloc(sizeof(int32_t) * 2 * 4 * 8);
+    return *sel && *loc ? DHS_OK : DHS_ERR_NOMEM;
+}
+static void seq_device_free(int32_t *sel, int32_t *loc)
+{
+    free(sel);
+    free(loc);
+}
+static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const int32_t *hsel, int32_t *sel, int32_t *loc,
+                                     int32_t *hloc)
+{
+    memcpy(sel, hsel, sizeof(int32_t) * 2 * 4 * 8);
+    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc);
+    memcpy(hloc, loc, sizeof(int32_t) * 2 * 4 * 8);
+    return s;
+}
+
+#include "test_dres_seq.h"
+
+static void tail_block(dhs_ctx *ctx, dhs_req r, int32_t src, int64_t first, int32_t n, uint64_t uid, uint32_t ver)
+{
+    seq_tail_block(ctx, cpu_write_loc, r, src, first, n, uid, ver);
+}
+
+static void test_device_sequences(void)
+{
+    dhs_arch a;
+    dhs_config c;
+    dhs_backend *be = NULL;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    if (!be) return;
+    test_device_sequences_on(be, cpu_write_loc);
+    dhs_backend_destroy(be);
+    enum { H = 40 };
+    int32_t sel[2 * 4 * 8];
+    uint8_t *rows;
+    /* 4: contexts A and B on one CPU backend, the same split architecture */
+    split_arch(&a, &c);
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    dhs_ctx *A = NULL, *B = NULL;
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &A), DHS_OK);
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &B), DHS_OK);
+    if (!A || !B) return;
+    rows = aligned_alloc(64, (size_t)4 * H * 64);
+    const void *rp4[4];
+    dhs_req ra[2], rb[2];
+    const uint64_t uid[2] = {1, 2};
+    for (int q = 0; q < 2; q++) {
+        for (int src = 0; src < 4; src++) {
+            rp4[src] = rows + (size_t)src * H * 64;
+            for (int row = 0; row < H; row++) th_fill_row(rows + ((size_t)src * H + row) * 64, 64, uid[q], src, row, 0);
+        }
+        CHECK_ST(dhs_request_open(A, 100, &ra[q]), DHS_OK);
+        CHECK_ST(dhs_request_open(B, 100, &rb[q]), DHS_OK);
+        CHECK_ST(dhs_request_import(A, ra[q], H, rp4, DHS_IMPORT_HOST), DHS_OK);
+        CHECK_ST(dhs_request_import(B, rb[q], H, rp4, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t Ks[2] = {1, 1}, accs[2] = {0, 0}, la[3 * 2 * 8], lb[3 * 2 * 8];
+    CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
+    CHECK_ST(dhs_round_begin(B, 2, rb, Ks), DHS_OK);
+    for (int q = 0; q < 2; q++)
+        for (int src = 0; src < 4; src++) {
+            tail_block(A, ra[q], src, H, 1, uid[q], 0);
+            tail_block(B, rb[q], src, H, 1, uid[q], 0);
+        }
+    for (int q = 0; q < 2; q++)
+        for (int i = 0; i < 8; i++) sel[q * 8 + i] = 2 * i + q; /* 8 distinct host rows each: 16 misses */
+    dhs_stats s0, s1;
+    dhs_get_stats(A, &s0);
+    CHECK_ST(dhs_resolve_device_split(A, 0, 8, sel, la), DHS_OK);
+    dhs_get_stats(A, &s1);
+    CHECKF(s1.distinct_misses - s0.distinct_misses == 16, "%llu misses, want 16",
+           (unsigned long long)(s1.distinct_misses - s0.distinct_misses));
+    CHECK_ST(dhs_resolve_device(B, 0, 8, sel, lb), DHS_OK); /* B, same backend, same group */
+    CHECK_ST(dhs_source_wait(A, 0, 1), DHS_OK);
+    CHECKF(stale_rows(A, la, sel, 2, 2, 8, 1, 1, uid) == 0, "A's source 1: %d rows not copied after its wait",
+           stale_rows(A, la, sel, 2, 2, 8, 1, 1, uid));
+    CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
+    CHECKF(stale_rows(A, la, sel, 2, 2, 8, 2, 2, uid) == 0, "A's source 2 not copied after its wait");
+    for (int si = 0; si < 3; si++)
+        CHECKF(stale_rows(B, lb, sel, 2, 2, 8, si, si, uid) == 0, "B's source %d stale", si);
+    CHECK_ST(dhs_round_end(A, accs), DHS_OK);
+    CHECK_ST(dhs_round_end(B, accs), DHS_OK);
+    CHECK_INV(A);
+    CHECK_INV(B);
+    /* the next round serves A's hot rows from its cache: they hold what was written */
+    CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
+    for (int q = 0; q < 2; q++)
+        for (int src = 0; src < 4; src++) tail_block(A, ra[q], src, H + 1, 1, uid[q], 0);
+    CHECK_ST(dhs_resolve_device(A, 0, 8, sel, la), DHS_OK);
+    for (int si = 0; si < 3; si++)
+        CHECKF(stale_rows(A, la, sel, 2, 2, 8, si, si, uid) == 0, "A's source %d serves rows it never got", si);
+    CHECK_ST(dhs_round_end(A, accs), DHS_OK);
+    dhs_ctx_destroy(B); /* B's cursors go with it; A's stay */
+    CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
+    for (int q = 0; q < 2; q++)
+        for (int src = 0; src < 4; src++) tail_block(A, ra[q], src, H + 2, 1, uid[q], 0);
+    for (int i = 0; i < 16; i++) sel[i] = (int32_t)(17 + i);
+    CHECK_ST(dhs_resolve_device_split(A, 0, 8, sel, la), DHS_OK);
+    CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
+    for (int si = 0; si < 3; si++) CHECKF(stale_rows(A, la, sel, 2, 2, 8, si, si, uid) == 0, "A after B's destroy: source %d", si);
+    CHECK_ST(dhs_round_end(A, accs), DHS_OK);
+    CHECK_INV(A);
+    dhs_ctx_destroy(A);
+    dhs_backend_destroy(be);
+    free(rows);
+}
+
+/* which status a device call answers when it has several problems (docs/API.md §12): the mode, then
+   the group or source, then the round, then k and the buffers, then alignment, then the rows */
+static void test_device_precedence(void)
+{
+    dhs_arch a;
+    dhs_config c;
+    two_groups(&a, &c, 2, 2, 8);
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL, *hctx = NULL;
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+    c.resolver = DHS_RESOLVER_HOST;
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &hctx), DHS_OK);
+    if (!ctx || !hctx) return;
+    int32_t buf[64], *mis = (int32_t *)((uint8_t *)buf + 2);
+    /* host resolver mode first of all, even with a bad group, outside a round */
+    CHECK_ST(dhs_resolve_device(hctx, 9, 0, NULL, NULL), DHS_ERR_STATE);
+    CHECK_ST(dhs_resolve_device_split(hctx, 9, 0, NULL, NULL), DHS_ERR_STATE);
+    CHECK_ST(dhs_source_wait(hctx, 9, 9), DHS_ERR_STATE);
+    /* then the group, then the round */
+    CHECK_ST(dhs_resolve_device(ctx, 9, 0, NULL, NULL), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK_ST(dhs_source_wait(ctx, 0, 5), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, NULL), DHS_ERR_NOT_IN_ROUND);
+    CHECK_ST(dhs_source_wait(ctx, 0, 0), DHS_ERR_NOT_IN_ROUND);
+    dhs_req r;
+    CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
+    CHECK_ST(dhs_request_import(ctx, r, 0, NULL, DHS_IMPORT_HOST), DHS_OK);
+    CHECK_ST(dhs_tail_locations(ctx, r, 7, -5, -1, mis), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, -1, mis), DHS_ERR_NOT_IN_ROUND);
+    int32_t K = 2;
+    CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+    /* then k and the buffers, then alignment */
+    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, mis), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 9, NULL, mis), DHS_ERR_K_TOO_LARGE);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, mis), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis), DHS_ERR_MISALIGNED);
+    /* tail locations: the count and buffer, alignment, then the rows, then the ring */
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, -1, mis), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, 1, NULL), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, 1, mis), DHS_ERR_MISALIGNED);
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, 1, buf), DHS_ERR_ROW_RANGE);
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, 1, 1, buf), DHS_ERR_ROW_RANGE); /* a gap at row 0 */
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, 0, 3, buf), DHS_ERR_ROW_RANGE); /* past the block */
+    CHECK_ST(dhs_tail_locations(ctx, r, 0, 0, 2, buf), DHS_OK);
+    CHECK_INV(ctx);
+    dhs_ctx_destroy(ctx);
+    dhs_ctx_destroy(hctx);
+    dhs_backend_destroy(be);
+}
+
 /* dhs_round_may_miss: 0 exactly while every row a query can select is direct (the imported history in
    ready optional pages, the rest in the tail ring), and then a resolve of every visible row copies nothing;
    1 once the ring has let decoded rows go (or the history stays on host), and then rows are recovered */
@@ -1607,6 +1778,8 @@ int main(void)
     test_round_end_pending();
     test_import_pinning();
     test_split_resolve();
+    test_device_sequences();
+    test_device_precedence();
     test_round_may_miss();
     test_verify();
     return th_summary();

@@ -543,6 +543,15 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
     dhs_status s = join(ctx, g);
     if (s == DHS_OK) s = be_copy_sync(be, d->sel, d->sel_h, sizeof(int32_t) * (size_t)(nb * per));
     if (s != DHS_OK) return s;
+    /* The round's error word may already hold a device call's error, kept for dhs_round_end. This call
+       answers only for its own entries: set the word aside (the plan records only the first error of a
+       clear word), read this call's error after it, and put the earlier one back for dhs_round_end */
+    if ((s = dsync(ctx)) != DHS_OK) return s;
+    const int32_t earlier = d->word_h[0];
+    if (earlier != 0) {
+        d->word_h[0] = 0;
+        if ((s = be->ops->copy_sync(be, d->err, &d->word_h[0], sizeof(int32_t))) != DHS_OK) return s;
+    }
     d->pending[g] = 1;
     s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free, 0);
     /* read-back in one copy through the backend directly (not
@@ -556,14 +565,13 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
             memcpy(items[it].loc + si * nent, d->loc_h + ((int64_t)si * N + b) * per, sizeof(int32_t) * (size_t)nent);
     }
     if (s == DHS_OK) s = dsync(ctx);
-    if (s == DHS_OK && d->word_h[0] != 0) {
-        /* the host validated every entry: only staging can fail here */
-        s = (dhs_status)(-d->word_h[0]);
-        d->word_h[0] = 0;
-        dhs_status s2 = be->ops->copy_sync(be, d->err, &d->word_h[0], sizeof(int32_t));
-        if (s2 != DHS_OK) return s2;
-    }
-    return s;
+    if (s == DHS_OK && d->word_h[0] != 0) s = (dhs_status)(-d->word_h[0]); /* the host validated every
+                                                                               entry: only staging fails here */
+    if (s == DHS_OK && d->word_h[0] == 0 && earlier == 0) return DHS_OK;
+    /* the word goes back to what the round's device calls recorded (also after a failed call) */
+    d->word_h[0] = earlier;
+    dhs_status s2 = be->ops->copy_sync(be, d->err, &d->word_h[0], sizeof(int32_t));
+    return s != DHS_OK ? s : s2;
 }
 
 static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
@@ -665,13 +673,12 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
     if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
     if (n_rows < 0 || (n_rows > 0 && !loc)) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    /* the rows dhs_write_rows would take: in the block, no gap before first_row, room in the ring */
+    dhs_status bs = block_rows_check(ctx, rq, source, first_row, n_rows);
+    if (bs != DHS_OK) return bs;
     const int32_t g = ctx->arch.sources[source].group;
     grp_state *gs = &rq->g[g];
-    const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
-    if (first_row < gs->hist_rows || first_row + n_rows > hi) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
-    /* dhs_round_begin made room for the whole block (tail_room): never here */
-    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
     const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
     const int32_t p = c->page_rows;
     for (int32_t i = 0; i < n_rows; i++) {

@@ -154,8 +154,11 @@ typedef struct dres_state {
 DHS_HD int32_t dres_validate(int64_t s, int64_t m, int64_t n, int32_t j, int64_t max_rows)
 {
     if (s == -1) return 1;
-    if (s < 0 || s >= max_rows) return 8;          /* DHS_ERR_ROW_RANGE */
+    if (s < 0) return 8;                           /* DHS_ERR_ROW_RANGE */
+    /* as the host resolver: a row >= 0 the query cannot see is NOT_VISIBLE, however large (s is an
+       int32 selection and m small: no overflow) */
     if ((s + 1) * m > n + j + 1) return 9;         /* DHS_ERR_NOT_VISIBLE */
+    if (s >= max_rows) return 8;                   /* never: n + j < max_rows * m (the slot_of bound) */
     return 0;
 }
 

@@ -203,6 +203,12 @@ dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n);
 
 /* request.c: handle lookup (NULL + *err on a bad handle), per-request state release */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+/* The rows [first_row, first_row + n_rows) of a source that dhs_write_rows and dhs_tail_locations may
+   hand to the engine in this round (one rule for both): DHS_ERR_ROW_RANGE unless the range lies in the
+   block (from the committed complete rows to the block's end) and starts no later than the source's
+   first row not written yet (no gap of unwritten rows), for any int64 first_row without overflow;
+   DHS_ERR_STATE when the tail ring cannot take it (dhs_round_begin made room: never). */
+dhs_status block_rows_check(const dhs_ctx *ctx, const request *rq, int32_t source, int64_t first_row, int32_t n_rows);
 void request_free_all(dhs_ctx *ctx, request *rq);
 
 /* residency.c: admission, reclaim, repopulation, tail backups (+ dhs_request_import) */

@@ -206,6 +206,29 @@ dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
 }
 
 /* ------------------------------------------------------------- tail writes */
+dhs_status block_rows_check(const dhs_ctx *ctx, const request *rq, int32_t source, int64_t first_row, int32_t n_rows)
+{
+    const int32_t g = ctx->arch.sources[source].group;
+    const grp_state *gs = &rq->g[g];
+    const int64_t m = ctx->grp_m[g];
+    const int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
+    /* compared without forming first_row + n_rows: any int64 first_row and
+       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
+    if (n_rows < 0 || first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
+    /* no gap: written_hi is a high-water mark, so a range starting past the
+       first unwritten row would make the rows before it count as written
+       (resolvable, committed) with bytes nobody wrote */
+    if (first_row > gs->src[ctx->src_grp_idx[source]].written_hi) return DHS_ERR_ROW_RANGE;
+    /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
+       their host copy and rows handed out as tail locations this round are
+       all >= tail_lo, which stays put for the whole round. dhs_round_begin
+       made the block's end fit (it waits for the backup when needed), so
+       this never fires; it guards the ring, and never moves tail_lo. Both
+       sides are small here (first_row <= hi). */
+    if (first_row + n_rows - gs->tail_lo > ctx->cfg.tail_rows) return DHS_ERR_STATE;
+    return DHS_OK;
+}
+
 dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, const void *data)
 {
     dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
@@ -218,24 +241,11 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
         if (!data && n_rows > 0) return DHS_ERR_INVALID_ARG;
         if ((uintptr_t)data % DHS_ALIGN) return DHS_ERR_MISALIGNED;
     }
+    dhs_status bs = block_rows_check(ctx, rq, source, first_row, n_rows);
+    if (bs != DHS_OK) return bs;
     int32_t g = ctx->arch.sources[source].group;
     grp_state *gs = &rq->g[g];
-    int64_t m = ctx->grp_m[g];
-    int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
-    /* compared without forming first_row + n_rows: any int64 first_row and
-       int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
-    if (first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
-    /* no gap: written_hi is a high-water mark, so a write starting past the
-       first unwritten row would make the rows before it count as written
-       (resolvable, committed) with bytes nobody wrote */
-    if (first_row > gs->src[ctx->src_grp_idx[source]].written_hi) return DHS_ERR_ROW_RANGE;
     const dhs_config *c = &ctx->cfg;
-    /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
-       their host copy and rows handed out as tail locations this round are
-       all >= tail_lo, which stays put for the whole round. dhs_round_begin
-       made the block's end fit (it waits for the backup when needed), so
-       this never fires; it guards the ring, and never moves tail_lo. */
-    if (first_row + n_rows - gs->tail_lo > c->tail_rows) return DHS_ERR_STATE;
     int32_t si = ctx->src_grp_idx[source];
     uint32_t rb = ctx->arch.sources[source].row_bytes;
     /* one copy per run of rows inside one tail page (dense rows) */

@@ -26,10 +26,23 @@ typedef struct cpu_impl {
     int64_t n_ops, cap_ops;
     void **dst;      /* scratch: destinations of one gather */
     int64_t cap_dst;
-    int32_t *split_next; /* [n_split] per group: first source whose copies of the last split resolve are
-                            still deferred (nsrc: none) */
-    int32_t n_split;
+    /* deferred copies of split resolves, one cursor per (context, group): keyed by the group's device
+       state (its stats counters, an address inside that context's device allocation), so contexts
+       sharing this backend keep their own; an entry is made by a split resolve and dropped when the
+       memory of its key is freed */
+    struct split_cur {
+        const void *key;
+        int32_t next; /* first source whose copies are still deferred (nsrc: none) */
+    } *split;
+    int32_t n_split, cap_split;
 } cpu_impl;
+
+static struct split_cur *split_find(cpu_impl *c, const void *key)
+{
+    for (int32_t i = 0; i < c->n_split; i++)
+        if (c->split[i].key == key) return &c->split[i];
+    return NULL;
+}
 
 static dhs_status cpu_dev_alloc(dhs_backend *be, size_t bytes, void **out)
 {
@@ -44,8 +57,13 @@ static dhs_status cpu_dev_alloc(dhs_backend *be, size_t bytes, void **out)
 
 static void cpu_free(dhs_backend *be, void *p, size_t bytes)
 {
-    (void)be;
-    (void)bytes;
+    cpu_impl *c = be->impl;
+    /* the split cursors of a context's groups go with its device state */
+    for (int32_t i = 0; p && i < c->n_split;)
+        if ((const uint8_t *)c->split[i].key >= (const uint8_t *)p && (const uint8_t *)c->split[i].key < (const uint8_t *)p + bytes)
+            c->split[i] = c->split[--c->n_split];
+        else
+            i++;
     free(p);
 }
 
@@ -188,35 +206,38 @@ static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const 
                                    const int32_t *sel, int32_t *loc, int payload, int split)
 {
     cpu_impl *c = be->impl;
-    const int32_t g = st->group;
-    if (split && (g < 0 || g >= c->n_split)) return DHS_ERR_STATE; /* no dres_init for it */
+    struct split_cur *cur = split_find(c, st->stats);
+    if (split && !cur) { /* room first: a failure changes nothing */
+        if (c->n_split == c->cap_split) {
+            int32_t cap = c->cap_split ? 2 * c->cap_split : 16;
+            struct split_cur *p = realloc(c->split, sizeof *p * (size_t)cap);
+            if (!p) return DHS_ERR_NOMEM;
+            c->split = p;
+            c->cap_split = cap;
+        }
+        cur = &c->split[c->n_split++];
+        cur->key = st->stats;
+    }
     /* split: sources 1.. wait for dres_wait, so an engine that reads a
        source without waiting for it reads stale rows here too */
     dres_cpu_resolve(st, rd, k, sel, loc, payload, split);
-    if (g >= 0 && g < c->n_split) c->split_next[g] = split ? 1 : st->nsrc;
+    if (cur) cur->next = split ? 1 : st->nsrc;
     return DHS_OK;
 }
 
 static dhs_status cpu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
 {
-    cpu_impl *c = be->impl;
-    if (G <= 0 || nsrc <= 0) return DHS_ERR_INVALID_ARG;
-    if (G <= c->n_split) return DHS_OK;
-    int32_t *p = realloc(c->split_next, sizeof(int32_t) * (size_t)G);
-    if (!p) return DHS_ERR_NOMEM;
-    for (int32_t i = c->n_split; i < G; i++) p[i] = INT32_MAX; /* nothing deferred */
-    c->split_next = p;
-    c->n_split = G;
-    return DHS_OK;
+    (void)be;
+    return G <= 0 || nsrc <= 0 ? DHS_ERR_INVALID_ARG : DHS_OK;
 }
 
 static dhs_status cpu_dres_wait(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si)
 {
     cpu_impl *c = be->impl;
-    const int32_t g = st->group;
     if (si < 0 || si >= st->nsrc) return DHS_ERR_INVALID_ARG;
-    if (g < 0 || g >= c->n_split) return DHS_OK;
-    for (; c->split_next[g] <= si; c->split_next[g]++) dres_cpu_copy_source(st, rd, c->split_next[g]);
+    struct split_cur *cur = split_find(c, st->stats);
+    if (!cur) return DHS_OK; /* this context's group never split: nothing deferred */
+    for (; cur->next <= si; cur->next++) dres_cpu_copy_source(st, rd, cur->next);
     return DHS_OK;
 }
 
@@ -262,7 +283,7 @@ static void cpu_destroy(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
     while (c->n_ops) exec_at(c, 0);
-    free(c->split_next);
+    free(c->split);
     free(c->ops);
     free(c->dst);
     free(c);
