@@ -130,6 +130,10 @@ typedef struct {
     uint64_t inj0;
     fz_snap snap;
     int32_t *loc2; /* twin locations */
+    /* device resolver: the round's error word as the model predicts it (the first bad entry of the first
+       device call that had one; 0: none), and whether a device call of the round could have run out of
+       staging (then the word may hold DHS_ERR_STAGING instead) */
+    int dword, dword_staging;
 } fz;
 
 /* ------------------------------------------------------------------ failing */
@@ -531,6 +535,8 @@ static void op_round_begin(fz *F, int clean)
         F->round_open = 1;
         F->nround = nn;
         F->nlive = 0;
+        F->dword = 0;
+        F->dword_staging = 0;
         for (int32_t i = 0; i < nn; i++) {
             fz_req *r = &F->rq[slots[i]];
             F->round_slot[i] = slots[i];
@@ -575,6 +581,182 @@ static void do_write(fz *F, int slot, dhs_req h, int32_t src, int64_t lo, int32_
         if (!is_fault(s)) return;
         disarm(F);
     }
+}
+
+static int32_t pick_row(fz *F, const fz_req *r, int32_t g, int32_t j, const int32_t *prev, int32_t nprev);
+
+/* dhs_tail_locations: dhs_write_rows's rule without the data; the engine then writes the rows in place
+   (the CPU backend's pool is host memory). Gaps, extreme first rows, bad counts, NULL and misaligned
+   buffers, bad handles and sources, outside a round. */
+static void op_tail(fz *F)
+{
+    F->what = "tail_locations";
+    int slot, herr;
+    dhs_req h = pick_handle(F, &slot, &herr);
+    uint32_t b = u8(F), d = u8(F);
+    int32_t src = (int32_t)(b % (uint32_t)F->ns);
+    int want = herr ? herr : EXPECT_OK;
+    int64_t lo = 0;
+    int32_t nr = 0;
+    static int32_t locbuf[40];
+    int32_t *lp = locbuf;
+    if (want == EXPECT_OK && (!F->round_open || !F->rq[slot].in_round)) want = DHS_ERR_NOT_IN_ROUND;
+    if (slot >= 0) {
+        const fz_req *r = &F->rq[slot];
+        int64_t m = F->arch.sources[src].m;
+        int64_t hist = r->n / m, hi = (r->n + (r->in_round ? r->K : 1) + m - 1) / m;
+        lo = hist + below(F, hi - hist);
+        nr = (int32_t)(1 + below(F, hi - lo));
+        if ((b >> 2) % 4 == 0) { lo = hist; nr = (int32_t)(hi - hist); }
+        if ((b >> 4) % 8 == 0) nr = 0;
+        int sv = want; /* order: handle, source, round, n_rows and buffer, alignment, range */
+        switch (d % 16) {
+        case 0: src = -1 - (int32_t)(d / 16); want = herr ? herr : DHS_ERR_UNKNOWN_SOURCE; break;
+        case 1: src = F->ns; want = herr ? herr : DHS_ERR_UNKNOWN_SOURCE; break;
+        case 2: nr = -1 - (int32_t)(d / 16); if (sv == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
+        case 3: lp = NULL; if (nr == 0) nr = 1; if (sv == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
+        case 4: lp = (int32_t *)((uint8_t *)locbuf + 2); if (sv == EXPECT_OK) want = DHS_ERR_MISALIGNED; break;
+        case 5: if (hist > 0) { lo = hist - 1; if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; } break;
+        case 6: nr = (int32_t)(hi - lo + 1); if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
+        case 7: lo = INT64_MAX - (int64_t)(d / 16 % 4); nr = 1 + (int32_t)(d / 64); if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
+        case 8: lo = INT64_MIN + (int64_t)(d / 16 % 2); nr = (int32_t)(d / 32 % 3); if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
+        case 9: nr = INT32_MAX; if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
+        case 10: lo = hi + 1 + (int64_t)(d / 16); nr = (int32_t)(d / 128); if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE; break;
+        case 11: case 12: /* a gap */
+            lo = r->whi[src] + 1 + (int64_t)(d / 64);
+            nr = 1;
+            if (sv == EXPECT_OK) want = DHS_ERR_ROW_RANGE;
+            break;
+        default: break;
+        }
+        /* rows are handed out in order: a start past the first unwritten row is refused */
+        if (want == EXPECT_OK && lo > r->whi[src]) want = DHS_ERR_ROW_RANGE;
+    } else {
+        lo = below(F, 8);
+        nr = 1;
+    }
+    if (F->trace)
+        fprintf(stderr, "  tail_locations(slot %d, source %d, first_row %lld, n_rows %d)\n", slot, src, (long long)lo, nr);
+    snap_take(F);
+    dhs_status st = dhs_tail_locations(F->ctx, h, src, lo, nr, lp);
+    if (F->tw) {
+        static int32_t l2[40];
+        twin_status(F, st, dhs_tail_locations(F->tw, h, src, lo, nr, lp == locbuf ? l2 : lp));
+        if (st == DHS_OK && nr > 0 && memcmp(l2, locbuf, sizeof(int32_t) * (size_t)nr))
+            fz_fail(F, "payload-free twin: other tail locations");
+    }
+    if (st == DHS_OK) {
+        if (want != EXPECT_OK) fz_fail(F, "tail_locations accepted a call the model refuses (want %d)", want);
+        fz_req *r = &F->rq[slot];
+        uint8_t *pool = (uint8_t *)dhs_source_pool(F->ctx, src);
+        for (int32_t i = 0; i < nr; i++) {
+            if (locbuf[i] < 0 || locbuf[i] >= F->pool_rows) fz_fail(F, "tail location %d outside the pool", locbuf[i]);
+            uint32_t v = ++F->ver_next; /* the engine's own kernel writes the row in place */
+            if (pool) fill_row(pool + (uint64_t)locbuf[i] * F->stride, F->rb[src], r->uid, src, lo + i, v);
+            r->ver[src][lo + i] = v;
+            r->known[src][lo + i] = 1;
+        }
+        if (lo + nr > r->whi[src]) r->whi[src] = lo + nr;
+    }
+    judge(F, st, want, 0);
+}
+
+/* dhs_resolve_device over the round's requests (device resolver; host mode: DHS_ERR_STATE). Entry defects
+   (< -1, invisible, far past the history) answer OK: -1 in every source, the first such entry of the
+   round goes to the error word that dhs_round_end reports; call defects are refused at once. */
+static void op_resolve_dev(fz *F)
+{
+    F->what = "resolve_device";
+    uint32_t b = u8(F), d = u8(F);
+    int32_t g = (int32_t)((b & 3) % (uint32_t)F->ng);
+    int32_t k = 1 + (int32_t)below(F, F->cfg.max_k);
+    const int32_t N = F->cfg.max_requests, KK = F->cfg.k_max;
+    static int32_t sel[FZ_MAXREQ * FZ_KMAX * FZ_MAXK + 8], loc[FZ_MAXSRC * FZ_MAXREQ * FZ_KMAX * FZ_MAXK + 8];
+    int32_t *sp = sel, *lp = loc;
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) sel[i] = 999; /* never read: padding rows */
+    int want = F->cfg.resolver != DHS_RESOLVER_DEVICE ? DHS_ERR_STATE : EXPECT_OK;
+    int defect = (int)(d % 16);
+    int sv = want;
+    switch (defect) {
+    case 0: g = (b & 4) ? -1 : F->ng; if (sv == EXPECT_OK) want = DHS_ERR_UNKNOWN_SOURCE; break;
+    default: break;
+    }
+    if (want == EXPECT_OK && !F->round_open) want = DHS_ERR_NOT_IN_ROUND;
+    if (want == EXPECT_OK) {
+        switch (defect) {
+        case 1: k = 0; want = DHS_ERR_INVALID_ARG; break;
+        case 2: k = F->cfg.max_k + 1; want = DHS_ERR_K_TOO_LARGE; break;
+        case 3: sp = NULL; want = DHS_ERR_INVALID_ARG; break;
+        case 4: lp = NULL; want = DHS_ERR_INVALID_ARG; break;
+        case 5: lp = (int32_t *)((uint8_t *)loc + 2); want = DHS_ERR_MISALIGNED; break;
+        default: break;
+        }
+    }
+    /* the selections: [b][j][i] for the round positions, queries j < K */
+    int32_t bad_b = -1, bad_e = -1, bad_code = 0;
+    if (F->round_open && k >= 1 && k <= F->cfg.max_k && g >= 0 && g < F->ng) {
+        for (int32_t bi = 0; bi < F->nround; bi++) {
+            const fz_req *r = &F->rq[F->round_slot[bi]];
+            int32_t *sb = sel + (int64_t)bi * KK * k;
+            for (int32_t j = 0; j < r->K; j++)
+                for (int32_t e = 0; e < k; e++) sb[j * k + e] = pick_row(F, r, g, j, sb, j * k + e);
+        }
+        if (defect >= 8 && F->nround > 0) { /* one bad entry; the call still answers OK */
+            bad_b = (int32_t)(b % (uint32_t)F->nround);
+            const fz_req *r = &F->rq[F->round_slot[bad_b]];
+            bad_e = (int32_t)(u8(F) % (uint32_t)(r->K * k));
+            int32_t j = bad_e / k;
+            int64_t vis = (r->n + j + 1) / F->m[g];
+            int32_t *sb = sel + (int64_t)bad_b * KK * k;
+            switch (defect) {
+            case 8: case 9: sb[bad_e] = -2 - (int32_t)(d / 16 % 5); bad_code = DHS_ERR_ROW_RANGE; break;
+            case 10: sb[bad_e] = INT32_MIN; bad_code = DHS_ERR_ROW_RANGE; break;
+            case 11: case 12: sb[bad_e] = (int32_t)vis; bad_code = DHS_ERR_NOT_VISIBLE; break;
+            case 13: sb[bad_e] = INT32_MAX - (int32_t)(d / 16); bad_code = DHS_ERR_NOT_VISIBLE; break;
+            default: sb[bad_e] = (int32_t)(vis + F->cfg.max_rows + (int64_t)(d / 16)); bad_code = DHS_ERR_NOT_VISIBLE; break;
+            }
+            /* the first bad entry in (round position, entry) order decides: pick_row never yields a bad one */
+        }
+    }
+    if (F->trace) fprintf(stderr, "  resolve_device(group %d, k %d, defect %d, bad %d/%d)\n", g, k, defect, bad_b, bad_e);
+    snap_take(F);
+    dhs_status s = dhs_resolve_device(F->ctx, g, k, sp, lp);
+    if (s == DHS_OK) {
+        if (want != EXPECT_OK) fz_fail(F, "resolve_device accepted a call the model refuses (want %d)", want);
+        if (bad_code && !F->dword) F->dword = bad_code;
+        F->dword_staging = 1; /* misses past the hot cache may stage or run out */
+        const int32_t nsrc = F->nsrc[g];
+        for (int32_t bi = 0; bi < N; bi++) {
+            const int in_round = bi < F->nround;
+            const fz_req *r = in_round ? &F->rq[F->round_slot[bi]] : NULL;
+            for (int32_t si = 0; si < nsrc; si++) {
+                const int32_t src = F->srcs[g][si];
+                for (int32_t e = 0; e < KK * k; e++) {
+                    const int32_t l = loc[(((int64_t)si * N + bi) * KK) * k + e];
+                    const int32_t row = sel[(int64_t)bi * KK * k + e];
+                    if (!in_round || e >= r->K * k || row < 0 || (bi == bad_b && e == bad_e)) {
+                        if (l != -1) fz_fail(F, "position %d entry %d (row %d): location %d, want -1", bi, e, row, l);
+                        continue;
+                    }
+                    if (l == -1) continue; /* a staging failure: reported by the round's word */
+                    if (l < 0 || l >= F->pool_rows) fz_fail(F, "location %d outside the pool", l);
+                    check_loc_bytes(F, F->round_slot[bi], src, row, l, "device location");
+                    int found = 0;
+                    for (int x = 0; x < F->nlive; x++) {
+                        const fz_live *lv = &F->live[x];
+                        if (lv->slot == F->round_slot[bi] && lv->g == g && lv->si == si && lv->row == row) {
+                            found = 1;
+                            if (lv->loc != l) fz_fail(F, "row %d moved from location %d to %d within the round", row, lv->loc, l);
+                        } else if (lv->loc == l) {
+                            fz_fail(F, "location %d handed to two rows in one round", l);
+                        }
+                    }
+                    if (!found && F->nlive < FZ_LIVE) F->live[F->nlive++] = (fz_live){F->round_slot[bi], g, si, row, l};
+                }
+            }
+        }
+    }
+    judge(F, s, want, 0);
 }
 
 static void op_write(fz *F)
@@ -848,9 +1030,32 @@ static void op_round_end(fz *F, int clean)
         for (int32_t i = 0; i < F->nround && ap; i++)
             fprintf(stderr, "  round_end: slot %d n %lld K %d accepted %d\n", F->round_slot[i], (long long)F->rq[F->round_slot[i]].n,
                     F->rq[F->round_slot[i]].K, acc[i]);
+    /* device resolver: after its argument checks, the round's error word (the promotion of pending groups
+       has run: nothing is committed, the round stays open, locations handed out are no longer valid) */
+    int word = 0;
+    if (want == EXPECT_OK && F->round_open && (F->dword || F->dword_staging)) word = 1;
     snap_take(F);
     dhs_status s = dhs_round_end(F->ctx, ap);
     if (F->tw) twin_status(F, s, dhs_round_end(F->tw, ap));
+    if (word) {
+        F->what = "round_end (error word)";
+        const int dw = F->dword;
+        F->dword = 0;
+        F->dword_staging = 0;
+        if (s != DHS_OK && !is_fault(s)) {
+            if (!(s == (dhs_status)dw || (s == DHS_ERR_STAGING && !dw) || s == DHS_ERR_STAGING))
+                fz_fail(F, "round_end reported %s, the word should hold %s", dhs_status_str(s),
+                        dw ? dhs_status_str((dhs_status)dw) : "nothing or DHS_ERR_STAGING");
+            if (F->cnt) {
+                F->cnt->ops++;
+                F->cnt->errors++;
+            }
+            F->nlive = 0;
+            check_state(F, 0);
+            return;
+        }
+        if (s == DHS_OK && dw) fz_fail(F, "round_end committed a round whose word holds %s", dhs_status_str((dhs_status)dw));
+    }
     if (s == DHS_OK && F->round_open) {
         for (int32_t i = 0; i < F->nround; i++) {
             fz_req *r = &F->rq[F->round_slot[i]];
@@ -1123,6 +1328,13 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     while (F->in.i < F->in.n && F->op < FZ_MAXOPS) {
         F->op++;
         uint32_t o = u8(F);
+        if (o >= 224 && F->cfg.resolver == DHS_RESOLVER_DEVICE) {
+            /* the device-resolver calls (only in device mode, so that the host-mode inputs of regress/
+               keep their paths) */
+            if (o & 1) op_resolve_dev(F);
+            else op_tail(F);
+            continue;
+        }
         switch (o % 20) {
         case 0: case 1: op_open(F); break;
         case 2: case 3: op_import(F); break;
