@@ -28,8 +28,8 @@
  * overhead relatively larger than stated. docs/SERVE.md gives the numbers.
  *
  * Pure arithmetic: no allocation, no I/O. */
-#ifndef DHS_MODEL_DEPLOY_H
-#define DHS_MODEL_DEPLOY_H
+#ifndef DHS_REF_DEPLOY_H
+#define DHS_REF_DEPLOY_H
 
 #include <stdint.h>
 

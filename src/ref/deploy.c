@@ -1,5 +1,5 @@
 /* deploy.c - weight bytes one GPU reads per decode step of a real deployment (deploy.h). */
-#include "deploy.h"
+#include "ref/deploy.h"
 
 #include <math.h>
 #include <stddef.h>

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "deploy.h"
+#include "ref/deploy.h"
 #include "test_help.h"
 
 static void test_published_totals(void)
