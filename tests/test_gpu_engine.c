@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "core/topk_spec.h"
+#include "ref/deploy.h"
 #include "ref/gpu.h"
 #include "ref/lsprefill.h"
 #include "ref/model.h"
@@ -376,10 +377,40 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     return DHS_OK;
 }
 
+/* deployment weights: the buffer's size, the bytes read, and what the engine owes for the steps so far
+   (g_deploy set by the test: every step of n valid queries reads L * floor(step_bytes(n) / L)) */
+static const dhs_deploy *g_deploy;
+static uint64_t g_wbuf_bytes, g_weight_bytes, g_weight_owed;
+static int g_weight_too_large;
+
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g;
+    g_wbuf_bytes = bytes;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g;
+    g_step_calls++;
+    if (bytes > g_wbuf_bytes) {
+        g_weight_too_large++;
+        return DHS_ERR_INVALID_ARG;
+    }
+    g_weight_bytes += bytes;
+    return DHS_OK;
+}
+
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     g_step_calls++;
     g_emulated_calls++;
+    if (g_deploy) {
+        int32_t valid = 0;
+        for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
+        g_weight_owed += (uint64_t)g->L * (uint64_t)(dhs_deploy_step_bytes(g_deploy, valid, NULL) / g->L);
+    }
     for (int32_t q = 0; q < g->nq; q++)
         if (g->pos[q] >= 0) dhs_ref_embed(g->m, g->tok[q], g->x + (int64_t)q * g->d);
     return DHS_OK;
@@ -740,6 +771,63 @@ static void test_profile(uint64_t seed)
     g_model = NULL;
 }
 
+/* a deployment's weight reads (dhs_ref_engine_cfg.deploy): every device step reads, after each layer,
+   the deployment's bytes for the round's queries divided over the layers, in both engines; the tokens
+   and logits do not change (the reads compute nothing) */
+static void test_deploy_step(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = 6;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 600;
+    c.tokens = 6;
+    c.spec = 3;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.check = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    dhs_ref_run_result plain, dep;
+    int r1 = dhs_ref_run(&c, &plain);
+    CHECKF(r1 == 0 && g_weight_bytes == 0, "no deployment: %s, %" PRIu64 " weight bytes", plain.errmsg, g_weight_bytes);
+    c.deploy = g_deploy = dhs_deploy_find("glm-5.3-8xh200");
+    g_weight_bytes = g_weight_owed = 0;
+    g_weight_too_large = 0;
+    int r2 = dhs_ref_run(&c, &dep);
+    CHECKF(r2 == 0, "deployment run: %s", dep.errmsg);
+    if (r1 == 0 && r2 == 0) {
+        CHECKF(g_weight_owed > 0 && g_weight_bytes == g_weight_owed, "read %" PRIu64 " weight bytes, owed %" PRIu64,
+               g_weight_bytes, g_weight_owed);
+        CHECKF(g_weight_too_large == 0 && g_wbuf_bytes >= (512ull << 20), "buffer %" PRIu64 " B, %d reads too large",
+               g_wbuf_bytes, g_weight_too_large);
+        CHECKF(dep.identical && plain.identical, "identical: %d / %d", dep.identical, plain.identical);
+        for (int32_t i = 0; i < c.sessions; i++)
+            CHECKF(plain.tokens_of[i] == dep.tokens_of[i], "session %d: tokens changed by the weight reads", i);
+        printf("  deployment     glm-5.3-8xh200: %.2f GB of weights read over %" PRIu64 " rounds of 2 engines, "
+               "as owed; tokens unchanged\n", (double)g_weight_bytes / 1e9, dep.rounds);
+    }
+    /* a host step cannot read them */
+    c.step = DHS_REF_STEP_HOST;
+    dhs_ref_run_result h;
+    CHECKF(dhs_ref_run(&c, &h) != 0, "a host step with a deployment was accepted");
+    dhs_ref_run_result_free(&h);
+    g_deploy = NULL;
+    dhs_ref_run_result_free(&plain);
+    dhs_ref_run_result_free(&dep);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 /* what the device step refuses: no GPU pass, a trace, an unknown step, compressed sources */
 static void test_step_refusals(uint64_t seed)
 {
@@ -873,6 +961,7 @@ int main(void)
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0);
     test_profile(seed + 4);
+    test_deploy_step(seed + 10);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
     test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);

@@ -32,6 +32,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "dhs.h"
+#include "ref/deploy.h"
 #include "ref/gpu.h"
 #include "ref/model.h"
 #include "ref/run.h"
@@ -49,7 +50,8 @@ static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
-static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention"};
+static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention",
+                                                      "weights"};
 
 typedef struct sv_rec {
     int mode;
@@ -154,6 +156,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
+    const char *deployment; /* NULL or "none": no weight reads */
     int32_t copy_queue_blocks;
     int64_t contexts[MAXL];
     int n_contexts;
@@ -398,7 +401,7 @@ static void write_partial(const char *output, const sv_rec *R, int n)
 static void print_table(const sv_rec *R, int n, FILE *f)
 {
     fprintf(f, "%-9s %7s %4s | %5s %9s %9s %9s %7s %8s %8s | %s\n", "mode", "context", "C", "held", "tok/s",
-            "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "step us: indexer topk resolve copy attention(roofline) other");
+            "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "step us: indexer topk resolve copy attention(roofline) weights other");
     for (int i = 0; i < n; i++) {
         const sv_rec *r = &R[i];
         if (!r->ok) {
@@ -409,8 +412,8 @@ static void print_table(const sv_rec *R, int n, FILE *f)
                 r->context, r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token,
                 r->pcie_gbps);
         if (r->prof_rounds)
-            fprintf(f, " %.0f %.0f %.0f %.0f %.0f(%.0f) %.0f\n", r->comp_us[1], r->comp_us[2], r->comp_us[3], r->comp_us[4],
-                    r->comp_us[5], r->attn_roofline_us, r->comp_us[0]);
+            fprintf(f, " %.0f %.0f %.0f %.0f %.0f(%.0f) %.0f %.0f\n", r->comp_us[1], r->comp_us[2], r->comp_us[3],
+                    r->comp_us[4], r->comp_us[5], r->attn_roofline_us, r->comp_us[DHS_REF_PH_WEIGHTS], r->comp_us[0]);
         else
             fprintf(f, " -\n");
     }
@@ -521,6 +524,11 @@ int cmd_bench_serve(int argc, char **argv)
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
                "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
+        {.name = "--deployment", .type = ARG_STR, .dest = &o.deployment, .meta = "NAME",
+         .help = "cuda, device/graph step: each step also reads the HBM bytes of weights one GPU of this "
+                 "deployment reads at the step's tokens (glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); "
+                 "none: no weights (the worst case for the hierarchy's share)",
+         .def = "none"},
         A_U64("--seed", &o.seed, "model weights, prompts"),
         A_OUT("--plot", &o.plot, "write the latency-throughput plot (SVG) to FILE"),
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o.quiet, .help = "no progress on stderr"},
@@ -562,6 +570,17 @@ int cmd_bench_serve(int argc, char **argv)
         return args_fail(PROG, "--profile-every needs --backend cuda with --step device or graph");
     if (o.backend == 1 && o.step == 0 && seen_prof && o.profile_every)
         return args_fail(PROG, "--profile-every needs --step device or graph");
+    const dhs_deploy *deploy = NULL;
+    if (o.deployment && strcmp(o.deployment, "none")) {
+        deploy = dhs_deploy_find(o.deployment);
+        if (!deploy) {
+            char names[160] = "";
+            for (const char *const *n = dhs_deploy_names(); *n; n++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", *n);
+            return args_fail(PROG, "--deployment: unknown '%s' (%snone)", o.deployment, names);
+        }
+        if (o.step == 0) return args_fail(PROG, "--deployment %s needs --backend cuda with --step device or graph", o.deployment);
+    }
     if (o.tokens <= o.spec) return args_fail(PROG, "--tokens (%d) must exceed --spec (%d)", o.tokens, o.spec);
     if (o.and_cap && !o.n_concs) return args_fail(PROG, "--and-capacity adds to a --concurrency list: give one");
     for (int i = 0; i < o.n_concs; i++)
@@ -589,6 +608,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.step = o.step;
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
+    base.deploy = deploy;
     base.copy_queue_blocks = o.copy_queue_blocks;
     base.async_delay = 0;
     base.threads = 1;
@@ -749,6 +769,12 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddStringToObject(cf, "deployment", deploy ? deploy->name : "none");
+        if (deploy) {
+            cJSON *wb = cJSON_AddArrayToObject(cf, "weight_bytes_per_step"); /* at each --concurrency, spec tokens each */
+            for (int i = 0; i < o.n_concs; i++)
+                cJSON_AddItemToArray(wb, cJSON_CreateNumber(dhs_deploy_step_bytes(deploy, (double)o.concs[i] * o.spec, NULL)));
+        }
         cJSON_AddNumberToObject(cf, "copy_queue_blocks", o.copy_queue_blocks);
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
@@ -785,6 +811,13 @@ int cmd_bench_serve(int argc, char **argv)
                "%.2f GiB, host %.1f GiB; %d tokens per session, spec %d, %d sessions per slot\n",
                be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, o.spec, o.waves);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
+        if (deploy) {
+            printf("deployment %s (%s): weights read per step", deploy->name, deploy->about);
+            for (int i = 0; i < o.n_concs; i++)
+                printf("%s C = %d: %.2f GB", i ? "," : "", (int)o.concs[i],
+                       dhs_deploy_step_bytes(deploy, (double)o.concs[i] * o.spec, NULL) / 1e9);
+            printf(" (docs/SERVE.md)\n");
+        }
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", cap_line[li]);
         print_table(R, nr, stdout);
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);

@@ -19,6 +19,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "tool.h"
+#include "ref/deploy.h"
 #include "ref/run.h"
 
 typedef struct run_opts {
@@ -32,6 +33,7 @@ typedef struct run_opts {
     uint64_t seed;
     int json, quiet;
     const char *trace, *output;
+    const char *deployment; /* NULL or "none" */
     int32_t topk;
     int32_t threads;
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
@@ -111,6 +113,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): dhs_resolve_device_split, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
+        {.name = "--deployment", .type = ARG_STR, .dest = &o->deployment, .meta = "NAME",
+         .help = "device/graph step: both engines' steps also read the weights one GPU of this deployment reads "
+                 "(glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); the tokens do not change",
+         .def = "none"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--topk-impl", .type = ARG_ENUM, .dest = &o->topk_impl, .choices = topk_impls,
          .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
@@ -196,6 +202,18 @@ int cmd_run(int argc, char **argv)
                                : "m = 1 sources (the compressed layout's model runs on the CPU)");
         return EXIT_USAGE;
     }
+    const dhs_deploy *deploy = NULL;
+    if (o.deployment && strcmp(o.deployment, "none")) {
+        if (!(deploy = dhs_deploy_find(o.deployment))) {
+            fprintf(stderr, "%s: --deployment: unknown '%s' (glm-5.3-8xh200, deepseek-v3.2-8xh200, none)\n", PROG,
+                    o.deployment);
+            return EXIT_USAGE;
+        }
+        if (o.backend != 1 || o.step == 0) {
+            fprintf(stderr, "%s: --deployment needs --backend cuda with --step device or graph\n", PROG);
+            return EXIT_USAGE;
+        }
+    }
     if (tool_check_backend(PROG, backend)) return EXIT_USAGE;
     if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
     tool_progress prog;
@@ -233,6 +251,7 @@ int cmd_run(int argc, char **argv)
     c.step = o.step;
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
+    c.deploy = deploy;
     c.threads = o.threads;
     c.prefill_buffers = o.prefill_buffers;
     c.prefill_chunk = o.prefill_chunk;

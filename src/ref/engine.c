@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "dhs_cuda.h"
+#include "ref/deploy.h"
 #include "ref/gpu.h"
 #include "ref/model.h"
 #include "util/rng.h"
@@ -83,6 +84,9 @@ struct dhs_ref_engine {
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
+    uint64_t wlayer;        /* deploy: weight bytes each layer of this round's step reads */
+    uint64_t graph_wlayer;  /* the captured graph's wlayer */
+    uint64_t wchunk;        /* the weight buffer's size: a layer reads in chunks of at most this */
     double prof_us[DHS_REF_PH_N], prof_wall_s;
     uint64_t prof_rounds, step_calls;
     char err[160];
@@ -151,6 +155,19 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     if (st != DHS_OK) {
         set_err(e, "dhs_ref_gpu_create", st);
         return st;
+    }
+    if (e->cfg.deploy) {
+        /* a buffer of twice the largest layer read (at most 8 GiB: a larger layer reads it in several
+           chunks), at least 512 MiB, far beyond the 50 MiB L2: every read is HBM traffic */
+        double most = dhs_deploy_step_bytes(e->cfg.deploy, (double)e->cfg.max_slots * e->kmax, NULL) / c->n_layers;
+        uint64_t b = (uint64_t)(2 * most);
+        if (b < (512ull << 20)) b = 512ull << 20;
+        if (b > (8ull << 30)) b = 8ull << 30;
+        if ((st = dhs_ref_gpu_weights_alloc(e->gpu, b)) != DHS_OK) {
+            set_err(e, "dhs_ref_gpu_weights_alloc", st);
+            return st;
+        }
+        e->wchunk = b;
     }
     /* a profiled round: about 10 marks per layer */
     if (e->cfg.profile_every > 0 && (st = dhs_ref_gpu_prof_enable(e->gpu, 16 * c->n_layers + 16)) != DHS_OK) {
@@ -729,6 +746,14 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         dhs_ref_gpu_prof_mark(G, DHS_REF_PH_ATTEND);
         if ((st = dhs_ref_gpu_step_attend(e->gpu, l, ctx ? e->gloc_dev + (int64_t)si * slice : NULL)) != DHS_OK)
             return step_gpu_fail(e, "attend", st);
+        if (e->wlayer) { /* the deployment's weights of this layer */
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_WEIGHTS);
+            for (uint64_t done = 0; done < e->wlayer;) {
+                uint64_t n = e->wlayer - done < e->wchunk ? e->wlayer - done : e->wchunk;
+                if ((st = dhs_ref_gpu_step_weights(e->gpu, n)) != DHS_OK) return step_gpu_fail(e, "weights", st);
+                done += n;
+            }
+        }
         dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
         if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
             (st = dhs_group_done(ctx, g)) != DHS_OK) {
@@ -826,10 +851,19 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         }
         e->split_now = mm;
     }
+    /* the deployment's weight bytes of this round: its queries (speculative: every verified query is a
+       token of the batch) */
+    e->wlayer = 0;
+    if (e->cfg.deploy) {
+        int64_t toks = 0;
+        for (int32_t i = 0; i < n; i++) toks += K[i];
+        e->wlayer = (uint64_t)(dhs_deploy_step_bytes(e->cfg.deploy, (double)toks, NULL) / c->n_layers);
+    }
     if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
-        /* first round, the batch size changed, or the split mode did */
-        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now) {
+        /* first round, the batch size changed, the split mode did, or the weight bytes did */
+        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now || e->graph_wlayer != e->wlayer) {
             e->graph_split = e->split_now;
+            e->graph_wlayer = e->wlayer;
             if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
             dhs_status is = gpu_step_issue(e);
             st = dhs_ref_gpu_capture_end(e->gpu, is == DHS_OK);

@@ -156,6 +156,15 @@ dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep);
 int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g); /* nq of the captured graph, 0: none */
 dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g);
 
+/* ---- deployment weights (ref/deploy.h): the bytes of weights one GPU of a real deployment reads
+   per step, read from a buffer of our own so the step costs what that deployment's would.
+   dhs_ref_gpu_weights_alloc: a zeroed device buffer of `bytes` (0 frees it; replaces an earlier one;
+   not while capturing); dhs_ref_gpu_step_weights: reads `bytes` of it on the model's stream (launch
+   only, capturable), continuing where the previous read stopped and wrapping, so consecutive reads
+   touch different memory; DHS_ERR_INVALID_ARG when bytes exceed the buffer or none is allocated. */
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes);
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes);
+
 /* ---- profiling (dhs bench serve's per-step breakdown): events on the
    model's stream. dhs_ref_gpu_prof_enable(g, n) makes room for n marks per
    collection (0: off). dhs_ref_gpu_prof_begin arms the marks of one profiled

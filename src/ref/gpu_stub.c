@@ -12,6 +12,16 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     return DHS_ERR_UNSUPPORTED;
 }
 void dhs_ref_gpu_destroy(dhs_ref_gpu *g) { (void)g; }
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
 const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
 {
     (void)g;

@@ -365,6 +365,12 @@ typedef struct dhs_ref_engine_cfg {
                                only, the resolver does the lookup). Same selections; a NaN index
                                score fails the round (DHS_ERR_INVALID_ARG). The prefill always
                                selects with the model's top-k */
+    const struct dhs_deploy *deploy; /* device step: NULL, or a real deployment (ref/deploy.h) whose
+                               weights the step reads: after each layer's attention,
+                               dhs_deploy_step_bytes(deploy, the round's queries) / n_layers bytes
+                               from a device buffer of the engine's (HBM traffic, no arithmetic),
+                               so the step costs what that deployment's would; the same in both
+                               storages, so the tokens do not change */
 } dhs_ref_engine_cfg;
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
@@ -451,6 +457,7 @@ enum {
     DHS_REF_PH_RESOLVE,    /* the device resolver's plan kernel (lookup, victims, copy list) */
     DHS_REF_PH_COPY,       /* the resolver's miss copy (host -> device rows) */
     DHS_REF_PH_ATTEND,     /* sparse attention over the located rows + MLP */
+    DHS_REF_PH_WEIGHTS,    /* a deployment's weight reads (dhs_ref_engine_cfg.deploy) */
     DHS_REF_PH_N
 };
 /* profiled rounds (profile_every): us[DHS_REF_PH_*] summed device time of each

@@ -343,6 +343,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
+    if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
+    ec.deploy = c.deploy;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
     if (use_res) {
         ec.ctx = NULL;

@@ -69,6 +69,8 @@ typedef struct dhs_ref_run_cfg {
     int32_t copy_queue_blocks; /* cuda: dhs_cuda_set_copy_queue_blocks (0: the default) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
+    const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
+                                engines' steps (dhs_ref_engine_cfg.deploy, ref/deploy.h); NULL: none */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
                                 library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
     int32_t threads;         /* prefill threads (0: 1) */
