@@ -34,6 +34,7 @@ static int bad(const char *msg, const char *val)
 typedef struct run_rec {
     dhs_serve_mode mode;
     int spec;
+    int width; /* with spec: 0 the schedule, > 0 that fixed K, -1 chosen online (dhs_spec_auto) */
     dhs_serve_placement place;
     double load; /* concurrency, rate or rate scale */
     dhs_serve_config c;
@@ -85,11 +86,22 @@ static void *worker(void *arg)
     }
 }
 
+/* "off", "on" (the schedule), "K=4", "auto" */
+static const char *spec_label(const run_rec *x, char *buf, size_t n)
+{
+    if (!x->spec) return "off";
+    if (x->width < 0) return "auto";
+    if (x->width == 0) return "on";
+    snprintf(buf, n, "K=%d", x->width);
+    return buf;
+}
+
 static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
 {
+    char wl[16];
     const dhs_serve_result *r = &x->r;
     fprintf(f,
-            "    {\"mode\": \"%s\", \"spec\": %s, \"%s\": %g, \"completed\": %" PRId64 ", \"duration\": %.4f, "
+            "    {\"mode\": \"%s\", \"spec\": %s, \"spec_width\": \"%s\", \"%s\": %g, \"completed\": %" PRId64 ", \"duration\": %.4f, "
             "\"total_input_tokens\": %" PRId64 ", \"total_output_tokens\": %" PRId64 ",\n"
             "     \"request_throughput\": %.4f, \"output_throughput\": %.2f, \"total_token_throughput\": %.2f,\n"
             "     \"mean_ttft_ms\": %.3f, \"median_ttft_ms\": %.3f, \"p99_ttft_ms\": %.3f, \"mean_tpot_ms\": %.3f, \"median_tpot_ms\": %.3f, "
@@ -102,7 +114,7 @@ static void print_run_json(FILE *f, const run_rec *x, const char *load_key)
             "}, \"reclaims\": %" PRIu64 ", \"repopulated_pages\": %" PRIu64 ", \"layer_pool_bytes\": %" PRIu64
             ", \"index_key_budget_bytes\": %" PRIu64 ", \"peak_live_requests\": %" PRId64 ", \"peak_request_bytes\": %" PRIu64
             ", \"wall_s\": %.3f",
-            dhs_serve_mode_str(x->mode), x->spec ? "true" : "false", load_key, x->load, r->completed, r->duration, r->total_input_tokens,
+            dhs_serve_mode_str(x->mode), x->spec ? "true" : "false", spec_label(x, wl, sizeof wl), load_key, x->load, r->completed, r->duration, r->total_input_tokens,
             r->total_output_tokens, r->request_throughput, r->output_throughput, r->total_token_throughput, r->mean_ttft_ms,
             r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
             r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
@@ -701,7 +713,7 @@ static int serve_calibrate(const cal_args *A)
     return failed ? EXIT_RUNTIME : 0;
 }
 
-static const char *const specs_on[] = {"both", "on", "off", NULL};
+static const char *const specs_on[] = {"both", "on", "off", "auto", "compare", NULL};
 static const char *const prefills[] = {"remote", "local", NULL};
 
 int cmd_serve_sim(int argc, char **argv)
@@ -715,6 +727,8 @@ int cmd_serve_sim(int argc, char **argv)
     w.output_len = 128;
     w.seed = 1;
     double conc[MAX_POINTS] = {1, 8, 24, 48}, rates[MAX_POINTS], scales[MAX_POINTS] = {1};
+    double widths[8] = {2, 4};
+    int n_widths = 2;
     int n_conc = 4, n_rates = 0, n_scales = 1, seen_conc = 0, seen_rates = 0, seen_scales = 0;
     int json = 0, quiet = 0, spec = 0, prefill = c.prefill_remote ? 0 : 1, jobs = 0;
     int64_t row_bytes = c.cost.row_bytes, idx_bytes = c.cost.idx_bytes;
@@ -753,7 +767,14 @@ int cmd_serve_sim(int argc, char **argv)
         {.name = "--placement", .type = ARG_STR, .dest = &place_list, .meta = "LIST",
          .help = "with --dp-ranks > 1: comma list of round-robin,least-sessions,miss-aware (one run per placement, same arrivals)",
          .def = "all three"},
-        {.name = "--spec", .type = ARG_ENUM, .dest = &spec, .choices = specs_on, .help = "speculative decoding"},
+        {.name = "--spec", .type = ARG_ENUM, .dest = &spec, .choices = specs_on,
+         .help = "speculative decoding: both (off and the schedule), on, off, auto (K per request and step chosen "
+                 "online by dhs_spec_auto from each request's acceptance and the step's costs, at most the schedule's "
+                 "widest K), compare (off, each fixed K of --spec-widths, and auto, side by side)"},
+        {.name = "--spec-widths", .type = ARG_F64_LIST, .dest = widths, .dlo = 2, .dhi = 64, .count = &n_widths, .max = 8,
+         .help = "with --spec compare: the fixed widths K", .def = "2,4"},
+        A_DBL("--accept-spread", &c.accept_spread, 0, 1,
+              "each request's acceptance is --accept-p + U(-spread, spread), clamped to [0, 1]"),
         {.name = "--spec-schedule", .type = ARG_STR, .dest = &sched, .meta = "S", .help = "block width by batch: K@max_batch,...,K",
          .def = "8@32,6@64,5@127,4"},
         A_DBL("--accept-p", &c.accept_p, 0, 1, "acceptance per proposal, geometric"),
@@ -822,7 +843,14 @@ int cmd_serve_sim(int argc, char **argv)
         cal_args A = {calib, c, w, sp, (int)(sizeof sp / sizeof sp[0]), json, quiet, jobs};
         return serve_calibrate(&A);
     }
-    int spec_on = spec != 2, spec_off = spec != 1;
+    /* the speculation variants: (spec, width) */
+    int var_spec[2 + 8 + 1], var_width[2 + 8 + 1], n_var = 0;
+    if (spec != 1 && spec != 3) var_spec[n_var] = 0, var_width[n_var++] = 0;         /* off */
+    if (spec == 0 || spec == 1) var_spec[n_var] = 1, var_width[n_var++] = 0;         /* the schedule */
+    for (int i = 0; i < n_widths; i++)
+        if (widths[i] != floor(widths[i])) return bad("--spec-widths wants integers", NULL);
+    for (int i = 0; spec == 4 && i < n_widths; i++) var_spec[n_var] = 1, var_width[n_var++] = (int)widths[i];
+    if (spec >= 3) var_spec[n_var] = 1, var_width[n_var++] = -1;                      /* auto */
     int modes[DHS_SERVE_MODES_] = {1, 1, 1};
     if (mode_list) {
         modes[0] = modes[1] = modes[2] = 0;
@@ -888,30 +916,39 @@ int cmd_serve_sim(int argc, char **argv)
     const char *load_key = w.arrival == DHS_ARRIVAL_CLOSED ? "concurrency" : w.arrival == DHS_ARRIVAL_POISSON ? "request_rate" : "rate_scale";
     tool_progress prog;
     tool_progress_init(&prog, quiet, 5.0);
-    int n_runs_max = 3 * 2 * DHS_PLACE_N_ * n_loads, n_runs = 0, rc = 0;
+    int n_runs_max = 3 * n_var * DHS_PLACE_N_ * n_loads, n_runs = 0, rc = 0;
     run_rec *runs = calloc((size_t)n_runs_max, sizeof *runs);
     if (!runs) { fprintf(stderr, "dhs serve-sim: out of memory\n"); return EXIT_RUNTIME; }
     for (int m = 0; m < DHS_SERVE_MODES_; m++) {
         if (!modes[m]) continue;
-        for (int sp = 0; sp < 2; sp++) {
-            if ((sp == 0 && !spec_off) || (sp == 1 && !spec_on)) continue;
+        for (int vi = 0; vi < n_var; vi++) {
+            int sp = var_spec[vi];
             for (int li = 0; li < n_loads; li++)
             for (int pl = 0; pl < DHS_PLACE_N_; pl++) {
                 if (!places[pl]) continue;
                 run_rec *x = &runs[n_runs++];
                 x->mode = (dhs_serve_mode)m;
                 x->spec = sp;
+                x->width = var_width[vi];
                 x->place = (dhs_serve_placement)pl;
                 x->load = loads[li];
                 x->c = c;
                 x->c.mode = x->mode;
                 x->c.spec = sp;
                 x->c.placement = x->place;
+                if (x->width > 0) { /* one fixed width at every batch */
+                    x->c.n_sched = 1;
+                    x->c.sched_k[0] = x->width;
+                    x->c.sched_batch[0] = INT32_MAX;
+                }
+                x->c.spec_auto = x->width < 0;
+                char wl[16], sl[24] = "";
+                if (sp) snprintf(sl, sizeof sl, "+spec%s%s", x->width ? " " : "", x->width ? spec_label(x, wl, sizeof wl) : "");
                 if (c.dp_ranks > 1)
-                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g %s", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li],
+                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g %s", dhs_serve_mode_str(x->mode), sl, load_key, loads[li],
                              dhs_serve_placement_str(x->place));
                 else
-                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g", dhs_serve_mode_str(x->mode), sp ? "+spec" : "", load_key, loads[li]);
+                    snprintf(x->tag, sizeof x->tag, "%s%s %s=%g", dhs_serve_mode_str(x->mode), sl, load_key, loads[li]);
                 x->c.progress = quiet ? NULL : run_progress;
                 x->c.progress_user = x;
                 x->w = w;
@@ -930,9 +967,9 @@ int cmd_serve_sim(int argc, char **argv)
         }
     if (rc) goto done;
     /* equal-batch step time, speculation off: every batch size that resident and a hierarchy both ran */
-    const dhs_serve_result *rp[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
-    dhs_serve_mode rm[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
-    int rs[3 * 2 * DHS_PLACE_N_ * MAX_POINTS];
+    const dhs_serve_result *rp[3 * 11 * DHS_PLACE_N_ * MAX_POINTS];
+    dhs_serve_mode rm[3 * 11 * DHS_PLACE_N_ * MAX_POINTS];
+    int rs[3 * 11 * DHS_PLACE_N_ * MAX_POINTS];
     for (int i = 0; i < n_runs; i++) rp[i] = &runs[i].r, rm[i] = runs[i].mode, rs[i] = runs[i].spec;
     static dhs_serve_eqb eqb[DHS_SERVE_BATCH_HIST];
     int n_eqb = dhs_serve_equal_batch(rp, rm, rs, n_runs, 3, eqb, DHS_SERVE_BATCH_HIST);
@@ -1002,24 +1039,26 @@ int cmd_serve_sim(int argc, char **argv)
                    ", k %d, B %d, %.0f GiB KV per rank\n\n",
                    load_key, w.n_requests, w.context_min ? w.context_min : w.context / 2, w.context,
                    w.output_min ? w.output_min : (w.output_len + 1) / 2, w.output_len, c.k, c.hot_rows, c.kv_gib);
-        printf("%-9s %-4s %8s %5s %7s %8s | %9s %9s %9s | %8s %8s %8s | %7s %7s | %5s %6s %8s\n", "mode", "spec", load_key[0] == 'c' ? "conc" : "load",
+        printf("%-9s %-5s %8s %5s %7s %8s | %9s %9s %9s | %8s %8s %8s | %7s %7s | %5s %6s %8s\n", "mode", "spec", load_key[0] == 'c' ? "conc" : "load",
                "done", "req/s", "tok/s", "ttft_mean", "ttft_med", "ttft_p99", "tpot_mean", "tpot_med", "tpot_p99", "itl_med", "itl_p99",
                "maxrun", "batch", "host/tok");
         for (int i = 0; i < n_runs; i++) {
             const dhs_serve_result *r = &runs[i].r;
-            printf("%-9s %-4s %8g %5" PRId64 " %7.3f %8.1f | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f | %7.2f %7.2f | %5d %6.1f %8.1f\n",
-                   dhs_serve_mode_str(runs[i].mode), runs[i].spec ? "on" : "off", runs[i].load, r->completed, r->request_throughput,
+            char wl[16];
+            printf("%-9s %-5s %8g %5" PRId64 " %7.3f %8.1f | %9.1f %9.1f %9.1f | %8.2f %8.2f %8.2f | %7.2f %7.2f | %5d %6.1f %8.1f\n",
+                   dhs_serve_mode_str(runs[i].mode), spec_label(&runs[i], wl, sizeof wl), runs[i].load, r->completed, r->request_throughput,
                    r->output_throughput, r->mean_ttft_ms, r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms,
                    r->p99_tpot_ms, r->median_itl_ms, r->p99_itl_ms, r->max_running, r->mean_batch, r->host_rows_per_token);
         }
         if (c.dp_ranks > 1) {
             printf("\n%d data-parallel ranks (a step waits for the slowest rank; misses: host rows per step, one layer):\n", c.dp_ranks);
-            printf("%-9s %-4s %8s %-14s | %8s %8s %8s | %8s | %9s %9s %7s %6s | %s\n", "mode", "spec", load_key[0] == 'c' ? "conc" : "load",
+            printf("%-9s %-5s %8s %-14s | %8s %8s %8s | %8s | %9s %9s %7s %6s | %s\n", "mode", "spec", load_key[0] == 'c' ? "conc" : "load",
                    "placement", "step_p50", "step_p99", "step_mn", "tok/s", "miss_max", "miss_mean", "spread", "wait", "sessions per rank");
             for (int i = 0; i < n_runs; i++) {
                 const dhs_serve_result *r = &runs[i].r;
-                printf("%-9s %-4s %8g %-14s | %8.2f %8.2f %8.2f | %8.1f | %9.1f %9.1f %7.3f %5.1f%% |", dhs_serve_mode_str(runs[i].mode),
-                       runs[i].spec ? "on" : "off", runs[i].load, dhs_serve_placement_str(runs[i].place), r->p50_step_ms, r->p99_step_ms,
+                char wl[16];
+                printf("%-9s %-5s %8g %-14s | %8.2f %8.2f %8.2f | %8.1f | %9.1f %9.1f %7.3f %5.1f%% |", dhs_serve_mode_str(runs[i].mode),
+                       spec_label(&runs[i], wl, sizeof wl), runs[i].load, dhs_serve_placement_str(runs[i].place), r->p50_step_ms, r->p99_step_ms,
                        r->mean_step_ms, r->output_throughput, r->miss_max_per_step, r->miss_mean_per_step,
                        r->miss_mean_per_step > 0 ? r->miss_max_per_step / r->miss_mean_per_step : 1.0, 100 * r->wait_share);
                 for (int k = 0; k < r->dp_ranks; k++) printf(" %d", r->rank_sessions[k]);
@@ -1046,7 +1085,7 @@ int cmd_serve_sim(int argc, char **argv)
         fprintf(f, "mode,spec,%s,completed,duration,total_input_tokens,total_output_tokens,request_throughput,output_throughput,"
                    "total_token_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_itl_ms,"
                    "median_itl_ms,p99_itl_ms,mean_e2el_ms,median_e2el_ms,p99_e2el_ms,max_running,mean_batch,mean_step_ms,accept_length,"
-                   "host_rows_per_token_per_layer,admission_waits%s\n",
+                   "host_rows_per_token_per_layer,admission_waits,spec_width%s\n",
                 load_key, c.dp_ranks > 1 ? ",dp_ranks,placement,p50_step_ms,p99_step_ms,miss_max_per_step,miss_mean_per_step,wait_share" : "");
         for (int i = 0; i < n_runs; i++) {
             const dhs_serve_result *r = &runs[i].r;
@@ -1056,6 +1095,8 @@ int cmd_serve_sim(int argc, char **argv)
                     r->median_ttft_ms, r->p99_ttft_ms, r->mean_tpot_ms, r->median_tpot_ms, r->p99_tpot_ms, r->mean_itl_ms, r->median_itl_ms,
                     r->p99_itl_ms, r->mean_e2el_ms, r->median_e2el_ms, r->p99_e2el_ms, r->max_running, r->mean_batch, r->mean_step_ms,
                     r->accept_length, r->host_rows_per_token, r->waits);
+            char wl[16];
+            fprintf(f, ",%s", spec_label(&runs[i], wl, sizeof wl));
             if (c.dp_ranks > 1)
                 fprintf(f, ",%d,%s,%.3f,%.3f,%.2f,%.2f,%.4f", r->dp_ranks, dhs_serve_placement_str(runs[i].place), r->p50_step_ms,
                         r->p99_step_ms, r->miss_max_per_step, r->miss_mean_per_step, r->wait_share);
@@ -1065,27 +1106,31 @@ int cmd_serve_sim(int argc, char **argv)
     }
     if (plot) {
         /* one line per mode and speculation (and placement, with several ranks) */
-        enum { NS = 3 * 2 * DHS_PLACE_N_ };
+        enum { NS = 3 * 11 * DHS_PLACE_N_ };
         dhs_plot_series ser[NS];
         static double xs[NS][MAX_POINTS], ys[NS][MAX_POINTS];
         char names[NS][48];
         int ns = 0;
         for (int m = 0; m < 3; m++)
-            for (int sp = 0; sp < 2; sp++)
+            for (int vi = 0; vi < n_var; vi++)
                 for (int pl = 0; pl < DHS_PLACE_N_; pl++) {
-                    int n = 0;
+                    int n = 0, sp = var_spec[vi];
+                    char sl[24] = "", wl[16];
                     for (int i = 0; i < n_runs; i++)
-                        if ((int)runs[i].mode == m && runs[i].spec == sp && (int)runs[i].place == pl) {
+                        if ((int)runs[i].mode == m && runs[i].spec == sp && runs[i].width == var_width[vi] &&
+                            (int)runs[i].place == pl) {
+                            if (sp) snprintf(sl, sizeof sl, " + spec%s%s", runs[i].width ? " " : "",
+                                             runs[i].width ? spec_label(&runs[i], wl, sizeof wl) : "");
                             xs[ns][n] = runs[i].r.output_throughput;
                             ys[ns][n] = runs[i].r.median_tpot_ms;
                             n++;
                         }
                     if (!n) continue;
                     if (c.dp_ranks > 1)
-                        snprintf(names[ns], sizeof names[ns], "%s%s, %s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "",
+                        snprintf(names[ns], sizeof names[ns], "%s%s, %s", dhs_serve_mode_str((dhs_serve_mode)m), sl,
                                  dhs_serve_placement_str((dhs_serve_placement)pl));
                     else
-                        snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sp ? " + spec" : "");
+                        snprintf(names[ns], sizeof names[ns], "%s%s", dhs_serve_mode_str((dhs_serve_mode)m), sl);
                     ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
                     ns++;
                 }

@@ -143,10 +143,20 @@ class dhs_spec_schedule(ctypes.Structure):
     ]
 
 
+class dhs_spec_auto_cfg(ctypes.Structure):
+    _fields_ = [
+        ("max_slots", c_int32),
+        ("spec_max", c_int32),
+        ("prior_accept", ctypes.c_double),
+        ("prior_weight", ctypes.c_double),
+        ("decay", ctypes.c_double),
+    ]
+
+
 STRUCTS = {
     c.__name__: c
     for c in (dhs_source_desc, dhs_consumer_desc, dhs_arch, dhs_config, dhs_sizes, dhs_cpu_options, dhs_req,
-              dhs_resolve_item, dhs_stats, dhs_mem, dhs_spec_schedule)
+              dhs_resolve_item, dhs_stats, dhs_mem, dhs_spec_schedule, dhs_spec_auto_cfg)
 }
 
 
@@ -254,6 +264,17 @@ dhs_staging_bytes = _fn("dhs_staging_bytes", c_uint64, c_int32, c_int32, c_int32
 dhs_spec_schedule_default = _fn("dhs_spec_schedule_default", dhs_spec_schedule)
 dhs_spec_schedule_parse = _fn("dhs_spec_schedule_parse", ctypes.c_int, _CP, ctypes.POINTER(dhs_spec_schedule))
 dhs_spec_width = _fn("dhs_spec_width", c_int32, ctypes.POINTER(dhs_spec_schedule), c_int32)
+# dhs_spec_auto.h
+_SA = ctypes.c_void_p  # dhs_spec_auto *
+_DP = ctypes.POINTER(ctypes.c_double)
+dhs_spec_auto_cfg_default = _fn("dhs_spec_auto_cfg_default", dhs_spec_auto_cfg, c_int32)
+dhs_spec_auto_create = _fn("dhs_spec_auto_create", _S, ctypes.POINTER(dhs_spec_auto_cfg), ctypes.POINTER(_SA))
+dhs_spec_auto_destroy = _fn("dhs_spec_auto_destroy", None, _SA)
+dhs_spec_auto_reset = _fn("dhs_spec_auto_reset", _S, _SA, c_int32)
+dhs_spec_auto_observe = _fn("dhs_spec_auto_observe", _S, _SA, c_int32, c_int32, c_int32)
+dhs_spec_auto_estimate = _fn("dhs_spec_auto_estimate", _S, _SA, c_int32, _DP)
+dhs_spec_auto_choose = _fn("dhs_spec_auto_choose", _S, _SA, c_int32, _I32P, _I32P, _DP, ctypes.c_double,
+                           ctypes.c_double, _I32P, _DP)
 dhs_check_invariants = _fn("dhs_check_invariants", ctypes.c_int, _CTX, ctypes.c_char_p, ctypes.c_size_t)
 dhs_read_location = _fn("dhs_read_location", _S, _CTX, c_int32, c_int32, _P)
 # dhs_cuda.h (present in every build; without CUDA they answer NULL / UNSUPPORTED)

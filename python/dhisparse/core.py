@@ -19,7 +19,7 @@ from .errors import DhsError, Wait, check, error_for
 
 __all__ = ["ConsumerKind", "Policy", "Resolver", "ReclaimOrder", "FaultKind", "SourceDesc", "ConsumerDesc", "Arch", "Config",
            "Sizes", "Stats", "Mem", "config_sizes", "Backend", "CpuBackend", "CudaBackend", "cuda_available",
-           "Context", "Request", "Round", "ring_rows", "ring_bytes", "ring_row", "staging_bytes", "SpecSchedule"]
+           "Context", "Request", "Round", "ring_rows", "ring_bytes", "ring_row", "staging_bytes", "SpecSchedule", "SpecAuto"]
 
 
 # ------------------------------------------------------------------ enums
@@ -209,6 +209,61 @@ class SpecSchedule:
     @property
     def steps(self):
         return [(self._s.width[i], self._s.min_sessions[i]) for i in range(self._s.n_steps)]
+
+
+class SpecAuto:
+    """dhs_spec_auto: the speculation width chosen online (include/dhs_spec_auto.h).
+
+    sa = SpecAuto(max_slots, spec_max=8, prior_accept=0.6, prior_weight=4, decay=0.95)
+    sa.reset(slot); sa.observe(slot, K, accepted); sa.estimate(slot)
+    K, tokens_per_us = sa.choose(slots, query_us, fixed_us, draft_us, cap=None)
+    """
+
+    def __init__(self, max_slots, spec_max=None, prior_accept=None, prior_weight=None, decay=None):
+        cfg = _lib.dhs_spec_auto_cfg_default(max_slots)
+        for name, v in (("spec_max", spec_max), ("prior_accept", prior_accept), ("prior_weight", prior_weight),
+                        ("decay", decay)):
+            if v is not None:
+                setattr(cfg, name, v)
+        h = ctypes.c_void_p()
+        check(_lib.dhs_spec_auto_create(ctypes.byref(cfg), ctypes.byref(h)), "dhs_spec_auto_create")
+        self._h = h
+        self.max_slots = cfg.max_slots
+        self.spec_max = cfg.spec_max
+
+    def close(self):
+        if self._h:
+            _lib.dhs_spec_auto_destroy(self._h)
+            self._h = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
+
+    def reset(self, slot):
+        check(_lib.dhs_spec_auto_reset(self._h, slot), "dhs_spec_auto_reset")
+
+    def observe(self, slot, K, accepted):
+        check(_lib.dhs_spec_auto_observe(self._h, slot, K, accepted), "dhs_spec_auto_observe")
+
+    def estimate(self, slot):
+        a = ctypes.c_double()
+        check(_lib.dhs_spec_auto_estimate(self._h, slot, ctypes.byref(a)), "dhs_spec_auto_estimate")
+        return a.value
+
+    def choose(self, slots, query_us, fixed_us, draft_us, cap=None):
+        sl = _host_i32(slots, "slots")
+        n = sl.shape[0]
+        q = np.ascontiguousarray(np.asarray(query_us, dtype=np.float64))
+        if q.shape != (n,):
+            raise ValueError(f"query_us: shape {q.shape}, expected ({n},)")
+        cp = None if cap is None else _host_i32(cap, "cap", (n,))
+        K = np.empty(n, dtype=np.int32)
+        tpu = ctypes.c_double()
+        i32 = ctypes.POINTER(ctypes.c_int32)
+        check(_lib.dhs_spec_auto_choose(self._h, n, sl.ctypes.data_as(i32), None if cp is None else cp.ctypes.data_as(i32),
+                                        q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us,
+                                        K.ctypes.data_as(i32), ctypes.byref(tpu)), "dhs_spec_auto_choose")
+        return K, tpu.value
 
 
 # ------------------------------------------------------------------ buffers

@@ -37,7 +37,8 @@ def _enum_constants():
 def c_layout(tmp_path_factory):
     if not CC:
         pytest.skip("no C compiler to measure the C layouts")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "dhs.h"', '#include "dhs_cuda.h"', "int main(void) {"]
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "dhs.h"', '#include "dhs_cuda.h"', '#include "dhs_spec_auto.h"',
+             "int main(void) {"]
     for name, st in _lib.STRUCTS.items():
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
         for f, _ in st._fields_:
@@ -115,7 +116,7 @@ def _header_prototypes():
     """{name: (return type, [parameter types])} of every dhs_* function declared in the public headers."""
     import re
     text = ""
-    for h in ("dhs.h", "dhs_cuda.h"):
+    for h in ("dhs.h", "dhs_cuda.h", "dhs_spec_auto.h"):
         with open(os.path.join(INCLUDE, h)) as f:
             text += f.read() + "\n"
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
@@ -140,10 +141,10 @@ def _header_prototypes():
 
 
 _ENUMS = {"dhs_status", "dhs_consumer_kind", "dhs_policy", "dhs_reclaim_order", "dhs_resolver", "dhs_fault_kind"}
-_OPAQUE = {"dhs_backend", "dhs_ctx"}
+_OPAQUE = {"dhs_backend", "dhs_ctx", "dhs_spec_auto"}
 _FNPTRS = {"dhs_cuda_mark_fn"}  # function-pointer typedefs: bound as ctypes.CFUNCTYPE
 _SCALARS = {"int32_t": ("i", 4), "uint32_t": ("u", 4), "int64_t": ("i", 8), "uint64_t": ("u", 8), "int": ("i", 4),
-            "unsigned": ("u", 4), "size_t": ("u", 8), "char": ("i", 1)}
+            "unsigned": ("u", 4), "size_t": ("u", 8), "char": ("i", 1), "double": ("f", 8)}
 
 
 def _c_desc(t):
@@ -181,6 +182,8 @@ def _py_desc(t):
         return ("ptr", _py_desc(t._type_))
     if isinstance(t, type) and issubclass(t, ctypes.Structure):
         return ("struct", t.__name__)
+    if t is ctypes.c_double:
+        return ("f", 8)
     if isinstance(t, type) and issubclass(t, ctypes._SimpleCData):
         code = t._type_
         signed = code in "bhilqc"

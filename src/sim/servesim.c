@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dhs_spec_auto.h"
 #include "util/rng.h"
 #include "sim/util.h"
 
@@ -131,6 +132,8 @@ typedef struct sreq {
     double ready;          /* prefill done and KV in place */
     dhs_req h;
     uint64_t rng_acc, sel_seed;
+    double accept;         /* this request's acceptance probability */
+    int32_t slot;          /* spec_auto: its controller slot from join to completion, else -1 */
     dhs_selreq *sel;       /* hierarchical modes: from join to completion */
 } sreq;
 /* (a request's rank is the rank_st its run goes through, and its placement
@@ -186,6 +189,13 @@ static sreq *source_make(source *S, double arrival, char *err, size_t err_len)
     if (q->out < 1) q->out = 1;
     q->sel_seed = dhs_mix64(w->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 2 + 1);
     q->rng_acc = dhs_mix64(w->seed * 0xc2b2ae3d27d4eb4full + (uint64_t)i * 2 + 2);
+    q->accept = c->accept_p;
+    if (c->accept_spread > 0) { /* its own draw: the acceptance stream of spread 0 is untouched */
+        uint64_t a = dhs_mix64(q->rng_acc ^ 0x5851f42d4c957f2dull);
+        q->accept += c->accept_spread * (2 * dhs_rng_unit(&a) - 1);
+        q->accept = q->accept < 0 ? 0 : q->accept > 1 ? 1 : q->accept;
+    }
+    q->slot = -1;
     S->made++;
     S->live++;
     S->bytes += sizeof *q;
@@ -430,6 +440,13 @@ typedef struct rank_st {
     double dt;                    /* this step, us */
     uint64_t dH;                  /* this step's host rows */
     dhs_stats st0;
+    /* spec_auto: the controller, its free slots (a stack) and the per-step buffers */
+    dhs_spec_auto *sa;
+    int32_t *free_slot, n_free, *slots, *cap;
+    double *qus;
+    /* host rows of a step ~ first * requests + extra * (queries - requests): decayed least-squares sums,
+       x1 = requests, x2 = further queries, y = the step's host rows (one layer) */
+    double s11, s12, s22, s1y, s2y;
     /* placement state: live requests (placed, not done) and their predictions */
     int32_t live, placed, max_running;
     double pred_us, pred_bytes;
@@ -446,6 +463,10 @@ static int complete(rank_st *R, const dhs_serve_config *c, source *S, sreq *q, i
 {
     const dhs_serve_cost *cost = &c->cost;
     q->done = 1;
+    if (q->slot >= 0) {
+        R->free_slot[R->n_free++] = q->slot;
+        q->slot = -1;
+    }
     if (dvec_push(e2el, (t - q->arrival) * 1e3)) goto nomem;
     if (tpot && q->out > 1 && dvec_push(tpot, (q->t_last - q->t_first) * 1e3 / (double)(q->out - 1))) goto nomem;
     r->total_input_tokens += q->prompt;
@@ -470,6 +491,46 @@ static int complete(rank_st *R, const dhs_serve_config *c, source *S, sreq *q, i
 nomem:
     dhs_errf(err, err_len, "out of memory");
     return -1;
+}
+
+/* spec_auto: K of each request of R's batch from the controller, with the cost model's terms
+   (servesim.h) as its fixed and per-query costs */
+static int choose_widths(rank_st *R, const dhs_serve_config *c, int hierarchical, char *err, size_t err_len)
+{
+    const dhs_serve_cost *cost = &c->cost;
+    /* host rows of a request's first query and of each further one: the least-squares fit of recent
+       steps, the further queries' coefficient pulled towards 0 (ridge 1) so that widths get tried
+       before their misses are known */
+    double first = 0, extra = 0;
+    if (hierarchical) {
+        double a11 = R->s11 + 1e-3, a22 = R->s22 + 1, det = a11 * a22 - R->s12 * R->s12;
+        if (det > 0) {
+            first = (a22 * R->s1y - R->s12 * R->s2y) / det;
+            extra = (a11 * R->s2y - R->s12 * R->s1y) / det;
+        }
+        first = first > 0 ? first : 0;
+        extra = extra > 0 ? extra : 0;
+    }
+    const double row_us = cost->row_bytes / (cost->pcie_gbps * 1000.0);
+    double fixed = cost->base_us + cost->layers * (cost->attn_layer_us + cost->idx_layer_us);
+    if (hierarchical) fixed += cost->layers * (cost->resolver_us + cost->gather_us);
+    for (int32_t i = 0; i < R->nb; i++) {
+        const sreq *q = R->bat[i];
+        int64_t left = q->out - q->tokens;
+        R->slots[i] = q->slot;
+        R->cap[i] = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int32_t)left;
+        double u = cost->token_us + cost->layers * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
+        if (hierarchical) u += cost->layers * cost->resolver_ns_per_entry * (double)c->k / 1000.0;
+        fixed += u + (hierarchical ? cost->layers * first * row_us : 0); /* its first query */
+        if (hierarchical) u += cost->layers * extra * row_us;
+        R->qus[i] = u > 1e-9 ? u : 1e-9;
+    }
+    dhs_status s = dhs_spec_auto_choose(R->sa, R->nb, R->slots, R->cap, R->qus, fixed, cost->draft_us, R->Kv, NULL);
+    if (s != DHS_OK) {
+        dhs_errf(err, err_len, "dhs_spec_auto_choose: %s", dhs_status_str(s));
+        return -1;
+    }
+    return 0;
 }
 
 /* the rank an arriving request goes to */
@@ -541,7 +602,8 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
     double w0 = dhs_wall_s();
     const dhs_serve_cost *cost = &c->cost;
     if (c->k < 1 || c->max_batch < 1 || c->hot_rows < c->page_rows || c->hot_rows % c->page_rows || cost->layers < 1 ||
-        c->kv_gib <= 0 || !(c->accept_p >= 0 && c->accept_p <= 1) || c->n_sched < 1) {
+        c->kv_gib <= 0 || !(c->accept_p >= 0 && c->accept_p <= 1) || !(c->accept_spread >= 0 && c->accept_spread <= 1) ||
+        c->n_sched < 1) {
         dhs_errf(err, err_len, "invalid configuration");
         return -1;
     }
@@ -593,6 +655,19 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         R->Kv = malloc(sizeof(int32_t) * (size_t)c->max_batch);
         R->acc = malloc(sizeof(int32_t) * (size_t)c->max_batch);
         if (!R->run || !R->bat || !R->newly || !R->Kv || !R->acc) goto nomem;
+        if (c->spec && c->spec_auto) {
+            dhs_spec_auto_cfg sc = dhs_spec_auto_cfg_default(c->max_batch);
+            sc.spec_max = KM;
+            dhs_status s = dhs_spec_auto_create(&sc, &R->sa);
+            if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_spec_auto_create: %s", dhs_status_str(s)); goto out; }
+            R->free_slot = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+            R->slots = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+            R->cap = malloc(sizeof(int32_t) * (size_t)c->max_batch);
+            R->qus = malloc(sizeof(double) * (size_t)c->max_batch);
+            if (!R->free_slot || !R->slots || !R->cap || !R->qus) goto nomem;
+            for (int32_t i = 0; i < c->max_batch; i++) R->free_slot[i] = c->max_batch - 1 - i;
+            R->n_free = c->max_batch;
+        }
     }
     if (w->arrival == DHS_ARRIVAL_TRACE && dhs_serve_trace_open(w->trace_path, &S.tr, err, err_len)) goto out;
     if (hierarchical) {
@@ -730,6 +805,10 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                     if (S.bytes > S.peak_bytes) S.peak_bytes = S.bytes;
                 }
                 q->joined = 1;
+                if (R->sa) { /* a slot is free: requests in run[] are at most max_batch */
+                    q->slot = R->free_slot[--R->n_free];
+                    dhs_spec_auto_reset(R->sa, q->slot);
+                }
                 q->n = q->prompt;
                 q->tokens = 1;
                 q->t_first = q->t_last = q->ready;
@@ -788,16 +867,18 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
             double attn = 0;
             uint64_t dE = 0, dH = 0;
             int32_t kmax_step = 1;
+            if (R->sa && choose_widths(R, c, hierarchical, err, err_len)) goto out;
             for (int32_t i = 0; i < nb; i++) {
                 sreq *q = bat[i];
                 int64_t left = q->out - q->tokens;
-                Kv[i] = (int32_t)(Kb < left ? Kb : left);
+                if (!R->sa) Kv[i] = (int32_t)(Kb < left ? Kb : left);
                 if (Kv[i] < 1) Kv[i] = 1;
                 if (Kv[i] > kmax_step) kmax_step = Kv[i];
                 attn += Kv[i] * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
                 int32_t a = 0;
-                while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < c->accept_p) a++;
+                while (a < Kv[i] - 1 && dhs_rng_unit(&q->rng_acc) < q->accept) a++;
                 acc[i] = a;
+                if (R->sa) dhs_spec_auto_observe(R->sa, q->slot, Kv[i], a); /* valid by construction */
             }
             if (hierarchical) {
                 dhs_ctx *ctx = R->H.ctx;
@@ -830,6 +911,15 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                 if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
             }
             if (c->spec) d += cost->draft_us * (kmax_step - 1);
+            if (R->sa && hierarchical) { /* the fit's sums, the past weighted 0.9 a step */
+                double x1 = nb, x2 = -nb, y = (double)dH;
+                for (int32_t i = 0; i < nb; i++) x2 += Kv[i];
+                R->s11 = 0.9 * R->s11 + x1 * x1;
+                R->s12 = 0.9 * R->s12 + x1 * x2;
+                R->s22 = 0.9 * R->s22 + x2 * x2;
+                R->s1y = 0.9 * R->s1y + x1 * y;
+                R->s2y = 0.9 * R->s2y + x2 * y;
+            }
             R->dt = d;
             R->dH = dH;
             if (d > dt) dt = d;
@@ -937,6 +1027,11 @@ out:
             free(R->newly);
             free(R->Kv);
             free(R->acc);
+            dhs_spec_auto_destroy(R->sa);
+            free(R->free_slot);
+            free(R->slots);
+            free(R->cap);
+            free(R->qus);
         }
     }
     for (sreq *q; (q = rl_pop(&pending));) source_free(&S, q);

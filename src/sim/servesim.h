@@ -47,6 +47,16 @@
  *     + [FIXED, ADAPTIVE] layers * (resolver_us + resolver_ns_per_entry * E / 1000
  *                                   + (H > 0 ? gather_us + H * row_bytes / (pcie_gbps * 1000) : 0))
  *     + [speculation] draft_us * (max K_i - 1)
+ * With spec_auto, K_i come from dhs_spec_auto_choose (include/dhs_spec_auto.h)
+ * over the same terms: a further query of request i costs u_i = token_us +
+ * layers * (attn_us + idx_us_per_ktok * L_i / 1000) [+ layers * (k *
+ * resolver_ns_per_entry / 1000 + h_x * row_bytes / (pcie_gbps * 1000))], the
+ * round at K = 1 costs base_us + layers * (attn_layer_us + idx_layer_us)
+ * [+ layers * (resolver_us + gather_us)] + sum_i (u_i with h_1 for h_x), where
+ * h_1 and h_x are the host rows of a request's first and of each further
+ * query, fitted (least squares, the past weighted 0.9 a step) to the rank's
+ * recent steps; K_i is capped by the tokens a request has left; each request's
+ * acceptance estimate learns from its own rounds.
  * Prefill of a prompt of P positions: prefill_us_per_token * P.
  * Defaults and their sources: dhs_serve_cost_default() and docs/SIM.md.
  *
@@ -140,6 +150,11 @@ typedef struct dhs_serve_config {
     int32_t sched_batch[8];
     int32_t sched_k[8];
     double accept_p;             /* each proposal accepted with this probability, in order */
+    double accept_spread;        /* each request's own probability: accept_p + U(-spread, spread), clamped
+                                    to [0, 1] (0: every request accept_p, the draws of earlier versions) */
+    int spec_auto;               /* with spec: K per request and step from dhs_spec_auto (its acceptance
+                                    estimate and this cost model's marginal costs), at most the
+                                    schedule's widest K, instead of the schedule */
     int32_t k;                   /* selection length (2048) */
     int32_t hot_rows;            /* B (4096) */
     int32_t page_rows;           /* 64 */

@@ -1,0 +1,38 @@
+"""SpecAuto: the ctypes binding of include/dhs_spec_auto.h (the C test holds the algorithm to an
+enumeration; here the binding's arguments, results and errors)."""
+import numpy as np
+import pytest
+
+import dhisparse as dhs
+
+
+def test_choose_and_estimate():
+    sa = dhs.SpecAuto(4, spec_max=6, prior_weight=0)
+    for _ in range(10):
+        sa.observe(0, 6, 0)  # never accepts
+        sa.observe(1, 6, 5)  # always accepts
+    assert sa.estimate(0) == 0.0
+    assert sa.estimate(1) == 1.0
+    K, tpu = sa.choose([0, 1], [10.0, 10.0], 1000.0, 1.0)
+    assert list(K) == [1, 6]
+    # 1 + 6 expected tokens over 1000 + 5 * 10 + 5 * 1 us
+    assert tpu == pytest.approx(7 / 1055)
+    K, _ = sa.choose([0, 1], [10.0, 10.0], 1000.0, 1.0, cap=[1, 3])
+    assert list(K) == [1, 3]
+    sa.close()
+
+
+def test_errors_leave_nothing_changed():
+    sa = dhs.SpecAuto(2)
+    a = sa.estimate(1)
+    with pytest.raises(dhs.DhsError):
+        sa.observe(1, 2, 2)
+    with pytest.raises(dhs.DhsError):
+        sa.observe(2, 2, 0)
+    assert sa.estimate(1) == a
+    with pytest.raises(dhs.DhsError):
+        sa.choose([1, 1], [1.0, 1.0], 10.0, 0.0)  # the same slot twice
+    with pytest.raises(ValueError):
+        sa.choose([0, 1], [1.0], 10.0, 0.0)
+    K, _ = sa.choose(np.array([0, 1]), [1.0, 1.0], 10.0, 0.0)
+    assert K.dtype == np.int32 and all(1 <= k <= sa.spec_max for k in K)
