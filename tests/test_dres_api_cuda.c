@@ -22,11 +22,12 @@ int main(void)
 
 #include "dhs_cuda.h"
 
-/* the engine writes a row at a tail location: a copy into the device pool */
+/* the engine writes a row at a tail location: a copy into the device pool after everything issued so far
+   (dhs_sync is refused inside a round in device mode: the device is synchronised directly) */
 static void cuda_write_loc(dhs_ctx *ctx, int32_t src, int32_t loc, const uint8_t *row64)
 {
     uint8_t *dst = (uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)loc * dhs_pool_row_stride(ctx);
-    CHECK(dhs_sync(ctx) == DHS_OK && cudaMemcpy(dst, row64, 64, cudaMemcpyHostToDevice) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(dst, row64, 64, cudaMemcpyHostToDevice) == cudaSuccess);
 }
 
 static dhs_status seq_device_alloc(int32_t **sel, int32_t **loc)
@@ -42,14 +43,16 @@ static void seq_device_free(int32_t *sel, int32_t *loc)
     cudaFree(loc);
 }
 
-/* selections up, dhs_resolve_device on the backend's stream, locations back after dhs_sync */
+/* selections up, dhs_resolve_device on the backend's stream, locations back after the device finished */
 static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const int32_t *hsel, int32_t *sel, int32_t *loc,
                                      int32_t *hloc)
 {
     const size_t b = sizeof(int32_t) * 2 * 4 * 8;
-    if (dhs_sync(ctx) != DHS_OK || cudaMemcpy(sel, hsel, b, cudaMemcpyHostToDevice) != cudaSuccess) return DHS_ERR_BACKEND;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(sel, hsel, b, cudaMemcpyHostToDevice) != cudaSuccess)
+        return DHS_ERR_BACKEND;
     dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc);
-    if (dhs_sync(ctx) != DHS_OK || cudaMemcpy(hloc, loc, b, cudaMemcpyDeviceToHost) != cudaSuccess) return DHS_ERR_BACKEND;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(hloc, loc, b, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return DHS_ERR_BACKEND;
     return s;
 }
 
