@@ -14,6 +14,12 @@ b=$root/build-fewmiss/b
 mkdir -p "$out" "$b"
 export PATH=$PATH:/usr/local/cuda/bin
 . "$root/bench/gpu_lib.sh"
+# a cJSON built beside the tree (CJSON_DIR, default ../build-cjson) when gpu_lib.sh found none
+cjd=${CJSON_DIR:-$root/../build-cjson}
+if [ ${#cj[@]} = 0 ] && [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$cjd" ]; then
+  cj=(-DCJSON_INCLUDE_DIR="$cjd/include" -DCJSON_LIBRARY="$cjd/lib/libcjson.so")
+  export LD_LIBRARY_PATH="$cjd/lib:${LD_LIBRARY_PATH:-}"
+fi
 t0=$(date +%s)
 cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/build.log" 2>&1 &&
   cmake --build "$b" -j"$(nproc)" --target dhs_tool test_dres_cuda test_dres_graph >> "$out/build.log" 2>&1 ||
