@@ -69,6 +69,7 @@
 #define SWEEP_SMALL 4 /* sweep: tiles of DT slots loaded together; a rest [hand, B) up to this many is one chunk */
 #define DRES_FUSE_PAIRS 64 /* plan kernel: a request with at most this many pairs copies them itself */
 #define DRES_FUSE_VECS 4   /* ... and at most this many 16-byte vectors per thread */
+#define DRES_PBITS 65536   /* plan kernel: hot sets up to this many slots dedupe protections in shared memory */
 static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
@@ -369,6 +370,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                                                               uint32_t vecs)
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
+    __shared__ uint32_t s_pbit[DRES_PBITS / 32]; /* hot slots this block protected (B <= DRES_PBITS) */
     __shared__ int32_t s_dm[DT], s_vi[DT]; /* the first DT of dmiss and victims (saves their re-reads) */
     __shared__ unsigned long long s_fsrc[DRES_FUSE_PAIRS], s_fdst[DRES_FUSE_PAIRS]; /* a fused copy's pairs */
     __shared__ int s_w[33];
@@ -393,6 +395,9 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
+    const int pbm = B <= DRES_PBITS; /* protection bits in shared memory (below) */
+    if (pbm)
+        for (int32_t i = tid; i < (B + 31) / 32; i += DT) s_pbit[i] = 0;
     __syncthreads(); /* shared init */
     /* whether slot b is in the round: loads issued now, used at the end */
     const int in_round = slot_in_round(rd, n_round);
@@ -490,7 +495,18 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
-                    if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
+                    if (old[u] != epoch) { /* result used at the end */
+                        if (pbm) {
+                            /* only this block touches slot r's `used` in this kernel, so a bit per slot in
+                               shared memory finds the first protector (a shared atomic) and a plain store
+                               protects it: no global atomic round trip per newly protected hit */
+                            const uint32_t bit = 1u << ((uint32_t)q[u] & 31u);
+                            if (atomicOr(s_pbit + (q[u] >> 5), bit) & bit) old[u] = epoch;
+                            else used[q[u]] = epoch;
+                        } else {
+                            old[u] = atomicExch(used + q[u], epoch);
+                        }
+                    }
                     ref[q[u]] = 1;
                 }
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
