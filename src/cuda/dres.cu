@@ -66,18 +66,11 @@
 #define DRES_CP_ROWS 4 /* rows of one warp in flight together */
 #define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
 #define NO_ERR 0xffffffffffffffffull
-#define SWEEP_SMALL 4 /* sweep: tiles of DT slots loaded together; a rest [hand, B) up to this many is one chunk */
-#define DRES_FUSE_PAIRS 64 /* plan kernel: a request with at most this many pairs copies them itself */
-#define DRES_FUSE_VECS 4   /* ... and at most this many 16-byte vectors per thread */
-#define DRES_PBITS 65536   /* plan kernel: hot sets up to this many slots dedupe protections in shared memory */
 static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
     unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
-    /* low half: plan blocks of the last call that left pairs to the copy kernel; high half: copy
-       blocks of this call that read it (one 64-bit atomic reads one and counts the other; the last
-       block resets the word) */
-    unsigned long long left;
+    unsigned long long pad;
 } dres_scratch;
 
 /* ------------------------------------------------------------ helpers */
@@ -170,7 +163,7 @@ static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_ro
    Returns the victims found (all threads). */
 static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t hand, int32_t need, uint32_t mark,
                                       uint32_t mark_taken, uint32_t epoch, int32_t *victims, int *s_cnt, int *s_w,
-                                      int *s_stop, int *s_taken, int32_t *s_vict)
+                                      int *s_stop, int *s_taken)
 {
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t B = st->B;
@@ -183,10 +176,6 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t h
     const int64_t limit = 2 * (int64_t)B + 32;
     int ntile = (int)((need + DT - 1) / DT);
     if (ntile < 1) ntile = 1;
-    /* a small rest [hand, B) in one chunk: where every slot is referenced
-       (the few-miss case of a warm hot set) the sweep then takes two chunks
-       (clear, wrap, take) instead of three or more */
-    if (B - h <= SWEEP_SMALL * DT && ntile < (B - h + DT - 1) / DT) ntile = (B - h + DT - 1) / DT;
     if (ntile > 32) ntile = 32;
     while (got < need && scanned < limit) {
         const int64_t allow = ((limit - scanned + 31) / 32) * 32; /* slots of the windows still allowed */
@@ -195,36 +184,21 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t h
         if (L > allow) L = allow;
         const int nt = (int)((L + DT - 1) / DT);
         uint32_t em = 0, rm = 0, pm = 0; /* eligible / referenced / protected-this-round, bit j = tile j */
-        for (int j0 = 0; j0 < nt; j0 += SWEEP_SMALL) { /* SWEEP_SMALL tiles' loads in flight together */
-            uint32_t uv[SWEEP_SMALL];
-            uint8_t fv[SWEEP_SMALL];
-#pragma unroll
-            for (int x = 0; x < SWEEP_SMALL; x++) {
-                const int64_t i = (int64_t)(j0 + x) * DT + tid;
-                uv[x] = 0;
-                fv[x] = 0;
-                if (j0 + x < nt && i < L) {
-                    uv[x] = __ldcg(used + h + i);
-                    fv[x] = __ldcg(ref + h + i);
+        for (int j = 0; j < nt; j++) {
+            const int64_t i = (int64_t)j * DT + tid;
+            int el = 0;
+            if (i < L) {
+                const uint32_t u = __ldcg(used + h + i);
+                const uint8_t f = __ldcg(ref + h + i);
+                if (dres_eligible(u, mark)) {
+                    if (f) rm |= 1u << j;
+                    else el = 1;
                 }
+                if (u == epoch) pm |= 1u << j;
             }
-#pragma unroll
-            for (int x = 0; x < SWEEP_SMALL; x++) {
-                const int j = j0 + x;
-                if (j >= nt) break; /* uniform */
-                const int64_t i = (int64_t)j * DT + tid;
-                int el = 0;
-                if (i < L) {
-                    if (dres_eligible(uv[x], mark)) {
-                        if (fv[x]) rm |= 1u << j;
-                        else el = 1;
-                    }
-                    if (uv[x] == epoch) pm |= 1u << j;
-                }
-                em |= (uint32_t)el << j;
-                const uint32_t bal = __ballot_sync(FULL, el);
-                if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
-            }
+            em |= (uint32_t)el << j;
+            const uint32_t bal = __ballot_sync(FULL, el);
+            if (lane == 0) s_cnt[j * NWARP + warp] = __popc(bal);
         }
         for (int j = nt; j < 32; j++)
             if (lane == 0) s_cnt[j * NWARP + warp] = 0;
@@ -241,7 +215,6 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t h
                 if (rank < n) {
                     const int32_t q = h + j * DT + tid;
                     victims[got + rank] = q;
-                    if (s_vict && got + rank < DT) s_vict[got + rank] = q;
                     if ((pm >> j) & 1u) taken++;
                     used[q] = mark_taken;
                     if (rank == n - 1) *s_stop = j * DT + tid + 1;
@@ -366,16 +339,12 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
-                                                              const __grid_constant__ dres_divs dv, int fuse,
-                                                              uint32_t vecs)
+                                                              const __grid_constant__ dres_divs dv)
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
-    __shared__ uint32_t s_pbit[DRES_PBITS / 32]; /* hot slots this block protected (B <= DRES_PBITS) */
-    __shared__ int32_t s_dm[DT], s_vi[DT]; /* the first DT of dmiss and victims (saves their re-reads) */
-    __shared__ unsigned long long s_fsrc[DRES_FUSE_PAIRS], s_fdst[DRES_FUSE_PAIRS]; /* a fused copy's pairs */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
-    __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0, s_owner;
+    __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
     __shared__ unsigned long long s_err;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -395,9 +364,6 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
-    const int pbm = B <= DRES_PBITS; /* protection bits in shared memory (below) */
-    if (pbm)
-        for (int32_t i = tid; i < (B + 31) / 32; i += DT) s_pbit[i] = 0;
     __syncthreads(); /* shared init */
     /* whether slot b is in the round: loads issued now, used at the end */
     const int in_round = slot_in_round(rd, n_round);
@@ -433,7 +399,6 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             m_hand = __ldcg(meta + DRES_M_HAND);
             m_nst = __ldcg(meta + DRES_M_NSTAGED);
             m_ar0 = __ldg(st.arena_page);
-            s_owner = *(volatile int32_t *)st.stage_owner;
             /* to shared now (this warp waits for these loads once, the others do not) */
             s_filled = m_filled;
             s_hand = m_hand;
@@ -495,18 +460,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
-                    if (old[u] != epoch) { /* result used at the end */
-                        if (pbm) {
-                            /* only this block touches slot r's `used` in this kernel, so a bit per slot in
-                               shared memory finds the first protector (a shared atomic) and a plain store
-                               protects it: no global atomic round trip per newly protected hit */
-                            const uint32_t bit = 1u << ((uint32_t)q[u] & 31u);
-                            if (atomicOr(s_pbit + (q[u] >> 5), bit) & bit) old[u] = epoch;
-                            else used[q[u]] = epoch;
-                        } else {
-                            old[u] = atomicExch(used + q[u], epoch);
-                        }
-                    }
+                    if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
                     ref[q[u]] = 1;
                 }
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
@@ -600,10 +554,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 const uint32_t bal = __ballot_sync(FULL, (first >> j) & 1u);
                 if ((first >> j) & 1u) {
                     const int64_t e = (int64_t)j * DT + tid;
-                    const int idx = s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u));
-                    const int32_t sv = __ldg(selb + e);
-                    dmiss[idx] = sv;
-                    if (idx < DT) s_dm[idx] = sv;
+                    dmiss[s_cnt[j * NWARP + warp] + __popc(bal & ((1u << lane) - 1u))] = __ldg(selb + e);
                 }
             }
             /* 4b: free slots, then CLOCK victims, then staging */
@@ -617,22 +568,19 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             if (want > avail) want = avail;
             if (want < 0) want = 0;
             const int32_t nv = want > 0 ? sweep_block(sp, r, s_hand, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
-                                                      &s_taken, s_vi)
+                                                      &s_taken)
                                         : 0;
             __syncthreads(); /* victims */
             const int32_t nhot = nfree + nv;
             const int32_t nstaged = s_nstaged;
             /* staging only while the arenas are free or this group's (the word changes
                from -1 to this group within a call at most, so one read decides) */
-            const int32_t owner = s_owner; /* read at the start: the same decision */
+            const int32_t owner = *(volatile int32_t *)st.stage_owner;
             const int ours = owner == -1 || owner == st.group;
             int32_t room = s_arena0 < 0 || !ours ? 0 : st.stage_rows - nstaged;
             if (room < 0) room = 0;
             const int32_t nst = nd - nhot < room ? nd - nhot : room;
             uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
-            /* few pairs: this block moves them itself (below), the copy kernel skips them */
-            const int32_t npr = (nhot + nst) * nsrc;
-            const int fz = fuse && npr > 0 && npr <= DRES_FUSE_PAIRS && (int64_t)npr * vecs <= (int64_t)DRES_FUSE_VECS * DT;
             /* DM misses of a thread at once: dmiss + victims, then the evicted rows, then the stores
                and the copy list (misses' rows, victims and evicted rows are all distinct, so the
                order of these stores across misses is free, as between threads) */
@@ -641,32 +589,19 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 #pragma unroll
                 for (int u = 0; u < DM; u++) {
                     const int32_t i = i0 + u * DT;
-                    sv[u] = i < nd ? (i < DT ? s_dm[i] : dmiss[i]) : 0;
-                    qv[u] = i < nhot ? (i < nfree ? filled + i : (i - nfree < DT ? s_vi[i - nfree] : victims[i - nfree])) : -1;
+                    sv[u] = i < nd ? dmiss[i] : 0;
+                    qv[u] = i < nhot ? (i < nfree ? filled + i : victims[i - nfree]) : -1;
                 }
-                /* the codes first (they do not depend on the evicted rows), so source 0's host chunk
-                   and page table loads are in flight with the evicted rows' loads */
-                int64_t cv[DM];
-#pragma unroll
-                for (int u = 0; u < DM; u++) {
-                    const int32_t i = i0 + u * DT;
-                    cv[u] = i >= nd ? -1
-                            : i < nhot ? DRES_CODE(DRES_K_HOT, qv[u])
-                            : i < nhot + nst ? DRES_CODE(DRES_K_STAGE, nstaged + (i - nhot))
-                            : -1;
-                }
-                uint64_t hs[DM];
-                int64_t ph[DM];
 #pragma unroll
                 for (int u = 0; u < DM; u++) {
                     const int32_t i = i0 + u * DT;
                     ov[u] = i < nhot && i >= nfree ? row_of[qv[u]] : -1;
-                    hs[u] = cv[u] >= 0 ? host_row_fast(sp, dv, r, 0, sv[u]) : 0;
-                    ph[u] = cv[u] >= 0 ? phys_fast(sp, dv, r, 0, cv[u]) : 0;
                 }
+                int64_t cv[DM];
 #pragma unroll
                 for (int u = 0; u < DM; u++) {
                     const int32_t i = i0 + u * DT, s = sv[u];
+                    cv[u] = -1;
                     if (i >= nd) continue;
                     if (i < nhot) {
                         const int32_t q = qv[u];
@@ -674,33 +609,31 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                         row_of[q] = s;
                         slot_of[s] = q;
                         ref[q] = 1;
+                        cv[u] = DRES_CODE(DRES_K_HOT, q);
                     } else if (i < nhot + nst) {
-                        st.staged_row[(int64_t)r * st.stage_rows + nstaged + (i - nhot)] = s;
-                        slot_of[s] = B + nstaged + (i - nhot);
+                        const int32_t sidx = nstaged + (i - nhot);
+                        st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                        slot_of[s] = B + sidx;
+                        cv[u] = DRES_CODE(DRES_K_STAGE, sidx);
                     } else {
                         slot_of[s] = -1;
                         if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
                     }
                 }
                 for (int32_t si = 0; si < nsrc; si++) {
-                    if (si > 0) {
+                    uint64_t hs[DM];
+                    int64_t ph[DM];
 #pragma unroll
-                        for (int u = 0; u < DM; u++) {
-                            hs[u] = cv[u] >= 0 ? host_row_fast(sp, dv, r, si, sv[u]) : 0;
-                            ph[u] = cv[u] >= 0 ? phys_fast(sp, dv, r, si, cv[u]) : 0;
-                        }
+                    for (int u = 0; u < DM; u++) {
+                        hs[u] = cv[u] >= 0 ? host_row_fast(sp, dv, r, si, sv[u]) : 0;
+                        ph[u] = cv[u] >= 0 ? phys_fast(sp, dv, r, si, cv[u]) : 0;
                     }
 #pragma unroll
                     for (int u = 0; u < DM; u++) {
                         if (cv[u] < 0) continue;
                         const int64_t pi = (int64_t)(i0 + u * DT) * nsrc + si;
-                        const uint64_t dst = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph[u] * st.row_stride);
                         pairs[2 * pi] = hs[u];
-                        pairs[2 * pi + 1] = dst;
-                        if (fz) {
-                            s_fsrc[pi] = hs[u];
-                            s_fdst[pi] = dst;
-                        }
+                        pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph[u] * st.row_stride);
                     }
                 }
             }
@@ -716,21 +649,6 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 if (nst) {
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
                     *st.stage_owner = st.group;
-                }
-                if (npr > 0 && !fz) atomicAdd(&sc->left, 1ull);
-            }
-            /* the fused copy: loads of all its vectors (DRES_FUSE_VECS a thread at most) issued now,
-               stored after the misses' locations (their slot_of and page table round trips run
-               beside the host reads); zero-copy reads from mapped pinned host memory as in the
-               copy kernel */
-            const uint32_t ftot = fz ? (uint32_t)npr * vecs : 0u;
-            uint4 xv[DRES_FUSE_VECS];
-#pragma unroll
-            for (int u = 0; u < DRES_FUSE_VECS; u++) {
-                const uint32_t g = (uint32_t)tid + (uint32_t)u * DT;
-                if (g < ftot) {
-                    const uint32_t pi = g / vecs, v = g - pi * vecs;
-                    xv[u] = ld_nc_v4((const uint4 *)(uintptr_t)s_fsrc[pi] + v);
                 }
             }
             /* 5 for the misses: their slot from slot_of */
@@ -764,14 +682,6 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                         c_host++;
                         c_ent++;
                     }
-            }
-#pragma unroll
-            for (int u = 0; u < DRES_FUSE_VECS; u++) {
-                const uint32_t g = (uint32_t)tid + (uint32_t)u * DT;
-                if (g < ftot) {
-                    const uint32_t pi = g / vecs, v = g - pi * vecs;
-                    st_cg_v4((uint4 *)(uintptr_t)s_fdst[pi] + v, xv[u]);
-                }
             }
         }
         block_add(&s_host, c_host);
@@ -831,7 +741,7 @@ static __device__ __forceinline__ void promote_block(const dres_state *sp, const
     int32_t *victims = st.victim + (int64_t)r * per_slot;
     __syncthreads();
     const int32_t nv = npro > nfree ? sweep_block(sp, r, meta[DRES_M_HAND], npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
-                                                  &s_stop, &s_taken, NULL)
+                                                  &s_stop, &s_taken)
                                     : 0;
     __syncthreads(); /* victims, s_taken; every thread read meta */
     if (tid == 0) {
@@ -960,18 +870,6 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
         const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
         if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
     }
-    if (sc) {
-        /* after a plan kernel: only where some request left its pairs (more than it moves itself);
-           every block reads the count before it counts itself done, the last one resets both */
-        __shared__ unsigned int s_left;
-        if (threadIdx.x == 0) {
-            const unsigned long long old = atomicAdd(&sc->left, 1ull << 32);
-            s_left = (unsigned int)old;
-            if ((unsigned int)(old >> 32) == gridDim.x - 1) sc->left = 0;
-        }
-        __syncthreads();
-        if (s_left == 0) return;
-    }
     if (!do_copy) return;
     copy_pairs(pairs, npairs, N, per_slot_pairs, vecs, src, nsrc);
 }
@@ -1066,15 +964,12 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
        its launch overlaps the previous call's copy kernel inside a captured step */
     cudaLaunchAttribute at;
     cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
-    /* few pairs of a request are moved by its plan block (not for a split resolve: the queue moves
-       sources 1.. after source 0) */
-    const int sp = split && payload && st->nsrc > 1;
-    const int fuse = payload && !sp && copy_blocks > 0 && st->row_stride && !(st->row_stride & 15u);
     cudaError_t e = cudaLaunchKernelEx(&cfg, dres_plan_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
-                                       divs_make(st, k), fuse, st->row_stride / 16u);
+                                       divs_make(st, k));
     if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
+    const int sp = split && payload && st->nsrc > 1;
     e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
     if (e != cudaSuccess || !sp) return e;
     /* split: the queue forks after source 0's copy, so the link carries one
