@@ -94,4 +94,10 @@ expect 0 python3 "$T/check.py" target 0.03 "$T/f.json"
 expect 0 "$DHS" trace stats "$T/a.dht" --json
 [ -z "$(preset "$T/out")" ] || fail "synthetic: no preset"
 
+# serve-sim takes the same models
+expect 2 "$DHS" serve-sim --locality nosuch
+grep -q nosuch "$T/err" || fail "serve-sim: bad preset named"
+expect 0 "$DHS" serve-sim --help
+grep -q -- "--locality-layer" "$T/out" || fail "serve-sim --help lists --locality-layer"
+
 finish locality
