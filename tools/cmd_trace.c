@@ -24,6 +24,7 @@ static int trace_gen(int argc, char **argv)
 {
     dhs_tracegen_params p = dhs_tracegen_default();
     const char *out = NULL, *name = NULL, *locality = NULL;
+    int loc_layer = 0;
     int64_t row_bytes = p.row_bytes, m = p.m;
     int order = p.sorted ? 1 : 0;
     arg_spec sp[] = {
@@ -66,6 +67,8 @@ static int trace_gen(int argc, char **argv)
          .help = "synthetic (the window/cluster model above, unchanged), random (uniform: alpha = k/N), dsv32-swe "
                  "(DeepSeek-V3.2 measured overlap; producer = layer), or a JSON model (docs/LOCALITY.md)",
          .def = "synthetic"},
+        A_INT("--locality-layer", &loc_layer, 0, DHS_LOCALITY_MAX_LAYERS - 1,
+              "producer g follows the model's layer L + g (e.g. one producer as a deep layer)"),
     };
     arg_cmd cmd = {
         .prog = "dhs trace gen",
@@ -89,6 +92,12 @@ static int trace_gen(int argc, char **argv)
     if (dhs_locality_model_load(locality, &p.lm, err, sizeof err)) {
         fprintf(stderr, "dhs trace gen: --locality %s\n", err);
         return EXIT_USAGE;
+    }
+    if (loc_layer > 0 && p.lm.n_layers > 0) { /* drop the layers before L; the last layer repeats */
+        int32_t L = loc_layer < p.lm.n_layers ? loc_layer : p.lm.n_layers - 1;
+        memmove(p.lm.alpha, p.lm.alpha + L, (size_t)(p.lm.n_layers - L) * sizeof *p.lm.alpha);
+        memmove(p.lm.alpha_exp, p.lm.alpha_exp + L, (size_t)(p.lm.n_layers - L) * sizeof *p.lm.alpha_exp);
+        p.lm.n_layers -= L;
     }
     if (dhs_tracegen_check(&p, err, sizeof err)) {
         fprintf(stderr, "dhs trace gen: %s\n", err);

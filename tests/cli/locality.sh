@@ -94,6 +94,14 @@ expect 0 python3 "$T/check.py" target 0.03 "$T/f.json"
 expect 0 "$DHS" trace stats "$T/a.dht" --json
 [ -z "$(preset "$T/out")" ] || fail "synthetic: no preset"
 
+# --locality-layer: one producer as layer 30 of dsv32-swe (alpha 0.44)
+expect 0 "$DHS" trace gen --out "$T/l.dht" --locality dsv32-swe --locality-layer 30 --seed 5 --requests 2 --rounds 40 --context 6000 --k 128
+expect 0 "$DHS" trace stats "$T/l.dht" --json
+cp "$T/out" "$T/l.json"
+expect 0 python3 "$T/check.py" target 0.03 "$T/l.json"
+python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["groups"][0]; sys.exit(abs(g["alpha_target"]-0.44)>1e-9)' "$T/l.json" \
+    || fail "--locality-layer 30: target 0.44"
+
 # serve-sim takes the same models
 expect 2 "$DHS" serve-sim --locality nosuch
 grep -q nosuch "$T/err" || fail "serve-sim: bad preset named"
