@@ -66,6 +66,18 @@ assert g[40]["alpha"] > 0.40 and g[0]["alpha"] < 0.05, (g[0]["alpha"], g[40]["al
 assert all(x["hit_rate"][0] <= x["hit_rate"][1] + 1e-12 for x in g)
 assert 0.6 < g[30]["cross"] < 1.0, g[30]["cross"]
 PY
+# per-group sizing at a budget of 128 rows per group: layers 0-1 (alpha
+# 1.5 %) get none, the sized hit rate is at least the even split's (no
+# speculation: draft queries would hit query 0's rows in every layer)
+expect 0 "$DHS" trace gen --out "$T/n.dht" --locality dsv32-swe --seed 5 --requests 2 --rounds 30 --context 6000 --k 128 --producers 61
+expect 0 "$DHS" trace stats "$T/n.dht" --json --cache 128,256 --budget $((61 * 128))
+python3 -c '
+import json, sys
+z = json.load(open(sys.argv[1]))["sizing"]
+r = z["rows_per_group"]
+assert r[0] == 0 and r[1] == 0 and r[40] > 0, r[:3]
+assert z["sized_rows"] <= 61 * 128 and z["sized_hit_rate"] >= z["even_hit_rate"], z' "$T/out" || fail "per-group sizing"
+
 # valid selections: the reader checks rows lie in the visible range; no
 # duplicate within a query
 expect 0 "$DHS" trace info "$T/d.dht" --json
