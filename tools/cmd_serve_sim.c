@@ -732,7 +732,8 @@ int cmd_serve_sim(int argc, char **argv)
     int n_conc = 4, n_rates = 0, n_scales = 1, seen_conc = 0, seen_rates = 0, seen_scales = 0;
     int json = 0, quiet = 0, spec = 0, prefill = c.prefill_remote ? 0 : 1, jobs = 0;
     int64_t row_bytes = c.cost.row_bytes, idx_bytes = c.cost.idx_bytes;
-    const char *calib = NULL;
+    const char *calib = NULL, *locality = NULL;
+    int loc_layer = 30;
     const char *rtrace = NULL, *csv = NULL, *plot = NULL, *mode_list = NULL, *sched = NULL, *output = NULL, *place_list = NULL;
     arg_spec sp[] = {
         {.name = "--concurrency", .type = ARG_F64_LIST, .dest = conc, .dlo = 1, .dhi = 1 << 20, .count = &n_conc,
@@ -805,6 +806,10 @@ int cmd_serve_sim(int argc, char **argv)
         A_DBL("--resolver-ns", &c.cost.resolver_ns_per_entry, 0, 1e9, "cost model: per resolved entry, ns"),
         A_DBL("--draft-us", &c.cost.draft_us, 0, 1e9, "cost model: per drafted position and step, us"),
         A_DBL("--prefill-us-per-token", &c.cost.prefill_us_per_token, 0, 1e9, "cost model: per prompt position, us"),
+        {.name = "--locality", .type = ARG_STR, .dest = &locality, .meta = "PRESET|FILE.json",
+         .help = "selection locality: synthetic, random (alpha = k/N), dsv32-swe, or a JSON model (docs/LOCALITY.md)",
+         .def = "synthetic"},
+        A_INT("--locality-layer", &loc_layer, 0, 127, "the model's layer the simulated pool follows (one layer's pool)"),
         A_BOOL("--json", &json, "JSON on stdout instead of the table (with version, commit, date, host, device)"),
         A_OUT("--csv", &csv, "one CSV row per run"),
         A_OUT("--plot", &plot, "SVG: median TPOT against output throughput, one line per mode"),
@@ -834,6 +839,22 @@ int cmd_serve_sim(int argc, char **argv)
     c.cost.row_bytes = (uint32_t)row_bytes;
     c.cost.idx_bytes = (uint32_t)idx_bytes;
     c.prefill_remote = prefill == 0;
+    if (locality && calib) return args_fail(PROG, "--locality is not for --calibrate (the bench runs the synthetic model)");
+    if (locality) {
+        char lerr[512];
+        dhs_locality_model lm;
+        if (dhs_locality_model_load(locality, &lm, lerr, sizeof lerr)) {
+            fprintf(stderr, "%s: --locality %s\n", PROG, lerr);
+            return EXIT_USAGE;
+        }
+        if (lm.n_layers > 0) { /* one layer of the model: the simulated pool is one layer's */
+            int32_t l = loc_layer < lm.n_layers ? loc_layer : lm.n_layers - 1;
+            lm.alpha[0] = lm.alpha[l];
+            lm.alpha_exp[0] = lm.alpha_exp[l];
+            lm.n_layers = 1;
+        }
+        c.lm = lm;
+    }
     if (calib) {
         if (!jobs) {
             long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

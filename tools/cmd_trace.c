@@ -23,7 +23,8 @@ static const char *const orders[] = {"score", "sorted", NULL};
 static int trace_gen(int argc, char **argv)
 {
     dhs_tracegen_params p = dhs_tracegen_default();
-    const char *out = NULL, *name = NULL;
+    const char *out = NULL, *name = NULL, *locality = NULL;
+    int loc_layer = 0;
     int64_t row_bytes = p.row_bytes, m = p.m;
     int order = p.sorted ? 1 : 0;
     arg_spec sp[] = {
@@ -62,6 +63,12 @@ static int trace_gen(int argc, char **argv)
         A_INT("--shift-radius", &p.shift_radius, 1, 1 << 20, "replaced rows move by 1..R"),
         {.name = "--order", .type = ARG_ENUM, .dest = &order, .choices = orders, .help = "order of rows within a query"},
         {.name = "--name", .type = ARG_STR, .dest = &name, .meta = "NAME", .help = "trace name", .def = p.name},
+        {.name = "--locality", .type = ARG_STR, .dest = &locality, .meta = "PRESET|FILE.json",
+         .help = "synthetic (the window/cluster model above, unchanged), random (uniform: alpha = k/N), dsv32-swe "
+                 "(DeepSeek-V3.2 measured overlap; producer = layer), or a JSON model (docs/LOCALITY.md)",
+         .def = "synthetic"},
+        A_INT("--locality-layer", &loc_layer, 0, DHS_LOCALITY_MAX_LAYERS - 1,
+              "producer g follows the model's layer L + g (e.g. one producer as a deep layer)"),
     };
     arg_cmd cmd = {
         .prog = "dhs trace gen",
@@ -82,6 +89,16 @@ static int trace_gen(int argc, char **argv)
         snprintf(p.name, sizeof p.name, "%s", name);
     }
     char err[512];
+    if (dhs_locality_model_load(locality, &p.lm, err, sizeof err)) {
+        fprintf(stderr, "dhs trace gen: --locality %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (loc_layer > 0 && p.lm.n_layers > 0) { /* drop the layers before L; the last layer repeats */
+        int32_t L = loc_layer < p.lm.n_layers ? loc_layer : p.lm.n_layers - 1;
+        memmove(p.lm.alpha, p.lm.alpha + L, (size_t)(p.lm.n_layers - L) * sizeof *p.lm.alpha);
+        memmove(p.lm.alpha_exp, p.lm.alpha_exp + L, (size_t)(p.lm.n_layers - L) * sizeof *p.lm.alpha_exp);
+        p.lm.n_layers -= L;
+    }
     if (dhs_tracegen_check(&p, err, sizeof err)) {
         fprintf(stderr, "dhs trace gen: %s\n", err);
         return EXIT_USAGE;
@@ -256,12 +273,185 @@ static int trace_info(int argc, char **argv)
     return 0;
 }
 
+/* ---------------------------------------------------------------- stats */
+static int trace_stats(int argc, char **argv)
+{
+    int json = 0;
+    const char *output = NULL, *cache = NULL;
+    int64_t budget = 0;
+    char *pos[1];
+    int npos = 0;
+    arg_spec sp[] = {
+        A_BOOL("--json", &json, "one JSON object (with version, commit, date, host, device)"),
+        A_OUT("--output", &output, "write the results to FILE instead of stdout"),
+        {.name = "--cache", .type = ARG_STR, .dest = &cache, .meta = "B1,B2,..",
+         .help = "LRU capacities in rows per request and group (at most 8)", .def = "k,2k,4k,8k of group 0"},
+        A_I64("--budget", &budget, 0, INT64_C(1) << 40,
+              "also size caches per group: N rows per request over all groups, each group 0 or a --cache size, "
+              "greedy on the measured hit curves, against the same N split evenly"),
+    };
+    arg_cmd cmd = {
+        .prog = "dhs trace stats",
+        .synopsis = "FILE [--cache B1,B2,..] [--json]",
+        .about = "Locality of any trace, per group (a generated trace's producer = a layer):\n"
+                 "alpha = consecutive-step overlap of query 0 (|S_r & S_r-1| / k), its random\n"
+                 "baseline k/V, overlap with group g-1's query 0 of the same round, and the hit\n"
+                 "rate of an LRU cache of B rows per request and group. A trace written by\n"
+                 "dhs trace gen --locality records its targets; they are printed next to the\n"
+                 "measured alpha. Keys: docs/LOCALITY.md.",
+        .specs = sp,
+        .n_specs = (int)(sizeof sp / sizeof sp[0]),
+        .min_pos = 1,
+        .max_pos = 1,
+    };
+    int pr = args_parse(&cmd, argc, argv, pos, &npos);
+    if (pr) return args_exit(pr);
+    const char *path = pos[0];
+    if (args_check_in(cmd.prog, NULL, path)) return EXIT_USAGE;
+    int64_t B[DHS_TRACE_LOC_MAX_B];
+    int32_t nb = 0;
+    if (cache) {
+        const char *s = cache;
+        while (*s) {
+            char *end;
+            long long v = strtoll(s, &end, 10);
+            if (end == s || v < 1 || v > (INT64_C(1) << 36) || (*end && *end != ',') || nb == DHS_TRACE_LOC_MAX_B)
+                return args_fail(cmd.prog, "--cache wants 1..%d row counts >= 1, comma-separated", DHS_TRACE_LOC_MAX_B);
+            B[nb++] = v;
+            s = *end ? end + 1 : end;
+        }
+        if (nb == 0) return args_fail(cmd.prog, "--cache is empty");
+    } else {
+        dhs_trace_reader *r;
+        char e2[512];
+        if (dhs_trace_reader_open(path, 0, &r, e2, sizeof e2)) {
+            fprintf(stderr, "dhs trace stats: %s\n", e2);
+            return EXIT_USAGE;
+        }
+        int64_t k = dhs_trace_reader_header(r)->k[0];
+        dhs_trace_reader_close(r);
+        for (nb = 0; nb < 4; nb++) B[nb] = k << nb;
+    }
+    if (tool_output(cmd.prog, output)) return EXIT_RUNTIME;
+    char err[1024];
+    dhs_trace_loc_stats *S = malloc(sizeof *S);
+    if (!S) return EXIT_RUNTIME;
+    dhs_trace_status st = dhs_trace_loc_stats_compute(path, B, nb, S, err, sizeof err);
+    if (st) {
+        fprintf(stderr, "dhs trace stats: %s\n", err);
+        free(S);
+        return st == DHS_TRACE_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;
+    }
+    /* per-group sizing: levels 0 (no cache, hit 0) and the sorted --cache sizes */
+    int32_t lev[DHS_TRACE_MAX_GROUPS];
+    int32_t ord[DHS_TRACE_LOC_MAX_B];
+    double even_hit = 0, sized_hit = 0;
+    int64_t even_B = 0, used = 0;
+    if (budget > 0) {
+        for (int32_t b = 0; b < nb; b++) ord[b] = b;
+        for (int32_t i = 1; i < nb; i++)
+            for (int32_t j = i; j > 0 && S->B[ord[j]] < S->B[ord[j - 1]]; j--) {
+                int32_t x = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = x;
+            }
+        int32_t NG = S->n_groups, even = 0; /* levels: 0 = none, i = ord[i-1] */
+        for (int32_t i = 1; i <= nb; i++)
+            if (S->B[ord[i - 1]] * NG <= budget) even = i;
+        even_B = even ? S->B[ord[even - 1]] : 0;
+#define HITL(g, i) ((i) == 0 || isnan(S->hit[g][ord[(i) - 1]]) ? 0.0 : S->hit[g][ord[(i) - 1]])
+#define BL(i) ((i) == 0 ? 0 : S->B[ord[(i) - 1]])
+        for (int32_t g = 0; g < NG; g++) {
+            lev[g] = 0;
+            even_hit += HITL(g, even) / NG;
+        }
+        for (;;) { /* the upgrade with the most hit per row that fits */
+            int32_t bg = -1, bi = 0;
+            double best = 0;
+            for (int32_t g = 0; g < NG; g++)
+                for (int32_t i = lev[g] + 1; i <= nb; i++) {
+                    int64_t d = BL(i) - BL(lev[g]);
+                    double r = (HITL(g, i) - HITL(g, lev[g])) / (double)d;
+                    if (used + d <= budget && r > best) { best = r; bg = g; bi = i; }
+                }
+            if (bg < 0) break;
+            used += BL(bi) - BL(lev[bg]);
+            lev[bg] = bi;
+        }
+        for (int32_t g = 0; g < NG; g++) sized_hit += HITL(g, lev[g]) / NG;
+    }
+    if (json) {
+        cJSON *o = cJSON_CreateObject();
+        tool_prov_cjson(o, "none");
+        cJSON_AddStringToObject(o, "file", path);
+        cJSON_AddStringToObject(o, "preset", S->has_target ? S->preset : "");
+        if (budget > 0) {
+            cJSON *z = cJSON_AddObjectToObject(o, "sizing");
+            cJSON_AddNumberToObject(z, "budget_rows", (double)budget);
+            cJSON_AddNumberToObject(z, "even_rows_per_group", (double)even_B);
+            cJSON_AddNumberToObject(z, "even_hit_rate", even_hit);
+            cJSON_AddNumberToObject(z, "sized_rows", (double)used);
+            cJSON_AddNumberToObject(z, "sized_hit_rate", sized_hit);
+            cJSON *za = cJSON_AddArrayToObject(z, "rows_per_group");
+            for (int32_t g = 0; g < S->n_groups; g++) cJSON_AddItemToArray(za, cJSON_CreateNumber((double)BL(lev[g])));
+        }
+        cJSON_AddNumberToObject(o, "request_rounds", (double)S->request_rounds);
+        cJSON *ba = cJSON_AddArrayToObject(o, "cache_rows");
+        for (int32_t b = 0; b < S->n_b; b++) cJSON_AddItemToArray(ba, cJSON_CreateNumber((double)S->B[b]));
+        cJSON *ha = cJSON_AddArrayToObject(o, "hit_rate_all");
+        for (int32_t b = 0; b < S->n_b; b++) cJSON_AddItemToArray(ha, cJSON_CreateNumber(S->hit_all[b]));
+        cJSON *ga = cJSON_AddArrayToObject(o, "groups");
+        for (int32_t g = 0; g < S->n_groups; g++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "group", g);
+            cJSON_AddNumberToObject(x, "alpha", S->alpha[g]); /* NaN prints as null */
+            cJSON_AddNumberToObject(x, "alpha_target", S->alpha_target[g]);
+            cJSON_AddNumberToObject(x, "alpha_rounds", (double)S->alpha_n[g]);
+            cJSON_AddNumberToObject(x, "random_alpha", S->random_alpha[g]);
+            cJSON_AddNumberToObject(x, "cross", S->cross[g]);
+            cJSON *hh = cJSON_AddArrayToObject(x, "hit_rate");
+            for (int32_t b = 0; b < S->n_b; b++) cJSON_AddItemToArray(hh, cJSON_CreateNumber(S->hit[g][b]));
+            cJSON_AddItemToArray(ga, x);
+        }
+        char *s = cJSON_Print(o);
+        if (s) puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        char b1[32], b2[32], b3[32], b4[32];
+        printf("file %s   preset %s   request-rounds %" PRIu64 "\n", path, S->has_target ? S->preset : "(none recorded)",
+               S->request_rounds);
+        printf("group  alpha   target  random(k/V)  cross   LRU hit rate at B =");
+        for (int32_t b = 0; b < S->n_b; b++) printf(" %" PRId64, S->B[b]);
+        printf("\n");
+        for (int32_t g = 0; g < S->n_groups; g++) {
+            printf("%5d  %-6s  %-6s  %-11s  %-6s ", g, num(b1, S->alpha[g], 4), num(b2, S->alpha_target[g], 4),
+                   num(b3, S->random_alpha[g], 4), num(b4, S->cross[g], 4));
+            for (int32_t b = 0; b < S->n_b; b++) printf(" %s", num(b1, S->hit[g][b], 4));
+            printf("\n");
+        }
+        printf("all                                        ");
+        for (int32_t b = 0; b < S->n_b; b++) printf(" %s", num(b1, S->hit_all[b], 4));
+        printf("\n");
+        if (budget > 0) {
+            printf("sizing: %" PRId64 " rows per request over %d groups\n", budget, S->n_groups);
+            printf("  even      %" PRId64 " rows per group: hit rate %.4f\n", even_B, even_hit);
+            printf("  per group %" PRId64 " rows used:      hit rate %.4f   rows per group:", used, sized_hit);
+            for (int32_t g = 0; g < S->n_groups; g++) printf(" %" PRId64, BL(lev[g]));
+            printf("\n");
+        }
+    }
+#undef HITL
+#undef BL
+    free(S);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- entry */
 int cmd_trace(int argc, char **argv)
 {
     static const arg_sub subs[] = {
         {"gen", trace_gen, "write a synthetic selection trace (locality model: docs/TRACE.md)"},
         {"info", trace_info, "print a trace's header and totals (reuse, overlap, padding)"},
+        {"stats", trace_stats, "per-group alpha, cross-group overlap and LRU hit rate vs B (docs/LOCALITY.md)"},
     };
     return args_dispatch("dhs trace", "Selection traces (format: docs/TRACE.md).", subs, (int)(sizeof subs / sizeof subs[0]),
                          argc, argv);

@@ -677,6 +677,7 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
         gp.k = c->k;
         gp.spec = KM;
         gp.loc = c->loc;
+        gp.lm = c->lm;
         char gerr[256];
         G = dhs_selgen_create(&gp, gerr, sizeof gerr);
         if (!G) { dhs_errf(err, err_len, "selection generator: %s", gerr); goto out; }

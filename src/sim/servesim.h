@@ -173,6 +173,8 @@ typedef struct dhs_serve_config {
     int64_t max_output;          /* longest output; longer trace outputs are clamped (4096) */
     dhs_serve_cost cost;
     dhs_locality loc;            /* selection locality (dhs_locality_default) */
+    dhs_locality_model lm;       /* measured-overlap model (tracegen.h), one layer: the simulated pool is one
+                                    layer's; n_layers 0 (default) = loc above */
     int prefill_remote;          /* 1: disaggregated prefill (default): the slot is reserved at
                                     admission, the prompt is prefilled elsewhere and the request
                                     joins the decode batch when its KV arrived; 0: local prefill

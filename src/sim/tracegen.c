@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <cjson/cJSON.h>
 #include "util/rng.h"
 #include "sim/util.h"
 
@@ -49,6 +50,134 @@ dhs_locality dhs_locality_default(void)
     l.tail_min = 0.05;
     l.spec_jitter = 0.05;
     return l;
+}
+
+/* ---------------------------------------------------------------- measured-overlap model */
+/* DeepSeek-V3.2 on one 68,665-token SWE-bench prompt, 2,025 decode steps
+   (TensorRT-LLM tech blog 21, arXiv 2604.22312): alpha 35-50 %, mean 44 %, in
+   layers 20-60; 1.5 % in layers 0-1 (below the random k/N = 2.9 %: those
+   layers move away from their last selection). Layers 2-19 are not reported:
+   linear in the layer from 1.5 % at layer 1 to 44 % at layer 20 (stated, not
+   measured). Layers 0-1 scale as k/N with context; the others are held
+   constant (measured at one length only). Cross-layer 0.85: the middle of
+   IndexCache's 70-100 % (arXiv 2603.12201). Draft 0.9: engine notes,
+   unverified. */
+static void preset_dsv32(dhs_locality_model *m)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->preset, sizeof m->preset, "dsv32-swe");
+    m->n_layers = 61;
+    m->ref_context = 68665;
+    m->ref_k = 2048;
+    m->cross = 0.85;
+    m->draft = 0.9;
+    for (int32_t l = 0; l < 61; l++) {
+        if (l <= 1) {
+            m->alpha[l] = 0.015;
+            m->alpha_exp[l] = 1;
+        } else if (l < 20) {
+            m->alpha[l] = 0.015 + (0.44 - 0.015) * (double)(l - 1) / 19.0;
+        } else {
+            m->alpha[l] = 0.44;
+        }
+    }
+}
+
+static int num_ok(const cJSON *x, double lo, double hi) { return cJSON_IsNumber(x) && x->valuedouble >= lo && x->valuedouble <= hi; }
+
+int dhs_locality_model_load(const char *spec, dhs_locality_model *m, char *err, size_t err_len)
+{
+    memset(m, 0, sizeof *m);
+    if (!spec || !strcmp(spec, "synthetic")) { /* the model of tracegen.h, unchanged */
+        snprintf(m->preset, sizeof m->preset, "synthetic");
+        return 0;
+    }
+    if (!strcmp(spec, "random")) { /* independent uniform selections: alpha = k/V, the published baseline */
+        snprintf(m->preset, sizeof m->preset, "random");
+        m->n_layers = 1;
+        m->ref_context = 68665;
+        m->ref_k = 2048;
+        m->alpha[0] = 2048.0 / 68665.0;
+        m->alpha_exp[0] = 1;
+        return 0;
+    }
+    if (!strcmp(spec, "dsv32-swe")) {
+        preset_dsv32(m);
+        return 0;
+    }
+    FILE *f = fopen(spec, "rb");
+    if (!f) {
+        dhs_errf(err, err_len, "%s: not a preset (synthetic, random, dsv32-swe) and not a readable file", spec);
+        return -1;
+    }
+    char *buf = malloc(1 << 20);
+    size_t n = buf ? fread(buf, 1, (1 << 20) - 1, f) : 0;
+    int toolong = buf && n == (1 << 20) - 1 && fgetc(f) != EOF;
+    fclose(f);
+    if (!buf || toolong) {
+        free(buf);
+        dhs_errf(err, err_len, "%s: %s", spec, buf ? "larger than 1 MiB" : "out of memory");
+        return -1;
+    }
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    free(buf);
+    int rc = -1;
+#define JBAD(...)                           \
+    do {                                    \
+        dhs_errf(err, err_len, __VA_ARGS__); \
+        goto jout;                          \
+    } while (0)
+    if (!cJSON_IsObject(o)) JBAD("%s: not a JSON object", spec);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "name");
+    const cJSON *al = cJSON_GetObjectItemCaseSensitive(o, "alpha");
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(o, "alpha_exp");
+    const cJSON *rc_ = cJSON_GetObjectItemCaseSensitive(o, "ref_context");
+    const cJSON *rk = cJSON_GetObjectItemCaseSensitive(o, "ref_k");
+    const cJSON *cr = cJSON_GetObjectItemCaseSensitive(o, "cross");
+    const cJSON *dr = cJSON_GetObjectItemCaseSensitive(o, "draft");
+    if (!cJSON_IsString(name) || strlen(name->valuestring) < 1 || strlen(name->valuestring) > 20)
+        JBAD("%s: \"name\" must be a string of 1..20 bytes", spec);
+    int na = cJSON_GetArraySize(al);
+    if (!cJSON_IsArray(al) || na < 1 || na > DHS_LOCALITY_MAX_LAYERS)
+        JBAD("%s: \"alpha\" must be an array of 1..%d numbers (one per layer)", spec, DHS_LOCALITY_MAX_LAYERS);
+    if (ex && (!cJSON_IsArray(ex) || cJSON_GetArraySize(ex) != na))
+        JBAD("%s: \"alpha_exp\" must be an array as long as \"alpha\"", spec);
+    if (!num_ok(rc_, 1, (double)((int64_t)1 << 36))) JBAD("%s: \"ref_context\" must be 1..2^36 positions", spec);
+    if ((cr && !num_ok(cr, 0, 1)) || (dr && !num_ok(dr, 0, 1))) JBAD("%s: \"cross\" and \"draft\" must lie in [0, 1]", spec);
+    if (rk && !num_ok(rk, 1, DHS_TRACE_MAX_K)) JBAD("%s: \"ref_k\" must be 1..%d", spec, DHS_TRACE_MAX_K);
+    snprintf(m->preset, sizeof m->preset, "custom:%s", name->valuestring);
+    m->ref_k = rk ? (int32_t)rk->valuedouble : 2048;
+    m->n_layers = na;
+    m->ref_context = (int64_t)rc_->valuedouble;
+    m->cross = cr ? cr->valuedouble : 0.0;
+    m->draft = dr ? dr->valuedouble : 0.0;
+    for (int i = 0; i < na; i++) {
+        const cJSON *a = cJSON_GetArrayItem(al, i);
+        if (!num_ok(a, 0, 1)) JBAD("%s: alpha[%d] must lie in [0, 1]", spec, i);
+        m->alpha[i] = a->valuedouble;
+        if (ex) {
+            const cJSON *e = cJSON_GetArrayItem(ex, i);
+            if (!cJSON_IsNumber(e) || (e->valuedouble != 0 && e->valuedouble != 1))
+                JBAD("%s: alpha_exp[%d] must be 0 or 1", spec, i);
+            m->alpha_exp[i] = (int32_t)e->valuedouble;
+        }
+    }
+    rc = 0;
+jout:
+#undef JBAD
+    if (rc) memset(m, 0, sizeof *m);
+    cJSON_Delete(o);
+    return rc;
+}
+
+double dhs_locality_alpha(const dhs_locality_model *m, int32_t layer, int64_t V, int32_t k)
+{
+    if (m->n_layers < 1) return 0.0;
+    int32_t l = layer < m->n_layers ? layer : m->n_layers - 1;
+    double a = m->alpha[l];
+    if (m->alpha_exp[l] == 1 && V > 0) a *= (double)m->ref_context / (double)V * (double)k / (double)m->ref_k;
+    return a < 0 ? 0 : a > 1 ? 1 : a;
 }
 
 dhs_tracegen_params dhs_tracegen_default(void)
@@ -112,6 +241,12 @@ dhs_trace_status dhs_tracegen_check(const dhs_tracegen_params *p, char *err, siz
         BAD("probabilities and fractions must lie in [0, 1]");
     if (p->overlap_min > p->overlap_max) BAD("overlap min above max");
     if (memchr(p->name, 0, sizeof p->name) == NULL) BAD("name not terminated");
+    if (p->lm.n_layers < 0 || p->lm.n_layers > DHS_LOCALITY_MAX_LAYERS) BAD("locality layers must be 0..%d", DHS_LOCALITY_MAX_LAYERS);
+    if (p->lm.n_layers > 0) {
+        if (p->lm.ref_context < 1 || p->lm.ref_k < 1 || !prob_ok(p->lm.cross) || !prob_ok(p->lm.draft)) BAD("locality: bad ref_context, cross or draft");
+        for (int32_t l = 0; l < p->lm.n_layers; l++)
+            if (!prob_ok(p->lm.alpha[l]) || (p->lm.alpha_exp[l] != 0 && p->lm.alpha_exp[l] != 1)) BAD("locality: bad alpha of layer %d", l);
+    }
     return DHS_TRACE_OK;
 #undef BAD
 }
@@ -147,6 +282,24 @@ dhs_trace_status dhs_tracegen_header(const dhs_tracegen_params *p, dhs_trace_hea
              p->loc.window_full, p->loc.window_density, p->loc.clusters, p->loc.cluster_radius, p->loc.cluster_density, p->loc.topic_on,
              p->loc.topic_off, p->loc.drift, p->loc.topic_switch, p->loc.tail_min, p->loc.spec_jitter, p->overlap_min, p->overlap_max,
              p->shift_radius, p->sorted ? "sorted" : "score");
+    if (p->lm.n_layers > 0) { /* the model, per producer (dhs trace stats derives the targets) */
+        size_t L = strlen(h->meta) - 1; /* over the closing brace */
+        L += (size_t)snprintf(h->meta + L, sizeof h->meta - L,
+                              ",\"locality\":{\"preset\":\"%s\",\"cross\":%.6g,\"draft\":%.6g,\"ref_context\":%" PRId64
+                              ",\"ref_k\":%d,\"alpha\":[",
+                              p->lm.preset, p->lm.cross, p->lm.draft, p->lm.ref_context, p->lm.ref_k);
+        for (int32_t g = 0; g < p->n_producers && L < sizeof h->meta; g++) {
+            int32_t l = g < p->lm.n_layers ? g : p->lm.n_layers - 1;
+            L += (size_t)snprintf(h->meta + L, sizeof h->meta - L, "%s%.6g", g ? "," : "", p->lm.alpha[l]);
+        }
+        if (L < sizeof h->meta) L += (size_t)snprintf(h->meta + L, sizeof h->meta - L, "],\"alpha_exp\":[");
+        for (int32_t g = 0; g < p->n_producers && L < sizeof h->meta; g++) {
+            int32_t l = g < p->lm.n_layers ? g : p->lm.n_layers - 1;
+            L += (size_t)snprintf(h->meta + L, sizeof h->meta - L, "%s%d", g ? "," : "", p->lm.alpha_exp[l]);
+        }
+        if (L < sizeof h->meta) L += (size_t)snprintf(h->meta + L, sizeof h->meta - L, "]}}");
+        if (L >= sizeof h->meta) return DHS_TRACE_ERR_INVALID_ARG;
+    }
     return DHS_TRACE_OK;
 }
 
@@ -165,6 +318,8 @@ struct dhs_selreq {
     cluster *cl;        /* [clusters] */
     double *overlap;    /* [producers], [0] unused */
     uint64_t *pkey;     /* [producers] keep/shift keys */
+    int32_t *last;      /* measured-overlap model: [producers][k] query 0 of the last round */
+    int32_t *n_last;    /* [producers] rows in last (0: none yet) */
     /* dhs_tracegen_run only */
     uint32_t id;
     int64_t n;          /* committed positions n_r */
@@ -185,6 +340,8 @@ struct dhs_selgen {
     int32_t n_rest0;
     int32_t *out;       /* current query being built */
     int32_t cnt;
+    uint32_t *block;    /* [cap] rows of the producer's last round (measured-overlap model) */
+    uint32_t bepoch;
 };
 typedef struct dhs_selgen gen;
 
@@ -200,6 +357,10 @@ static int ensure_rows(gen *G, int64_t V)
     int32_t *sc = realloc(G->scratch, (size_t)cap * sizeof *sc);
     if (!sc) return 0;
     G->scratch = sc;
+    uint32_t *b = realloc(G->block, (size_t)cap * sizeof *b);
+    if (!b) return 0;
+    G->block = b;
+    memset(b + G->cap, 0, (size_t)(cap - G->cap) * sizeof *b);
     G->cap = cap;
     return 1;
 }
@@ -335,6 +496,73 @@ static void select_follow(gen *G, greq *q, int32_t g, int64_t V, const int32_t *
     fill_tail(G, &q->r, V);
 }
 
+/* ---------------------------------------------------------------- measured-overlap model */
+/* uniform visible rows neither chosen nor blocked until k; if too few such
+   rows remain, any free row (dense path) */
+static void fill_fresh(gen *G, rng *r, int64_t V, int32_t nblock)
+{
+    int32_t k = G->p->k;
+    int64_t need = k - G->cnt, free_rows = V - G->cnt - nblock;
+    if (need <= 0) return;
+    if (free_rows < 4 * need) {
+        int64_t nf = 0;
+        for (int64_t s = 0; s < V; s++)
+            if (!chosen(G, s) && G->block[s] != G->bepoch) G->scratch[nf++] = (int32_t)s;
+        for (int64_t i = 0; i < need && i < nf; i++) {
+            int64_t j = i + rng_below(r, nf - i);
+            int32_t t = G->scratch[i];
+            G->scratch[i] = G->scratch[j];
+            G->scratch[j] = t;
+            add(G, G->scratch[i]);
+        }
+        fill_tail(G, r, V); /* only when fewer than need unblocked rows */
+    } else {
+        while (G->cnt < k) {
+            int64_t s = rng_below(r, V);
+            if (G->block[s] != G->bepoch) add(G, s);
+        }
+    }
+}
+
+static void block_begin(gen *G)
+{
+    if (++G->bepoch == 0) {
+        memset(G->block, 0, (size_t)G->cap * sizeof *G->block);
+        G->bepoch = 1;
+    }
+}
+
+/* query 0 of producer g: keep from its last round, take from producer g-1
+   (up, NULL for g = 0), fill fresh */
+static void select_alpha(gen *G, greq *q, int32_t g, int64_t V, const int32_t *up, int32_t *out)
+{
+    const dhs_tracegen_params *p = G->p;
+    const int32_t k = p->k;
+    int32_t *last = q->last + (size_t)g * (size_t)k;
+    int32_t nl = q->n_last[g];
+    double a = dhs_locality_alpha(&p->lm, g, V, k);
+    block_begin(G);
+    for (int32_t i = 0; i < nl; i++) G->block[last[i]] = G->bepoch;
+    begin_query(G, out);
+    for (int32_t i = 0; i < nl; i++)
+        if (rng_u01(&q->r) < a) add(G, last[i]);
+    if (up)
+        for (int32_t i = 0; i < k && G->cnt < k; i++)
+            if (up[i] >= 0 && G->block[up[i]] != G->bepoch && rng_u01(&q->r) < p->lm.cross) add(G, up[i]);
+    fill_fresh(G, &q->r, V, nl);
+}
+
+/* query j >= 1 of producer g from its query 0 (q0) */
+static void select_draft(gen *G, greq *q, int64_t V, const int32_t *q0, int32_t *out)
+{
+    const dhs_tracegen_params *p = G->p;
+    block_begin(G);
+    begin_query(G, out);
+    for (int32_t i = 0; i < p->k; i++)
+        if (q0[i] >= 0 && rng_u01(&q->r) < p->lm.draft) add(G, q0[i]);
+    fill_fresh(G, &q->r, V, 0);
+}
+
 static void update_clusters(const dhs_tracegen_params *p, greq *q, int64_t V0)
 {
     int64_t hist_hi = V0 - p->loc.window;
@@ -363,6 +591,8 @@ void dhs_selreq_free(dhs_selreq *q)
     free(q->cl);
     free(q->overlap);
     free(q->pkey);
+    free(q->last);
+    free(q->n_last);
     free(q);
 }
 
@@ -370,7 +600,8 @@ size_t dhs_selreq_bytes(const dhs_selgen *G)
 {
     const dhs_tracegen_params *p = G->p;
     return sizeof(greq) + (size_t)(p->loc.clusters > 0 ? p->loc.clusters : 1) * sizeof(cluster) +
-           (size_t)p->n_producers * (sizeof(double) + sizeof(uint64_t));
+           (size_t)p->n_producers * (sizeof(double) + sizeof(uint64_t)) +
+           (p->lm.n_layers > 0 ? (size_t)p->n_producers * ((size_t)p->k + 1) * sizeof(int32_t) : 0);
 }
 
 static greq *req_new(const dhs_tracegen_params *p, uint64_t seed)
@@ -380,7 +611,11 @@ static greq *req_new(const dhs_tracegen_params *p, uint64_t seed)
     q->cl = calloc((size_t)(p->loc.clusters > 0 ? p->loc.clusters : 1), sizeof *q->cl);
     q->overlap = calloc((size_t)p->n_producers, sizeof *q->overlap);
     q->pkey = calloc((size_t)p->n_producers, sizeof *q->pkey);
-    if (!q->cl || !q->overlap || !q->pkey) {
+    if (p->lm.n_layers > 0) {
+        q->last = malloc((size_t)p->n_producers * (size_t)p->k * sizeof *q->last);
+        q->n_last = calloc((size_t)p->n_producers, sizeof *q->n_last);
+    }
+    if (!q->cl || !q->overlap || !q->pkey || (p->lm.n_layers > 0 && (!q->last || !q->n_last))) {
         dhs_selreq_free(q);
         return NULL;
     }
@@ -459,7 +694,40 @@ void dhs_selgen_free(dhs_selgen *G)
     free(G->stamp);
     free(G->scratch);
     free(G->rest0);
+    free(G->block);
     free(G);
+}
+
+static int round_alpha(gen *G, greq *q, int64_t n, int32_t K, int32_t *sel)
+{
+    const dhs_tracegen_params *p = G->p;
+    const int32_t k = p->k, NG = p->n_producers;
+    for (int32_t j = 0; j < K; j++) {
+        int64_t V = (n + j + 1) / p->m;
+        for (int32_t g = 0; g < NG; g++) {
+            int32_t *out = sel + ((size_t)g * (size_t)K + (size_t)j) * (size_t)k;
+            int32_t *q0 = sel + (size_t)g * (size_t)K * (size_t)k;
+            if (V <= k) {
+                for (int32_t i = 0; i < k; i++) out[i] = i < V ? i : -1;
+                if (j == 0) q->n_last[g] = 0;
+                continue;
+            }
+            if (!ensure_rows(G, V)) return -1;
+            if (j == 0) {
+                select_alpha(G, q, g, V, g ? out - (size_t)K * (size_t)k : NULL, out);
+                memcpy(q->last + (size_t)g * (size_t)k, out, (size_t)k * sizeof *out);
+                q->n_last[g] = k;
+            } else {
+                select_draft(G, q, V, q0, out);
+            }
+        }
+    }
+    if (p->sorted)
+        for (int32_t g = 0; g < NG; g++)
+            for (int32_t j = 0; j < K; j++)
+                if ((n + j + 1) / p->m > k)
+                    qsort(sel + ((size_t)g * (size_t)K + (size_t)j) * (size_t)k, (size_t)k, sizeof *sel, cmp_i32);
+    return 0;
 }
 
 int dhs_selgen_round(dhs_selgen *G, dhs_selreq *q, int64_t n, int32_t K, int32_t *sel)
@@ -467,6 +735,7 @@ int dhs_selgen_round(dhs_selgen *G, dhs_selreq *q, int64_t n, int32_t K, int32_t
     const dhs_tracegen_params *p = G->p;
     const int32_t k = p->k, NG = p->n_producers;
     int64_t V0 = (n + 1) / p->m;
+    if (p->lm.n_layers > 0) return round_alpha(G, q, n, K, sel);
     if (V0 > k) update_clusters(p, q, V0);
     G->n_rest0 = 0; /* query 0 of this request sets it (when its history exceeds k) */
     for (int32_t j = 0; j < K; j++) {

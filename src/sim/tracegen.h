@@ -58,6 +58,40 @@ typedef struct dhs_locality {
 
 dhs_locality dhs_locality_default(void);
 
+/* The measured-overlap model (docs/LOCALITY.md). Off (n_layers = 0) the
+   generator is the model above, byte for byte. On, producer g is layer
+   min(g, n_layers-1) and, in place of sinks/window/clusters/tail:
+     query 0 of round r keeps each row of its own query 0 of round r-1 with
+       probability a = alpha[l], or with alpha_exp[l] = 1
+       a = alpha[l] * (ref_context / V) * (k / ref_k) (the same multiple of
+       the random k/V as at the measurement), clamped to [0, 1];
+     the other rows: each row of producer g-1's query 0 of this round that it
+       did not select at r-1 is taken with probability `cross` (IndexCache's
+       cross-layer overlap; producer 0 has none);
+     then uniform visible rows it did not select at r-1 (so the measured
+       consecutive-step overlap is a, not a + k/V), falling back to any free
+       row only when too few remain.
+   Queries j >= 1 keep each row of query 0 with probability `draft`, then the
+   same uniform fill. Selections stay k distinct visible rows; a history of at
+   most k rows is rows 0..V-1 then -1 padding, as above. */
+#define DHS_LOCALITY_MAX_LAYERS 128
+typedef struct dhs_locality_model {
+    char preset[32];           /* "synthetic" (off), "random", "dsv32-swe", or "custom:NAME" */
+    int32_t n_layers;          /* 0 = off */
+    double alpha[DHS_LOCALITY_MAX_LAYERS];
+    int32_t alpha_exp[DHS_LOCALITY_MAX_LAYERS]; /* 0 or 1 */
+    int64_t ref_context;       /* positions where alpha was measured */
+    int32_t ref_k;             /* the k it was measured with */
+    double cross;              /* [0, 1] */
+    double draft;              /* [0, 1] */
+} dhs_locality_model;
+
+/* "synthetic", "random", "dsv32-swe", or a JSON file (format: docs/LOCALITY.md) into *m.
+   0, or -1 with the reason in err. */
+int dhs_locality_model_load(const char *spec, dhs_locality_model *m, char *err, size_t err_len);
+/* a layer's target consecutive-step overlap at V visible rows */
+double dhs_locality_alpha(const dhs_locality_model *m, int32_t layer, int64_t V, int32_t k);
+
 typedef struct dhs_tracegen_params {
     uint64_t seed;
     /* workload */
@@ -81,6 +115,7 @@ typedef struct dhs_tracegen_params {
     double overlap_max;        /* 1.0 */
     int32_t shift_radius;      /* 8 */
     int32_t sorted;            /* 0: score order (above); 1: ascending rows */
+    dhs_locality_model lm;     /* measured-overlap model; n_layers 0 = off */
     char name[DHS_TRACE_NAME_MAX + 1]; /* "synthetic" */
 } dhs_tracegen_params;
 

@@ -36,4 +36,31 @@ typedef struct dhs_trace_stats {
 dhs_trace_status dhs_trace_stats_compute(const char *path, dhs_trace_stats *out, char *err, size_t errlen,
                                          void (*progress)(void *user, uint64_t rounds), void *user);
 
+/* Locality per group (= layer for a generated trace): consecutive-step
+   overlap alpha (|S_r cap S_r-1| / k of query 0, over request-rounds whose
+   query 0 and the previous round's have no padding), overlap with group g-1's
+   query 0 of the same round, and the hit rate of an LRU cache of B rows per
+   request and group (every selected row of every query is an access, in
+   trace order). Targets come from the trace's meta ("locality" written by
+   dhs trace gen --locality). Keys: docs/LOCALITY.md. */
+#define DHS_TRACE_LOC_MAX_B 8
+typedef struct dhs_trace_loc_stats {
+    int32_t n_groups, n_b;
+    int64_t B[DHS_TRACE_LOC_MAX_B];
+    uint64_t request_rounds;
+    double alpha[DHS_TRACE_MAX_GROUPS];          /* NaN when undefined */
+    uint64_t alpha_n[DHS_TRACE_MAX_GROUPS];      /* request-rounds counted */
+    double random_alpha[DHS_TRACE_MAX_GROUPS];   /* mean k/V over the same request-rounds */
+    double cross[DHS_TRACE_MAX_GROUPS];          /* [0] NaN */
+    double hit[DHS_TRACE_MAX_GROUPS][DHS_TRACE_LOC_MAX_B];
+    double hit_all[DHS_TRACE_LOC_MAX_B];
+    int has_target;
+    char preset[64];
+    double alpha_target[DHS_TRACE_MAX_GROUPS];   /* the recorded model's alpha, mean over the same request-rounds; NaN without one */
+} dhs_trace_loc_stats;
+
+/* B: n_b capacities (1..DHS_TRACE_LOC_MAX_B), each >= 1. */
+dhs_trace_status dhs_trace_loc_stats_compute(const char *path, const int64_t *B, int32_t n_b, dhs_trace_loc_stats *out,
+                                             char *err, size_t errlen);
+
 #endif
