@@ -28,13 +28,15 @@ backend=cpu why="no CUDA device found"
 if [ -n "$gpu" ] && [ $nvcc_ok = 1 ]; then backend=cuda why="$gpu"
 elif [ -n "$gpu" ]; then why="a CUDA device but no nvcc to build the CUDA backend"; fi
 for a in "$@"; do case $a in --backend|--backend=*) backend=given why="the --backend flag given";; esac; done
+# the options the demo needs, whatever an earlier configure of build/ cached (e.g. -DDHS_BUILD_TOOLS=OFF);
+# build output goes to stderr, so stdout holds only the run's result (--json stays pure JSON)
 if [ "$backend" = cuda ]; then
   export PATH=$PATH:/usr/local/cuda/bin
-  cmake -S . -B build -DDHS_CUDA=ON >/dev/null
+  cmake -S . -B build -DDHS_CUDA=ON -DDHS_BUILD_TOOLS=ON >/dev/null
 else
-  cmake -S . -B build >/dev/null
+  cmake -S . -B build -DDHS_BUILD_TOOLS=ON >/dev/null
 fi
-cmake --build build -j2 --target dhs_tool
+cmake --build build -j2 --target dhs_tool >&2
 extra=()
 [ "$backend" = cuda ] && extra=(--backend cuda)
 echo "demo: backend ${backend/given/as given} ($why)" >&2

@@ -13,9 +13,16 @@ t0=$(date +%s)
 step() { echo "== test.sh: $* ($(( $(date +%s) - t0 )) s)"; }
 scripts/deps.sh
 step "normal build"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHS_WERROR=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDHS_WERROR=ON -DDHS_BUILD_TOOLS=ON -DDHS_BUILD_TESTS=ON >/dev/null
 cmake --build build -j"$JOBS"
 ctest --test-dir build --output-on-failure -j"$JOBS"
+
+step "README's main job with --json: stdout is the JSON result alone"
+demo_out=$(mktemp)
+scripts/demo.sh --sessions 2 --context 512 --tokens 4 --json -q >"$demo_out" 2>/dev/null
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["identical"] is True, d["identical"]' "$demo_out" ||
+  { echo "test.sh: scripts/demo.sh --json did not write one JSON object with identical true on stdout:" >&2; head -c 400 "$demo_out" >&2; exit 1; }
+rm -f "$demo_out"
 
 step "python bindings (pytest) against build/libdhs.so"
 py=${PYTHON:-}
