@@ -4,7 +4,7 @@
  *   1. ceilings: bulk pinned H2D / D2H (1 GiB cudaMemcpyAsync), HBM D2D,
  *      back-to-back empty kernel launches, a reference zero-copy gather probe
  *      (row indices in device memory, one warp per row, 16-byte loads, 256
- *      threads; the kernel of reference/facts.md §7) at its best grid, and one
+ *      threads; the kernel of docs/FACTS.md §4) at its best grid, and one
  *      cudaMemcpyAsync per row;
  *   2. our gather kernel (src/cuda/gather.cu, pairs in mapped pinned memory as
  *      the backend stages them) at 256 / 2048 / 16384 rows of 576 / 656 /

@@ -264,7 +264,7 @@ static void test_presets(void)
     p.page_rows = 1;
     p.context = 1;
     dhs_plan_result r = plan(&arch, &p);
-    CHECK(r.resident_total == 48068, "deepseek-v3.2: 48,068 B per token (facts.md §1.2): %llu",
+    CHECK(r.resident_total == 48068, "deepseek-v3.2: 48,068 B per token (FACTS.md §1): %llu",
           (unsigned long long)r.resident_total);
 
     load_preset("glm-5.2", &arch);

@@ -2,7 +2,7 @@
  *
  * This is the resolver's recovery copy (pinned host -> device pool). On PCIe
  * a zero-copy load from pinned host memory is latency bound: bandwidth =
- * bytes in flight / round trip (reference/facts.md §5: ~75-100 KB in flight
+ * bytes in flight / round trip (docs/FACTS.md §3: ~75-100 KB in flight
  * to sustain ~50 GB/s). So the kernel's whole job is to keep many 16-byte
  * loads in flight:
  *   - one warp per row (lane l moves 16-byte vectors l, l+32, ...);

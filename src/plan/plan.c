@@ -27,7 +27,7 @@ static dhs_status fail(char *err, size_t errlen, const char *fmt, ...)
 /* ------------------------------------------------------------------ presets */
 /* Each preset is a custom-arch JSON text, parsed by the same loader as
    --arch files, so the schema is exercised by every run. Sources of the
-   figures: shared/reference/facts.md §1-§2 and seed 000 (docs/PLAN.md). */
+   figures: docs/FACTS.md §1-§2 and docs/PLAN.md. */
 static const struct {
     const char *name;
     const char *json;

@@ -68,7 +68,7 @@ void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_
    lanes combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail i >= 8*(n/8). */
 float dhs_ref_dot(const float *a, const float *b, int32_t n);
 /* FP8 quantisation scale of n values: the smallest power of two >= max(amax,
-   1e-4) / 448 (facts: act_quant with UE8M0 scales) */
+   1e-4) / 448 (DeepSeek-V3.2 act_quant with UE8M0 scales, docs/FACTS.md §2) */
 float dhs_ref_fp8_scale(const float *v, int32_t n);
 /* dhs_ref_fp8_decode of every code (NaN codes included) */
 const float *dhs_ref_fp8_table(void);

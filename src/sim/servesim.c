@@ -28,18 +28,18 @@ const char *dhs_serve_mode_str(dhs_serve_mode m)
 dhs_serve_cost dhs_serve_cost_default(void)
 {
     dhs_serve_cost c;
-    c.layers = 61;                 /* DeepSeek-V3.2: 61 layers, each with its own indexer (facts §1) */
-    c.row_bytes = 656;             /* FP8 MLA row (facts §1, §6) */
-    c.idx_bytes = 132;             /* 128 fp8 + 4 B scale per position and layer (facts §1) */
+    c.layers = 61;                 /* DeepSeek-V3.2: 61 layers, each with its own indexer (FACTS.md §1) */
+    c.row_bytes = 656;             /* FP8 MLA row (FACTS.md §1, §2) */
+    c.idx_bytes = 132;             /* 128 fp8 + 4 B scale per position and layer (FACTS.md §1) */
     c.base_us = 12000;             /* assumption: weights, experts, communication per step on one rank */
     c.token_us = 25;               /* assumption: compute per query token */
-    c.attn_us = 0.8;               /* 2048 x 656 B = 1.34 MB at the 1.7 TB/s HBM gather of facts §7 */
+    c.attn_us = 0.8;               /* 2048 x 656 B = 1.34 MB at the 1.7 TB/s HBM gather of FACTS.md §4 */
     c.attn_layer_us = 0;           /* the batch-independent part: none unless calibrated (docs/SIM.md) */
-    c.idx_us_per_ktok = 0.031;     /* 1000 x 132 B at the 4.28 TB/s HBM rate of facts §7 */
+    c.idx_us_per_ktok = 0.031;     /* 1000 x 132 B at the 4.28 TB/s HBM rate of FACTS.md §4 */
     c.idx_layer_us = 0;            /* the batch-independent part: none unless calibrated (docs/SIM.md) */
-    c.pcie_gbps = 38;              /* zero-copy gather of 656-B rows, 2048 rows in 35 us (facts §7) */
-    c.gather_us = 4;               /* 256 rows in 8.3 us = 4 us latency + 4.4 us at 38 GB/s (facts §7) */
-    c.resolver_us = 5;             /* assumption: one device-resident resolver launch (3.3 us launch, facts §7) */
+    c.pcie_gbps = 38;              /* zero-copy gather of 656-B rows, 2048 rows in 35 us (FACTS.md §4) */
+    c.gather_us = 4;               /* 256 rows in 8.3 us = 4 us latency + 4.4 us at 38 GB/s (FACTS.md §4) */
+    c.resolver_us = 5;             /* assumption: one device-resident resolver launch (3.3 us launch, FACTS.md §4) */
     c.resolver_ns_per_entry = 0.5; /* assumption: device hash/reverse-index lookups */
     c.draft_us = 800;              /* assumption: one MTP-layer draft forward per drafted position */
     c.prefill_us_per_token = 20;   /* assumption: a prefill instance at 50K prompt tokens/s (DeepSeek reports ~74K/node) */
