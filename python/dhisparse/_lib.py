@@ -176,6 +176,22 @@ def _candidates():
     return c, False
 
 
+def _loaded_path(name):
+    """The file the loader mapped for `name`: a bare soname found through the loader's search path (no
+    directory in `name`) becomes its absolute path, read from /proc/self/maps (Linux); otherwise `name`."""
+    if os.sep in name:
+        return os.path.abspath(name)
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split(None, 5)[-1].strip()
+                if p.startswith("/") and os.path.basename(p).startswith("libdhs.so"):
+                    return p
+    except OSError:
+        pass
+    return name
+
+
 def _load():
     cands, explicit = _candidates()
     errors = []
@@ -184,7 +200,7 @@ def _load():
             errors.append(f"{path}: no such file")
             continue
         try:
-            return ctypes.CDLL(path), path
+            return ctypes.CDLL(path), _loaded_path(path)
         except OSError as e:
             errors.append(f"{path}: {e}")
             if explicit:

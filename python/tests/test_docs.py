@@ -40,7 +40,8 @@ def test_c_example_runs(tmp_path):
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler")
-    libdir = os.path.dirname(dhs.lib_path)
+    libdir = os.path.dirname(dhs.lib_path)  # dhisparse reports the mapped file, however it was found
+    assert os.path.isabs(dhs.lib_path) and os.path.exists(dhs.lib_path), dhs.lib_path
     exe = tmp_path / "consumer"
     subprocess.run([cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "include"),
                     os.path.join(ROOT, "tests", "consumer", "consumer.c"), dhs.lib_path, f"-Wl,-rpath,{libdir}",
@@ -48,3 +49,14 @@ def test_c_example_runs(tmp_path):
     r = subprocess.run([str(exe)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "rows checked" in r.stdout and r.stdout.rstrip().endswith("ok")
+
+
+def test_lib_path_is_the_mapped_file():
+    """However the package found libdhs (DHS_LIBRARY, beside it, build/, or the loader's search path by bare
+    soname), lib_path names the file the loader mapped, so consumers can link against it."""
+    from dhisparse import _lib
+    assert os.path.isabs(dhs.lib_path) and os.path.exists(dhs.lib_path)
+    # the soname alone, as the loader route gives it, resolves to the mapped file
+    p = _lib._loaded_path(os.path.basename(dhs.lib_path))
+    assert os.path.isabs(p) and os.path.exists(p), p
+
