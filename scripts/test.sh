@@ -24,6 +24,9 @@ python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["identi
   { echo "test.sh: scripts/demo.sh --json did not write one JSON object with identical true on stdout:" >&2; head -c 400 "$demo_out" >&2; exit 1; }
 rm -f "$demo_out"
 
+step "README's embedding, pkg-config and Python commands, as written (scratch prefix)"
+bash tests/readme_commands.sh
+
 step "python bindings (pytest) against build/libdhs.so"
 py=${PYTHON:-}
 if [ -z "$py" ]; then
