@@ -8,7 +8,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "outfile.h"
 
 int arg_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
@@ -86,33 +89,20 @@ int args_fail(const char *prog, const char *fmt, ...)
 int args_check_in(const char *prog, const char *flag, const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: %s%s%s: cannot read: %s\n", prog, flag ? flag : "", flag ? " " : "", path, strerror(errno));
+    struct stat st;
+    int err = !f ? errno : (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) ? EISDIR : 0;
+    if (f) fclose(f);
+    if (err) {
+        fprintf(stderr, "%s: %s%s%s: cannot read: %s\n", prog, flag ? flag : "", flag ? " " : "", path, strerror(err));
         return -1;
     }
-    fclose(f);
     return 0;
 }
 
+/* checked and given its temporary at once: outfile.h */
 int args_check_out(const char *prog, const char *flag, const char *path)
 {
-    if (!*path) {
-        fprintf(stderr, "%s: %s wants a file name\n", prog, flag);
-        return -1;
-    }
-    if (access(path, F_OK) == 0) {
-        if (access(path, W_OK) == 0) return 0;
-    } else {
-        /* create it to see that we can, and take it away again */
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd >= 0) {
-            close(fd);
-            unlink(path);
-            return 0;
-        }
-    }
-    fprintf(stderr, "%s: %s %s: cannot write: %s\n", prog, flag, path, strerror(errno));
-    return -1;
+    return out_reserve(prog, flag, path) ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ help */
@@ -155,7 +145,7 @@ static void default_text(const arg_spec *s, char *b, size_t n)
     case ARG_OUT:
         if (*(const char **)s->dest) snprintf(b, n, "%s", *(const char **)s->dest);
         break;
-    case ARG_ENUM: snprintf(b, n, "%s", s->choices[*(int *)s->dest]); break;
+    case ARG_ENUM: if (*(int *)s->dest >= 0) snprintf(b, n, "%s", s->choices[*(int *)s->dest]); break;
     case ARG_I64_LIST:
     case ARG_F64_LIST: {
         size_t o = 0;

@@ -123,14 +123,15 @@ static const char *const bench_policies[] = {"lru", "clock", "fifo", "lfu", NULL
 static const char *const bench_layouts[] = {"compact", "scattered", "both", NULL};
 
 /* --backend cuda: the device resolver's kernels (bench/dres_bench.cu, linked into the tool when the CUDA
-   backend is built) on the lists given; exit 2 on bad lists, 3 when no CUDA backend or device is there */
+   backend is built) on the lists given; exit 2 on bad lists and when no CUDA backend or device is there
+   (the one "not available here" status of every command) */
 static int bench_resolve_cuda(const char *prog, const dhs_bench_resolve_opts *o, const char *output)
 {
     char why[256];
     if (dhs_bench_resolve_validate(o, why, sizeof why)) return args_fail(prog, "--backend cuda: %s", why);
-    if (tool_check_backend(prog, "cuda")) return EXIT_RUNTIME; /* one line on stderr: why */
+    if (tool_check_backend(prog, "cuda")) return EXIT_USAGE; /* one line on stderr: why */
 #ifdef DHS_BENCH_RESOLVE_CUDA
-    if (tool_output(prog, output)) return EXIT_RUNTIME;
+    if (tool_output(prog, output)) return EXIT_USAGE;
     dhs_bench_resolve_opts r = *o;
     char *prov = NULL;
     size_t prov_n = 0;
@@ -146,7 +147,7 @@ static int bench_resolve_cuda(const char *prog, const dhs_bench_resolve_opts *o,
 #else
     (void)output;
     fprintf(stderr, "%s: --backend cuda: this dhs was built without the CUDA backend\n", prog);
-    return EXIT_RUNTIME;
+    return EXIT_USAGE;
 #endif
 }
 
@@ -290,7 +291,7 @@ static int bench_resolve(int argc, char **argv)
     resolve_fig f[8], rep[8][16];
     for (int i = 0; i < nB; i++)
         if (Bs[i] % 64 || Bs[i] < k) return args_fail(cmd.prog, "--hot values must be multiples of 64 and >= --k (%lld), got %lld", (long long)k, (long long)Bs[i]);
-    if (tool_output(cmd.prog, output)) return EXIT_RUNTIME;
+    if (tool_output(cmd.prog, output)) return EXIT_USAGE;
     /* repeats interleave the sizes so drift in machine load hits all alike;
        the median of each size is reported, with the spread (min..max) */
     for (int r = 0; r < repeats; r++)

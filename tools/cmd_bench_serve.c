@@ -38,6 +38,7 @@
 #include "ref/run.h"
 #include "serve_sizes.h"
 #include "sim/util.h"
+#include "outfile.h"
 #include "tool.h"
 
 #define PROG "dhs bench serve"
@@ -587,7 +588,7 @@ int cmd_bench_serve(int argc, char **argv)
         for (int j = 0; j < i; j++)
             if (o.concs[i] <= o.concs[j]) return args_fail(PROG, "--concurrency values must increase");
     if (tool_check_backend(PROG, sv_backends[o.backend])) return EXIT_USAGE;
-    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, o.output)) return EXIT_USAGE;
     uint64_t budget = (uint64_t)(o.budget_gib * 1073741824.0);
     uint64_t mem = host_mem_total();
     o.mem = mem;
@@ -751,7 +752,7 @@ int cmd_bench_serve(int argc, char **argv)
                  eq_r ? eq_h->step_mean_ms / eq_r->step_mean_ms : 0.0);
     }
     int prc = 0;
-    if (o.plot && write_svg(o.plot, R, nr)) {
+    if (o.plot && write_svg(out_path(o.plot), R, nr)) {
         fprintf(stderr, PROG ": cannot write %s\n", o.plot);
         prc = EXIT_RUNTIME;
     }

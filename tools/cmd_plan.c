@@ -295,9 +295,21 @@ int cmd_plan(int argc, char **argv)
     o.p = dhs_plan_params_default();
     int rc = parse_args(argc, argv, &o);
     if (rc) return args_exit(rc);
-    if (o.list_presets) {
-        for (int i = 0; i < dhs_plan_preset_count(); i++) printf("%s\n", dhs_plan_preset_name(i));
-        return 0;
+    if (o.list_presets) { /* honours --json and --output like every other result */
+        if (tool_output(PROG, o.output)) return EXIT_USAGE;
+        if (o.json) {
+            cJSON *j = cJSON_CreateObject();
+            tool_prov_cjson(j, "none");
+            cJSON *a = cJSON_AddArrayToObject(j, "presets");
+            for (int i = 0; i < dhs_plan_preset_count(); i++) cJSON_AddItemToArray(a, cJSON_CreateString(dhs_plan_preset_name(i)));
+            char *txt = cJSON_Print(j);
+            if (txt) printf("%s\n", txt);
+            free(txt);
+            cJSON_Delete(j);
+        } else {
+            for (int i = 0; i < dhs_plan_preset_count(); i++) printf("%s\n", dhs_plan_preset_name(i));
+        }
+        return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
     }
     if (o.preset && o.arch) return args_fail(PROG, "give --preset or --arch, not both");
     if (o.drafter == 1) {
@@ -315,7 +327,7 @@ int cmd_plan(int argc, char **argv)
         return args_fail(PROG, "the budget leaves %.2f GiB of HBM: --hbm-gib %g is less than --weights-gib %g + --extra-gib %g",
                          free_gib, o.p.hbm_gib, o.p.weights_gib, o.p.extra_gib);
     if (o.arch && check_arch_keys(o.arch)) return EXIT_USAGE;
-    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, o.output)) return EXIT_USAGE;
 
     static dhs_plan_arch arch; /* ~40 KB: keep it off the stack */
     char err[512];

@@ -18,6 +18,7 @@
 
 #include "args.h"
 #include "cmds.h"
+#include "outfile.h"
 #include "tool.h"
 #include "ref/deploy.h"
 #include "ref/run.h"
@@ -70,6 +71,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->sessions = 16;
     o->context = 4096;
     o->tokens = 64;
+    o->storage = -1; /* not given: hier; given with --compare resident: refused */
     o->spec = 4;
     o->seed = 1;
     o->topk = 64;
@@ -101,7 +103,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--compare", .type = ARG_ENUM, .dest = &o->compare, .choices = compares,
          .help = "run resident storage side by side and compare every round's logits"},
         {.name = "--storage", .type = ARG_ENUM, .dest = &o->storage, .choices = storages,
-         .help = "without --compare: which storage"},
+         .help = "with --compare none: which storage runs (default hier; refused with --compare resident, which runs both)"},
         {.name = "--policy", .type = ARG_ENUM, .dest = &o->policy, .choices = policies, .help = "hot-cache replacement"},
         {.name = "--resolver", .type = ARG_ENUM, .dest = &o->resolver, .choices = resolvers,
          .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs)"},
@@ -164,6 +166,12 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         *help = r == ARGS_HELP;
         return args_exit(r);
     }
+    if (o->storage >= 0 && o->compare == 0) {
+        fprintf(stderr, "dhs run: --storage %s is ignored with --compare resident (both storages run); "
+                        "use --compare none --storage %s\n", storages[o->storage], storages[o->storage]);
+        return EXIT_USAGE;
+    }
+    if (o->storage < 0) o->storage = 0;
     if (o->prefill_buffers == 1) {
         fprintf(stderr, "dhs run: --prefill-buffers: 0 (full residency) or at least 2 buffers\n");
         return EXIT_USAGE;
@@ -215,7 +223,7 @@ int cmd_run(int argc, char **argv)
         }
     }
     if (tool_check_backend(PROG, backend)) return EXIT_USAGE;
-    if (tool_output(PROG, o.output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, o.output)) return EXIT_USAGE;
     tool_progress prog;
     tool_progress_init(&prog, o.quiet, 5.0);
 
@@ -257,7 +265,7 @@ int cmd_run(int argc, char **argv)
     c.prefill_chunk = o.prefill_chunk;
     if (o.prefill_buffers) c.synthetic = 0; /* the streamed prefill is the model's own */
     c.check = o.check;
-    c.trace = o.trace;
+    c.trace = out_path(o.trace); /* a temporary renamed into place on success */
     c.progress = progress;
     c.user = &prog;
     tool_progress_msg(&prog, 1, "dhs run: prefill of %d prompts of ~%" PRId64 " positions on %d threads ...", o.sessions,
@@ -267,6 +275,14 @@ int cmd_run(int argc, char **argv)
     dhs_ref_run_result R;
     dhs_ref_run(&c, &R);
     tool_progress_end(&prog);
+    /* a --device-mb that can never hold one session is bad input, not a result: exit 2, no record (the
+       library finds it: the pools cannot take one request, or admission waits with no session active) */
+    if (R.error && o.device_mb > 0 &&
+        (strstr(R.errmsg, dhs_status_str(DHS_ERR_TOO_LARGE)) || strstr(R.errmsg, "budget is too small"))) {
+        fprintf(stderr, PROG ": --device-mb %g can never fit one session: %s\n", o.device_mb, R.errmsg);
+        dhs_ref_run_result_free(&R);
+        return EXIT_USAGE;
+    }
     const dhs_ref_cfg *mc = &c.model;
     int both = c.compare;
     int hier = c.compare || c.hier;

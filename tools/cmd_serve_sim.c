@@ -19,6 +19,7 @@
 #include "sim/servesim.h"
 #include "sim/sim.h"
 #include "serve_sizes.h"
+#include "outfile.h"
 #include "tool.h"
 
 #define MAX_POINTS 32
@@ -860,7 +861,7 @@ int cmd_serve_sim(int argc, char **argv)
             long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
             jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
         }
-        if (tool_output(PROG, output)) return EXIT_RUNTIME;
+        if (tool_output(PROG, output)) return EXIT_USAGE;
         cal_args A = {calib, c, w, sp, (int)(sizeof sp / sizeof sp[0]), json, quiet, jobs};
         return serve_calibrate(&A);
     }
@@ -933,7 +934,7 @@ int cmd_serve_sim(int argc, char **argv)
         w.trace_path = rtrace;
         w.arrival = DHS_ARRIVAL_TRACE;
     }
-    if (tool_output(PROG, output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, output)) return EXIT_USAGE;
     const char *load_key = w.arrival == DHS_ARRIVAL_CLOSED ? "concurrency" : w.arrival == DHS_ARRIVAL_POISSON ? "request_rate" : "rate_scale";
     tool_progress prog;
     tool_progress_init(&prog, quiet, 5.0);
@@ -1101,7 +1102,7 @@ int cmd_serve_sim(int argc, char **argv)
         }
     }
     if (csv) {
-        FILE *f = fopen(csv, "w");
+        FILE *f = out_fopen(csv);
         if (!f) { fprintf(stderr, "dhs serve-sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
         fprintf(f, "mode,spec,%s,completed,duration,total_input_tokens,total_output_tokens,request_throughput,output_throughput,"
                    "total_token_throughput,mean_ttft_ms,median_ttft_ms,p99_ttft_ms,mean_tpot_ms,median_tpot_ms,p99_tpot_ms,mean_itl_ms,"
@@ -1155,7 +1156,7 @@ int cmd_serve_sim(int argc, char **argv)
                     ser[ns] = (dhs_plot_series){names[ns], n, xs[ns], ys[ns]};
                     ns++;
                 }
-        if (dhs_plot_svg(plot, c.dp_ranks > 1 ? "latency vs throughput (data-parallel ranks)" : "latency vs throughput (one GPU rank)",
+        if (dhs_plot_svg(out_path(plot), c.dp_ranks > 1 ? "latency vs throughput (data-parallel ranks)" : "latency vs throughput (one GPU rank)",
                          "output throughput (tokens/s)", "median TPOT (ms)", ser, ns, 0)) {
             fprintf(stderr, "dhs serve-sim: cannot write %s\n", plot);
             rc = EXIT_RUNTIME;

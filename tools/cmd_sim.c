@@ -12,6 +12,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "sim/sim.h"
+#include "outfile.h"
 #include "tool.h"
 
 #define MAX_SIZES 32
@@ -185,7 +186,7 @@ int cmd_sim(int argc, char **argv)
             snprintf(b, sizeof b, "%" PRId64, hot[i]);
             return bad("hot-cache sizes must be multiples of --page-rows:", b);
         }
-    if (tool_output(PROG, output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, output)) return EXIT_USAGE;
     char err[512];
     dhs_sim_trace_info info;
     tool_progress prog;
@@ -363,7 +364,7 @@ int cmd_sim(int argc, char **argv)
             rc = 1;
         }
     if (csv) {
-        FILE *f = fopen(csv, "w");
+        FILE *f = out_fopen(csv);
         if (!f) { fprintf(stderr, "dhs sim: cannot write %s\n", csv); rc = EXIT_RUNTIME; goto done; }
         fprintf(f, "policy,hot,host_rows,entries,census_direct,census_hot,census_host,host_rows_per_token,host_bytes,miss_ratio,"
                    "direct_share,hot_share,host_share,tokens,staging_rows,reclaims,device_bytes,replay_s,replay_mentries_per_s\n");
@@ -393,7 +394,7 @@ int cmd_sim(int argc, char **argv)
         }
         char title[300];
         snprintf(title, sizeof title, "miss ratio vs hot-cache size (%s)", h->name[0] ? h->name : trace);
-        if (dhs_plot_svg(plot, title, "hot-cache rows B per request and group", "miss ratio (hot-path entries from host)", ser,
+        if (dhs_plot_svg(out_path(plot), title, "hot-cache rows B per request and group", "miss ratio (hot-path entries from host)", ser,
                          n_pol, 1)) {
             fprintf(stderr, "dhs sim: cannot write %s\n", plot);
             rc = EXIT_RUNTIME;

@@ -15,6 +15,7 @@
 #include "sim/tracegen.h"
 #include "sim/tracestats.h"
 #include "sim/util.h"
+#include "outfile.h"
 #include "tool.h"
 
 /* ---------------------------------------------------------------- gen */
@@ -107,7 +108,7 @@ static int trace_gen(int argc, char **argv)
     fflush(stdout);
     double t0 = dhs_wall_s();
     dhs_tracegen_summary s;
-    dhs_trace_status st = dhs_tracegen_write(&p, out, &s, err, sizeof err);
+    dhs_trace_status st = dhs_tracegen_write(&p, out_path(out), &s, err, sizeof err);
     if (st) {
         fprintf(stderr, "dhs trace gen: %s (%s)\n", err, dhs_trace_status_str(st));
         return st == DHS_TRACE_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;
@@ -162,7 +163,7 @@ static int trace_info(int argc, char **argv)
     if (pr) return args_exit(pr);
     const char *path = pos[0];
     if (args_check_in(cmd.prog, NULL, path)) return EXIT_USAGE;
-    if (tool_output(cmd.prog, output)) return EXIT_RUNTIME;
+    if (tool_output(cmd.prog, output)) return EXIT_USAGE;
     tool_progress prog;
     tool_progress_init(&prog, quiet, 5.0);
     char err[1024];

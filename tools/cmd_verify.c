@@ -105,7 +105,7 @@ int cmd_verify(int argc, char **argv)
     if (tool_check_backend(PROG, backends[backend])) return EXIT_USAGE;
     if (o.use_cuda && (o.async_delay || o.random_order))
         fprintf(stderr, "dhs verify: --async-delay/--random-order apply to the CPU backend only (ignored)\n");
-    if (tool_output(PROG, output)) return EXIT_RUNTIME;
+    if (tool_output(PROG, output)) return EXIT_USAGE;
     o.progress = quiet ? 0 : isatty(2) ? (json ? 0 : 1) : 2;
     verify_result res;
     int rc = verify_run(&o, &res);

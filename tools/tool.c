@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "outfile.h"
 #include "dhs.h"
 #include "sim/util.h"
 #ifdef DHS_HAVE_CUDA
@@ -115,13 +116,7 @@ void tool_prov_fields(FILE *f, const char *backend)
 
 int tool_output(const char *prog, const char *path)
 {
-    if (!path) return 0;
-    fflush(stdout);
-    if (!freopen(path, "w", stdout)) {
-        fprintf(stderr, "%s: --output %s: cannot write\n", prog, path);
-        return EXIT_RUNTIME;
-    }
-    return 0;
+    return out_stdout(prog, "--output", path);
 }
 
 int tool_check_backend(const char *prog, const char *backend)

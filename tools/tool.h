@@ -25,12 +25,15 @@ void tool_prov_cjson(cJSON *o, const char *backend);
 /* The same as JSON members followed by ", " for hand-written JSON (after "{"). */
 void tool_prov_fields(FILE *f, const char *backend);
 
-/* --output FILE: results go to FILE instead of stdout (stdout is reopened);
-   NULL keeps stdout. 0 ok, else a message and EXIT_RUNTIME. */
+/* --output FILE: results go to FILE instead of stdout (stdout is reopened
+   on a temporary next to FILE, renamed into place when the command ends
+   with 0 or 1: outfile.h); NULL keeps stdout. 0 ok, else one line with the
+   OS reason and EXIT_USAGE (a folder, a missing parent, no permission). */
 int tool_output(const char *prog, const char *path);
 
 /* --backend cuda: 0 when dhs_backend_cuda_create succeeds (device 0), else a
-   message on stderr and EXIT_USAGE (nothing was started). */
+   message on stderr and EXIT_USAGE (nothing was started). Every command
+   returns this EXIT_USAGE for "not available here" (dhs --help says so). */
 int tool_check_backend(const char *prog, const char *backend);
 
 /* Progress on stderr: on a terminal one line rewritten in place; off a
