@@ -277,8 +277,7 @@ int cmd_run(int argc, char **argv)
     tool_progress_end(&prog);
     /* a --device-mb that can never hold one session is bad input, not a result: exit 2, no record (the
        library finds it: the pools cannot take one request, or admission waits with no session active) */
-    if (R.error && o.device_mb > 0 &&
-        (strstr(R.errmsg, dhs_status_str(DHS_ERR_TOO_LARGE)) || strstr(R.errmsg, "budget is too small"))) {
+    if (R.error && R.budget_too_small) {
         fprintf(stderr, PROG ": --device-mb %g can never fit one session: %s\n", o.device_mb, R.errmsg);
         dhs_ref_run_result_free(&R);
         return EXIT_USAGE;

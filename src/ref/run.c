@@ -298,9 +298,11 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         if (st == DHS_OK && c.cuda && (st = dhs_cuda_set_copy_queue_blocks(be, c.copy_queue_blocks)) != DHS_OK)
             FAIL("copy queue blocks %d: %s", c.copy_queue_blocks, dhs_status_str(st));
         if (st == DHS_OK) st = dhs_ctx_create(&arch, &r->lib_cfg, be, &ctx);
-        if (st != DHS_OK)
+        if (st != DHS_OK) {
+            r->budget_too_small = st == DHS_ERR_TOO_LARGE && c.device_bytes != 0;
             FAIL("cannot create the hierarchy (device budget %.2f MiB): %s", (double)r->lib_cfg.device_bytes / 1048576.0,
                  dhs_status_str(st));
+        }
         r->bytes_hier_hot_tail = dhs_ref_hier_required_bytes(m, &r->lib_cfg);
         r->bytes_hier_staging_share = dhs_ref_hier_staging_bytes(m, &r->lib_cfg) / (uint64_t)r->lib_cfg.max_requests;
     }
@@ -526,8 +528,10 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             waiting += state[i] == S_WAITING;
             active += state[i] == S_ACTIVE;
         }
-        if (n == 0 && !future && waiting && !active)
+        if (n == 0 && !future && waiting && !active) {
+            r->budget_too_small = 1;
             FAIL("admission waits with no session active: the device budget is too small for one session");
+        }
         if (c.progress) {
             dhs_ref_progress p = {round, active, waiting, n_done, S, r->decode_tokens + (uint64_t)n_done,
                                   r->logit_mismatches};

@@ -141,6 +141,7 @@ typedef struct dhs_ref_run_result {
     int64_t positions;                  /* context + tokens */
     uint64_t *tokens_of;                /* [sessions] hash of each session's tokens (FNV-1a) */
     int error;                  /* 1: the run stopped on an error (errmsg) */
+    int budget_too_small;       /* 1 with error: the device budget can never hold one session */
     char errmsg[512];
 } dhs_ref_run_result;
 
