@@ -33,6 +33,6 @@ if ! nm "$out/libdhs.a" 2>/dev/null | grep -c " T dhs_ctx_create$" >/dev/null; t
   echo "gpu_build: core not found in libdhs.a: resolver tests and benchmarks left out" >&2
 fi
 libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
-$cc $cflags $extra -I"$root/tests" "$root/tests/test_cuda.c" "$out/libdhs.a" $libs -o "$out/test_cuda"
+$cc $cflags $extra -I"$root/tests" "$root/tests/cuda/test_cuda.c" "$out/libdhs.a" $libs -o "$out/test_cuda"
 $nvcc $nvflags $extra "$root/bench/gpu_bench.cu" "$out/libdhs.a" -o "$out/gpu_bench" -lpthread -lm
 echo "gpu_build: built $out/test_cuda $out/gpu_bench"

@@ -40,17 +40,17 @@ build_direct() {
   local cuda cflags nvflags libs o=$bdir/direct
   direct_flags
   mkdir -p "$o"
-  gcc $cflags -c "$root/src/core/topk.c" -o "$o/topk.o" || return 1
-  gcc $cflags -c "$root/src/core/lstream.c" -o "$o/lstream.o" || return 1
+  gcc $cflags -c "$root/dev/topk.c" -o "$o/topk.o" || return 1
+  gcc $cflags -c "$root/dev/lstream.c" -o "$o/lstream.o" || return 1
   # the CUDA objects and programs in parallel (independent nvcc runs)
   local pids=() rc=0
-  "$nvcc" $nvflags -c "$root/src/cuda/topk.cu" -o "$o/topk_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/src/cuda/lstream.cu" -o "$o/lstream_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/bench/topk_bench.cu" -o "$o/topk_bench.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/bench/lstream_bench.cu" -o "$o/lstream_bench.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/topk.cu" -o "$o/topk_cu.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/lstream.cu" -o "$o/lstream_cu.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/topk_bench.cu" -o "$o/topk_bench.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/lstream_bench.cu" -o "$o/lstream_bench.o" & pids+=($!)
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   [ $rc = 0 ] || return 1
-  gcc $cflags "$root/tests/test_topk_cuda.c" "$o/topk.o" "$o/topk_cu.o" $libs -o "$bdir/test_topk_cuda" &&
+  gcc $cflags "$root/tests/cuda/test_topk_cuda.c" "$o/topk.o" "$o/topk_cu.o" $libs -o "$bdir/test_topk_cuda" &&
   "$nvcc" -arch=sm_90 "$o/topk_bench.o" "$o/topk.o" "$o/topk_cu.o" -o "$bdir/topk_bench" &&
   "$nvcc" -arch=sm_90 "$o/lstream_bench.o" "$o/lstream.o" "$o/lstream_cu.o" -o "$bdir/lstream_bench"
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_model.sh - the reference model computing on the GPU (src/cuda/refmodel.cu)
+# gpu_model.sh - the reference model computing on the GPU (model/refmodel.cu)
 # at the real KV geometries, through the device hierarchy, against all-resident
 # storage on the GPU (issue 11's must-show command). Builds the dhs tool and
 # test_gpu_model with CMake (cJSON from a carried copy in build-cjson/ when the

@@ -49,15 +49,15 @@ build_direct() {
   local cuda cflags nvflags libs o=$bdir/direct
   direct_flags
   mkdir -p "$o"
-  gcc $cflags -c "$root/src/ref/numerics.c" -o "$o/numerics.o" || return 1
-  gcc $cflags -c "$root/src/ref/overlap.c" -o "$o/overlap_ref.o" || return 1
+  gcc $cflags -c "$root/model/numerics.c" -o "$o/numerics.o" || return 1
+  gcc $cflags -c "$root/dev/overlap/overlap.c" -o "$o/overlap_ref.o" || return 1
   local pids=() rc=0
-  "$nvcc" $nvflags -c "$root/src/cuda/overlap.cu" -o "$o/overlap_cu.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/overlap/overlap.cu" -o "$o/overlap_cu.o" & pids+=($!)
   "$nvcc" $nvflags -c "$root/src/cuda/gather.cu" -o "$o/gather_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/bench/overlap_bench.cu" -o "$o/overlap_bench.o" & pids+=($!)
+  "$nvcc" $nvflags -c "$root/dev/overlap/overlap_bench.cu" -o "$o/overlap_bench.o" & pids+=($!)
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
   [ $rc = 0 ] || return 1
-  gcc $cflags "$root/tests/test_overlap_cuda.c" "$o/overlap_ref.o" "$o/numerics.o" "$o/overlap_cu.o" "$o/gather_cu.o" \
+  gcc $cflags "$root/tests/cuda/test_overlap_cuda.c" "$o/overlap_ref.o" "$o/numerics.o" "$o/overlap_cu.o" "$o/gather_cu.o" \
     $libs -o "$bdir/test_overlap_cuda" &&
   "$nvcc" -arch=sm_90 "$o/overlap_bench.o" "$o/overlap_ref.o" "$o/numerics.o" "$o/overlap_cu.o" "$o/gather_cu.o" -o "$bdir/overlap_bench"
 }

@@ -1,13 +1,30 @@
 #!/usr/bin/env bash
-# Full test suite: a normal build and an ASan+UBSan build, each running every
-# CTest test (the normal build's includes consumer_install: install + an
-# out-of-tree consumer through CMake and pkg-config); the Python bindings'
-# pytest suite against the normal build's libdhs.so; the core alone built and
-# installed without cJSON and consumed (tests/consumer/run.sh).
-# Usage: scripts/test.sh   (env JOBS=N to set build parallelism, PYTHON=... to
-# pick the interpreter)
+# The test suite, in two tiers (docs/TESTING.md):
+#   scripts/test.sh          the CI tier (.ci/run; about 10 minutes on 2 cores):
+#     - a normal build running every CTest test of every label (core, model,
+#       sim, dev, cli; cuda skips without a GPU; consumer_install: install + an
+#       out-of-tree consumer through CMake and pkg-config);
+#     - the README's demo and embedding/pkg-config/Python commands as written;
+#     - the Python bindings' pytest suite against the normal build's libdhs.so;
+#     - the core alone built and installed without cJSON and consumed;
+#     - an ASan+UBSan build running every `core` test (the fuzz regression
+#       corpus included);
+#     - 60 s of libFuzzer on the public API.
+#   scripts/test.sh --full   the same, then what the CI tier leaves out: every
+#     other label under ASan+UBSan (the model at real geometry, the simulators,
+#     the CLI scripts, the dev experiments) and the CPU emulation of the overlap
+#     kernels (tests/emu).
+# Usage: scripts/test.sh [--full]   (env JOBS=N to set build parallelism,
+# PYTHON=... to pick the interpreter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+case "${1:-}" in
+  "") ;;
+  --full) full=1 ;;
+  -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "scripts/test.sh: unknown argument '$1' (--full or nothing)" >&2; exit 2 ;;
+esac
 JOBS=${JOBS:-2}
 t0=$(date +%s)
 step() { echo "== test.sh: $* ($(( $(date +%s) - t0 )) s)"; }
@@ -51,14 +68,23 @@ fi
 step "core alone: no cJSON, no CUDA; install and consume"
 JOBS=$JOBS bash tests/consumer/run.sh
 
-step "sanitizer build"
+step "sanitizer build: the core tests under ASan+UBSan"
 cmake -S . -B build-san -DDHS_SANITIZE=ON -DDHS_CUDA=OFF -DDHS_WERROR=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-san -j"$JOBS"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  DHS_TEST_SCALE=${DHS_SAN_SCALE:-1} ctest --test-dir build-san --output-on-failure -j"$JOBS"
+san() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    DHS_TEST_SCALE=${DHS_SAN_SCALE:-1} ctest --test-dir build-san --output-on-failure -j"$JOBS" "$@"
+}
+san -L core
 step "API fuzzer, 60 s"
 # libFuzzer (ASan+UBSan, fixed seed) on the committed corpus; a crash fails CI
 # (docs/TESTING.md). The corpus and the crash regressions also replay in both
 # builds above (test_fuzz_regress).
 scripts/fuzz.sh --ci
+if [ "$full" -eq 1 ]; then
+  step "--full: every other label under ASan+UBSan"
+  san -LE core
+  step "--full: the overlap kernels emulated on the CPU (tests/emu)"
+  EMU_BUILD=build-emu bash tests/emu/run_overlap_emu.sh
+fi
 step "all passed"

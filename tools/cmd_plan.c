@@ -1,5 +1,5 @@
 /* cmd_plan.c - `dhs plan`: the memory planner (DESIGN §8, docs/PLAN.md).
-   Parses flags, runs dhs_plan_compute (src/plan) and prints a short table or
+   Parses flags, runs dhs_plan_compute (sim/) and prints a short table or
    JSON. Bad input: a message on stderr, nothing on stdout, exit status 2. */
 #include <errno.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "tool.h"
-#include "plan/plan.h"
+#include "sim/plan.h"
 
 #define PROG "dhs plan"
 

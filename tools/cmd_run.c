@@ -20,8 +20,8 @@
 #include "cmds.h"
 #include "outfile.h"
 #include "tool.h"
-#include "ref/deploy.h"
-#include "ref/run.h"
+#include "model/deploy.h"
+#include "model/run.h"
 
 typedef struct run_opts {
     int model;              /* index into models[] */
@@ -254,7 +254,7 @@ int cmd_run(int argc, char **argv)
     c.arrival = o.arrival;
     c.async_delay = o.async_delay;
     c.cuda = o.backend == 1;
-    c.gpu_model = c.cuda; /* the model computes on the GPU (src/ref/gpu.h) */
+    c.gpu_model = c.cuda; /* the model computes on the GPU (model/gpu.h) */
     c.fetch_rows = o.fetch_rows;
     c.step = o.step;
     c.topk_impl = o.topk_impl;

@@ -13,8 +13,8 @@
 
 #include "args.h"
 #include "cmds.h"
-#include "ref/model.h"
-#include "ref/run.h"
+#include "model/model.h"
+#include "model/run.h"
 #include "sim/servecal.h"
 #include "sim/servesim.h"
 #include "sim/sim.h"

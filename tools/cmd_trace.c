@@ -1,5 +1,5 @@
 /* cmd_trace.c - `dhs trace gen|info`: synthetic selection traces and their
- * statistics (format: docs/TRACE.md; statistics: src/sim/tracestats.c).
+ * statistics (format: docs/TRACE.md; statistics: sim/tracestats.c).
  * Exit status: 0 success, 2 bad usage or a bad file (unreadable, truncated,
  * corrupted, unwritable), 3 out of memory. */
 #include <cjson/cJSON.h>

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include "dhs.h"
-#include "ref/model.h"
-#include "ref/run.h"
+#include "model/model.h"
+#include "model/run.h"
 
 /* device bytes of the hierarchy for C sessions of `positions` (fixed: no history
    pages; the engine's index keys and draft ring per session on top) */

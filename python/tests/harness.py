@@ -1,7 +1,7 @@
 """Shared pieces of the Python test suite: row bytes as a pure function of
 (request uid, source, row, version), layouts, context construction, snapshots.
 
-Same idea as src/sim/verify.c: the harness never stores payload; it recomputes
+Same idea as sim/verify.c: the harness never stores payload; it recomputes
 what every location must hold, and a row's version changes each time it is
 rewritten (rejected speculative positions, incomplete compressed rows), so a
 stale copy shows."""

@@ -1,7 +1,7 @@
 /* dres.cu - the device resolver (core/dres_spec.h) as CUDA kernels. They make
  * exactly the decisions of the CPU loops in core/dres_cpu.c (same locations,
  * same copy list per request, same state after every call);
- * tests/test_dres_cuda.c checks that bit for bit after every call.
+ * tests/cuda/test_dres_cuda.c checks that bit for bit after every call.
  *
  * Plan kernel (resolve), one block of DHS_DRES_THREADS (T) per round
  * position b, grid N (fixed; blocks b >= n_round write -1 locations):

@@ -1,6 +1,6 @@
 /* rng.h - the project's one random stream, for every layer: the CPU backend
- * (src/cpu), the reference model (src/ref), the simulators, verify harness
- * and trace generator (src/sim), the tests, the fuzz harness and the CUDA
+ * (src/cpu), the reference model (model/), the simulators, verify harness
+ * and trace generator (sim/), the tests, the fuzz harness and the CUDA
  * benchmarks.
  *
  *   dhs_mix64        the splitmix64 finaliser: a bijective 64-bit hash
@@ -10,7 +10,7 @@
  *                    generator wants a longer period (the trace generator)
  *
  * Header-only (static inline), dependency-free (stdint.h alone), so the core
- * can include it without depending on src/sim, and plain C that nvcc accepts:
+ * can include it without depending on sim/, and plain C that nvcc accepts:
  * under nvcc every function is also a __device__ function. Changing anything
  * here changes every seeded trace, workload, model weight and documented
  * figure (tests/cli/docs.sh checks the figures). */

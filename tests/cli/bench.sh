@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of `dhs bench resolve`: --help lists the flags of both backends with their ranges; --backend cpu
 # still runs (a tiny configuration, its JSON); --backend cuda either fails cleanly (no CUDA backend built or
-# no device: one line on stderr, nothing on stdout, exit 3) or, on a GPU machine, prints JSON lines with the
+# no device: one line on stderr, nothing on stdout, exit 2, as every command) or, on a GPU machine, prints JSON lines with the
 # documented keys; bad flag combinations are usage errors (exit 2) before anything starts.
 # Usage: bash tests/cli/bench.sh path/to/dhs
 set -u
@@ -54,17 +54,17 @@ expect 2 "$DHS" bench resolve --backend cuda --row-bytes 100
 expect 2 "$DHS" bench resolve --backend cuda --host-pages 4k
 expect 2 "$DHS" bench resolve --backend cuda --layout compact --host-pages 2m
 
-# ---------------------------------------------------------------- cuda: runs on a GPU, else exit 3 cleanly
+# ---------------------------------------------------------------- cuda: runs on a GPU, else exit 2 ("not available here") cleanly
 tiny=(--batch 1 --hot-rows 2048 --misses 0,32 --queries 1 --reps 10 --graph-calls 4 --span-gib 0.5 --json)
 "$DHS" bench resolve --backend cuda "${tiny[@]}" >"$T/out" 2>"$T/err"
 rc=$?
-if [ $rc = 3 ]; then
+if [ $rc = 2 ]; then
     [ ! -s "$T/out" ] || fail "--backend cuda without a device: stdout not empty: $(head -c 200 "$T/out")"
     [ "$(wc -l <"$T/err")" = 1 ] || fail "--backend cuda without a device: not one line on stderr: $(cat "$T/err")"
     grep -q "cuda" "$T/err" || fail "--backend cuda without a device: the message does not say why: $(cat "$T/err")"
-    echo "no CUDA here (exit 3): $(cat "$T/err")"
+    echo "no CUDA here (exit 2): $(cat "$T/err")"
     # the host-pages sweep fails the same way, and never crashes
-    expect 3 "$DHS" bench resolve --backend cuda "${tiny[@]}" --host-pages all
+    expect 2 "$DHS" bench resolve --backend cuda "${tiny[@]}" --host-pages all
     [ ! -s "$T/out" ] || fail "--host-pages all without a device: stdout not empty"
 elif [ $rc = 0 ]; then
     python3 - "$T/out" <<'EOF' || fail "bench resolve --backend cuda --json: $(head -c 400 "$T/out")"
@@ -98,7 +98,7 @@ kinds = sorted(r["host_pages"] for r in recs if r["record"] == "config")
 assert kinds == sorted(k for k, r in hp.items() if r["available"]), kinds
 EOF
 else
-    fail "bench resolve --backend cuda exited $rc (0 on a GPU, 3 without): $(head -c 300 "$T/err")"
+    fail "bench resolve --backend cuda exited $rc (0 on a GPU, 2 without): $(head -c 300 "$T/err")"
 fi
 
 finish bench

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CLI test of `dhs run --step` (docs/MODEL.md "Device step"): what the CPU can
 # check. The device step and its CUDA graph run only on the GPU model
-# (--backend cuda; tests/test_gpu_model.c checks them on a GPU); on the CPU
+# (--backend cuda; tests/cuda/test_gpu_model.c checks them on a GPU); on the CPU
 # backend `--step device|graph` is bad usage: exit 2 and one line on stderr
 # naming what it needs. `--step host` (the default) runs the existing path:
 # the same tokens (tokens_digest) as without the flag, and the JSON says which

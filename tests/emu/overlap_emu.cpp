@@ -1,4 +1,4 @@
-/* overlap_emu.cpp - the kernels of src/cuda/overlap.cu run through cuda_shim.h
+/* overlap_emu.cpp - the kernels of dev/overlap/overlap.cu run through cuda_shim.h
  * (run_overlap_emu.sh extracts them, without the launchers, into
  * overlap_kernels.inc); the wrappers mirror the launchers' grids. */
 #include "cuda_shim.h"

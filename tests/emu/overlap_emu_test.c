@@ -1,6 +1,6 @@
 /* overlap_emu_test.c - the CUDA kernels of the overlapped attention
- * (src/cuda/overlap.cu), run on the CPU through cuda_shim.h, against the C
- * reference (src/ref/overlap.c), bit for bit: whole, exact (phase A on the
+ * (dev/overlap/overlap.cu), run on the CPU through cuda_shim.h, against the C
+ * reference (dev/overlap/overlap.c), bit for bit: whole, exact (phase A on the
  * poisoned pools), fast (and its partials' maxima and sums), on the kinds of
  * test_overlap_gen.h. A development check of the kernels' indexing and
  * synchronisation where no GPU is at hand; it says nothing about timing,

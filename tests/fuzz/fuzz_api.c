@@ -2,7 +2,7 @@
  * Build: cmake -S . -B build-fuzz -DDHS_FUZZ=ON -DDHS_CUDA=OFF -DCMAKE_C_COMPILER=clang
  *        cmake --build build-fuzz --target dhs_fuzz
  * Run:   scripts/fuzz.sh (see docs/TESTING.md). The decode and every check live
- * in fuzz_harness.c, shared with tests/test_fuzz_regress.c. */
+ * in fuzz_harness.c, shared with tests/core/test_fuzz_regress.c. */
 #include <stddef.h>
 #include <stdint.h>
 

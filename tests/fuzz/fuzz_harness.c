@@ -1,5 +1,5 @@
 /* fuzz_harness.c - the decode + check logic behind the libFuzzer target
- * (tests/fuzz/fuzz_api.c) and the replay test (tests/test_fuzz_regress.c).
+ * (tests/fuzz/fuzz_api.c) and the replay test (tests/core/test_fuzz_regress.c).
  *
  * Input bytes decode to (all values small so every path is reachable):
  *   - an architecture: 1-3 groups, 1-4 sources (OWN producer + FOLLOW sources,

@@ -3,7 +3,7 @@
  * them against a shadow model and abort() on the first discrepancy.
  *
  * Shared by the libFuzzer entry point (tests/fuzz/fuzz_api.c, clang) and the
- * plain replay test (tests/test_fuzz_regress.c, gcc), which includes
+ * plain replay test (tests/core/test_fuzz_regress.c, gcc), which includes
  * fuzz_harness.c directly. See docs/TESTING.md.
  */
 #ifndef DHS_FUZZ_HARNESS_H

@@ -1,0 +1,1143 @@
+/* engine.c - serves sessions of the reference model round by round.
+ *
+ * One round (DESIGN.md §5) for a batch of sessions, each with K_i queries at
+ * positions n_i .. n_i+K_i-1 (anchor + K_i-1 drafter proposals):
+ *   1. drafter: catch up on committed tokens, propose K_i-1 tokens
+ *   2. hierarchical: dhs_round_begin
+ *   3. target, layer by layer over the whole batch:
+ *        rows (and index keys) of all K_i positions -> write (tail)
+ *        producer: indexer + top-k per query -> resolve (hier: dhs_resolve)
+ *        attention of every query over its selected locations, MLP
+ *   4. verification (greedy or speculative sampling) -> A_i, bonus token
+ *   5. hierarchical: dhs_round_end(A); model state of rejected positions
+ *      (index keys) discarded
+ * The only difference between the storage modes is where rows are written
+ * and how a selection becomes (base, locations): resident arrays with
+ * location = row, or the library's pool with the resolver's locations.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dhs_cuda.h"
+#include "model/deploy.h"
+#include "model/gpu.h"
+#include "model/model.h"
+#include "util/rng.h"
+#include "sim/trace.h"
+#include "sim/util.h"
+
+typedef struct sess {
+    int active;
+    int32_t slot;          /* drafter ring slot */
+    dhs_req req;           /* hierarchical */
+    int64_t prompt;        /* prompt positions */
+    int64_t n;             /* committed positions n_r */
+    int32_t *tokens;       /* [max_positions + 1]: tokens[0..n) committed, tokens[n] = anchor */
+    uint8_t *rows[DHS_MAX_SOURCES];     /* resident: [rows_cap(src)][656] */
+    dhs_ref_keys keys[DHS_MAX_SOURCES]; /* per group */
+    float *pend_lat[DHS_MAX_SOURCES];   /* m > 1 sources: [P][576] latents of position t at t % P */
+    float *pend_key[DHS_MAX_SOURCES];   /* m > 1 groups: [P][idx_dim] */
+    void *gk_codes[DHS_MAX_SOURCES];    /* GPU: per group, device key store (codes or float keys) */
+    void *gk_scales[DHS_MAX_SOURCES];   /* GPU, FP8 keys: per group, device scales */
+    void *grows[DHS_MAX_SOURCES];       /* GPU resident: per source, device rows [rows_cap][656] */
+    int64_t dn;            /* drafter KV valid for positions < dn (from max(0, dn - W)) */
+    uint64_t rng;
+} sess;
+
+struct dhs_ref_engine {
+    const dhs_ref_model *m;
+    dhs_ref_engine_cfg cfg;
+    int32_t V, d, k, kmax, ng, ns, P;
+    sess *s;                /* [max_sessions] */
+    uint8_t *slot_used;     /* [max_slots] */
+    float *ring;            /* [max_slots * ring_rows][2*draft_dim] */
+    int64_t ring_rows;
+    dhs_ref_scratch *sc;
+    /* round buffers, indexed by batch position i < max_slots */
+    int32_t *blk;           /* [slots][kmax] tokens of the queries */
+    float *dprob;           /* [slots][kmax][V] drafter distributions */
+    float *X, *XN;          /* [slots][kmax][d] */
+    int32_t *sel;           /* [ng][slots][kmax][k] */
+    int32_t *loc;           /* [ng][slots][nsrc_max][kmax][k] */
+    int32_t nsrc_max;
+    uint8_t *rowbuf;        /* [slots][kmax+1][656] */
+    uint8_t *fetch;         /* [k][656] rows read with dhs_read_location (fetch_rows) */
+    int32_t *fidx;          /* [k] */
+    float *prob;            /* [V] */
+    dhs_resolve_item *items;/* [slots] */
+    dhs_req *reqs;          /* [slots] */
+    dhs_trace_item *titems; /* [slots] */
+    const int32_t **tsel;   /* [slots][ng] */
+    dhs_ref_gpu *gpu;       /* cfg.gpu: the GPU target pass */
+    int32_t *gtok;          /* [slots*kmax] query tokens (q = i*kmax + j) */
+    int64_t *gpos;          /* [slots*kmax] query positions, -1: no query */
+    void **gp_rowdst, **gp_kc, **gp_ks; /* [slots*kmax] device addresses per query */
+    const void **gp_base;   /* [slots*kmax] */
+    int32_t *gloc;          /* [slots*kmax][k] locations of one layer */
+    float *glog;            /* [slots*kmax][V] */
+    int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
+    int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
+    dhs_ref_step_times stt; /* device step host times */
+    int prof_now;           /* this round is profiled (marks on) */
+    int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
+    int graph_split;        /* the captured graph's split_now */
+    uint64_t wlayer;        /* deploy: weight bytes each layer of this round's step reads */
+    uint64_t graph_wlayer;  /* the captured graph's wlayer */
+    uint64_t wchunk;        /* the weight buffer's size: a layer reads in chunks of at most this */
+    double prof_us[DHS_REF_PH_N], prof_wall_s;
+    uint64_t prof_rounds, step_calls;
+    char err[160];
+    uint64_t shadow_bad;    /* located rows differing from the model's own copy */
+    char shadow_first[256];
+    uint64_t rounds;
+};
+
+#define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
+
+static int64_t rows_cap(const dhs_ref_engine *e, int32_t mm) { return (e->cfg.max_positions + mm - 1) / mm + 1; }
+
+static void set_err(dhs_ref_engine *e, const char *what, dhs_status st)
+{
+    snprintf(e->err, sizeof e->err, "%s: %s (%d)", what, dhs_status_str(st), (int)st);
+}
+
+const char *dhs_ref_engine_error(const dhs_ref_engine *e) { return e->err; }
+
+uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first)
+{
+    if (first) *first = e->shadow_first;
+    return e->shadow_bad;
+}
+
+/* shadow mode: the bytes attention is about to read for entry q of query j
+   (row `row`, location `loc`) against the row the model wrote */
+static void shadow_check(dhs_ref_engine *e, const sess *s, int32_t id, int32_t l, int32_t src, int32_t j, int32_t q,
+                         int32_t row, int32_t loc, const uint8_t *bytes)
+{
+    if (!memcmp(bytes, s->rows[src] + (int64_t)row * DHS_REF_ROW_BYTES, DHS_REF_ROW_BYTES)) return;
+    if (!e->shadow_bad++)
+        snprintf(e->shadow_first, sizeof e->shadow_first,
+                 "round %" PRIu64 " session %d (n=%" PRId64 ") layer %d source %d query %d entry %d: row %d at location %d "
+                 "holds other bytes",
+                 e->rounds, id, s->n, l, src, j, q, row, loc);
+}
+int64_t dhs_ref_engine_ring_rows(const dhs_ref_engine *e) { return e->ring_rows; }
+
+uint64_t dhs_ref_engine_model_bytes(const dhs_ref_model *m, int64_t positions, int resident, int64_t ring_rows)
+{
+    uint64_t b = 0;
+    for (int32_t g = 0; g < dhs_ref_n_groups(m); g++)
+        b += (uint64_t)((positions + dhs_ref_group_m(m, g) - 1) / dhs_ref_group_m(m, g)) * dhs_ref_key_bytes(m);
+    if (resident)
+        for (int32_t s = 0; s < dhs_ref_n_sources(m); s++)
+            b += (uint64_t)((positions + dhs_ref_source_m(m, s) - 1) / dhs_ref_source_m(m, s)) * DHS_REF_ROW_BYTES;
+    b += (uint64_t)ring_rows * dhs_ref_draft_row_bytes(m);
+    return b;
+}
+
+static dhs_status gpu_create(dhs_ref_engine *e)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    for (int32_t src = 0; src < e->ns; src++)
+        if (dhs_ref_source_m(m, src) != 1) return DHS_ERR_UNSUPPORTED;
+    dhs_ref_gpu_desc *d = calloc(1, sizeof *d);
+    if (!d) return DHS_ERR_NOMEM;
+    dhs_ref_model_gpu_desc(m, d);
+    d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
+    d->max_queries = e->cfg.max_slots * e->kmax;
+    d->max_positions = e->cfg.max_positions + 8;
+    dhs_status st = dhs_ref_gpu_create(d, e->cfg.gpu_stream, &e->gpu);
+    free(d);
+    if (st != DHS_OK) {
+        set_err(e, "dhs_ref_gpu_create", st);
+        return st;
+    }
+    if (e->cfg.deploy) {
+        /* a buffer of twice the largest layer read (at most 8 GiB: a larger layer reads it in several
+           chunks), at least 512 MiB, far beyond the 50 MiB L2: every read is HBM traffic */
+        double most = dhs_deploy_step_bytes(e->cfg.deploy, (double)e->cfg.max_slots * e->kmax, NULL) / c->n_layers;
+        uint64_t b = (uint64_t)(2 * most);
+        if (b < (512ull << 20)) b = 512ull << 20;
+        if (b > (8ull << 30)) b = 8ull << 30;
+        if ((st = dhs_ref_gpu_weights_alloc(e->gpu, b)) != DHS_OK) {
+            set_err(e, "dhs_ref_gpu_weights_alloc", st);
+            return st;
+        }
+        e->wchunk = b;
+    }
+    /* a profiled round: about 10 marks per layer */
+    if (e->cfg.profile_every > 0 && (st = dhs_ref_gpu_prof_enable(e->gpu, 16 * c->n_layers + 16)) != DHS_OK) {
+        set_err(e, "dhs_ref_gpu_prof_enable", st);
+        return st;
+    }
+    size_t Q = (size_t)e->cfg.max_slots * (size_t)e->kmax;
+    e->gtok = calloc(Q, sizeof(int32_t));
+    e->gpos = calloc(Q, sizeof(int64_t));
+    e->gp_rowdst = calloc(Q, sizeof(void *));
+    e->gp_kc = calloc(Q, sizeof(void *));
+    e->gp_ks = calloc(Q, sizeof(void *));
+    e->gp_base = calloc(Q, sizeof(void *));
+    e->gloc = calloc(Q * (size_t)e->k, sizeof(int32_t));
+    e->glog = calloc(Q * (size_t)e->V, sizeof(float));
+    if (!e->gtok || !e->gpos || !e->gp_rowdst || !e->gp_kc || !e->gp_ks || !e->gp_base || !e->gloc || !e->glog)
+        return DHS_ERR_NOMEM;
+    if (e->cfg.step != DHS_REF_STEP_HOST && e->cfg.ctx) {
+        int32_t N = e->cfg.ctx_requests;
+        if (N < 1 || N > e->cfg.max_slots || dhs_pool_row_stride(e->cfg.ctx) != DHS_REF_ROW_BYTES) {
+            snprintf(e->err, sizeof e->err, "device step: ctx_requests %d (1..%d) and a pool row stride of %d bytes needed",
+                     N, e->cfg.max_slots, DHS_REF_ROW_BYTES);
+            return DHS_ERR_INVALID_ARG;
+        }
+        e->gtail = calloc(Q * (size_t)e->ns, sizeof(int32_t));
+        if (!e->gtail) return DHS_ERR_NOMEM;
+        uint64_t lb = (uint64_t)e->nsrc_max * (uint64_t)N * (uint64_t)e->kmax * (uint64_t)e->k * sizeof(int32_t);
+        if ((st = dhs_ref_gpu_alloc(e->gpu, lb, (void **)&e->gloc_dev)) != DHS_OK ||
+            (st = dhs_ref_gpu_memset(e->gpu, e->gloc_dev, 0xff, lb)) != DHS_OK) {
+            set_err(e, "device step location buffer", st);
+            return st;
+        }
+    }
+    return DHS_OK;
+}
+
+/* GPU: the session's device key stores (and resident rows) from its prefill */
+static dhs_status gpu_start(dhs_ref_engine *e, sess *s, const dhs_ref_prefill *p)
+{
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(e->m);
+    int64_t cap = ALIGN_UP(rows_cap(e, 1), DHS_REF_KEY_BLOCK);
+    int64_t nb = (p->n + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK;
+    uint64_t per = (uint64_t)c->idx_dim * DHS_REF_KEY_BLOCK * (c->key_fp8 ? 1u : sizeof(float));
+    dhs_status st;
+    for (int32_t g = 0; g < e->ng; g++) {
+        if ((st = dhs_ref_gpu_alloc(e->gpu, (uint64_t)cap / DHS_REF_KEY_BLOCK * per, &s->gk_codes[g])) != DHS_OK ||
+            (st = dhs_ref_gpu_memset(e->gpu, s->gk_codes[g], 0, (uint64_t)cap / DHS_REF_KEY_BLOCK * per)) != DHS_OK ||
+            (st = dhs_ref_gpu_upload(e->gpu, s->gk_codes[g], c->key_fp8 ? (const void *)p->keys[g].codes : (const void *)p->keys[g].data,
+                                     (uint64_t)nb * per)) != DHS_OK)
+            return st;
+        if (c->key_fp8 &&
+            ((st = dhs_ref_gpu_alloc(e->gpu, (uint64_t)cap * sizeof(float), &s->gk_scales[g])) != DHS_OK ||
+             (st = dhs_ref_gpu_memset(e->gpu, s->gk_scales[g], 0, (uint64_t)cap * sizeof(float))) != DHS_OK ||
+             (st = dhs_ref_gpu_upload(e->gpu, s->gk_scales[g], p->keys[g].scales, (uint64_t)p->n * sizeof(float))) != DHS_OK))
+            return st;
+    }
+    if (!e->cfg.ctx)
+        for (int32_t src = 0; src < e->ns; src++) {
+            uint64_t bytes = (uint64_t)rows_cap(e, 1) * DHS_REF_ROW_BYTES;
+            if ((st = dhs_ref_gpu_alloc(e->gpu, bytes, &s->grows[src])) != DHS_OK ||
+                (st = dhs_ref_gpu_memset(e->gpu, s->grows[src], 0, bytes)) != DHS_OK ||
+                (st = dhs_ref_gpu_upload(e->gpu, s->grows[src], p->rows[src], (uint64_t)p->n * DHS_REF_ROW_BYTES)) != DHS_OK)
+                return st;
+        }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cfg *cfg, dhs_ref_engine **out)
+{
+    if (!m || !cfg || !out || cfg->max_sessions < 1 || cfg->max_slots < 1 || cfg->k_max < 1 ||
+        cfg->max_positions < 1 || cfg->page_rows < 1)
+        return DHS_ERR_INVALID_ARG;
+    *out = NULL;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ref_engine *e = calloc(1, sizeof *e);
+    if (!e) return DHS_ERR_NOMEM;
+    e->m = m;
+    e->cfg = *cfg;
+    if (e->cfg.temperature <= 0.0f) e->cfg.temperature = 1.0f;
+    e->V = c->vocab;
+    e->d = c->d_model;
+    e->k = c->topk;
+    e->kmax = cfg->k_max;
+    e->ng = dhs_ref_n_groups(m);
+    e->ns = dhs_ref_n_sources(m);
+    e->P = (c->comp_m > 1 ? c->comp_m : 1) + cfg->k_max;
+    for (int32_t g = 0; g < e->ng; g++) {
+        int32_t n;
+        dhs_ref_group_sources(m, g, &n);
+        if (n > e->nsrc_max) e->nsrc_max = n;
+    }
+    size_t S = (size_t)cfg->max_slots, K = (size_t)cfg->k_max;
+    e->ring_rows = dhs_ring_rows(c->draft_window, cfg->k_max, cfg->page_rows);
+    e->s = calloc((size_t)cfg->max_sessions, sizeof *e->s);
+    e->slot_used = calloc(S, 1);
+    e->ring = calloc(S * (size_t)e->ring_rows, dhs_ref_draft_row_bytes(m));
+    e->sc = dhs_ref_scratch_create(m);
+    e->blk = calloc(S * K, sizeof(int32_t));
+    e->dprob = calloc(S * K * (size_t)e->V, sizeof(float));
+    e->X = calloc(S * K * (size_t)e->d, sizeof(float));
+    e->XN = calloc(S * K * (size_t)e->d, sizeof(float));
+    e->sel = calloc((size_t)e->ng * S * K * (size_t)e->k, sizeof(int32_t));
+    e->loc = calloc((size_t)e->ng * S * (size_t)e->nsrc_max * K * (size_t)e->k, sizeof(int32_t));
+    e->rowbuf = aligned_alloc(16, S * (K + 1) * DHS_REF_ROW_BYTES);
+    e->fetch = aligned_alloc(16, (size_t)e->k * DHS_REF_ROW_BYTES);
+    e->fidx = calloc((size_t)e->k, sizeof(int32_t));
+    e->prob = calloc((size_t)e->V, sizeof(float));
+    e->items = calloc(S, sizeof *e->items);
+    e->reqs = calloc(S, sizeof *e->reqs);
+    e->titems = calloc(S, sizeof *e->titems);
+    e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
+    if (!e->titems || !e->tsel ||
+        !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
+        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_NOMEM;
+    }
+    memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    if (cfg->topk_impl != DHS_REF_TOPK_MODEL && cfg->topk_impl != DHS_REF_TOPK_FUSED) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_INVALID_ARG;
+    }
+    if (cfg->step != DHS_REF_STEP_HOST && (!cfg->gpu || cfg->trace || cfg->step < 0 || cfg->step > DHS_REF_STEP_GRAPH)) {
+        dhs_ref_engine_destroy(e);
+        return DHS_ERR_UNSUPPORTED; /* the device step is the GPU pass's; a trace needs host selections */
+    }
+    if (cfg->gpu) {
+        dhs_status st = gpu_create(e);
+        if (st != DHS_OK) {
+            dhs_ref_engine_destroy(e);
+            return st;
+        }
+    }
+    *out = e;
+    return DHS_OK;
+}
+
+static void sess_free(dhs_ref_engine *e, sess *s)
+{
+    for (int32_t i = 0; i < DHS_MAX_SOURCES; i++) {
+        if (s->gk_codes[i]) dhs_ref_gpu_free(e->gpu, s->gk_codes[i]);
+        if (s->gk_scales[i]) dhs_ref_gpu_free(e->gpu, s->gk_scales[i]);
+        if (s->grows[i]) dhs_ref_gpu_free(e->gpu, s->grows[i]);
+    }
+    free(s->tokens);
+    for (int32_t i = 0; i < DHS_MAX_SOURCES; i++) {
+        free(s->rows[i]);
+        free(s->pend_lat[i]);
+        free(s->pend_key[i]);
+        dhs_ref_keys_free(&s->keys[i]);
+    }
+    if (s->active && s->slot >= 0) e->slot_used[s->slot] = 0;
+    memset(s, 0, sizeof *s);
+}
+
+void dhs_ref_engine_destroy(dhs_ref_engine *e)
+{
+    if (!e) return;
+    if (e->s)
+        for (int32_t i = 0; i < e->cfg.max_sessions; i++)
+            if (e->s[i].active) {
+                if (e->cfg.ctx) dhs_request_close(e->cfg.ctx, e->s[i].req);
+                sess_free(e, &e->s[i]);
+            }
+    free(e->s);
+    free(e->slot_used);
+    free(e->ring);
+    dhs_ref_scratch_destroy(e->sc);
+    free(e->blk);
+    free(e->dprob);
+    free(e->X);
+    free(e->XN);
+    free(e->sel);
+    free(e->loc);
+    free(e->rowbuf);
+    free(e->fetch);
+    free(e->fidx);
+    free(e->prob);
+    free(e->items);
+    free(e->reqs);
+    free(e->titems);
+    free(e->tsel);
+    free(e->gtok);
+    free(e->gpos);
+    free(e->gp_rowdst);
+    free(e->gp_kc);
+    free(e->gp_ks);
+    free(e->gp_base);
+    free(e->gloc);
+    free(e->glog);
+    free(e->gtail);
+    if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
+    dhs_ref_gpu_destroy(e->gpu);
+    free(e);
+}
+
+/* a token from logits by the verification rule's sampling (greedy: argmax) */
+static int32_t pick(dhs_ref_engine *e, sess *s, const float *logits)
+{
+    if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) return dhs_ref_argmax(logits, e->V);
+    dhs_ref_softmax(logits, e->V, e->cfg.temperature, e->prob);
+    return dhs_ref_sample(e->prob, e->V, dhs_rng_f24(&s->rng));
+}
+
+dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
+        p->n + e->kmax + 1 > e->cfg.max_positions)
+        return DHS_ERR_INVALID_ARG;
+    int32_t slot = -1;
+    for (int32_t i = 0; i < e->cfg.max_slots; i++)
+        if (!e->slot_used[i]) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) return DHS_ERR_STATE;
+    sess *s = &e->s[id];
+    memset(s, 0, sizeof *s);
+    s->slot = -1;
+    s->tokens = malloc(sizeof(int32_t) * (size_t)(e->cfg.max_positions + 1));
+    if (!s->tokens) goto nomem;
+    for (int32_t g = 0; g < e->ng && !e->gpu; g++) {
+        int32_t mm = dhs_ref_group_m(m, g);
+        if (dhs_ref_keys_init_model(m, &s->keys[g], rows_cap(e, mm))) goto nomem;
+        /* the prefill's keys: ceil(n/m) rows, same blocked layout */
+        dhs_ref_keys_copy(&s->keys[g], &p->keys[g], (p->n + mm - 1) / mm);
+        if (mm > 1) {
+            if (!(s->pend_key[g] = calloc((size_t)e->P * (size_t)c->idx_dim, sizeof(float)))) goto nomem;
+            for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)
+                memcpy(s->pend_key[g] + (t % e->P) * c->idx_dim, p->tail_key[g] + j * c->idx_dim,
+                       sizeof(float) * (size_t)c->idx_dim);
+        }
+    }
+    for (int32_t src = 0; src < e->ns; src++) {
+        int32_t mm = dhs_ref_source_m(m, src);
+        if (mm > 1) {
+            if (!(s->pend_lat[src] = calloc((size_t)e->P * DHS_REF_LAT, sizeof(float)))) goto nomem;
+            for (int64_t t = p->n / mm * mm, j = 0; t < p->n; t++, j++)
+                memcpy(s->pend_lat[src] + (t % e->P) * DHS_REF_LAT, p->tail_lat[src] + j * DHS_REF_LAT,
+                       sizeof(float) * DHS_REF_LAT);
+        }
+        if ((!e->cfg.ctx || e->cfg.shadow) && !e->gpu) {
+            size_t bytes = (size_t)rows_cap(e, mm) * DHS_REF_ROW_BYTES;
+            if (!(s->rows[src] = aligned_alloc(16, bytes))) goto nomem;
+            size_t have = (size_t)((p->n + mm - 1) / mm) * DHS_REF_ROW_BYTES;
+            memcpy(s->rows[src], p->rows[src], have);
+            memset(s->rows[src] + have, 0, bytes - have);
+        }
+    }
+    if (e->gpu) {
+        dhs_status st = gpu_start(e, s, p);
+        if (st != DHS_OK) {
+            set_err(e, "GPU session start", st);
+            sess_free(e, s);
+            return st;
+        }
+    }
+    if (e->cfg.ctx) {
+        const void *rows[DHS_MAX_SOURCES];
+        for (int32_t src = 0; src < e->ns; src++) rows[src] = p->rows[src];
+        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
+        if (st != DHS_OK) {
+            set_err(e, "dhs_request_import", st);
+            sess_free(e, s);
+            return st;
+        }
+        s->req = req;
+    }
+    memcpy(s->tokens, p->tokens, sizeof(int32_t) * (size_t)p->n);
+    s->prompt = s->n = p->n;
+    s->rng = e->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(id + 1));
+    s->tokens[s->n] = pick(e, s, p->logits); /* the first anchor */
+    s->dn = p->n - c->draft_window > 0 ? p->n - c->draft_window : 0;
+    s->slot = slot;
+    s->active = 1;
+    e->slot_used[slot] = 1;
+    if (e->cfg.trace) dhs_trace_write_start((dhs_trace_writer *)e->cfg.trace, (uint32_t)id, p->n);
+    return DHS_OK;
+nomem:
+    sess_free(e, s);
+    return DHS_ERR_NOMEM;
+}
+
+dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id)
+{
+    if (id < 0 || id >= e->cfg.max_sessions || !e->s[id].active) return DHS_ERR_INVALID_ARG;
+    sess *s = &e->s[id];
+    dhs_status st = DHS_OK;
+    if (e->cfg.ctx) {
+        st = dhs_request_close(e->cfg.ctx, s->req);
+        if (st != DHS_OK) set_err(e, "dhs_request_close", st);
+    }
+    if (e->cfg.trace) dhs_trace_write_end((dhs_trace_writer *)e->cfg.trace, (uint32_t)id);
+    sess_free(e, s);
+    return st;
+}
+
+int64_t dhs_ref_engine_positions(const dhs_ref_engine *e, int32_t id) { return e->s[id].n; }
+int64_t dhs_ref_engine_generated(const dhs_ref_engine *e, int32_t id) { return e->s[id].n + 1 - e->s[id].prompt; }
+
+const int32_t *dhs_ref_engine_tokens(const dhs_ref_engine *e, int32_t id, int64_t *n)
+{
+    *n = e->s[id].n + 1;
+    return e->s[id].tokens;
+}
+
+/* ------------------------------------------------------------- round pieces */
+static float *Xat(dhs_ref_engine *e, float *A, int32_t i, int32_t j)
+{
+    return A + ((int64_t)i * e->kmax + j) * e->d;
+}
+
+static int32_t *sel_at(dhs_ref_engine *e, int32_t g, int32_t i, int32_t j)
+{
+    return e->sel + (((int64_t)g * e->cfg.max_slots + i) * e->kmax + j) * e->k;
+}
+
+/* locations of item i for the si-th source of group g: [K_i][k] */
+static int32_t *loc_at(dhs_ref_engine *e, int32_t g, int32_t i, int32_t si, int32_t Ki)
+{
+    return e->loc + (((int64_t)g * e->cfg.max_slots + i) * e->nsrc_max * e->kmax) * e->k + (int64_t)si * Ki * e->k;
+}
+
+/* drafter: catch up on committed tokens, then propose K-1 tokens */
+static void draft(dhs_ref_engine *e, sess *s, int32_t i, int32_t K)
+{
+    const dhs_ref_model *m = e->m;
+    int32_t *blk = e->blk + (int64_t)i * e->kmax;
+    blk[0] = s->tokens[s->n];
+    for (int64_t t = s->dn; t < s->n; t++) dhs_ref_draft_kv(m, s->tokens[t], t, e->ring, e->ring_rows, s->slot);
+    s->dn = s->n;
+    float *logits = e->prob; /* reused: drafter logits, then its distribution */
+    for (int32_t j = 0; j + 1 < K; j++) {
+        float *q = e->dprob + ((int64_t)i * e->kmax + j) * e->V;
+        dhs_ref_draft_step(m, blk[j], s->n + j, e->ring, e->ring_rows, s->slot, logits, e->sc);
+        if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) {
+            blk[j + 1] = dhs_ref_argmax(logits, e->V);
+        } else {
+            dhs_ref_softmax(logits, e->V, e->cfg.temperature, q);
+            blk[j + 1] = dhs_ref_sample(q, e->V, dhs_rng_f24(&s->rng));
+        }
+    }
+}
+
+/* verification: returns A, writes the A+1 emitted tokens */
+static int32_t verify(dhs_ref_engine *e, sess *s, int32_t i, int32_t K, const float *logits, int32_t *emitted)
+{
+    const int32_t *blk = e->blk + (int64_t)i * e->kmax;
+    int32_t A = 0, V = e->V;
+    if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) {
+        while (A < K - 1 && blk[A + 1] == dhs_ref_argmax(logits + (int64_t)A * V, V)) A++;
+        for (int32_t j = 0; j < A; j++) emitted[j] = blk[j + 1];
+        emitted[A] = dhs_ref_argmax(logits + (int64_t)A * V, V);
+        return A;
+    }
+    /* speculative sampling (Leviathan et al. 2023) */
+    float *p = e->prob;
+    for (; A < K - 1; A++) {
+        const float *q = e->dprob + ((int64_t)i * e->kmax + A) * V;
+        int32_t x = blk[A + 1];
+        dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+        float u = dhs_rng_f24(&s->rng);
+        if (u * q[x] < p[x]) { /* accept with probability min(1, p/q) */
+            emitted[A] = x;
+            continue;
+        }
+        /* rejected: sample from the residual max(0, p - q) (normalised) */
+        float tot = 0.0f;
+        for (int32_t v = 0; v < V; v++) {
+            p[v] = p[v] > q[v] ? p[v] - q[v] : 0.0f;
+            tot += p[v];
+        }
+        if (tot <= 0.0f) dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+        emitted[A] = dhs_ref_sample(p, V, dhs_rng_f24(&s->rng));
+        return A;
+    }
+    dhs_ref_softmax(logits + (int64_t)A * V, V, e->cfg.temperature, p);
+    emitted[A] = dhs_ref_sample(p, V, dhs_rng_f24(&s->rng));
+    return A;
+}
+
+/* rows of layer l's source for the block of session s: encodes them into buf,
+   sets the index keys (producer), returns the first row and row count */
+static int32_t block_rows(dhs_ref_engine *e, sess *s, int32_t l, int32_t i, int32_t K, uint8_t *buf, int64_t *first)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+    int32_t mm = li->m, D = dhs_ref_model_cfg(m)->idx_dim;
+    float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
+    if (mm == 1) {
+        for (int32_t j = 0; j < K; j++) {
+            int64_t t = s->n + j;
+            const float *xn = Xat(e, e->XN, i, j);
+            dhs_ref_latent(m, l, t, xn, lat);
+            dhs_ref_row_encode(lat, buf + (int64_t)j * DHS_REF_ROW_BYTES);
+            if (li->producer) {
+                dhs_ref_index_key(m, l, xn, key);
+                dhs_ref_keys_set(&s->keys[li->group], t, key);
+            }
+        }
+        *first = s->n;
+        return K;
+    }
+    /* compressed: per-position state into the pending rings, then every row
+       the block touches is rebuilt from its positions (the incomplete last
+       row included: it is rewritten as positions arrive) */
+    for (int32_t j = 0; j < K; j++) {
+        int64_t t = s->n + j;
+        const float *xn = Xat(e, e->XN, i, j);
+        dhs_ref_latent(m, l, t, xn, s->pend_lat[li->source] + (t % e->P) * DHS_REF_LAT);
+        if (li->producer) dhs_ref_index_key(m, l, xn, s->pend_key[li->group] + (t % e->P) * D);
+    }
+    int64_t last = s->n + K - 1, r0 = s->n / mm, r1 = last / mm;
+    for (int64_t r = r0; r <= r1; r++) {
+        const float *lp[DHS_REF_MAX_M], *kp[DHS_REF_MAX_M];
+        int32_t cnt = 0;
+        for (int64_t t = r * mm; t < (r + 1) * mm && t <= last; t++, cnt++) {
+            lp[cnt] = s->pend_lat[li->source] + (t % e->P) * DHS_REF_LAT;
+            if (li->producer) kp[cnt] = s->pend_key[li->group] + (t % e->P) * D;
+        }
+        dhs_ref_mean(lp, cnt, DHS_REF_LAT, lat);
+        dhs_ref_row_encode(lat, buf + (r - r0) * DHS_REF_ROW_BYTES);
+        if (li->producer) {
+            dhs_ref_mean(kp, cnt, D, key);
+            dhs_ref_keys_set(&s->keys[li->group], r, key);
+        }
+    }
+    *first = r0;
+    return (int32_t)(r1 - r0 + 1);
+}
+
+/* the index of layer li's source among its group's sources (the slice of the
+   group's locations its attention reads) */
+static int32_t src_in_group(const dhs_ref_model *m, const dhs_ref_layer_info *li)
+{
+    int32_t nsrc, si = 0;
+    const int32_t *gsrc = dhs_ref_group_sources(m, li->group, &nsrc);
+    while (si < nsrc - 1 && gsrc[si] != li->source) si++;
+    return si;
+}
+
+/* the target pass on the GPU (model/gpu.h); same library calls as the CPU pass */
+static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    int32_t kmax = e->kmax, k = e->k, nq = n * kmax;
+    dhs_status st;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < kmax; j++) {
+            int32_t q = i * kmax + j;
+            e->gtok[q] = j < K[i] ? e->blk[q] : 0;
+            e->gpos[q] = j < K[i] ? e->s[ids[i]].n + j : -1;
+        }
+    if ((st = dhs_ref_gpu_begin(e->gpu, nq, e->gtok, e->gpos)) != DHS_OK) goto gpu_fail;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, src = li->source, si = src_in_group(m, li);
+        for (int32_t q = 0; q < nq; q++) {
+            sess *s = &e->s[ids[q / kmax]];
+            e->gp_kc[q] = s->gk_codes[g];
+            e->gp_ks[q] = s->gk_scales[g];
+            e->gp_rowdst[q] = ctx ? NULL : (uint8_t *)s->grows[src] + (e->gpos[q] > 0 ? e->gpos[q] : 0) * DHS_REF_ROW_BYTES;
+            e->gp_base[q] = ctx ? dhs_source_pool(ctx, src) : s->grows[src];
+        }
+        /* rows (and keys) of every position of the block, written before any query */
+        if ((st = dhs_ref_gpu_rows(e->gpu, l, ctx ? NULL : e->gp_rowdst, e->gp_kc, e->gp_ks, ctx ? e->rowbuf : NULL)) != DHS_OK)
+            goto gpu_fail;
+        if (ctx)
+            for (int32_t i = 0; i < n; i++) {
+                sess *s = &e->s[ids[i]];
+                if ((st = dhs_write_rows(ctx, s->req, src, s->n, K[i], e->rowbuf + (int64_t)i * kmax * DHS_REF_ROW_BYTES)) !=
+                    DHS_OK) {
+                    set_err(e, "dhs_write_rows", st);
+                    return st;
+                }
+            }
+        if (li->producer) {
+            if ((st = dhs_ref_gpu_select(e->gpu, l, e->gp_kc, e->gp_ks, sel_at(e, g, 0, 0))) != DHS_OK) goto gpu_fail;
+            if (ctx) {
+                for (int32_t i = 0; i < n; i++)
+                    e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};
+                if ((st = dhs_resolve(ctx, g, k, n, e->items)) != DHS_OK) {
+                    set_err(e, "dhs_resolve", st);
+                    return st;
+                }
+            }
+        }
+        if (ctx) {
+            for (int32_t i = 0; i < n; i++)
+                memcpy(e->gloc + (int64_t)i * kmax * k, loc_at(e, g, i, si, K[i]), sizeof(int32_t) * (size_t)K[i] * (size_t)k);
+            st = dhs_ref_gpu_attend(e->gpu, l, e->gp_base, e->gloc);
+        } else {
+            st = dhs_ref_gpu_attend(e->gpu, l, e->gp_base, NULL); /* location = row: the selection itself */
+        }
+        if (st != DHS_OK) goto gpu_fail;
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    if ((st = dhs_ref_gpu_logits(e->gpu, e->glog)) != DHS_OK) goto gpu_fail;
+    for (int32_t i = 0; i < n; i++)
+        memcpy(logits + (int64_t)i * kmax * e->V, e->glog + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    return DHS_OK;
+gpu_fail:
+    snprintf(e->err, sizeof e->err, "GPU model: %s (%s)", dhs_ref_gpu_error(e->gpu), dhs_status_str(st));
+    return st;
+}
+
+/* ------------------------------------------------------------- device step */
+const char *dhs_ref_topk_str(int topk) { return topk == DHS_REF_TOPK_FUSED ? "fused" : "model"; }
+
+int dhs_ref_topk_parse(const char *s, int *out)
+{
+    if (!s) return -1;
+    if (!strcmp(s, "model")) *out = DHS_REF_TOPK_MODEL;
+    else if (!strcmp(s, "fused")) *out = DHS_REF_TOPK_FUSED;
+    else return -1;
+    return 0;
+}
+
+const char *dhs_ref_step_str(int step)
+{
+    return step == DHS_REF_STEP_DEVICE ? "device" : step == DHS_REF_STEP_GRAPH ? "graph" : "host";
+}
+
+void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t) { *t = e->stt; }
+
+static dhs_status step_gpu_fail(dhs_ref_engine *e, const char *what, dhs_status st)
+{
+    snprintf(e->err, sizeof e->err, "GPU model (%s): %s (%s)", what, dhs_ref_gpu_error(e->gpu), dhs_status_str(st));
+    return st;
+}
+
+/* the step itself: launches and library calls only (capturable) */
+static dhs_status gpu_step_issue(dhs_ref_engine *e)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    const int64_t slice = (int64_t)e->cfg.ctx_requests * e->kmax * e->k; /* one source's locations */
+    dhs_status st;
+    dhs_ref_gpu *G = e->prof_now ? e->gpu : NULL; /* marks only on a profiled round (armed) */
+    dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
+    if ((st = dhs_ref_gpu_step_embed(e->gpu)) != DHS_OK) return step_gpu_fail(e, "embed", st);
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, si = src_in_group(m, li);
+        /* rows (and keys) of every position of the block, in place, before any query */
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
+        if ((st = dhs_ref_gpu_step_rows(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "rows", st);
+        if (li->producer) {
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
+            if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
+            if (ctx && (st = (e->split_now ? dhs_resolve_device_split : dhs_resolve_device)(
+                            ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
+                set_err(e, e->split_now ? "dhs_resolve_device_split" : "dhs_resolve_device", st);
+                return st;
+            }
+        } else if (ctx && e->split_now) {
+            /* this source's recovered rows, copied while the group's earlier layers ran; a profiled
+               round counts the wait as miss copy */
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_COPY);
+            if ((st = dhs_source_wait(ctx, g, si)) != DHS_OK) {
+                set_err(e, "dhs_source_wait", st);
+                return st;
+            }
+        }
+        /* resident: location = row, the selection itself */
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_ATTEND);
+        if ((st = dhs_ref_gpu_step_attend(e->gpu, l, ctx ? e->gloc_dev + (int64_t)si * slice : NULL)) != DHS_OK)
+            return step_gpu_fail(e, "attend", st);
+        if (e->wlayer) { /* the deployment's weights of this layer */
+            dhs_ref_gpu_prof_mark(G, DHS_REF_PH_WEIGHTS);
+            for (uint64_t done = 0; done < e->wlayer;) {
+                uint64_t n = e->wlayer - done < e->wchunk ? e->wlayer - done : e->wchunk;
+                if ((st = dhs_ref_gpu_step_weights(e->gpu, n)) != DHS_OK) return step_gpu_fail(e, "weights", st);
+                done += n;
+            }
+        }
+        dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    if ((st = dhs_ref_gpu_step_logits(e->gpu)) != DHS_OK) return step_gpu_fail(e, "logits", st);
+    dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER); /* closes the last interval */
+    return DHS_OK;
+}
+
+void dhs_ref_engine_mark(void *engine, int mark)
+{
+    dhs_ref_engine *e = engine;
+    if (!e || !e->prof_now) return;
+    dhs_ref_gpu_prof_mark(e->gpu, mark == DHS_CUDA_MARK_PLAN   ? DHS_REF_PH_RESOLVE
+                                  : mark == DHS_CUDA_MARK_COPY ? DHS_REF_PH_COPY
+                                                               : DHS_REF_PH_OTHER);
+}
+
+void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], uint64_t *rounds, double *wall_s)
+{
+    for (int i = 0; i < DHS_REF_PH_N; i++) us[i] = e->prof_us[i];
+    *rounds = e->prof_rounds;
+    *wall_s = e->prof_wall_s;
+}
+
+/* the target pass as one device step: the host control plane once per round
+   (tail locations, pointer tables of every layer, one upload), then the step
+   (eager, or a CUDA graph), then the logits */
+static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    const int32_t kmax = e->kmax, nq = n * kmax, ns = e->ns;
+    dhs_ref_gpu_step_in in;
+    dhs_status st;
+    double t0 = dhs_wall_s();
+    if (ctx && n > e->cfg.ctx_requests) return DHS_ERR_INVALID_ARG;
+    if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < kmax; j++) {
+            int32_t q = i * kmax + j;
+            in.tokens[q] = j < K[i] ? e->blk[q] : 0;
+            in.pos[q] = j < K[i] ? e->s[ids[i]].n + j : -1;
+        }
+    /* where the block's rows go (they count as written; the step writes them) */
+    if (ctx)
+        for (int32_t i = 0; i < n; i++) {
+            const sess *s = &e->s[ids[i]];
+            for (int32_t src = 0; src < ns; src++)
+                if ((st = dhs_tail_locations(ctx, s->req, src, s->n, K[i], e->gtail + ((int64_t)i * ns + src) * kmax)) !=
+                    DHS_OK) {
+                    set_err(e, "dhs_tail_locations", st);
+                    return st;
+                }
+        }
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        const int32_t g = li->group, src = li->source;
+        const int64_t o = (int64_t)l * in.stride;
+        uint8_t *pool = ctx ? (uint8_t *)(uintptr_t)dhs_source_pool(ctx, src) : NULL;
+        for (int32_t q = 0; q < nq; q++) {
+            const int32_t i = q / kmax, j = q % kmax;
+            const sess *s = &e->s[ids[i]];
+            const int64_t t = in.pos[q];
+            in.kcodes[o + q] = s->gk_codes[g];
+            in.kscales[o + q] = s->gk_scales[g];
+            in.base[o + q] = ctx ? (void *)pool : s->grows[src];
+            if (t < 0)
+                in.rowdst[o + q] = NULL;
+            else if (ctx)
+                in.rowdst[o + q] = pool + (int64_t)e->gtail[((int64_t)i * ns + src) * kmax + j] * DHS_REF_ROW_BYTES;
+            else
+                in.rowdst[o + q] = (uint8_t *)s->grows[src] + t * DHS_REF_ROW_BYTES;
+        }
+    }
+    if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
+    double t1 = dhs_wall_s();
+    int captured = 0;
+    /* a profiled round runs eagerly with marks (a graph round is timed as a whole) */
+    const int prof = e->cfg.profile_every > 0 && ++e->step_calls % (uint64_t)e->cfg.profile_every == 0;
+    if (prof && (st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
+    e->prof_now = prof; /* read by gpu_step_issue and dhs_ref_engine_mark while the step is issued */
+    /* the split resolve only where a copy can happen: its queue's fork and joins cost graph time
+       even when nothing is copied (bench/RESULTS.md run 39) */
+    e->split_now = 0;
+    if (ctx && e->cfg.copy_overlap && e->nsrc_max > 1) { /* one source per group: nothing to split */
+        const int mm = dhs_round_may_miss(ctx, -1);
+        if (mm < 0) {
+            set_err(e, "dhs_round_may_miss", (dhs_status)mm);
+            return (dhs_status)mm;
+        }
+        e->split_now = mm;
+    }
+    /* the deployment's weight bytes of this round: its queries (speculative: every verified query is a
+       token of the batch) */
+    e->wlayer = 0;
+    if (e->cfg.deploy) {
+        int64_t toks = 0;
+        for (int32_t i = 0; i < n; i++) toks += K[i];
+        e->wlayer = (uint64_t)(dhs_deploy_step_bytes(e->cfg.deploy, (double)toks, NULL) / c->n_layers);
+    }
+    if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
+        /* first round, the batch size changed, the split mode did, or the weight bytes did */
+        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now || e->graph_wlayer != e->wlayer) {
+            e->graph_split = e->split_now;
+            e->graph_wlayer = e->wlayer;
+            if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
+            dhs_status is = gpu_step_issue(e);
+            st = dhs_ref_gpu_capture_end(e->gpu, is == DHS_OK);
+            if (is != DHS_OK) return is;
+            if (st != DHS_OK) return step_gpu_fail(e, "capture", st);
+            captured = 1;
+        }
+        if ((st = dhs_ref_gpu_graph_launch(e->gpu)) != DHS_OK) return step_gpu_fail(e, "graph launch", st);
+    } else {
+        st = gpu_step_issue(e);
+        e->prof_now = 0;
+        if (st != DHS_OK) return st;
+    }
+    double t2 = dhs_wall_s();
+    const float *lg = NULL;
+    if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
+    double t3 = dhs_wall_s();
+    for (int32_t i = 0; i < n; i++)
+        memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    if (prof) { /* its phases, not in stt: those are the serving rounds */
+        double us[DHS_REF_PH_N] = {0};
+        if ((st = dhs_ref_gpu_prof_collect(e->gpu, us, DHS_REF_PH_N)) != DHS_OK) return step_gpu_fail(e, "profile", st);
+        for (int i = 0; i < DHS_REF_PH_N; i++) e->prof_us[i] += us[i];
+        e->prof_rounds++;
+        e->prof_wall_s += t3 - t0;
+        return DHS_OK;
+    }
+    e->stt.rounds++;
+    e->stt.split_rounds += (uint64_t)e->split_now;
+    if (captured) {
+        e->stt.captures++;
+        e->stt.capture_s += t3 - t0;
+    } else {
+        e->stt.control_s += t1 - t0;
+        e->stt.launch_s += t2 - t1;
+        e->stt.wait_s += t3 - t2;
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
+                                dhs_ref_round_out *out)
+{
+    const dhs_ref_model *m = e->m;
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ctx *ctx = e->cfg.ctx;
+    int32_t V = e->V, k = e->k, kmax = e->kmax;
+    dhs_status st;
+    if (n < 1 || n > e->cfg.max_slots || !ids || !K || !out) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= e->cfg.max_sessions || !e->s[ids[i]].active || K[i] < 1 || K[i] > kmax)
+            return DHS_ERR_INVALID_ARG;
+        if (e->s[ids[i]].n + K[i] + 1 > e->cfg.max_positions) return DHS_ERR_ROW_RANGE;
+    }
+    /* 1. proposals */
+    double ta = dhs_wall_s();
+    for (int32_t i = 0; i < n; i++) draft(e, &e->s[ids[i]], i, K[i]);
+    double tb = dhs_wall_s();
+    e->stt.all_rounds++;
+    e->stt.draft_s += tb - ta;
+    /* 2. open the round */
+    if (ctx) {
+        for (int32_t i = 0; i < n; i++) e->reqs[i] = e->s[ids[i]].req;
+        st = dhs_round_begin(ctx, n, e->reqs, K);
+        e->stt.begin_s += dhs_wall_s() - tb;
+        if (st != DHS_OK) {
+            set_err(e, "dhs_round_begin", st);
+            return st;
+        }
+    }
+    /* 3. the target, layer by layer over the batch */
+    if (e->gpu) {
+        st = e->cfg.step != DHS_REF_STEP_HOST ? gpu_step(e, n, ids, K, out->logits) : gpu_target(e, n, ids, K, out->logits);
+        if (st != DHS_OK) return st;
+        goto verification;
+    }
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < K[i]; j++) dhs_ref_embed(m, e->blk[(int64_t)i * kmax + j], Xat(e, e->X, i, j));
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+        int32_t g = li->group, src = li->source, si = src_in_group(m, li), nsrc;
+        dhs_ref_group_sources(m, g, &nsrc); /* the group's source count: the resident locations below */
+        /* rows and keys of every position of the block, written before any query */
+        for (int32_t i = 0; i < n; i++) {
+            sess *s = &e->s[ids[i]];
+            for (int32_t j = 0; j < K[i]; j++) dhs_ref_rmsnorm(m, Xat(e, e->X, i, j), Xat(e, e->XN, i, j));
+            uint8_t *buf = e->rowbuf + (int64_t)i * (kmax + 1) * DHS_REF_ROW_BYTES;
+            int64_t first;
+            int32_t nrows = block_rows(e, s, l, i, K[i], buf, &first);
+            if (ctx && (st = dhs_write_rows(ctx, s->req, src, first, nrows, buf)) != DHS_OK) {
+                set_err(e, "dhs_write_rows", st);
+                return st;
+            }
+            if (!ctx || e->cfg.shadow) memcpy(s->rows[src] + first * DHS_REF_ROW_BYTES, buf, (size_t)nrows * DHS_REF_ROW_BYTES);
+        }
+        /* producer: selections of every query, then their locations */
+        if (li->producer) {
+            for (int32_t i = 0; i < n; i++) {
+                sess *s = &e->s[ids[i]];
+                for (int32_t j = 0; j < K[i]; j++) {
+                    if (e->cfg.topk_impl == DHS_REF_TOPK_MODEL) {
+                        if (dhs_ref_select(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc) < 0)
+                            return DHS_ERR_NOMEM;
+                        continue;
+                    }
+                    int32_t c = dhs_ref_select_fused(m, l, s->n + j, Xat(e, e->XN, i, j), &s->keys[g], sel_at(e, g, i, j), e->sc);
+                    if (c < 0) {
+                        snprintf(e->err, sizeof e->err, "fused top-k (layer %d, position %lld): %s%s", l,
+                                 (long long)(s->n + j), dhs_status_str((dhs_status)c),
+                                 c == DHS_ERR_INVALID_ARG ? " (a NaN index score: rejected)" : "");
+                        return (dhs_status)c;
+                    }
+                }
+            }
+            if (ctx) {
+                for (int32_t i = 0; i < n; i++)
+                    e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};
+                if ((st = dhs_resolve(ctx, g, k, n, e->items)) != DHS_OK) {
+                    set_err(e, "dhs_resolve", st);
+                    return st;
+                }
+            } else {
+                /* resident: the location of row s is s in the source's array */
+                for (int32_t i = 0; i < n; i++)
+                    for (int32_t q = 0; q < nsrc; q++)
+                        memcpy(loc_at(e, g, i, q, K[i]), sel_at(e, g, i, 0), sizeof(int32_t) * (size_t)K[i] * (size_t)k);
+            }
+        }
+        /* attention over the located rows, then the MLP */
+        for (int32_t i = 0; i < n; i++) {
+            sess *s = &e->s[ids[i]];
+            const uint8_t *base = ctx ? (const uint8_t *)dhs_source_pool(ctx, src) : s->rows[src];
+            const int32_t *locs = loc_at(e, g, i, si, K[i]);
+            for (int32_t j = 0; j < K[i]; j++) {
+                const int32_t *lj = locs + (int64_t)j * k;
+                if (ctx && e->cfg.fetch_rows) {
+                    /* the located rows, read through the library into host memory */
+                    for (int32_t q = 0; q < k; q++) {
+                        e->fidx[q] = -1;
+                        if (lj[q] < 0) continue;
+                        if ((st = dhs_read_location(ctx, src, lj[q], e->fetch + (int64_t)q * DHS_REF_ROW_BYTES)) != DHS_OK) {
+                            set_err(e, "dhs_read_location", st);
+                            return st;
+                        }
+                        e->fidx[q] = q;
+                        if (e->cfg.shadow)
+                            shadow_check(e, s, ids[i], l, src, j, q, sel_at(e, g, i, j)[q], lj[q],
+                                         e->fetch + (int64_t)q * DHS_REF_ROW_BYTES);
+                    }
+                    dhs_ref_attend_mlp(m, l, s->n + j, Xat(e, e->XN, i, j), e->fetch, DHS_REF_ROW_BYTES, e->fidx,
+                                       Xat(e, e->X, i, j), e->sc);
+                } else {
+                    if (ctx && e->cfg.shadow)
+                        for (int32_t q = 0; q < k; q++)
+                            if (lj[q] >= 0)
+                                shadow_check(e, s, ids[i], l, src, j, q, sel_at(e, g, i, j)[q], lj[q],
+                                             base + (int64_t)lj[q] * DHS_REF_ROW_BYTES);
+                    dhs_ref_attend_mlp(m, l, s->n + j, Xat(e, e->XN, i, j), base, DHS_REF_ROW_BYTES, lj,
+                                       Xat(e, e->X, i, j), e->sc);
+                }
+            }
+        }
+        /* the group's last consumer issued: its staging can serve the next group */
+        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+            (st = dhs_group_done(ctx, g)) != DHS_OK) {
+            set_err(e, "dhs_group_done", st);
+            return st;
+        }
+    }
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < K[i]; j++)
+            dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
+verification:
+    if (out->block)
+        for (int32_t i = 0; i < n; i++)
+            memcpy(out->block + (int64_t)i * kmax, e->blk + (int64_t)i * kmax, sizeof(int32_t) * (size_t)K[i]);
+    /* 4. verification */
+    for (int32_t i = 0; i < n; i++)
+        out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
+                                  out->emitted + (int64_t)i * kmax);
+    /* 5. close the round, commit the accepted prefix */
+    if (ctx) {
+        double te = dhs_wall_s();
+        st = dhs_round_end(ctx, out->accepted);
+        e->stt.end_s += dhs_wall_s() - te;
+        if (st != DHS_OK) {
+            set_err(e, "dhs_round_end", st);
+            return st;
+        }
+    }
+    if (e->cfg.trace) {
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t **sp = e->tsel + (int64_t)i * e->ng;
+            for (int32_t g = 0; g < e->ng; g++) sp[g] = sel_at(e, g, i, 0);
+            e->titems[i] = (dhs_trace_item){(uint32_t)ids[i], K[i], e->s[ids[i]].n, out->accepted[i], sp};
+        }
+        dhs_trace_status ts = dhs_trace_write_round((dhs_trace_writer *)e->cfg.trace, n, e->titems);
+        if (ts != DHS_TRACE_OK) {
+            snprintf(e->err, sizeof e->err, "trace: %s", dhs_trace_writer_error((dhs_trace_writer *)e->cfg.trace));
+            return DHS_ERR_BACKEND;
+        }
+    }
+    e->rounds++;
+    for (int32_t i = 0; i < n; i++) {
+        sess *s = &e->s[ids[i]];
+        int32_t A = out->accepted[i];
+        const int32_t *em = out->emitted + (int64_t)i * kmax;
+        int64_t n0 = s->n, n1 = s->n + A + 1;
+        for (int32_t j = 0; j <= A; j++) s->tokens[n0 + 1 + j] = em[j]; /* tokens[n0] is the anchor */
+        s->n = n1;
+        /* drafter KV holds positions < n0 + K - 1 with the block's tokens */
+        s->dn = n0 + K[i] - 1 < n1 ? n0 + K[i] - 1 : n1;
+        /* discard the index keys of rejected positions (and of the
+           incomplete row, rebuilt by the next round) */
+        for (int32_t g = 0; g < e->ng && !e->gpu; g++) { /* GPU: rewritten before they are read */
+            int32_t mm = dhs_ref_group_m(m, g);
+            dhs_ref_keys_clear(&s->keys[g], n1 / mm, (n0 + K[i] - 1) / mm + 1);
+        }
+    }
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- library config */
+static int32_t widest_group(const dhs_ref_model *m)
+{
+    int32_t w = 1;
+    for (int32_t g = 0; g < dhs_ref_n_groups(m); g++) {
+        int32_t n;
+        dhs_ref_group_sources(m, g, &n);
+        if (n > w) w = n;
+    }
+    return w;
+}
+
+/* the library's own accounting (dhs_config_sizes), so the budget below can
+   never drift from what dhs_ctx_create reserves */
+static dhs_sizes hier_sizes(const dhs_ref_model *m, const dhs_config *c)
+{
+    dhs_arch a;
+    dhs_sizes z;
+    dhs_ref_arch(m, &a);
+    if (dhs_config_sizes(&a, c, &z) != DHS_OK) memset(&z, 0, sizeof z);
+    return z;
+}
+
+uint64_t dhs_ref_hier_required_bytes(const dhs_ref_model *m, const dhs_config *c)
+{
+    return hier_sizes(m, c).request_bytes;
+}
+
+uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
+{
+    return hier_sizes(m, c).staging_bytes;
+}
+
+dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t positions, int32_t k_max,
+                               double history_sessions, int64_t history_positions, int32_t page_rows)
+{
+    const dhs_ref_cfg *mc = dhs_ref_model_cfg(m);
+    dhs_config c = dhs_config_default();
+    int32_t p = page_rows;
+    c.page_rows = p;
+    c.max_requests = slots;
+    c.max_k = mc->topk;
+    c.k_max = k_max;
+    c.hot_rows = ALIGN_UP(2 * mc->topk, p);
+    c.tail_rows = ALIGN_UP(2 * k_max + 2 * (mc->comp_m > 1 ? mc->comp_m : 1), p);
+    if (c.tail_rows < 2 * p) c.tail_rows = 2 * p;
+    c.max_rows = positions + 2 * k_max + 8;
+    c.staging_arenas = widest_group(m);
+    uint64_t page = (uint64_t)p * DHS_REF_ROW_BYTES;
+    int64_t hist_pages = 0; /* complete imported pages of one session, all sources */
+    for (int32_t s = 0; s < dhs_ref_n_sources(m); s++) hist_pages += history_positions / dhs_ref_source_m(m, s) / p;
+    c.device_bytes = dhs_ref_hier_staging_bytes(m, &c) + (uint64_t)slots * dhs_ref_hier_required_bytes(m, &c) +
+                     (uint64_t)(history_sessions * (double)hist_pages) * page;
+    return c;
+}

@@ -1,0 +1,190 @@
+/*
+ * gpu.h - the reference model's target pass on the GPU (model/refmodel.cu,
+ * extern "C" launchers; stubs returning DHS_ERR_UNSUPPORTED without CUDA in
+ * model/gpu_stub.c). The engine (engine.c) keeps the control plane on the
+ * host (drafter, verification, library calls); per layer the GPU computes:
+ *
+ *   rows    rmsnorm, latent + RoPE, the 656-byte row (FP8 encode), and on a
+ *           producer the FP8 index key, written to per-query destinations
+ *   select  indexer queries, scores over the query's visible keys (device key
+ *           store), top-k with the CPU's tie rule (score descending, then lower
+ *           position; -1 padding), sorted like dhs_ref_topk
+ *   attend  sparse MLA-style attention reading only base[q] + loc[q][e]*656
+ *           for the located rows, then the MLP (residual updates of x)
+ *   logits  after the last layer
+ *
+ * Every reduction has the CPU model's fixed order (dhs_ref_dot's 8 lanes,
+ * entry order for the softmax sums, heads in order) with one IEEE operation
+ * per step (_rn intrinsics, no contraction); RoPE cos/sin come from the host
+ * (dhs_ref_rope_cs) and the softmax exp is dhs_ref_expf's twin when the
+ * model sets exp_portable. So with exp_portable the GPU's logits equal the
+ * CPU model's bit for bit; otherwise CUDA's expf may differ in the last bit.
+ *
+ * Queries are addressed q = i * k_max + j (batch item i, query j); items with
+ * fewer than k_max queries leave the rest invalid (pos < 0: skipped).
+ * All pointers named *_dev are device pointers; host arrays are copied in.
+ * Work is issued on the stream given at creation; functions that return host
+ * data synchronise it.
+ */
+#ifndef DHS_REF_GPU_H
+#define DHS_REF_GPU_H
+
+#include <stdint.h>
+
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dhs_ref_gpu dhs_ref_gpu;
+
+typedef struct dhs_ref_gpu_desc {
+    int32_t vocab, d_model, n_layers, n_heads, d_v, mlp_hidden, idx_heads, idx_dim, topk;
+    float alpha, logit_scale;
+    float idx_wscale;   /* 1 / sqrtf(idx_heads * idx_dim), as the CPU computes it */
+    float att_scale;    /* 1 / sqrtf(576) */
+    int32_t exp_portable, key_fp8;
+    int32_t topk_fused;         /* 0: the model's own top-k kernel (k_topk); 1: the library's fused
+                                   top-k (dev/topk.cu dhs_cuda_topk_fused_n, selection only,
+                                   per-query counts pos[q] + 1): the same selections; a NaN score
+                                   then fails the pass (DHS_ERR_INVALID_ARG: select, or step_wait
+                                   for the device step) instead of ranking above +inf */
+    int32_t max_queries;        /* batch items x k_max */
+    int64_t max_positions;      /* longest session (scores buffer) */
+    const float *emb, *w_out;   /* host [V][d] */
+    const float *fp8_lut;       /* dhs_ref_fp8_table() (the .cu lives in libdhs, below model/) */
+    void (*rope_cs)(int64_t pos, float *c, float *s); /* dhs_ref_rope_cs */
+    dhs_ref_layer_weights layer[DHS_REF_MAX_LAYERS]; /* host */
+    int32_t producer[DHS_REF_MAX_LAYERS];
+} dhs_ref_gpu_desc;
+
+/* 1 when a CUDA device is usable */
+int dhs_ref_gpu_available(void);
+
+/* Uploads the weights; stream: a cudaStream_t (NULL: a stream of its own). */
+dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out);
+void dhs_ref_gpu_destroy(dhs_ref_gpu *g);
+const char *dhs_ref_gpu_error(const dhs_ref_gpu *g);
+
+/* device memory owned by the caller (session key stores, resident rows) */
+dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev);
+void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev);
+dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes);
+/* pinned host memory (the streamed prefill's host history) */
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host);
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host);
+/* ---- queues of the streamed prefill (model/lsprefill.h): queue 0 is the model's
+   stream (its kernels), 1 and 2 two more streams (loads, write-backs);
+   dhs_ref_gpu_queues creates them and n_events events (once per model).
+   queue_copy: an asynchronous copy on a queue (cudaMemcpyDefault: pinned host
+   or device on either side); queue_record: event ev after the queue's work so
+   far; queue_wait: the queue's later work waits for event ev; queues_sync
+   waits for all three. */
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events);
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes);
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev);
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev);
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes);
+
+/* A round's queries: nq = items x k_max slots; tokens[q], pos[q] (< 0:
+   invalid slot); RoPE tables are computed here from pos. Embeds x. */
+dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos);
+
+/* Layer l's rows of every valid query: the encoded row goes to rowdst[q]
+   (device address), and on a producer the FP8 key of position pos[q] to the
+   key store (codes [cap/8][idx_dim][8], scales [cap]) at kcodes[q] /
+   kscales[q] (device bases). rows_host: when not NULL, the nq x 656 rows are
+   also copied back (synchronises). */
+dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes,
+                            void *const *kscales, uint8_t *rows_host);
+
+/* Producer l: selections of every valid query over its visible keys (the
+   key stores at kcodes/kscales, positions 0..pos[q]) into the device
+   selection buffer; sel_host (nq x k int32) receives them (synchronises). */
+dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host);
+
+/* Attention + MLP of layer l: query q reads rows base[q] + loc*656 for its k
+   locations; loc_host: nq x k int32 copied in, or NULL to use the device
+   selection buffer as locations (resident storage: location = row). */
+dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host);
+
+/* logits of every query slot: nq x V floats (invalid slots untouched) */
+dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host);
+
+/* ---- device step (docs/MODEL.md "Device step"): the same kernels with every
+   per-round input in fixed buffers, so a whole target pass is issued without
+   a host synchronisation or an allocation, and can be captured as one CUDA
+   graph and replayed every round.
+   Per round: dhs_ref_gpu_step_inputs (host views of pinned mirrors; waits
+   until the previous upload read them) -> the engine fills tokens[q], pos[q]
+   (q < nq; pos < 0: no query) and, for every layer l, the device pointer
+   tables at [l * stride + q]: rowdst (where query q's row of layer l goes),
+   base (the rows its locations index), kcodes / kscales (its key store; read
+   on producers) -> dhs_ref_gpu_step_upload(nq): RoPE tables, then one copy
+   per array (asynchronous). Then the step (launches only):
+     embed; per layer: rows(l), on a producer select(l) (selections into
+     dhs_ref_gpu_step_sel(): [q][topk] int32, -1 padding, i.e. the layout of
+     dhs_resolve_device when q = b * k_max + j), attend(l, loc_dev: [q][topk]
+     device locations, NULL: the selections, i.e. resident rows); logits
+     (copied into a pinned host buffer).
+   dhs_ref_gpu_step_wait synchronises and returns the logits (nq x V).
+   The grids depend only on nq (scores cover every position up to the
+   model's max_positions), so a step captured for nq stays valid while nq
+   holds: dhs_ref_gpu_capture_begin / _end (keep: instantiate it, replacing
+   the previous graph) around the launches, dhs_ref_gpu_graph_launch per
+   round after the upload. */
+typedef struct dhs_ref_gpu_step_in {
+    int32_t *tokens;
+    int64_t *pos;
+    void **rowdst, **base, **kcodes, **kscales; /* [n_layers][stride] */
+    int32_t stride;                             /* max_queries */
+} dhs_ref_gpu_step_in;
+
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in);
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l);
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l);
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev);
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits);
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g);
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep);
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g); /* nq of the captured graph, 0: none */
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g);
+
+/* ---- deployment weights (model/deploy.h): the bytes of weights one GPU of a real deployment reads
+   per step, read from a buffer of our own so the step costs what that deployment's would.
+   dhs_ref_gpu_weights_alloc: a zeroed device buffer of `bytes` (0 frees it; replaces an earlier one;
+   not while capturing); dhs_ref_gpu_step_weights: reads `bytes` of it on the model's stream (launch
+   only, capturable), continuing where the previous read stopped and wrapping, so consecutive reads
+   touch different memory; DHS_ERR_INVALID_ARG when bytes exceed the buffer or none is allocated. */
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes);
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes);
+
+/* ---- profiling (dhs bench serve's per-step breakdown): events on the
+   model's stream. dhs_ref_gpu_prof_enable(g, n) makes room for n marks per
+   collection (0: off). dhs_ref_gpu_prof_begin arms the marks of one profiled
+   stretch (outside it, and while capturing, marks are no-ops); a mark records an event that
+   opens an interval of `phase` (DHS_REF_PH_*), ending at the next mark; the
+   model marks DHS_REF_PH_TOPK itself inside dhs_ref_gpu_step_select, the
+   engine marks the rest (and the library's resolver phases through
+   dhs_cuda_set_marker). dhs_ref_gpu_prof_collect synchronises, adds each
+   interval's microseconds to us[phase] and disarms; DHS_ERR_STATE when marks
+   were lost (more than n). A graph round is timed as a whole. */
+/* phases: DHS_REF_PH_* in model/model.h */
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks);
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g);
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase);
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases);
+/* HBM read + write GB/s of a device-to-device copy of `bytes` (median of 5;
+   the attention roofline); 0 on an error or without CUDA */
+double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,199 @@
+/* gpu_stub.c - the GPU model's entry points (model/gpu.h) in a build without
+ * CUDA: nothing is available, everything answers DHS_ERR_UNSUPPORTED. */
+#include "model/gpu.h"
+
+#ifndef DHS_HAVE_CUDA
+int dhs_ref_gpu_available(void) { return 0; }
+dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out)
+{
+    (void)d;
+    (void)stream;
+    if (out) *out = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_destroy(dhs_ref_gpu *g) { (void)g; }
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return "built without CUDA";
+}
+dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
+{
+    (void)g;
+    (void)bytes;
+    *dev = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
+{
+    (void)g;
+    (void)dev;
+}
+dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
+{
+    (void)g, (void)dev, (void)host, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    (void)g, (void)bytes;
+    *host = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host) { (void)g, (void)host; }
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    (void)g, (void)n_events;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    (void)g, (void)queue, (void)dst, (void)src, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g, (void)queue, (void)ev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g, (void)queue, (void)ev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
+{
+    (void)g, (void)dev, (void)value, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
+{
+    (void)g, (void)nq, (void)tokens, (void)pos;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes, void *const *kscales,
+                            uint8_t *rows_host)
+{
+    (void)g, (void)l, (void)rowdst, (void)kcodes, (void)kscales, (void)rows_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host)
+{
+    (void)g, (void)l, (void)kcodes, (void)kscales, (void)sel_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
+{
+    (void)g, (void)l, (void)base, (void)loc_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
+{
+    (void)g, (void)logits_host;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    (void)g, (void)in;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    (void)g, (void)nq;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    (void)g, (void)l;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    (void)g, (void)l;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    (void)g, (void)l, (void)loc_dev;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    (void)g;
+    if (logits) *logits = 0;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    (void)g, (void)keep;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    (void)g, (void)max_marks;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase) { (void)g, (void)phase; }
+double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
+{
+    (void)bytes;
+    return 0;
+}
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    (void)g, (void)us, (void)n_phases;
+    return DHS_ERR_UNSUPPORTED;
+}
+#else
+typedef int dhs_ref_gpu_stub_unused; /* ISO C: a translation unit is not empty */
+#endif

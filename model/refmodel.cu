@@ -1,0 +1,1429 @@
+/* refmodel.cu - the reference DSA model's target pass on the GPU (see
+ * model/gpu.h): rows + FP8 keys, indexer scores, top-k, sparse attention +
+ * MLP, logits. C-style CUDA, extern "C" launchers.
+ *
+ * Determinism: one block per query; every sum runs in the CPU model's order
+ * (docs/MODEL.md "Determinism") with one IEEE operation per step
+ * (__fmul_rn / __fadd_rn / __fdiv_rn / __fsqrt_rn: nvcc may not contract
+ * them into FMAs), max reductions are order-free, top-k histograms count with
+ * atomics (counts do not depend on order) and the selection is then sorted by
+ * its distinct 64-bit keys. So the same inputs give the same bits whatever the
+ * batch or where the rows live, and with exp_portable the CPU model's bits. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
+#include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
+#include "model/gpu.h"
+#define G_MAX_TOPK 2048
+#define G_MAX_HEADS 2
+#define G_MAX_D 1024
+#define G_MAX_HID 1024
+#define G_MAX_DV 256
+#define G_MAX_IH 16
+#define G_MAX_ID 256
+
+/* ------------------------------------------------------------------ numerics */
+/* dhs_ref_dot: 8 lanes over i mod 8, combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail */
+__device__ float g_dot(const float *a, const float *b, int n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+#pragma unroll
+        for (int l = 0; l < 8; l++) acc[l] = fa(acc[l], fm(a[i + l], b[i + l]));
+    float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
+    for (; i < n; i++) s = fa(s, fm(a[i], b[i]));
+    return s;
+}
+
+__device__ uint8_t g_fp8_enc(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    uint8_t sign = (u >> 31) ? 0x80 : 0;
+    float a = fabsf(x);
+    if (isnan(x)) return 0x7f;
+    if (a >= 448.0f) return sign | 0x7e;
+    if (a < 0.015625f) {
+        float q = rintf(fm(a, 512.0f));
+        return sign | (uint8_t)q;
+    }
+    uint32_t ua = __float_as_uint(a);
+    int e = (int)((ua >> 23) & 255) - 127;
+    uint32_t mant = ua & 0x7fffff;
+    uint32_t keep = mant >> 20, rem = mant & 0xfffff;
+    if (rem > 0x80000 || (rem == 0x80000 && (keep & 1))) keep++;
+    if (keep == 8) {
+        keep = 0;
+        e++;
+    }
+    uint32_t code = ((uint32_t)(e + 7) << 3) | keep;
+    if (code > 0x7e) code = 0x7e;
+    return sign | (uint8_t)code;
+}
+
+__device__ uint16_t g_bf16_enc(float x)
+{
+    uint32_t u = __float_as_uint(x);
+    if (isnan(x)) return 0x7fc0;
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+/* dhs_ref_fp8_scale: the smallest power of two >= max(amax, 1e-4) / 448 */
+__device__ float g_fp8_scale(const float *v, int n)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(v[i]);
+        if (a > amax) amax = a;
+    }
+    if (amax < 1e-4f) amax = 1e-4f;
+    float r = __fdiv_rn(amax, 448.0f);
+    uint32_t u = __float_as_uint(r);
+    if (!(u & 0x7fffff)) return r;
+    return __uint_as_float(((u >> 23) + 1) << 23);
+}
+
+/* rmsnorm of x (d floats, shared) into xn (shared); one thread sums */
+__device__ void g_rmsnorm(const float *x, float *xn, int d, float *s_r)
+{
+    if (threadIdx.x == 0) {
+        float ss = g_dot(x, x, d);
+        *s_r = __fdiv_rn(1.0f, __fsqrt_rn(fa(__fdiv_rn(ss, (float)d), 1e-6f)));
+    }
+    __syncthreads();
+    float r = *s_r;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) xn[i] = fm(x[i], r);
+    __syncthreads();
+}
+
+__device__ __forceinline__ uint64_t g_topk_key(float score, uint32_t s)
+{
+    uint32_t u = __float_as_uint(score == 0.0f ? 0.0f : score);
+    uint32_t ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((uint64_t)ord << 32) | (uint64_t)(0xffffffffu - s);
+}
+
+/* ------------------------------------------------------------------ kernels */
+typedef struct g_layer {
+    const float *wdkv, *wkr, *wq, *wqr, *wuv, *wo, *w1, *w2, *wik, *wiq, *wiw;
+} g_layer;
+
+typedef struct g_dims {
+    int V, d, nh, dv, hid, H, D, k;
+    float alpha, logit_scale, wscale, att_scale;
+    int exp_portable, key_fp8;
+    int64_t maxpos;
+} g_dims;
+
+__global__ void k_embed(const float *emb, const int32_t *tok, const int64_t *pos, float *x, int d)
+{
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) x[(int64_t)q * d + i] = emb[(int64_t)tok[q] * d + i];
+}
+
+/* rows (+ keys) of layer l: block per query, 256 threads */
+__global__ void k_rows(g_dims g, g_layer w, int producer, const int64_t *pos, const float *cs, const float *x,
+                       float *xn_out, uint8_t *const *rowdst, uint8_t *stage, void *const *kcodes,
+                       float *const *kscales)
+{
+    __shared__ float xn[G_MAX_D], lat[G_LAT], key[G_MAX_ID], sc[4], s_r, ksc;
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    const float *xq = x + (int64_t)q * g.d;
+    g_rmsnorm(xq, xn, g.d, &s_r);
+    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xn_out[(int64_t)q * g.d + i] = xn[i];
+    for (int o = threadIdx.x; o < G_LAT; o += blockDim.x)
+        lat[o] = o < G_NOPE ? g_dot(w.wdkv + (int64_t)o * g.d, xn, g.d) : g_dot(w.wkr + (int64_t)(o - G_NOPE) * g.d, xn, g.d);
+    __syncthreads();
+    const float *c = cs + (int64_t)q * 64;
+    for (int i = threadIdx.x; i < 32; i += blockDim.x) {
+        float a = lat[G_NOPE + i], b = lat[G_NOPE + 32 + i];
+        lat[G_NOPE + i] = fs(fm(a, c[i]), fm(b, c[32 + i]));
+        lat[G_NOPE + 32 + i] = fa(fm(a, c[32 + i]), fm(b, c[i]));
+    }
+    __syncthreads();
+    if (threadIdx.x < 4) sc[threadIdx.x] = g_fp8_scale(lat + threadIdx.x * 128, 128);
+    __syncthreads();
+    uint8_t *dst = rowdst ? rowdst[q] : stage + (int64_t)q * G_ROW;
+    for (int i = threadIdx.x; i < G_NOPE; i += blockDim.x) dst[i] = g_fp8_enc(__fdiv_rn(lat[i], sc[i / 128]));
+    if (threadIdx.x < 4) ((float *)(dst + G_NOPE))[threadIdx.x] = sc[threadIdx.x];
+    for (int i = threadIdx.x; i < 64; i += blockDim.x) ((uint16_t *)(dst + G_NOPE + 16))[i] = g_bf16_enc(lat[G_NOPE + i]);
+    if (!producer) return;
+    for (int o = threadIdx.x; o < g.D; o += blockDim.x) key[o] = g_dot(w.wik + (int64_t)o * g.d, xn, g.d);
+    __syncthreads();
+    size_t off = (size_t)((t / 8) * g.D * 8 + t % 8);
+    if (g.key_fp8) {
+        if (threadIdx.x == 0) ksc = g_fp8_scale(key, g.D);
+        __syncthreads();
+        uint8_t *codes = (uint8_t *)kcodes[q];
+        for (int i = threadIdx.x; i < g.D; i += blockDim.x) codes[off + (size_t)i * 8] = g_fp8_enc(__fdiv_rn(key[i], ksc));
+        if (threadIdx.x == 0) kscales[q][t] = ksc;
+    } else {
+        float *kf = (float *)kcodes[q];
+        for (int i = threadIdx.x; i < g.D; i += blockDim.x) kf[off + (size_t)i * 8] = key[i];
+    }
+}
+
+/* indexer queries and head weights: block per query */
+__global__ void k_iq(g_dims g, g_layer w, const int64_t *pos, const float *xn, float *iq, float *iw)
+{
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    const float *x = xn + (int64_t)q * g.d;
+    for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x) iq[(int64_t)q * g.H * g.D + o] = g_dot(w.wiq + (int64_t)o * g.d, x, g.d);
+    for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = fm(g_dot(w.wiw + (int64_t)h * g.d, x, g.d), g.wscale);
+}
+
+/* scores of query blockIdx.x over positions blockIdx.y*256 + tid */
+__global__ void k_scores(g_dims g, const int64_t *pos, const float *iq, const float *iw, void *const *kcodes,
+                         float *const *kscales, const float *lut_g, float *scores)
+{
+    __shared__ float sq[G_MAX_IH * G_MAX_ID], sw[G_MAX_IH], lut[256];
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    for (int i = threadIdx.x; i < g.H * g.D; i += blockDim.x) sq[i] = iq[(int64_t)q * g.H * g.D + i];
+    for (int i = threadIdx.x; i < g.H; i += blockDim.x) sw[i] = iw[(int64_t)q * g.H + i];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    __syncthreads();
+    int64_t s = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (s > t) return; /* candidates 0..t */
+    float acc[G_MAX_IH];
+    for (int h = 0; h < g.H; h++) acc[h] = 0.0f;
+    size_t base = (size_t)((s / 8) * g.D * 8 + s % 8);
+    const uint8_t *codes = (const uint8_t *)kcodes[q];
+    const float *kf = (const float *)kcodes[q];
+    for (int i = 0; i < g.D; i++) {
+        float kv = g.key_fp8 ? lut[codes[base + (size_t)i * 8]] : kf[base + (size_t)i * 8];
+        for (int h = 0; h < g.H; h++) acc[h] = fa(acc[h], fm(sq[h * g.D + i], kv));
+    }
+    float sc = 0.0f;
+    for (int h = 0; h < g.H; h++) sc = fa(sc, fm(sw[h], acc[h] > 0.0f ? acc[h] : 0.0f));
+    if (g.key_fp8) sc = fm(sc, kscales[q][s]);
+    scores[(int64_t)q * g.maxpos + s] = sc;
+}
+
+/* The same scores for FP8 keys and H indexer heads (compile time), D <= 128 and D % 16 == 0: the block's
+   32 groups of 8 positions (32 KB of codes, contiguous) are loaded once with 16-byte loads and transposed
+   into shared memory position-major, so each thread reads its position's codes 4 at a time instead of
+   one byte load per dimension from global memory (k_scores: ~17x the HBM roofline at 100K, run 35), and
+   the query 4 dimensions at a time. Per head the sum still runs over i in order with the same
+   unfused multiply and add: bit-identical to k_scores and to the CPU model. */
+#define SC_POS 256
+#define SC_MAXD 128
+#define SC_STRIDE (SC_MAXD + 4) /* bytes per position: consecutive positions start 33 words apart */
+template <int H>
+__global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *pos, const float *iq, const float *iw,
+                                                      void *const *kcodes, float *const *kscales, const float *lut_g,
+                                                      float *scores)
+{
+    __shared__ __align__(16) float sq[H * SC_MAXD];
+    __shared__ float sw[H], lut[256];
+    __shared__ __align__(16) uint8_t kc[SC_POS * SC_STRIDE];
+    const int q = blockIdx.x, tid = threadIdx.x, D = g.D;
+    const int64_t t = pos[q], s0 = (int64_t)blockIdx.y * SC_POS;
+    if (t < 0 || s0 > t) return; /* uniform over the block */
+    for (int i = tid; i < H * D; i += SC_POS) sq[i] = iq[(int64_t)q * H * D + i];
+    for (int i = tid; i < H; i += SC_POS) sw[i] = iw[(int64_t)q * H + i];
+    for (int i = tid; i < 256; i += SC_POS) lut[i] = lut_g[i];
+    /* groups of 8 positions [g0, g0 + ng) hold every position of the block the query sees: ((s / 8) * D
+       + i) * 8 + s % 8 is the byte of dimension i of position s */
+    const uint8_t *codes = (const uint8_t *)kcodes[q];
+    const int64_t g0 = s0 / 8, glast = t / 8;
+    const int ng = glast - g0 + 1 < SC_POS / 8 ? (int)(glast - g0 + 1) : SC_POS / 8;
+    const uint8_t *src = codes + g0 * D * 8;
+    const int per_group = D / 2; /* 16-byte vectors: 2 dimensions x 8 positions each */
+    if (((uintptr_t)src & 15) == 0) {
+        for (int v = tid; v < ng * per_group; v += SC_POS) {
+            const uint4 x = __ldg((const uint4 *)src + v);
+            const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+            const int gl = v / per_group, i0 = 2 * (v % per_group);
+#pragma unroll
+            for (int e = 0; e < 16; e++)
+                kc[(gl * 8 + (e & 7)) * SC_STRIDE + i0 + (e >> 3)] = (uint8_t)(w[e >> 2] >> (8 * (e & 3)));
+        }
+    } else {
+        for (int v = tid; v < ng * D * 8; v += SC_POS) {
+            const int gl = v / (D * 8), r = v % (D * 8);
+            kc[(gl * 8 + (r & 7)) * SC_STRIDE + (r >> 3)] = src[v];
+        }
+    }
+    __syncthreads();
+    const int64_t s = s0 + tid;
+    if (s > t) return; /* candidates 0..t */
+    const uint8_t *mine = kc + tid * SC_STRIDE;
+    float acc[H];
+#pragma unroll
+    for (int h = 0; h < H; h++) acc[h] = 0.0f;
+    for (int i = 0; i < D; i += 4) {
+        const uint32_t c4 = *(const uint32_t *)(mine + i);
+        const float k0 = lut[c4 & 255u], k1 = lut[(c4 >> 8) & 255u], k2 = lut[(c4 >> 16) & 255u], k3 = lut[c4 >> 24];
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const float4 qv = *(const float4 *)&sq[h * D + i];
+            acc[h] = fa(acc[h], fm(qv.x, k0));
+            acc[h] = fa(acc[h], fm(qv.y, k1));
+            acc[h] = fa(acc[h], fm(qv.z, k2));
+            acc[h] = fa(acc[h], fm(qv.w, k3));
+        }
+    }
+    float sc = 0.0f;
+#pragma unroll
+    for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[h] > 0.0f ? acc[h] : 0.0f));
+    scores[(int64_t)q * g.maxpos + s] = fm(sc, kscales[q][s]);
+}
+
+/* the indexer scores of one layer on stream st: the fast kernel where it applies */
+static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, const int64_t *pos, const float *iq,
+                                 const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores)
+{
+    if (d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD)
+        k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
+    else
+        k_scores<<<grid, 256, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
+    return cudaGetLastError();
+}
+
+/* top-k of query blockIdx.x: radix select of the k-th largest 64-bit key
+   (score order, then lower position), then the selected keys sorted
+   descending. 1024 threads. */
+__global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_t *sel)
+{
+    __shared__ unsigned int hist[256];
+    __shared__ uint64_t buf[G_MAX_TOPK];
+    __shared__ uint64_t s_prefix, s_mask;
+    __shared__ int s_rem, s_cnt;
+    int q = blockIdx.x;
+    int64_t t = pos[q];
+    if (t < 0) return;
+    int64_t n = t + 1;
+    int kk = n < g.k ? (int)n : g.k;
+    const float *sc = scores + (int64_t)q * g.maxpos;
+    if (threadIdx.x == 0) {
+        s_prefix = 0;
+        s_mask = 0;
+        s_rem = kk;
+        s_cnt = 0;
+    }
+    __syncthreads();
+    if (n > g.k) {
+        for (int shift = 56; shift >= 0; shift -= 8) {
+            for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
+            __syncthreads();
+            uint64_t prefix = s_prefix, mask = s_mask;
+            for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+                uint64_t key = g_topk_key(sc[s], (uint32_t)s);
+                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255], 1u);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                int cum = 0;
+                for (int dg = 255; dg >= 0; dg--) {
+                    if (cum + (int)hist[dg] >= s_rem) {
+                        s_prefix |= (uint64_t)dg << shift;
+                        s_mask |= (uint64_t)255 << shift;
+                        s_rem -= cum;
+                        break;
+                    }
+                    cum += (int)hist[dg];
+                }
+            }
+            __syncthreads();
+        }
+    }
+    uint64_t T = n > g.k ? s_prefix : 0;
+    for (int64_t s = threadIdx.x; s < n; s += blockDim.x) {
+        uint64_t key = g_topk_key(sc[s], (uint32_t)s);
+        if (key >= T) {
+            int slot = atomicAdd(&s_cnt, 1);
+            if (slot < G_MAX_TOPK) buf[slot] = key;
+        }
+    }
+    __syncthreads();
+    int P = 1;
+    while (P < kk) P <<= 1;
+    for (int i = s_cnt + (int)threadIdx.x; i < P; i += blockDim.x) buf[i] = 0; /* below every real key */
+    __syncthreads();
+    for (int size = 2; size <= P; size <<= 1)
+        for (int stride = size / 2; stride > 0; stride >>= 1) {
+            for (int i = threadIdx.x; i < P; i += blockDim.x) {
+                int j = i ^ stride;
+                if (j > i) {
+                    uint64_t a = buf[i], b = buf[j];
+                    int desc = (i & size) == 0;
+                    if (desc ? a < b : a > b) {
+                        buf[i] = b;
+                        buf[j] = a;
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    int32_t *out = sel + (int64_t)q * g.k;
+    for (int j = threadIdx.x; j < g.k; j += blockDim.x)
+        out[j] = j < kk ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
+}
+
+/* attention over the located rows + MLP, in five kernels so that one query's
+   layer spreads over many SMs (one block per query ran ~0.85 ms a layer, far
+   off the HBM roofline: docs/MODEL.md "Attention kernels"). Every value keeps
+   the single-block kernel's operations in the CPU model's order, so the bits do
+   not change: a score is the 8-lane dot of dhs_ref_dot (one thread per lane,
+   combined in the same tree), the max is exact in any order, the exp sum and
+   each output value run over the entries in entry order. The scratch (aq, aidx,
+   anv, ascore, ainv, ao) is the model's, sized at create for maxq queries. */
+#define ATT_THREADS 512
+#define ATT_SCORE_ENT 64  /* entries per score block: 8 lanes each, 512 threads */
+#define ATT_VAL_DIMS 64   /* output values per value block */
+#define ATT_VAL_THREADS 256
+#define ATT_VAL_CHUNK 256 /* entries staged per pass of a value block */
+
+/* queries [nh][576] (RoPE on the last 64) into aq; the valid locations in
+   entry order (-1 skipped) into aidx, their count into anv (-1: no query) */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_prep(g_dims g, g_layer w, const int64_t *pos, const float *cs,
+                                                          const float *xn_g, const int32_t *loc, float *aq,
+                                                          int32_t *aidx, int32_t *anv)
+{
+    __shared__ float xn[G_MAX_D];
+    __shared__ int cnt[ATT_THREADS];
+    int q = blockIdx.x, tid = threadIdx.x;
+    if (pos[q] < 0) {
+        if (tid == 0) anv[q] = -1;
+        return;
+    }
+    for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i];
+    __syncthreads();
+    float *qv = aq + (int64_t)q * g.nh * G_LAT;
+    for (int oi = tid; oi < g.nh * G_LAT; oi += blockDim.x) {
+        int h = oi / G_LAT, r = oi % G_LAT;
+        qv[oi] = r < G_NOPE ? g_dot(w.wq + ((int64_t)h * G_NOPE + r) * g.d, xn, g.d)
+                            : g_dot(w.wqr + ((int64_t)h * 64 + (r - G_NOPE)) * g.d, xn, g.d);
+    }
+    __syncthreads(); /* global writes of this block, read back below by other threads */
+    const float *c = cs + (int64_t)q * 64;
+    for (int i = tid; i < g.nh * 32; i += blockDim.x) {
+        float *qr = qv + (i / 32) * G_LAT + G_NOPE;
+        int j = i % 32;
+        float a = qr[j], b = qr[32 + j];
+        qr[j] = fs(fm(a, c[j]), fm(b, c[32 + j]));
+        qr[32 + j] = fa(fm(a, c[32 + j]), fm(b, c[j]));
+    }
+    const int32_t *lq = loc + (int64_t)q * g.k;
+    int chunk = (g.k + ATT_THREADS - 1) / ATT_THREADS;
+    int c0 = tid * chunk, c1 = c0 + chunk < g.k ? c0 + chunk : g.k, my = 0;
+    for (int e = c0; e < c1; e++) my += lq[e] >= 0;
+    cnt[tid] = my;
+    __syncthreads();
+    for (int off = 1; off < ATT_THREADS; off <<= 1) {
+        int add = tid >= off ? cnt[tid - off] : 0;
+        __syncthreads();
+        cnt[tid] += add;
+        __syncthreads();
+    }
+    int wpos = cnt[tid] - my;
+    int32_t *iq = aidx + (int64_t)q * g.k;
+    for (int e = c0; e < c1; e++)
+        if (lq[e] >= 0) iq[wpos++] = lq[e];
+    if (tid == 0) anv[q] = cnt[ATT_THREADS - 1];
+}
+
+/* grid (nq * nh, k / ATT_SCORE_ENT): the score of each valid entry for one
+   head, 8 threads per entry (lane l sums values l, l+8, ...), combined
+   ((0+1)+(2+3))+((4+5)+(6+7)) as g_row_score does */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_score(g_dims g, const uint8_t *const *base, const float *aq,
+                                                           const int32_t *aidx, const int32_t *anv, const float *lut_g,
+                                                           float *ascore)
+{
+    __shared__ float qh[G_LAT];
+    __shared__ float lut[256];
+    int q = blockIdx.x / g.nh, h = blockIdx.x % g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    int e0 = blockIdx.y * ATT_SCORE_ENT;
+    if (nv <= e0) return; /* the whole block: no valid entry here */
+    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    for (int i = tid; i < G_LAT; i += blockDim.x) qh[i] = aq[((int64_t)q * g.nh + h) * G_LAT + i];
+    __syncthreads();
+    int e = e0 + tid / 8, l = tid % 8;
+    float acc = 0.0f;
+    if (e < nv) {
+        const uint8_t *row = base[q] + (int64_t)aidx[(int64_t)q * g.k + e] * G_ROW;
+        for (int i = l; i < G_LAT; i += 8) acc = fa(acc, fm(qh[i], g_row_val(row, i, lut)));
+    }
+    float t = fa(acc, __shfl_down_sync(0xffffffffu, acc, 1));  /* lanes 0,2,4,6: (l + l+1) */
+    t = fa(t, __shfl_down_sync(0xffffffffu, t, 2));             /* lanes 0,4 */
+    t = fa(t, __shfl_down_sync(0xffffffffu, t, 4));             /* lane 0 */
+    if (l == 0 && e < nv) ascore[((int64_t)q * g.nh + h) * g.k + e] = fm(t, g.att_scale);
+}
+
+/* block per (query, head): the max (exact in any order), the exps in place,
+   their sum in entry order, its inverse into ainv */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_softmax(g_dims g, const int32_t *anv, float *ascore, float *ainv)
+{
+    __shared__ float att[G_MAX_TOPK];
+    __shared__ float red[ATT_THREADS];
+    __shared__ float s_mx;
+    int q = blockIdx.x / g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv <= 0) return;
+    float *sc = ascore + (int64_t)blockIdx.x * g.k;
+    float lmax = -__int_as_float(0x7f800000);
+    for (int e = tid; e < nv; e += blockDim.x) {
+        att[e] = sc[e];
+        if (att[e] > lmax) lmax = att[e];
+    }
+    red[tid] = lmax;
+    __syncthreads();
+    if (tid == 0) {
+        float mx = red[0];
+        for (int i = 1; i < ATT_THREADS; i++)
+            if (red[i] > mx) mx = red[i];
+        s_mx = mx;
+    }
+    __syncthreads();
+    float mx = s_mx;
+    for (int e = tid; e < nv; e += blockDim.x) sc[e] = att[e] = g_expf(fs(att[e], mx), g.exp_portable);
+    __syncthreads();
+    if (tid == 0) { /* entry order, as the CPU sums */
+        float sum = 0.0f;
+        for (int e = 0; e < nv; e++) sum = fa(sum, att[e]);
+        ainv[blockIdx.x] = __fdiv_rn(1.0f, sum);
+    }
+}
+
+/* grid (nq * nh, 512 / ATT_VAL_DIMS): output values [i0, i0 + 64) of one head;
+   the block stages ATT_VAL_CHUNK entries' bytes [i0, i0 + 64) and tile scale at
+   a time (16-byte loads: rows are 656 = 41 x 16 bytes apart), then thread i
+   sums its value over them in entry order */
+__global__ void __launch_bounds__(ATT_VAL_THREADS) k_att_value(g_dims g, const uint8_t *const *base, const int32_t *aidx,
+                                                               const int32_t *anv, const float *ascore,
+                                                               const float *ainv, const float *lut_g, float *ao)
+{
+    __shared__ float lut[256];
+    __shared__ __align__(16) uint8_t code[ATT_VAL_CHUNK][ATT_VAL_DIMS];
+    __shared__ float scale[ATT_VAL_CHUNK], att[ATT_VAL_CHUNK];
+    int q = blockIdx.x / g.nh, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv <= 0) return;
+    int i0 = blockIdx.y * ATT_VAL_DIMS;
+    const uint8_t *b0 = base[q];
+    const int32_t *iq = aidx + (int64_t)q * g.k;
+    const float *sc = ascore + (int64_t)blockIdx.x * g.k;
+    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
+    float acc = 0.0f;
+    for (int c0 = 0; c0 < nv; c0 += ATT_VAL_CHUNK) {
+        int n = nv - c0 < ATT_VAL_CHUNK ? nv - c0 : ATT_VAL_CHUNK;
+        __syncthreads(); /* the previous chunk is consumed */
+        for (int j = tid; j < n * (ATT_VAL_DIMS / 16); j += blockDim.x) {
+            int e = j / (ATT_VAL_DIMS / 16), part = j % (ATT_VAL_DIMS / 16);
+            const uint8_t *row = b0 + (int64_t)iq[c0 + e] * G_ROW;
+            *(uint4 *)&code[e][part * 16] = *(const uint4 *)(row + i0 + part * 16);
+        }
+        for (int e = tid; e < n; e += blockDim.x) {
+            scale[e] = ((const float *)(b0 + (int64_t)iq[c0 + e] * G_ROW + G_NOPE))[i0 / 128];
+            att[e] = sc[c0 + e];
+        }
+        __syncthreads();
+        if (tid < ATT_VAL_DIMS) {
+#pragma unroll 8
+            for (int e = 0; e < n; e++) acc = fa(acc, fm(att[e], fm(lut[code[e][tid]], scale[e])));
+        }
+    }
+    if (tid < ATT_VAL_DIMS) ao[(int64_t)blockIdx.x * G_NOPE + i0 + tid] = fm(acc, ainv[blockIdx.x]);
+}
+
+/* block per query: per head v = wuv o, then x += alpha wo v (when any entry was
+   valid), then the MLP */
+__global__ void __launch_bounds__(ATT_THREADS) k_att_out(g_dims g, g_layer w, const int32_t *anv, const float *ao,
+                                                         float *x_g)
+{
+    __shared__ float o[G_NOPE];
+    __shared__ float v[G_MAX_HEADS * G_MAX_DV];
+    __shared__ float xs[G_MAX_D], xn[G_MAX_D];
+    __shared__ float hid[G_MAX_HID];
+    __shared__ float red[ATT_THREADS];
+    __shared__ float s_r;
+    int q = blockIdx.x, tid = threadIdx.x;
+    int nv = anv[q];
+    if (nv < 0) return; /* no query in this slot */
+    for (int i = tid; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
+    __syncthreads();
+    if (nv > 0) {
+        for (int h = 0; h < g.nh; h++) {
+            for (int i = tid; i < G_NOPE; i += blockDim.x) o[i] = ao[((int64_t)q * g.nh + h) * G_NOPE + i];
+            __syncthreads();
+            for (int j = tid; j < g.dv; j += blockDim.x)
+                v[h * g.dv + j] = g_dot(w.wuv + ((int64_t)h * g.dv + j) * G_NOPE, o, G_NOPE);
+            __syncthreads();
+        }
+        for (int i = tid; i < g.d; i += blockDim.x) red[i] = g_dot(w.wo + (int64_t)i * g.nh * g.dv, v, g.nh * g.dv);
+        __syncthreads();
+        for (int i = tid; i < g.d; i += blockDim.x) xs[i] = fa(xs[i], fm(g.alpha, red[i]));
+        __syncthreads();
+    }
+    /* MLP */
+    g_rmsnorm(xs, xn, g.d, &s_r);
+    for (int j = tid; j < g.hid; j += blockDim.x) {
+        float hv = g_dot(w.w1 + (int64_t)j * g.d, xn, g.d);
+        hid[j] = hv > 0.0f ? hv : 0.0f;
+    }
+    __syncthreads();
+    for (int i = tid; i < g.d; i += blockDim.x) {
+        float tv = g_dot(w.w2 + (int64_t)i * g.hid, hid, g.hid);
+        x_g[(int64_t)q * g.d + i] = fa(xs[i], fm(g.alpha, tv));
+    }
+}
+
+__global__ void k_logits(g_dims g, const float *w_out, const int64_t *pos, const float *x_g, float *logits)
+{
+    __shared__ float xs[G_MAX_D], xn[G_MAX_D], s_r;
+    int q = blockIdx.x;
+    if (pos[q] < 0) return;
+    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
+    __syncthreads();
+    g_rmsnorm(xs, xn, g.d, &s_r);
+    for (int vv = threadIdx.x; vv < g.V; vv += blockDim.x)
+        logits[(int64_t)q * g.V + vv] = fm(g_dot(w_out + (int64_t)vv * g.d, xn, g.d), g.logit_scale);
+}
+
+/* ------------------------------------------------------------------ host side */
+struct dhs_ref_gpu {
+    g_dims dims;
+    int L, maxq;
+    int producer[DHS_REF_MAX_LAYERS];
+    g_layer lw[DHS_REF_MAX_LAYERS];
+    const float *emb, *w_out, *lut;
+    void (*rope_cs)(int64_t, float *, float *);
+    cudaStream_t st;
+    int own_stream;
+    cudaStream_t qs[2];    /* dhs_ref_gpu_queues: load (queue 1) and write-back (queue 2) streams */
+    cudaEvent_t *qev;      /* [n_qev] events, one per schedule event */
+    int64_t n_qev;
+    int nq;
+    int32_t *tok;
+    int64_t *pos, *pos_h;
+    float *cs, *cs_h;
+    float *x, *xn, *iq, *iw, *scores, *logits;
+    uint8_t *stage;
+    int32_t *sel, *loc;
+    float *aq, *ascore, *ainv, *ao; /* attention scratch (k_att_*): [maxq][nh][576], [maxq][nh][k], [maxq][nh], [maxq][nh][512] */
+    int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
+    int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
+    int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
+    int32_t *nanc_h;  /* fused: pinned mirror (device step: copied back with the logits) */
+    void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
+    void **ptrs_h;    /* pinned host mirror */
+    int64_t max_t;    /* largest pos of the round */
+    /* device step (model/gpu.h "device step"): the round's inputs in fixed buffers */
+    void **tab;       /* device [4][L][maxq]: rowdst, base, kcodes, kscales */
+    void **tab_h;     /* pinned host mirror */
+    int32_t *tok_h;   /* pinned [maxq] */
+    float *logits_h;  /* pinned [maxq][V] */
+    cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
+    int up_pending;
+    cudaGraphExec_t exec;
+    int exec_nq;      /* nq the graph was captured with */
+    int capturing;
+    /* profiling marks (dhs_ref_gpu_prof_*): events recorded on st, each tagged with
+       the phase of the interval it opens */
+    cudaEvent_t *prof_ev;
+    int32_t *prof_ph;
+    /* deployment weights (dhs_ref_gpu_weights_alloc): a buffer the step streams through, far larger
+       than the L2, so each read is HBM traffic as a real model's weights are */
+    uint4 *wbuf;
+    uint64_t wvecs, woff; /* its 16-byte vectors; where the next read starts */
+    uint32_t *wsink;      /* written only if the impossible happens: keeps the loads */
+    int wblocks;
+    int prof_cap, prof_n, prof_lost, prof_armed;
+    char err[200];
+};
+
+static dhs_status fail(dhs_ref_gpu *g, const char *what, cudaError_t e)
+{
+    if (g) snprintf(g->err, sizeof g->err, "%s: %s", what, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? DHS_ERR_DEVICE_NOMEM : DHS_ERR_BACKEND;
+}
+
+#define CK(call, what)                                \
+    do {                                              \
+        cudaError_t e_ = (call);                      \
+        if (e_ != cudaSuccess) return fail(g, what, e_); \
+    } while (0)
+
+extern "C" int dhs_ref_gpu_available(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" const char *dhs_ref_gpu_error(const dhs_ref_gpu *g) { return g ? g->err : "no GPU model"; }
+
+static dhs_status up(dhs_ref_gpu *g, const float *h, int64_t n, const float **dev)
+{
+    *dev = NULL;
+    if (!h) return DHS_OK;
+    float *p;
+    CK(cudaMalloc((void **)&p, sizeof(float) * (size_t)n), "cudaMalloc weights");
+    *dev = p;
+    CK(cudaMemcpy(p, h, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice), "upload weights");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
+{
+    if (!g) return;
+    if (g->st) cudaStreamSynchronize(g->st);
+    for (int l = 0; l < DHS_REF_MAX_LAYERS; l++) {
+        const float *p[11] = {g->lw[l].wdkv, g->lw[l].wkr, g->lw[l].wq, g->lw[l].wqr, g->lw[l].wuv, g->lw[l].wo,
+                              g->lw[l].w1, g->lw[l].w2, g->lw[l].wik, g->lw[l].wiq, g->lw[l].wiw};
+        for (int i = 0; i < 11; i++) cudaFree((void *)p[i]);
+    }
+    cudaFree(g->wbuf);
+    cudaFree(g->wsink);
+    cudaFree((void *)g->emb);
+    cudaFree((void *)g->w_out);
+    cudaFree((void *)g->lut);
+    cudaFree(g->tok);
+    cudaFree(g->pos);
+    cudaFree(g->cs);
+    cudaFree(g->x);
+    cudaFree(g->xn);
+    cudaFree(g->iq);
+    cudaFree(g->iw);
+    cudaFree(g->scores);
+    cudaFree(g->logits);
+    cudaFree(g->stage);
+    cudaFree(g->sel);
+    cudaFree(g->loc);
+    cudaFree(g->nanc);
+    cudaFreeHost(g->nanc_h);
+    cudaFree(g->ptrs);
+    cudaFree(g->aq);
+    cudaFree(g->ascore);
+    cudaFree(g->ainv);
+    cudaFree(g->ao);
+    cudaFree(g->aidx);
+    cudaFree(g->anv);
+    cudaFreeHost(g->ptrs_h);
+    cudaFreeHost(g->pos_h);
+    cudaFreeHost(g->cs_h);
+    cudaFree(g->tab);
+    cudaFreeHost(g->tab_h);
+    cudaFreeHost(g->tok_h);
+    cudaFreeHost(g->logits_h);
+    if (g->up_ev) cudaEventDestroy(g->up_ev);
+    for (int i = 0; i < g->prof_cap; i++) cudaEventDestroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_ph);
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    for (int64_t i = 0; i < g->n_qev; i++)
+        if (g->qev[i]) cudaEventDestroy(g->qev[i]);
+    free(g->qev);
+    for (int i = 0; i < 2; i++)
+        if (g->qs[i]) cudaStreamDestroy(g->qs[i]);
+    if (g->own_stream && g->st) cudaStreamDestroy(g->st);
+    free(g);
+}
+
+extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out)
+{
+    if (!d || !out || d->max_queries < 1 || d->max_positions < 1 || !d->fp8_lut || !d->rope_cs) return DHS_ERR_INVALID_ARG;
+    *out = NULL;
+    if (d->topk > G_MAX_TOPK || d->n_heads > G_MAX_HEADS || d->d_model > G_MAX_D || d->mlp_hidden > G_MAX_HID ||
+        d->d_v > G_MAX_DV || d->idx_heads > G_MAX_IH || d->idx_dim > G_MAX_ID || d->n_heads * d->d_v > G_MAX_D ||
+        d->d_model > ATT_THREADS /* k_att_out's reduction buffer */)
+        return DHS_ERR_UNSUPPORTED;
+    if (!dhs_ref_gpu_available()) return DHS_ERR_UNSUPPORTED;
+    dhs_ref_gpu *g = (dhs_ref_gpu *)calloc(1, sizeof *g);
+    if (!g) return DHS_ERR_NOMEM;
+    g_dims *m = &g->dims;
+    m->V = d->vocab;
+    m->d = d->d_model;
+    m->nh = d->n_heads;
+    m->dv = d->d_v;
+    m->hid = d->mlp_hidden;
+    m->H = d->idx_heads;
+    m->D = d->idx_dim;
+    m->k = d->topk;
+    m->alpha = d->alpha;
+    m->logit_scale = d->logit_scale;
+    m->wscale = d->idx_wscale;
+    m->att_scale = d->att_scale;
+    m->exp_portable = d->exp_portable;
+    m->key_fp8 = d->key_fp8;
+    m->maxpos = d->max_positions;
+    g->L = d->n_layers;
+    g->maxq = d->max_queries;
+    g->fused = d->topk_fused != 0;
+    dhs_status st = DHS_OK;
+    int dd = d->d_model, nh = d->n_heads;
+    const float *p;
+#define UP(h, n, dst)                               \
+    do {                                            \
+        if ((st = up(g, (h), (n), &p)) != DHS_OK) goto bad; \
+        dst = p;                                    \
+    } while (0)
+    UP(d->emb, (int64_t)d->vocab * dd, g->emb);
+    UP(d->w_out, (int64_t)d->vocab * dd, g->w_out);
+    UP(d->fp8_lut, 256, g->lut);
+    g->rope_cs = d->rope_cs;
+    for (int l = 0; l < d->n_layers; l++) {
+        const dhs_ref_layer_weights *w = &d->layer[l];
+        g_layer *o = &g->lw[l];
+        g->producer[l] = d->producer[l];
+        UP(w->wdkv, (int64_t)G_NOPE * dd, o->wdkv);
+        UP(w->wkr, (int64_t)64 * dd, o->wkr);
+        UP(w->wq, (int64_t)nh * G_NOPE * dd, o->wq);
+        UP(w->wqr, (int64_t)nh * 64 * dd, o->wqr);
+        UP(w->wuv, (int64_t)nh * d->d_v * G_NOPE, o->wuv);
+        UP(w->wo, (int64_t)dd * nh * d->d_v, o->wo);
+        UP(w->w1, (int64_t)d->mlp_hidden * dd, o->w1);
+        UP(w->w2, (int64_t)dd * d->mlp_hidden, o->w2);
+        if (d->producer[l]) {
+            UP(w->wik, (int64_t)d->idx_dim * dd, o->wik);
+            UP(w->wiq, (int64_t)d->idx_heads * d->idx_dim * dd, o->wiq);
+            UP(w->wiw, (int64_t)d->idx_heads * dd, o->wiw);
+        }
+    }
+#undef UP
+    {
+        size_t Q = (size_t)d->max_queries;
+        cudaError_t e = cudaSuccess;
+#define AL(ptr, bytes)                                              \
+    if (e == cudaSuccess) e = cudaMalloc((void **)&(ptr), (bytes));
+        AL(g->tok, Q * sizeof(int32_t));
+        AL(g->pos, Q * sizeof(int64_t));
+        AL(g->cs, Q * 64 * sizeof(float));
+        AL(g->x, Q * (size_t)dd * sizeof(float));
+        AL(g->xn, Q * (size_t)dd * sizeof(float));
+        AL(g->iq, Q * (size_t)(d->idx_heads * d->idx_dim) * sizeof(float));
+        AL(g->iw, Q * (size_t)d->idx_heads * sizeof(float));
+        AL(g->scores, Q * (size_t)d->max_positions * sizeof(float));
+        AL(g->logits, Q * (size_t)d->vocab * sizeof(float));
+        AL(g->stage, Q * G_ROW);
+        AL(g->sel, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->loc, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->ptrs, 4 * Q * sizeof(void *));
+        AL(g->aq, Q * (size_t)d->n_heads * G_LAT * sizeof(float));
+        AL(g->ascore, Q * (size_t)d->n_heads * (size_t)d->topk * sizeof(float));
+        AL(g->ainv, Q * (size_t)d->n_heads * sizeof(float));
+        AL(g->ao, Q * (size_t)d->n_heads * G_NOPE * sizeof(float));
+        AL(g->aidx, Q * (size_t)d->topk * sizeof(int32_t));
+        AL(g->anv, Q * sizeof(int32_t));
+#undef AL
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->pos_h, Q * sizeof(int64_t));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->cs_h, Q * 64 * sizeof(float));
+        /* device step: pointer tables of every layer, pinned mirrors, the logits' landing place */
+        const size_t tab = 4 * (size_t)d->n_layers * Q * sizeof(void *);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&g->tab, tab);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tab_h, tab);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tok_h, Q * sizeof(int32_t));
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->logits_h, Q * (size_t)d->vocab * sizeof(float));
+        if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->up_ev, cudaEventDisableTiming);
+        if (e == cudaSuccess) memset(g->tab_h, 0, tab);
+        if (g->fused) { /* zero: layers that never select (and unused slots) report no NaN */
+            const size_t nb = (size_t)d->n_layers * Q * sizeof(int32_t);
+            if (e == cudaSuccess) e = cudaMalloc((void **)&g->nanc, nb);
+            if (e == cudaSuccess) e = cudaMemset(g->nanc, 0, nb);
+            if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* done before any kernel of the engine's stream
+                                                                  (non-blocking: not ordered after the legacy one) */
+            if (e == cudaSuccess) e = cudaMallocHost((void **)&g->nanc_h, nb);
+            if (e == cudaSuccess) memset(g->nanc_h, 0, nb);
+        }
+        if (e != cudaSuccess) {
+            st = fail(g, "cudaMalloc buffers", e);
+            goto bad;
+        }
+        if (stream) {
+            g->st = (cudaStream_t)stream;
+        } else {
+            if ((e = cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking)) != cudaSuccess) {
+                st = fail(g, "cudaStreamCreate", e);
+                goto bad;
+            }
+            g->own_stream = 1;
+        }
+    }
+    *out = g;
+    return DHS_OK;
+bad:
+    dhs_ref_gpu_destroy(g);
+    return st;
+}
+
+extern "C" dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
+{
+    CK(cudaMalloc(dev, bytes ? bytes : 16), "cudaMalloc");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
+{
+    if (g && g->st) cudaStreamSynchronize(g->st); /* no kernel of this stream still reads it */
+    cudaFree(dev);
+}
+
+extern "C" dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    CK(cudaMallocHost(host, bytes ? bytes : 16), "cudaMallocHost");
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host)
+{
+    (void)g;
+    cudaFreeHost(host);
+}
+
+/* ---- queues for the streamed prefill (model/lsprefill.c) */
+static cudaStream_t queue_stream(dhs_ref_gpu *g, int32_t q) { return q == 0 ? g->st : g->qs[q - 1]; }
+
+extern "C" dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    if (!g || n_events < 0 || g->qev) return DHS_ERR_INVALID_ARG;
+    for (int i = 0; i < 2; i++)
+        if (!g->qs[i]) CK(cudaStreamCreateWithFlags(&g->qs[i], cudaStreamNonBlocking), "cudaStreamCreate");
+    g->qev = (cudaEvent_t *)calloc((size_t)(n_events ? n_events : 1), sizeof(cudaEvent_t));
+    if (!g->qev) return DHS_ERR_NOMEM;
+    g->n_qev = n_events;
+    for (int64_t i = 0; i < n_events; i++) CK(cudaEventCreateWithFlags(&g->qev[i], cudaEventDisableTiming), "cudaEventCreate");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1])) return DHS_ERR_INVALID_ARG;
+    if (bytes) CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queue_stream(g, queue)), "queue copy");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1]) || ev < 0 || ev >= g->n_qev) return DHS_ERR_INVALID_ARG;
+    CK(cudaEventRecord(g->qev[ev], queue_stream(g, queue)), "queue record");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1]) || ev < 0 || ev >= g->n_qev) return DHS_ERR_INVALID_ARG;
+    CK(cudaStreamWaitEvent(queue_stream(g, queue), g->qev[ev], 0), "queue wait");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    if (!g) return DHS_ERR_INVALID_ARG;
+    for (int32_t q = 0; q < 3; q++)
+        if (q == 0 || g->qs[q - 1]) CK(cudaStreamSynchronize(queue_stream(g, q)), "queue sync");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
+{
+    CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, g->st), "upload");
+    CK(cudaStreamSynchronize(g->st), "upload sync"); /* the host buffer may go away */
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
+{
+    CK(cudaMemsetAsync(dev, value, bytes, g->st), "memset");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
+{
+    if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    g->nq = nq;
+    g->max_t = -1;
+    CK(cudaStreamSynchronize(g->st), "sync"); /* the pinned mirrors are free again */
+    for (int q = 0; q < nq; q++) {
+        g->pos_h[q] = pos[q];
+        if (pos[q] > g->max_t) g->max_t = pos[q];
+        if (pos[q] >= 0) g->rope_cs(pos[q], g->cs_h + (int64_t)q * 64, g->cs_h + (int64_t)q * 64 + 32);
+    }
+    if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
+    CK(cudaMemcpyAsync(g->tok, tokens, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "tokens");
+    CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "positions");
+    CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "rope");
+    CK(cudaStreamSynchronize(g->st), "begin sync"); /* tokens is the caller's pageable memory */
+    k_embed<<<nq, 64, 0, g->st>>>(g->emb, g->tok, g->pos, g->x, g->dims.d);
+    CK(cudaGetLastError(), "k_embed");
+    return DHS_OK;
+}
+
+/* copies host pointer table `which` (0 rowdst, 1 kcodes, 2 kscales, 3 base) */
+static dhs_status put_ptrs(dhs_ref_gpu *g, int which, const void *const *p, void ***dev)
+{
+    void **h = g->ptrs_h + (size_t)which * g->maxq;
+    *dev = g->ptrs + (size_t)which * g->maxq;
+    CK(cudaStreamSynchronize(g->st), "sync"); /* an earlier copy from this mirror is done */
+    for (int q = 0; q < g->nq; q++) h[q] = (void *)p[q];
+    CK(cudaMemcpyAsync(*dev, h, sizeof(void *) * (size_t)g->nq, cudaMemcpyHostToDevice, g->st), "pointer table");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes,
+                                       void *const *kscales, uint8_t *rows_host)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    void **rd = NULL, **kc = NULL, **ks = NULL;
+    dhs_status st;
+    if (rowdst && (st = put_ptrs(g, 0, rowdst, &rd)) != DHS_OK) return st;
+    if (g->producer[l]) {
+        if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
+        if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
+    }
+    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->producer[l], g->pos, g->cs, g->x, g->xn, (uint8_t *const *)rd,
+                                      g->stage, kc, (float *const *)ks);
+    CK(cudaGetLastError(), "k_rows");
+    if (rows_host) {
+        CK(cudaMemcpyAsync(rows_host, g->stage, (size_t)g->nq * G_ROW, cudaMemcpyDeviceToHost, g->st), "rows back");
+        CK(cudaStreamSynchronize(g->st), "rows sync");
+    }
+    return DHS_OK;
+}
+
+/* the selection of every valid query over its positions 0..pos[q] into g->sel:
+   k_topk, or (fused) the library's kernel with per-query counts pos[q] + 1 over
+   the same scores buffer (a query with pos < 0 is skipped by both: its sel row
+   is left as it was). Launch only. */
+static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
+{
+    if (!g->fused) {
+        k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
+        CK(cudaGetLastError(), "k_topk");
+        return DHS_OK;
+    }
+    int rc = dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0, g->sel,
+                                   NULL, g->nanc + (size_t)l * g->maxq, g->st);
+    if (rc < 0) {
+        snprintf(g->err, sizeof g->err, "dhs_cuda_topk_fused_n: bad arguments (k %d, positions %lld)", g->dims.k,
+                 (long long)g->dims.maxpos);
+        return DHS_ERR_INVALID_ARG;
+    }
+    CK((cudaError_t)rc, "dhs_cuda_topk_fused_n");
+    return DHS_OK;
+}
+
+/* fused: layers [l0, l1)'s NaN counts (host mirror) of the round's queries.
+   The fused kernel rejects NaN (its rows are -1), where k_topk would rank a
+   NaN above +inf: a NaN score is an error of the pass, never a silent
+   difference. */
+static dhs_status check_nan(dhs_ref_gpu *g, int32_t l0, int32_t l1)
+{
+    for (int32_t l = l0; l < l1; l++) {
+        if (!g->producer[l]) continue;
+        const int32_t *c = g->nanc_h + (size_t)l * g->maxq;
+        for (int q = 0; q < g->nq; q++)
+            if (c[q] != 0) {
+                snprintf(g->err, sizeof g->err,
+                         "fused top-k: %d NaN index score(s) in layer %d, query %d (position %lld): rejected", c[q], l, q,
+                         (long long)g->pos_h[q]);
+                return DHS_ERR_INVALID_ARG;
+            }
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales,
+                                         int32_t *sel_host)
+{
+    if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
+    void **kc, **ks;
+    dhs_status st;
+    if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
+    if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    CK(cudaGetLastError(), "k_iq");
+    dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
+    CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores), "k_scores");
+    if ((st = launch_topk(g, l)) != DHS_OK) return st;
+    if (sel_host)
+        CK(cudaMemcpyAsync(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyDeviceToHost,
+                           g->st),
+           "selections back");
+    if (g->fused) /* the NaN counts, checked now: the per-call path synchronises anyway */
+        CK(cudaMemcpyAsync(g->nanc_h + (size_t)l * g->maxq, g->nanc + (size_t)l * g->maxq, sizeof(int32_t) * (size_t)g->nq,
+                           cudaMemcpyDeviceToHost, g->st),
+           "NaN counts back");
+    if (sel_host || g->fused) CK(cudaStreamSynchronize(g->st), "select sync");
+    return g->fused ? check_nan(g, l, l + 1) : DHS_OK;
+}
+
+/* the five attention kernels of layer l over the located rows (base: device
+   [nq] pool bases, loc: device [nq][k] locations, -1 skipped) */
+/* deployment weights: n vectors of the buffer from vector `off` (wrapping at nv), read with 16-byte
+   loads; the XOR of everything read is compared with a value the pattern never produces, so the
+   loads cannot be dropped */
+__global__ void __launch_bounds__(256) k_weights(const uint4 *__restrict__ w, uint64_t nv, uint64_t off, uint64_t n,
+                                                 uint32_t *sink)
+{
+    uint32_t acc = 0;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            uint64_t j = i + u * stride;
+            uint64_t k = off + j;
+            if (k >= nv) k -= nv;
+            v[u] = j < n ? __ldcs(w + k) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+    }
+    if (acc == 0x9e3779b9u) sink[0] = acc; /* the buffer is zero: never */
+}
+
+extern "C" dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes)
+{
+    if (!g || g->capturing) return DHS_ERR_INVALID_ARG;
+    cudaFree(g->wbuf);
+    g->wbuf = NULL;
+    g->wvecs = g->woff = 0;
+    if (bytes == 0) return DHS_OK;
+    uint64_t nv = (bytes + 15) / 16;
+    CK(cudaMalloc((void **)&g->wbuf, nv * 16), "cudaMalloc deployment weights");
+    CK(cudaMemsetAsync(g->wbuf, 0, nv * 16, g->st), "memset deployment weights");
+    if (!g->wsink) CK(cudaMalloc((void **)&g->wsink, sizeof(uint32_t)), "cudaMalloc weight sink");
+    int dev = 0, sms = 0;
+    CK(cudaGetDevice(&dev), "cudaGetDevice");
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+    g->wblocks = 4 * (sms > 0 ? sms : 1);
+    g->wvecs = nv;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
+{
+    if (!g) return DHS_ERR_INVALID_ARG;
+    uint64_t n = (bytes + 15) / 16;
+    if (n == 0) return DHS_OK;
+    if (!g->wbuf || n > g->wvecs) return DHS_ERR_INVALID_ARG;
+    k_weights<<<g->wblocks, 256, 0, g->st>>>(g->wbuf, g->wvecs, g->woff, n, g->wsink);
+    CK(cudaGetLastError(), "k_weights");
+    g->woff = (g->woff + n) % g->wvecs;
+    return DHS_OK;
+}
+
+static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const *base, const int32_t *loc)
+{
+    const g_dims *m = &g->dims;
+    int qh = g->nq * m->nh;
+    k_att_prep<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv);
+    CK(cudaGetLastError(), "k_att_prep");
+    k_att_score<<<dim3(qh, (m->k + ATT_SCORE_ENT - 1) / ATT_SCORE_ENT), ATT_THREADS, 0, g->st>>>(
+        *m, base, g->aq, g->aidx, g->anv, g->lut, g->ascore);
+    CK(cudaGetLastError(), "k_att_score");
+    k_att_softmax<<<qh, ATT_THREADS, 0, g->st>>>(*m, g->anv, g->ascore, g->ainv);
+    CK(cudaGetLastError(), "k_att_softmax");
+    k_att_value<<<dim3(qh, G_NOPE / ATT_VAL_DIMS), ATT_VAL_THREADS, 0, g->st>>>(*m, base, g->aidx, g->anv, g->ascore,
+                                                                                g->ainv, g->lut, g->ao);
+    CK(cudaGetLastError(), "k_att_value");
+    k_att_out<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->anv, g->ao, g->x);
+    CK(cudaGetLastError(), "k_att_out");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    void **bd;
+    dhs_status st;
+    if ((st = put_ptrs(g, 3, base, &bd)) != DHS_OK) return st;
+    const int32_t *loc = g->sel;
+    if (loc_host) {
+        CK(cudaMemcpyAsync(g->loc, loc_host, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyHostToDevice,
+                           g->st),
+           "locations");
+        CK(cudaStreamSynchronize(g->st), "locations sync"); /* loc_host is pageable, caller-owned */
+        loc = g->loc;
+    }
+    return launch_attend(g, l, (const uint8_t *const *)bd, loc);
+}
+
+extern "C" dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
+{
+    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
+    CK(cudaGetLastError(), "k_logits");
+    CK(cudaMemcpyAsync(logits_host, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
+                       g->st),
+       "logits back");
+    CK(cudaStreamSynchronize(g->st), "logits sync");
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------------ device step */
+static void **tab_at(dhs_ref_gpu *g, int which, int32_t l)
+{
+    return g->tab + ((size_t)which * (size_t)g->L + (size_t)l) * (size_t)g->maxq;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    if (!g || !in) return DHS_ERR_INVALID_ARG;
+    if (g->capturing) return DHS_ERR_STATE;
+    if (g->up_pending) { /* the previous upload has read the pinned mirrors */
+        CK(cudaEventSynchronize(g->up_ev), "step inputs wait");
+        g->up_pending = 0;
+    }
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    in->tokens = g->tok_h;
+    in->pos = g->pos_h;
+    in->rowdst = g->tab_h;
+    in->base = g->tab_h + LQ;
+    in->kcodes = g->tab_h + 2 * LQ;
+    in->kscales = g->tab_h + 3 * LQ;
+    in->stride = g->maxq;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    if (!g || nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    if (g->capturing) return DHS_ERR_STATE;
+    g->nq = nq;
+    g->max_t = -1;
+    for (int q = 0; q < nq; q++) {
+        int64_t t = g->pos_h[q];
+        if (t > g->max_t) g->max_t = t;
+        if (t >= 0) g->rope_cs(t, g->cs_h + (int64_t)q * 64, g->cs_h + (int64_t)q * 64 + 32);
+    }
+    if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
+    CK(cudaMemcpyAsync(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step tokens");
+    CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step positions");
+    CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step rope");
+    /* the first nq entries of every [table][layer] row: one 2D copy */
+    const size_t pitch = sizeof(void *) * (size_t)g->maxq;
+    CK(cudaMemcpy2DAsync(g->tab, pitch, g->tab_h, pitch, sizeof(void *) * (size_t)nq, 4 * (size_t)g->L,
+                         cudaMemcpyHostToDevice, g->st),
+       "step pointer tables");
+    CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
+    g->up_pending = 1;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    k_embed<<<g->nq, 64, 0, g->st>>>(g->emb, g->tok, g->pos, g->x, g->dims.d);
+    CK(cudaGetLastError(), "k_embed");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    int p = g->producer[l];
+    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], p, g->pos, g->cs, g->x, g->xn, (uint8_t *const *)tab_at(g, 0, l),
+                                      g->stage, p ? tab_at(g, 2, l) : NULL, p ? (float *const *)tab_at(g, 3, l) : NULL);
+    CK(cudaGetLastError(), "k_rows");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    CK(cudaGetLastError(), "k_iq");
+    /* every position a query may see (blocks past a query's position return at once): the
+       grid does not depend on the round, so a captured step stays valid as positions grow */
+    dim3 grid((unsigned)g->nq, (unsigned)((g->dims.maxpos + 255) / 256));
+    CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, tab_at(g, 2, l), (float *const *)tab_at(g, 3, l),
+                     g->lut, g->scores),
+       "k_scores");
+    dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK);
+    return launch_topk(g, l); /* fused: NaN counts come back with the logits (step_logits / step_wait) */
+}
+
+extern "C" int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g ? g->sel : NULL; }
+
+extern "C" dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
+    return launch_attend(g, l, (const uint8_t *const *)tab_at(g, 1, l), loc_dev ? loc_dev : g->sel);
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
+    CK(cudaGetLastError(), "k_logits");
+    CK(cudaMemcpyAsync(g->logits_h, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
+                       g->st),
+       "step logits back");
+    if (g->fused) { /* every layer's NaN counts of the nq queries: one 2D copy, checked by step_wait */
+        const size_t pitch = sizeof(int32_t) * (size_t)g->maxq;
+        CK(cudaMemcpy2DAsync(g->nanc_h, pitch, g->nanc, pitch, sizeof(int32_t) * (size_t)g->nq, (size_t)g->L,
+                             cudaMemcpyDeviceToHost, g->st),
+           "step NaN counts back");
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    if (g->capturing) return DHS_ERR_STATE;
+    CK(cudaStreamSynchronize(g->st), "step sync");
+    g->up_pending = 0;
+    if (g->fused) {
+        dhs_status st = check_nan(g, 0, g->L);
+        if (st != DHS_OK) return st;
+    }
+    if (logits) *logits = g->logits_h;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    if (!g || g->capturing) return DHS_ERR_STATE;
+    CK(cudaStreamBeginCapture(g->st, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    g->capturing = 1;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    if (!g || !g->capturing) return DHS_ERR_STATE;
+    cudaGraph_t graph = NULL;
+    cudaError_t e = cudaStreamEndCapture(g->st, &graph);
+    g->capturing = 0;
+    if (g->exec) { /* the previous step's graph: its last launch completed (step_wait) */
+        cudaGraphExecDestroy(g->exec);
+        g->exec = NULL;
+        g->exec_nq = 0;
+    }
+    if (e != cudaSuccess || !keep) {
+        if (graph) cudaGraphDestroy(graph);
+        return e != cudaSuccess ? fail(g, "cudaStreamEndCapture", e) : DHS_OK;
+    }
+    e = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) {
+        g->exec = NULL;
+        return fail(g, "cudaGraphInstantiate", e);
+    }
+    g->exec_nq = g->nq;
+    return DHS_OK;
+}
+
+extern "C" int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g) { return g && g->exec ? g->exec_nq : 0; }
+
+extern "C" dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    if (!g || !g->exec || g->exec_nq != g->nq || g->capturing) return DHS_ERR_STATE;
+    CK(cudaGraphLaunch(g->exec, g->st), "cudaGraphLaunch");
+    return DHS_OK;
+}
+
+/* ---- profiling marks (gpu.h): one event per mark, recorded on the model's
+   stream; dhs_ref_gpu_prof_collect sums the intervals between consecutive
+   marks by the phase of the mark that opens them. Never inside a capture. */
+extern "C" dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    if (!g || max_marks < 0 || g->capturing) return DHS_ERR_INVALID_ARG;
+    if (g->prof_cap) CK(cudaStreamSynchronize(g->st), "prof sync");
+    for (int i = 0; i < g->prof_cap; i++) cudaEventDestroy(g->prof_ev[i]);
+    free(g->prof_ev);
+    free(g->prof_ph);
+    g->prof_ev = NULL;
+    g->prof_ph = NULL;
+    g->prof_cap = g->prof_n = g->prof_lost = 0;
+    if (!max_marks) return DHS_OK;
+    g->prof_ev = (cudaEvent_t *)calloc((size_t)max_marks, sizeof(cudaEvent_t));
+    g->prof_ph = (int32_t *)calloc((size_t)max_marks, sizeof(int32_t));
+    if (!g->prof_ev || !g->prof_ph) {
+        free(g->prof_ev);
+        free(g->prof_ph);
+        g->prof_ev = NULL;
+        g->prof_ph = NULL;
+        return DHS_ERR_NOMEM;
+    }
+    for (; g->prof_cap < max_marks; g->prof_cap++) {
+        cudaError_t e = cudaEventCreate(&g->prof_ev[g->prof_cap]);
+        if (e != cudaSuccess) {
+            dhs_ref_gpu_prof_enable(g, 0);
+            return fail(g, "cudaEventCreate", e);
+        }
+    }
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    if (!g || !g->prof_cap || g->capturing) return DHS_ERR_STATE;
+    g->prof_n = g->prof_lost = 0;
+    g->prof_armed = 1;
+    return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase)
+{
+    if (!g || !g->prof_armed || g->capturing) return;
+    if (g->prof_n >= g->prof_cap || cudaEventRecord(g->prof_ev[g->prof_n], g->st) != cudaSuccess) {
+        g->prof_lost++;
+        return;
+    }
+    g->prof_ph[g->prof_n++] = phase;
+}
+
+extern "C" dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    if (!g || !us || n_phases < 1) return DHS_ERR_INVALID_ARG;
+    g->prof_armed = 0;
+    if (g->prof_lost) {
+        g->prof_n = g->prof_lost = 0;
+        return DHS_ERR_STATE;
+    }
+    if (g->prof_n) CK(cudaEventSynchronize(g->prof_ev[g->prof_n - 1]), "prof sync");
+    for (int i = 0; i + 1 < g->prof_n; i++) {
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, g->prof_ev[i], g->prof_ev[i + 1]), "cudaEventElapsedTime");
+        if (g->prof_ph[i] >= 0 && g->prof_ph[i] < n_phases) us[g->prof_ph[i]] += 1000.0 * (double)ms;
+    }
+    g->prof_n = 0;
+    return DHS_OK;
+}
+
+/* HBM bandwidth (read + write) of a device-to-device copy of `bytes`: the
+   roofline the attention kernel is compared with (dhs bench serve). Median of
+   5 timed copies after one warm-up; 0 on any error. */
+extern "C" double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
+{
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double t[5] = {0}, r = 0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)
+        goto out;
+    if (cudaMemset(a, 1, bytes) != cudaSuccess || cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess) goto out;
+    for (int i = 0; i < 5; i++) {
+        float ms = 0;
+        if (cudaEventRecord(e0) != cudaSuccess || cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess ||
+            cudaEventRecord(e1) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess || ms <= 0)
+            goto out;
+        t[i] = ms;
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    }
+    r = 2.0 * (double)bytes / (t[2] * 1e-3) / 1e9;
+out:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    (void)cudaGetLastError();
+    return r;
+}

@@ -1,0 +1,587 @@
+/* run.c - the serving driver of the reference model (see run.h). */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dhs_cuda.h"
+#include "model/lsprefill.h"
+#include "model/run.h"
+#include "sim/trace.h"
+#include "sim/util.h"
+
+dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
+{
+    dhs_ref_run_cfg c;
+    memset(&c, 0, sizeof c);
+    c.model = dhs_ref_cfg_tiny();
+    c.sessions = 16;
+    c.context = 4096;
+    c.tokens = 64;
+    c.spec = 4;
+    c.compare = 1;
+    c.hier = 1;
+    c.policy = DHS_POLICY_LRU;
+    c.verify = DHS_REF_VERIFY_GREEDY;
+    c.temperature = 1.0f;
+    c.seed = 1;
+    c.slots = 8;
+    c.history = 2.0;
+    c.page_rows = 64;
+    c.arrival = 2;
+    c.async_delay = 1;
+    c.threads = 1;
+    c.copy_overlap = 1;
+    return c;
+}
+
+void dhs_ref_run_result_free(dhs_ref_run_result *r)
+{
+    if (!r) return;
+    free(r->tokens_of);
+    free(r->round_t);
+    r->tokens_of = NULL;
+    r->round_t = NULL;
+    r->n_round_s = 0;
+}
+
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *c, dhs_ref_geometry g)
+{
+    c->geometry = dhs_ref_geometry_str(g);
+    c->synthetic = g != DHS_REF_GEOM_TINY;
+    if (g == DHS_REF_GEOM_TINY) return;
+    uint64_t seed = c->model.seed;
+    c->model = dhs_ref_cfg_geometry(g);
+    c->model.seed = seed;
+}
+
+static int32_t count_producers(const dhs_ref_model *m)
+{
+    int32_t prod = 0;
+    for (int32_t l = 0; l < dhs_ref_model_cfg(m)->n_layers; l++) prod += dhs_ref_layer(m, l)->producer;
+    return prod;
+}
+
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
+{
+    dhs_ref_model *m = NULL;
+    char hid[160];
+    if (dhs_ref_model_create(&cfg->model, &m) != DHS_OK) return;
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    fprintf(f, "  geometry     %s: %d payload sources of %d-byte rows, %d index producers with %u-byte keys, k=%d; "
+               "hidden size kept small (%s); model computed on the %s\n",
+            cfg->geometry ? cfg->geometry : "tiny", dhs_ref_n_sources(m), DHS_REF_ROW_BYTES, count_producers(m),
+            dhs_ref_key_bytes(m), cfg->model.topk, hid, res->gpu_model ? "GPU" : "CPU");
+    if (cfg->synthetic)
+        fprintf(f, "  history      synthetic (DESIGN §12): %" PRIu64 " prompt positions imported as deterministic rows and "
+                   "keys; the model computed each prompt's last position and every decode step\n",
+                res->synthetic_positions);
+    dhs_ref_model_destroy(m);
+}
+
+void dhs_ref_run_json_geometry(cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
+{
+    char hid[160];
+    dhs_ref_cfg_hidden_str(&cfg->model, hid, sizeof hid);
+    cJSON_AddStringToObject(j, "hidden", hid); /* the hidden size is small; the KV geometry is real */
+    cJSON_AddNumberToObject(j, "synthetic_history_positions", (double)res->synthetic_positions);
+    cJSON *cf = cJSON_GetObjectItem(j, "config"), *t = cJSON_GetObjectItem(j, "throughput");
+    if (cf) {
+        cJSON_AddStringToObject(cf, "geometry", cfg->geometry ? cfg->geometry : "tiny");
+        dhs_ref_model *m = NULL;
+        if (dhs_ref_model_create(&cfg->model, &m) == DHS_OK) {
+            cJSON_AddNumberToObject(cf, "payload_sources", dhs_ref_n_sources(m));
+            cJSON_AddNumberToObject(cf, "index_producers", count_producers(m));
+            cJSON_AddNumberToObject(cf, "index_key_bytes", dhs_ref_key_bytes(m));
+            dhs_ref_model_destroy(m);
+        }
+    }
+    if (t) cJSON_AddStringToObject(t, "model_on", res->gpu_model ? "gpu" : "cpu");
+}
+
+/* ---------------------------------------------------------------- prefill threads */
+typedef struct prefill_job {
+    const dhs_ref_model *m;
+    const dhs_ref_run_cfg *c;
+    dhs_ref_prefill *pf;   /* [sessions] */
+    const int64_t *len;    /* [sessions] */
+    const int32_t *ids;    /* the sessions to prefill, or NULL: all */
+    int32_t n;             /* how many */
+    int synthetic;         /* dhs_ref_prefill_synthetic (its stream from the seed and session) */
+    int32_t next;
+    dhs_status failed;     /* the first failure's status (DHS_OK: none) */
+    dhs_ref_run_result *r; /* streamed prefill counts (prefill_loads, ...) */
+    pthread_mutex_t mu;
+} prefill_job;
+
+/* one prompt's history: full residency, or streamed through c->prefill_buffers
+   layer buffers (on the GPU model with gpu_model) */
+static dhs_status prefill_one(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int32_t *tok, int64_t n,
+                              dhs_ref_prefill *out, dhs_ref_ls_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (c->prefill_buffers == 0) return dhs_ref_prefill_run(m, tok, n, out);
+    const int64_t chunk = c->prefill_chunk > 0 ? c->prefill_chunk : 2048;
+    uint64_t dev_bytes = 0;
+    if (c->gpu_model)
+        return dhs_ref_prefill_streamed_gpu(m, tok, n, chunk, c->prefill_buffers, NULL, c->topk_impl == DHS_REF_TOPK_FUSED,
+                                            out, st, &dev_bytes);
+    return dhs_ref_prefill_streamed(m, tok, n, chunk, c->prefill_buffers, NULL, out, st);
+}
+
+static void *prefill_worker(void *arg)
+{
+    prefill_job *J = arg;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int32_t k = J->next < J->n ? J->next++ : -1;
+        pthread_mutex_unlock(&J->mu);
+        if (k < 0) return NULL;
+        int32_t i = J->ids ? J->ids[k] : k;
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)J->len[i]);
+        dhs_status st = DHS_ERR_NOMEM;
+        dhs_ref_ls_stats ls;
+        memset(&ls, 0, sizeof ls);
+        if (tok) {
+            dhs_ref_prompt(J->c->seed, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
+            st = J->synthetic ? dhs_ref_prefill_synthetic(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
+                                                          &J->pf[i])
+                              : prefill_one(J->m, J->c, tok, J->len[i], &J->pf[i], &ls);
+            free(tok);
+        }
+        pthread_mutex_lock(&J->mu);
+        if (st != DHS_OK && J->failed == DHS_OK) J->failed = st;
+        if (st == DHS_OK && J->r) {
+            J->r->prefill_loads += ls.loads;
+            if (ls.buffer_bytes > J->r->prefill_buffer_bytes) J->r->prefill_buffer_bytes = ls.buffer_bytes;
+            if (ls.resident_bytes > J->r->prefill_resident_bytes) J->r->prefill_resident_bytes = ls.resident_bytes;
+        }
+        pthread_mutex_unlock(&J->mu);
+    }
+}
+
+/* prefill the n sessions ids (NULL: 0..n-1) on up to nt threads (this one
+   included); each prefill is a pure function of its session, so the bytes do
+   not depend on nt; the GPU model's streamed prefill runs one prompt at a time
+   (the model's scratch is shared). Returns the first failure's status. */
+static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
+                               const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
+{
+    prefill_job J;
+    memset(&J, 0, sizeof J);
+    J.m = m;
+    J.c = c;
+    J.pf = pf;
+    J.len = len;
+    J.ids = ids;
+    J.n = n;
+    J.synthetic = synthetic;
+    J.r = r;
+    pthread_mutex_init(&J.mu, NULL);
+    if (nt < 1 || (!synthetic && c->prefill_buffers && c->gpu_model)) nt = 1;
+    if (nt > n) nt = n;
+    if (nt > 256) nt = 256;
+    pthread_t th[256];
+    int32_t started = 0;
+    for (; started < nt - 1; started++)
+        if (pthread_create(&th[started], NULL, prefill_worker, &J)) break;
+    prefill_worker(&J); /* this thread works too */
+    for (int32_t t = 0; t < started; t++) pthread_join(th[t], NULL);
+    pthread_mutex_destroy(&J.mu);
+    return J.failed;
+}
+
+/* ---------------------------------------------------------------- the run */
+enum { S_FUTURE = 0, S_WAITING, S_ACTIVE, S_DONE };
+
+static uint64_t fnv1a(const int32_t *t, int64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t i = 0; i < n; i++)
+        for (int b = 0; b < 4; b++) {
+            h ^= (uint8_t)((uint32_t)t[i] >> (8 * b));
+            h *= 0x100000001b3ull;
+        }
+    return h;
+}
+
+#define FAIL(...)                                             \
+    do {                                                      \
+        snprintf(r->errmsg, sizeof r->errmsg, __VA_ARGS__);   \
+        r->error = 1;                                         \
+        goto done;                                            \
+    } while (0)
+
+int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
+{
+    double t_start = dhs_wall_s();
+    dhs_ref_run_cfg c = *cfg;
+    memset(r, 0, sizeof *r);
+    if (c.slots < 1) c.slots = c.sessions / 2 > 1 ? c.sessions / 2 : 1;
+    int use_res = c.compare || !c.hier, use_hier = c.compare || c.hier;
+    int32_t S = c.sessions, KM = c.spec;
+    dhs_ref_model *m = NULL;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_ref_engine *er = NULL, *eh = NULL;
+    dhs_trace_writer *tw = NULL;
+    dhs_req *adm_req = NULL;
+    int32_t *adm = NULL, *state = NULL, *ids = NULL, *Kv = NULL, *A_res = NULL, *A_hier = NULL, *E_res = NULL, *E_hier = NULL;
+    int64_t *arrive = NULL, *len = NULL;
+    float *L_res = NULL, *L_hier = NULL;
+    dhs_ref_prefill *pf = NULL;
+    int32_t n_done = 0;
+    if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1) FAIL("bad run configuration");
+    r->step = c.step;
+    r->topk_impl = c.topk_impl;
+    if (c.topk_impl != DHS_REF_TOPK_MODEL && c.topk_impl != DHS_REF_TOPK_FUSED) FAIL("bad top-k implementation %d", c.topk_impl);
+    if (c.step != DHS_REF_STEP_HOST) {
+        if (!c.gpu_model) FAIL("--step %s needs the GPU model (--backend cuda)", dhs_ref_step_str(c.step));
+        if (c.trace) FAIL("--step %s keeps the selections on the device: no --trace", dhs_ref_step_str(c.step));
+        c.resolver = DHS_RESOLVER_DEVICE; /* dhs_resolve_device inside the step */
+    }
+    if (dhs_ref_model_create(&c.model, &m) != DHS_OK) {
+        const char *why = dhs_ref_cfg_check(&c.model);
+        FAIL("cannot create the model: %s", why ? why : "out of memory");
+    }
+    int32_t V = c.model.vocab;
+    state = calloc((size_t)S, sizeof *state);
+    arrive = calloc((size_t)S, sizeof *arrive);
+    len = calloc((size_t)S, sizeof *len);
+    pf = calloc((size_t)S, sizeof *pf);
+    ids = calloc((size_t)S, sizeof *ids);
+    adm = calloc((size_t)S, sizeof *adm);
+    adm_req = calloc((size_t)S, sizeof *adm_req);
+    Kv = calloc((size_t)S, sizeof *Kv);
+    L_res = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
+    L_hier = calloc((size_t)S * (size_t)KM * (size_t)V, sizeof(float));
+    A_res = calloc((size_t)S, sizeof(int32_t));
+    A_hier = calloc((size_t)S, sizeof(int32_t));
+    E_res = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
+    E_hier = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
+    r->tokens_of = calloc((size_t)S, sizeof(uint64_t));
+    if (!state || !arrive || !len || !pf || !ids || !adm || !adm_req || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
+        !r->tokens_of)
+        FAIL("out of memory");
+    int64_t max_len = 0;
+    for (int32_t i = 0; i < S; i++) {
+        len[i] = c.context - (c.context > 64 ? (13 * i) % 32 : 0);
+        arrive[i] = (int64_t)i * c.arrival;
+        if (len[i] > max_len) max_len = len[i];
+    }
+    int64_t max_pos = max_len + c.tokens + KM + 2;
+    r->positions = c.context + c.tokens;
+
+    /* prefill: once per session, shared by both storage modes */
+    double t0 = dhs_wall_s();
+    if (c.synthetic && c.prefill_buffers) FAIL("a streamed prefill needs the model's own prefill (not a synthetic history)");
+    if (!c.synthetic) {
+        dhs_status ps = prefill_list(m, &c, len, pf, NULL, S, c.threads, 0, r);
+        if (ps != DHS_OK) FAIL("prefill failed: %s", dhs_status_str(ps));
+    }
+    r->t_prefill = dhs_wall_s() - t0;
+
+    /* library */
+    dhs_arch arch;
+    dhs_ref_arch(m, &arch);
+    if (use_hier) {
+        r->lib_cfg = dhs_ref_hier_config(m, c.slots, max_pos, KM, c.history, c.context, c.page_rows);
+        r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
+        r->lib_cfg.resolver = c.resolver;
+        if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
+        dhs_cpu_options co = {c.async_delay, c.async_delay > 0, c.seed};
+        dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
+        if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));
+        if (st == DHS_OK && c.cuda && (st = dhs_cuda_set_copy_queue_blocks(be, c.copy_queue_blocks)) != DHS_OK)
+            FAIL("copy queue blocks %d: %s", c.copy_queue_blocks, dhs_status_str(st));
+        if (st == DHS_OK) st = dhs_ctx_create(&arch, &r->lib_cfg, be, &ctx);
+        if (st != DHS_OK) {
+            r->budget_too_small = st == DHS_ERR_TOO_LARGE && c.device_bytes != 0;
+            FAIL("cannot create the hierarchy (device budget %.2f MiB): %s", (double)r->lib_cfg.device_bytes / 1048576.0,
+                 dhs_status_str(st));
+        }
+        r->bytes_hier_hot_tail = dhs_ref_hier_required_bytes(m, &r->lib_cfg);
+        r->bytes_hier_staging_share = dhs_ref_hier_staging_bytes(m, &r->lib_cfg) / (uint64_t)r->lib_cfg.max_requests;
+    }
+    int64_t ring_rows = dhs_ring_rows(c.model.draft_window, KM, c.page_rows);
+    r->bytes_resident_session = dhs_ref_engine_model_bytes(m, r->positions, 1, ring_rows);
+    r->bytes_keys_ring = dhs_ref_engine_model_bytes(m, r->positions, 0, ring_rows);
+    if (c.trace) {
+        dhs_trace_header h;
+        char err[200], name[64];
+        snprintf(name, sizeof name, "refmodel-%s-%s", c.geometry ? c.geometry : "tiny",
+                 dhs_ref_layout_str(c.model.layout));
+        if (dhs_trace_header_from_arch(&h, &arch, c.model.topk, KM, S, name) != DHS_TRACE_OK)
+            FAIL("cannot describe the model as a trace header");
+        snprintf(h.meta, sizeof h.meta,
+                 "{\"generator\":\"dhs run\",\"layout\":\"%s\",\"sessions\":%d,\"context\":%" PRId64
+                 ",\"tokens\":%d,\"spec\":%d,\"verify\":\"%s\",\"seed\":%" PRIu64 "}",
+                 dhs_ref_layout_str(c.model.layout), S, c.context, c.tokens, KM,
+                 c.verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", c.seed);
+        if (dhs_trace_writer_open(c.trace, &h, &tw, err, sizeof err) != DHS_TRACE_OK) FAIL("trace %s: %s", c.trace, err);
+    }
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = S;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = max_pos;
+    ec.verify = c.verify;
+    ec.temperature = c.temperature;
+    ec.seed = c.seed;
+    ec.page_rows = c.page_rows;
+    if (c.gpu_model) { /* normally with cuda; the CPU backend serves tests of the engine's GPU path */
+        int m1 = 1;
+        for (int32_t s = 0; s < dhs_ref_n_sources(m); s++) m1 &= dhs_ref_source_m(m, s) == 1;
+        r->gpu_model = m1; /* compressed sources: the model stays on the CPU */
+    }
+    ec.gpu = r->gpu_model;
+    if (c.step != DHS_REF_STEP_HOST && !ec.gpu) FAIL("--step %s needs the GPU model: m = 1 sources (not the compressed layout)",
+                                                     dhs_ref_step_str(c.step));
+    ec.step = c.step;
+    ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
+    ec.topk_impl = c.topk_impl;
+    ec.copy_overlap = use_hier && c.copy_overlap;
+    if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
+    ec.deploy = c.deploy;
+    ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
+    if (use_res) {
+        ec.ctx = NULL;
+        ec.trace = use_hier ? NULL : tw;
+        dhs_status es = dhs_ref_engine_create(m, &ec, &er);
+        if (es != DHS_OK) FAIL("resident engine: %s", dhs_status_str(es));
+    }
+    if (use_hier) {
+        ec.ctx = ctx;
+        ec.fetch_rows = !ec.gpu && (c.cuda || c.fetch_rows);
+        ec.shadow = c.check && !ec.gpu;
+        ec.trace = tw;
+        ec.gpu_stream = ec.gpu ? dhs_cuda_stream(be) : NULL; /* attention after the resolver's gathers */
+        dhs_status es = dhs_ref_engine_create(m, &ec, &eh);
+        if (es != DHS_OK) FAIL("hierarchical engine: %s", dhs_status_str(es));
+        /* the resolver's phases in the profile (CUDA backend only) */
+        if (c.profile_every > 0 && c.cuda && ec.gpu) dhs_cuda_set_marker(be, dhs_ref_engine_mark, eh);
+    }
+    dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
+
+    /* rounds */
+    int64_t round = 0;
+    uint64_t cap_rounds = 0, prof_seen = 0;
+    while (n_done < S) {
+        for (int32_t i = 0; i < S; i++)
+            if (state[i] == S_FUTURE && arrive[i] <= round) state[i] = S_WAITING;
+        /* admissions in arrival order; a wait holds back later arrivals too. Synthetic
+           histories are generated now (only the admitted sessions' are held), up to
+           synth_parallel at once: open a group, generate it, start it in order */
+        int32_t n_active = 0;
+        for (int32_t i = 0; i < S; i++) n_active += state[i] == S_ACTIVE;
+        int32_t par = c.synthetic && c.synth_parallel > 1 ? c.synth_parallel : 1, next_i = 0;
+        for (int blocked = 0; !blocked;) {
+            int32_t na = 0;
+            for (; next_i < S && na < par; next_i++) {
+                if (state[next_i] != S_WAITING) continue;
+                if (!ctx && n_active + na >= c.slots) { /* resident only: at most `slots` sessions at once */
+                    blocked = 1;
+                    break;
+                }
+                dhs_req req = {0, 0};
+                if (ctx) {
+                    dhs_status st = dhs_request_open(ctx, max_pos, &req);
+                    if (st == DHS_WAIT) {
+                        blocked = 1;
+                        break;
+                    }
+                    if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+                }
+                adm[na] = next_i;
+                adm_req[na++] = req;
+            }
+            if (na == 0) break;
+            if (c.synthetic) {
+                double tp = dhs_wall_s();
+                if (prefill_list(m, &c, len, pf, adm, na, na, 1, NULL)) FAIL("synthetic prefill of session %d: out of memory", adm[0]);
+                r->t_prefill += dhs_wall_s() - tp;
+            }
+            double ts = dhs_wall_s();
+            for (int32_t a = 0; a < na; a++) {
+                int32_t i = adm[a];
+                if (c.synthetic) r->synthetic_positions += (uint64_t)pf[i].synthetic;
+                if (er && dhs_ref_engine_start(er, i, &pf[i], adm_req[a]) != DHS_OK) FAIL("resident start of session %d failed", i);
+                if (eh && dhs_ref_engine_start(eh, i, &pf[i], adm_req[a]) != DHS_OK)
+                    FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
+                dhs_ref_prefill_free(&pf[i]);
+                state[i] = S_ACTIVE;
+                n_active++;
+            }
+            r->t_start += dhs_wall_s() - ts;
+        }
+        /* the batch */
+        int32_t n = 0;
+        for (int32_t i = 0; i < S; i++) {
+            if (state[i] != S_ACTIVE) continue;
+            int64_t left = c.tokens - dhs_ref_engine_generated(ref, i);
+            if (left <= 0) continue;
+            ids[n] = i;
+            Kv[n] = (int32_t)(left < KM ? left : KM);
+            n++;
+        }
+        if ((uint64_t)n > r->max_active) r->max_active = (uint64_t)n;
+        if (n > 0) {
+            dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
+            double t_res0 = r->t_resident;
+            if (er) {
+                double ta = dhs_wall_s();
+                dhs_status st = dhs_ref_engine_round(er, n, ids, Kv, &o_res);
+                r->t_resident += dhs_wall_s() - ta;
+                if (st != DHS_OK) FAIL("resident round %" PRId64 ": %s", round, dhs_status_str(st));
+            }
+            double t_round = 0;
+            if (eh) {
+                double ta = dhs_wall_s();
+                dhs_status st = dhs_ref_engine_round(eh, n, ids, Kv, &o_hier);
+                t_round = dhs_wall_s() - ta;
+                r->t_hier += t_round;
+                if (st != DHS_OK) FAIL("round %" PRId64 ": %s", round, dhs_ref_engine_error(eh));
+            } else {
+                t_round = r->t_resident - t_res0;
+            }
+            if (c.keep_round_times) {
+                /* a profiled round (eager, with events) is not a serving round: left out */
+                double pus[DHS_REF_PH_N], pw;
+                uint64_t prn;
+                dhs_ref_engine_profile(eh ? eh : er, pus, &prn, &pw);
+                if (prn == prof_seen) {
+                    if (r->n_round_s == cap_rounds) {
+                        uint64_t nc = cap_rounds ? 2 * cap_rounds : 256;
+                        dhs_ref_round_time *a = realloc(r->round_t, sizeof *a * nc);
+                        if (!a) FAIL("out of memory");
+                        r->round_t = a;
+                        cap_rounds = nc;
+                    }
+                    const int32_t *Ar = eh ? A_hier : A_res;
+                    uint32_t tk = 0;
+                    for (int32_t i = 0; i < n; i++) tk += (uint32_t)Ar[i] + 1;
+                    r->round_t[r->n_round_s++] = (dhs_ref_round_time){t_round, tk, (uint32_t)n};
+                }
+                prof_seen = prn;
+            }
+            const int32_t *A = er ? A_res : A_hier;
+            for (int32_t i = 0; i < n; i++) {
+                r->proposals += (uint64_t)(Kv[i] - 1);
+                r->accepted += (uint64_t)A[i];
+                r->decode_tokens += (uint64_t)A[i] + 1;
+            }
+            if (er && eh) {
+                int diverged = 0;
+                for (int32_t i = 0; i < n; i++) {
+                    for (int32_t j = 0; j < Kv[i]; j++) {
+                        size_t off = ((size_t)i * (size_t)KM + (size_t)j) * (size_t)V;
+                        r->logit_rows_compared++;
+                        if (memcmp(L_res + off, L_hier + off, sizeof(float) * (size_t)V)) r->logit_mismatches++;
+                    }
+                    if (A_res[i] != A_hier[i] || memcmp(E_res + (size_t)i * (size_t)KM, E_hier + (size_t)i * (size_t)KM,
+                                                        sizeof(int32_t) * (size_t)(A_res[i] + 1))) {
+                        r->token_mismatches++;
+                        diverged = 1;
+                    }
+                }
+                if (diverged) FAIL("tokens diverged in round %" PRId64 " (run stopped)", round);
+            }
+            if (eh && c.check) {
+                const char *first;
+                r->shadow_mismatches = dhs_ref_engine_shadow_mismatches(eh, &first);
+                if (r->shadow_mismatches) FAIL("%s", first);
+            }
+            if (ctx && c.check) {
+                char msg[200];
+                int nv = dhs_check_invariants(ctx, msg, sizeof msg);
+                if (nv) {
+                    r->invariant_violations += (uint64_t)nv;
+                    FAIL("round %" PRId64 ": invariant violated: %s", round, msg);
+                }
+            }
+            r->rounds++;
+        }
+        /* completions */
+        for (int32_t i = 0; i < S; i++) {
+            if (state[i] != S_ACTIVE || dhs_ref_engine_generated(ref, i) < c.tokens) continue;
+            int64_t na;
+            const int32_t *ta = dhs_ref_engine_tokens(ref, i, &na);
+            r->tokens_of[i] = fnv1a(ta, na);
+            if (er && eh) {
+                int64_t nb;
+                const int32_t *tb = dhs_ref_engine_tokens(eh, i, &nb);
+                if (na != nb || memcmp(ta, tb, sizeof(int32_t) * (size_t)na)) r->token_mismatches++;
+            }
+            r->tokens += (uint64_t)dhs_ref_engine_generated(ref, i);
+            if (er) dhs_ref_engine_finish(er, i);
+            if (eh && dhs_ref_engine_finish(eh, i) != DHS_OK) FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
+            state[i] = S_DONE;
+            n_done++;
+        }
+        int waiting = 0, active = 0, future = 0;
+        for (int32_t i = 0; i < S; i++) {
+            future += state[i] == S_FUTURE;
+            waiting += state[i] == S_WAITING;
+            active += state[i] == S_ACTIVE;
+        }
+        if (n == 0 && !future && waiting && !active) {
+            r->budget_too_small = 1;
+            FAIL("admission waits with no session active: the device budget is too small for one session");
+        }
+        if (c.progress) {
+            dhs_ref_progress p = {round, active, waiting, n_done, S, r->decode_tokens + (uint64_t)n_done,
+                                  r->logit_mismatches};
+            c.progress(c.user, &p);
+        }
+        round++;
+    }
+done:
+    r->sessions_done = (uint64_t)n_done;
+    if (ctx) {
+        dhs_sync(ctx);
+        dhs_get_stats(ctx, &r->st);
+        dhs_get_mem(ctx, &r->mem);
+    }
+    r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;
+    if (er) dhs_ref_engine_step_times(er, &r->step_res);
+    if (eh) dhs_ref_engine_step_times(eh, &r->step_hier);
+    if (er) dhs_ref_engine_profile(er, r->prof_us[0], &r->prof_rounds[0], &r->prof_wall_s[0]);
+    if (eh) dhs_ref_engine_profile(eh, r->prof_us[1], &r->prof_rounds[1], &r->prof_wall_s[1]);
+    if (r->tokens_of) {
+        uint64_t h = 1469598103934665603ull;
+        for (int32_t i = 0; i < S; i++)
+            for (int b = 0; b < 8; b++) h = (h ^ ((r->tokens_of[i] >> (8 * b)) & 255)) * 1099511628211ull;
+        r->tokens_digest = h;
+    }
+    dhs_ref_engine_destroy(er);
+    dhs_ref_engine_destroy(eh);
+    if (tw && dhs_trace_writer_close(tw) != DHS_TRACE_OK && !r->error) {
+        snprintf(r->errmsg, sizeof r->errmsg, "trace: closing %s failed", c.trace);
+        r->error = 1;
+    }
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    if (pf)
+        for (int32_t i = 0; i < S; i++) dhs_ref_prefill_free(&pf[i]);
+    free(state);
+    free(arrive);
+    free(len);
+    free(pf);
+    free(ids);
+    free(adm);
+    free(adm_req);
+    free(Kv);
+    free(L_res);
+    free(L_hier);
+    free(A_res);
+    free(A_hier);
+    free(E_res);
+    free(E_hier);
+    dhs_ref_model_destroy(m);
+    r->t_total = dhs_wall_s() - t_start;
+    return r->error ? -1 : 0;
+}

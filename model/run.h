@@ -1,0 +1,167 @@
+/*
+ * run.h - the serving driver of the reference model (what `dhs run` and the
+ * tests run): sessions arrive over the run, are admitted through
+ * dhs_request_open (which may answer DHS_WAIT), prefill once (in parallel
+ * threads; the prefill is a pure function of the seed), decode `tokens` tokens
+ * with rounds of up to `spec` queries and finish. In the compare mode a
+ * resident engine runs the same schedule next to the hierarchical one and
+ * every round's logits are compared with memcmp, and every emitted token.
+ *
+ * Schedule: session i arrives at round i*arrival with a prompt of
+ * context - (13 i mod 32) positions (context > 64; else context), so page and
+ * compressed-row boundaries differ between sessions. Admission is in arrival
+ * order; a DHS_WAIT holds back later arrivals. A round batches every admitted
+ * unfinished session with K_i = min(spec, tokens - generated_i).
+ */
+#ifndef DHS_REF_RUN_H
+#define DHS_REF_RUN_H
+
+#include <stdio.h>
+
+#include "model/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dhs_ref_progress {
+    int64_t round;
+    int32_t active, waiting, done, sessions;
+    uint64_t tokens, logit_mismatches;
+} dhs_ref_progress;
+
+typedef struct dhs_ref_run_cfg {
+    dhs_ref_cfg model;
+    const char *geometry;    /* name of the model's KV geometry (trace header; NULL: "tiny") */
+    int synthetic;           /* 1: prompts import a deterministic synthetic history
+                                (dhs_ref_prefill_synthetic: the model computes only the last
+                                prompt position), generated when the session is admitted;
+                                0: the model prefills every prompt up front */
+    int32_t sessions;
+    int64_t context;
+    int32_t tokens;          /* generated per session, the first (from the prefill) included */
+    int32_t spec;            /* K_max */
+    int compare;             /* 1: resident and hierarchical side by side */
+    int hier;                /* without compare: 1 hierarchical, 0 resident */
+    dhs_policy policy;
+    dhs_resolver resolver;   /* library resolver (host | device: CLOCK epochs, policy ignored) */
+    dhs_ref_verify verify;
+    float temperature;
+    uint64_t seed;           /* prompts, sampling, CPU backend completion order */
+    int32_t slots;           /* request slots (0: sessions/2, at least 1); resident only (no
+                                compare): at most this many sessions active at once */
+    double history;          /* device budget holds this many sessions' imported history */
+    uint64_t device_bytes;   /* 0: derived (dhs_ref_hier_config) */
+    int32_t page_rows;
+    int32_t arrival;         /* rounds between arrivals */
+    int32_t async_delay;     /* CPU backend: side copies complete this many rounds late (random order) */
+    int cuda;                /* 1: the CUDA backend (device 0); located rows are read with
+                                dhs_read_location. 0: the CPU backend */
+    int fetch_rows;          /* CPU backend: read located rows with dhs_read_location too */
+    int gpu_model;           /* 1: the target pass of both engines runs on the GPU (model/gpu.h;
+                                m = 1 sources; the hierarchy must then be on the GPU too: cuda);
+                                0: the model computes on the CPU (with cuda it reads located
+                                rows back with dhs_read_location) */
+    int step;                /* GPU model's target pass: DHS_REF_STEP_HOST | _DEVICE | _GRAPH
+                                (docs/MODEL.md "Device step"); not host: needs gpu_model and m = 1
+                                sources, the hierarchy then uses the device resolver (resolver is
+                                overridden), both engines take the step, no trace */
+    int32_t copy_queue_blocks; /* cuda: dhs_cuda_set_copy_queue_blocks (0: the default) */
+    int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
+                                (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
+    const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
+                                engines' steps (dhs_ref_engine_cfg.deploy, model/deploy.h); NULL: none */
+    int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
+                                library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
+    int32_t threads;         /* prefill threads (0: 1) */
+    int32_t prefill_buffers; /* 0: the model's full-residency prefill (dhs_ref_prefill_run); R >= 2:
+                                layer-streamed through R layer buffers, byte-identical to it
+                                (model/lsprefill.h; docs/FLASHOFFLOAD.md section 2): on the GPU model
+                                (gpu_model) dhs_ref_prefill_streamed_gpu, one prompt at a time; else
+                                the CPU reference dhs_ref_prefill_streamed. Not with synthetic */
+    int64_t prefill_chunk;   /* the streamed prefill's chunk (positions per compute; 0: 2048) */
+    int32_t synth_parallel;  /* synthetic histories (geometry runs): up to this many sessions admitted
+                                in one round are generated at once, each then started in arrival
+                                order (0 or 1: one at a time, open-generate-start per session); every
+                                one in flight holds its whole history in host memory */
+    int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
+                                events between its phases (result prof_*); 0: never */
+    int keep_round_times;    /* 1: result round_t, one entry per decode round (profiled
+                                rounds left out: they run eagerly with events) */
+    int check;               /* dhs_check_invariants after every round, and every located row
+                                checked against the model's own copy (shadow) */
+    const char *trace;       /* selection trace file or NULL */
+    void (*progress)(void *user, const dhs_ref_progress *p);
+    void *user;
+} dhs_ref_run_cfg;
+
+/* defaults: tiny model, 16 sessions x 4096, 64 tokens, spec 4, compare,
+   LRU, greedy, slots 8, history 2, page 64, arrival 2, async delay 1 */
+dhs_ref_run_cfg dhs_ref_run_cfg_default(void);
+
+typedef struct dhs_ref_round_time {
+    double s;                   /* wall time of the round */
+    uint32_t tokens, sessions;  /* tokens it emitted, sessions in it */
+} dhs_ref_round_time;
+
+typedef struct dhs_ref_run_result {
+    int identical;              /* compare mode: every logit row and token equal, every session done */
+    uint64_t logit_mismatches;  /* query rows (K_i x V floats) whose bytes differ */
+    uint64_t token_mismatches;
+    uint64_t logit_rows_compared;
+    uint64_t sessions_done, tokens, decode_tokens, rounds, max_active;
+    uint64_t proposals, accepted;
+    uint64_t invariant_violations;
+    uint64_t shadow_mismatches;  /* check: located rows whose bytes differ from what the model wrote */
+    double t_prefill, t_resident, t_hier, t_total; /* seconds (decode times: engine rounds only) */
+    int64_t prefill_loads;          /* streamed prefill (prefill_buffers): layer loads over every prompt */
+    uint64_t prefill_buffer_bytes;  /* ... its R buffers' rows (largest prompt) */
+    uint64_t prefill_resident_bytes; /* ... every layer's rows at once (full residency, largest prompt) */
+    double t_start;                     /* seconds in dhs_ref_engine_start (history imports) */
+    uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
+    int gpu_model;                      /* 1: the model computed on the GPU */
+    int step;                           /* the target pass's step (DHS_REF_STEP_*) */
+    int topk_impl;                      /* DHS_REF_TOPK_* of the run */
+    dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
+    uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
+    double prof_us[2][DHS_REF_PH_N];               /* profile_every: [resident, hierarchical] device us per phase
+                                           (DHS_REF_PH_*, model/gpu.h), summed over prof_rounds */
+    uint64_t prof_rounds[2];
+    double prof_wall_s[2];
+    dhs_ref_round_time *round_t;        /* keep_round_times: every decode round of the measured
+                                           engine (hierarchical if it runs, else resident) */
+    uint64_t n_round_s;
+    dhs_config lib_cfg;         /* the library configuration used */
+    dhs_stats st;               /* library statistics at the end */
+    dhs_mem mem;
+    uint64_t bytes_resident_session;    /* at context + tokens positions */
+    uint64_t bytes_hier_hot_tail;       /* library required allocations per request */
+    uint64_t bytes_hier_staging_share;  /* staging arenas / slots */
+    uint64_t bytes_keys_ring;           /* index keys + drafter ring per session */
+    int64_t positions;                  /* context + tokens */
+    uint64_t *tokens_of;                /* [sessions] hash of each session's tokens (FNV-1a) */
+    int error;                  /* 1: the run stopped on an error (errmsg) */
+    int budget_too_small;       /* 1 with error: the device budget can never hold one session */
+    char errmsg[512];
+} dhs_ref_run_result;
+
+/* Runs; returns 0 when the run completed (identical or not), -1 on an error
+   (errmsg). The result owns tokens_of: free with dhs_ref_run_result_free. */
+int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *res);
+void dhs_ref_run_result_free(dhs_ref_run_result *res);
+/* cfg->model, geometry and synthetic for a KV geometry: tiny keeps the model
+   config (its layout and k); the real ones replace it (dhs_ref_cfg_geometry)
+   and import a synthetic history (DESIGN §12) */
+void dhs_ref_run_set_geometry(dhs_ref_run_cfg *cfg, dhs_ref_geometry g);
+/* lines of the human output: the KV geometry (sources, producers, row and
+   key bytes, k), the small hidden size, whether the history is synthetic */
+void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
+/* the same in a `dhs run --json` object: "hidden", "synthetic_history_positions",
+   config.geometry, throughput.model_on (objects "config"/"throughput" if present) */
+struct cJSON;
+void dhs_ref_run_json_geometry(struct cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* test_dres_api_cuda.c - the device-resolver call sequences of tests/common/test_dres_seq.h (an outside
+ * black-box test's findings: a gapped or overflowing dhs_tail_locations, a host-item dhs_resolve that
+ * took a device call's error word) through the public API on the CUDA backend. The same sequences run
+ * on the CPU backend in test_dres.
+ * No GPU (or built without CUDA): exits 77, which CMake maps to a skip. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_help.h"
+
+#ifndef DHS_HAVE_CUDA
+int main(void)
+{
+    printf("SKIP: built without CUDA\n");
+    return 77;
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+#include "dhs_cuda.h"
+
+/* the engine writes a row at a tail location: a copy into the device pool after everything issued so far
+   (dhs_sync is refused inside a round in device mode: the device is synchronised directly) */
+static void cuda_write_loc(dhs_ctx *ctx, int32_t src, int32_t loc, const uint8_t *row64)
+{
+    uint8_t *dst = (uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)loc * dhs_pool_row_stride(ctx);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess && cudaMemcpy(dst, row64, 64, cudaMemcpyHostToDevice) == cudaSuccess);
+}
+
+static dhs_status seq_device_alloc(int32_t **sel, int32_t **loc)
+{
+    if (cudaMalloc((void **)sel, sizeof(int32_t) * 2 * 4 * 8) != cudaSuccess) return DHS_ERR_DEVICE_NOMEM;
+    if (cudaMalloc((void **)loc, sizeof(int32_t) * 2 * 4 * 8) != cudaSuccess) return DHS_ERR_DEVICE_NOMEM;
+    return DHS_OK;
+}
+
+static void seq_device_free(int32_t *sel, int32_t *loc)
+{
+    cudaFree(sel);
+    cudaFree(loc);
+}
+
+/* selections up, dhs_resolve_device on the backend's stream, locations back after the device finished */
+static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const int32_t *hsel, int32_t *sel, int32_t *loc,
+                                     int32_t *hloc)
+{
+    const size_t b = sizeof(int32_t) * 2 * 4 * 8;
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(sel, hsel, b, cudaMemcpyHostToDevice) != cudaSuccess)
+        return DHS_ERR_BACKEND;
+    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc);
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(hloc, loc, b, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return DHS_ERR_BACKEND;
+    return s;
+}
+
+#include "test_dres_seq.h"
+
+int main(void)
+{
+    dhs_backend *be = NULL;
+    if (dhs_backend_cuda_create(0, &be) != DHS_OK) {
+        printf("SKIP: no CUDA device\n");
+        return 77;
+    }
+    test_device_sequences_on(be, cuda_write_loc);
+    dhs_backend_destroy(be);
+    printf("test_dres_api_cuda: sequences 1-3 on %s\n", "the CUDA backend");
+    return th_summary();
+}
+#endif

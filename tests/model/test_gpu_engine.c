@@ -1,0 +1,972 @@
+/* test_gpu_engine.c - the engine's GPU path (engine.c gpu_target: query slots
+ * q = i*k_max + j, device key stores, resident device rows, rows copied back
+ * and written to the library, selections back, locations up, logits back)
+ * with the GPU API of model/gpu.h emulated on the CPU by the model's own
+ * functions. This test defines every dhs_ref_gpu_* symbol itself, so neither
+ * the CUDA kernels nor the stubs are linked; it checks the orchestration, not
+ * the kernels (test_gpu_model does that on a GPU):
+ * - emulated-GPU resident and hierarchical engines (CPU backend: reclaim,
+ *   speculation, late copies, invariants) give byte-identical logits;
+ * - their tokens equal a plain CPU run's, and per round the emulated-GPU
+ *   logits equal the CPU engine's bit for bit;
+ * - the device step (engine.c gpu_step, docs/MODEL.md "Device step": the
+ *   round's inputs and pointer tables uploaded once, rows written in place at
+ *   dhs_tail_locations, dhs_resolve_device on the CPU backend's device
+ *   resolver, logits back once) gives the same: identical to resident, tokens
+ *   equal to the CPU run's, and no call of the per-layer host API. The CUDA
+ *   graph (capture) is not emulated: the CPU backend executes library calls
+ *   at once, so test_gpu_model checks --step graph on a GPU;
+ * - topk_impl fused (docs/MODEL.md "Top-k"): the emulation selects like
+ *   refmodel.cu then does - one batched call of the fused top-k's CPU twin
+ *   (dhs_topk_fused_ref_batch) over a [q][max_positions] scores buffer with
+ *   counts pos[q] + 1 (n_of = pos, n_add = 1) - host and device steps: the
+ *   same tokens as the CPU run (which uses dhs_topk_fused_ref);
+ * - the GPU model's streamed prefill (model/lsprefill.c dhs_ref_prefill_streamed_gpu,
+ *   queues emulated: copies at once, a wait must name a recorded event): history,
+ *   keys and logits byte-identical to the CPU's full-residency prefill, and its
+ *   cross-queue waits exactly the schedule's cross-queue dependencies.
+ * Env: DHS_TEST_SEED.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev/topk_spec.h"
+#include "model/deploy.h"
+#include "model/gpu.h"
+#include "model/lsprefill.h"
+#include "model/model.h"
+#include "model/run.h"
+
+#include "test_help.h"
+#include "test_prefill.h"
+
+/* ---------------------------------------------------------------- the emulation */
+static const dhs_ref_model *g_model; /* the model the emulation computes with */
+static int g_emulated_calls;
+static int g_host_api_calls; /* dhs_ref_gpu_begin / rows / select / attend / logits */
+static int g_step_calls;     /* dhs_ref_gpu_step_* launches */
+static int g_fused_selects;  /* selections through the fused top-k's CPU twin (desc.topk_fused) */
+
+struct dhs_ref_gpu {
+    const dhs_ref_model *m;
+    int32_t maxq, nq, d, k, V;
+    int32_t *tok;
+    int64_t *pos;
+    float *x, *xn, *logits;
+    int32_t *sel, *loc;
+    uint8_t *stage;
+    dhs_ref_scratch *sc;
+    int32_t L;
+    int32_t *tok_h;         /* device step: pinned mirrors (host views) */
+    int64_t *pos_h;
+    void **tab_h, **tab;    /* [4][L][maxq]: mirror and the "device" copy */
+    float *logits_h;
+    int fused;              /* desc.topk_fused: what refmodel.cu does with dhs_cuda_topk_fused_n, on its CPU twin */
+    int64_t maxpos;
+    float *scores;          /* fused: [maxq][maxpos] */
+    int32_t *nanc;          /* fused: [maxq] */
+};
+
+int dhs_ref_gpu_available(void) { return 1; }
+const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return "emulated";
+}
+
+void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
+{
+    if (!g) return;
+    free(g->tok);
+    free(g->pos);
+    free(g->x);
+    free(g->xn);
+    free(g->logits);
+    free(g->sel);
+    free(g->loc);
+    free(g->stage);
+    dhs_ref_scratch_destroy(g->sc);
+    free(g->tok_h);
+    free(g->pos_h);
+    free(g->tab_h);
+    free(g->tab);
+    free(g->logits_h);
+    free(g->scores);
+    free(g->nanc);
+    free(g);
+}
+
+dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_gpu **out)
+{
+    (void)stream;
+    if (!g_model || !d->fp8_lut || !d->rope_cs) return DHS_ERR_INVALID_ARG;
+    dhs_ref_gpu *g = calloc(1, sizeof *g);
+    if (!g) return DHS_ERR_NOMEM;
+    g->m = g_model;
+    g->maxq = d->max_queries;
+    g->d = d->d_model;
+    g->k = d->topk;
+    g->V = d->vocab;
+    size_t Q = (size_t)g->maxq;
+    g->tok = calloc(Q, sizeof(int32_t));
+    g->pos = calloc(Q, sizeof(int64_t));
+    g->x = calloc(Q * (size_t)g->d, sizeof(float));
+    g->xn = calloc(Q * (size_t)g->d, sizeof(float));
+    g->logits = calloc(Q * (size_t)g->V, sizeof(float));
+    g->sel = calloc(Q * (size_t)g->k, sizeof(int32_t));
+    g->loc = calloc(Q * (size_t)g->k, sizeof(int32_t));
+    g->stage = aligned_alloc(16, Q * DHS_REF_ROW_BYTES);
+    g->sc = dhs_ref_scratch_create(g->m);
+    g->L = d->n_layers;
+    g->tok_h = calloc(Q, sizeof(int32_t));
+    g->pos_h = calloc(Q, sizeof(int64_t));
+    g->tab_h = calloc(4 * (size_t)g->L * Q, sizeof(void *));
+    g->tab = calloc(4 * (size_t)g->L * Q, sizeof(void *));
+    g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
+    g->fused = d->topk_fused != 0;
+    g->maxpos = d->max_positions;
+    if (g->fused) {
+        g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
+        g->nanc = calloc(Q, sizeof(int32_t));
+        if (!g->scores || !g->nanc) {
+            dhs_ref_gpu_destroy(g);
+            return DHS_ERR_NOMEM;
+        }
+    }
+    if (!g->tok || !g->pos || !g->x || !g->xn || !g->logits || !g->sel || !g->loc || !g->stage || !g->sc || !g->tok_h ||
+        !g->pos_h || !g->tab_h || !g->tab || !g->logits_h) {
+        dhs_ref_gpu_destroy(g);
+        return DHS_ERR_NOMEM;
+    }
+    *out = g;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
+{
+    (void)g;
+    *dev = aligned_alloc(16, (bytes + 15) / 16 * 16);
+    return *dev ? DHS_OK : DHS_ERR_DEVICE_NOMEM;
+}
+
+void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
+{
+    (void)g;
+    free(dev);
+}
+
+dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
+{
+    (void)g;
+    memcpy(dev, host, bytes);
+    return DHS_OK;
+}
+
+/* the streamed prefill's pinned host memory and queues (model/lsprefill.c):
+   copies run at once; an event must be recorded before a queue waits on it */
+static int64_t g_qn;       /* events made by dhs_ref_gpu_queues */
+static uint8_t *g_qrec;    /* [g_qn] recorded */
+static int g_qbad;         /* waits on an event not recorded yet, or out of range */
+static int64_t g_qwaits;   /* cross-queue waits */
+
+dhs_status dhs_ref_gpu_host_alloc(dhs_ref_gpu *g, uint64_t bytes, void **host)
+{
+    (void)g;
+    *host = aligned_alloc(16, (bytes + 15) / 16 * 16);
+    return *host ? DHS_OK : DHS_ERR_NOMEM;
+}
+void dhs_ref_gpu_host_free(dhs_ref_gpu *g, void *host)
+{
+    (void)g;
+    free(host);
+}
+dhs_status dhs_ref_gpu_queues(dhs_ref_gpu *g, int64_t n_events)
+{
+    (void)g;
+    free(g_qrec);
+    g_qrec = calloc((size_t)(n_events ? n_events : 1), 1);
+    g_qn = n_events;
+    return g_qrec ? DHS_OK : DHS_ERR_NOMEM;
+}
+dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, const void *src, uint64_t bytes)
+{
+    (void)g;
+    if (queue < 0 || queue > 2) return DHS_ERR_INVALID_ARG;
+    memcpy(dst, src, bytes);
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g;
+    if (queue < 0 || queue > 2 || ev < 0 || ev >= g_qn) return DHS_ERR_INVALID_ARG;
+    g_qrec[ev] = 1;
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev)
+{
+    (void)g;
+    g_qwaits++;
+    if (queue < 0 || queue > 2 || ev < 0 || ev >= g_qn || !g_qrec[ev]) {
+        g_qbad++;
+        return DHS_ERR_STATE;
+    }
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes)
+{
+    (void)g;
+    memset(dev, value, bytes);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_begin(dhs_ref_gpu *g, int32_t nq, const int32_t *tokens, const int64_t *pos)
+{
+    g_host_api_calls++;
+    if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    g->nq = nq;
+    g_emulated_calls++;
+    for (int32_t q = 0; q < nq; q++) {
+        g->tok[q] = tokens[q];
+        g->pos[q] = pos[q];
+        if (pos[q] >= 0) dhs_ref_embed(g->m, tokens[q], g->x + (int64_t)q * g->d);
+    }
+    return DHS_OK;
+}
+
+/* a key store at device address (codes, scales) seen as dhs_ref_keys */
+static dhs_ref_keys keys_view(const dhs_ref_model *m, void *codes, void *scales)
+{
+    const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    dhs_ref_keys k;
+    memset(&k, 0, sizeof k);
+    k.dim = c->idx_dim;
+    k.fp8 = c->key_fp8;
+    k.cap = (int64_t)1 << 40; /* capacity is the engine's business */
+    if (k.fp8) {
+        k.codes = codes;
+        k.scales = scales;
+    } else {
+        k.data = codes;
+    }
+    return k;
+}
+
+dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *rowdst, void *const *kcodes, void *const *kscales,
+                            uint8_t *rows_host)
+{
+    g_host_api_calls++;
+    const dhs_ref_layer_info *li = dhs_ref_layer(g->m, l);
+    float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        float *xn = g->xn + (int64_t)q * g->d;
+        dhs_ref_rmsnorm(g->m, g->x + (int64_t)q * g->d, xn);
+        dhs_ref_latent(g->m, l, g->pos[q], xn, lat);
+        dhs_ref_row_encode(lat, rowdst ? (uint8_t *)rowdst[q] : g->stage + (int64_t)q * DHS_REF_ROW_BYTES);
+        if (li->producer) {
+            dhs_ref_keys kv = keys_view(g->m, kcodes[q], kscales[q]);
+            dhs_ref_index_key(g->m, l, xn, key);
+            dhs_ref_keys_set(&kv, g->pos[q], key);
+        }
+    }
+    if (rows_host) memcpy(rows_host, g->stage, (size_t)g->nq * DHS_REF_ROW_BYTES);
+    return DHS_OK;
+}
+
+/* fused: the model's scores of every valid query over 0..pos[q] into the
+   [q][maxpos] buffer, then one batched call with the kernel's arguments
+   (counts = pos + 1: n_of = pos, n_add = 1; pos < 0 skipped, its sel row
+   untouched), as refmodel.cu launch_topk does; a NaN fails the pass */
+static dhs_status fused_select(dhs_ref_gpu *g, int32_t l, void *const *kc, void *const *ks)
+{
+    g_fused_selects++;
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+        dhs_ref_index_scores(g->m, l, g->xn + (int64_t)q * g->d, &kv, g->pos[q] + 1, g->scores + (int64_t)q * g->maxpos);
+    }
+    dhs_status st = dhs_topk_fused_ref_batch(g->scores, g->maxpos, g->nq, g->maxpos, g->pos, 1, g->k, NULL, 0, g->sel, NULL,
+                                             g->nanc);
+    if (st != DHS_OK) return st;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->nanc[q]) return DHS_ERR_INVALID_ARG;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const *kcodes, void *const *kscales, int32_t *sel_host)
+{
+    g_host_api_calls++;
+    if (g->fused) {
+        dhs_status st = fused_select(g, l, kcodes, kscales);
+        if (st != DHS_OK) return st;
+        if (sel_host) memcpy(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->k);
+        return DHS_OK;
+    }
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_keys kv = keys_view(g->m, kcodes[q], kscales[q]);
+        if (dhs_ref_select(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, &kv, g->sel + (int64_t)q * g->k, g->sc) < 0)
+            return DHS_ERR_NOMEM;
+    }
+    if (sel_host) memcpy(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->k);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *const *base, const int32_t *loc_host)
+{
+    g_host_api_calls++;
+    const int32_t *loc = g->sel;
+    if (loc_host) {
+        memcpy(g->loc, loc_host, sizeof(int32_t) * (size_t)g->nq * (size_t)g->k);
+        loc = g->loc;
+    }
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_attend_mlp(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, base[q], DHS_REF_ROW_BYTES,
+                           loc + (int64_t)q * g->k, g->x + (int64_t)q * g->d, g->sc);
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
+{
+    g_host_api_calls++;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits + (int64_t)q * g->V);
+    memcpy(logits_host, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->V);
+    return DHS_OK;
+}
+
+/* the device step: the same model functions, every input read from the
+   "device" copies of the tables (what the upload copied) */
+static void **tab_at(dhs_ref_gpu *g, int which, int32_t l) { return g->tab + ((size_t)which * (size_t)g->L + (size_t)l) * (size_t)g->maxq; }
+
+dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
+{
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    in->tokens = g->tok_h;
+    in->pos = g->pos_h;
+    in->rowdst = g->tab_h;
+    in->base = g->tab_h + LQ;
+    in->kcodes = g->tab_h + 2 * LQ;
+    in->kscales = g->tab_h + 3 * LQ;
+    in->stride = g->maxq;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
+{
+    if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
+    g->nq = nq;
+    memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
+    memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
+    for (size_t r = 0; r < 4 * (size_t)g->L; r++) /* the first nq of every row, as the 2D copy */
+        memcpy(g->tab + r * (size_t)g->maxq, g->tab_h + r * (size_t)g->maxq, sizeof(void *) * (size_t)nq);
+    /* the host may rewrite its mirrors now (the GPU's copy is asynchronous; the engine must not
+       rely on that): poison them so a late read through them would show */
+    memset(g->tab_h, 0xA5, sizeof(void *) * 4 * (size_t)g->L * (size_t)g->maxq);
+    return DHS_OK;
+}
+
+/* deployment weights: the buffer's size, the bytes read, and what the engine owes for the steps so far
+   (g_deploy set by the test: every step of n valid queries reads L * floor(step_bytes(n) / L)) */
+static const dhs_deploy *g_deploy;
+static uint64_t g_wbuf_bytes, g_weight_bytes, g_weight_owed;
+static int g_weight_too_large;
+
+dhs_status dhs_ref_gpu_weights_alloc(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g;
+    g_wbuf_bytes = bytes;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
+{
+    (void)g;
+    g_step_calls++;
+    if (bytes > g_wbuf_bytes) {
+        g_weight_too_large++;
+        return DHS_ERR_INVALID_ARG;
+    }
+    g_weight_bytes += bytes;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
+{
+    g_step_calls++;
+    g_emulated_calls++;
+    if (g_deploy) {
+        int32_t valid = 0;
+        for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
+        g_weight_owed += (uint64_t)g->L * (uint64_t)(dhs_deploy_step_bytes(g_deploy, valid, NULL) / g->L);
+    }
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->pos[q] >= 0) dhs_ref_embed(g->m, g->tok[q], g->x + (int64_t)q * g->d);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
+{
+    g_step_calls++;
+    const dhs_ref_layer_info *li = dhs_ref_layer(g->m, l);
+    void **rd = tab_at(g, 0, l), **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        float *xn = g->xn + (int64_t)q * g->d;
+        dhs_ref_rmsnorm(g->m, g->x + (int64_t)q * g->d, xn);
+        dhs_ref_latent(g->m, l, g->pos[q], xn, lat);
+        dhs_ref_row_encode(lat, (uint8_t *)rd[q]);
+        if (li->producer) {
+            dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+            dhs_ref_index_key(g->m, l, xn, key);
+            dhs_ref_keys_set(&kv, g->pos[q], key);
+        }
+    }
+    return DHS_OK;
+}
+
+/* profiling marks: the emulated "time" is the count of emulated launches
+   (g_step_calls), so each phase's total is an exact count the test predicts */
+static int g_prof_cap, g_prof_n, g_prof_lost, g_prof_armed;
+static int32_t g_prof_ph[4096];
+static int g_prof_tick[4096];
+dhs_status dhs_ref_gpu_prof_enable(dhs_ref_gpu *g, int32_t max_marks)
+{
+    (void)g;
+    if (max_marks < 0 || max_marks > 4096) return DHS_ERR_INVALID_ARG;
+    g_prof_cap = max_marks;
+    g_prof_n = g_prof_lost = 0;
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_prof_begin(dhs_ref_gpu *g)
+{
+    if (!g || !g_prof_cap) return DHS_ERR_STATE;
+    g_prof_n = g_prof_lost = 0;
+    g_prof_armed = 1;
+    return DHS_OK;
+}
+void dhs_ref_gpu_prof_mark(dhs_ref_gpu *g, int32_t phase)
+{
+    if (!g || !g_prof_armed) return;
+    if (g_prof_n >= g_prof_cap) {
+        g_prof_lost++;
+        return;
+    }
+    g_prof_ph[g_prof_n] = phase;
+    g_prof_tick[g_prof_n++] = g_step_calls;
+}
+dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
+{
+    (void)g;
+    g_prof_armed = 0;
+    if (g_prof_lost) {
+        g_prof_n = g_prof_lost = 0;
+        return DHS_ERR_STATE;
+    }
+    for (int i = 0; i + 1 < g_prof_n; i++)
+        if (g_prof_ph[i] >= 0 && g_prof_ph[i] < n_phases) us[g_prof_ph[i]] += g_prof_tick[i + 1] - g_prof_tick[i];
+    g_prof_n = 0;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+{
+    g_step_calls++;                          /* the indexer's scores */
+    dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK); /* as the kernel does, between scores and top-k */
+    g_step_calls++;                          /* the top-k */
+    void **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    for (int32_t q = 0; q < g->nq; q++) {
+        int32_t *sq = g->sel + (int64_t)q * g->k;
+        if (g->pos[q] < 0) { /* padding: the resolver must not read it */
+            for (int32_t i = 0; i < g->k; i++) sq[i] = INT32_MAX;
+            continue;
+        }
+        if (g->fused) continue;
+        dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
+        if (dhs_ref_select(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, &kv, sq, g->sc) < 0) return DHS_ERR_NOMEM;
+    }
+    if (g->fused) return fused_select(g, l, kc, ks); /* skips pos < 0: their INT32_MAX rows stay */
+    return DHS_OK;
+}
+
+int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g->sel; }
+
+dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
+{
+    g_step_calls++;
+    const int32_t *loc = loc_dev ? loc_dev : g->sel;
+    void **base = tab_at(g, 1, l);
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        dhs_ref_attend_mlp(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, base[q], DHS_REF_ROW_BYTES,
+                           loc + (int64_t)q * g->k, g->x + (int64_t)q * g->d, g->sc);
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
+{
+    g_step_calls++;
+    for (int32_t q = 0; q < g->nq; q++)
+        if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits_h + (int64_t)q * g->V);
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
+{
+    *logits = g->logits_h;
+    return DHS_OK;
+}
+
+/* not emulated (see the top) */
+dhs_status dhs_ref_gpu_capture_begin(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_capture_end(dhs_ref_gpu *g, int keep)
+{
+    (void)g, (void)keep;
+    return DHS_ERR_UNSUPPORTED;
+}
+int32_t dhs_ref_gpu_graph_queries(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
+
+/* ---------------------------------------------------------------- tests */
+/* engines side by side: CPU resident vs emulated-GPU resident, per round */
+/* CPU engine (the model's top-k) vs the emulated-GPU engine with topk_impl */
+static void test_rounds(dhs_ref_cfg mc, const char *name, int topk_impl)
+{
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int32_t S = 3, KM = 4, V = mc.vocab, R = 5;
+    const int64_t ctx_len = 600;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = S;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = ctx_len + (int64_t)R * KM + 8;
+    ec.seed = mc.seed;
+    ec.page_rows = 64;
+    dhs_ref_engine *a = NULL, *b = NULL;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &a), DHS_OK);
+    ec.gpu = 1;
+    ec.topk_impl = topk_impl;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &b), DHS_OK);
+    int fused0 = g_fused_selects;
+    float *L1 = calloc((size_t)S * KM * (size_t)V, sizeof(float)), *L2 = calloc((size_t)S * KM * (size_t)V, sizeof(float));
+    int32_t A1[3], A2[3], E1[12], E2[12], ids[3] = {2, 0, 1}, K[3];
+    int calls0 = g_emulated_calls;
+    uint64_t rows = 0, differ = 0;
+    if (!a || !b || !L1 || !L2) goto done;
+    for (int32_t i = 0; i < S; i++) {
+        int64_t n = ctx_len - 11 * i;
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+        dhs_ref_prefill p;
+        dhs_ref_prompt(mc.seed, i, V, n, tok);
+        dhs_status st = mc.key_fp8 ? dhs_ref_prefill_synthetic(m, tok, n, 7 + (uint64_t)i, &p) : dhs_ref_prefill_run(m, tok, n, &p);
+        free(tok);
+        CHECK_ST(st, DHS_OK);
+        if (st != DHS_OK) goto done;
+        CHECK_ST(dhs_ref_engine_start(a, i, &p, (dhs_req){0, 0}), DHS_OK);
+        CHECK_ST(dhs_ref_engine_start(b, i, &p, (dhs_req){0, 0}), DHS_OK);
+        dhs_ref_prefill_free(&p);
+    }
+    for (int32_t r = 0; r < R; r++) {
+        for (int32_t i = 0; i < S; i++) K[i] = 1 + (r + 2 * i) % KM;
+        dhs_ref_round_out o1 = {L1, A1, E1, NULL}, o2 = {L2, A2, E2, NULL};
+        CHECK_ST(dhs_ref_engine_round(a, S, ids, K, &o1), DHS_OK);
+        CHECK_ST(dhs_ref_engine_round(b, S, ids, K, &o2), DHS_OK);
+        for (int32_t i = 0; i < S; i++) {
+            for (int32_t j = 0; j < K[i]; j++, rows++)
+                differ += memcmp(L1 + ((size_t)i * KM + (size_t)j) * (size_t)V, L2 + ((size_t)i * KM + (size_t)j) * (size_t)V,
+                                 sizeof(float) * (size_t)V) != 0;
+            CHECKF(A1[i] == A2[i] && !memcmp(E1 + i * KM, E2 + i * KM, sizeof(int32_t) * (size_t)(A1[i] + 1)),
+                   "%s round %d item %d: tokens differ", name, r, i);
+        }
+    }
+    CHECKF(differ == 0, "%s: %" PRIu64 " of %" PRIu64 " logit rows differ", name, differ, rows);
+    CHECKF(g_emulated_calls - calls0 == R, "%s: the GPU path ran %d rounds of %d", name, g_emulated_calls - calls0, R);
+    CHECKF((g_fused_selects > fused0) == (topk_impl == DHS_REF_TOPK_FUSED), "%s: fused selections %d with top-k %s", name,
+           g_fused_selects - fused0, dhs_ref_topk_str(topk_impl));
+    printf("  %-24s CPU vs emulated-GPU engine: %" PRIu64 " logit rows, %" PRIu64 " differ\n", name, rows, differ);
+done:
+    free(L1);
+    free(L2);
+    dhs_ref_engine_destroy(a);
+    dhs_ref_engine_destroy(b);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* dhs_ref_run with the GPU path (emulated) for both storages, CPU backend */
+/* copy_overlap: the device step's split resolve (dhs_resolve_device_split + dhs_source_wait); the CPU
+   backend defers the later sources' copies until the wait, so a missing wait diverges here */
+static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed,
+                     int copy_overlap)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(g);
+    c.model.n_layers = layers;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = dhs_ref_geometry_str(g);
+    c.synthetic = 1;
+    c.sessions = 4;
+    c.context = 700;
+    c.tokens = 7;
+    c.spec = 3;
+    c.verify = verify;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.arrival = 1;
+    c.async_delay = 2;
+    c.check = 1;
+    c.topk_impl = topk_impl; /* the CPU run too: dhs_topk_fused_ref there */
+    c.copy_overlap = copy_overlap;
+    dhs_ref_run_result cpu, gpu;
+    int r1 = dhs_ref_run(&c, &cpu);
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    g_model = m; /* same config: same weights as the run's own model */
+    c.gpu_model = 1;
+    c.step = step;
+    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects;
+    int r2 = dhs_ref_run(&c, &gpu);
+    CHECKF(r1 == 0 && r2 == 0, "%s: %s / %s", c.geometry, cpu.errmsg, gpu.errmsg);
+    if (r1 == 0 && r2 == 0) {
+        CHECKF(gpu.gpu_model == 1 && g_emulated_calls - calls0 >= (int)(2 * gpu.rounds), "%s: GPU path not taken", c.geometry);
+        if (step != DHS_REF_STEP_HOST) {
+            CHECKF(g_host_api_calls == host0, "%s: the device step called the per-layer host API %d times", c.geometry,
+                   g_host_api_calls - host0);
+            CHECKF(g_step_calls - step0 >= (int)(2 * gpu.rounds * (uint64_t)(2 * layers + 2)), "%s: %d step launches in %" PRIu64
+                   " rounds", c.geometry, g_step_calls - step0, gpu.rounds);
+            CHECKF(gpu.lib_cfg.resolver == DHS_RESOLVER_DEVICE, "%s: the device step did not use the device resolver",
+                   c.geometry);
+            CHECKF(gpu.step_hier.rounds == gpu.rounds && gpu.step_res.rounds == gpu.rounds, "%s: device-step rounds",
+                   c.geometry);
+            /* the split resolve in the rounds that may miss (dhs_round_may_miss: most of them here), only
+               where groups have several sources (GLM's FOLLOW layers; DeepSeek-V3.2 has one per group),
+               never on the resident engine or without copy_overlap */
+            const int want_split = copy_overlap && g == DHS_REF_GEOM_GLM53;
+            CHECKF((want_split ? gpu.step_hier.split_rounds > 0 && gpu.step_hier.split_rounds <= gpu.rounds
+                               : gpu.step_hier.split_rounds == 0) && gpu.step_res.split_rounds == 0,
+                   "%s: %" PRIu64 " of %" PRIu64 " rounds split (copy_overlap %d)", c.geometry,
+                   gpu.step_hier.split_rounds, gpu.rounds, copy_overlap);
+        } else {
+            CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
+        }
+        if (topk_impl == DHS_REF_TOPK_FUSED)
+            CHECKF(g_fused_selects - fused0 >= (int)(2 * gpu.rounds), "%s: the fused top-k was not used (%d selections)",
+                   c.geometry, g_fused_selects - fused0);
+        else
+            CHECKF(g_fused_selects == fused0, "%s: the model top-k run used the fused top-k", c.geometry);
+        CHECKF(gpu.identical, "%s: emulated-GPU hier vs resident: %" PRIu64 " logit rows differ", c.geometry, gpu.logit_mismatches);
+        CHECKF(gpu.st.reclaims > 0 && gpu.st.census_host > 0, "%s: no reclaim / host recovery", c.geometry);
+        CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
+        for (int32_t i = 0; i < c.sessions; i++)
+            CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: tokens differ from the CPU run", c.geometry, i);
+        printf("  %-14s %d layers %s, %s step%s, %s top-k: emulated-GPU hier == resident, %" PRIu64
+               " reclaims, tokens == CPU run\n",
+               c.geometry, layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", dhs_ref_step_str(step),
+               step != DHS_REF_STEP_HOST ? (copy_overlap ? " (copy overlap)" : " (one copy per group)") : "",
+               dhs_ref_topk_str(topk_impl), gpu.st.reclaims);
+    }
+    dhs_ref_run_result_free(&cpu);
+    dhs_ref_run_result_free(&gpu);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* profiled rounds of the device step (profile_every): every 2nd round runs
+   eagerly with marks; each phase's emulated time is the number of launches
+   in it, so the attribution is checked exactly; those rounds are left out of
+   the round times and the logits stay identical */
+static void test_profile(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    const int32_t layers = 5;
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = layers;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 600;
+    c.tokens = 6;
+    c.spec = 2;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.check = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    c.profile_every = 2;
+    c.keep_round_times = 1;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    int32_t producers = 0;
+    for (int32_t l = 0; l < layers; l++) producers += dhs_ref_layer(m, l)->producer;
+    dhs_ref_run_result r;
+    int rc = dhs_ref_run(&c, &r);
+    CHECKF(rc == 0, "profile run: %s", r.errmsg);
+    if (rc == 0) {
+        CHECKF(r.identical, "profiled run: hier vs resident: %" PRIu64 " logit rows differ", r.logit_mismatches);
+        for (int e = 0; e < 2; e++) {
+            uint64_t pr = r.prof_rounds[e], unprof = e ? r.step_hier.rounds : r.step_res.rounds;
+            CHECKF(pr == r.rounds / 2 && pr + unprof == r.rounds, "engine %d: %" PRIu64 " profiled + %" PRIu64
+                   " rounds of %" PRIu64, e, pr, unprof, r.rounds);
+            double want[DHS_REF_PH_N] = {0};
+            want[DHS_REF_PH_OTHER] = (double)((layers + 2) * pr);  /* embed, rows of each layer, logits */
+            want[DHS_REF_PH_INDEXER] = (double)(producers * pr);
+            want[DHS_REF_PH_TOPK] = (double)(producers * pr);
+            want[DHS_REF_PH_ATTEND] = (double)(layers * pr);
+            for (int p = 0; p < DHS_REF_PH_N; p++) /* RESOLVE, COPY: the CPU backend has no marker: 0 */
+                CHECKF(r.prof_us[e][p] == want[p], "engine %d phase %d: %.0f launches, expected %.0f", e, p,
+                       r.prof_us[e][p], want[p]);
+        }
+        CHECKF(r.n_round_s == r.rounds - r.prof_rounds[1], "%" PRIu64 " round times of %" PRIu64 " rounds (%" PRIu64
+               " profiled)", r.n_round_s, r.rounds, r.prof_rounds[1]);
+        uint64_t tk = 0;
+        for (uint64_t i = 0; i < r.n_round_s; i++) {
+            const dhs_ref_round_time *t = &r.round_t[i];
+            CHECKF(t->s >= 0 && t->sessions >= 1 && t->tokens >= t->sessions, "round %" PRIu64 ": %.6f s, %u sessions, %u tokens",
+                   i, t->s, t->sessions, t->tokens);
+            tk += t->tokens;
+        }
+        CHECKF(tk < r.decode_tokens, "round tokens %" PRIu64 " of %" PRIu64 " decode tokens (profiled rounds excluded)",
+               tk, r.decode_tokens);
+        printf("  profile        every 2nd round: %" PRIu64 " profiled rounds per engine, phases attributed exactly, "
+               "identical\n", r.prof_rounds[1]);
+    }
+    dhs_ref_run_result_free(&r);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* a deployment's weight reads (dhs_ref_engine_cfg.deploy): every device step reads, after each layer,
+   the deployment's bytes for the round's queries divided over the layers, in both engines; the tokens
+   and logits do not change (the reads compute nothing) */
+static void test_deploy_step(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = 6;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 600;
+    c.tokens = 6;
+    c.spec = 3;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.check = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    dhs_ref_run_result plain, dep;
+    int r1 = dhs_ref_run(&c, &plain);
+    CHECKF(r1 == 0 && g_weight_bytes == 0, "no deployment: %s, %" PRIu64 " weight bytes", plain.errmsg, g_weight_bytes);
+    c.deploy = g_deploy = dhs_deploy_find("glm-5.3-8xh200");
+    g_weight_bytes = g_weight_owed = 0;
+    g_weight_too_large = 0;
+    int r2 = dhs_ref_run(&c, &dep);
+    CHECKF(r2 == 0, "deployment run: %s", dep.errmsg);
+    if (r1 == 0 && r2 == 0) {
+        CHECKF(g_weight_owed > 0 && g_weight_bytes == g_weight_owed, "read %" PRIu64 " weight bytes, owed %" PRIu64,
+               g_weight_bytes, g_weight_owed);
+        CHECKF(g_weight_too_large == 0 && g_wbuf_bytes >= (512ull << 20), "buffer %" PRIu64 " B, %d reads too large",
+               g_wbuf_bytes, g_weight_too_large);
+        CHECKF(dep.identical && plain.identical, "identical: %d / %d", dep.identical, plain.identical);
+        for (int32_t i = 0; i < c.sessions; i++)
+            CHECKF(plain.tokens_of[i] == dep.tokens_of[i], "session %d: tokens changed by the weight reads", i);
+        printf("  deployment     glm-5.3-8xh200: %.2f GB of weights read over %" PRIu64 " rounds of 2 engines, "
+               "as owed; tokens unchanged\n", (double)g_weight_bytes / 1e9, dep.rounds);
+    }
+    /* a host step cannot read them */
+    c.step = DHS_REF_STEP_HOST;
+    dhs_ref_run_result h;
+    CHECKF(dhs_ref_run(&c, &h) != 0, "a host step with a deployment was accepted");
+    dhs_ref_run_result_free(&h);
+    g_deploy = NULL;
+    dhs_ref_run_result_free(&plain);
+    dhs_ref_run_result_free(&dep);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* what the device step refuses: no GPU pass, a trace, an unknown step, compressed sources */
+static void test_step_refusals(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_tiny();
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 2;
+    ec.max_slots = 2;
+    ec.k_max = 2;
+    ec.max_positions = 400;
+    ec.page_rows = 64;
+    ec.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_engine *e = NULL;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED); /* no GPU pass */
+    CHECK(e == NULL);
+    ec.gpu = 1;
+    ec.trace = (void *)&ec; /* any trace: the selections stay on the device */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.trace = NULL;
+    ec.step = 3;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_ERR_UNSUPPORTED);
+    ec.step = DHS_REF_STEP_GRAPH;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e), DHS_OK); /* resident, emulated GPU */
+    dhs_ref_engine_destroy(e);
+    g_model = NULL;
+    dhs_ref_model_destroy(m);
+    /* the driver: the CPU model, and compressed sources (the model stays on the CPU) */
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.sessions = 2;
+    c.context = 300;
+    c.tokens = 2;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_run_result r;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "--step device needs the GPU model"));
+    dhs_ref_run_result_free(&r);
+    c.model.layout = DHS_REF_LAYOUT_COMPRESSED;
+    c.gpu_model = 1;
+    CHECK(dhs_ref_run(&c, &r) == -1 && strstr(r.errmsg, "m = 1 sources"));
+    dhs_ref_run_result_free(&r);
+}
+
+/* the GPU model's streamed prefill (model/lsprefill.c dhs_ref_prefill_streamed_gpu) on the
+   emulation: its pointers, positions, key stores, the last chunk's logits and the
+   schedule's cross-queue waits, against the CPU model's full-residency prefill */
+static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t seed)
+{
+    dhs_ref_cfg cfg = dhs_ref_cfg_geometry(geo);
+    cfg.n_layers = layers;
+    cfg.topk = 256;
+    cfg.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&cfg, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int64_t n = 300;
+    const int32_t L = dhs_ref_model_cfg(m)->n_layers, V = dhs_ref_model_cfg(m)->vocab;
+    int32_t tok[300];
+    th_tokens(seed, V, n, tok);
+    dhs_ref_prefill ref;
+    CHECK_ST(dhs_ref_prefill_run(m, tok, n, &ref), DHS_OK);
+    const int64_t chunks[] = {64, 37, 300};
+    const int32_t bufs[] = {2, 4, L + 1};
+    int runs = 0, same = 0;
+    for (int fused = 0; fused < 2; fused++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int bi = 0; bi < 3; bi++) {
+                dhs_ref_prefill got;
+                dhs_ref_ls_stats st;
+                uint64_t dev = 0;
+                int bad0 = g_qbad;
+                int64_t w0 = g_qwaits;
+                dhs_status s = dhs_ref_prefill_streamed_gpu(m, tok, n, chunks[ci], bufs[bi], NULL, fused, &got, &st, &dev);
+                CHECKF(s == DHS_OK, "%s streamed GPU prefill chunk %lld R=%d: %s", dhs_ref_geometry_str(geo),
+                       (long long)chunks[ci], bufs[bi], dhs_status_str(s));
+                if (s != DHS_OK) continue;
+                runs++;
+                int32_t at;
+                const char *diff = th_prefill_diff(m, &ref, &got, &at);
+                int ok = diff == NULL;
+                CHECKF(ok, "%s streamed GPU prefill chunk %lld R=%d fused %d: %s differ (layer or group %d)",
+                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], fused, diff, at);
+                same += ok;
+                CHECKF(g_qbad == bad0, "%s chunk %lld R=%d: %d waits on events not recorded", dhs_ref_geometry_str(geo),
+                       (long long)chunks[ci], bufs[bi], g_qbad - bad0);
+                /* exactly the schedule's dependencies across queues (load 1, compute 0, write-back 2) became waits */
+                dhs_ls_params lp = {L, bufs[bi], (int32_t)((n + chunks[ci] - 1) / chunks[ci]), NULL};
+                int64_t cap = dhs_ls_max_events(&lp), ne = 0, want = 0;
+                dhs_ls_event *ev = malloc(sizeof *ev * (size_t)cap);
+                CHECK_ST(dhs_ls_schedule(&lp, ev, cap, &ne), DHS_OK);
+                for (int64_t i = 0; i < ne; i++)
+                    for (int32_t k = 0; k < ev[i].n_deps; k++) want += ev[ev[i].deps[k]].op != ev[i].op;
+                free(ev);
+                CHECKF(g_qwaits - w0 == want, "%s chunk %lld R=%d: %lld cross-queue waits, the schedule has %lld",
+                       dhs_ref_geometry_str(geo), (long long)chunks[ci], bufs[bi], (long long)(g_qwaits - w0), (long long)want);
+                CHECK(dev == (uint64_t)bufs[bi] * (uint64_t)n * DHS_REF_ROW_BYTES +
+                                 (uint64_t)dhs_ref_n_groups(m) * (uint64_t)ref.keys[0].cap * (uint64_t)(ref.keys[0].dim + 4));
+                dhs_ref_prefill_free(&got);
+            }
+    printf("%-14s L=%d n=%lld: %d streamed GPU prefills on the emulation (chunks 64, 37, 300; R = 2, 4, L+1; model and "
+           "fused top-k), %d byte-identical to the CPU's full residency\n",
+           dhs_ref_geometry_str(geo), L, (long long)n, runs, same);
+    dhs_ref_prefill_free(&ref);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+int main(void)
+{
+    uint64_t seed = th_seed("test_gpu_engine");
+    dhs_ref_cfg glm = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53), ds = dhs_ref_cfg_geometry(DHS_REF_GEOM_DSV32),
+                tiny = dhs_ref_cfg_tiny();
+    glm.seed = ds.seed = tiny.seed = seed;
+    glm.n_layers = 10;
+    glm.topk = 256;
+    ds.n_layers = 5;
+    ds.topk = 256;
+    test_rounds(glm, "glm-5.3 (10 layers)", DHS_REF_TOPK_MODEL);
+    test_rounds(ds, "deepseek-v3.2 (5 layers)", DHS_REF_TOPK_MODEL);
+    tiny.layout = DHS_REF_LAYOUT_FOLLOW;
+    test_rounds(tiny, "tiny follow", DHS_REF_TOPK_MODEL);
+    test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
+    test_step_refusals(seed);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0);
+    test_profile(seed + 4);
+    test_deploy_step(seed + 10);
+    /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);
+    test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
+    test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
+    free(g_qrec);
+    return th_summary();
+}
