@@ -169,7 +169,7 @@ PY
 
 # ---------------------------------------------------------------- the real H200 files
 DATA="$(cd "$(dirname "$0")/../data" && pwd)"
-for f in gpu_serve_100k_run27.json gpu_serve_100k_run26.json gpu_serve_100k_fixed_run26.json gpu_serve_100k_run41.json; do
+for f in gpu_serve_100k_adaptive_splitattn.json gpu_serve_100k_adaptive_rowattn.json gpu_serve_100k_fixed_rowattn.json gpu_serve_100k_resident_adaptive_c20.json; do
     [ -s "$DATA/$f" ] || { fail "fixture $DATA/$f missing"; continue; }
     expect 0 "$DHS" serve-sim --calibrate "$DATA/$f" --json -q
     cp "$T/out" "$T/real_$f"
@@ -220,10 +220,10 @@ for r in ran:
         # every prompt row is on the device, the last partial page in the tail ring: only decode rows that
         # left the ring can be host rows, and with fewer tokens than ring rows none has
         assert tokens < tail and si["host_rows_per_token"] == 0, (si, tokens, tail)
-        # runs 26/27 were measured before the ring kept the partial page: their host rows are those rows at
-        # most; run 41 after it: none
+        # the rowattn/splitattn fixtures were measured before the ring kept the partial page: their host rows
+        # are those rows at most; resident_adaptive_c20 after it: none
         floor = sp["prompt_partial_page_rows"] * L / (tokens - 1)
-        if "run41" in sys.argv[1]:
+        if "resident_adaptive_c20" in sys.argv[1]:
             assert me["host_rows_per_token"] == 0, me
         else:
             assert 0 < me["host_rows_per_token"] <= floor + 1e-9, (me, floor)
@@ -233,7 +233,7 @@ for r in ran:
 PY
 done
 # the text output names the split and the partial-page rows
-expect 0 "$DHS" serve-sim --calibrate "$DATA/gpu_serve_100k_run27.json" -q
+expect 0 "$DHS" serve-sim --calibrate "$DATA/gpu_serve_100k_adaptive_splitattn.json" -q
 grep -q "device split per hierarchy record" "$T/out" || fail "--calibrate text: no device split"
 grep -q "attn_layer_us" "$T/out" || fail "--calibrate text: no attn_layer_us"
 grep -q "partial page of each prompt (context mod 64 rows) in the tail ring" "$T/out" || fail "--calibrate text: the partial-page rows are not named"
