@@ -18,9 +18,9 @@ row() { summary+=("$(printf "%-${ROW_W:-34}s %s" "$1" "$2")"); echo "## ${summar
 # nvflags and libs from $nvcc and $root (declare them local in the caller)
 direct_flags() {
   cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
-  local inc="-I$root/include -I$root/src -I$root/tests -I$cuda/include"
+  local inc="-I$root/include -I$root -I$root/src -I$root/tests -I$root/tests/common -I$cuda/include"
   cflags="-std=c11 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DDHS_HAVE_CUDA=1 $inc"
-  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root/src -Xcompiler=-Wall,-Wextra,-Werror"
+  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root -I$root/src -I$root/bench -Xcompiler=-Wall,-Wextra,-Werror"
   libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
 }
 # model_build LOG TARGET...: configures $b (CUDA, tests, Release, the carried cJSON) and builds the targets;
@@ -29,6 +29,11 @@ model_build() {
   local log=$1 t0
   shift
   t0=$(date +%s)
+  if [ -n "${DHS_GPU_BUILD:-}" ]; then # bench/gpu.sh's build: every target already there
+    b=$DHS_GPU_BUILD
+    echo "build: $b (bench/gpu.sh)"
+    return
+  fi
   cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DDHS_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$log" 2>&1 &&
     cmake --build "$b" -j"$(nproc)" --target "$@" >> "$log" 2>&1 || { tail -30 "$log"; echo "BUILD FAILED"; exit 1; }
   echo "build: $(( $(date +%s) - t0 )) s"

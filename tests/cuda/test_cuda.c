@@ -383,7 +383,7 @@ static int test_readers(area *a)
 }
 
 /* ------------------------------------------------------- 6. the resolver */
-#ifndef DHS_TEST_NO_CORE /* gpu_build.sh sets it when the core is not there yet */
+#ifndef DHS_TEST_NO_CORE /* set by a build of the backends without the core */
 
 static uint64_t mix(uint64_t x) { return dhs_mix64(x + 0x9e3779b97f4a7c15ull); }
 
@@ -456,8 +456,8 @@ static int test_resolver(int lockstep)
     const uint32_t rb = arch.sources[0].row_bytes;
     dhs_config cfg = dhs_config_default();
     cfg.max_requests = RS_REQ;
-    cfg.max_k = RS_K;
-    cfg.k_max = RS_KMAX;
+    cfg.sel_k = RS_K;
+    cfg.spec_width = RS_KMAX;
     cfg.page_rows = 16;
     cfg.hot_rows = 64;  /* < K*k: staging overflow happens */
     cfg.tail_rows = 16;
