@@ -618,8 +618,8 @@ static dres_state make_state(world *w, int32_t N, int32_t B, int scattered)
     st.p = PAGE;
     st.nsrc = 1;
     st.m = 1;
-    st.k_max = MAXK;
-    st.max_k = k;
+    st.spec_width = MAXK;
+    st.sel_k = k;
     st.row_stride = row;
     st.max_rows = B + 4096;
     st.max_opt_pages = 0;

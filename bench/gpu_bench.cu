@@ -355,8 +355,8 @@ static int e2e_run(dhs_backend *be, int32_t Bhot, const int32_t *miss_counts, in
     arch.sources[0].row_bytes = rb;
     dhs_config cfg = dhs_config_default();
     cfg.max_requests = 1;
-    cfg.max_k = k;
-    cfg.k_max = 1;
+    cfg.sel_k = k;
+    cfg.spec_width = 1;
     cfg.hot_rows = Bhot;
     cfg.tail_rows = 128;
     cfg.page_rows = 64;

@@ -3,6 +3,11 @@
  * sparse-attention LLMs (DeepSeek-V3.2 DSA, GLM-5.x IndexShare, V4.1-style
  * shared sources). See docs/API.md and docs/DESIGN.md.
  *
+ * This header is what an engine calls every step and at request boundaries.
+ * Sizing helpers, the speculation-width schedule and the string parsers are
+ * in dhs_plan.h; the CUDA backend's own calls in dhs_cuda.h; the online
+ * speculation width in dhs_spec_auto.h.
+ *
  * Vocabulary (DESIGN.md §1): a *source* is one physical KV payload store with
  * rows of `row_bytes` bytes, each covering `m` token positions. A *group* is
  * the unit of selection state: one index producer and the payload sources that
@@ -61,8 +66,8 @@ typedef enum dhs_status {
     DHS_ERR_UNKNOWN_SOURCE = -7,   /* source or group index out of range */
     DHS_ERR_ROW_RANGE = -8,        /* a row outside the request's rows */
     DHS_ERR_NOT_VISIBLE = -9,      /* a selected row outside the query's visible set (I3) */
-    DHS_ERR_K_TOO_LARGE = -10,     /* k above dhs_config.max_k */
-    DHS_ERR_TOO_MANY_QUERIES = -11,/* K_r above dhs_config.k_max (spec width) */
+    DHS_ERR_K_TOO_LARGE = -10,     /* k above dhs_config.sel_k */
+    DHS_ERR_TOO_MANY_QUERIES = -11,/* K_r above dhs_config.spec_width */
     DHS_ERR_STATE = -12,           /* call not valid in this state (no round open, import twice, ...) */
     DHS_ERR_ACCEPTED_RANGE = -13,  /* accepted count outside 0..K_r-1 */
     DHS_ERR_NOT_IN_ROUND = -14,    /* request not part of the open round */
@@ -78,9 +83,9 @@ const char *dhs_status_str(dhs_status s);
 /* Library version: DHS_VERSION_MAJOR.MINOR.PATCH of the headers compiled
    against; dhs_version() returns the linked library's as "MAJOR.MINOR.PATCH". */
 #define DHS_VERSION_MAJOR 0
-#define DHS_VERSION_MINOR 2
+#define DHS_VERSION_MINOR 3
 #define DHS_VERSION_PATCH 0
-#define DHS_VERSION_STRING "0.2.0"
+#define DHS_VERSION_STRING "0.3.0"
 const char *dhs_version(void);
 
 #define DHS_ALIGN 16 /* row buffers must be 16-byte aligned (16-byte loads on GPU) */
@@ -132,7 +137,6 @@ typedef enum dhs_policy {
     DHS_POLICY_COUNT_
 } dhs_policy;
 const char *dhs_policy_str(dhs_policy p);
-int dhs_policy_parse(const char *s, dhs_policy *out); /* 0 on success */
 
 typedef enum dhs_reclaim_order {
     DHS_RECLAIM_MOST_PAGES = 0,  /* requests holding most optional pages first */
@@ -158,12 +162,11 @@ typedef enum dhs_resolver {
     DHS_RESOLVER_COUNT_
 } dhs_resolver;
 const char *dhs_resolver_str(dhs_resolver r);
-int dhs_resolver_parse(const char *s, dhs_resolver *out); /* "host" | "device"; 0 on success */
 
 typedef struct dhs_config {
     int32_t max_requests;      /* request slots N */
-    int32_t max_k;             /* largest selection length k */
-    int32_t k_max;             /* largest queries per request per round (spec width), 1 = no spec */
+    int32_t sel_k;             /* largest selection length k (rows a query selects) */
+    int32_t spec_width;        /* largest queries per request per round (K_max), 1 = no speculation */
     int32_t hot_rows;          /* B, hot-cache rows per request and group (multiple of page_rows) */
     int32_t tail_rows;         /* tail ring rows per request and source (multiple of page_rows) */
     int32_t page_rows;         /* p */
@@ -294,7 +297,7 @@ dhs_status dhs_request_positions(const dhs_ctx *ctx, dhs_req r, int64_t *n);
 
 /* ---------------------------------------------------------------- rounds */
 /* Opens a round: requests reqs[i] verify K[i] queries at positions
-   n_r .. n_r + K[i] - 1 (1 <= K[i] <= k_max). Also runs housekeeping:
+   n_r .. n_r + K[i] - 1 (1 <= K[i] <= spec_width). Also runs housekeeping:
    completes copies, publishes populated pages, retires reclaimed ones,
    repopulates (bounded). Then makes room in each request's tail ring for its
    whole block next to the committed rows still being backed up, waiting for
@@ -343,14 +346,15 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    whole open round from selections in device memory and writes locations to
    device memory, on the backend's compute stream: no host synchronisation,
    no allocation, nothing read back.
-     sel[b][j][i] at ((b * k_max) + j) * k + i   (b = round position, as in
-       the reqs array of dhs_round_begin; k_max = dhs_config.k_max)
-     loc[si][b][j][i] at (((si * N) + b) * k_max + j) * k + i   (si = source
+     sel[b][j][i] at ((b * W) + j) * k + i   (b = round position, as in
+       the reqs array of dhs_round_begin; W = dhs_config.spec_width)
+     loc[si][b][j][i] at (((si * N) + b) * W + j) * k + i   (si = source
        index within the group, N = dhs_config.max_requests)
    Rows b >= n_round and queries j >= K_b are padding: never read from sel,
-   -1 in loc. The host checks only what needs no data: ctx, group
+   -1 in loc. The host checks only what needs no data: ctx and flags
+   (DHS_ERR_INVALID_ARG for a bit other than DHS_RESOLVE_SPLIT), group
    (DHS_ERR_UNKNOWN_SOURCE), an open round (DHS_ERR_NOT_IN_ROUND), 1 <= k <=
-   max_k (DHS_ERR_INVALID_ARG / DHS_ERR_K_TOO_LARGE), sel and loc non-NULL
+   sel_k (DHS_ERR_INVALID_ARG / DHS_ERR_K_TOO_LARGE), sel and loc non-NULL
    (DHS_ERR_INVALID_ARG) and 4-byte aligned (DHS_ERR_MISALIGNED); host
    resolver mode: DHS_ERR_STATE. Entries are checked on the device: a bad
    entry (< -1: DHS_ERR_ROW_RANGE; not visible to its query, however large:
@@ -359,30 +363,31 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    context's error word (the first error wins); the other entries are
    resolved. dhs_round_end reports the word (see there). Rows of the current
    block that a selection names must be written (dhs_tail_locations + the
-   engine's own kernel, or dhs_write_rows) before attention reads them. */
-dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev);
+   engine's own kernel, or dhs_write_rows) before attention reads them.
 
-/* Overlapped recovery (docs/API.md "Overlapped recovery"): dhs_resolve_device
-   with the same checks, locations, decisions and state, except WHEN the
-   recovered rows of sources 1..n-1 of the group land. Source 0's rows are in
-   place for compute-stream work issued after the call, as with
-   dhs_resolve_device. The other sources' rows follow one source at a time on
-   the backend's copy queue, so their transfer overlaps whatever the engine
-   issues next on the compute stream (source 0's attention, the next layers'
-   kernels). Before issuing a reader of source si >= 1 the engine calls
-   dhs_source_wait(ctx, group, si). dhs_source_wait of the last source,
-   dhs_group_done, dhs_round_end and a later resolve of the group join the
-   queue back into the compute stream. Capturable: the queue forks from the
-   compute stream and joins it again at one of those calls, which must be
-   captured too (a captured step that ends with a group's copies still
-   forked fails at capture end). On the CPU backend the copies of sources
-   si >= 1 wait for dhs_source_wait or the join, so an engine that reads a
-   source without waiting for it reads stale rows there as well. Same as
-   dhs_resolve_device for a group of one source or with payload_free. */
-dhs_status dhs_resolve_device_split(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev);
+   flags = DHS_RESOLVE_SPLIT (docs/API.md "Overlapped recovery"): the same
+   checks, locations, decisions and state, except WHEN the recovered rows of
+   sources 1..n-1 of the group land. Source 0's rows are in place for
+   compute-stream work issued after the call, as without the flag. The
+   other sources' rows follow one source at a time on the backend's copy
+   queue, so their transfer overlaps whatever the engine issues next on the
+   compute stream (source 0's attention, the next layers' kernels). Before
+   issuing a reader of source si >= 1 the engine calls dhs_source_wait(ctx,
+   group, si). dhs_source_wait of the last source, dhs_group_done,
+   dhs_round_end and a later resolve of the group join the queue back into
+   the compute stream. Capturable: the queue forks from the compute stream
+   and joins it again at one of those calls, which must be captured too (a
+   captured step that ends with a group's copies still forked fails at
+   capture end). On the CPU backend the copies of sources si >= 1 wait for
+   dhs_source_wait or the join, so an engine that reads a source without
+   waiting for it reads stale rows there as well. The flag changes nothing
+   for a group of one source or with payload_free. */
+#define DHS_RESOLVE_SPLIT 1u
+dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
+                              unsigned flags);
 
 /* Makes the rows of source si (0 <= si < sources of the group, as in loc[si]
-   of dhs_resolve_device) of the group's last dhs_resolve_device_split
+   of dhs_resolve_device) of the group's last DHS_RESOLVE_SPLIT resolve
    visible to compute-stream work issued after this call, and those of every
    source below si too (the queue copies sources in order); si = the last
    source also joins the copy queue. Host call, no synchronisation,
@@ -403,7 +408,7 @@ dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si);
 dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows,
                               int32_t *loc);
 
-/* 1 when a selection of the open round may have to recover a row from host
+/* *may_miss = 1 when a selection of the open round may have to recover a row from host
    memory in `group` (-1: any group): some request of the round has a
    committed row below its tail window that is not in a ready optional page
    (rows the hot cache holds count as possible misses too); 0 when every row
@@ -412,10 +417,10 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
    state only, no synchronisation; the answer holds for the whole round
    (nothing of the round's requests moves inside it). An engine can use it to skip the split
    resolve's copy queue when nothing can be copied (the reference model
-   captures its step again when the answer changes). Negative status:
-   DHS_ERR_INVALID_ARG (ctx NULL), DHS_ERR_UNKNOWN_SOURCE (group),
-   DHS_ERR_NOT_IN_ROUND. */
-int dhs_round_may_miss(const dhs_ctx *ctx, int32_t group);
+   captures its step again when the answer changes). DHS_ERR_INVALID_ARG
+   (ctx or may_miss NULL), DHS_ERR_UNKNOWN_SOURCE (group),
+   DHS_ERR_NOT_IN_ROUND; *may_miss is written only on DHS_OK. */
+dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss);
 
 /* Declares that every consumer of `group` in this round has been issued:
    its staged rows are promoted into the hot cache and its staging arenas can
@@ -473,58 +478,24 @@ typedef struct dhs_stats {
 /* Device resolver: the resolver counters (entries, census, misses, copies,
    staging rows, resolve calls) live in device memory; dhs_get_stats waits
    for the compute stream and reads them back (a synchronisation: not for
-   inside a captured step). staging_rows_peak stays 0 there. */
-void dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out);
-void dhs_reset_stats(dhs_ctx *ctx);
+   inside a captured step). staging_rows_peak stays 0 there.
+   DHS_ERR_INVALID_ARG for NULL; DHS_ERR_BACKEND when the wait or the read
+   back fails (*out untouched; dhs_reset_stats then resets nothing). */
+dhs_status dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out);
+dhs_status dhs_reset_stats(dhs_ctx *ctx);
 
 typedef struct dhs_mem {
-    uint64_t M;          /* pool capacity, bytes */
-    uint64_t M_req;      /* required allocations (hot, tail, staging), bytes */
-    uint64_t M_opt;      /* optional history pages (any state), bytes */
-    uint64_t M_res;      /* admission reserve, bytes */
+    uint64_t pool_bytes;     /* M: pool capacity */
+    uint64_t required_bytes; /* M_req: required allocations (hot, tail, staging) */
+    uint64_t optional_bytes; /* M_opt: optional history pages (any state) */
+    uint64_t reserve_bytes;  /* M_res: admission reserve */
     uint64_t device_bytes_allocated; /* every device-tier byte the library holds */
     uint64_t host_bytes_allocated;   /* every host byte (pinned + metadata) */
     int64_t pages_total, pages_free;
     int32_t requests_open;
 } dhs_mem;
-void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
-
-/* ---------------------------------------------------------------- sizing */
-/* No sizing helper overflows: arguments out of range give 0 (a row count or
-   byte total) or -1 (a ring row); a byte total past 2^64-1 gives UINT64_MAX.
-   DESIGN §6. Draft ring rows per request slot: R_d = p * ceil((W + K_max + p - 1) / p);
-   0 when window < 0, k_max < 1, page_rows < 1 or R_d would pass INT64_MAX. */
-int64_t dhs_ring_rows(int64_t window, int32_t k_max, int32_t page_rows);
-/* Ring bytes for `slots` request slots: slots * R_d * bytes_per_draft_row;
-   0 when slots < 0 or R_d is 0, UINT64_MAX when the product passes 2^64-1. */
-uint64_t dhs_ring_bytes(int64_t window, int32_t k_max, int32_t page_rows, int32_t slots,
-                        uint64_t bytes_per_draft_row);
-/* Physical ring row of draft position t in slot i: i * R_d + (t mod R_d);
-   -1 when ring_rows < 1, slot < 0, t < 0 or the slot's rows would pass INT64_MAX. */
-int64_t dhs_ring_row(int64_t ring_rows, int32_t slot, int64_t t);
-/* Staging reservation M_stage = chi * N * K_max * k * d_KV; 0 when a count
-   is negative, UINT64_MAX when the product passes 2^64-1. */
-uint64_t dhs_staging_bytes(int32_t live_sources, int32_t slots, int32_t k_max, int32_t k,
-                           uint64_t row_bytes);
-
-/* Block-width schedule (DESIGN §5): the speculation width K narrows as load
-   rises. Step i applies from sessions >= min_sessions[i]; steps are sorted by
-   min_sessions. Default: K = 8 up to 32 sessions, 6 from 33 (so 6 at 64),
-   4 from 128. */
-#define DHS_MAX_SCHEDULE_STEPS 8
-typedef struct dhs_spec_schedule {
-    int32_t n_steps;
-    int32_t min_sessions[DHS_MAX_SCHEDULE_STEPS];
-    int32_t width[DHS_MAX_SCHEDULE_STEPS];
-} dhs_spec_schedule;
-dhs_spec_schedule dhs_spec_schedule_default(void);
-/* Parses "8@0,6@33,4@128" (width@min_sessions, ascending; width 1..64,
-   min_sessions 0..2^30, at most DHS_MAX_SCHEDULE_STEPS steps). 0 on success;
-   otherwise -1 and *out untouched (numbers too large for long included). */
-int dhs_spec_schedule_parse(const char *s, dhs_spec_schedule *out);
-/* Width K for `sessions` concurrent sessions (>= 1; any int32 is answered);
-   1 for a NULL schedule or n_steps outside 1..DHS_MAX_SCHEDULE_STEPS. */
-int32_t dhs_spec_width(const dhs_spec_schedule *s, int32_t sessions);
+/* DHS_ERR_INVALID_ARG for NULL; reads host state only. */
+dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
 
 /* ---------------------------------------------------------------- checks */
 /* Invariant checkers, usable inside assert(): return 0 when everything holds,

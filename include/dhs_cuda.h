@@ -55,8 +55,8 @@ dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks);
    multiprocessors: 33 on an H200). Those copies run beside the compute
    stream's kernels: fewer blocks leave them more of each multiprocessor, and
    a few dozen already keep enough rows in flight for the link (at 100K,
-   C = 20 the step took 60.09 ms with 33 blocks, 66.87 ms with 132;
-   bench/RESULTS.md run 41). */
+   C = 20 on an H200 the step took 60.09 ms with 33 blocks, 66.87 ms
+   with 132). */
 dhs_status dhs_cuda_set_copy_queue_blocks(dhs_backend *be, int32_t blocks);
 
 /* Profiling hook: fn(user, mark) is called on the host while the device

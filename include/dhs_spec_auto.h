@@ -22,7 +22,7 @@
  * ratio (the optimum of a ratio of a concave sum over a linear cost), and
  * keeps the best W. So widths shrink as the batch grows (the step's fixed
  * part is shared by more tokens) and as a request's acceptance falls, and
- * never pass cap_r (the context's k_max, the tokens the request has left, the
+ * never pass cap_r (the context's spec_width, the tokens the request has left, the
  * staging room the engine grants it).
  *
  * Host memory only (a few doubles per slot, allocated at create); no device
@@ -43,7 +43,7 @@ typedef struct dhs_spec_auto dhs_spec_auto;
 
 typedef struct dhs_spec_auto_cfg {
     int32_t max_slots;   /* requests tracked at once: slots 0 .. max_slots - 1 (the engine's own numbering) */
-    int32_t spec_max;    /* widest K ever chosen (1..64; at most the context's k_max) */
+    int32_t spec_max;    /* widest K ever chosen (1..64; at most the context's spec_width) */
     double prior_accept; /* a_r before any observation, in [0, 1] */
     double prior_weight; /* pseudo-proposals behind the prior (>= 0; 0: the first round decides) */
     double decay;        /* weight of the past at each observation, in (0, 1]: 1 = plain counts */

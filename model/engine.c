@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dhs_plan.h"
 #include "dhs_cuda.h"
 #include "model/deploy.h"
 #include "model/gpu.h"
@@ -728,9 +729,9 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
-            if (ctx && (st = (e->split_now ? dhs_resolve_device_split : dhs_resolve_device)(
-                            ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev)) != DHS_OK) {
-                set_err(e, e->split_now ? "dhs_resolve_device_split" : "dhs_resolve_device", st);
+            if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev,
+                                                e->split_now ? DHS_RESOLVE_SPLIT : 0)) != DHS_OK) {
+                set_err(e, e->split_now ? "dhs_resolve_device (DHS_RESOLVE_SPLIT)" : "dhs_resolve_device", st);
                 return st;
             }
         } else if (ctx && e->split_now) {
@@ -841,13 +842,14 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     if (prof && (st = dhs_ref_gpu_prof_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "profile", st);
     e->prof_now = prof; /* read by gpu_step_issue and dhs_ref_engine_mark while the step is issued */
     /* the split resolve only where a copy can happen: its queue's fork and joins cost graph time
-       even when nothing is copied (bench/RESULTS.md run 39) */
+       even when nothing is copied (measured on the H200: bench/RESULTS.md) */
     e->split_now = 0;
     if (ctx && e->cfg.copy_overlap && e->nsrc_max > 1) { /* one source per group: nothing to split */
-        const int mm = dhs_round_may_miss(ctx, -1);
-        if (mm < 0) {
-            set_err(e, "dhs_round_may_miss", (dhs_status)mm);
-            return (dhs_status)mm;
+        int mm = 0;
+        const dhs_status ms = dhs_round_may_miss(ctx, -1, &mm);
+        if (ms != DHS_OK) {
+            set_err(e, "dhs_round_may_miss", ms);
+            return ms;
         }
         e->split_now = mm;
     }
@@ -1127,8 +1129,8 @@ dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t po
     int32_t p = page_rows;
     c.page_rows = p;
     c.max_requests = slots;
-    c.max_k = mc->topk;
-    c.k_max = k_max;
+    c.sel_k = mc->topk;
+    c.spec_width = k_max;
     c.hot_rows = ALIGN_UP(2 * mc->topk, p);
     c.tail_rows = ALIGN_UP(2 * k_max + 2 * (mc->comp_m > 1 ? mc->comp_m : 1), p);
     if (c.tail_rows < 2 * p) c.tail_rows = 2 * p;

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dhs_plan.h"
 #include "dev/topk_spec.h" /* dhs_topk_fused_ref: the engine's topk = fused on the CPU */
 #include "model/model.h"
 #include "model/gpu.h"

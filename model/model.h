@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dhs_plan.h"
 #include "dhs.h"
 
 #ifdef __cplusplus
@@ -353,7 +354,7 @@ typedef struct dhs_ref_engine_cfg {
                                events between its phases (dhs_ref_engine_profile; the
                                hierarchical engine's backend marks the resolver's phases when
                                dhs_cuda_set_marker(be, dhs_ref_engine_mark, engine)); 0: never */
-    int copy_overlap;       /* device step, hierarchical: 1 resolves with dhs_resolve_device_split and
+    int copy_overlap;       /* device step, hierarchical: 1 resolves with dhs_resolve_device with DHS_RESOLVE_SPLIT and
                                waits for each later source of a group with dhs_source_wait right
                                before its attention, so the recovery of sources 1.. overlaps the
                                group's earlier layers (docs/MODEL.md "Device step"); 0:

@@ -214,7 +214,7 @@ __global__ void k_scores(g_dims g, const int64_t *pos, const float *iq, const fl
 /* The same scores for FP8 keys and H indexer heads (compile time), D <= 128 and D % 16 == 0: the block's
    32 groups of 8 positions (32 KB of codes, contiguous) are loaded once with 16-byte loads and transposed
    into shared memory position-major, so each thread reads its position's codes 4 at a time instead of
-   one byte load per dimension from global memory (k_scores: ~17x the HBM roofline at 100K, run 35), and
+   one byte load per dimension from global memory (k_scores: ~17x the HBM roofline at 100K on the H200), and
    the query 4 dimensions at a time. Per head the sum still runs over i in order with the same
    unfused multiply and add: bit-identical to k_scores and to the CPU model. */
 #define SC_POS 256

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dhs_plan.h"
 #include "dhs_cuda.h"
 #include "model/lsprefill.h"
 #include "model/run.h"

@@ -1,6 +1,7 @@
 /* plan.c - the memory planner (DESIGN §6, §8): presets, the custom-arch JSON
    schema and the per-session / per-GPU arithmetic. See plan.h and
    docs/PLAN.md. Never prints. */
+#include "dhs_plan.h"
 #include "sim/plan.h"
 
 #include <errno.h>

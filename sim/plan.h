@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dhs_plan.h"
 #include "dhs.h"
 
 #define DHS_PLAN_MAX_GROUPS 1024

@@ -304,8 +304,8 @@ static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
     dhs_config d = dhs_config_default();
     int32_t km = spec_kmax(c);
     d.max_requests = c->max_batch;
-    d.max_k = c->k;
-    d.k_max = km;
+    d.sel_k = c->k;
+    d.spec_width = km;
     d.hot_rows = c->hot_rows;
     d.page_rows = c->page_rows;
     int32_t t = c->tail_rows > 2 * km ? c->tail_rows : 2 * km;
@@ -343,7 +343,7 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
     dhs_config d = core_config(c, max_len);
     uint64_t row = a.sources[0].row_bytes, pb = (uint64_t)d.page_rows * row;
     double M = c->kv_gib * 1073741824.0;
-    int32_t km = d.k_max;
+    int32_t km = d.spec_width;
     /* staging: chi live layer groups, K_max * k rows per slot, when a round's union can exceed B */
     double stage = (int64_t)km * c->k > c->hot_rows ? (double)c->stage_layers * d.max_requests * km * c->k * (double)row : 0;
     double share = c->idx_share;

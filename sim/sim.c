@@ -1,5 +1,6 @@
 /* sim.c - trace replay through the real core, the OPT oracle, SVG plots.
  * Semantics: sim.h and docs/SIM.md. */
+#include "dhs_plan.h"
 #include "sim/sim.h"
 
 #include <math.h>
@@ -339,8 +340,8 @@ static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_
     dhs_config d = dhs_config_default();
     int32_t p = c->page_rows;
     d.max_requests = info->peak_live > 0 ? info->peak_live : 1;
-    d.max_k = info->max_k;
-    d.k_max = info->hdr.k_max;
+    d.sel_k = info->max_k;
+    d.spec_width = info->hdr.k_max;
     d.hot_rows = dhs_sim_effective_hot(info, c);
     d.page_rows = p;
     int32_t t = c->tail_rows;
@@ -374,7 +375,7 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
         if (ns > max_nsrc) max_nsrc = ns;
         req_up += (int64_t)ns * (d.hot_rows + d.tail_rows) / d.page_rows;
     }
-    int64_t arena_up = (int64_t)max_nsrc * (((int64_t)d.max_requests * d.k_max * d.max_k + d.page_rows - 1) / d.page_rows);
+    int64_t arena_up = (int64_t)max_nsrc * (((int64_t)d.max_requests * d.spec_width * d.sel_k + d.page_rows - 1) / d.page_rows);
     int64_t pages = arena_up + 2 * req_up + 16;
     uint64_t pb = (uint64_t)d.page_rows * stride;
     d.device_bytes = (uint64_t)pages * pb;
@@ -402,7 +403,7 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
     }
     *arena_pages = m0.pages_total - m0.pages_free;
     *req_pages = m0.pages_free - m1.pages_free;
-    *page_bytes = m0.pages_total ? m0.M / (uint64_t)m0.pages_total : pb;
+    *page_bytes = m0.pages_total ? m0.pool_bytes / (uint64_t)m0.pages_total : pb;
     return 0;
 }
 

@@ -489,8 +489,8 @@ int verify_run(const verify_opts *o, verify_result *res)
     if (o->use_cuda && o->corrupt_at_step) { dhs_backend_destroy(v.be); return -1; } /* pool is device memory */
     dhs_config c = dhs_config_default();
     c.max_requests = o->requests;
-    c.max_k = o->k;
-    c.k_max = o->spec;
+    c.sel_k = o->k;
+    c.spec_width = o->spec;
     c.hot_rows = o->hot_rows;
     c.page_rows = o->page_rows;
     c.tail_rows = o->page_rows * ((4 * o->spec + 2 * o->k / 4 + o->page_rows - 1) / o->page_rows + 1);
@@ -576,7 +576,7 @@ int verify_run(const verify_opts *o, verify_result *res)
     if (res->st.host_rows_copied != res->st.distinct_misses) violation(&v, "host_rows_copied != distinct_misses");
     dhs_mem mem;
     dhs_get_mem(v.ctx, &mem);
-    if (mem.requests_open != 0 || mem.M_opt != 0) violation(&v, "memory still held after every request closed");
+    if (mem.requests_open != 0 || mem.optional_bytes != 0) violation(&v, "memory still held after every request closed");
     dhs_ctx_destroy(v.ctx);
     dhs_backend_destroy(v.be);
     for (int32_t i = 0; i < o->requests; i++) {

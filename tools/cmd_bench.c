@@ -51,7 +51,7 @@ static int bench_resolve_one(int32_t B, int32_t k, int32_t misses, int32_t round
     a.sources[0].row_bytes = (uint32_t)row_bytes;
     dhs_config c = dhs_config_default();
     c.max_requests = 1;
-    c.max_k = k;
+    c.sel_k = k;
     c.hot_rows = B;
     c.max_rows = total;
     c.policy = pol;

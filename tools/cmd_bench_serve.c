@@ -29,6 +29,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "dhs_plan.h"
 #include "args.h"
 #include "cmds.h"
 #include "dhs.h"

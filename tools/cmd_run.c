@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dhs_plan.h"
 #include "args.h"
 #include "cmds.h"
 #include "outfile.h"
@@ -113,7 +114,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                  "dhs_resolve_device; implies --resolver device); graph: the device step captured once as a CUDA "
                  "graph and replayed every round (docs/MODEL.md \"Device step\")"},
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
-         .help = "device/graph step, hierarchical: on (default): dhs_resolve_device_split, the recovery of a "
+         .help = "device/graph step, hierarchical: on (default): dhs_resolve_device with DHS_RESOLVE_SPLIT, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
         {.name = "--deployment", .type = ARG_STR, .dest = &o->deployment, .meta = "NAME",
          .help = "device/graph step: both engines' steps also read the weights one GPU of this deployment reads "

@@ -2,7 +2,7 @@
 for natively sparse-attention LLMs. See docs/INTEGRATION.md.
 
     import numpy as np, dhisparse as dhs
-    cfg = dhs.Config(max_requests=4, max_k=64, hot_rows=128, tail_rows=64, page_rows=16, max_rows=4096,
+    cfg = dhs.Config(max_requests=4, sel_k=64, hot_rows=128, tail_rows=64, page_rows=16, max_rows=4096,
                      device_bytes=16 << 20)
     with dhs.CpuBackend() as be, dhs.Context(dhs.Arch(), cfg, be) as ctx:
         with ctx.open(1000) as req:

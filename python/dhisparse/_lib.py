@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["lib", "lib_path", "SOVERSION"]
 
-SOVERSION = "0.2"  # the soname this package was written against: libdhs.so.0.2
+SOVERSION = "0.3"  # the soname this package was written against: libdhs.so.0.3
 
 # ------------------------------------------------------------------ constants
 DHS_MAX_SOURCES = 128
@@ -60,8 +60,8 @@ class dhs_arch(ctypes.Structure):
 class dhs_config(ctypes.Structure):
     _fields_ = [
         ("max_requests", c_int32),
-        ("max_k", c_int32),
-        ("k_max", c_int32),
+        ("sel_k", c_int32),
+        ("spec_width", c_int32),
         ("hot_rows", c_int32),
         ("tail_rows", c_int32),
         ("page_rows", c_int32),
@@ -123,10 +123,10 @@ class dhs_stats(ctypes.Structure):
 
 class dhs_mem(ctypes.Structure):
     _fields_ = [
-        ("M", c_uint64),
-        ("M_req", c_uint64),
-        ("M_opt", c_uint64),
-        ("M_res", c_uint64),
+        ("pool_bytes", c_uint64),
+        ("required_bytes", c_uint64),
+        ("optional_bytes", c_uint64),
+        ("reserve_bytes", c_uint64),
         ("device_bytes_allocated", c_uint64),
         ("host_bytes_allocated", c_uint64),
         ("pages_total", c_int64),
@@ -237,8 +237,8 @@ dhs_arch_validate = _fn("dhs_arch_validate", _S, ctypes.POINTER(dhs_arch))
 dhs_consumer_kind_str = _fn("dhs_consumer_kind_str", _CP, c_enum)
 dhs_policy_str = _fn("dhs_policy_str", _CP, c_enum)
 dhs_resolver_str = _fn("dhs_resolver_str", _CP, c_enum)
-dhs_policy_parse = _fn("dhs_policy_parse", ctypes.c_int, _CP, ctypes.POINTER(c_enum))
-dhs_resolver_parse = _fn("dhs_resolver_parse", ctypes.c_int, _CP, ctypes.POINTER(c_enum))
+dhs_policy_parse = _fn("dhs_policy_parse", _S, _CP, ctypes.POINTER(c_enum))
+dhs_resolver_parse = _fn("dhs_resolver_parse", _S, _CP, ctypes.POINTER(c_enum))
 dhs_reclaim_order_str = _fn("dhs_reclaim_order_str", _CP, c_enum)
 dhs_config_default = _fn("dhs_config_default", dhs_config)
 dhs_config_sizes = _fn("dhs_config_sizes", _S, ctypes.POINTER(dhs_arch), ctypes.POINTER(dhs_config),
@@ -262,23 +262,23 @@ dhs_request_positions = _fn("dhs_request_positions", _S, _CTX, dhs_req, ctypes.P
 dhs_round_begin = _fn("dhs_round_begin", _S, _CTX, c_int32, ctypes.POINTER(dhs_req), _I32P)
 dhs_write_rows = _fn("dhs_write_rows", _S, _CTX, dhs_req, c_int32, c_int64, c_int32, _P)
 dhs_resolve = _fn("dhs_resolve", _S, _CTX, c_int32, c_int32, c_int32, ctypes.POINTER(dhs_resolve_item))
-dhs_resolve_device = _fn("dhs_resolve_device", _S, _CTX, c_int32, c_int32, _I32P, _I32P)
-dhs_resolve_device_split = _fn("dhs_resolve_device_split", _S, _CTX, c_int32, c_int32, _I32P, _I32P)
+dhs_resolve_device = _fn("dhs_resolve_device", _S, _CTX, c_int32, c_int32, _I32P, _I32P, ctypes.c_uint)
+DHS_RESOLVE_SPLIT = 1
 dhs_source_wait = _fn("dhs_source_wait", _S, _CTX, c_int32, c_int32)
-dhs_round_may_miss = _fn("dhs_round_may_miss", ctypes.c_int, _CTX, c_int32)
+dhs_round_may_miss = _fn("dhs_round_may_miss", _S, _CTX, c_int32, ctypes.POINTER(ctypes.c_int))
 dhs_tail_locations = _fn("dhs_tail_locations", _S, _CTX, dhs_req, c_int32, c_int64, c_int32, _I32P)
 dhs_group_done = _fn("dhs_group_done", _S, _CTX, c_int32)
 dhs_round_end = _fn("dhs_round_end", _S, _CTX, _I32P)
 dhs_sync = _fn("dhs_sync", _S, _CTX)
-dhs_get_stats = _fn("dhs_get_stats", None, _CTX, ctypes.POINTER(dhs_stats))
-dhs_reset_stats = _fn("dhs_reset_stats", None, _CTX)
-dhs_get_mem = _fn("dhs_get_mem", None, _CTX, ctypes.POINTER(dhs_mem))
+dhs_get_stats = _fn("dhs_get_stats", _S, _CTX, ctypes.POINTER(dhs_stats))
+dhs_reset_stats = _fn("dhs_reset_stats", _S, _CTX)
+dhs_get_mem = _fn("dhs_get_mem", _S, _CTX, ctypes.POINTER(dhs_mem))
 dhs_ring_rows = _fn("dhs_ring_rows", c_int64, c_int64, c_int32, c_int32)
 dhs_ring_bytes = _fn("dhs_ring_bytes", c_uint64, c_int64, c_int32, c_int32, c_int32, c_uint64)
 dhs_ring_row = _fn("dhs_ring_row", c_int64, c_int64, c_int32, c_int64)
 dhs_staging_bytes = _fn("dhs_staging_bytes", c_uint64, c_int32, c_int32, c_int32, c_int32, c_uint64)
 dhs_spec_schedule_default = _fn("dhs_spec_schedule_default", dhs_spec_schedule)
-dhs_spec_schedule_parse = _fn("dhs_spec_schedule_parse", ctypes.c_int, _CP, ctypes.POINTER(dhs_spec_schedule))
+dhs_spec_schedule_parse = _fn("dhs_spec_schedule_parse", _S, _CP, ctypes.POINTER(dhs_spec_schedule))
 dhs_spec_width = _fn("dhs_spec_width", c_int32, ctypes.POINTER(dhs_spec_schedule), c_int32)
 # dhs_spec_auto.h
 _SA = ctypes.c_void_p  # dhs_spec_auto *

@@ -176,20 +176,20 @@ def config_sizes(arch=None, config=None):
     return Sizes.from_c(z)
 
 
-def ring_rows(window, k_max, page_rows):
-    return _lib.dhs_ring_rows(window, k_max, page_rows)
+def ring_rows(window, spec_width, page_rows):
+    return _lib.dhs_ring_rows(window, spec_width, page_rows)
 
 
-def ring_bytes(window, k_max, page_rows, slots, bytes_per_draft_row):
-    return _lib.dhs_ring_bytes(window, k_max, page_rows, slots, bytes_per_draft_row)
+def ring_bytes(window, spec_width, page_rows, slots, bytes_per_draft_row):
+    return _lib.dhs_ring_bytes(window, spec_width, page_rows, slots, bytes_per_draft_row)
 
 
 def ring_row(ring_rows_, slot, t):
     return _lib.dhs_ring_row(ring_rows_, slot, t)
 
 
-def staging_bytes(live_sources, slots, k_max, k, row_bytes):
-    return _lib.dhs_staging_bytes(live_sources, slots, k_max, k, row_bytes)
+def staging_bytes(live_sources, slots, spec_width, k, row_bytes):
+    return _lib.dhs_staging_bytes(live_sources, slots, spec_width, k, row_bytes)
 
 
 class SpecSchedule:
@@ -813,15 +813,15 @@ class Context:
         (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad
         entries and staging exhaustion surface at round_end (docs/API.md, "Device resolver").
 
-        sel: int32 [n >= round_size][k_max][k], row b = the request at position b of round_begin's
+        sel: int32 [n >= round_size][spec_width][k], row b = the request at position b of round_begin's
              list (-1 = padding; rows past the round are never read);
-        loc: int32 [n_sources_of_group][max_requests][k_max][k], written on the compute stream
+        loc: int32 [n_sources_of_group][max_requests][spec_width][k], written on the compute stream
              (rows past the round get -1).
         On the CUDA backend both are device arrays (torch CUDA tensors as they are, or any
         __cuda_array_interface__ / DLPack producer); on the CPU backend, numpy arrays (its
         "device" tier is host memory). stream (CUDA only): make it the compute stream first (see
         CudaBackend.set_stream; do that before a graph capture, not inside it).
-        split=True: dhs_resolve_device_split (overlapped recovery): the rows of the group's sources
+        split=True: the DHS_RESOLVE_SPLIT flag (overlapped recovery): the rows of the group's sources
         si >= 1 land only for work issued after source_wait(group, si). Returns loc."""
         if not 0 <= group < len(self._gsrc):
             raise error_for(-7, "dhs_resolve_device", f"group {group}")
@@ -846,31 +846,29 @@ class Context:
                 if not (isinstance(a, np.ndarray) and a.dtype == np.int32 and a.flags.c_contiguous):
                     raise TypeError(f"{name}: expected a C-contiguous int32 numpy array on the CPU backend")
             if sel.ndim != 3 or loc.ndim != 4:
-                raise ValueError(f"sel/loc: {sel.ndim}/{loc.ndim} dimensions, expected 3 ([n][k_max][k]) and 4")
+                raise ValueError(f"sel/loc: {sel.ndim}/{loc.ndim} dimensions, expected 3 ([n][spec_width][k]) and 4")
             if not loc.flags.writeable:
                 raise ValueError("loc: read-only")
             sshape, lshape = sel.shape, loc.shape
             sp, lp = sel.ctypes.data, loc.ctypes.data
         k = sshape[2]
-        if sshape[1] != c.k_max or sshape[0] < self.round_size:
-            raise ValueError(f"sel: shape {sshape}, expected [n >= {self.round_size} (round size)][{c.k_max} (k_max)][k]")
-        if lshape != (nsrc, c.max_requests, c.k_max, k):
-            raise ValueError(f"loc: shape {lshape}, expected {(nsrc, c.max_requests, c.k_max, k)} "
-                             "([sources of the group][max_requests][k_max][k])")
+        if sshape[1] != c.spec_width or sshape[0] < self.round_size:
+            raise ValueError(f"sel: shape {sshape}, expected [n >= {self.round_size} (round size)][{c.spec_width} (spec_width)][k]")
+        if lshape != (nsrc, c.max_requests, c.spec_width, k):
+            raise ValueError(f"loc: shape {lshape}, expected {(nsrc, c.max_requests, c.spec_width, k)} "
+                             "([sources of the group][max_requests][spec_width][k])")
         I32P = ctypes.POINTER(ctypes.c_int32)
-        fn, name = ((_lib.dhs_resolve_device_split, "dhs_resolve_device_split") if split
-                    else (_lib.dhs_resolve_device, "dhs_resolve_device"))
-        check(fn(self.handle, int(group), int(k), ctypes.cast(sp, I32P), ctypes.cast(lp, I32P)), name,
-              f"group {group}, k {k}")
+        flags = _lib.DHS_RESOLVE_SPLIT if split else 0
+        check(_lib.dhs_resolve_device(self.handle, int(group), int(k), ctypes.cast(sp, I32P), ctypes.cast(lp, I32P), flags),
+              "dhs_resolve_device", f"group {group}, k {k}" + (", DHS_RESOLVE_SPLIT" if split else ""))
         return loc
 
     def round_may_miss(self, group=-1):
         """dhs_round_may_miss: True when a selection of the open round may recover a row from host in
         `group` (-1: any group); False when every selectable row is direct (nothing will be copied)."""
-        v = _lib.dhs_round_may_miss(self.handle, int(group))
-        if v < 0:
-            check(v, "dhs_round_may_miss", f"group {group}")
-        return bool(v)
+        v = ctypes.c_int(0)
+        check(_lib.dhs_round_may_miss(self.handle, int(group), ctypes.byref(v)), "dhs_round_may_miss", f"group {group}")
+        return bool(v.value)
 
     def source_wait(self, group, si):
         """dhs_source_wait: work issued on the compute stream after this call sees the rows of source
@@ -884,15 +882,15 @@ class Context:
     # ---- figures and checks
     def stats(self):
         s = _lib.dhs_stats()
-        _lib.dhs_get_stats(self.handle, ctypes.byref(s))
+        check(_lib.dhs_get_stats(self.handle, ctypes.byref(s)), "dhs_get_stats")
         return Stats.from_c(s)
 
     def reset_stats(self):
-        _lib.dhs_reset_stats(self.handle)
+        check(_lib.dhs_reset_stats(self.handle), "dhs_reset_stats")
 
     def mem(self):
         m = _lib.dhs_mem()
-        _lib.dhs_get_mem(self.handle, ctypes.byref(m))
+        check(_lib.dhs_get_mem(self.handle, ctypes.byref(m)), "dhs_get_mem")
         return Mem.from_c(m)
 
     def check_invariants(self):

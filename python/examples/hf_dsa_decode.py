@@ -329,7 +329,7 @@ class DhsAdapter:
         self.T0 = T0
         arch = dhs.Arch(n_groups=n_layers, sources=[dhs.SourceDesc(self.rb, 1, l) for l in range(n_layers)],
                         consumers=[dhs.ConsumerDesc(dhs.ConsumerKind.OWN, l, l) for l in range(n_layers)])
-        cfg = dhs.Config(max_requests=B, max_k=self.k, k_max=1, hot_rows=a.hot_rows, tail_rows=a.tail_rows,
+        cfg = dhs.Config(max_requests=B, sel_k=self.k, spec_width=1, hot_rows=a.hot_rows, tail_rows=a.tail_rows,
                          page_rows=a.page_rows, max_rows=T0 + a.steps + a.control + 64, repop_pages=8,
                          policy=dhs.Policy.CLOCK, resolver=dhs.Resolver.DEVICE)
         z = dhs.config_sizes(arch, cfg)
@@ -672,7 +672,7 @@ def compare(a, torch, dhs, model, prompts, stream, n_layers, v3=None):
         f"({st.host_bytes_copied} B from host), staging rows {st.staging_rows}, admissions {st.admissions}, "
         f"reclaims {st.reclaims} ({st.reclaimed_pages} pages), repopulated pages {st.repopulated_pages}, "
         f"backups {st.backup_rows} rows")
-    say(f"memory: pool {res['mem'].M} B, device allocated {res['mem'].device_bytes_allocated} B, host allocated "
+    say(f"memory: pool {res['mem'].pool_bytes} B, device allocated {res['mem'].device_bytes_allocated} B, host allocated "
         f"{res['mem'].host_bytes_allocated} B; invariants: {res['invariants']}")
     if not a.no_poison:
         say("the model cache's own K/V were NaN-poisoned after every update: attention read only dhisparse rows")

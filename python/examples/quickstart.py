@@ -16,7 +16,7 @@ rng = np.random.default_rng(0)
 history = rng.integers(0, 256, size=(PREFILL + 8, ROW_BYTES), dtype=np.uint8)  # the KV rows a model would make
 
 arch = dhs.Arch()  # dhs_arch_default(): one group, one 576-byte source, m = 1
-cfg = dhs.Config(max_requests=4, max_k=K, hot_rows=128, tail_rows=64, page_rows=16, max_rows=4096)
+cfg = dhs.Config(max_requests=4, sel_k=K, hot_rows=128, tail_rows=64, page_rows=16, max_rows=4096)
 z = dhs.config_sizes(arch, cfg)
 cfg.device_bytes = z.staging_bytes + z.reserve_bytes + 4 * z.request_bytes + (2 << 20)
 

@@ -55,7 +55,7 @@ def make_arch(layout, row_bytes):
 def make_config(arch, *, requests, k, spec, hot_rows, page_rows, max_prefix, steps, pressure):
     """A config sized like verify.c's: at high pressure the pool holds about half the
     requests' required pages plus their history, so admissions reclaim."""
-    c = dhs.Config(max_requests=requests, max_k=k, k_max=spec, hot_rows=hot_rows, page_rows=page_rows,
+    c = dhs.Config(max_requests=requests, sel_k=k, spec_width=spec, hot_rows=hot_rows, page_rows=page_rows,
                    tail_rows=page_rows * ((4 * spec + 2 * k // 4 + page_rows - 1) // page_rows + 1),
                    max_rows=max_prefix + (steps + 4 * (steps // 4 + 10) + 64) * spec + 64, repop_pages=8,
                    reserve_bytes=page_rows * arch.sources[0].row_bytes * 4 if pressure else 0)

@@ -56,7 +56,7 @@ def test_sizing_helpers():
 
 
 def small_config(**kw):
-    c = dict(max_requests=4, max_k=16, k_max=2, hot_rows=32, tail_rows=32, page_rows=8, max_rows=600, repop_pages=4)
+    c = dict(max_requests=4, sel_k=16, spec_width=2, hot_rows=32, tail_rows=32, page_rows=8, max_rows=600, repop_pages=4)
     c.update(kw)
     cfg = dhs.Config(**c)
     z = dhs.config_sizes(make_arch("own", RB), cfg)
@@ -221,13 +221,13 @@ def test_payload_free_and_faults():
             dhs.Context(arch, small_config(), be)
         assert be.faults_injected == 1
         with dhs.Context(arch, small_config(), be) as ctx:  # retry succeeds
-            assert ctx.mem().M > 0
+            assert ctx.mem().pool_bytes > 0
 
 
 def test_bad_config():
     with dhs.CpuBackend() as be:
         with pytest.raises(dhs.InvalidArgError):
-            dhs.Context(dhs.Arch(), dhs.Config(max_k=0, device_bytes=1 << 20), be)
+            dhs.Context(dhs.Arch(), dhs.Config(sel_k=0, device_bytes=1 << 20), be)
         with pytest.raises(dhs.TooLargeError):
             dhs.Context(dhs.Arch(), dhs.Config(device_bytes=4096), be)
 

@@ -71,7 +71,7 @@ def test_stream_handles():
 
 def test_device_arrays_refused_on_cpu_backend():
     arch = make_arch("own", 64)
-    cfg = dhs.Config(max_requests=2, max_k=8, hot_rows=16, tail_rows=16, page_rows=8, max_rows=200,
+    cfg = dhs.Config(max_requests=2, sel_k=8, hot_rows=16, tail_rows=16, page_rows=8, max_rows=200,
                      device_bytes=1 << 20)
     with dhs.CpuBackend() as be, dhs.Context(arch, cfg, be) as ctx:
         r = ctx.open(50)
@@ -137,7 +137,7 @@ def test_cuda_round_trip_with_device_arrays():
     rng = np.random.default_rng(seed)
     rb, n, k = 576, 700, 32
     arch = dhs.Arch()
-    cfg = dhs.Config(max_requests=2, max_k=k, k_max=2, hot_rows=64, tail_rows=64, page_rows=16, max_rows=2000,
+    cfg = dhs.Config(max_requests=2, sel_k=k, spec_width=2, hot_rows=64, tail_rows=64, page_rows=16, max_rows=2000,
                      device_bytes=8 << 20)
     say("CudaBackend(0)")
     with dhs.CudaBackend(0) as be:
@@ -189,14 +189,14 @@ def test_cuda_round_trip_with_device_arrays():
 
 def _dres_on_device(make, upload, download, stream_obj, label):
     """Device resolver on the GPU: rows written in place at tail locations (cudaMemcpy into the pool, as the
-    engine's KV-write kernel would), selections and locations in device memory in the [N][k_max][k] /
-    [1][N][k_max][k] layouts, one dhs_resolve_device per round; every location checked byte for byte."""
+    engine's KV-write kernel would), selections and locations in device memory in the [N][spec_width][k] /
+    [1][N][spec_width][k] layouts, one dhs_resolve_device per round; every location checked byte for byte."""
     seed = 21
     say(f"{label}: seed={seed}")
     rng = np.random.default_rng(seed)
     rb, k, N, KMAX = 576, 32, 4, 1
     arch = dhs.Arch()
-    cfg = dhs.Config(max_requests=N, max_k=k, k_max=KMAX, hot_rows=64, tail_rows=64, page_rows=16, max_rows=3000,
+    cfg = dhs.Config(max_requests=N, sel_k=k, spec_width=KMAX, hot_rows=64, tail_rows=64, page_rows=16, max_rows=3000,
                      policy=dhs.Policy.CLOCK, resolver=dhs.Resolver.DEVICE)
     z = dhs.config_sizes(arch, cfg)
     cfg.device_bytes = z.min_device_bytes + (N - 1) * z.request_bytes + 16 * z.page_bytes  # history mostly on host

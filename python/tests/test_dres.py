@@ -2,7 +2,7 @@
 config.resolver = Resolver.DEVICE) on the CPU backend, where the library runs the C
 specification of the device resolver on host memory: the same calls an engine makes on the GPU
 (rows written in place at tail locations by the engine, then one resolve per group over the whole
-round in the [N][k_max][k] / [nsrc][N][k_max][k] layouts), checked byte for byte against the
+round in the [N][spec_width][k] / [nsrc][N][spec_width][k] layouts), checked byte for byte against the
 pure function of (request, source, row, version) in harness.py, under pool pressure so that
 misses are recovered from host and admissions reclaim. Bad input raises and changes nothing."""
 import ctypes
@@ -19,7 +19,7 @@ N, K_SEL, KMAX, PAGE = 4, 16, 2, 8
 
 
 def dres_config(arch, *, pressure=True, resolver=dhs.Resolver.DEVICE, max_prefix=300):
-    c = dhs.Config(max_requests=N, max_k=K_SEL, k_max=KMAX, hot_rows=32, tail_rows=32, page_rows=PAGE,
+    c = dhs.Config(max_requests=N, sel_k=K_SEL, spec_width=KMAX, hot_rows=32, tail_rows=32, page_rows=PAGE,
                    max_rows=1000, repop_pages=4, policy=dhs.Policy.CLOCK, resolver=resolver)
     z = dhs.config_sizes(arch, c)
     if pressure:
@@ -151,7 +151,7 @@ def test_resolve_device_bad_input_changes_nothing():
         bad = [
             (dict(group=1), dhs.UnknownSourceError),
             (dict(sel=sel.astype(np.int64)), TypeError),
-            (dict(sel=np.zeros((N, KMAX + 1, K_SEL), np.int32)), ValueError),   # not [..][k_max][k]
+            (dict(sel=np.zeros((N, KMAX + 1, K_SEL), np.int32)), ValueError),   # not [..][spec_width][k]
             (dict(sel=np.zeros((0, KMAX, K_SEL), np.int32)), ValueError),       # fewer rows than the round
             (dict(loc=np.zeros((1, N - 1, KMAX, K_SEL), np.int32)), ValueError),
             (dict(loc=np.zeros((2, N, KMAX, K_SEL), np.int32)), ValueError),   # one source in the group

@@ -32,7 +32,7 @@ def test_pip_install_offline(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert (target / "dhisparse" / "core.py").exists()
     code = ("import dhisparse as d; print(d.__file__); print(d.lib_path); "
-            "print(d.Context(d.Arch(), d.Config(device_bytes=1<<22, max_requests=1), d.CpuBackend()).mem().M)")
+            "print(d.Context(d.Arch(), d.Config(device_bytes=1<<22, max_requests=1), d.CpuBackend()).mem().pool_bytes)")
     r = _run(code, {"PYTHONPATH": str(target), "DHS_LIBRARY": dhs.lib_path}, tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout.split("\n")

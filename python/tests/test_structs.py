@@ -37,7 +37,7 @@ def _enum_constants():
 def c_layout(tmp_path_factory):
     if not CC:
         pytest.skip("no C compiler to measure the C layouts")
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "dhs.h"', '#include "dhs_cuda.h"', '#include "dhs_spec_auto.h"',
+    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "dhs.h"', '#include "dhs_plan.h"', '#include "dhs_cuda.h"', '#include "dhs_spec_auto.h"',
              "int main(void) {"]
     for name, st in _lib.STRUCTS.items():
         lines.append(f'printf("{name} %zu\\n", sizeof({name}));')
@@ -116,7 +116,7 @@ def _header_prototypes():
     """{name: (return type, [parameter types])} of every dhs_* function declared in the public headers."""
     import re
     text = ""
-    for h in ("dhs.h", "dhs_cuda.h", "dhs_spec_auto.h"):
+    for h in ("dhs.h", "dhs_plan.h", "dhs_cuda.h", "dhs_spec_auto.h"):
         with open(os.path.join(INCLUDE, h)) as f:
             text += f.read() + "\n"
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)

@@ -227,7 +227,7 @@ class Verify:
             st, mem = self.ctx.stats(), self.ctx.mem()
             assert st.host_rows_copied == st.distinct_misses
             assert st.census_direct + st.census_hot + st.census_host == st.entries
-            assert mem.requests_open == 0 and mem.M_opt == 0, "memory still held after every request closed"
+            assert mem.requests_open == 0 and mem.optional_bytes == 0, "memory still held after every request closed"
             print(f"verify: seed={self.seed}: {self.checked} locations checked ({self.read_back} through "
                   f"dhs_read_location), entries {st.entries}, misses {st.distinct_misses}, reclaims {st.reclaims}, "
                   f"waits {st.waits}, staging rows {st.staging_rows}, rounds {st.rounds}")

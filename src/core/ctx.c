@@ -100,8 +100,8 @@ dhs_config dhs_config_default(void)
     dhs_config c;
     memset(&c, 0, sizeof c);
     c.max_requests = 16;
-    c.max_k = 2048;
-    c.k_max = 1;
+    c.sel_k = 2048;
+    c.spec_width = 1;
     c.hot_rows = 2048;
     c.tail_rows = 128;
     c.page_rows = 64;
@@ -144,7 +144,7 @@ static void ctx_free_all(dhs_ctx *ctx)
     ctx_free(ctx, ctx->grp_arena, (size_t)ng, sizeof(int32_t));
     ctx_free(ctx, ctx->req, (size_t)ctx->cfg.max_requests, sizeof(request));
     ctx_free(ctx, ctx->round_reqs, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
-    ctx_free(ctx, ctx->scratch_code, (size_t)ctx->cfg.k_max * ctx->cfg.max_k * ctx->cfg.max_requests, sizeof(int64_t));
+    ctx_free(ctx, ctx->scratch_code, (size_t)ctx->cfg.spec_width * ctx->cfg.sel_k * ctx->cfg.max_requests, sizeof(int64_t));
     ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
     free(ctx);
 }
@@ -152,12 +152,12 @@ static void ctx_free_all(dhs_ctx *ctx)
 static int config_valid(const dhs_config *c)
 {
     /* bounds first: no arithmetic below may overflow */
-    if (c->max_k > (1 << 24) || c->max_requests > (1 << 20) || c->k_max > (1 << 16) || c->hot_rows > (1 << 30) ||
+    if (c->sel_k > (1 << 24) || c->max_requests > (1 << 20) || c->spec_width > (1 << 16) || c->hot_rows > (1 << 30) ||
         c->tail_rows > (1 << 30) || c->max_rows > INT32_MAX)
         return 0;
-    if (c->max_requests < 1 || c->max_k < 1 || c->k_max < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
+    if (c->max_requests < 1 || c->sel_k < 1 || c->spec_width < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
         c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
-        c->tail_rows < 2 * c->k_max || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
+        c->tail_rows < 2 * c->spec_width || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
         (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
         return 0;
     /* device resolver: CLOCK-epoch policy only, placement simulation unsupported */
@@ -191,7 +191,7 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
                 n++;
         if (n > calls) calls = n;
     }
-    if ((int64_t)c->k_max * c->max_k * calls > INT32_MAX) return DHS_ERR_INVALID_ARG;
+    if ((int64_t)c->spec_width * c->sel_k * calls > INT32_MAX) return DHS_ERR_INVALID_ARG;
     /* byte figures: every product and sum checked (row_bytes up to 2^32-16,
        page_rows up to 2^30, staging_arenas up to 2^31-1, reserve_bytes up to
        2^64-1); a figure past 2^64-1 can never fit a pool: DHS_ERR_TOO_LARGE */
@@ -203,7 +203,7 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
     /* pages per request: n_sources * (B + T) / p < 2^8 * 2^31 */
     uint64_t req_pages = (uint64_t)a->n_sources * ((uint64_t)c->hot_rows + (uint64_t)c->tail_rows) / (uint64_t)c->page_rows;
     if (__builtin_mul_overflow(req_pages, z->page_bytes, &z->request_bytes)) return DHS_ERR_TOO_LARGE;
-    z->staging_rows_per_slot = (int64_t)c->k_max * c->max_k * calls;
+    z->staging_rows_per_slot = (int64_t)c->spec_width * c->sel_k * calls;
     /* chi: one arena per source of the widest group unless set; none when a
        round's union can never exceed the hot cache */
     if (c->staging_arenas > 0) z->staging_arenas = c->staging_arenas;
@@ -293,7 +293,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->grp_arena = ctx_calloc(ctx, (size_t)ng, sizeof(int32_t));
     ctx->req = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(request));
     ctx->round_reqs = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
-    ctx->scratch_code = ctx_calloc(ctx, (size_t)c->k_max * c->max_k * c->max_requests, sizeof(int64_t));
+    ctx->scratch_code = ctx_calloc(ctx, (size_t)c->spec_width * c->sel_k * c->max_requests, sizeof(int64_t));
     if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
         !ctx->round_reqs || !ctx->scratch_code)
         goto nomem;
@@ -372,32 +372,44 @@ int64_t dhs_source_pool_rows(const dhs_ctx *ctx, int32_t source)
 }
 
 /* ------------------------------------------------------------- stats */
-void dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out)
+dhs_status dhs_get_stats(const dhs_ctx *ctx, dhs_stats *out)
 {
-    if (ctx && out) *out = ctx->st;
-    if (ctx && out && ctx->dres) dres_add_stats(ctx, out); /* synchronises */
+    if (!ctx || !out) return DHS_ERR_INVALID_ARG;
+    dhs_stats st = ctx->st;
+    if (ctx->dres) { /* synchronises */
+        dhs_status s = dres_add_stats(ctx, &st);
+        if (s != DHS_OK) return s;
+    }
+    *out = st;
+    return DHS_OK;
 }
 
-void dhs_reset_stats(dhs_ctx *ctx)
+dhs_status dhs_reset_stats(dhs_ctx *ctx)
 {
-    if (ctx) memset(&ctx->st, 0, sizeof ctx->st);
-    if (ctx && ctx->dres) dres_reset_stats(ctx);
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (ctx->dres) {
+        dhs_status s = dres_reset_stats(ctx);
+        if (s != DHS_OK) return s;
+    }
+    memset(&ctx->st, 0, sizeof ctx->st);
+    return DHS_OK;
 }
 
-void dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out)
+dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out)
 {
-    if (!ctx || !out) return;
+    if (!ctx || !out) return DHS_ERR_INVALID_ARG;
     uint64_t pb = (uint64_t)ctx->cfg.page_rows * ctx->row_stride;
     memset(out, 0, sizeof *out);
-    out->M = (uint64_t)ctx->n_pages * pb;
-    out->M_req = (uint64_t)ctx->pages_req * pb;
-    out->M_opt = (uint64_t)ctx->pages_opt * pb;
-    out->M_res = (uint64_t)ctx->pages_res * pb;
+    out->pool_bytes = (uint64_t)ctx->n_pages * pb;
+    out->required_bytes = (uint64_t)ctx->pages_req * pb;
+    out->optional_bytes = (uint64_t)ctx->pages_opt * pb;
+    out->reserve_bytes = (uint64_t)ctx->pages_res * pb;
     out->device_bytes_allocated = ctx->be->dev_bytes;
     out->host_bytes_allocated = ctx->be->host_bytes + ctx->meta_bytes;
     out->pages_total = ctx->n_pages;
     out->pages_free = ctx->n_free_pages;
     out->requests_open = ctx->n_open;
+    return DHS_OK;
 }
 
 dhs_status dhs_read_location(const dhs_ctx *ctx, int32_t source, int32_t loc, void *out)

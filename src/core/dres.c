@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dhs_plan.h"
 #include "core/dres.h"
 
 #define ALIGN64(x) (((x) + (size_t)63) & ~(size_t)63)
@@ -76,8 +77,8 @@ static void shape(const dhs_config *c, int32_t g, int32_t nsrc, int32_t m, int64
     st->p = c->page_rows;
     st->nsrc = nsrc;
     st->m = m;
-    st->k_max = c->k_max;
-    st->max_k = c->max_k;
+    st->spec_width = c->spec_width;
+    st->sel_k = c->sel_k;
     st->row_stride = stride;
     st->max_rows = max_rows_g;
     st->max_opt_pages = max_rows_g / c->page_rows + 1;
@@ -97,7 +98,7 @@ static void shape(const dhs_config *c, int32_t g, int32_t nsrc, int32_t m, int64
 static size_t grp_layout(dres_state *st, uint8_t *base)
 {
     const size_t N = (size_t)st->N, B = (size_t)st->B, ns = (size_t)st->nsrc;
-    const size_t per = (size_t)st->k_max * (size_t)st->max_k;
+    const size_t per = (size_t)st->spec_width * (size_t)st->sel_k;
     size_t off = 0;
     CARVE(base, off, st->slot_of, int32_t, N * (size_t)st->max_rows);
     CARVE(base, off, st->row_of, int32_t, N * B);
@@ -163,7 +164,7 @@ static size_t rd_layout(dres_round *rd, int32_t N, int32_t G)
    size only */
 static size_t shared_dev_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, int32_t nsrc_max, uint8_t *base)
 {
-    const size_t sel = (size_t)c->max_requests * (size_t)c->k_max * (size_t)c->max_k;
+    const size_t sel = (size_t)c->max_requests * (size_t)c->spec_width * (size_t)c->sel_k;
     size_t off = 0, rdb = rd_layout(NULL, c->max_requests, G);
     int32_t *err = NULL, *owner = NULL, *s = NULL, *l = NULL;
     uint8_t *rd = NULL;
@@ -188,7 +189,7 @@ static size_t shared_dev_layout(struct dres_ctx *d, const dhs_config *c, int32_t
 
 static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_t G, int32_t nsrc_max, uint8_t *base)
 {
-    const size_t sel = (size_t)c->max_requests * (size_t)c->k_max * (size_t)c->max_k;
+    const size_t sel = (size_t)c->max_requests * (size_t)c->spec_width * (size_t)c->sel_k;
     size_t off = 0;
     uint8_t *rd = NULL;
     int32_t *s = NULL, *w = NULL, *l = NULL;
@@ -390,7 +391,7 @@ dhs_status dres_create(dhs_ctx *ctx)
 /* Whether a mirror range already holds a table: its first nvalid entries equal
    src, the rest (up to n) the fill value. Most tables of a dirty request did
    not change: a memcmp finds that several times faster than SYNC_TABLE's
-   per-entry loop (which grows with the history: bench/RESULTS.md, run 28). */
+   per-entry loop (which grows with the history; measured on the H200). */
 static int same_i32(const int32_t *mir, const int32_t *src, int64_t nvalid, int64_t n, int32_t fill)
 {
     if (nvalid > 0 && memcmp(mir, src, sizeof(int32_t) * (size_t)nvalid) != 0) return 0;
@@ -490,7 +491,7 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     }
     dhs_status s = publish(ctx, d->rd, rd, d->rd_bytes);
     /* only requests whose tables changed: comparing every table of every request
-       cost ~150 us per 100K session and round on the H200 (run 31) */
+       cost ~150 us per 100K session and round on the H200 */
     for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) s = publish_dirty(ctx, ctx->round_reqs[b]);
     if (s != DHS_OK) {
         /* the round is not opened; a publish already issued completes before
@@ -504,7 +505,7 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
 
 /* After an import outside a round: the request's tables are published now,
    with one wait for the compute stream, instead of on the critical path of
-   its first round (run 34: the table syncs of a two-session 100K GLM-5.3
+   its first round (on the H200 the table syncs of a two-session 100K GLM-5.3
    process took 3.2 ms in all). Inside a round, or on a failure, the request stays dirty and
    dres_round_begin publishes it. */
 void dres_publish_request(dhs_ctx *ctx, int32_t slot)
@@ -529,7 +530,7 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_config *c = &ctx->cfg;
-    const int32_t N = c->max_requests, KK = c->k_max, nsrc = ctx->grp_nsrc[g];
+    const int32_t N = c->max_requests, KK = c->spec_width, nsrc = ctx->grp_nsrc[g];
     const int64_t per = (int64_t)KK * k, nb = ctx->n_round;
     dhs_backend *be = ctx->be;
     /* pack [n_round][k_max][k] in round order; requests without an item
@@ -582,7 +583,7 @@ static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const i
     if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
     if (k < 1) return DHS_ERR_INVALID_ARG;
-    if (k > ctx->cfg.max_k) return DHS_ERR_K_TOO_LARGE;
+    if (k > ctx->cfg.sel_k) return DHS_ERR_K_TOO_LARGE;
     if (!sel_dev || !loc_dev) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)sel_dev % sizeof(int32_t) || (uintptr_t)loc_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
     struct dres_ctx *d = ctx->dres;
@@ -597,14 +598,11 @@ static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const i
     return s;
 }
 
-dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
+dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
+                              unsigned flags)
 {
-    return resolve_device(ctx, group, k, sel_dev, loc_dev, 0);
-}
-
-dhs_status dhs_resolve_device_split(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev)
-{
-    return resolve_device(ctx, group, k, sel_dev, loc_dev, 1);
+    if (!ctx || (flags & ~(unsigned)DHS_RESOLVE_SPLIT)) return DHS_ERR_INVALID_ARG;
+    return resolve_device(ctx, group, k, sel_dev, loc_dev, (flags & DHS_RESOLVE_SPLIT) != 0);
 }
 
 dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si)
@@ -648,8 +646,7 @@ dhs_status dres_round_end(dhs_ctx *ctx)
        the resolves the host saw once). Every group at once, in two launches
        instead of two per group (a group with nothing staged is a no-op);
        none when every group was declared done, e.g. inside a captured step
-       (two launches took 57 us of host time on the H200 machine,
-       bench/RESULTS.md run 34). */
+       (two launches took 57 us of host time on the H200 machine). */
     if (memchr(d->pending, 1, (size_t)d->G))
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->cfg.payload_free);
     if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
@@ -691,13 +688,14 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
 }
 
 /* ------------------------------------------------------------- statistics */
-void dres_add_stats(const dhs_ctx *ctx, dhs_stats *out)
+dhs_status dres_add_stats(const dhs_ctx *ctx, dhs_stats *out)
 {
     struct dres_ctx *d = ctx->dres;
-    if (dsync(ctx) != DHS_OK) return;
+    dhs_status s = dsync(ctx);
+    if (s != DHS_OK) return s;
     for (int32_t g = 0; g < d->G; g++) {
         uint64_t v[DRES_S_COUNT];
-        if (ctx->be->ops->copy_sync(ctx->be, v, d->g[g].st.stats, sizeof v) != DHS_OK) return;
+        if ((s = ctx->be->ops->copy_sync(ctx->be, v, d->g[g].st.stats, sizeof v)) != DHS_OK) return s;
         out->entries += v[DRES_S_ENTRIES];
         out->census_direct += v[DRES_S_DIRECT];
         out->census_hot += v[DRES_S_HOT];
@@ -708,13 +706,17 @@ void dres_add_stats(const dhs_ctx *ctx, dhs_stats *out)
         out->staging_rows += v[DRES_S_STAGED];
         out->resolve_calls += v[DRES_S_CALLS];
     }
+    return DHS_OK;
 }
 
-void dres_reset_stats(dhs_ctx *ctx)
+dhs_status dres_reset_stats(dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
-    for (int32_t g = 0; g < d->G; g++)
-        ctx->be->ops->copy_sync(ctx->be, d->g[g].st.stats, d->zero_h, sizeof(uint64_t) * DRES_S_COUNT);
+    for (int32_t g = 0; g < d->G; g++) {
+        dhs_status s = ctx->be->ops->copy_sync(ctx->be, d->g[g].st.stats, d->zero_h, sizeof(uint64_t) * DRES_S_COUNT);
+        if (s != DHS_OK) return s;
+    }
+    return DHS_OK;
 }
 
 /* ------------------------------------------------------------- checks */
@@ -902,11 +904,11 @@ const char *dhs_resolver_str(dhs_resolver r)
     }
 }
 
-int dhs_resolver_parse(const char *s, dhs_resolver *out)
+dhs_status dhs_resolver_parse(const char *s, dhs_resolver *out)
 {
-    if (!s || !out) return -1;
+    if (!s || !out) return DHS_ERR_INVALID_ARG;
     if (!strcmp(s, "host")) *out = DHS_RESOLVER_HOST;
     else if (!strcmp(s, "device")) *out = DHS_RESOLVER_DEVICE;
-    else return -1;
-    return 0;
+    else return DHS_ERR_INVALID_ARG;
+    return DHS_OK;
 }

@@ -27,8 +27,8 @@ dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);
 dhs_status dres_round_end(dhs_ctx *ctx);
 /* joins every split resolve's copy queue into the compute stream (round end, context destruction) */
 dhs_status dres_join_all(dhs_ctx *ctx);
-void dres_add_stats(const dhs_ctx *ctx, dhs_stats *out);
-void dres_reset_stats(dhs_ctx *ctx);
+dhs_status dres_add_stats(const dhs_ctx *ctx, dhs_stats *out);
+dhs_status dres_reset_stats(dhs_ctx *ctx);
 /* dhs_check_invariants: violations found (first described in msg if msg) */
 int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len);
 

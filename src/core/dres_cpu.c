@@ -53,7 +53,7 @@ static int32_t sweep(const dres_state *st, int32_t r, int32_t need, uint32_t mar
 /* pairs of slot r: all (si < 0), or those of source si (pair miss * nsrc + si) */
 static void copy_pairs(const dres_state *st, int32_t r, int32_t si)
 {
-    const uint64_t *pr = st->pairs + (int64_t)r * st->k_max * st->max_k * st->nsrc * 2;
+    const uint64_t *pr = st->pairs + (int64_t)r * st->spec_width * st->sel_k * st->nsrc * 2;
     const int32_t step = si < 0 ? 1 : st->nsrc;
     for (int32_t i = si < 0 ? 0 : si; i < st->npairs[r]; i += step)
         memcpy((void *)(uintptr_t)pr[2 * i + 1], (const void *)(uintptr_t)pr[2 * i], st->row_stride);
@@ -67,8 +67,8 @@ void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
                       int payload, int split)
 {
-    const int32_t N = st->N, B = st->B, nsrc = st->nsrc, KK = st->k_max;
-    const int64_t per_slot = (int64_t)st->k_max * st->max_k;
+    const int32_t N = st->N, B = st->B, nsrc = st->nsrc, KK = st->spec_width;
+    const int64_t per_slot = (int64_t)st->spec_width * st->sel_k;
     const uint32_t epoch = rd->epoch;
     st->stats[DRES_S_CALLS]++;
     /* padding rows of the batch: every location -1 */
@@ -193,7 +193,7 @@ void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, con
 void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload)
 {
     const int32_t B = st->B, nsrc = st->nsrc;
-    const int64_t per_slot = (int64_t)st->k_max * st->max_k;
+    const int64_t per_slot = (int64_t)st->spec_width * st->sel_k;
     const uint32_t promo = rd->epoch ^ DRES_PROMO_BIT;
     for (int32_t b = 0; b < st->N; b++) st->npairs[b] = 0;
     if (*st->stage_owner == st->group) *st->stage_owner = -1; /* the arenas are free after this pass */

@@ -106,14 +106,14 @@ typedef struct dres_state {
     int32_t B, T, p;       /* hot rows, tail rows, page rows */
     int32_t nsrc;          /* sources of the group */
     int32_t m;             /* positions per row */
-    int32_t k_max;         /* queries per request */
-    int32_t max_k;
+    int32_t spec_width;    /* queries per request (dhs_config.spec_width) */
+    int32_t sel_k;         /* selection length (dhs_config.sel_k) */
     uint32_t row_stride;   /* bytes per pool row (and per host row) */
     int64_t max_rows;      /* slot_of stride */
     int64_t max_opt_pages; /* opt_ready stride; opt_pages stride per source */
     int64_t host_chunk_rows;
     int64_t n_host_chunks; /* chunk-table stride per (slot, source) */
-    int32_t stage_rows;    /* staging rows per request slot and arena: K_max * max_k * the group's
+    int32_t stage_rows;    /* staging rows per request slot and arena: K_max * sel_k * the group's
                               OWN/REINDEX calls per round (dhs_sizes.staging_rows_per_slot) */
     int32_t pad_;
     /* hot state (device only) */
@@ -131,12 +131,12 @@ typedef struct dres_state {
     uint64_t *host_chunks; /* [N][nsrc][n_host_chunks] device-readable addresses of pinned chunks */
     int32_t *arena_page;   /* [nsrc] first page of the arena each source stages into (-1: none) */
     /* scratch and outputs (device) */
-    int32_t *dmiss;        /* [N][k_max * max_k] distinct misses of the call, first-occurrence order */
+    int32_t *dmiss;        /* [N][spec_width * sel_k] distinct misses of the call, first-occurrence order */
     int32_t *ndmiss;       /* [N] */
-    int32_t *victim;       /* [N][k_max * max_k] victims of the call (scratch) */
-    uint64_t *pairs;       /* [N][k_max * max_k][nsrc][2] copy list: src, dst byte addresses */
+    int32_t *victim;       /* [N][spec_width * sel_k] victims of the call (scratch) */
+    uint64_t *pairs;       /* [N][spec_width * sel_k][nsrc][2] copy list: src, dst byte addresses */
     int32_t *npairs;       /* [N] pairs of request b in the last call (misses * nsrc) */
-    int64_t *code;         /* [N][k_max * max_k] logical code per entry of the last call */
+    int64_t *code;         /* [N][spec_width * sel_k] logical code per entry of the last call */
     uint64_t *stats;       /* [DRES_S_COUNT] */
     int32_t *err;          /* [1] first error as -dhs_status, 0 = none */
     /* pool */

@@ -70,7 +70,7 @@ typedef struct grp_state {
     /* staging this round: rows beyond the hot cache, slot_of[row] = B + idx */
     int32_t n_staged;      /* staged rows used this round */
     int32_t n_staged_call; /* n_staged when the current resolve call began */
-    int64_t *staged_row;   /* [k_max * max_k] row of each staged index */
+    int64_t *staged_row;   /* [spec_width * sel_k] row of each staged index */
     src_state *src;        /* [n_sources_of_group] */
 } grp_state;
 
@@ -156,7 +156,7 @@ struct dhs_ctx {
     uint64_t clock;         /* access time for policies */
 
     /* scratch for the resolver */
-    int64_t *scratch_code;  /* [k_max * max_k * max_requests] per entry logical location */
+    int64_t *scratch_code;  /* [spec_width * sel_k * max_requests] per entry logical location */
     dhs_copy_pair *pairs;
     int64_t cap_pairs;
 

@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "dhs_plan.h"
 #include "core/policy.h"
 
 /* ---------------------------------------------------------- LRU / FIFO
@@ -354,9 +355,10 @@ const char *dhs_policy_str(dhs_policy p)
     return o ? o->name : "unknown";
 }
 
-int dhs_policy_parse(const char *str, dhs_policy *out)
+dhs_status dhs_policy_parse(const char *str, dhs_policy *out)
 {
+    if (!str || !out) return DHS_ERR_INVALID_ARG;
     for (int i = 0; i < DHS_POLICY_COUNT_; i++)
-        if (str && !strcmp(str, ops_table[i].name)) { *out = (dhs_policy)i; return 0; }
-    return -1;
+        if (!strcmp(str, ops_table[i].name)) { *out = (dhs_policy)i; return DHS_OK; }
+    return DHS_ERR_INVALID_ARG;
 }

@@ -24,7 +24,7 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
     int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
     if (ss->n_host_chunks >= need) return DHS_OK;
     /* the missing chunks in one allocation: an import pins its whole history with one call per source
-       instead of one per 1,024 rows (a pinning call costs host time per call; bench/RESULTS.md run 38) */
+       instead of one per 1,024 rows (a pinning call costs host time per call, measured on the H200 host) */
     const int64_t k = need - ss->n_host_chunks;
     const size_t chunk = (size_t)HOST_CHUNK_ROWS * ctx->row_stride;
     void *p = NULL;

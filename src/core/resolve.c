@@ -54,7 +54,7 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
         request *rq = req_get(ctx, reqs[i], &err);
         if (!rq) return err;
-        if (K[i] > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
+        if (K[i] > ctx->cfg.spec_width) return DHS_ERR_TOO_MANY_QUERIES;
         if (K[i] < 1) return DHS_ERR_INVALID_ARG;
         if (rq->n + K[i] > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
         for (int32_t j = 0; j < i; j++)
@@ -230,22 +230,24 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group)
     return group_release_staging(ctx, group);
 }
 
-int dhs_round_may_miss(const dhs_ctx *ctx, int32_t group)
+dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss)
 {
-    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx || !may_miss) return DHS_ERR_INVALID_ARG;
     if (group < -1 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
     const int64_t p = ctx->cfg.page_rows;
     const int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? ctx->arch.n_groups : group + 1;
-    for (int32_t i = 0; i < ctx->n_round; i++) {
+    int any = 0;
+    for (int32_t i = 0; i < ctx->n_round && !any; i++) {
         const request *rq = &ctx->req[ctx->round_reqs[i]];
-        for (int32_t g = g0; g < g1; g++) {
+        for (int32_t g = g0; g < g1 && !any; g++) {
             const grp_state *gs = &rq->g[g];
             /* rows below the tail window are direct only in ready optional pages */
-            if (gs->opt_ready < gs->n_opt_pages || gs->tail_lo > gs->n_opt_pages * p) return 1;
+            any = gs->opt_ready < gs->n_opt_pages || gs->tail_lo > gs->n_opt_pages * p;
         }
     }
-    return 0;
+    *may_miss = any;
+    return DHS_OK;
 }
 
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
@@ -302,7 +304,7 @@ static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const 
     request *rq = req_get(ctx, it->req, &err);
     if (!rq) return err;
     if (!rq->in_round) return DHS_ERR_NOT_IN_ROUND;
-    if (it->n_queries > ctx->cfg.k_max) return DHS_ERR_TOO_MANY_QUERIES;
+    if (it->n_queries > ctx->cfg.spec_width) return DHS_ERR_TOO_MANY_QUERIES;
     if (it->n_queries != rq->K) return DHS_ERR_INVALID_ARG;
     if (!it->sel || !it->loc) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)it->sel % sizeof(int32_t) || (uintptr_t)it->loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
@@ -370,7 +372,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
-    if (k < 1 || k > ctx->cfg.max_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
+    if (k < 1 || k > ctx->cfg.sel_k) return k < 1 ? DHS_ERR_INVALID_ARG : DHS_ERR_K_TOO_LARGE;
     if (n_items < 0 || n_items > ctx->cfg.max_requests || (n_items > 0 && !items)) return DHS_ERR_INVALID_ARG;
     if (ctx->tp_n) return DHS_ERR_STATE; /* a shared recovery awaits dhs_tp_exchange */
     if (n_items == 0) return DHS_OK; /* nothing to resolve: changes nothing, not even resolve_calls */

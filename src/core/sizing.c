@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "dhs_plan.h"
 #include "dhs.h"
 
 /* Every figure is checked before it is formed: arguments out of range give
@@ -55,30 +56,30 @@ dhs_spec_schedule dhs_spec_schedule_default(void)
     return s;
 }
 
-int dhs_spec_schedule_parse(const char *str, dhs_spec_schedule *out)
+dhs_status dhs_spec_schedule_parse(const char *str, dhs_spec_schedule *out)
 {
-    if (!str || !out) return -1;
+    if (!str || !out) return DHS_ERR_INVALID_ARG;
     dhs_spec_schedule s = {0};
     const char *p = str;
     while (*p) {
-        if (s.n_steps == DHS_MAX_SCHEDULE_STEPS) return -1;
+        if (s.n_steps == DHS_MAX_SCHEDULE_STEPS) return DHS_ERR_INVALID_ARG;
         char *end;
         long w = strtol(p, &end, 10);
-        if (end == p || *end != '@' || w < 1 || w > 64) return -1;
+        if (end == p || *end != '@' || w < 1 || w > 64) return DHS_ERR_INVALID_ARG;
         p = end + 1;
         long m = strtol(p, &end, 10);
-        if (end == p || m < 0 || m > (1L << 30)) return -1;
-        if (s.n_steps > 0 && m <= s.min_sessions[s.n_steps - 1]) return -1;
+        if (end == p || m < 0 || m > (1L << 30)) return DHS_ERR_INVALID_ARG;
+        if (s.n_steps > 0 && m <= s.min_sessions[s.n_steps - 1]) return DHS_ERR_INVALID_ARG;
         s.width[s.n_steps] = (int32_t)w;
         s.min_sessions[s.n_steps] = (int32_t)m;
         s.n_steps++;
         p = end;
         if (*p == ',') p++;
-        else if (*p) return -1;
+        else if (*p) return DHS_ERR_INVALID_ARG;
     }
-    if (s.n_steps == 0) return -1;
+    if (s.n_steps == 0) return DHS_ERR_INVALID_ARG;
     *out = s;
-    return 0;
+    return DHS_OK;
 }
 
 int32_t dhs_spec_width(const dhs_spec_schedule *s, int32_t sessions)

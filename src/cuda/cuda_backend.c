@@ -93,7 +93,7 @@ typedef struct cu_backend {
     int32_t dres_copy_blocks; /* persistent copy grid of the device resolver */
     dhs_cuda_mark_fn mark;    /* profiling hook (dhs_cuda_set_marker) or NULL */
     void *mark_user;
-    /* the split resolve's copy queue (dhs_resolve_device_split): one stream,
+    /* the split resolve's copy queue (dhs_resolve_device with DHS_RESOLVE_SPLIT): one stream,
        events [G][nsrc_max] made by dres_init (outside any capture) */
     cudaStream_t split;
     cudaEvent_t *split_ev;
@@ -106,7 +106,7 @@ static const dhs_backend_ops cu_ops;
 /* The split resolve's queue copies run beside the compute stream's kernels:
    a quarter of the multiprocessors (33 blocks on an H200) keeps enough rows
    in flight for the link and leaves the attention the rest. At 100K, C = 20
-   (bench/RESULTS.md run 41) the step took 60.09 ms with 33 blocks against
+   (H200, GLM-5.3 geometry; bench/RESULTS.md) the step took 60.09 ms with 33 blocks against
    66.87 ms with one per multiprocessor. */
 static int32_t split_blocks_default(int32_t sms) { return sms / 4 > 0 ? sms / 4 : 1; }
 
@@ -450,7 +450,7 @@ static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const d
                                   const int32_t *sel, int32_t *loc, int payload, int split)
 {
     cu_backend *c = cu_of(be);
-    if (!st || !rd || !sel || !loc || k <= 0 || k > st->max_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
+    if (!st || !rd || !sel || !loc || k <= 0 || k > st->sel_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
     if (split && (st->group < 0 || st->group >= c->split_G || st->nsrc > c->split_nsrc)) return DHS_ERR_STATE;
     dhs_status s = cu_enter(c);
     if (s != DHS_OK) return s;

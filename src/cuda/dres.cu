@@ -36,7 +36,7 @@
  *      counter.
  *   Steps 3 and 4 take DM misses of a thread at once the same way.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
- * T = 1024 by default (bench/RESULTS.md run 10: 512 is faster at batch 256
+ * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
  * and used miss the L2).
  * Errors: each bad entry offers a key (b, phase, index, code) to an atomicMin
@@ -348,7 +348,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     __shared__ unsigned long long s_err;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.k_max;
+    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.spec_width;
     const int64_t all = (int64_t)KK * k;
 
     /* launched as a programmatic dependent of the kernel before it on the stream (the previous call's
@@ -377,7 +377,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
         const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
         const int32_t *selb = sel + (int64_t)b * KK * k;
-        const int64_t per_slot = (int64_t)KK * st.max_k;
+        const int64_t per_slot = (int64_t)KK * st.sel_k;
         int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
         int32_t *row_of = st.row_of + (int64_t)r * B;
         uint32_t *used = st.used + (int64_t)r * B;
@@ -727,7 +727,7 @@ static __device__ __forceinline__ void promote_block(const dres_state *sp, const
         if (tid == 0) st.npairs[r] = 0;
         return;
     }
-    const int64_t per_slot = (int64_t)st.k_max * st.max_k;
+    const int64_t per_slot = (int64_t)st.spec_width * st.sel_k;
     int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
     int32_t *row_of = st.row_of + (int64_t)r * B;
     uint32_t *used = st.used + (int64_t)r * B;
@@ -879,7 +879,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_all_kernel(const dres_sta
 {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     const dres_state *st = &sts[blockIdx.y];
-    copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->k_max * st->max_k * st->nsrc, vecs, -1, 1);
+    copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->spec_width * st->sel_k * st->nsrc, vecs, -1, 1);
 }
 
 /* ------------------------------------------------------------ reset kernel */
@@ -935,7 +935,7 @@ static cudaError_t copy_launch(const dres_state *st, int32_t copy_blocks, cudaSt
     cudaLaunchAttribute at;
     cudaLaunchConfig_t cfg = launch_cfg(dim3(do_copy ? (unsigned)copy_blocks : 1u), CT, ((size_t)st->N + 1) * sizeof(int), s,
                                         pdl, &at);
-    const int64_t per_slot_pairs = (int64_t)st->k_max * st->max_k * st->nsrc;
+    const int64_t per_slot_pairs = (int64_t)st->spec_width * st->sel_k * st->nsrc;
     const uint32_t vecs = st->row_stride / 16u;
     return cudaLaunchKernelEx(&cfg, dres_copy_kernel, (const uint64_t *)st->pairs, (const int32_t *)st->npairs, st->N,
                               per_slot_pairs, vecs, do_copy, src, st->nsrc, (dres_scratch *)scratch, st->err);
@@ -958,7 +958,7 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
                                                     int32_t copy_blocks, cudaStream_t s, void (*mark)(void *, int),
                                                     void *user, const dhs_dres_split *split)
 {
-    if (st->N <= 0 || k <= 0 || k > st->max_k || !scratch || (int64_t)st->k_max * st->max_k > DHS_DRES_MAX_ENTRIES)
+    if (st->N <= 0 || k <= 0 || k > st->sel_k || !scratch || (int64_t)st->spec_width * st->sel_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
        its launch overlaps the previous call's copy kernel inside a captured step */

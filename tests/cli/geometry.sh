@@ -2,7 +2,7 @@
 # CLI test of `dhs run --geometry`: the real KV geometries (GLM-5.3: 78 payload
 # sources, 21 producers with 132-byte keys; DeepSeek-V3.2: 61/61; k = 2048) on
 # the CPU backend at small contexts, resident vs hierarchical byte for byte:
-# the plain command of issue 11, then speculation under a device budget that
+# the plain command a new user runs first, then speculation under a device budget that
 # forces reclaims (with invariant and located-row checks), sampling
 # verification, the output's keys and lines, and exit 2 on a bad geometry.
 # Usage: bash tests/cli/geometry.sh path/to/dhs
@@ -19,7 +19,7 @@ ctx=2600 tok=6 geoms="glm-5.3 deepseek-v3.2"
 [ $san = 1 ] && { ctx=1100; tok=4; geoms=glm-5.3
     echo "sanitizer build: only glm-5.3 under reclaim at 1100 positions (test_geometry covers deepseek-v3.2 there)"; }
 
-# the command of issue 11
+# the plain command a new user runs first
 [ $san = 0 ] && { out=$("$DHS" run --backend cpu --geometry glm-5.3 --sessions 2 --context 4096 --tokens 4 --json 2>/dev/null) || fail "glm-5.3 exited $?"
 [ "$(echo "$out" | key identical)" = true ] || fail "glm-5.3 not identical"
 [ "$(echo "$out" | key logit_mismatches)" = 0 ] || fail "glm-5.3 logit mismatches"

@@ -34,8 +34,8 @@ static void seq_arch(dhs_arch *a, dhs_config *c)
     a->consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
     *c = dhs_config_default();
     c->max_requests = 2;
-    c->max_k = 8;
-    c->k_max = 4;
+    c->sel_k = 8;
+    c->spec_width = 4;
     c->hot_rows = 8;
     c->page_rows = 4;
     c->tail_rows = 16;

@@ -37,7 +37,7 @@ int main(void)
     dhs_arch arch = dhs_arch_default(); /* one group, one 576-byte source, m = 1 */
     dhs_config cfg = dhs_config_default();
     cfg.max_requests = 4;
-    cfg.max_k = K;
+    cfg.sel_k = K;
     cfg.hot_rows = 128;
     cfg.tail_rows = 64;
     cfg.page_rows = 16;

@@ -45,7 +45,7 @@ cmake --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "
 grep -q '^DHS_CUDA:BOOL=ON' "$build/CMakeCache.txt" && cuda=1 || cuda=0
 
 # --- installed files
-for f in include/dhs.h include/dhs_cuda.h include/dhs_spec_auto.h lib/libdhs.a lib/libdhs.so lib/cmake/dhisparse/dhisparseConfig.cmake \
+for f in include/dhs.h include/dhs_plan.h include/dhs_cuda.h include/dhs_spec_auto.h lib/libdhs.a lib/libdhs.so lib/cmake/dhisparse/dhisparseConfig.cmake \
          lib/cmake/dhisparse/dhisparseConfigVersion.cmake lib/cmake/dhisparse/dhisparseTargets.cmake lib/pkgconfig/dhisparse.pc; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
@@ -58,7 +58,7 @@ if [ "$major" = 0 ]; then want_soname=libdhs.so.$major.$minor; else want_soname=
 
 # --- exported symbols: exactly the functions of the public headers
 nm -D --defined-only "$prefix/lib/libdhs.so" | awk '$2 ~ /^[TWDBRV]$/ {print $3}' | sort -u >"$work/exported"
-sed -e 's:/\*.*\*/::g' "$prefix/include/dhs.h" "$prefix/include/dhs_cuda.h" "$prefix/include/dhs_spec_auto.h" |
+sed -e 's:/\*.*\*/::g' "$prefix/include/dhs.h" "$prefix/include/dhs_plan.h" "$prefix/include/dhs_cuda.h" "$prefix/include/dhs_spec_auto.h" |
   grep -oE '(^|[^A-Za-z0-9_])dhs_[a-z0-9_]+[[:space:]]*\(' | grep -oE 'dhs_[a-z0-9_]+' | sort -u >"$work/declared"
 if ! diff "$work/declared" "$work/exported" >"$work/symdiff"; then
   cat "$work/symdiff" >&2
@@ -66,7 +66,7 @@ if ! diff "$work/declared" "$work/exported" >"$work/symdiff"; then
 fi
 grep -vq '^dhs_' "$work/exported" && fail "non-dhs_ symbol exported"
 grep -q '^page_alloc$\|^res_admit$' "$work/exported" && fail "internal symbols exported"
-echo "consumer: $soname exports $(wc -l <"$work/exported") symbols, all declared in dhs.h/dhs_cuda.h/dhs_spec_auto.h"
+echo "consumer: $soname exports $(wc -l <"$work/exported") symbols, all declared in dhs.h/dhs_plan.h/dhs_cuda.h/dhs_spec_auto.h"
 
 # --- nothing of the project's own flags reaches a consumer
 pcflags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags dhisparse)

@@ -18,6 +18,7 @@
  */
 #include <limits.h>
 
+#include "dhs_plan.h"
 #include "core/backend.h" /* white-box: the backend's byte accounting */
 #include "test_help.h"
 
@@ -28,8 +29,8 @@ static dhs_config api_cfg(void)
 {
     dhs_config c = dhs_config_default();
     c.max_requests = 6;
-    c.max_k = 16;
-    c.k_max = 4;
+    c.sel_k = 16;
+    c.spec_width = 4;
     c.hot_rows = 32;
     c.tail_rows = 16;
     c.page_rows = 8;
@@ -46,7 +47,7 @@ static int seen_status[32];
 
 static int mem_eq(const dhs_mem *a, const dhs_mem *b)
 {
-    return a->M == b->M && a->M_req == b->M_req && a->M_opt == b->M_opt && a->M_res == b->M_res &&
+    return a->pool_bytes == b->pool_bytes && a->required_bytes == b->required_bytes && a->optional_bytes == b->optional_bytes && a->reserve_bytes == b->reserve_bytes &&
            a->device_bytes_allocated == b->device_bytes_allocated && a->host_bytes_allocated == b->host_bytes_allocated &&
            a->pages_total == b->pages_total && a->pages_free == b->pages_free && a->requests_open == b->requests_open;
 }
@@ -479,13 +480,13 @@ static void test_config_validation(void)
     CFG_BAD(max_requests, 0, INV, INV);
     CFG_BAD(max_requests, -3, INV, INV);
     CFG_BAD(max_requests, (1 << 20) + 1, INV, INV);
-    CFG_BAD(max_k, 0, INV, INV);
-    CFG_BAD(max_k, -1, INV, INV);
-    CFG_BAD(max_k, (1 << 24) + 1, INV, INV);
-    CFG_BAD(k_max, 0, INV, INV);
-    CFG_BAD(k_max, -2, INV, INV);
-    CFG_BAD(k_max, INT32_MAX, INV, BIG);     /* 2 * k_max must not overflow */
-    CFG_BAD(k_max, 9, INV, INV);             /* tail_rows 16 < 2 * k_max */
+    CFG_BAD(sel_k, 0, INV, INV);
+    CFG_BAD(sel_k, -1, INV, INV);
+    CFG_BAD(sel_k, (1 << 24) + 1, INV, INV);
+    CFG_BAD(spec_width, 0, INV, INV);
+    CFG_BAD(spec_width, -2, INV, INV);
+    CFG_BAD(spec_width, INT32_MAX, INV, BIG);     /* 2 * k_max must not overflow */
+    CFG_BAD(spec_width, 9, INV, INV);             /* tail_rows 16 < 2 * k_max */
     CFG_BAD(hot_rows, 0, INV, INV);
     CFG_BAD(hot_rows, -8, INV, INV);
     CFG_BAD(hot_rows, 4, INV, INV);          /* below page_rows */
@@ -511,8 +512,8 @@ static void test_config_validation(void)
     CFG_BAD(reclaim_order, DHS_RECLAIM_COUNT_, INV, INV);
     {   /* k_max * max_k must not overflow the staging arithmetic */
         dhs_config c = base;
-        c.k_max = 1 << 10;
-        c.max_k = 1 << 22;
+        c.spec_width = 1 << 10;
+        c.sel_k = 1 << 22;
         c.tail_rows = 1 << 11;
         create_fails("k_max * max_k = 2^32", &a, &c, INV, BIG);
     }
@@ -544,9 +545,9 @@ static void test_config_validation(void)
     const dhs_status OK = DHS_OK;
     CFG_EXT(max_requests, INT32_MIN, INV, INV);
     CFG_EXT(max_requests, INT32_MAX, INV, INV);
-    CFG_EXT(max_k, INT32_MIN, INV, INV);
-    CFG_EXT(max_k, INT32_MAX, INV, INV);
-    CFG_EXT(k_max, INT32_MIN, INV, INV);
+    CFG_EXT(sel_k, INT32_MIN, INV, INV);
+    CFG_EXT(sel_k, INT32_MAX, INV, INV);
+    CFG_EXT(spec_width, INT32_MIN, INV, INV);
     CFG_EXT(hot_rows, INT32_MIN, INV, INV);
     CFG_EXT(hot_rows, INT32_MAX, INV, INV);
     CFG_EXT(tail_rows, INT32_MIN, INV, INV);
@@ -582,8 +583,8 @@ static void test_config_validation(void)
         c.page_rows = 1 << 30;
         c.hot_rows = 1 << 30;
         c.tail_rows = 1 << 30;
-        c.max_k = 1;
-        c.k_max = 1;
+        c.sel_k = 1;
+        c.spec_width = 1;
         c.max_requests = 1;
         dhs_sizes z;
         CHECK_ST(dhs_config_sizes(&wide, &c, &z), DHS_ERR_TOO_LARGE); /* 3 sources x 2 pages x 2^62 B */
@@ -1049,7 +1050,7 @@ static void run_fault_case(const fault_case *fc)
                 if (e.rq[i].open) CHECK_ST(th_close(&e, i), DHS_OK);
             dhs_mem mem;
             dhs_get_mem(e.ctx, &mem);
-            CHECKF(mem.requests_open == 0 && mem.M_opt == 0, "%s: memory held after every close", fc->name);
+            CHECKF(mem.requests_open == 0 && mem.optional_bytes == 0, "%s: memory held after every close", fc->name);
             dhs_backend *be = e.be;
             dhs_ctx_destroy(e.ctx);
             e.ctx = NULL;
@@ -1157,9 +1158,9 @@ static void test_import_retry_other_length(void)
         CHECK_INV(e.ctx);
         dhs_mem got;
         dhs_get_mem(e.ctx, &got);
-        CHECKF(got.M_opt == want.M_opt && got.M_req == want.M_req && got.pages_free == want.pages_free,
+        CHECKF(got.optional_bytes == want.optional_bytes && got.required_bytes == want.required_bytes && got.pages_free == want.pages_free,
                "import after a failed import (fault %llu): M_opt %llu, want %llu", (unsigned long long)nth,
-               (unsigned long long)got.M_opt, (unsigned long long)want.M_opt);
+               (unsigned long long)got.optional_bytes, (unsigned long long)want.optional_bytes);
         CHECK(th_sweep(&e, A, K_SEL) == 0);
         CHECK_INV(e.ctx);
         free(b0); free(b1); free(b2);

@@ -39,6 +39,7 @@
  *    import pins each source's rows up to the expected positions with one
  *    host allocation, and the round's backup allocates nothing.
  */
+#include "dhs_plan.h"
 #include "core/backend.h"
 #include "core/dres_spec.h"
 #include "sim/verify.h"
@@ -97,7 +98,7 @@ static void toy_init(toy *t, uint64_t *rng, int exhaust)
     dres_state *st = &t->st;
     st->group = 0;
     st->N = t->N; st->B = t->B; st->T = t->T; st->p = t->p; st->nsrc = t->nsrc; st->m = t->m;
-    st->k_max = t->KK; st->max_k = t->maxk; st->row_stride = t->stride; st->max_rows = t->max_rows;
+    st->spec_width = t->KK; st->sel_k = t->maxk; st->row_stride = t->stride; st->max_rows = t->max_rows;
     st->max_opt_pages = t->max_rows / t->p + 1;
     st->host_chunk_rows = HCR;
     st->n_host_chunks = t->max_rows / HCR + 1;
@@ -722,8 +723,8 @@ static void test_cross(uint64_t seed)
     a->index_key_bytes = 16;
     dhs_config c = dhs_config_default();
     c.max_requests = w.N;
-    c.max_k = w.k;
-    c.k_max = w.KK;
+    c.sel_k = w.k;
+    c.spec_width = w.KK;
     c.hot_rows = 32; /* K * k = 128 > B: staging overflow */
     c.page_rows = 8;
     c.tail_rows = 64;
@@ -938,8 +939,8 @@ static void two_groups(dhs_arch *a, dhs_config *c, int32_t max_requests, int32_t
     a->consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 1, 1};
     *c = dhs_config_default();
     c->max_requests = max_requests;
-    c->max_k = 8;
-    c->k_max = k_max;
+    c->sel_k = 8;
+    c->spec_width = k_max;
     c->hot_rows = hot_rows;
     c->page_rows = 4;
     c->tail_rows = 16;
@@ -999,8 +1000,8 @@ static void test_api(void)
     if (!ctx) return;
     dhs_mem mem;
     dhs_get_mem(ctx, &mem);
-    CHECKF(mem.device_bytes_allocated == mem.M + z.resolver_bytes, "device bytes %llu != M %llu + resolver %llu",
-           (unsigned long long)mem.device_bytes_allocated, (unsigned long long)mem.M, (unsigned long long)z.resolver_bytes);
+    CHECKF(mem.device_bytes_allocated == mem.pool_bytes + z.resolver_bytes, "device bytes %llu != M %llu + resolver %llu",
+           (unsigned long long)mem.device_bytes_allocated, (unsigned long long)mem.pool_bytes, (unsigned long long)z.resolver_bytes);
     dhs_resolver rv;
     CHECK(dhs_resolver_parse("device", &rv) == 0 && rv == DHS_RESOLVER_DEVICE && !strcmp(dhs_resolver_str(rv), "device"));
     CHECK(dhs_resolver_parse("gpu", &rv) != 0);
@@ -1015,7 +1016,7 @@ static void test_api(void)
         CHECK_ST(dhs_request_import(ctx, r[i], 40, rp, DHS_IMPORT_HOST), DHS_OK);
     }
     int32_t K[2] = {2, 1};
-    CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, NULL), DHS_ERR_NOT_IN_ROUND);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, NULL, 0), DHS_ERR_NOT_IN_ROUND);
     CHECK_ST(dhs_round_begin(ctx, 2, r, K), DHS_OK);
     /* the block's rows through dhs_tail_locations: the engine writes them */
     uint8_t *pool = (uint8_t *)dhs_source_pool(ctx, 0);
@@ -1037,10 +1038,10 @@ static void test_api(void)
     for (int i = 0; i < 16; i++) sel[i] = 999; /* query 1 of request 1 is padding: never read */
     memcpy(sel, s0, sizeof s0);
     memcpy(sel + 8, s1, sizeof s1);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 0, sel, loc), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 9, sel, loc), DHS_ERR_K_TOO_LARGE);
-    CHECK_ST(dhs_resolve_device(ctx, 2, k, sel, loc), DHS_ERR_UNKNOWN_SOURCE);
-    CHECK_ST(dhs_resolve_device(ctx, 0, k, sel, loc), DHS_OK);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 0, sel, loc, 0), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 9, sel, loc, 0), DHS_ERR_K_TOO_LARGE);
+    CHECK_ST(dhs_resolve_device(ctx, 2, k, sel, loc, 0), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK_ST(dhs_resolve_device(ctx, 0, k, sel, loc, 0), DHS_OK);
     for (int b = 0; b < 2; b++)
         for (int e = 0; e < 8; e++) {
             const int32_t s = b == 0 ? s0[e] : (e < 4 ? s1[e] : -1), l = loc[b * 8 + e];
@@ -1052,7 +1053,7 @@ static void test_api(void)
     /* a bad entry: -1 there, the others resolved, reported at round end */
     sel[1] = 41; /* query 0 of request 0 cannot see row 41 */
     sel[2] = -7;
-    CHECK_ST(dhs_resolve_device(ctx, 0, k, sel, loc), DHS_OK);
+    CHECK_ST(dhs_resolve_device(ctx, 0, k, sel, loc, 0), DHS_OK);
     CHECK(loc[1] == -1 && loc[2] == -1 && loc[0] >= 0 && loc[4] >= 0);
     int64_t n0;
     int32_t acc[2] = {1, 0};
@@ -1085,7 +1086,7 @@ static void test_api(void)
                 for (int j = 0; j < 2; j++)
                     for (int e = 0; e < 8; e++) sgl[(b * 2 + j) * 8 + e] = (int32_t)(20 * j + ((e * 3 + g * 7 + b) % 20) % 20);
             if (pass == 1 && g == 1) CHECK_ST(dhs_group_done(ctx, 0), DHS_OK);
-            CHECK_ST(dhs_resolve_device(ctx, g, 8, sgl, lg), DHS_OK);
+            CHECK_ST(dhs_resolve_device(ctx, g, 8, sgl, lg, 0), DHS_OK);
         }
         int32_t acc2[2] = {0, 0};
         dhs_stats st;
@@ -1232,7 +1233,7 @@ static void test_round_end_pending(void)
         for (int i = 0; i < 8; i++) sel[i] = (int32_t)((t * 8 + (size_t)i) % 40);
         const int res[2] = {sc[t].res0, sc[t].res1}, done[2] = {sc[t].done0, sc[t].done1};
         for (int g = 0; g < 2; g++) {
-            if (res[g]) CHECK_ST(dhs_resolve_device(ctx, g, 8, sel, loc), DHS_OK);
+            if (res[g]) CHECK_ST(dhs_resolve_device(ctx, g, 8, sel, loc, 0), DHS_OK);
             if (done[g]) CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
         }
         const long p0 = g_promote_all;
@@ -1251,7 +1252,7 @@ static void test_round_end_pending(void)
     free(rows);
 }
 
-/* dhs_resolve_device_split: the locations, the state and (once joined) the pool bytes equal those of
+/* dhs_resolve_device with DHS_RESOLVE_SPLIT: the locations, the state and (once joined) the pool bytes equal those of
    dhs_resolve_device on a twin context, while the rows of sources 1.. land only at dhs_source_wait or
    at one of the joins (the last source's wait, dhs_group_done, dhs_round_end, a later resolve of the
    group): on the CPU backend they are deferred, so an engine that reads a source without waiting reads
@@ -1332,8 +1333,8 @@ static void test_split_resolve(void)
             CHECK_ST(dhs_source_wait(A, 1, 1), DHS_ERR_UNKNOWN_SOURCE);
             CHECK_ST(dhs_source_wait(A, 0, -1), DHS_ERR_UNKNOWN_SOURCE);
             CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK); /* nothing outstanding: a no-op */
-            CHECK_ST(dhs_resolve_device_split(A, 0, K, NULL, la), DHS_ERR_INVALID_ARG);
-            CHECK_ST(dhs_resolve_device_split(A, 3, K, sel, la), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_resolve_device(A, 0, K, NULL, la, DHS_RESOLVE_SPLIT), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_resolve_device(A, 3, K, sel, la, DHS_RESOLVE_SPLIT), DHS_ERR_UNKNOWN_SOURCE);
         }
         for (int q = 0; q < 2; q++)
             for (int src = 0; src < 4; src++) {
@@ -1349,8 +1350,8 @@ static void test_split_resolve(void)
         dhs_stats s0;
         dhs_get_stats(B, &s0);
         const long w0 = g_waits;
-        CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
-        CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb), DHS_OK);
+        CHECK_ST(dhs_resolve_device(A, 0, K, sel, la, DHS_RESOLVE_SPLIT), DHS_OK);
+        CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb, 0), DHS_OK);
         CHECK_INV(A);
         CHECKF(!memcmp(la, lb, sizeof la), "round %d: split locations differ from dhs_resolve_device's", t);
         dhs_stats s1;
@@ -1368,8 +1369,8 @@ static void test_split_resolve(void)
         CHECK_ST(dhs_source_wait(A, 0, 1), DHS_OK); /* again: nothing more */
         if (how == 0) CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
         if (how == 3) { /* the same selections again: locations handed out fresh */
-            CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
-            CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb), DHS_OK);
+            CHECK_ST(dhs_resolve_device(A, 0, K, sel, la, DHS_RESOLVE_SPLIT), DHS_OK);
+            CHECK_ST(dhs_resolve_device(B, 0, K, sel, lb, 0), DHS_OK);
             CHECKF(!memcmp(la, lb, sizeof la), "round %d: second split locations differ", t);
             CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
         }
@@ -1383,8 +1384,8 @@ static void test_split_resolve(void)
                resolve is the plain one */
             for (int q = 0; q < 2; q++)
                 for (int i = 0; i < K; i++) sel[q * K + i] = (int32_t)((t * 3 + i) % H);
-            CHECK_ST(dhs_resolve_device_split(A, 1, K, sel, l1), DHS_OK);
-            CHECK_ST(dhs_resolve_device(B, 1, K, sel, lb), DHS_OK);
+            CHECK_ST(dhs_resolve_device(A, 1, K, sel, l1, DHS_RESOLVE_SPLIT), DHS_OK);
+            CHECK_ST(dhs_resolve_device(B, 1, K, sel, lb, 0), DHS_OK);
             CHECKF(!memcmp(l1, lb, sizeof l1), "round %d: group 1 split locations differ", t);
             CHECKF(stale_rows(A, l1, sel, 2, 2, K, 3, 0, uid) == 0, "round %d: one-source group stale", t);
         }
@@ -1416,7 +1417,7 @@ static void test_split_resolve(void)
     const long w1 = g_waits;
     CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
     for (int i = 0; i < 2 * K; i++) sel[i] = (int32_t)((i * 7) % H);
-    CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_OK);
+    CHECK_ST(dhs_resolve_device(A, 0, K, sel, la, DHS_RESOLVE_SPLIT), DHS_OK);
     dhs_ctx_destroy(A);
     CHECKF(g_waits - w1 == 1, "destroy with a split outstanding: %ld queue joins, want 1", g_waits - w1);
     dhs_ctx_destroy(B);
@@ -1430,7 +1431,7 @@ static void test_split_resolve(void)
     CHECK_ST(dhs_ctx_create(&a, &c, be2, &A), DHS_OK);
     if (A) {
         CHECK_ST(dhs_source_wait(A, 0, 1), DHS_ERR_STATE);
-        CHECK_ST(dhs_resolve_device_split(A, 0, K, sel, la), DHS_ERR_STATE);
+        CHECK_ST(dhs_resolve_device(A, 0, K, sel, la, DHS_RESOLVE_SPLIT), DHS_ERR_STATE);
         dhs_ctx_destroy(A);
     }
     dhs_backend_destroy(be2);
@@ -1461,7 +1462,7 @@ static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const i
                                      int32_t *hloc)
 {
     memcpy(sel, hsel, sizeof(int32_t) * 2 * 4 * 8);
-    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc);
+    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc, 0);
     memcpy(hloc, loc, sizeof(int32_t) * 2 * 4 * 8);
     return s;
 }
@@ -1518,11 +1519,11 @@ static void test_device_sequences(void)
         for (int i = 0; i < 8; i++) sel[q * 8 + i] = 2 * i + q; /* 8 distinct host rows each: 16 misses */
     dhs_stats s0, s1;
     dhs_get_stats(A, &s0);
-    CHECK_ST(dhs_resolve_device_split(A, 0, 8, sel, la), DHS_OK);
+    CHECK_ST(dhs_resolve_device(A, 0, 8, sel, la, DHS_RESOLVE_SPLIT), DHS_OK);
     dhs_get_stats(A, &s1);
     CHECKF(s1.distinct_misses - s0.distinct_misses == 16, "%llu misses, want 16",
            (unsigned long long)(s1.distinct_misses - s0.distinct_misses));
-    CHECK_ST(dhs_resolve_device(B, 0, 8, sel, lb), DHS_OK); /* B, same backend, same group */
+    CHECK_ST(dhs_resolve_device(B, 0, 8, sel, lb, 0), DHS_OK); /* B, same backend, same group */
     CHECK_ST(dhs_source_wait(A, 0, 1), DHS_OK);
     CHECKF(stale_rows(A, la, sel, 2, 2, 8, 1, 1, uid) == 0, "A's source 1: %d rows not copied after its wait",
            stale_rows(A, la, sel, 2, 2, 8, 1, 1, uid));
@@ -1538,7 +1539,7 @@ static void test_device_sequences(void)
     CHECK_ST(dhs_round_begin(A, 2, ra, Ks), DHS_OK);
     for (int q = 0; q < 2; q++)
         for (int src = 0; src < 4; src++) tail_block(A, ra[q], src, H + 1, 1, uid[q], 0);
-    CHECK_ST(dhs_resolve_device(A, 0, 8, sel, la), DHS_OK);
+    CHECK_ST(dhs_resolve_device(A, 0, 8, sel, la, 0), DHS_OK);
     for (int si = 0; si < 3; si++)
         CHECKF(stale_rows(A, la, sel, 2, 2, 8, si, si, uid) == 0, "A's source %d serves rows it never got", si);
     CHECK_ST(dhs_round_end(A, accs), DHS_OK);
@@ -1547,7 +1548,7 @@ static void test_device_sequences(void)
     for (int q = 0; q < 2; q++)
         for (int src = 0; src < 4; src++) tail_block(A, ra[q], src, H + 2, 1, uid[q], 0);
     for (int i = 0; i < 16; i++) sel[i] = (int32_t)(17 + i);
-    CHECK_ST(dhs_resolve_device_split(A, 0, 8, sel, la), DHS_OK);
+    CHECK_ST(dhs_resolve_device(A, 0, 8, sel, la, DHS_RESOLVE_SPLIT), DHS_OK);
     CHECK_ST(dhs_source_wait(A, 0, 2), DHS_OK);
     for (int si = 0; si < 3; si++) CHECKF(stale_rows(A, la, sel, 2, 2, 8, si, si, uid) == 0, "A after B's destroy: source %d", si);
     CHECK_ST(dhs_round_end(A, accs), DHS_OK);
@@ -1573,13 +1574,13 @@ static void test_device_precedence(void)
     if (!ctx || !hctx) return;
     int32_t buf[64], *mis = (int32_t *)((uint8_t *)buf + 2);
     /* host resolver mode first of all, even with a bad group, outside a round */
-    CHECK_ST(dhs_resolve_device(hctx, 9, 0, NULL, NULL), DHS_ERR_STATE);
-    CHECK_ST(dhs_resolve_device_split(hctx, 9, 0, NULL, NULL), DHS_ERR_STATE);
+    CHECK_ST(dhs_resolve_device(hctx, 9, 0, NULL, NULL, 0), DHS_ERR_STATE);
+    CHECK_ST(dhs_resolve_device(hctx, 9, 0, NULL, NULL, DHS_RESOLVE_SPLIT), DHS_ERR_STATE);
     CHECK_ST(dhs_source_wait(hctx, 9, 9), DHS_ERR_STATE);
     /* then the group, then the round */
-    CHECK_ST(dhs_resolve_device(ctx, 9, 0, NULL, NULL), DHS_ERR_UNKNOWN_SOURCE);
+    CHECK_ST(dhs_resolve_device(ctx, 9, 0, NULL, NULL, 0), DHS_ERR_UNKNOWN_SOURCE);
     CHECK_ST(dhs_source_wait(ctx, 0, 5), DHS_ERR_UNKNOWN_SOURCE);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, NULL), DHS_ERR_NOT_IN_ROUND);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, NULL, 0), DHS_ERR_NOT_IN_ROUND);
     CHECK_ST(dhs_source_wait(ctx, 0, 0), DHS_ERR_NOT_IN_ROUND);
     dhs_req r;
     CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
@@ -1589,10 +1590,14 @@ static void test_device_precedence(void)
     int32_t K = 2;
     CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
     /* then k and the buffers, then alignment */
-    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, mis), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 9, NULL, mis), DHS_ERR_K_TOO_LARGE);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, mis), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis), DHS_ERR_MISALIGNED);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 0, NULL, mis, 0), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 9, NULL, mis, 0), DHS_ERR_K_TOO_LARGE);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, mis, 0), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, 0), DHS_ERR_MISALIGNED);
+    /* flags: DHS_RESOLVE_SPLIT is the only bit; any other is refused before anything is looked at */
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, 2u), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, DHS_RESOLVE_SPLIT | 0x80000000u), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_resolve_device(NULL, 0, 4, buf, mis, 0), DHS_ERR_INVALID_ARG);
     /* tail locations: the count and buffer, alignment, then the rows, then the ring */
     CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, -1, mis), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_tail_locations(ctx, r, 0, -5, 1, NULL), DHS_ERR_INVALID_ARG);
@@ -1616,7 +1621,7 @@ static void test_round_may_miss(void)
         dhs_arch a;
         dhs_config c;
         two_groups(&a, &c, 1, 1, 8);
-        c.max_k = 64;
+        c.sel_k = 64;
         if (resident) {
             c.device_bytes = 8 << 20;
             c.resident_first = 1;
@@ -1627,8 +1632,10 @@ static void test_round_may_miss(void)
         dhs_ctx *ctx = NULL;
         CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
         if (!ctx) return;
-        CHECK(dhs_round_may_miss(NULL, -1) == DHS_ERR_INVALID_ARG);
-        CHECK(dhs_round_may_miss(ctx, -1) == DHS_ERR_NOT_IN_ROUND);
+        int mm = -7, m0 = -7, m1 = -7;
+        CHECK_ST(dhs_round_may_miss(NULL, -1, &mm), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_round_may_miss(ctx, -1, &mm), DHS_ERR_NOT_IN_ROUND);
+        CHECK(mm == -7); /* written only on DHS_OK */
         enum { H = 40 }; /* 10 pages of 4 rows */
         uint8_t *rows = aligned_alloc(64, (size_t)2 * H * 64);
         const void *rp[2] = {rows, rows + (size_t)H * 64};
@@ -1642,8 +1649,12 @@ static void test_round_may_miss(void)
         int seen0 = 0, seen1 = 0;
         for (int t = 0; t < 24; t++) {
             CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
-            CHECK(dhs_round_may_miss(ctx, 2) == DHS_ERR_UNKNOWN_SOURCE && dhs_round_may_miss(ctx, -2) == DHS_ERR_UNKNOWN_SOURCE);
-            const int mm = dhs_round_may_miss(ctx, -1), m0 = dhs_round_may_miss(ctx, 0), m1 = dhs_round_may_miss(ctx, 1);
+            CHECK_ST(dhs_round_may_miss(ctx, 2, &mm), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_round_may_miss(ctx, -2, &mm), DHS_ERR_UNKNOWN_SOURCE);
+            CHECK_ST(dhs_round_may_miss(ctx, -1, NULL), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_round_may_miss(ctx, -1, &mm), DHS_OK);
+            CHECK_ST(dhs_round_may_miss(ctx, 0, &m0), DHS_OK);
+            CHECK_ST(dhs_round_may_miss(ctx, 1, &m1), DHS_OK);
             CHECKF(mm == (m0 || m1) && (mm == 0 || mm == 1), "round %d: may_miss %d, per group %d %d", t, mm, m0, m1);
             for (int src = 0; src < 2; src++) {
                 int32_t tl;
@@ -1656,7 +1667,7 @@ static void test_round_may_miss(void)
             const int32_t lo = n + 1 > 64 ? (int32_t)(n + 1 - 64) : 0, cnt = (int32_t)(n + 1 - lo) < 64 ? (int32_t)(n + 1 - lo) : 64;
             for (int i = 0; i < 64; i++) sel[i] = i < cnt ? lo + i : -1;
             for (int g = 0; g < 2; g++) {
-                CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc), DHS_OK);
+                CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc, 0), DHS_OK);
                 CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
             }
             dhs_get_stats(ctx, &s1);

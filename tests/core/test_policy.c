@@ -12,6 +12,7 @@
  * End to end: the same references predict the hit count of every resolve call
  * of a single-request context (hot-cache path only), for each policy.
  */
+#include "dhs_plan.h"
 #include "core/policy.h"
 #include "test_help.h"
 
@@ -315,8 +316,8 @@ static void test_end_to_end(dhs_policy p, uint64_t seed)
     arch.sources[0].row_bytes = rb;
     dhs_config cfg = dhs_config_default();
     cfg.max_requests = 1;
-    cfg.max_k = k;
-    cfg.k_max = 1;
+    cfg.sel_k = k;
+    cfg.spec_width = 1;
     cfg.hot_rows = B;
     cfg.tail_rows = 16;
     cfg.page_rows = 8;

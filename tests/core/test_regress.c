@@ -1,5 +1,5 @@
-/* test_regress.c - regression tests for the defects of issue 9 (an outside
- * black-box test against include/dhs.h). Each test failed before its fix.
+/* test_regress.c - regression tests for the defects an outside black-box
+ * test against include/dhs.h found. Each test failed before its fix.
  *
  *  1. I1: dhs_write_rows with a huge first_row (first_row + n_rows overflows)
  *     is refused with DHS_ERR_ROW_RANGE and changes nothing, at every tail
@@ -39,8 +39,8 @@ static dhs_config tight_cfg(void)
 {
     dhs_config c = dhs_config_default();
     c.max_requests = 4;
-    c.max_k = 8;
-    c.k_max = 4;
+    c.sel_k = 8;
+    c.spec_width = 4;
     c.hot_rows = 16;
     c.tail_rows = 8;
     c.page_rows = 4;
@@ -273,7 +273,7 @@ static void test_split_write_random(void)
             int32_t K[3], acc[3];
             for (int s = 0; s < 3; s++) {
                 h[s] = e.rq[s].h;
-                K[s] = 1 + (int32_t)dhs_rng_below(&rng, c.k_max);
+                K[s] = 1 + (int32_t)dhs_rng_below(&rng, c.spec_width);
                 acc[s] = (int32_t)dhs_rng_below(&rng, K[s]);
             }
             if (e.rq[0].n + 8 > c.max_rows) break;
@@ -473,7 +473,7 @@ static int mem_same(const dhs_mem *a, const dhs_mem *b)
 {
     /* device_bytes_allocated and host_bytes_allocated report bytes actually held: a payload-free
        context holds no pool and no host rows (documented); every other figure must match */
-    return a->M == b->M && a->M_req == b->M_req && a->M_opt == b->M_opt && a->M_res == b->M_res &&
+    return a->pool_bytes == b->pool_bytes && a->required_bytes == b->required_bytes && a->optional_bytes == b->optional_bytes && a->reserve_bytes == b->reserve_bytes &&
            a->pages_total == b->pages_total && a->pages_free == b->pages_free && a->requests_open == b->requests_open;
 }
 
@@ -551,7 +551,7 @@ static void twin_step(twin *t)
             for (int i = 0; i < 5; i++)
                 if (P->rq[i].open && P->rq[i].n + 8 < P->cfg.max_rows && dhs_rng_below(rng, 4) != 0) {
                     h[n] = P->rq[i].h;
-                    K[n] = 1 + (int32_t)dhs_rng_below(rng, P->cfg.k_max);
+                    K[n] = 1 + (int32_t)dhs_rng_below(rng, P->cfg.spec_width);
                     idx[n] = i;
                     n++;
                 }

@@ -55,10 +55,10 @@ static void inv(rt *t, const char *after)
     }
     dhs_mem m;
     dhs_get_mem(t->e.ctx, &m);
-    if (m.M_req + m.M_opt + m.M_res > m.M) {
+    if (m.required_bytes + m.optional_bytes + m.reserve_bytes > m.pool_bytes) {
         if (t->rs->mem_fail++ < 5)
-            printf("I4 after %s: M_req %llu + M_opt %llu + M_res %llu > M %llu\n", after, (unsigned long long)m.M_req,
-                   (unsigned long long)m.M_opt, (unsigned long long)m.M_res, (unsigned long long)m.M);
+            printf("I4 after %s: M_req %llu + M_opt %llu + M_res %llu > M %llu\n", after, (unsigned long long)m.required_bytes,
+                   (unsigned long long)m.optional_bytes, (unsigned long long)m.reserve_bytes, (unsigned long long)m.pool_bytes);
     }
 }
 
@@ -90,7 +90,7 @@ static void unexpected(rt *t, const char *what, dhs_status s)
 
 static int mem_same(const dhs_mem *a, const dhs_mem *b)
 {
-    return a->M == b->M && a->M_req == b->M_req && a->M_opt == b->M_opt && a->M_res == b->M_res &&
+    return a->pool_bytes == b->pool_bytes && a->required_bytes == b->required_bytes && a->optional_bytes == b->optional_bytes && a->reserve_bytes == b->reserve_bytes &&
            a->device_bytes_allocated == b->device_bytes_allocated && a->host_bytes_allocated == b->host_bytes_allocated &&
            a->pages_total == b->pages_total && a->pages_free == b->pages_free && a->requests_open == b->requests_open;
 }
@@ -109,8 +109,8 @@ static void ev_open(rt *t, int q)
         if (!mem_same(&m0, &m1)) {
             if (t->rs->wait_changed++ < 5)
                 printf("DHS_WAIT changed memory: M_req %llu -> %llu, M_opt %llu -> %llu, free %lld -> %lld, open %d -> %d\n",
-                       (unsigned long long)m0.M_req, (unsigned long long)m1.M_req, (unsigned long long)m0.M_opt,
-                       (unsigned long long)m1.M_opt, (long long)m0.pages_free, (long long)m1.pages_free, m0.requests_open,
+                       (unsigned long long)m0.required_bytes, (unsigned long long)m1.required_bytes, (unsigned long long)m0.optional_bytes,
+                       (unsigned long long)m1.optional_bytes, (long long)m0.pages_free, (long long)m1.pages_free, m0.requests_open,
                        m1.requests_open);
         }
         return;
@@ -266,8 +266,8 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
     a.consumers[4] = (dhs_consumer_desc){DHS_CONSUMER_OWN, 2, 1};
     dhs_config c = dhs_config_default();
     c.max_requests = NREQ;
-    c.max_k = KSEL;
-    c.k_max = KMAX;
+    c.sel_k = KSEL;
+    c.spec_width = KMAX;
     c.hot_rows = 24;
     c.tail_rows = 16;
     c.page_rows = 8;
@@ -324,8 +324,8 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
     inv(&t, "sync");
     dhs_mem m;
     dhs_get_mem(t.e.ctx, &m);
-    CHECKF(m.requests_open == 0 && m.M_opt == 0 && m.M_req == 120ull * 8 * 32, "memory held after every close: M_req %llu M_opt %llu",
-           (unsigned long long)m.M_req, (unsigned long long)m.M_opt);
+    CHECKF(m.requests_open == 0 && m.optional_bytes == 0 && m.required_bytes == 120ull * 8 * 32, "memory held after every close: M_req %llu M_opt %llu",
+           (unsigned long long)m.required_bytes, (unsigned long long)m.optional_bytes);
     dhs_stats st;
     dhs_get_stats(t.e.ctx, &st);
     rs->reclaims += st.reclaims;
@@ -557,8 +557,8 @@ static int reclaim_victim(dhs_reclaim_order ord)
     a.sources[0].row_bytes = 64;
     dhs_config c = dhs_config_default();
     c.max_requests = 4;
-    c.max_k = 16;
-    c.k_max = 1;
+    c.sel_k = 16;
+    c.spec_width = 1;
     c.hot_rows = 32;
     c.tail_rows = 16;
     c.page_rows = 8;
@@ -577,7 +577,7 @@ static int reclaim_victim(dhs_reclaim_order ord)
     }
     dhs_mem m;
     dhs_get_mem(e.ctx, &m);
-    CHECK(m.pages_free == 2 && m.M_opt == 60ull * 8 * 64);
+    CHECK(m.pages_free == 2 && m.optional_bytes == 60ull * 8 * 64);
     dhs_stats s0, s1;
     dhs_get_stats(e.ctx, &s0);
     CHECK_ST(th_open(&e, 3, 100), DHS_OK);
@@ -633,8 +633,8 @@ static void test_admission_during_round(int async_delay)
     a.sources[0].row_bytes = 64;
     dhs_config c = dhs_config_default();
     c.max_requests = 3;
-    c.max_k = 16;
-    c.k_max = 1;
+    c.sel_k = 16;
+    c.spec_width = 1;
     c.hot_rows = 32;
     c.tail_rows = 16;
     c.page_rows = 8;

@@ -36,8 +36,8 @@ static dhs_config small_cfg(int32_t B, int32_t k, int32_t kmax)
 {
     dhs_config c = dhs_config_default();
     c.max_requests = 4;
-    c.max_k = k;
-    c.k_max = kmax;
+    c.sel_k = k;
+    c.spec_width = kmax;
     c.hot_rows = B;
     c.page_rows = 8;
     c.tail_rows = 8 * ((2 * kmax + 7) / 8 + 1);

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "dhs_plan.h"
 #include "dhs.h"
 #include "test_help.h"
 
@@ -47,8 +48,8 @@ int main(void)
         a.sources[2] = (dhs_source_desc){576, 1, 0};
         dhs_config c = dhs_config_default();
         c.max_requests = 4;
-        c.max_k = 256;
-        c.k_max = spec;
+        c.sel_k = 256;
+        c.spec_width = spec;
         c.hot_rows = 512;
         c.max_rows = 4096;
         c.reserve_bytes = 1000;
@@ -71,13 +72,13 @@ int main(void)
         CHECK(dhs_request_open(ctx, 100, &r2) == DHS_WAIT); /* exactly one request fits */
         dhs_mem m;
         dhs_get_mem(ctx, &m);
-        CHECK(m.M_req == z.staging_bytes + z.request_bytes && m.M_res == z.reserve_bytes && m.M == z.min_device_bytes);
+        CHECK(m.required_bytes == z.staging_bytes + z.request_bytes && m.reserve_bytes == z.reserve_bytes && m.pool_bytes == z.min_device_bytes);
         dhs_ctx_destroy(ctx);
         dhs_backend_destroy(be);
     }
     dhs_sizes z;
     dhs_config bad = dhs_config_default();
-    bad.k_max = 0;
+    bad.spec_width = 0;
     dhs_arch a0 = dhs_arch_default();
     CHECK(dhs_config_sizes(&a0, &bad, &z) == DHS_ERR_INVALID_ARG);
     CHECK(dhs_config_sizes(NULL, &bad, &z) == DHS_ERR_INVALID_ARG);

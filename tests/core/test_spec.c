@@ -19,6 +19,7 @@
  */
 #include <math.h>
 
+#include "dhs_plan.h"
 #include "test_help.h"
 
 static uint64_t g_seed;
@@ -31,8 +32,8 @@ static void test_adversarial_unions(void)
     a.sources[0].row_bytes = 64;
     dhs_config c = dhs_config_default();
     c.max_requests = 3;
-    c.max_k = k;
-    c.k_max = KM;
+    c.sel_k = k;
+    c.spec_width = KM;
     c.hot_rows = B;
     c.tail_rows = 24;
     c.page_rows = 8;
@@ -167,8 +168,8 @@ static void test_random_speculation(double scale)
     a.consumers[4] = (dhs_consumer_desc){DHS_CONSUMER_REINDEX, 2, 1};
     dhs_config c = dhs_config_default();
     c.max_requests = NREQ;
-    c.max_k = k;
-    c.k_max = KM;
+    c.sel_k = k;
+    c.spec_width = KM;
     c.hot_rows = B;
     c.tail_rows = 32;
     c.page_rows = 8;
@@ -358,8 +359,8 @@ static void arena_env(th_env *e, int32_t arenas)
     a.consumers[2] = (dhs_consumer_desc){DHS_CONSUMER_REINDEX, 1, 1};
     dhs_config c = dhs_config_default();
     c.max_requests = 2;
-    c.max_k = 16;
-    c.k_max = 4;
+    c.sel_k = 16;
+    c.spec_width = 4;
     c.hot_rows = 32;
     c.tail_rows = 16;
     c.page_rows = 8;
@@ -551,8 +552,8 @@ static void test_promotion_alloc_fault(void)
     a.consumers[1] = (dhs_consumer_desc){DHS_CONSUMER_REINDEX, 0, 0};
     dhs_config c = dhs_config_default();
     c.max_requests = 1;
-    c.max_k = k;
-    c.k_max = K;
+    c.sel_k = k;
+    c.spec_width = K;
     c.hot_rows = 64;
     c.tail_rows = 16;
     c.page_rows = 8;

@@ -50,7 +50,7 @@ static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const i
     const size_t b = sizeof(int32_t) * 2 * 4 * 8;
     if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(sel, hsel, b, cudaMemcpyHostToDevice) != cudaSuccess)
         return DHS_ERR_BACKEND;
-    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc);
+    dhs_status s = dhs_resolve_device(ctx, g, k, sel, loc, 0);
     if (cudaDeviceSynchronize() != cudaSuccess || cudaMemcpy(hloc, loc, b, cudaMemcpyDeviceToHost) != cudaSuccess)
         return DHS_ERR_BACKEND;
     return s;

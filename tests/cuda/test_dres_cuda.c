@@ -183,8 +183,8 @@ static void bind_state(world *w, dres_state *st, uint8_t *base, uint8_t *pool)
     st->p = c->p;
     st->nsrc = c->nsrc;
     st->m = c->m;
-    st->k_max = c->k_max;
-    st->max_k = c->max_k;
+    st->spec_width = c->k_max;
+    st->sel_k = c->max_k;
     st->row_stride = c->row_stride;
     st->max_rows = c->max_rows;
     st->max_opt_pages = c->max_opt_pages;

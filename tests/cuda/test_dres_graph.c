@@ -10,7 +10,7 @@
  *   (the engine would write them in place), the round's selections written
  *   into the fixed device selection buffers of every group; then
  *     context A: cudaGraphLaunch of the step captured in round 1
- *                (for every group: dhs_resolve_device_split, dhs_source_wait
+ *                (for every group: dhs_resolve_device with DHS_RESOLVE_SPLIT, dhs_source_wait
  *                of each later source, then dhs_group_done except for the
  *                last group, left to dhs_round_end: the split copies fork
  *                from the captured stream and join it inside the graph),
@@ -90,7 +90,7 @@ static int side_open(side *sd, const dhs_arch *arch, const dhs_config *cfg, cons
         CHECK_ST(dhs_request_import(sd->ctx, sd->req[r], G_HIST, rows, DHS_IMPORT_HOST), DHS_OK);
     }
     for (int32_t g = 0; g < G_GROUPS; g++) {
-        const size_t sb = sizeof(int32_t) * G_REQ * cfg->k_max * G_K;
+        const size_t sb = sizeof(int32_t) * G_REQ * cfg->spec_width * G_K;
         if (cudaMalloc((void **)&sd->sel[g], sb) != cudaSuccess ||
             cudaMalloc((void **)&sd->loc[g], sb * (size_t)nsrc_of(g)) != cudaSuccess)
             return 1;
@@ -116,7 +116,7 @@ static void side_close(side *sd)
 static dhs_status step(side *sd, int split)
 {
     for (int32_t g = 0; g < G_GROUPS; g++) {
-        dhs_status s = (split ? dhs_resolve_device_split : dhs_resolve_device)(sd->ctx, g, G_K, sd->sel[g], sd->loc[g]);
+        dhs_status s = dhs_resolve_device(sd->ctx, g, G_K, sd->sel[g], sd->loc[g], split ? DHS_RESOLVE_SPLIT : 0);
         for (int32_t si = 1; split && si < nsrc_of(g) && s == DHS_OK; si++) s = dhs_source_wait(sd->ctx, g, si);
         if (s == DHS_OK && g + 1 < G_GROUPS) s = dhs_group_done(sd->ctx, g);
         if (s != DHS_OK) return s;
@@ -206,8 +206,8 @@ int main(void)
     CHECK_ST(dhs_arch_validate(&arch), DHS_OK);
     dhs_config cfg = dhs_config_default();
     cfg.max_requests = G_REQ;
-    cfg.max_k = G_K;
-    cfg.k_max = 1;
+    cfg.sel_k = G_K;
+    cfg.spec_width = 1;
     cfg.page_rows = 64;
     cfg.hot_rows = 1024; /* below a call's distinct rows (~1,400 of k = 2048): overflow into staging, so promotions move rows */
     cfg.tail_rows = 64;

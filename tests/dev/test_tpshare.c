@@ -1,5 +1,5 @@
 /* test_tpshare.c - tensor-parallel shared recovery on the CPU backend
- * (dev/tpshare.h, docs/MULTIGPU.md; issue 15).
+ * (dev/tpshare.h, docs/MULTIGPU.md).
  *
  * A reference context and R rank contexts (R = 1..4) are driven by the same
  * random calls (opens, imports both ways, closes, rounds with speculation,
@@ -37,8 +37,8 @@ static dhs_config tp_cfg(void)
 {
     dhs_config c = dhs_config_default();
     c.max_requests = 4;
-    c.max_k = 16;
-    c.k_max = 2;
+    c.sel_k = 16;
+    c.spec_width = 2;
     c.hot_rows = 32;
     c.tail_rows = 16;
     c.page_rows = 8;
@@ -95,7 +95,7 @@ static long world_compare(world *w, const char *where)
         dhs_get_mem(w->env[e].ctx, &m);
         const uint8_t *p = dhs_source_pool(w->env[e].ctx, 0);
         int ok_stats = !memcmp(&s, &s0, sizeof s);
-        int ok_mem = m.pages_free == m0.pages_free && m.M_opt == m0.M_opt && m.requests_open == m0.requests_open;
+        int ok_mem = m.pages_free == m0.pages_free && m.optional_bytes == m0.optional_bytes && m.requests_open == m0.requests_open;
         int ok_pool = dhs_source_pool_rows(w->env[e].ctx, 0) * dhs_pool_row_stride(w->env[e].ctx) == (int64_t)pool_bytes &&
                       !memcmp(p, p0, pool_bytes);
         CHECKF(ok_stats && ok_mem && ok_pool, "R=%d rank %d %s: stats %d mem %d pool %d equal the reference's", w->R, e - 1, where,

@@ -210,7 +210,7 @@ static void snap_same(fz *F, int wait)
     if (memcmp(&st, &F->snap.st, sizeof st)) fz_fail(F, "a refused call changed the stats");
     if (memcmp(&mem, &F->snap.mem, sizeof mem)) fz_fail(F, "a refused call changed dhs_get_mem (free pages %lld -> %lld, M_opt %llu -> %llu)",
                                                         (long long)F->snap.mem.pages_free, (long long)mem.pages_free,
-                                                        (unsigned long long)F->snap.mem.M_opt, (unsigned long long)mem.M_opt);
+                                                        (unsigned long long)F->snap.mem.optional_bytes, (unsigned long long)mem.optional_bytes);
     for (int i = 0; i < FZ_MAXREQ; i++) {
         int64_t p = -1;
         if (F->rq[i].open && dhs_request_positions(F->ctx, F->rq[i].h, &p) != DHS_OK) p = -2;
@@ -255,7 +255,7 @@ static void check_state(fz *F, int live)
     if (n) fz_fail(F, "%d invariant violation(s): %s", n, msg);
     dhs_mem m;
     dhs_get_mem(F->ctx, &m);
-    if (m.M_req + m.M_opt + m.M_res > m.M) fz_fail(F, "I4: M_req + M_opt + M_res > M");
+    if (m.required_bytes + m.optional_bytes + m.reserve_bytes > m.pool_bytes) fz_fail(F, "I4: M_req + M_opt + M_res > M");
     for (int i = 0; i < FZ_MAXREQ; i++) {
         const fz_req *r = &F->rq[i];
         if (!r->open) continue;
@@ -278,10 +278,10 @@ static void check_state(fz *F, int live)
                     (unsigned long long)a.census_host, (unsigned long long)b.census_host, (unsigned long long)a.backup_rows, (unsigned long long)b.backup_rows,
                     (unsigned long long)a.populate_rows, (unsigned long long)b.populate_rows, (unsigned long long)a.reclaims, (unsigned long long)b.reclaims);
         }
-        if (ma.M != mb.M || ma.M_req != mb.M_req || ma.M_opt != mb.M_opt || ma.M_res != mb.M_res || ma.pages_total != mb.pages_total ||
+        if (ma.pool_bytes != mb.pool_bytes || ma.required_bytes != mb.required_bytes || ma.optional_bytes != mb.optional_bytes || ma.reserve_bytes != mb.reserve_bytes || ma.pages_total != mb.pages_total ||
             ma.pages_free != mb.pages_free || ma.requests_open != mb.requests_open)
             fz_fail(F, "payload-free twin: memory figures differ (free pages %lld/%lld, M_opt %llu/%llu)", (long long)ma.pages_free,
-                    (long long)mb.pages_free, (unsigned long long)ma.M_opt, (unsigned long long)mb.M_opt);
+                    (long long)mb.pages_free, (unsigned long long)ma.optional_bytes, (unsigned long long)mb.optional_bytes);
     }
     if (live) check_live(F);
 }
@@ -496,7 +496,7 @@ static void op_round_begin(fz *F, int clean)
     for (int q = 0; q < F->cfg.max_requests; q++) {
         if (!roundable(F, q) || !((sel >> q) & 1)) continue;
         int64_t room = F->cfg.max_rows - F->rq[q].n;
-        int32_t kq = 1 + (int32_t)below(F, F->cfg.k_max);
+        int32_t kq = 1 + (int32_t)below(F, F->cfg.spec_width);
         if (kq > room) kq = (int32_t)room;
         reqs[n] = F->rq[q].h;
         K[n] = kq;
@@ -512,9 +512,9 @@ static void op_round_begin(fz *F, int clean)
     case 0: if (n > 0) { reqs[n] = reqs[0]; K[n] = 1; nn = n + 1; if (want == EXPECT_OK) want = DHS_ERR_INVALID_ARG; } break;
     case 1: if (F->nstale > 0) { reqs[n] = F->stale[d % F->nstale]; K[n] = 1; nn = n + 1; if (want == EXPECT_OK) want = DHS_ERR_CLOSED; } break;
     case 2: if (n > 0) { K[n - 1] = 0; if (want == EXPECT_OK) want = DHS_ERR_INVALID_ARG; } break;
-    case 3: if (n > 0) { K[n - 1] = F->cfg.k_max + 1; if (want == EXPECT_OK) want = DHS_ERR_TOO_MANY_QUERIES; } break;
-    case 4: if (n > 0 && F->rq[slots[n - 1]].n + F->cfg.k_max > F->cfg.max_rows) {
-                K[n - 1] = F->cfg.k_max;
+    case 3: if (n > 0) { K[n - 1] = F->cfg.spec_width + 1; if (want == EXPECT_OK) want = DHS_ERR_TOO_MANY_QUERIES; } break;
+    case 4: if (n > 0 && F->rq[slots[n - 1]].n + F->cfg.spec_width > F->cfg.max_rows) {
+                K[n - 1] = F->cfg.spec_width;
                 if (want == EXPECT_OK) want = DHS_ERR_ROW_RANGE;
             } break;
     case 5: nn = -1; if (want == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
@@ -669,8 +669,8 @@ static void op_resolve_dev(fz *F)
     F->what = "resolve_device";
     uint32_t b = u8(F), d = u8(F);
     int32_t g = (int32_t)((b & 3) % (uint32_t)F->ng);
-    int32_t k = 1 + (int32_t)below(F, F->cfg.max_k);
-    const int32_t N = F->cfg.max_requests, KK = F->cfg.k_max;
+    int32_t k = 1 + (int32_t)below(F, F->cfg.sel_k);
+    const int32_t N = F->cfg.max_requests, KK = F->cfg.spec_width;
     static int32_t sel[FZ_MAXREQ * FZ_KMAX * FZ_MAXK + 8], loc[FZ_MAXSRC * FZ_MAXREQ * FZ_KMAX * FZ_MAXK + 8];
     int32_t *sp = sel, *lp = loc;
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) sel[i] = 999; /* never read: padding rows */
@@ -685,7 +685,7 @@ static void op_resolve_dev(fz *F)
     if (want == EXPECT_OK) {
         switch (defect) {
         case 1: k = 0; want = DHS_ERR_INVALID_ARG; break;
-        case 2: k = F->cfg.max_k + 1; want = DHS_ERR_K_TOO_LARGE; break;
+        case 2: k = F->cfg.sel_k + 1; want = DHS_ERR_K_TOO_LARGE; break;
         case 3: sp = NULL; want = DHS_ERR_INVALID_ARG; break;
         case 4: lp = NULL; want = DHS_ERR_INVALID_ARG; break;
         case 5: lp = (int32_t *)((uint8_t *)loc + 2); want = DHS_ERR_MISALIGNED; break;
@@ -694,7 +694,7 @@ static void op_resolve_dev(fz *F)
     }
     /* the selections: [b][j][i] for the round positions, queries j < K */
     int32_t bad_b = -1, bad_e = -1, bad_code = 0;
-    if (F->round_open && k >= 1 && k <= F->cfg.max_k && g >= 0 && g < F->ng) {
+    if (F->round_open && k >= 1 && k <= F->cfg.sel_k && g >= 0 && g < F->ng) {
         for (int32_t bi = 0; bi < F->nround; bi++) {
             const fz_req *r = &F->rq[F->round_slot[bi]];
             int32_t *sb = sel + (int64_t)bi * KK * k;
@@ -720,7 +720,7 @@ static void op_resolve_dev(fz *F)
     }
     if (F->trace) fprintf(stderr, "  resolve_device(group %d, k %d, defect %d, bad %d/%d)\n", g, k, defect, bad_b, bad_e);
     snap_take(F);
-    dhs_status s = dhs_resolve_device(F->ctx, g, k, sp, lp);
+    dhs_status s = dhs_resolve_device(F->ctx, g, k, sp, lp, 0);
     if (s == DHS_OK) {
         if (want != EXPECT_OK) fz_fail(F, "resolve_device accepted a call the model refuses (want %d)", want);
         if (bad_code && !F->dword) F->dword = bad_code;
@@ -838,7 +838,7 @@ static void op_resolve(fz *F, int clean)
     F->what = "resolve";
     uint32_t b = clean ? 0 : u8(F), d = clean ? 0xff : u8(F);
     int32_t g = clean ? (int32_t)(b % (uint32_t)F->ng) : (int32_t)((b & 3) % (uint32_t)F->ng);
-    int32_t k = 1 + (int32_t)below(F, F->cfg.max_k);
+    int32_t k = 1 + (int32_t)below(F, F->cfg.sel_k);
     int32_t nsrc = F->nsrc[g];
     static int32_t sel[FZ_MAXREQ + 1][FZ_KMAX * FZ_MAXK + 4];
     static int32_t loc[FZ_MAXREQ + 1][FZ_MAXSRC * FZ_KMAX * FZ_MAXK + 4];
@@ -866,7 +866,7 @@ static void op_resolve(fz *F, int clean)
     case 0: g = -1; want = DHS_ERR_UNKNOWN_SOURCE; break;
     case 1: g = F->ng; want = DHS_ERR_UNKNOWN_SOURCE; break;
     case 2: k = 0; if (iw == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
-    case 3: k = F->cfg.max_k + 1; if (iw == EXPECT_OK) want = DHS_ERR_K_TOO_LARGE; break;
+    case 3: k = F->cfg.sel_k + 1; if (iw == EXPECT_OK) want = DHS_ERR_K_TOO_LARGE; break;
     case 4: nn = -1; if (iw == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
     case 5: nn = F->cfg.max_requests + 1; if (iw == EXPECT_OK) want = DHS_ERR_INVALID_ARG; break;
     case 6: if (n > 0) { ip = NULL; if (iw == EXPECT_OK) want = DHS_ERR_INVALID_ARG; } break;
@@ -880,8 +880,8 @@ static void op_resolve(fz *F, int clean)
         int64_t vis = (r->n + j + 1) / F->m[g];
         switch (defect) {
         case 7: items[n] = items[0]; nn = n + 1; want = DHS_ERR_INVALID_ARG; break;
-        case 8: it->n_queries = F->cfg.k_max + 1; want = DHS_ERR_TOO_MANY_QUERIES; break;
-        case 9: it->n_queries = r->K > 1 ? r->K - 1 : (r->K < F->cfg.k_max ? r->K + 1 : 0); want = DHS_ERR_INVALID_ARG; break;
+        case 8: it->n_queries = F->cfg.spec_width + 1; want = DHS_ERR_TOO_MANY_QUERIES; break;
+        case 9: it->n_queries = r->K > 1 ? r->K - 1 : (r->K < F->cfg.spec_width ? r->K + 1 : 0); want = DHS_ERR_INVALID_ARG; break;
         case 10: it->sel = NULL; want = DHS_ERR_INVALID_ARG; break;
         case 11: it->loc = NULL; want = DHS_ERR_INVALID_ARG; break;
         case 12: it->sel = (const int32_t *)((const uint8_t *)it->sel + 2); want = DHS_ERR_MISALIGNED; break;
@@ -1207,11 +1207,11 @@ static int decode_setup(fz *F, int *expect_invalid)
     F->arch.n_consumers = nc;
     dhs_config c = dhs_config_default();
     c.max_requests = 1 + (int32_t)(u8(F) % FZ_MAXREQ);
-    c.max_k = 1 + (int32_t)(u8(F) % FZ_MAXK);
-    c.k_max = 1 + (int32_t)(u8(F) % FZ_KMAX);
+    c.sel_k = 1 + (int32_t)(u8(F) % FZ_MAXK);
+    c.spec_width = 1 + (int32_t)(u8(F) % FZ_KMAX);
     c.page_rows = ms[u8(F) % 3];
     c.hot_rows = c.page_rows * (1 + (int32_t)(u8(F) % 4));
-    int32_t t = 2 * c.k_max;
+    int32_t t = 2 * c.spec_width;
     t = (t + c.page_rows - 1) / c.page_rows * c.page_rows;
     c.tail_rows = t + c.page_rows * (int32_t)(u8(F) % 3);
     c.max_rows = 8 + (int64_t)(u8(F) % 128);
@@ -1238,15 +1238,15 @@ static int decode_setup(fz *F, int *expect_invalid)
     if (b % 24 == 0) {
         *expect_invalid = 1;
         switch ((b / 24) % 10) {
-        case 0: c.k_max = 0; break;
+        case 0: c.spec_width = 0; break;
         case 1: c.page_rows = 0; break;
         case 2: c.hot_rows = c.page_rows > 1 ? c.hot_rows + 1 : 0; break;
-        case 3: c.tail_rows = 2 * c.k_max - 1; break;
+        case 3: c.tail_rows = 2 * c.spec_width - 1; break;
         case 4: c.max_rows = 0; break;
         case 5: c.policy = (dhs_policy)99; break;
         case 6: c.reclaim_order = (dhs_reclaim_order)-1; break;
         case 7: c.repop_pages = -1; break;
-        case 8: c.max_k = (1 << 24) + 1; break;
+        case 8: c.sel_k = (1 << 24) + 1; break;
         default: c.max_requests = 0; break;
         }
     }
@@ -1284,7 +1284,7 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     if (sel < 0) { free(F); return 0; }
     if (F->trace)
         fprintf(stderr, "setup: %d groups, %d sources, N %d max_k %d k_max %d p %d B %d T %d max_rows %lld policy %d reclaim %d repop %d resident %d staging %d resolver %d device %llu, delay %d random %d twin %d\n",
-                F->ng, F->ns, F->cfg.max_requests, F->cfg.max_k, F->cfg.k_max, F->cfg.page_rows, F->cfg.hot_rows, F->cfg.tail_rows,
+                F->ng, F->ns, F->cfg.max_requests, F->cfg.sel_k, F->cfg.spec_width, F->cfg.page_rows, F->cfg.hot_rows, F->cfg.tail_rows,
                 (long long)F->cfg.max_rows, F->cfg.policy, F->cfg.reclaim_order, F->cfg.repop_pages, F->cfg.resident_first,
                 F->cfg.staging_arenas, (int)F->cfg.resolver, (unsigned long long)F->cfg.device_bytes, F->opt.async_delay, F->opt.random_order, sel % 4 == 0);
     if (dhs_backend_cpu_create(&F->opt, &F->be) != DHS_OK) abort();

@@ -623,7 +623,7 @@ done:
 }
 
 /* dhs_ref_run with the GPU path (emulated) for both storages, CPU backend */
-/* copy_overlap: the device step's split resolve (dhs_resolve_device_split + dhs_source_wait); the CPU
+/* copy_overlap: the device step's split resolve (dhs_resolve_device with DHS_RESOLVE_SPLIT + dhs_source_wait); the CPU
    backend defers the later sources' copies until the wait, so a missing wait diverges here */
 static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed,
                      int copy_overlap)

@@ -26,6 +26,7 @@
 
 #include <unistd.h>
 
+#include "dhs_plan.h"
 #include "model/model.h"
 #include "model/run.h"
 #include "sim/trace.h"

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dhs_plan.h"
 #include "sim/plan.h"
 
 static int n_checks, n_failed;
