@@ -232,6 +232,6 @@ static int32_t opt_victim(void *p, const uint32_t *prot, uint32_t epoch)
     return -1;
 }
 
-static const dhs_policy_ops opt_ops = {"opt", opt_bytes, opt_init, opt_insert, opt_touch, opt_remove, opt_victim};
+static const dhs_policy_ops opt_ops = {"opt", opt_bytes, opt_init, opt_insert, opt_touch, opt_remove, opt_victim, NULL};
 
 const dhs_policy_ops *dhs_policy_opt(void) { return &opt_ops; }

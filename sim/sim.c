@@ -13,7 +13,6 @@
 
 #include "core/policy.h"
 #include "sim/policy_opt.h"
-#include "core/sim_hooks.h"
 
 #define NONE32 UINT32_MAX
 
@@ -437,6 +436,7 @@ typedef struct replay {
     int32_t max_slots;
     /* OPT */
     const dhs_sim_oracle *o; /* RUN_RECORD, RUN_OPT */
+    dhs_policy_ops ops;      /* RUN_RECORD: LRU, RUN_OPT: OPT, each with oracle_fn as its key */
     int mode;
     const uint32_t *keys;    /* RUN_OPT: per reference, its next hot-path reference */
     uint64_t req_bytes;      /* live requests' arrays (OPT) */
@@ -547,10 +547,11 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     dhs_status s = dhs_backend_cpu_create(NULL, &R.be);
     if (s == DHS_OK) s = dhs_ctx_create(&R.arch, &d, R.be, &R.ctx);
     if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_ctx_create: %s", dhs_status_str(s)); goto out; }
-    if (mode == RUN_OPT) {
-        if (dhs_ctx_set_policy_ops(R.ctx, dhs_policy_opt()) != DHS_OK) { dhs_errf(err, err_len, "cannot install OPT"); goto out; }
+    if (R.o) { /* the oracle answers every insert's and touch's key: OPT's next use, the recording LRU's ledger */
+        R.ops = *(mode == RUN_OPT ? dhs_policy_opt() : dhs_policy_get(DHS_POLICY_LRU));
+        R.ops.key = oracle_fn;
+        if (dhs_ctx_set_policy_ops(R.ctx, &R.ops, &R) != DHS_OK) { dhs_errf(err, err_len, "cannot install the oracle's policy"); goto out; }
     }
-    if (R.o) dhs_ctx_set_next_use(R.ctx, oracle_fn, &R);
     /* architecture tables */
     R.grp_nsrc = calloc((size_t)G, sizeof(int32_t));
     R.grp_src = calloc((size_t)G, sizeof(int32_t *));

@@ -340,17 +340,12 @@ void dhs_ctx_destroy(dhs_ctx *ctx)
     ctx_free_all(ctx);
 }
 
-void dhs_ctx_set_next_use(dhs_ctx *ctx, dhs_next_use_fn fn, void *user)
-{
-    ctx->next_use = fn;
-    ctx->next_use_user = user;
-}
-
-dhs_status dhs_ctx_set_policy_ops(dhs_ctx *ctx, const void *ops)
+dhs_status dhs_ctx_set_policy_ops(dhs_ctx *ctx, const dhs_policy_ops *ops, void *user)
 {
     if (!ctx || !ops) return DHS_ERR_INVALID_ARG;
     if (ctx->n_open) return DHS_ERR_STATE;
     ctx->pol = ops;
+    ctx->pol_user = user;
     return DHS_OK;
 }
 

@@ -18,7 +18,6 @@
 
 #include "core/backend.h"
 #include "core/policy.h"
-#include "core/sim_hooks.h"
 #include "dhs.h"
 
 #define HOST_CHUNK_ROWS 1024
@@ -109,8 +108,7 @@ struct dhs_ctx {
     dhs_config cfg;
     dhs_backend *be;
     const dhs_policy_ops *pol;
-    dhs_next_use_fn next_use;
-    void *next_use_user;
+    void *pol_user;         /* dhs_ctx_set_policy_ops: the user pointer of pol->key */
 
     /* architecture derived */
     int32_t *grp_m;         /* [n_groups] positions per row */

@@ -337,10 +337,10 @@ static int32_t lfu_victim(void *p, const uint32_t *prot, uint32_t epoch)
 }
 
 static const dhs_policy_ops ops_table[DHS_POLICY_COUNT_] = {
-    [DHS_POLICY_LRU] = {"lru", list_bytes, list_init, list_insert, lru_touch, list_remove, list_victim},
-    [DHS_POLICY_CLOCK] = {"clock", clock_bytes, clock_init, clock_insert, clock_touch, clock_remove, clock_victim},
-    [DHS_POLICY_FIFO] = {"fifo", list_bytes, list_init, list_insert, fifo_touch, list_remove, fifo_victim},
-    [DHS_POLICY_LFU] = {"lfu", lfu_bytes, lfu_init, lfu_insert, lfu_touch, lfu_remove, lfu_victim},
+    [DHS_POLICY_LRU] = {"lru", list_bytes, list_init, list_insert, lru_touch, list_remove, list_victim, NULL},
+    [DHS_POLICY_CLOCK] = {"clock", clock_bytes, clock_init, clock_insert, clock_touch, clock_remove, clock_victim, NULL},
+    [DHS_POLICY_FIFO] = {"fifo", list_bytes, list_init, list_insert, fifo_touch, list_remove, fifo_victim, NULL},
+    [DHS_POLICY_LFU] = {"lfu", lfu_bytes, lfu_init, lfu_insert, lfu_touch, lfu_remove, lfu_victim, NULL},
 };
 
 const dhs_policy_ops *dhs_policy_get(dhs_policy p)

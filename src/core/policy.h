@@ -28,10 +28,22 @@ typedef struct dhs_policy_ops {
     void (*touch)(void *st, int32_t slot, uint64_t key);  /* hit on an occupied slot */
     void (*remove)(void *st, int32_t slot);               /* slot emptied */
     int32_t (*victim)(void *st, const uint32_t *prot, uint32_t epoch);
+    /* optional: the `key` of an insert or touch of `row` by (request slot,
+       group), given the user pointer of dhs_ctx_set_policy_ops; NULL: the
+       context's access clock. The offline OPT policy of the simulator
+       (sim/policy_opt.c) answers the row's next use from its oracle here. */
+    uint64_t (*key)(void *user, uint32_t req_id, int32_t group, int64_t row);
 } dhs_policy_ops;
 
-/* DHS_POLICY_OPT is simulator-only: it needs the next-use oracle. */
+/* DHS_POLICY_OPT is simulator-only: it needs a next-use oracle (key). */
 #define DHS_POLICY_OPT ((dhs_policy)DHS_POLICY_COUNT_)
 const dhs_policy_ops *dhs_policy_get(dhs_policy p);
+
+typedef struct dhs_ctx dhs_ctx;
+/* Replaces the context's policy with `ops` (kept by pointer: it and `user`
+   must outlive the context), before any request is open (DHS_ERR_STATE
+   after). This is how a policy the public enum lacks plugs in: the
+   simulator's OPT and its recording LRU, a test's counting wrapper. */
+dhs_status dhs_ctx_set_policy_ops(dhs_ctx *ctx, const dhs_policy_ops *ops, void *user);
 
 #endif

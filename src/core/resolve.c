@@ -191,7 +191,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
             gs->prot[q] = promo;
             gs->fill[q] = PROMOTING;
             ctx->pol->insert(gs->pol, q,
-                             ctx->next_use ? ctx->next_use(ctx->next_use_user, (uint32_t)ctx->round_reqs[i], g, row) : ctx->clock++);
+                             ctx->pol->key ? ctx->pol->key(ctx->pol_user, (uint32_t)ctx->round_reqs[i], g, row) : ctx->clock++);
             if (c->payload_free) continue;
             for (int32_t si = 0; si < nsrc; si++) {
                 arena *ar = &ctx->arenas[a0 + si];
@@ -433,7 +433,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
             cd[e] = CODE(C_HOT, q);
             if (gs->prot[q] != epoch || gs->fill[q] != call) {
                 protect(gs, q, epoch);
-                pol->touch(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
+                pol->touch(gs->pol, q, pol->key ? pol->key(ctx->pol_user, items[it].req.id, g, row) : ctx->clock++);
             }
             c_hot++;
         }
@@ -467,7 +467,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
                 gs->slot_of[row] = q;
                 protect(gs, q, epoch);
                 gs->fill[q] = call;
-                pol->insert(gs->pol, q, ctx->next_use ? ctx->next_use(ctx->next_use_user, items[it].req.id, g, row) : ctx->clock++);
+                pol->insert(gs->pol, q, pol->key ? pol->key(ctx->pol_user, items[it].req.id, g, row) : ctx->clock++);
                 cd[e] = CODE(C_HOT, q);
             } else {
                 if (ctx->grp_arena[g] < 0 && (ctx->grp_arena[g] = arena_acquire(ctx, g)) < 0) { s = DHS_ERR_STAGING; break; }

@@ -20,7 +20,6 @@
  *    rows the ring has left are host rows with their bytes.
  */
 #include "core/policy.h"
-#include "core/sim_hooks.h"
 #include "test_help.h"
 
 static uint64_t g_seed;
@@ -198,7 +197,7 @@ static void w_insert(void *s, int32_t q, uint64_t key) { g_calls[0]++; g_inner->
 static void w_touch(void *s, int32_t q, uint64_t key) { g_calls[1]++; g_inner->touch(s, q, key); }
 static void w_remove(void *s, int32_t q) { g_calls[2]++; g_inner->remove(s, q); }
 static int32_t w_victim(void *s, const uint32_t *prot, uint32_t epoch) { g_calls[3]++; return g_inner->victim(s, prot, epoch); }
-static const dhs_policy_ops counting_ops = {"counting-clock", w_bytes, w_init, w_insert, w_touch, w_remove, w_victim};
+static const dhs_policy_ops counting_ops = {"counting-clock", w_bytes, w_init, w_insert, w_touch, w_remove, w_victim, NULL};
 
 static void run_counted(int32_t B, int32_t ws, uint64_t seed, uint64_t out[5])
 {
@@ -210,7 +209,7 @@ static void run_counted(int32_t B, int32_t ws, uint64_t seed, uint64_t out[5])
     cfg.device_bytes = (uint64_t)(B / 8 + 8 + 8) * 8 * 32 * 4 + (1u << 20);
     g_inner = dhs_policy_get(DHS_POLICY_CLOCK);
     CHECK_ST(th_env_init(&e, &arch, &cfg, NULL), DHS_OK);
-    CHECK_ST(dhs_ctx_set_policy_ops(e.ctx, &counting_ops), DHS_OK);
+    CHECK_ST(dhs_ctx_set_policy_ops(e.ctx, &counting_ops, NULL), DHS_OK);
     CHECK_ST(th_open(&e, 0, 3000), DHS_OK);
     CHECK_INV(e.ctx);
     CHECK_ST(th_import(&e, 0, 3000, DHS_IMPORT_HOST), DHS_OK);
