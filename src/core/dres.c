@@ -660,33 +660,6 @@ dhs_status dres_round_end(dhs_ctx *ctx)
     return DHS_OK;
 }
 
-/* ------------------------------------------------------------- tail */
-dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
-{
-    dhs_status err;
-    request *rq = req_get(ctx, r, &err);
-    if (!rq) return err;
-    if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
-    if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
-    if (n_rows < 0 || (n_rows > 0 && !loc)) return DHS_ERR_INVALID_ARG;
-    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
-    /* the rows dhs_write_rows would take: in the block, no gap before first_row, room in the ring */
-    dhs_status bs = block_rows_check(ctx, rq, source, first_row, n_rows);
-    if (bs != DHS_OK) return bs;
-    const int32_t g = ctx->arch.sources[source].group;
-    grp_state *gs = &rq->g[g];
-    const dhs_config *c = &ctx->cfg;
-    const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
-    const int32_t p = c->page_rows;
-    for (int32_t i = 0; i < n_rows; i++) {
-        const int32_t t = (int32_t)((first_row + i) % c->tail_rows);
-        loc[i] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
-    }
-    src_state *sw = &gs->src[ctx->src_grp_idx[source]];
-    if (first_row + n_rows > sw->written_hi) sw->written_hi = first_row + n_rows;
-    return DHS_OK;
-}
-
 /* ------------------------------------------------------------- statistics */
 dhs_status dres_add_stats(const dhs_ctx *ctx, dhs_stats *out)
 {

@@ -199,8 +199,9 @@ void page_free_now(dhs_ctx *ctx, int32_t page);
 /* grows ctx->pairs (the copy list) to hold n pairs, keeping its contents */
 dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n);
 
-/* request.c: handle lookup (NULL + *err on a bad handle), per-request state release */
+/* pool.c: handle lookup (NULL + *err on a bad handle) */
 request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err);
+/* request.c: per-request state release */
 /* The rows [first_row, first_row + n_rows) of a source that dhs_write_rows and dhs_tail_locations may
    hand to the engine in this round (one rule for both): DHS_ERR_ROW_RANGE unless the range lies in the
    block (from the committed complete rows to the block's end) and starts no later than the source's

@@ -1,6 +1,6 @@
 /* pool.c - the accounted host allocator (ctx_calloc/ctx_free), the device
  * page pool (page_alloc/page_release/page_free_now, deferred frees) and the
- * copy list growth (pairs_reserve). */
+ * copy list growth (pairs_reserve) and the request handle lookup (req_get). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,4 +92,29 @@ dhs_status pairs_reserve(dhs_ctx *ctx, int64_t n)
     ctx->pairs = np;
     ctx->cap_pairs = cap;
     return DHS_OK;
+}
+
+/* ------------------------------------------------------------- handles */
+/* A handle is (slot, generation). Generations of a slot count up from 1 at
+   each open (0 is never issued); the slot keeps its last generation when the
+   request closes. So a handle names a request that existed exactly when its
+   generation is 1 .. the slot's current one:
+     - slot out of range, generation 0, or above the slot's: never existed
+       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
+     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
+     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
+   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
+request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
+{
+    dhs_status e = DHS_OK;
+    request *rq = NULL;
+    if (!ctx) e = DHS_ERR_INVALID_ARG;
+    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
+    else {
+        rq = &ctx->req[r.id];
+        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
+        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
+    }
+    if (err) *err = e;
+    return e == DHS_OK ? rq : NULL;
 }

@@ -1,34 +1,12 @@
 /* request.c - request lifecycle: handles, open/close/positions, per-request
- * state allocation, tail writes (dhs_write_rows). */
+ * state allocation, tail writes (dhs_write_rows, dhs_tail_locations). */
 #include <string.h>
 
 #include "core/dres.h"
 #include "core/internal.h"
 
 /* ------------------------------------------------------------- requests */
-/* A handle is (slot, generation). Generations of a slot count up from 1 at
-   each open (0 is never issued); the slot keeps its last generation when the
-   request closes. So a handle names a request that existed exactly when its
-   generation is 1 .. the slot's current one:
-     - slot out of range, generation 0, or above the slot's: never existed
-       -> DHS_ERR_UNKNOWN_REQUEST (a slot never opened has generation 0);
-     - the slot's current generation, slot free: closed -> DHS_ERR_CLOSED;
-     - an older generation, slot free or reused: closed -> DHS_ERR_CLOSED.
-   (After 2^32 - 1 opens of one slot generations wrap and restart at 1.) */
-request *req_get(const dhs_ctx *ctx, dhs_req r, dhs_status *err)
-{
-    dhs_status e = DHS_OK;
-    request *rq = NULL;
-    if (!ctx) e = DHS_ERR_INVALID_ARG;
-    else if (r.id >= (uint32_t)ctx->cfg.max_requests) e = DHS_ERR_UNKNOWN_REQUEST;
-    else {
-        rq = &ctx->req[r.id];
-        if (r.gen == 0 || r.gen > rq->gen) e = DHS_ERR_UNKNOWN_REQUEST;
-        else if (r.gen < rq->gen || !rq->in_use) e = DHS_ERR_CLOSED;
-    }
-    if (err) *err = e;
-    return e == DHS_OK ? rq : NULL;
-}
+/* Handles (slot, generation) are looked up by req_get in pool.c. */
 
 static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
 {
@@ -261,5 +239,33 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
         i += run;
     }
     if (first_row + n_rows > gs->src[si].written_hi) gs->src[si].written_hi = first_row + n_rows;
+    return DHS_OK;
+}
+
+/* Where the current block's rows go, so the engine's own KV-write kernel writes them in place (either
+   resolver mode): the rows dhs_write_rows would take, counted as written. */
+dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
+{
+    dhs_status err;
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
+    if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
+    if (n_rows < 0 || (n_rows > 0 && !loc)) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    /* the rows dhs_write_rows would take: in the block, no gap before first_row, room in the ring */
+    dhs_status bs = block_rows_check(ctx, rq, source, first_row, n_rows);
+    if (bs != DHS_OK) return bs;
+    const int32_t g = ctx->arch.sources[source].group;
+    grp_state *gs = &rq->g[g];
+    const dhs_config *c = &ctx->cfg;
+    const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
+    const int32_t p = c->page_rows;
+    for (int32_t i = 0; i < n_rows; i++) {
+        const int32_t t = (int32_t)((first_row + i) % c->tail_rows);
+        loc[i] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
+    }
+    src_state *sw = &gs->src[ctx->src_grp_idx[source]];
+    if (first_row + n_rows > sw->written_hi) sw->written_hi = first_row + n_rows;
     return DHS_OK;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The layout holds: scripts/modgraph.py finds no arrow from a lower module to a
-# higher one (the library includes nothing above it) and no cycle, and the
+# higher one (the library includes nothing above it), no cycle among the
+# modules nor among the calls between the files of src/core, and the
 # graph in docs/ARCHITECTURE.md is the one the includes give today. Also: the
 # library's sources are listed in CMakeLists.txt, not globbed, and every
 # source file in src/ is listed (nothing compiled by accident or left out).
