@@ -21,6 +21,10 @@
 #             the in-process baseline and the gather ceiling)
 #   gather    gpu_bench: the host->device gather against cudaMemcpy of the
 #             same span (the link ceilings)
+#   import    import_bench: a GLM-5.3 100K history (78 x 100000 x 656 B)
+#             imported into a CUDA context, host rows freed at close against
+#             kept for reuse (host_cache_bytes), next to memcpy and
+#             cudaHostAlloc of the same bytes
 #   fo        test_topk_cuda, topk_bench, lstream_bench (the dev/ pieces)
 #   overlap   test_overlap_cuda, overlap_bench
 #   prefill   test_lsprefill_cuda (the streamed prefill against full residency)
@@ -41,12 +45,12 @@ export PATH=$PATH:/usr/local/cuda/bin
 b=${DHS_GPU_BUILD:-$root/build-gpu}
 out=${OUT:-$b/out}
 mkdir -p "$out"
-[ $# -gt 0 ] || { sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-case "$1" in -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -gt 0 ] || { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+case "$1" in -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 suites=("$@")
-[ "${suites[0]}" = all ] && suites=(test exact resolve gather fo overlap prefill step serve sanitize)
+[ "${suites[0]}" = all ] && suites=(test exact resolve gather import fo overlap prefill step serve sanitize)
 for s in "${suites[@]}"; do
-  case $s in test|exact|resolve|gather|fo|overlap|prefill|step|serve|sanitize) ;;
+  case $s in test|exact|resolve|gather|import|fo|overlap|prefill|step|serve|sanitize) ;;
     *) echo "gpu.sh: unknown suite '$s' (bench/gpu.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -113,6 +117,12 @@ suite_gather() {
   run gather 300 "$b/gpu_bench" --quick
   tail -30 "$out/gather.log"
   sum=$(grep -m1 -i "ceiling\|GB/s" "$out/gather.log")
+  return $r
+}
+suite_import() {
+  run import 400 "$b/import_bench" --backend cuda --rows "${IMPORT_ROWS:-100000}" --sessions 3
+  cat "$out/import.log"
+  sum=$(grep -m1 "HOST import, session 1" "$out/import.log" | sed 's/  */ /g')
   return $r
 }
 suite_fo() {

@@ -190,6 +190,11 @@ typedef struct dhs_config {
                                   (no pool, no host rows), and fault injection sees no
                                   synchronous copies or host-row allocations */
     int32_t resolver;          /* dhs_resolver: DHS_RESOLVER_HOST (default) or DHS_RESOLVER_DEVICE */
+    uint64_t host_cache_bytes; /* pinned host rows of closed requests kept, up to this many bytes, for
+                                  later requests' host rows: an import into reused memory neither pins
+                                  nor first-touches it (0, the default: freed at close). Counted in
+                                  dhs_mem.host_bytes_allocated and host_bytes_cached; dropped when a
+                                  host allocation fails, then retried */
 } dhs_config;
 
 dhs_config dhs_config_default(void);
@@ -493,6 +498,8 @@ typedef struct dhs_mem {
     uint64_t host_bytes_allocated;   /* every host byte (pinned + metadata) */
     int64_t pages_total, pages_free;
     int32_t requests_open;
+    uint64_t host_bytes_cached;      /* of host_bytes_allocated: closed requests' host rows kept for
+                                        reuse (dhs_config.host_cache_bytes) */
 } dhs_mem;
 /* DHS_ERR_INVALID_ARG for NULL; reads host state only. */
 dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);

@@ -75,6 +75,7 @@ class dhs_config(ctypes.Structure):
         ("resident_first", c_int32),
         ("payload_free", c_int32),
         ("resolver", c_enum),
+        ("host_cache_bytes", c_uint64),
     ]
 
 
@@ -132,6 +133,7 @@ class dhs_mem(ctypes.Structure):
         ("pages_total", c_int64),
         ("pages_free", c_int64),
         ("requests_open", c_int32),
+        ("host_bytes_cached", c_uint64),
     ]
 
 

@@ -56,6 +56,15 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
     if (cnt[PAGE_DEFERRED] != ctx->n_deferred) fail(&v, "I4: deferred pages %lld, list %lld", (long long)cnt[PAGE_DEFERRED], (long long)ctx->n_deferred);
     if (c->payload_free == 0 && ctx->be->dev_bytes < (uint64_t)ctx->n_pages * p * ctx->row_stride)
         fail(&v, "I4: device bytes accounted below the pool size");
+    /* I4: the host-row cache holds what it counts, within its limit and its table, all accounted */
+    {
+        uint64_t hb = 0;
+        for (int32_t i = 0; i < ctx->hcache_n; i++) hb += ctx->hcache[i].bytes;
+        if (hb != ctx->hcache_bytes || ctx->hcache_n > ctx->hcache_cap || ctx->hcache_bytes > c->host_cache_bytes)
+            fail(&v, "I4: host cache of %d spans holds %llu bytes, counter %llu, limit %llu", ctx->hcache_n,
+                 (unsigned long long)hb, (unsigned long long)ctx->hcache_bytes, (unsigned long long)c->host_cache_bytes);
+        if (ctx->be->host_bytes < ctx->hcache_bytes) fail(&v, "I4: host bytes accounted below the host cache");
+    }
     uint8_t *seen = calloc((size_t)ctx->n_pages + 1, 1);
     if (!seen) return v.n + 1;
     int32_t open = 0;

@@ -126,6 +126,8 @@ static void ctx_free_all(dhs_ctx *ctx)
         for (int32_t i = 0; i < ctx->cfg.max_requests; i++)
             if (ctx->req[i].in_use) request_free_all(ctx, &ctx->req[i]);
     }
+    host_cache_drop(ctx);
+    ctx_free(ctx, ctx->hcache, (size_t)ctx->hcache_cap, sizeof(struct host_span));
     if (!ctx->cfg.payload_free && ctx->pool)
         be_dev_free(ctx->be, ctx->pool, (size_t)ctx->n_pages * ctx->cfg.page_rows * ctx->row_stride);
     int32_t ng = ctx->arch.n_groups;
@@ -297,6 +299,14 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
         !ctx->round_reqs || !ctx->scratch_code)
         goto nomem;
+    if (c->host_cache_bytes > 0 && !c->payload_free) {
+        /* room for the spans of every source of every slot, twice over (a request pins a source's rows in
+           one span at import and may add spans as it grows) */
+        const int64_t cap = 2 * (int64_t)c->max_requests * ctx->arch.n_sources + 16;
+        ctx->hcache_cap = (int32_t)(cap < (1 << 20) ? cap : (1 << 20));
+        ctx->hcache = ctx_calloc(ctx, (size_t)ctx->hcache_cap, sizeof(struct host_span));
+        if (!ctx->hcache) goto nomem;
+    }
     if (!c->payload_free) {
         s = be_dev_alloc(be, (size_t)ctx->n_pages * page_bytes, (void **)&ctx->pool);
         if (s != DHS_OK) { ctx->pool = NULL; ctx_free_all(ctx); return s; }
@@ -404,6 +414,7 @@ dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out)
     out->pages_total = ctx->n_pages;
     out->pages_free = ctx->n_free_pages;
     out->requests_open = ctx->n_open;
+    out->host_bytes_cached = ctx->hcache_bytes;
     return DHS_OK;
 }
 

@@ -168,6 +168,11 @@ struct dhs_ctx {
     uint64_t tp_host_rows, tp_peer_rows, tp_exchanges;
 
     uint64_t meta_bytes;    /* host metadata bytes (accounted) */
+    /* host rows of closed requests kept for reuse (cfg.host_cache_bytes): spans as be_host_alloc gave
+       them, hcache_bytes in all, at most hcache_cap of them */
+    struct host_span { void *p; size_t bytes; } *hcache;
+    int32_t hcache_n, hcache_cap;
+    uint64_t hcache_bytes;
     dhs_stats st;
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
@@ -215,7 +220,11 @@ dhs_status res_admit(dhs_ctx *ctx, request *rq);
 void res_housekeeping(dhs_ctx *ctx);
 dhs_status res_drain(dhs_ctx *ctx);
 void res_repopulate(dhs_ctx *ctx);
-dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows);
+dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int64_t rows);
+/* a span of host rows no request holds any more: kept in the cache when it fits, else freed */
+void host_span_release(dhs_ctx *ctx, void *p, size_t bytes);
+/* frees every cached span */
+void host_cache_drop(dhs_ctx *ctx);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);

@@ -29,7 +29,7 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
             if (ss->host_chunks && ss->chunk_span)
                 for (int64_t i = 0; i < ss->n_host_chunks; i++)
                     if (ss->chunk_span[i] > 0)
-                        be_host_free(ctx->be, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
+                        host_span_release(ctx, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
             ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
             ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));

@@ -18,18 +18,55 @@
 #include "core/dres.h"
 #include "core/internal.h"
 
-dhs_status host_ensure(dhs_ctx *ctx, request *rq, src_state *ss, int64_t rows)
+void host_span_release(dhs_ctx *ctx, void *p, size_t bytes)
+{
+    if (!p) return;
+    if (ctx->hcache_n < ctx->hcache_cap && ctx->hcache_bytes + bytes <= ctx->cfg.host_cache_bytes) {
+        ctx->hcache[ctx->hcache_n++] = (struct host_span){p, bytes};
+        ctx->hcache_bytes += bytes;
+        return;
+    }
+    be_host_free(ctx->be, p, bytes);
+}
+
+void host_cache_drop(dhs_ctx *ctx)
+{
+    for (int32_t i = 0; i < ctx->hcache_n; i++) be_host_free(ctx->be, ctx->hcache[i].p, ctx->hcache[i].bytes);
+    ctx->hcache_n = 0;
+    ctx->hcache_bytes = 0;
+}
+
+dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int64_t rows)
 {
     if (ctx->cfg.payload_free) return DHS_OK;
     int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
     if (ss->n_host_chunks >= need) return DHS_OK;
     /* the missing chunks in one allocation: an import pins its whole history with one call per source
        instead of one per 1,024 rows (a pinning call costs host time per call, measured on the H200 host) */
-    const int64_t k = need - ss->n_host_chunks;
+    int64_t k = need - ss->n_host_chunks;
     const size_t chunk = (size_t)HOST_CHUNK_ROWS * ctx->row_stride;
     void *p = NULL;
-    dhs_status s = be_host_alloc(ctx->be, (size_t)k * chunk, &p);
-    if (s != DHS_OK) return s;
+    /* a cached span first, the smallest that holds the k chunks and fits the source's chunk table: it is
+       pinned and touched already, so the import copies at memory speed */
+    const int64_t room = ctx->grp_max_rows[g] / HOST_CHUNK_ROWS + 1 - ss->n_host_chunks;
+    int32_t best = -1;
+    for (int32_t i = 0; i < ctx->hcache_n; i++) {
+        const size_t b = ctx->hcache[i].bytes;
+        if (b >= (size_t)k * chunk && (int64_t)(b / chunk) <= room && (best < 0 || b < ctx->hcache[best].bytes)) best = i;
+    }
+    if (best >= 0) {
+        p = ctx->hcache[best].p;
+        k = (int64_t)(ctx->hcache[best].bytes / chunk);
+        ctx->hcache_bytes -= ctx->hcache[best].bytes;
+        ctx->hcache[best] = ctx->hcache[--ctx->hcache_n];
+    } else {
+        dhs_status s = be_host_alloc(ctx->be, (size_t)k * chunk, &p);
+        if (s == DHS_ERR_NOMEM && ctx->hcache_n > 0) { /* the cache gives way to live requests */
+            host_cache_drop(ctx);
+            s = be_host_alloc(ctx->be, (size_t)k * chunk, &p);
+        }
+        if (s != DHS_OK) return s;
+    }
     ss->chunk_span[ss->n_host_chunks] = (int32_t)k;
     for (int64_t i = 0; i < k; i++) ss->host_chunks[ss->n_host_chunks++] = (uint8_t *)p + (size_t)i * chunk;
     rq->tables_dirty = 1;
@@ -101,7 +138,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         /* host rows up to the positions announced at open, pinned now: decoding up to them allocates nothing */
         int64_t rows_pin = (rq->expected + m - 1) / m > rows_all ? (rq->expected + m - 1) / m : rows_all;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-            dhs_status s = host_ensure(ctx, rq, &rq->g[g].src[si], rows_pin);
+            dhs_status s = host_ensure(ctx, rq, g, &rq->g[g].src[si], rows_pin);
             if (s != DHS_OK) return s;
         }
         grp_state *gs = &rq->g[g];
@@ -264,7 +301,7 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                dhs_status s = host_ensure(ctx, SPAN_RQ(i), &gs->src[si], gs->hist_rows);
+                dhs_status s = host_ensure(ctx, SPAN_RQ(i), g, &gs->src[si], gs->hist_rows);
                 if (s != DHS_OK) return s;
             }
             tot += (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];

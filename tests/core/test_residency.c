@@ -686,6 +686,99 @@ static void test_admission_during_round(int async_delay)
     th_env_free(&e);
 }
 
+/* ------------------------------------------------------------ the host-row cache */
+/* dhs_config.host_cache_bytes: a closed request's host rows are kept (counted in host_bytes_allocated
+   and host_bytes_cached) and the next import takes them instead of allocating; every row reads back
+   exactly from reused memory; the limit holds; a failed host allocation drops the cache and retries;
+   with 0 nothing is kept. The history lives in host memory only (DHS_IMPORT_HOST, no device room for
+   optional pages), so every sweep reads rows recovered from the reused memory. */
+static void host_cache_case(uint64_t limit, int64_t rows_a, int64_t rows_b, int fault)
+{
+    dhs_arch a = th_arch_two_groups(1);
+    dhs_config c = dhs_config_default();
+    c.max_requests = 2;
+    c.sel_k = 16;
+    c.spec_width = 1;
+    c.hot_rows = 16;
+    c.tail_rows = 16;
+    c.page_rows = 8;
+    c.max_rows = 5000;
+    c.repop_pages = 0;
+    c.resident_first = 0;
+    c.host_cache_bytes = limit;
+    dhs_sizes z;
+    CHECK_ST(dhs_config_sizes(&a, &c, &z), DHS_OK);
+    c.device_bytes = z.min_device_bytes + z.request_bytes; /* two requests' hot caches and tails, no history */
+    th_env e;
+    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    if (!e.ctx) return;
+    dhs_mem m0, m1, m2, m3;
+    CHECK_ST(dhs_get_mem(e.ctx, &m0), DHS_OK);
+    CHECK(m0.host_bytes_cached == 0);
+    CHECK_ST(th_open(&e, 0, rows_a), DHS_OK);
+    CHECK_ST(th_import(&e, 0, rows_a, DHS_IMPORT_HOST), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECKF(th_sweep(&e, 0, 16) == 0, "limit %llu: request A's rows", (unsigned long long)limit);
+    CHECK_ST(dhs_get_mem(e.ctx, &m1), DHS_OK);
+    CHECK_ST(th_close(&e, 0), DHS_OK);
+    CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(dhs_get_mem(e.ctx, &m2), DHS_OK);
+    CHECKF(m2.host_bytes_cached <= limit, "cached %llu over the limit %llu", (unsigned long long)m2.host_bytes_cached,
+           (unsigned long long)limit);
+    /* A's imported host rows (3 sources, row stride 64, 1,024-row chunks) were freed or cached at close,
+       and what is cached is still counted as held */
+    const uint64_t a_rows = 3ull * (uint64_t)((rows_a + 1023) / 1024) * 1024u * 64u;
+    CHECKF(m2.host_bytes_allocated >= m0.host_bytes_allocated + m2.host_bytes_cached,
+           "after close: %llu host bytes held, below %llu at creation + %llu cached", (unsigned long long)m2.host_bytes_allocated,
+           (unsigned long long)m0.host_bytes_allocated, (unsigned long long)m2.host_bytes_cached);
+    CHECKF(m1.host_bytes_allocated - m2.host_bytes_allocated + m2.host_bytes_cached >= a_rows,
+           "close released %llu and cached %llu host bytes, less than A's %llu bytes of rows",
+           (unsigned long long)(m1.host_bytes_allocated - m2.host_bytes_allocated), (unsigned long long)m2.host_bytes_cached,
+           (unsigned long long)a_rows);
+    if (limit == 0) CHECK(m2.host_bytes_cached == 0);
+    if (limit >= a_rows) CHECKF(m2.host_bytes_cached >= a_rows, "limit %llu >= A's %llu bytes of rows: %llu kept",
+                                (unsigned long long)limit, (unsigned long long)a_rows, (unsigned long long)m2.host_bytes_cached);
+    /* B reuses A's host rows where they fit (B no longer than A): its import allocates none */
+    CHECK_ST(th_open(&e, 1, rows_b), DHS_OK);
+    /* the import's first allocation is its first source's host rows: the cache cannot serve a longer B */
+    if (fault) dhs_backend_fault_at(e.be, DHS_FAULT_HOST_ALLOC, 1);
+    CHECK_ST(th_import(&e, 1, rows_b, DHS_IMPORT_HOST), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(dhs_get_mem(e.ctx, &m3), DHS_OK);
+    if (fault) {
+        CHECKF(dhs_backend_faults_injected(e.be) == 1 && m3.host_bytes_cached == 0,
+               "a failed host allocation drops the cache: %llu faults met, %llu cached",
+               (unsigned long long)dhs_backend_faults_injected(e.be), (unsigned long long)m3.host_bytes_cached);
+        dhs_backend_fault_at(e.be, DHS_FAULT_HOST_ALLOC, 0);
+    } else if (limit >= a_rows && rows_b <= rows_a) {
+        CHECKF(m3.host_bytes_allocated <= m2.host_bytes_allocated + (m1.host_bytes_allocated - m0.host_bytes_allocated) / 2,
+               "B's import allocated host rows although A's were cached: %llu -> %llu host bytes",
+               (unsigned long long)m2.host_bytes_allocated, (unsigned long long)m3.host_bytes_allocated);
+        CHECKF(m3.host_bytes_cached < m2.host_bytes_cached, "B took nothing from the cache (%llu cached before, %llu after)",
+               (unsigned long long)m2.host_bytes_cached, (unsigned long long)m3.host_bytes_cached);
+    }
+    long lost = th_sweep(&e, 1, 16);
+    CHECKF(lost == 0, "limit %llu, rows %lld then %lld, fault %d: %ld of B's rows read back wrong from reused host memory",
+           (unsigned long long)limit, (long long)rows_a, (long long)rows_b, fault, lost);
+    CHECK_ST(th_close(&e, 1), DHS_OK);
+    CHECK_INV(e.ctx);
+    printf("host cache: limit %llu, rows %lld then %lld%s: cached after A %llu, B's import grew host bytes by %lld\n",
+           (unsigned long long)limit, (long long)rows_a, (long long)rows_b, fault ? ", fault" : "",
+           (unsigned long long)m2.host_bytes_cached, (long long)(m3.host_bytes_allocated - m2.host_bytes_allocated));
+    th_env_free(&e); /* frees the cache too: ASan's leak check sees it */
+}
+
+static void test_host_cache(void)
+{
+    host_cache_case(0, 3000, 3000, 0);            /* off: nothing kept */
+    host_cache_case(1ull << 30, 3000, 3000, 0);   /* on: B reuses all of A's rows */
+    host_cache_case(1ull << 30, 3000, 1000, 0);   /* B shorter: takes spans larger than it needs */
+    host_cache_case(1ull << 30, 1000, 3000, 0);   /* B longer: the cache cannot serve it, it allocates */
+    host_cache_case(100000, 3000, 3000, 0);       /* a limit below one request's rows: some spans kept */
+    host_cache_case(1ull << 30, 1000, 3000, 1);   /* the allocation fails once: cache dropped, retried */
+}
+
 int main(void)
 {
     g_seed = th_seed("test_residency");
@@ -693,6 +786,7 @@ int main(void)
     test_reclaim_orders();
     test_admission_during_round(0);
     test_admission_during_round(2);
+    test_host_cache();
     test_random_events(th_scale());
     printf("test_residency: %.2f s\n", th_now() - t0);
     return th_summary();
