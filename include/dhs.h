@@ -195,6 +195,9 @@ typedef struct dhs_config {
                                   nor first-touches it (0, the default: freed at close). Counted in
                                   dhs_mem.host_bytes_allocated and host_bytes_cached; dropped when a
                                   host allocation fails, then retried */
+    int32_t copy_threads;      /* host threads an import copies its rows into host rows with (0, the
+                                  default: as many as the machine has cores with 32 MiB or more each;
+                                  1: the calling thread; at most 8); negative: DHS_ERR_INVALID_ARG */
 } dhs_config;
 
 dhs_config dhs_config_default(void);

@@ -76,6 +76,7 @@ class dhs_config(ctypes.Structure):
         ("payload_free", c_int32),
         ("resolver", c_enum),
         ("host_cache_bytes", c_uint64),
+        ("copy_threads", c_int32),
     ]
 
 

@@ -1,6 +1,10 @@
-/* backend.c - accounted choke points and fault injection shared by backends. */
+/* backend.c - accounted choke points and fault injection shared by backends,
+ * and the parallel host copy they share. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/backend.h"
 
@@ -65,6 +69,61 @@ dhs_status be_copy_sync(dhs_backend *be, void *dst, const void *src, size_t byte
 {
     if (be_fault(be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
     return be->ops->copy_sync(be, dst, src, bytes);
+}
+
+dhs_status be_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (be_fault(be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
+    return n > 0 ? be->ops->copy_host_runs(be, runs, n, threads) : DHS_OK;
+}
+
+/* ----------------------------------------------------------- parallel copy */
+#define MEMCPY_MAX_THREADS 8
+#define MEMCPY_MIN_SHARE ((uint64_t)32 << 20)
+
+typedef struct {
+    const dhs_copy_run *runs;
+    int64_t n;
+    uint64_t lo, hi; /* bytes [lo, hi) of the runs laid end to end */
+} memcpy_share;
+
+static void *memcpy_share_run(void *arg)
+{
+    const memcpy_share *s = arg;
+    uint64_t at = 0;
+    for (int64_t i = 0; i < s->n && at < s->hi; i++) {
+        const uint64_t b = s->runs[i].bytes, a0 = at > s->lo ? at : s->lo, a1 = at + b < s->hi ? at + b : s->hi;
+        if (a0 < a1) memcpy((uint8_t *)s->runs[i].dst + (a0 - at), (const uint8_t *)s->runs[i].src + (a0 - at), (size_t)(a1 - a0));
+        at += b;
+    }
+    return NULL;
+}
+
+void be_memcpy_runs(const dhs_copy_run *runs, int64_t n, int32_t threads)
+{
+    uint64_t total = 0;
+    for (int64_t i = 0; i < n; i++) total += runs[i].bytes;
+    int64_t t = threads;
+    if (t <= 0) { /* automatic: the cores, each with 32 MiB or more */
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        t = cores > 0 ? cores : 1;
+        if ((uint64_t)t > total / MEMCPY_MIN_SHARE) t = (int64_t)(total / MEMCPY_MIN_SHARE);
+    }
+    if (t > MEMCPY_MAX_THREADS) t = MEMCPY_MAX_THREADS;
+    if ((uint64_t)t > total) t = (int64_t)total;
+    if (t < 1) t = 1;
+    memcpy_share sh[MEMCPY_MAX_THREADS];
+    pthread_t tid[MEMCPY_MAX_THREADS];
+    int started[MEMCPY_MAX_THREADS] = {0};
+    for (int64_t i = 0; i < t; i++)
+        sh[i] = (memcpy_share){runs, n, total / (uint64_t)t * (uint64_t)i, i == t - 1 ? total : total / (uint64_t)t * (uint64_t)(i + 1)};
+    for (int64_t i = 1; i < t; i++) started[i] = pthread_create(&tid[i], NULL, memcpy_share_run, &sh[i]) == 0;
+    memcpy_share_run(&sh[0]);
+    for (int64_t i = 1; i < t; i++) {
+        if (started[i]) pthread_join(tid[i], NULL);
+        else memcpy_share_run(&sh[i]); /* no thread: the caller copies that share too */
+    }
 }
 
 void dhs_backend_destroy(dhs_backend *be)

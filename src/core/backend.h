@@ -22,6 +22,13 @@ typedef struct dhs_copy_pair {
     void *dst;
 } dhs_copy_pair;
 
+/* one run of bytes, host memory to host memory */
+typedef struct dhs_copy_run {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} dhs_copy_run;
+
 typedef struct dhs_backend_ops {
     const char *name;
     /* device tier: pools (accounted by the caller through be_* wrappers) */
@@ -40,6 +47,10 @@ typedef struct dhs_backend_ops {
     /* synchronous copy between the engine's buffers and device/host memory
        (imports, tail writes): src/dst may be host or device. */
     dhs_status (*copy_sync)(dhs_backend *be, void *dst, const void *src, size_t bytes);
+    /* host-to-host runs (an import's rows into pinned host rows), ordered after
+       every reader issued so far, done on return; `threads` host threads at
+       most (be_memcpy_runs) */
+    dhs_status (*copy_host_runs)(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads);
     /* a ticket that completes when every reader issued so far finished */
     dhs_status (*record_readers)(dhs_backend *be, dhs_ticket *t);
     int (*done)(dhs_backend *be, dhs_ticket t);
@@ -108,6 +119,14 @@ dhs_status be_host_alloc(dhs_backend *be, size_t bytes, void **out);
 void be_host_free(dhs_backend *be, void *p, size_t bytes);
 dhs_status be_gather(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes);
 dhs_status be_copy_sync(dhs_backend *be, void *dst, const void *src, size_t bytes);
+/* one fault point per run, in order (nothing is copied when one fails), then the backend's copy */
+dhs_status be_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads);
+/* Copies the runs with `threads` host threads (0: automatic, as many as the
+   machine has cores with 32 MiB or more each; 1: the calling thread; at most
+   8, and never more than there are bytes), each taking an equal share of the
+   bytes laid end to end. A thread that cannot start leaves its share to the
+   calling thread. */
+void be_memcpy_runs(const dhs_copy_run *runs, int64_t n, int32_t threads);
 dhs_status be_copy_async(dhs_backend *be, const dhs_copy_pair *pairs, int64_t n, uint32_t row_bytes, dhs_ticket *t);
 
 /* Shared by backends: initialise the common part. */

@@ -160,7 +160,8 @@ static int config_valid(const dhs_config *c)
     if (c->max_requests < 1 || c->sel_k < 1 || c->spec_width < 1 || c->page_rows < 1 || c->hot_rows < c->page_rows ||
         c->hot_rows % c->page_rows || c->tail_rows < c->page_rows || c->tail_rows % c->page_rows ||
         c->tail_rows < 2 * c->spec_width || c->max_rows < 1 || (int)c->policy < 0 || c->policy >= DHS_POLICY_COUNT_ ||
-        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0)
+        (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0 ||
+        c->copy_threads < 0)
         return 0;
     /* device resolver: CLOCK-epoch policy only, placement simulation unsupported */
     if (c->resolver < 0 || c->resolver >= DHS_RESOLVER_COUNT_ ||

@@ -86,7 +86,10 @@ static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state
 
 /* ------------------------------------------------------------- import placement */
 /* Copies rows of an engine buffer into host backing rows [r0, r1). */
-static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1)
+/* Rows [r0, r1) of every source of group g into the request's host rows: rows of the dense sources are
+   appended to runs[*nr] (copied by the caller in one parallel batch), the others copied row by row now. */
+static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1,
+                                 dhs_copy_run *runs, int64_t *nr)
 {
     grp_state *gs = &rq->g[g];
     for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
@@ -104,9 +107,14 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
                 end = (c + 1) * HOST_CHUNK_ROWS;
             }
             if (end > r1) end = r1;
-            dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row),
-                                                   (const uint8_t *)rows[src] + (uint64_t)row * rb, (size_t)(end - row) * rb);
-            if (s != DHS_OK) return s;
+            if (contig) {
+                runs[(*nr)++] = (dhs_copy_run){host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
+                                               (size_t)(end - row) * rb};
+            } else {
+                dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
+                                            (size_t)(end - row) * rb);
+                if (s != DHS_OK) return s;
+            }
             row = end;
         }
     }
@@ -182,6 +190,14 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         }
     }
     dhs_status st = DHS_OK;
+    /* the host rows' runs, copied in one batch on up to cfg.copy_threads threads after the device copies: at
+       most one run per chunk span of each source and each of the two ranges below, plus one */
+    int64_t cap_runs = 0, n_runs = 0;
+    if (!c->payload_free)
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++)
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) cap_runs += 2 * (rq->g[g].src[si].n_host_chunks + 2);
+    dhs_copy_run *runs = cap_runs ? ctx_calloc(ctx, (size_t)cap_runs, sizeof(dhs_copy_run)) : NULL;
+    if (cap_runs && !runs) return DHS_ERR_NOMEM;
     /* copy: optional pages while I4 allows (resident-first), else host */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
@@ -223,10 +239,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             gs->opt_held++;
         }
         if (n_dev < gs->n_opt_pages) {
-            dhs_status s = import_to_host(ctx, rq, g, rows, n_dev * p, gs->n_opt_pages * p);
+            dhs_status s = import_to_host(ctx, rq, g, rows, n_dev * p, gs->n_opt_pages * p, runs, &n_runs);
             if (s != DHS_OK) { st = s; goto fail; }
         }
-        dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist);
+        dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist, runs, &n_runs);
         if (s != DHS_OK) { st = s; goto fail; }
         /* the ring starts at the last partial page (its rows also went to the
            host above), so that a selection of them is direct; an incomplete
@@ -254,6 +270,8 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         gs->backup_hi = hist;
         for (int32_t si = 0; si < nsrc; si++) gs->src[si].written_hi = rows_all;
     }
+    if (n_runs > 0 && (st = be_copy_host_runs(ctx->be, runs, n_runs, c->copy_threads)) != DHS_OK) goto fail;
+    ctx_free(ctx, runs, (size_t)cap_runs, sizeof(dhs_copy_run));
     rq->n = n_positions;
     rq->imported = 1;
     dres_publish_request(ctx, (int32_t)r.id);
@@ -261,6 +279,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
 fail:
     /* a backend copy failed: give back every optional page this call took
        (nothing read them) so a retry starts from the same state */
+    ctx_free(ctx, runs, (size_t)cap_runs, sizeof(dhs_copy_run));
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {

@@ -151,6 +151,13 @@ static dhs_status cpu_copy_sync(dhs_backend *be, void *dst, const void *src, siz
     return DHS_OK;
 }
 
+static dhs_status cpu_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads)
+{
+    (void)be; /* every reader of host rows has run: the CPU backend's gathers copy at once */
+    be_memcpy_runs(runs, n, threads);
+    return DHS_OK;
+}
+
 static dhs_status cpu_record_readers(dhs_backend *be, dhs_ticket *t)
 {
     cpu_impl *c = be->impl;
@@ -299,6 +306,7 @@ static const dhs_backend_ops cpu_ops = {
     .gather_h2d = cpu_gather,
     .copy_rows_async = cpu_copy_async,
     .copy_sync = cpu_copy_sync,
+    .copy_host_runs = cpu_copy_host_runs,
     .record_readers = cpu_record_readers,
     .done = cpu_done,
     .wait = cpu_wait,

@@ -400,6 +400,18 @@ static dhs_status cu_copy_sync(dhs_backend *be, void *dst, const void *src, size
     return DHS_OK;
 }
 
+static dhs_status cu_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads)
+{
+    cu_backend *c = cu_of(be);
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    /* after every gather and reader issued so far on the compute stream (as copy_sync orders its copy),
+       then the bytes on host threads: a pinned-to-pageable cudaMemcpy runs on one */
+    CU_TRY(c, cudaStreamSynchronize(c->compute));
+    be_memcpy_runs(runs, n, threads);
+    return DHS_OK;
+}
+
 static dhs_status cu_record_readers(dhs_backend *be, dhs_ticket *t)
 {
     cu_backend *c = cu_of(be);
@@ -568,6 +580,7 @@ static const dhs_backend_ops cu_ops = {
     .gather_h2d = cu_gather_h2d,
     .copy_rows_async = cu_copy_rows_async,
     .copy_sync = cu_copy_sync,
+    .copy_host_runs = cu_copy_host_runs,
     .record_readers = cu_record_readers,
     .done = cu_done,
     .wait = cu_wait,

@@ -480,6 +480,8 @@ static void test_config_validation(void)
     CFG_BAD(max_requests, 0, INV, INV);
     CFG_BAD(max_requests, -3, INV, INV);
     CFG_BAD(max_requests, (1 << 20) + 1, INV, INV);
+    CFG_BAD(copy_threads, -1, INV, INV);
+    CFG_BAD(copy_threads, INT32_MIN, INV, INV);
     CFG_BAD(sel_k, 0, INV, INV);
     CFG_BAD(sel_k, -1, INV, INV);
     CFG_BAD(sel_k, (1 << 24) + 1, INV, INV);

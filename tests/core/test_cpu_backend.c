@@ -8,8 +8,49 @@
 #include "core/backend.h"
 #include "test_help.h"
 
+/* be_memcpy_runs: every byte of every run lands, whatever the thread count and however the equal
+   shares cut the runs (runs of odd sizes, empty runs, fewer bytes than threads) */
+static void test_memcpy_runs(void)
+{
+    enum { NR = 7 };
+    static const size_t sz[NR] = {1, 0, 4093, 65536 + 17, 3, 0, 100001};
+    size_t total = 0;
+    for (int i = 0; i < NR; i++) total += sz[i];
+    uint8_t *src = malloc(total), *dst = malloc(total);
+    CHECK(src && dst);
+    if (!src || !dst) return;
+    for (size_t i = 0; i < total; i++) src[i] = (uint8_t)(i * 131u + 7u);
+    for (int threads = 0; threads <= 9; threads++) {
+        memset(dst, 0, total);
+        dhs_copy_run runs[NR];
+        size_t off = 0;
+        for (int i = 0; i < NR; i++) {
+            /* runs in reverse order in the destination: a share boundary inside a run must offset both sides */
+            runs[i] = (dhs_copy_run){dst + (total - off - sz[i]), src + off, sz[i]};
+            off += sz[i];
+        }
+        be_memcpy_runs(runs, NR, threads);
+        long wrong = 0;
+        off = 0;
+        for (int i = 0; i < NR; i++) {
+            wrong += memcmp(dst + (total - off - sz[i]), src + off, sz[i]) != 0;
+            off += sz[i];
+        }
+        CHECKF(wrong == 0, "be_memcpy_runs with %d threads: %ld runs wrong", threads, wrong);
+    }
+    /* fewer bytes than threads */
+    uint8_t a[3] = {1, 2, 3}, b[3] = {0, 0, 0};
+    dhs_copy_run r = {b, a, 3};
+    be_memcpy_runs(&r, 1, 8);
+    CHECK(!memcmp(a, b, 3));
+    be_memcpy_runs(NULL, 0, 4); /* nothing to copy */
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
+    test_memcpy_runs();
     dhs_backend *be;
     CHECK(dhs_backend_cpu_create(NULL, &be) == DHS_OK);
     uint8_t a[64], b[64], c[64];

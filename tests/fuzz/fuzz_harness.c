@@ -1230,6 +1230,7 @@ static int decode_setup(fz *F, int *expect_invalid)
     if ((b / 60) % 2 && c.policy == DHS_POLICY_CLOCK) c.resolver = DHS_RESOLVER_DEVICE; /* the regress/ inputs stay host */
     /* sometimes closed requests' host rows are kept for later imports (none, or one to three spans) */
     if ((b / 120) % 2) c.host_cache_bytes = (uint64_t)(1 + b % 3) * 1024u * F->stride;
+    c.copy_threads = (int32_t)((b / 7) % 3); /* automatic, one, two host threads for an import's rows */
     dhs_sizes z;
     if (dhs_config_sizes(&F->arch, &c, &z) != DHS_OK) return -1;
     int64_t extra = (int64_t)(u8(F) % 40);
