@@ -86,8 +86,10 @@ static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state
 
 /* ------------------------------------------------------------- import placement */
 /* Copies rows of an engine buffer into host backing rows [r0, r1). */
-/* Rows [r0, r1) of every source of group g into the request's host rows: rows of the dense sources are
-   appended to runs[*nr] (copied by the caller in one parallel batch), the others copied row by row now. */
+/* Rows [r0, r1) of every source of group g into the request's host rows. With `runs` (rows in host
+   memory: DHS_IMPORT_HOST) the dense sources' rows are appended to runs[*nr], copied by the caller in one
+   batch on host threads; without (rows in device memory) and for the other sources, copied now by the
+   backend. */
 static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1,
                                  dhs_copy_run *runs, int64_t *nr)
 {
@@ -107,7 +109,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
                 end = (c + 1) * HOST_CHUNK_ROWS;
             }
             if (end > r1) end = r1;
-            if (contig) {
+            if (contig && runs) {
                 runs[(*nr)++] = (dhs_copy_run){host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
                                                (size_t)(end - row) * rb};
             } else {
@@ -193,7 +195,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     /* the host rows' runs, copied in one batch on up to cfg.copy_threads threads after the device copies: at
        most one run per chunk span of each source and each of the two ranges below, plus one */
     int64_t cap_runs = 0, n_runs = 0;
-    if (!c->payload_free)
+    if (!c->payload_free && flags == DHS_IMPORT_HOST) /* host threads can read the rows */
         for (int32_t g = 0; g < ctx->arch.n_groups; g++)
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) cap_runs += 2 * (rq->g[g].src[si].n_host_chunks + 2);
     dhs_copy_run *runs = cap_runs ? ctx_calloc(ctx, (size_t)cap_runs, sizeof(dhs_copy_run)) : NULL;
