@@ -30,9 +30,10 @@ t_start=$(date +%s)
 . "$root/bench/gpu_lib.sh"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/build.log" 2>&1
-cmake -S "$root" -B "$bld" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" >> "$out/build.log" 2>&1 &&
-  cmake --build "$bld" -j"$(nproc)" --target test_dres_cuda test_dres_graph dres_bench >> "$out/build.log" 2>&1
+b=$bld
+(model_build "$out/build.log" test_dres_cuda test_dres_graph dres_bench dhs_tool) >> "$out/build_step.log" 2>&1
 brc=$?
+bld=${DHS_GPU_BUILD:-$bld}
 row build "rc=$brc ($(( $(date +%s) - t_start )) s)"
 if [ $brc != 0 ]; then tail -40 "$out/build.log"; printf '%s\n' "${summary[@]}"; exit 1; fi
 rc=0

@@ -20,11 +20,7 @@ if [ ${#cj[@]} = 0 ] && [ ! -f /usr/include/cjson/cJSON.h ] && [ -d "$cjd" ]; th
   cj=(-DCJSON_INCLUDE_DIR="$cjd/include" -DCJSON_LIBRARY="$cjd/lib/libcjson.so")
   export LD_LIBRARY_PATH="$cjd/lib:${LD_LIBRARY_PATH:-}"
 fi
-t0=$(date +%s)
-cmake -S "$root" -B "$b" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/build.log" 2>&1 &&
-  cmake --build "$b" -j"$(nproc)" --target dhs_tool test_dres_cuda test_dres_graph >> "$out/build.log" 2>&1 ||
-  { tail -30 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - t0 )) s"
+model_build "$out/build.log" dhs_tool test_dres_cuda test_dres_graph
 rc=0
 for t in test_dres_cuda test_dres_graph; do
   t1=$(date +%s)

@@ -6,10 +6,9 @@
 # in well under 4 minutes.
 #
 # Build: CMake with CUDA (targets test_topk_cuda topk_bench lstream_bench in
-# build-fo/) when cmake and cJSON are present; otherwise (the device machine
-# lacks libcjson-dev, which the CMake project requires) nvcc/gcc directly on
-# the handful of sources these three programs need. FO_BUILD=direct|cmake
-# forces one. FO_TTFT_PROMPTS="ROWS ..." sets the TTFT prompts (--quick: 16384).
+# build-fo/cmake, cJSON carried when the machine lacks it: bench/gpu_lib.sh
+# model_build; bench/gpu.sh's build when DHS_GPU_BUILD names it).
+# FO_TTFT_PROMPTS="ROWS ..." sets the TTFT prompts (--quick: 16384).
 # Usage: bench/gpu_fo.sh [--quick]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,7 +19,7 @@ quick=""
 [ "${1:-}" = "--quick" ] && quick=--quick
 export PATH=$PATH:/usr/local/cuda/bin
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-. "$root/bench/gpu_lib.sh" # direct_flags
+. "$root/bench/gpu_lib.sh" # model_build
 t0=$(date +%s)
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
@@ -32,37 +31,10 @@ t0=$(date +%s)
   "$nvcc" --version | tail -1
 } | tee "$out/env.txt"
 
-mode=${FO_BUILD:-}
-if [ -z "$mode" ]; then
-  if command -v cmake >/dev/null && [ -f /usr/include/cjson/cJSON.h ]; then mode=cmake; else mode=direct; fi
-fi
-build_direct() {
-  local cuda cflags nvflags libs o=$bdir/direct
-  direct_flags
-  mkdir -p "$o"
-  gcc $cflags -c "$root/dev/topk.c" -o "$o/topk.o" || return 1
-  gcc $cflags -c "$root/dev/lstream.c" -o "$o/lstream.o" || return 1
-  # the CUDA objects and programs in parallel (independent nvcc runs)
-  local pids=() rc=0
-  "$nvcc" $nvflags -c "$root/dev/topk.cu" -o "$o/topk_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/dev/lstream.cu" -o "$o/lstream_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/dev/topk_bench.cu" -o "$o/topk_bench.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/dev/lstream_bench.cu" -o "$o/lstream_bench.o" & pids+=($!)
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  [ $rc = 0 ] || return 1
-  gcc $cflags "$root/tests/cuda/test_topk_cuda.c" "$o/topk.o" "$o/topk_cu.o" $libs -o "$bdir/test_topk_cuda" &&
-  "$nvcc" -arch=sm_90 "$o/topk_bench.o" "$o/topk.o" "$o/topk_cu.o" -o "$bdir/topk_bench" &&
-  "$nvcc" -arch=sm_90 "$o/lstream_bench.o" "$o/lstream.o" "$o/lstream_cu.o" -o "$bdir/lstream_bench"
-}
-build_cmake() {
-  cmake -S "$root" -B "$bdir/cmake" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-  cmake --build "$bdir/cmake" -j"$(nproc)" --target test_topk_cuda topk_bench lstream_bench &&
-  cp "$bdir/cmake/test_topk_cuda" "$bdir/cmake/topk_bench" "$bdir/cmake/lstream_bench" "$bdir/"
-}
-if ! "build_$mode" > "$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"; echo "BUILD FAILED ($mode)"; exit 1
-fi
-echo "build ($mode): ok ($(( $(date +%s) - t0 )) s)"
+# the CMake build (bench/gpu.sh's when DHS_GPU_BUILD names it)
+b=$bdir/cmake
+model_build "$out/build.log" test_topk_cuda topk_bench lstream_bench
+cp "$b/test_topk_cuda" "$b/topk_bench" "$b/lstream_bench" "$bdir/"
 
 verdict() { case $1 in 0) echo ok ;; 77) echo "SKIPPED (no GPU)" ;; 124) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
 rc_t=0 rc_k=0 rc_l=0

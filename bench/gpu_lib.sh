@@ -14,15 +14,6 @@ fi
 # row LABEL TEXT: one line of the closing summary table (labels ROW_W wide), echoed as it happens
 summary=()
 row() { summary+=("$(printf "%-${ROW_W:-34}s %s" "$1" "$2")"); echo "## ${summary[-1]}"; }
-# direct_flags: for the scripts' direct builds (nvcc and gcc without CMake), sets the caller's cuda, cflags,
-# nvflags and libs from $nvcc and $root (declare them local in the caller)
-direct_flags() {
-  cuda=$(cd "$(dirname "$nvcc")/.." && pwd)
-  local inc="-I$root/include -I$root -I$root/src -I$root/tests -I$root/tests/common -I$cuda/include"
-  cflags="-std=c11 -O2 -g -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -DDHS_HAVE_CUDA=1 $inc"
-  nvflags="-arch=sm_90 -O3 -g -DDHS_HAVE_CUDA=1 -D_POSIX_C_SOURCE=200809L -I$root/include -I$root -I$root/src -I$root/bench -Xcompiler=-Wall,-Wextra,-Werror"
-  libs="-L$cuda/lib64 -L$cuda/targets/x86_64-linux/lib -lcudart -lstdc++ -lpthread -lm -ldl -lrt"
-}
 # model_build LOG TARGET...: configures $b (CUDA, tests, Release, the carried cJSON) and builds the targets;
 # on failure prints the log's tail and "BUILD FAILED" and exits 1 (gpu_model.sh, gpu_step.sh, gpu_serve.sh)
 model_build() {

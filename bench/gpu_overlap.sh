@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # gpu_overlap.sh - hit attention overlapped with the miss copy (issue 14,
 # docs/FLASHOFFLOAD.md §3) on a GPU machine, in one go:
-#   1. build test_overlap_cuda and overlap_bench (CMake with CUDA when cmake
-#      and cJSON - system or carried in third_party/cjson / build-cjson - are
-#      there; otherwise nvcc/gcc directly on the few sources they need;
-#      OV_BUILD=direct|cmake forces one);
+#   1. build test_overlap_cuda and overlap_bench with CMake (bench/gpu_lib.sh
+#      model_build: cJSON from the system or carried in third_party/cjson /
+#      build-cjson; bench/gpu.sh's build when DHS_GPU_BUILD names it);
 #   2. test_overlap_cuda (GPU exact == CPU whole bitwise, fast within the
 #      bound, graph capture) and the CPU test_overlap when CMake built it;
 #   3. overlap_bench (batch 1, 8, 64 x misses 32, 300, 2048; k 2048, 16 heads);
@@ -41,37 +40,12 @@ t0=$(date +%s)
   git -C "$root" describe --always --dirty 2>/dev/null | sed 's/^/commit: /'
 } | tee "$out/env.txt"
 
-mode=${OV_BUILD:-}
-if [ -z "$mode" ]; then
-  if command -v cmake >/dev/null && { [ -f /usr/include/cjson/cJSON.h ] || [ ${#cj[@]} -gt 0 ]; }; then mode=cmake; else mode=direct; fi
-fi
-build_direct() {
-  local cuda cflags nvflags libs o=$bdir/direct
-  direct_flags
-  mkdir -p "$o"
-  gcc $cflags -c "$root/model/numerics.c" -o "$o/numerics.o" || return 1
-  gcc $cflags -c "$root/dev/overlap/overlap.c" -o "$o/overlap_ref.o" || return 1
-  local pids=() rc=0
-  "$nvcc" $nvflags -c "$root/dev/overlap/overlap.cu" -o "$o/overlap_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/src/cuda/gather.cu" -o "$o/gather_cu.o" & pids+=($!)
-  "$nvcc" $nvflags -c "$root/dev/overlap/overlap_bench.cu" -o "$o/overlap_bench.o" & pids+=($!)
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  [ $rc = 0 ] || return 1
-  gcc $cflags "$root/tests/cuda/test_overlap_cuda.c" "$o/overlap_ref.o" "$o/numerics.o" "$o/overlap_cu.o" "$o/gather_cu.o" \
-    $libs -o "$bdir/test_overlap_cuda" &&
-  "$nvcc" -arch=sm_90 "$o/overlap_bench.o" "$o/overlap_ref.o" "$o/numerics.o" "$o/overlap_cu.o" "$o/gather_cu.o" -o "$bdir/overlap_bench"
-}
-build_cmake() {
-  cmake -S "$root" -B "$bdir/cmake" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${cj[@]}" &&
-  cmake --build "$bdir/cmake" -j"$(nproc)" --target test_overlap_cuda test_overlap overlap_bench test_gpu_model &&
-  cp "$bdir/cmake/test_overlap_cuda" "$bdir/cmake/test_overlap" "$bdir/cmake/overlap_bench" \
-    "$bdir/cmake/test_gpu_model" "$bdir/"
-}
+# the CMake build (bench/gpu.sh's when DHS_GPU_BUILD names it)
 rm -f "$bdir/test_overlap" "$bdir/test_overlap_cuda" "$bdir/overlap_bench" "$bdir/test_gpu_model"
-if ! "build_$mode" > "$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"; row build "FAILED ($mode)"; printf '%s\n' "${summary[@]}"; exit 1
-fi
-row build "ok ($mode, $(( $(date +%s) - t0 )) s)"
+b=$bdir/cmake
+model_build "$out/build.log" test_overlap_cuda test_overlap overlap_bench test_gpu_model
+cp "$b/test_overlap_cuda" "$b/test_overlap" "$b/overlap_bench" "$b/test_gpu_model" "$bdir/"
+row build "ok ($(( $(date +%s) - t0 )) s)"
 
 verdict() { case $1 in 0) echo ok ;; 77) echo "SKIPPED (no GPU)" ;; 124) echo "TIMED OUT" ;; *) echo "FAILED (exit $1)" ;; esac; }
 rc=0
@@ -104,7 +78,7 @@ if [ "${OV_MODEL:-1}" = 1 ] && [ -x "$bdir/test_gpu_model" ]; then
   row "test_gpu_model (k_attend via attn_row.cuh)" "$(verdict $r): $(grep -h 'passed,' "$out/test_gpu_model.log") ($(( $(date +%s) - t )) s)"
   [ $r = 0 ] || tail -12 "$out/test_gpu_model.log"
 elif [ "${OV_MODEL:-1}" = 1 ]; then
-  row "test_gpu_model" "not built ($mode build: it needs CMake and cJSON)"
+  row "test_gpu_model" "not built"
 fi
 
 if [ "${OV_SAN:-1}" = 1 ]; then

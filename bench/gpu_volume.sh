@@ -35,9 +35,10 @@ cuda_tests=${SAN_TESTS:-test_cuda test_dres_cuda test_dres_graph test_topk_cuda 
   > "$out/machine.txt" 2>&1
 row machine "$(tr '\n' ';' < "$out/machine.txt" | tr -s ' ')"
 if has soak || has san; then
-  cmake -S "$root" -B "$bld" -DDHS_CUDA=ON -DCMAKE_BUILD_TYPE=Release "${cj[@]}" > "$out/build.log" 2>&1 &&
-    cmake --build "$bld" -j"$np" --target test_residency $cuda_tests >> "$out/build.log" 2>&1
+  b=$bld
+  (model_build "$out/build.log" test_residency $cuda_tests) > "$out/build_step.log" 2>&1
   brc=$?
+  bld=${DHS_GPU_BUILD:-$bld}
   row build "rc=$brc ($(( $(date +%s) - t_start )) s)"
   if [ $brc != 0 ]; then tail -40 "$out/build.log"; printf '%s\n' "${summary[@]}"; exit 1; fi
 fi
