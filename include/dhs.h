@@ -297,6 +297,38 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
                               const void *const *rows, unsigned flags);
 
+/* Two-phase host import, for a transport that receives the prefill rows
+   straight into the host tier (docs/API.md "Two-phase import"):
+   dhs_request_import_begin allocates the request's host backing (pinned,
+   one allocation per source, rows up to max(n_positions, expected)) and
+   writes host_rows[src] (dhs_arch.n_sources entries): where row i of source
+   src goes, at host_rows[src] + i * dhs_pool_row_stride(ctx) for
+   0 <= i < ceil(n_positions / m); the first row_bytes of each row count.
+   host_rows[src] is NULL when the source has no row to receive, and with
+   payload_free. The caller fills those rows (any thread, any transport;
+   the library reads nothing of them until the commit), then either
+   dhs_request_import_commit: completes the import exactly as
+     dhs_request_import(DHS_IMPORT_HOST) of the same rows (host rows valid,
+     the last partial page copied into the tail ring, optional pages
+     populated later by repopulation); or
+   dhs_request_import_abort: frees what begin took; the request is as
+     before begin (not imported, so any import may follow).
+   Between begin and commit/abort nothing of the import is visible: the
+   request has 0 positions, dhs_round_begin naming it answers DHS_ERR_STATE,
+   a second begin or a dhs_request_import answers DHS_ERR_STATE.
+   dhs_request_close ends an open import too (its host rows are freed: the
+   transport must have stopped writing). Statuses: begin as
+   dhs_request_import (DHS_ERR_STATE: imported, after a round, in the
+   round, or an import open; DHS_ERR_INVALID_ARG: flags other than
+   DHS_IMPORT_HOST or host_rows NULL; DHS_ERR_ROW_RANGE; DHS_ERR_NOMEM: nothing
+   taken); commit and abort answer DHS_ERR_STATE when no import is open;
+   commit answers DHS_ERR_BACKEND when a copy into the tail ring fails: the
+   import stays open and the commit may be retried (or aborted). */
+dhs_status dhs_request_import_begin(dhs_ctx *ctx, dhs_req r, int64_t n_positions, unsigned flags,
+                                    void **host_rows);
+dhs_status dhs_request_import_commit(dhs_ctx *ctx, dhs_req r);
+dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r);
+
 /* Close: releases every allocation of the request (after its readers). */
 dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian machine lacks to build and test dhisparse (C
-# toolchain, CMake, pkg-config, cJSON for the tool's JSON input, Python 3 with
-# numpy, pytest and pip for the bindings' tests). Does nothing when all is present.
+# toolchain, CMake, pkg-config, cJSON for the tool's JSON input, UCX for the
+# import transport in xfer/, Python 3 with numpy, pytest and pip for the
+# bindings' tests). Does nothing when all is present.
 # --fuzz: also clang, its libFuzzer/sanitizer runtimes and llvm-cov/llvm-profdata
 # (scripts/fuzz.sh asks for them; the normal build needs none of it).
 # --build: only what building the library and the tool needs (no Python test
@@ -19,6 +20,8 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v make >/dev/null || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 [ -f /usr/include/cjson/cJSON.h ] || need+=(libcjson-dev)
+# UCX for the optional import transport (xfer/, DHS_UCX): the build turns it off without it
+[ -f /usr/include/ucp/api/ucp.h ] || need+=(libucx-dev)
 if [ "${1:-}" != "--build" ]; then
   # the Debian interpreter: the packages below go there, whatever python3 is first on PATH
   [ -x /usr/bin/python3 ] || need+=(python3)

@@ -10,6 +10,7 @@ Modules have levels, the library at the bottom:
   1.5  bench     bench/ timing helpers and the resolver benchmark engine (on the library)
     2  dev       dev/ experiments on the library alone
     2  sim       sim/ traces, simulators, planner, verifier
+    2  xfer      xfer/ prefill-to-decode import over UCX (optional)
     3  model     model/ reference DSA model
     4  dev/overlap  overlapped attention, on the model's numerics
     5  tools     tools/ the dhs command
@@ -31,8 +32,8 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LEVEL = {"include": 0, "lib": 1, "bench": 1.5, "dev": 2, "sim": 2, "model": 3, "dev/overlap": 4, "tools": 5}
-ORDER = ["tools", "dev/overlap", "model", "sim", "dev", "bench", "lib", "include"]
+LEVEL = {"include": 0, "lib": 1, "bench": 1.5, "dev": 2, "sim": 2, "xfer": 2, "model": 3, "dev/overlap": 4, "tools": 5}
+ORDER = ["tools", "dev/overlap", "model", "xfer", "sim", "dev", "bench", "lib", "include"]
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 EXT = (".c", ".h", ".cu", ".cuh")
 
@@ -44,7 +45,7 @@ def module_of(rel):
         return "lib"
     if rel.startswith("dev/overlap/"):
         return "dev/overlap"
-    for m in ("dev", "sim", "model", "tools"):
+    for m in ("dev", "sim", "model", "tools", "xfer"):
         if rel.startswith(m + "/"):
             return m
     if rel.startswith("bench/"):
@@ -55,7 +56,7 @@ def module_of(rel):
 def resolve(src_rel, name):
     """The repository path an include names, searched as the build does."""
     here = os.path.dirname(src_rel)
-    for base in (here, "include", "src", "", "bench", "tools"):
+    for base in (here, "include", "src", "", "bench", "tools", "xfer"):
         cand = os.path.normpath(os.path.join(base, name))
         if os.path.isfile(os.path.join(ROOT, cand)):
             return cand
@@ -64,7 +65,7 @@ def resolve(src_rel, name):
 
 def edges():
     out = {}
-    for top in ("include", "src", "dev", "sim", "model", "tools", "bench"):
+    for top in ("include", "src", "dev", "sim", "model", "tools", "bench", "xfer"):
         for d, _, files in os.walk(os.path.join(ROOT, top)):
             for f in sorted(files):
                 if not f.endswith(EXT):
@@ -139,7 +140,7 @@ def markdown(es):
     for a in ORDER:
         tg = [b for b in ORDER if (a, b) in es]
         lines.append(f"  {a:<12} -> {', '.join(tg) if tg else '(nothing)'}")
-    lines += ["", "levels, bottom up: include < lib (src/) < bench < dev, sim < model < dev/overlap < tools", "```"]
+    lines += ["", "levels, bottom up: include < lib (src/) < bench < dev, sim, xfer < model < dev/overlap < tools", "```"]
     return "\n".join(lines)
 
 

@@ -10,4 +10,5 @@ int cmd_trace(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_serve_sim(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_pd(int argc, char **argv); /* dhs pd-bench (cmd_pd.c) */
 #endif

@@ -21,6 +21,7 @@ int main(int argc, char **argv)
         {"trace", cmd_trace, "selection traces: gen, info"},
         {"sim", cmd_sim, "replay a trace through the core: policies x hot-cache sizes"},
         {"serve-sim", cmd_serve_sim, "discrete-event serving simulator: latency-throughput curves"},
+        {"pd-bench", cmd_pd, "prefill-to-decode import over UCX, two processes: GB/s vs memcpy"},
     };
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version"))) {
         tool_version_line(stdout);

@@ -464,6 +464,22 @@ class Request:
         (DHS_IMPORT_HOST); None: True for CUDA device arrays, else False."""
         self._ctx._import(self, n_positions, rows, device)
 
+    def import_begin(self, n_positions):
+        """dhs_request_import_begin (DHS_IMPORT_HOST): the host rows a transport fills, one
+        writable numpy uint8 array per source of shape (ceil(n_positions / m), row_bytes)
+        (rows dhs_pool_row_stride apart in the library's pinned memory), or None for a
+        source with no row (and with payload_free). Valid until import_commit,
+        import_abort or close; then import_commit() or import_abort()."""
+        return self._ctx._import_begin(self, n_positions)
+
+    def import_commit(self):
+        """dhs_request_import_commit: completes the open import as import_rows(device=False)."""
+        check(_lib.dhs_request_import_commit(self._ctx.handle, self._h), "dhs_request_import_commit")
+
+    def import_abort(self):
+        """dhs_request_import_abort: the request is again as before import_begin."""
+        check(_lib.dhs_request_import_abort(self._ctx.handle, self._h), "dhs_request_import_abort")
+
     def write_rows(self, source, first_row, rows):
         self._ctx.write_rows(self, source, first_row, rows)
 
@@ -641,6 +657,26 @@ class Context:
             device = any_dev
         flags = _lib.DHS_IMPORT_DEVICE if device else _lib.DHS_IMPORT_HOST
         check(_lib.dhs_request_import(self.handle, req.handle, n_positions, ptrs, flags), "dhs_request_import")
+
+    def _import_begin(self, req, n_positions):
+        ns = len(self.arch.sources)
+        n_positions = int(n_positions)
+        if n_positions < 0:
+            raise error_for(-8, "dhs_request_import_begin", f"n_positions {n_positions}")
+        ptrs = (ctypes.c_void_p * max(ns, 1))()
+        check(_lib.dhs_request_import_begin(self.handle, req.handle, n_positions, _lib.DHS_IMPORT_HOST, ptrs),
+              "dhs_request_import_begin")
+        stride = _lib.dhs_pool_row_stride(self.handle)
+        out = []
+        for s in range(ns):
+            nr = -(-n_positions // self._m[s])
+            if not ptrs[s]:
+                out.append(None)
+                continue
+            buf = (ctypes.c_uint8 * (nr * stride)).from_address(ptrs[s])
+            a = np.frombuffer(buf, np.uint8).reshape(nr, stride)[:, :self._row_bytes[s]]
+            out.append(a)
+        return out
 
     # ---- rounds
     def round_begin(self, reqs, K=None):

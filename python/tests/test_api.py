@@ -240,3 +240,35 @@ def test_cuda_backend_absent_or_present():
         with pytest.raises(dhs.UnsupportedError) as e:
             dhs.CudaBackend()
         assert e.value.status == -17
+
+
+def test_two_phase_import_matches_import_rows():
+    """import_begin + filling the arrays + import_commit leaves the context exactly as import_rows
+    (device=False) of the same rows; abort leaves it as before the begin; nothing of an open import
+    is visible (0 positions, a round naming it raises StateError and changes nothing)."""
+    arch = make_arch("own", RB)
+    n = 8 * 5 + 3
+    rows = row_bytes_of(7, 0, np.arange(n), np.zeros(n), RB)
+    be_a, be_b = dhs.CpuBackend(), dhs.CpuBackend()
+    a, b = dhs.Context(arch, small_config(), be_a), dhs.Context(arch, small_config(), be_b)
+    ra, rb = a.open(n + 20), b.open(n + 20)
+    ra.import_rows(n, rows, device=False)
+    fresh = snapshot(b, [rb])
+    dst = rb.import_begin(n + 9)
+    assert len(dst) == 1 and dst[0].shape == (n + 9, RB)
+    dst[0][:] = 0xA5
+    rb.import_abort()
+    assert snapshot(b, [rb]) == fresh
+    with pytest.raises(dhs.StateError):
+        rb.import_commit()
+    dst = rb.import_begin(n)
+    unchanged(b, [rb], lambda: rb.import_begin(n), dhs.StateError)
+    unchanged(b, [rb], lambda: b.round_begin([rb]), dhs.StateError)
+    assert rb.positions == 0
+    dst[0][:] = rows
+    rb.import_commit()
+    assert snapshot(a, [ra]) == snapshot(b, [rb])
+    assert rb.positions == n
+    for c, be in ((a, be_a), (b, be_b)):
+        c.close()
+        be.close()

@@ -72,6 +72,39 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
         const request *rq = &ctx->req[slot];
         if (!rq->in_use) continue;
         open++;
+        if (rq->importing && (rq->imported || rq->in_round || rq->n != 0))
+            fail(&v, "import: request %d has an import open but imported %d, in round %d, %lld positions", slot,
+                 rq->imported, rq->in_round, (long long)rq->n);
+        /* an import not completed is invisible: nothing committed, no optional page,
+           no host row valid; an open one holds one pinned allocation per source that
+           covers its rows; a request before its first round and import holds nothing
+           on host (a failed or aborted import gave it all back) */
+        for (int32_t g = 0; !rq->imported && !rq->in_round && g < ctx->arch.n_groups; g++) {
+            const grp_state *gs = &rq->g[g];
+            if (gs->hist_rows || gs->tail_lo || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
+                fail(&v, "import: request %d group %d not imported holds rows (hist %lld, optional %lld)", slot, g,
+                     (long long)gs->hist_rows, (long long)gs->opt_held);
+            for (int64_t w = 0; w <= ctx->grp_max_rows[g] / 64; w++)
+                if (gs->host_valid[w]) {
+                    fail(&v, "import: request %d group %d not imported has host row %lld valid", slot, g, (long long)(w * 64));
+                    break;
+                }
+            const int64_t m = ctx->grp_m[g], rows = (rq->import_n + m - 1) / m;
+            if (gs->n_opt_pages != (rq->importing ? rq->import_n / m / p : 0))
+                fail(&v, "import: request %d group %d has %lld optional-page entries, import of %lld positions open %d",
+                     slot, g, (long long)gs->n_opt_pages, (long long)rq->import_n, rq->importing);
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                const src_state *ss = &gs->src[si];
+                if (ss->written_hi) fail(&v, "import: request %d group %d not imported has rows written", slot, g);
+                if (!rq->importing && ss->n_host_chunks)
+                    fail(&v, "import: request %d group %d holds %lld host chunks without an import", slot, g,
+                         (long long)ss->n_host_chunks);
+                if (rq->importing && !c->payload_free &&
+                    (ss->n_host_chunks * HOST_CHUNK_ROWS < rows || (ss->n_host_chunks && ss->chunk_span[0] != ss->n_host_chunks)))
+                    fail(&v, "import: request %d group %d source %d: %lld host chunks (first span %d) for %lld rows", slot, g,
+                         si, (long long)ss->n_host_chunks, ss->n_host_chunks ? ss->chunk_span[0] : 0, (long long)rows);
+            }
+        }
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];

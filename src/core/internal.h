@@ -77,6 +77,9 @@ typedef struct request {
     uint32_t gen;
     int in_use;
     int imported;
+    int importing;      /* a two-phase import is open (dhs_request_import_begin .. commit/abort):
+                           host backing allocated, nothing of it visible, no round may use the request */
+    int64_t import_n;   /* positions of the open two-phase import */
     int in_round;
     int32_t K;          /* queries this round */
     int64_t n;          /* committed positions n_r */

@@ -1,7 +1,8 @@
 /* residency.c - load-adaptive residency (DESIGN §3): resident-first
  * admission, whole-request reclaim, ordered retire/populate, bounded
  * round-robin repopulation, tail backups, import placement
- * (dhs_request_import: resident-first into optional pages, else host).
+ * (dhs_request_import: resident-first into optional pages, else host; the
+ * two phases dhs_request_import_begin / _commit / _abort of a host import).
  *
  * Ordering rules (I1 at every instant):
  *  - a reclaimed page keeps serving (READY) until the backup of its rows has
@@ -85,16 +86,109 @@ static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state
 }
 
 /* ------------------------------------------------------------- import placement */
-/* Copies rows of an engine buffer into host backing rows [r0, r1). */
-/* Rows [r0, r1) of every source of group g into the request's host rows. With `runs` (rows in host
-   memory: DHS_IMPORT_HOST) the dense sources' rows are appended to runs[*nr], copied by the caller in one
-   batch on host threads; without (rows in device memory) and for the other sources, copied now by the
-   backend. */
-static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1,
-                                 dhs_copy_run *runs, int64_t *nr)
+/* Frees what an import that did not complete took: the host backing, the
+   optional-page arrays and any host row marked valid (the import's optional
+   pages were given back by import_place). The request is again as opened:
+   only for a request that is neither imported nor in a round, so nothing
+   else lives there. */
+static void import_release(dhs_ctx *ctx, request *rq)
+{
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            src_state *ss = &gs->src[si];
+            for (int64_t i = 0; i < ss->n_host_chunks; i++) {
+                if (ss->chunk_span[i] > 0)
+                    host_span_release(ctx, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
+                ss->host_chunks[i] = NULL;
+                ss->chunk_span[i] = 0;
+            }
+            ss->n_host_chunks = 0;
+            ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+            ss->opt_pages = NULL;
+        }
+        ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
+        ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
+        ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+        gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
+        gs->n_opt_pages = gs->opt_held = gs->opt_ready = 0;
+        memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
+    }
+    rq->tables_dirty = 1;
+}
+
+/* Allocates everything an import of n_positions needs, so that placing it
+   allocates nothing: per source ONE pinned host allocation for
+   max(imported, expected) rows (the request holds none before: a failed or
+   aborted import gave its back), so the source's host rows are contiguous
+   at row_stride spacing; per group the optional-page arrays. On failure
+   frees what it took. */
+static dhs_status import_alloc(dhs_ctx *ctx, request *rq, int64_t n_positions)
+{
+    const int32_t p = ctx->cfg.page_rows;
+    import_release(ctx, rq); /* holds nothing (dhs_check_invariants says so): a no-op kept for safety */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        int64_t m = ctx->grp_m[g];
+        int64_t rows_all = (n_positions + m - 1) / m;
+        /* host rows up to the positions announced at open, pinned now: decoding up to them allocates nothing */
+        int64_t rows_pin = (rq->expected + m - 1) / m > rows_all ? (rq->expected + m - 1) / m : rows_all;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            dhs_status s = host_ensure(ctx, rq, g, &gs->src[si], rows_pin);
+            if (s != DHS_OK) { import_release(ctx, rq); return s; }
+        }
+        int64_t nop = n_positions / m / p;
+        if (nop == 0) continue;
+        gs->n_opt_pages = nop; /* before the checks: import_release frees what exists with this size */
+        gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
+        gs->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
+        gs->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
+        int ok = gs->opt_state && gs->opt_backing && gs->opt_ticket;
+        for (int32_t si = 0; ok && si < ctx->grp_nsrc[g]; si++) {
+            gs->src[si].opt_pages = ctx_calloc(ctx, (size_t)nop, sizeof(int32_t));
+            if (!gs->src[si].opt_pages) ok = 0;
+            else for (int64_t i = 0; i < nop; i++) gs->src[si].opt_pages[i] = -1;
+        }
+        if (!ok) { import_release(ctx, rq); return DHS_ERR_NOMEM; }
+    }
+    return DHS_OK;
+}
+
+/* Copies an engine's rows (rows[src]: ceil(n_positions / m) dense rows of
+   row_bytes) into the request's host backing: one copy per source where the
+   rows are row_stride apart on both sides, else one per row. */
+static dhs_status import_fill_host(dhs_ctx *ctx, request *rq, int64_t n_positions, const void *const *rows)
+{
+    if (ctx->cfg.payload_free) return DHS_OK;
+    /* the dense sources in one batch on up to cfg.copy_threads host threads (rows in host memory), the
+       others row by row through the backend */
+    dhs_copy_run runs[DHS_MAX_SOURCES];
+    int64_t n = 0;
+    dhs_status s = DHS_OK;
+    for (int32_t src = 0; src < ctx->arch.n_sources && s == DHS_OK; src++) {
+        const dhs_source_desc *d = &ctx->arch.sources[src];
+        int64_t rows_all = (n_positions + d->m - 1) / d->m;
+        if (rows_all == 0) continue;
+        src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
+        uint8_t *dst = host_row(ctx, ss, 0); /* one allocation (import_alloc) */
+        const uint8_t *from = rows[src];
+        if (d->row_bytes == ctx->row_stride)
+            runs[n++] = (dhs_copy_run){dst, from, (size_t)rows_all * d->row_bytes};
+        else
+            for (int64_t row = 0; row < rows_all && s == DHS_OK; row++)
+                s = be_copy_sync(ctx->be, dst + (uint64_t)row * ctx->row_stride, from + (uint64_t)row * d->row_bytes,
+                                 d->row_bytes);
+    }
+    if (s == DHS_OK && n > 0) s = be_copy_host_runs(ctx->be, runs, n, ctx->cfg.copy_threads);
+    return s;
+}
+
+/* Marks host backing rows [r0, r1) of group g valid; with rows (an engine's
+   buffers, DHS_IMPORT_DEVICE) copies them there first. */
+static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const void *const *rows, int64_t r0, int64_t r1)
 {
     grp_state *gs = &rq->g[g];
-    for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+    for (int32_t si = 0; rows && si < ctx->grp_nsrc[g]; si++) {
         int32_t src = ctx->grp_srcs[g][si];
         uint32_t rb = ctx->arch.sources[src].row_bytes;
         src_state *ss = &gs->src[si];
@@ -109,14 +203,9 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
                 end = (c + 1) * HOST_CHUNK_ROWS;
             }
             if (end > r1) end = r1;
-            if (contig && runs) {
-                runs[(*nr)++] = (dhs_copy_run){host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
-                                               (size_t)(end - row) * rb};
-            } else {
-                dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
-                                            (size_t)(end - row) * rb);
-                if (s != DHS_OK) return s;
-            }
+            dhs_status s = be_copy_sync(ctx->be, host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)row * rb,
+                                        (size_t)(end - row) * rb);
+            if (s != DHS_OK) return s;
             row = end;
         }
     }
@@ -124,83 +213,21 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
     return DHS_OK;
 }
 
-dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
+/* Places an import whose allocations import_alloc made. dev (DHS_IMPORT_DEVICE):
+   the rows are in the engine's buffers `rows`; complete pages go to optional
+   pages while I4 allows (resident-first), the rest to host. Otherwise the
+   rows [0, ceil(n / m)) of every source are already in the host backing
+   (import_fill_host, or a transport after dhs_request_import_begin): they
+   only become valid, and the ring is filled from there. On success the
+   request holds n_positions committed positions. On a failed copy every
+   optional page the call took is given back and the request holds nothing
+   committed (its allocations stay: the caller releases them or retries). */
+static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n_positions, const void *const *rows,
+                               int dev)
 {
-    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
-    request *rq = req_get(ctx, r, &err);
-    if (!rq) return err;
-    if (rq->imported || rq->n > 0 || rq->in_round) return DHS_ERR_STATE;
-    if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
-    if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
-    if (n_positions > 0 && !ctx->cfg.payload_free) {
-        if (!rows) return DHS_ERR_INVALID_ARG;
-        for (int32_t s = 0; s < ctx->arch.n_sources; s++) {
-            if (!rows[s]) return DHS_ERR_INVALID_ARG;
-            if ((uintptr_t)rows[s] % DHS_ALIGN) return DHS_ERR_MISALIGNED;
-        }
-    }
     const dhs_config *c = &ctx->cfg;
     int32_t p = c->page_rows;
-    /* allocate everything first (host rows, optional arrays); fail cleanly */
-    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-        int64_t m = ctx->grp_m[g];
-        int64_t rows_all = (n_positions + m - 1) / m;
-        /* host rows up to the positions announced at open, pinned now: decoding up to them allocates nothing */
-        int64_t rows_pin = (rq->expected + m - 1) / m > rows_all ? (rq->expected + m - 1) / m : rows_all;
-        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-            dhs_status s = host_ensure(ctx, rq, g, &rq->g[g].src[si], rows_pin);
-            if (s != DHS_OK) return s;
-        }
-        grp_state *gs = &rq->g[g];
-        int64_t hist = n_positions / m;
-        int64_t nop = hist / p;
-        if (gs->opt_state && gs->n_opt_pages != nop) {
-            /* left by a failed import of another length: no page was taken yet */
-            ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
-            ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
-            ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
-            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                ctx_free(ctx, gs->src[si].opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
-                gs->src[si].opt_pages = NULL;
-            }
-            gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
-            gs->n_opt_pages = 0;
-            gs->opt_ready = 0;
-        }
-        if (nop > 0 && !gs->opt_state) {
-            gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
-            gs->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
-            gs->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
-            int ok = gs->opt_state && gs->opt_backing && gs->opt_ticket;
-            for (int32_t si = 0; ok && si < ctx->grp_nsrc[g]; si++) {
-                gs->src[si].opt_pages = ctx_calloc(ctx, (size_t)nop, sizeof(int32_t));
-                if (!gs->src[si].opt_pages) ok = 0;
-                else for (int64_t i = 0; i < nop; i++) gs->src[si].opt_pages[i] = -1;
-            }
-            if (!ok) {
-                ctx_free(ctx, gs->opt_state, (size_t)nop, 1);
-                ctx_free(ctx, gs->opt_backing, (size_t)nop, 1);
-                ctx_free(ctx, gs->opt_ticket, (size_t)nop, sizeof(dhs_ticket));
-                for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                    ctx_free(ctx, gs->src[si].opt_pages, (size_t)nop, sizeof(int32_t));
-                    gs->src[si].opt_pages = NULL;
-                }
-                gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
-                return DHS_ERR_NOMEM;
-            }
-            gs->n_opt_pages = nop;
-        }
-    }
     dhs_status st = DHS_OK;
-    /* the host rows' runs, copied in one batch on up to cfg.copy_threads threads after the device copies: at
-       most one run per chunk span of each source and each of the two ranges below, plus one */
-    int64_t cap_runs = 0, n_runs = 0;
-    if (!c->payload_free && flags == DHS_IMPORT_HOST) /* host threads can read the rows */
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++)
-            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) cap_runs += 2 * (rq->g[g].src[si].n_host_chunks + 2);
-    dhs_copy_run *runs = cap_runs ? ctx_calloc(ctx, (size_t)cap_runs, sizeof(dhs_copy_run)) : NULL;
-    if (cap_runs && !runs) return DHS_ERR_NOMEM;
-    /* copy: optional pages while I4 allows (resident-first), else host */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         int64_t m = ctx->grp_m[g];
@@ -209,7 +236,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         /* the leading pages go to the device while I4 leaves room for the whole
            group (nsrc pages each); the rest, and the last partial page, to the host */
         int64_t n_dev = 0;
-        if (flags == DHS_IMPORT_DEVICE && c->resident_first && !rq->reclaiming) {
+        if (dev && c->resident_first && !rq->reclaiming) {
             int64_t spare = (int64_t)ctx->n_free_pages - (int64_t)ctx->pages_res;
             n_dev = spare >= nsrc ? spare / nsrc : 0;
             if (n_dev > gs->n_opt_pages) n_dev = gs->n_opt_pages;
@@ -218,7 +245,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
            list allows: one copy per run of pages adjacent in the pool (rows dense) */
         for (int32_t si = 0; si < nsrc; si++) {
             int32_t *op = gs->src[si].opt_pages;
-            for (int64_t hp = 0; hp < n_dev; hp++) op[hp] = page_alloc(ctx, PAGE_OPT, (int32_t)r.id);
+            for (int64_t hp = 0; hp < n_dev; hp++) op[hp] = page_alloc(ctx, PAGE_OPT, slot);
             if (c->payload_free) continue;
             int32_t src = ctx->grp_srcs[g][si];
             uint32_t rb = ctx->arch.sources[src].row_bytes;
@@ -241,10 +268,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             gs->opt_held++;
         }
         if (n_dev < gs->n_opt_pages) {
-            dhs_status s = import_to_host(ctx, rq, g, rows, n_dev * p, gs->n_opt_pages * p, runs, &n_runs);
+            dhs_status s = import_to_host(ctx, rq, g, dev ? rows : NULL, n_dev * p, gs->n_opt_pages * p);
             if (s != DHS_OK) { st = s; goto fail; }
         }
-        dhs_status s = import_to_host(ctx, rq, g, rows, gs->n_opt_pages * p, hist, runs, &n_runs);
+        dhs_status s = import_to_host(ctx, rq, g, dev ? rows : NULL, gs->n_opt_pages * p, hist);
         if (s != DHS_OK) { st = s; goto fail; }
         /* the ring starts at the last partial page (its rows also went to the
            host above), so that a selection of them is direct; an incomplete
@@ -254,13 +281,14 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             int32_t src = ctx->grp_srcs[g][si];
             uint32_t rb = ctx->arch.sources[src].row_bytes;
             for (int64_t row = ring_lo; row < rows_all;) {
-                /* one copy per run inside one tail page (rows dense), else row by row */
+                /* one copy per run inside one tail page (rows dense), else row by row; host
+                   rows are row_stride apart in one allocation, so a run is contiguous there too */
                 int32_t t = (int32_t)(row % c->tail_rows);
                 int64_t run = rb == ctx->row_stride ? p - t % p : 1;
                 if (run > rows_all - row) run = rows_all - row;
                 int64_t loc = (int64_t)gs->src[si].tail_pages[t / p] * p + t % p;
-                s = be_copy_sync(ctx->be, pool_row(ctx, loc), (const uint8_t *)rows[src] + (uint64_t)row * rb,
-                                 (size_t)run * rb);
+                const uint8_t *from = dev ? (const uint8_t *)rows[src] + (uint64_t)row * rb : host_row(ctx, &gs->src[si], row);
+                s = be_copy_sync(ctx->be, pool_row(ctx, loc), from, (size_t)run * rb);
                 if (s != DHS_OK) { st = s; goto fail; }
                 row += run;
             }
@@ -272,16 +300,14 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
         gs->backup_hi = hist;
         for (int32_t si = 0; si < nsrc; si++) gs->src[si].written_hi = rows_all;
     }
-    if (n_runs > 0 && (st = be_copy_host_runs(ctx->be, runs, n_runs, c->copy_threads)) != DHS_OK) goto fail;
-    ctx_free(ctx, runs, (size_t)cap_runs, sizeof(dhs_copy_run));
     rq->n = n_positions;
     rq->imported = 1;
-    dres_publish_request(ctx, (int32_t)r.id);
+    dres_publish_request(ctx, slot);
     return DHS_OK;
 fail:
     /* a backend copy failed: give back every optional page this call took
-       (nothing read them) so a retry starts from the same state */
-    ctx_free(ctx, runs, (size_t)cap_runs, sizeof(dhs_copy_run));
+       (nothing read them) and every host row it marked valid, so a retry
+       starts from the same state */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
@@ -294,8 +320,90 @@ fail:
         gs->opt_held = 0;
         gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backed_hi = gs->backup_hi = 0;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
+        memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
     return st;
+}
+
+/* The checks every import call makes on the request: once, before its first round, not while a
+   two-phase import is open. */
+static dhs_status import_state_ok(const request *rq)
+{
+    return rq->imported || rq->importing || rq->n > 0 || rq->in_round ? DHS_ERR_STATE : DHS_OK;
+}
+
+dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
+    if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
+    if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+    if (n_positions > 0 && !ctx->cfg.payload_free) {
+        if (!rows) return DHS_ERR_INVALID_ARG;
+        for (int32_t s = 0; s < ctx->arch.n_sources; s++) {
+            if (!rows[s]) return DHS_ERR_INVALID_ARG;
+            if ((uintptr_t)rows[s] % DHS_ALIGN) return DHS_ERR_MISALIGNED;
+        }
+    }
+    /* allocate everything first; fail cleanly. DHS_IMPORT_HOST is the two
+       phases of dhs_request_import_begin / _commit with the engine's rows
+       copied in between. */
+    dhs_status s = import_alloc(ctx, rq, n_positions);
+    if (s != DHS_OK) return s;
+    const int dev = flags == DHS_IMPORT_DEVICE;
+    if (!dev) s = import_fill_host(ctx, rq, n_positions, rows);
+    if (s == DHS_OK) s = import_place(ctx, rq, (int32_t)r.id, n_positions, dev ? rows : NULL, dev);
+    if (s != DHS_OK) import_release(ctx, rq); /* nothing of the import remains */
+    return s;
+}
+
+dhs_status dhs_request_import_begin(dhs_ctx *ctx, dhs_req r, int64_t n_positions, unsigned flags, void **host_rows)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
+    if (flags != DHS_IMPORT_HOST || !host_rows) return DHS_ERR_INVALID_ARG;
+    if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+    dhs_status s = import_alloc(ctx, rq, n_positions);
+    if (s != DHS_OK) return s;
+    rq->importing = 1;
+    rq->import_n = n_positions;
+    for (int32_t src = 0; src < ctx->arch.n_sources; src++) {
+        const dhs_source_desc *d = &ctx->arch.sources[src];
+        const src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
+        int64_t rows_all = (n_positions + d->m - 1) / d->m;
+        host_rows[src] = ctx->cfg.payload_free || rows_all == 0 ? NULL : host_row(ctx, ss, 0);
+    }
+    return DHS_OK;
+}
+
+dhs_status dhs_request_import_commit(dhs_ctx *ctx, dhs_req r)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (!rq->importing) return DHS_ERR_STATE;
+    /* a failed copy (the ring's rows) leaves the import open: retry or abort */
+    dhs_status s = import_place(ctx, rq, (int32_t)r.id, rq->import_n, NULL, 0);
+    if (s != DHS_OK) return s;
+    rq->importing = 0;
+    rq->import_n = 0;
+    return DHS_OK;
+}
+
+dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r)
+{
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *rq = req_get(ctx, r, &err);
+    if (!rq) return err;
+    if (!rq->importing) return DHS_ERR_STATE;
+    import_release(ctx, rq);
+    rq->importing = 0;
+    rq->import_n = 0;
+    return DHS_OK;
 }
 
 static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
@@ -636,7 +744,7 @@ void res_repopulate(dhs_ctx *ctx)
     for (int32_t step = 0; step < N && budget > 0; step++) {
         int32_t slot = (ctx->repop_cursor + step) % N;
         request *rq = &ctx->req[slot];
-        if (!rq->in_use || rq->reclaiming) continue;
+        if (!rq->in_use || rq->reclaiming || rq->importing) continue; /* an open import's rows are not valid yet */
         for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0; g++) {
             grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];

@@ -54,6 +54,7 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
         request *rq = req_get(ctx, reqs[i], &err);
         if (!rq) return err;
+        if (rq->importing) return DHS_ERR_STATE; /* its rows are half received: nothing of it is visible */
         if (K[i] > ctx->cfg.spec_width) return DHS_ERR_TOO_MANY_QUERIES;
         if (K[i] < 1) return DHS_ERR_INVALID_ARG;
         if (rq->n + K[i] > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;

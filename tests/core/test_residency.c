@@ -1,6 +1,8 @@
 /* test_residency.c - load-adaptive residency (DESIGN §3) as a property test.
  *
- * Random event sequences - admissions, imports (DEVICE / HOST), decode rounds
+ * Random event sequences - admissions, imports (DEVICE / HOST, and the two
+ * phases begin .. commit / abort of a host import, left open across other
+ * events: rounds naming the importing request must be refused), decode rounds
  * (block writes, resolves of two groups with speculation, REINDEX, group_done,
  * acceptance), spot checks of whole histories, closes and injected faults -
  * run on the CPU backend with async_delay 0..4, in order and in random order,
@@ -34,6 +36,7 @@ static uint64_t g_seed;
 
 typedef struct {
     long events, api_calls, rounds, opens, waits, imports, closes, faults_armed, fault_hits, sweeps, mid_round;
+    long begins, commits, aborts, refused_rounds, closed_open;
     long wrong_bytes, lost_rows, inv_fail, mem_fail, wait_changed, unexpected;
     uint64_t reclaims, repopulated, retired, admissions;
 } rstats;
@@ -42,7 +45,9 @@ typedef struct {
     th_env e;
     uint64_t rng;
     rstats *rs;
-    int stage[NREQ];            /* 0 free, 1 opened (not imported), 2 live */
+    int stage[NREQ];            /* 0 free, 1 opened (not imported), 2 live, 3 two-phase import open */
+    void *hr[NREQ][DHS_MAX_SOURCES]; /* stage 3: where begin said the rows go */
+    int64_t imp_n[NREQ];        /* stage 3: positions of the open import */
     int armed;                  /* a fault is armed for the next calls */
 } rt;
 
@@ -119,11 +124,56 @@ static void ev_open(rt *t, int q)
     t->stage[q] = 1;
 }
 
+/* Writes rows [0, ceil(n / m)) of every source of request q where begin said (version 0, or garbage
+   for a transfer that will be aborted); rows are the pool stride apart. */
+static void fill_open_import(rt *t, int q, int garbage)
+{
+    th_env *e = &t->e;
+    for (int32_t src = 0; src < e->arch.n_sources; src++) {
+        int64_t m = e->arch.sources[src].m, nr = (t->imp_n[q] + m - 1) / m;
+        for (int64_t row = 0; row < nr && t->hr[q][src]; row++) {
+            uint8_t *p = (uint8_t *)t->hr[q][src] + (size_t)row * e->stride;
+            if (garbage) memset(p, 0xC3, e->arch.sources[src].row_bytes);
+            else th_fill_row(p, e->arch.sources[src].row_bytes, e->rq[q].uid, src, row, 0);
+        }
+    }
+}
+
+/* Completes (commit, after the rows arrived) or aborts request q's open two-phase import. */
+static void ev_finish(rt *t, int q)
+{
+    dhs_status s;
+    if (dhs_rng_below(&t->rng, 4) == 0) {
+        fill_open_import(t, q, 1);
+        CALL(t, s, "import_abort", dhs_request_import_abort(t->e.ctx, t->e.rq[q].h));
+        if (s != DHS_OK) { unexpected(t, "import_abort", s); return; }
+        t->rs->aborts++;
+        t->stage[q] = 1;
+        return;
+    }
+    fill_open_import(t, q, 0);
+    CALL(t, s, "import_commit", dhs_request_import_commit(t->e.ctx, t->e.rq[q].h));
+    if (s != DHS_OK) { unexpected(t, "import_commit", s); return; }
+    t->rs->commits++;
+    t->e.rq[q].n = t->imp_n[q];
+    t->stage[q] = 2;
+}
+
 static void ev_import(rt *t, int q)
 {
     int64_t n = dhs_rng_below(&t->rng, 10) == 0 ? 0 : 1 + dhs_rng_below(&t->rng, 300);
     unsigned flags = dhs_rng_below(&t->rng, 10) < 6 ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
     dhs_status s;
+    if (dhs_rng_below(&t->rng, 10) < 3) { /* two phases; left open until a later event on the slot */
+        CALL(t, s, "import_begin", dhs_request_import_begin(t->e.ctx, t->e.rq[q].h, n, DHS_IMPORT_HOST, t->hr[q]));
+        t->rs->begins++;
+        if (s != DHS_OK) { unexpected(t, "import_begin", s); return; }
+        t->imp_n[q] = n;
+        t->stage[q] = 3;
+        if (n > 0) fill_open_import(t, q, 1); /* half-received bytes are never visible */
+        if (dhs_rng_below(&t->rng, 2)) ev_finish(t, q);
+        return;
+    }
     CALL(t, s, "import", th_import(&t->e, q, n, flags));
     t->rs->imports++;
     if (s != DHS_OK) { unexpected(t, "import", s); return; }
@@ -174,6 +224,21 @@ static void ev_round(rt *t)
         }
     t->rs->rounds++;
     dhs_status s;
+    for (int q = 0; q < NREQ && n < NREQ; q++)
+        if (t->stage[q] == 3 && dhs_rng_below(&t->rng, 3) == 0) { /* a request with an import open: refused */
+            h[n] = t->e.rq[q].h;
+            K[n] = 1;
+            s = dhs_round_begin(t->e.ctx, n + 1, h, K);
+            inv(t, "round_begin (importing)");
+            if (s != DHS_ERR_STATE) unexpected(t, "round_begin naming an open import", s);
+            if (s == DHS_OK) { /* keep the harness consistent: end the round it should not have opened */
+                int32_t acc0[NREQ] = {0};
+                dhs_round_end(t->e.ctx, acc0);
+                return;
+            }
+            t->rs->refused_rounds++;
+            break;
+        }
     CALL(t, s, "round_begin", dhs_round_begin(t->e.ctx, n, h, K));
     if (s != DHS_OK) { unexpected(t, "round_begin", s); return; }
     for (int i = 0; i < n; i++) {
@@ -209,6 +274,7 @@ static void ev_round(rt *t)
         if (!in) {
             if (t->stage[q] == 0) ev_open(t, q);
             if (t->stage[q] == 1) ev_import(t, q);
+            else if (t->stage[q] == 3) ev_finish(t, q);
             else if (t->stage[q] == 2 && dhs_rng_below(&t->rng, 2)) ev_close(t, q, 0);
             t->rs->mid_round++;
             for (int i = 0; i < n; i++) t->rs->wrong_bytes += th_check_item(&t->e, slots[i], 1, K[i], KSEL, sel[0][i], loc[0][i]);
@@ -300,9 +366,14 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
         } else if (x < 12) {
             if (t.stage[q] == 0) ev_open(&t, q);
             else if (t.stage[q] == 1) ev_import(&t, q);
+            else if (t.stage[q] == 3) ev_finish(&t, q);
             else ev_round(&t);
         } else if (x < 15) {
             if (t.stage[q] == 2) ev_close(&t, q, dhs_rng_below(&t.rng, 3) == 0);
+            else if (t.stage[q] == 3) { /* close with the import open */
+                ev_close(&t, q, 0);
+                rs->closed_open++;
+            }
             else if (t.stage[q] == 1) ev_import(&t, q);
             else ev_open(&t, q);
         } else if (x < 19) {
@@ -319,7 +390,7 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
     disarm(&t);
     for (int i = 0; i < NREQ; i++)
         if (t.stage[i] == 2) ev_close(&t, i, 1);
-        else if (t.stage[i] == 1) ev_close(&t, i, 0);
+        else if (t.stage[i] == 1 || t.stage[i] == 3) ev_close(&t, i, 0);
     CHECK_ST(dhs_sync(t.e.ctx), DHS_OK);
     inv(&t, "sync");
     dhs_mem m;
@@ -375,6 +446,8 @@ static void rstats_add(rstats *a, const rstats *b)
     a->events += b->events, a->api_calls += b->api_calls, a->rounds += b->rounds, a->opens += b->opens;
     a->waits += b->waits, a->imports += b->imports, a->closes += b->closes, a->faults_armed += b->faults_armed;
     a->fault_hits += b->fault_hits, a->sweeps += b->sweeps, a->mid_round += b->mid_round;
+    a->begins += b->begins, a->commits += b->commits, a->aborts += b->aborts;
+    a->refused_rounds += b->refused_rounds, a->closed_open += b->closed_open;
     a->wrong_bytes += b->wrong_bytes, a->lost_rows += b->lost_rows, a->inv_fail += b->inv_fail;
     a->mem_fail += b->mem_fail, a->wait_changed += b->wait_changed, a->unexpected += b->unexpected;
     a->reclaims += b->reclaims, a->repopulated += b->repopulated, a->retired += b->retired;
@@ -529,6 +602,9 @@ static void test_random_events(double scale)
            "%ld faults armed (%ld hit), %.1f s, %.0f events/s, seed %llu\n",
            rs.events, rs.api_calls, rs.rounds, rs.opens, rs.waits, rs.imports, rs.closes, rs.sweeps, rs.mid_round, rs.faults_armed,
            rs.fault_hits, dt, dt > 0 ? (double)rs.events / dt : 0.0, (unsigned long long)g_seed);
+    printf("residency: two-phase imports: %ld begun, %ld committed, %ld aborted, %ld closed open, %ld rounds "
+           "naming an open import refused\n",
+           rs.begins, rs.commits, rs.aborts, rs.closed_open, rs.refused_rounds);
     printf("residency: admissions %llu, reclaims %llu, repopulated pages %llu, retired pages %llu\n",
            (unsigned long long)rs.admissions, (unsigned long long)rs.reclaims, (unsigned long long)rs.repopulated,
            (unsigned long long)rs.retired);
@@ -543,6 +619,9 @@ static void test_random_events(double scale)
     CHECKF(rs.waits > 0, "no admission waited");
     CHECKF(rs.repopulated > 0, "no page was repopulated");
     CHECKF(rs.fault_hits > 0, "no injected fault was met");
+    CHECKF(rs.commits > 0 && rs.aborts > 0 && rs.closed_open > 0 && rs.refused_rounds > 0,
+           "two-phase imports: %ld committed, %ld aborted, %ld closed open, %ld refused rounds", rs.commits, rs.aborts,
+           rs.closed_open, rs.refused_rounds);
     CHECKF(rs.sweeps > 0, "no full read-back");
     CHECKF(rs.mid_round > 0, "no admission inside a round");
 }
