@@ -12,7 +12,7 @@ dhs_status dhs_tp_share(dhs_ctx *ctx, int32_t rank, int32_t ranks)
 {
     if (!ctx || ranks < 1 || ranks > DHS_TP_MAX_RANKS || rank < 0 || rank >= ranks) return DHS_ERR_INVALID_ARG;
     if (ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
-    if (ranks > 1 && (ctx->dres || ctx->cfg.payload_free || strcmp(dhs_backend_name(ctx->be), "cpu") != 0))
+    if (ranks > 1 && (ctx->dres || ctx->be->payload_free || strcmp(dhs_backend_name(ctx->be), "cpu") != 0))
         return DHS_ERR_UNSUPPORTED;
     ctx->tp_rank = rank;
     ctx->tp_ranks = ranks;

@@ -153,9 +153,10 @@ const char *dhs_reclaim_order_str(dhs_reclaim_order o);
      compute stream (the C specification on the CPU backend, kernels on CUDA);
      the host publishes the round descriptor and table changes at
      dhs_round_begin. Requires policy = DHS_POLICY_CLOCK (the device runs CLOCK
-     with round epochs) and payload_free = 0, else dhs_ctx_create and
-     dhs_config_sizes return DHS_ERR_INVALID_ARG; the backend must implement
-     the device resolver, else DHS_ERR_UNSUPPORTED. */
+     with round epochs), else dhs_ctx_create and dhs_config_sizes return
+     DHS_ERR_INVALID_ARG, and a backend with a payload (not
+     dhs_cpu_options.payload_free: DHS_ERR_INVALID_ARG from dhs_ctx_create)
+     that implements the device resolver, else DHS_ERR_UNSUPPORTED. */
 typedef enum dhs_resolver {
     DHS_RESOLVER_HOST = 0,
     DHS_RESOLVER_DEVICE = 1,
@@ -181,14 +182,6 @@ typedef struct dhs_config {
     dhs_policy policy;
     dhs_reclaim_order reclaim_order;
     int32_t resident_first;    /* 1: keep imported history on device while capacity allows */
-    int32_t payload_free;      /* 1: simulate placement only: no pools, no host rows, no bytes
-                                  copied (import/write data pointers may be NULL); every
-                                  decision, status, location, census and accounting figure
-                                  is the same as with payload, late copies included (their
-                                  tickets complete at the same time); only dhs_mem's
-                                  device_bytes_allocated and host_bytes_allocated differ
-                                  (no pool, no host rows), and fault injection sees no
-                                  synchronous copies or host-row allocations */
     int32_t resolver;          /* dhs_resolver: DHS_RESOLVER_HOST (default) or DHS_RESOLVER_DEVICE */
     uint64_t host_cache_bytes; /* pinned host rows of closed requests kept, up to this many bytes, for
                                   later requests' host rows: an import into reused memory neither pins
@@ -233,6 +226,15 @@ typedef struct dhs_cpu_options {
     int32_t async_delay;   /* copies/reader fences complete this many ticks late (0 = at once) */
     int32_t random_order;  /* 1: late completions in random order */
     uint64_t seed;         /* for random_order */
+    int32_t payload_free;  /* 1: a backend that moves no bytes, for simulating placement: a
+                              context on it has no pools and no host rows and copies nothing
+                              (import/write data pointers may be NULL); every decision, status,
+                              location, census and accounting figure is the same as on a payload
+                              backend with the same options, late copies included (their tickets
+                              complete at the same time); only dhs_mem's device_bytes_allocated
+                              and host_bytes_allocated differ, and fault injection sees no
+                              synchronous copies or host-row allocations. The device resolver
+                              needs a payload: dhs_ctx_create answers DHS_ERR_INVALID_ARG */
 } dhs_cpu_options;
 
 dhs_status dhs_backend_cpu_create(const dhs_cpu_options *opt, dhs_backend **out);
@@ -304,8 +306,8 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
    writes host_rows[src] (dhs_arch.n_sources entries): where row i of source
    src goes, at host_rows[src] + i * dhs_pool_row_stride(ctx) for
    0 <= i < ceil(n_positions / m); the first row_bytes of each row count.
-   host_rows[src] is NULL when the source has no row to receive, and with
-   payload_free. The caller fills those rows (any thread, any transport;
+   host_rows[src] is NULL when the source has no row to receive, and on a
+   payload-free backend. The caller fills those rows (any thread, any transport;
    the library reads nothing of them until the commit), then either
    dhs_request_import_commit: completes the import exactly as
      dhs_request_import(DHS_IMPORT_HOST) of the same rows (host rows valid,
@@ -421,7 +423,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    capture end). On the CPU backend the copies of sources si >= 1 wait for
    dhs_source_wait or the join, so an engine that reads a source without
    waiting for it reads stale rows there as well. The flag changes nothing
-   for a group of one source or with payload_free. */
+   for a group of one source or on a payload-free backend. */
 #define DHS_RESOLVE_SPLIT 1u
 dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
                               unsigned flags);

@@ -293,7 +293,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
-        dhs_cpu_options co = {c.async_delay, c.async_delay > 0, c.seed};
+        dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
         if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));
         if (st == DHS_OK && c.cuda && (st = dhs_cuda_set_copy_queue_blocks(be, c.copy_queue_blocks)) != DHS_OK)

@@ -312,8 +312,7 @@ static dhs_config core_config(const dhs_serve_config *c, int64_t max_len)
     d.tail_rows = (t + c->page_rows - 1) / c->page_rows * c->page_rows;
     d.max_rows = max_len + km + 1;
     d.resident_first = c->mode == DHS_SERVE_ADAPTIVE;
-    d.payload_free = 1;
-    d.policy = c->policy;
+    d.policy = c->policy; /* placement only: the context lives on a payload-free backend */
     return d;
 }
 
@@ -365,7 +364,8 @@ static int hier_init(hier *H, const dhs_serve_config *c, const dhs_serve_workloa
     dhs_ctx *probe = NULL;
     int64_t arena_up = (int64_t)((int64_t)d.max_requests * km * c->k / d.page_rows + 1);
     d.device_bytes = (uint64_t)(arena_up + 4 * (d.hot_rows + d.tail_rows) / d.page_rows + 16) * pb;
-    dhs_status s = dhs_backend_cpu_create(NULL, &be);
+    const dhs_cpu_options po = {.payload_free = 1}; /* placement only: no bytes */
+    dhs_status s = dhs_backend_cpu_create(&po, &be);
     if (s == DHS_OK) s = dhs_ctx_create(&a, &d, be, &probe);
     if (s != DHS_OK) { dhs_errf(err, err_len, "core context: %s", dhs_status_str(s)); dhs_backend_destroy(be); return -1; }
     dhs_mem m;

@@ -350,8 +350,7 @@ static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_
     d.reclaim_order = c->reclaim_order;
     d.repop_pages = c->repop_pages;
     d.resident_first = 1;
-    d.payload_free = c->payload ? 0 : 1;
-    return d;
+    return d; /* payload or not: the backend's (sim_backend) */
 }
 
 /* Measures, on a payload-free probe context, the pages the staging arenas take
@@ -362,7 +361,6 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
     dhs_arch a;
     sim_arch(info, &a);
     dhs_config d = sim_core_config(info, c);
-    d.payload_free = 1;
     uint32_t stride = 16;
     int32_t max_nsrc = 1;
     int64_t req_up = 0;
@@ -380,7 +378,8 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
     d.device_bytes = (uint64_t)pages * pb;
     dhs_backend *be = NULL;
     dhs_ctx *ctx = NULL;
-    dhs_status s = dhs_backend_cpu_create(NULL, &be);
+    const dhs_cpu_options po = {.payload_free = 1}; /* a probe: placement only */
+    dhs_status s = dhs_backend_cpu_create(&po, &be);
     if (s == DHS_OK) s = dhs_ctx_create(&a, &d, be, &ctx);
     if (s != DHS_OK) {
         dhs_errf(err, err_len, "cannot size the context: %s (hot %d, page %d, tail %d)", dhs_status_str(s), d.hot_rows,
@@ -544,7 +543,8 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     d.device_bytes = dev;
     d.policy = mode != RUN_PLAIN ? DHS_POLICY_LRU : (dhs_policy)policy;
     R.max_slots = d.max_requests;
-    dhs_status s = dhs_backend_cpu_create(NULL, &R.be);
+    const dhs_cpu_options po = {.payload_free = !cfg->payload}; /* placement only unless asked for bytes */
+    dhs_status s = dhs_backend_cpu_create(&po, &R.be);
     if (s == DHS_OK) s = dhs_ctx_create(&R.arch, &d, R.be, &R.ctx);
     if (s != DHS_OK) { dhs_errf(err, err_len, "dhs_ctx_create: %s", dhs_status_str(s)); goto out; }
     if (R.o) { /* the oracle answers every insert's and touch's key: OPT's next use, the recording LRU's ledger */

@@ -1,8 +1,8 @@
 /*
  * sim.h - trace replay through the real core (`dhs sim`, docs/SIM.md).
  *
- * A selection trace (docs/TRACE.md) is replayed through a payload-free
- * dhs_ctx (dhs_config.payload_free = 1: no bytes move, every decision and
+ * A selection trace (docs/TRACE.md) is replayed through a dhs_ctx on a
+ * payload-free CPU backend (dhs_cpu_options.payload_free: no bytes move, every decision and
  * census is the core's own) for one replacement policy and one hot-cache size
  * B at a time:
  *   START(r, P)  -> dhs_request_open(final positions of r) and

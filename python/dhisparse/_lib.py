@@ -73,7 +73,6 @@ class dhs_config(ctypes.Structure):
         ("policy", c_enum),
         ("reclaim_order", c_enum),
         ("resident_first", c_int32),
-        ("payload_free", c_int32),
         ("resolver", c_enum),
         ("host_cache_bytes", c_uint64),
         ("copy_threads", c_int32),
@@ -95,7 +94,7 @@ class dhs_sizes(ctypes.Structure):
 
 
 class dhs_cpu_options(ctypes.Structure):
-    _fields_ = [("async_delay", c_int32), ("random_order", c_int32), ("seed", c_uint64)]
+    _fields_ = [("async_delay", c_int32), ("random_order", c_int32), ("seed", c_uint64), ("payload_free", c_int32)]
 
 
 class dhs_req(ctypes.Structure):

@@ -312,6 +312,8 @@ class Backend:
     """A dhs_backend. Use as a context manager, or call close(). Contexts built on
     it keep it alive; close() refuses while any is open."""
 
+    payload_free = False  # a CpuBackend(payload_free=True) moves no bytes: placement simulation only
+
     def __init__(self, handle):
         self._h = handle
         self._contexts = weakref.WeakSet()
@@ -368,10 +370,13 @@ class Backend:
 
 
 class CpuBackend(Backend):
-    """The CPU reference backend ("device" memory is host memory emulating it)."""
+    """The CPU reference backend ("device" memory is host memory emulating it).
+    payload_free=True: a backend that moves no bytes; contexts on it simulate placement only
+    (every decision, status, location and statistic as with a payload)."""
 
-    def __init__(self, async_delay=0, random_order=False, seed=0):
-        opt = _lib.dhs_cpu_options(int(async_delay), int(bool(random_order)), int(seed))
+    def __init__(self, async_delay=0, random_order=False, seed=0, payload_free=False):
+        opt = _lib.dhs_cpu_options(int(async_delay), int(bool(random_order)), int(seed), int(bool(payload_free)))
+        self.payload_free = bool(payload_free)
         h = ctypes.c_void_p()
         check(_lib.dhs_backend_cpu_create(ctypes.byref(opt), ctypes.byref(h)), "dhs_backend_cpu_create")
         super().__init__(h.value)
@@ -468,7 +473,7 @@ class Request:
         """dhs_request_import_begin (DHS_IMPORT_HOST): the host rows a transport fills, one
         writable numpy uint8 array per source of shape (ceil(n_positions / m), row_bytes)
         (rows dhs_pool_row_stride apart in the library's pinned memory), or None for a
-        source with no row (and with payload_free). Valid until import_commit,
+        source with no row (and on a payload-free backend). Valid until import_commit,
         import_abort or close; then import_commit() or import_abort()."""
         return self._ctx._import_begin(self, n_positions)
 
@@ -589,7 +594,7 @@ class Context:
         rows = self.pool_rows(source)
         if not p or rows <= 0:
             raise error_for(-7 if not (0 <= source < len(self.arch.sources)) else -12, "dhs_source_pool",
-                            "no pool (unknown source, or payload_free)")
+                            "no pool (unknown source, or a payload-free backend)")
         stride = self.row_stride
         if self.backend.is_cuda:
             return _cuda.DevicePool(p, rows, stride, self.backend.stream, self)
@@ -637,7 +642,7 @@ class Context:
         any_dev = False
         for s, r in enumerate(rows):
             nr = -(-n_positions // self._m[s])
-            if r is None and self.config.payload_free:
+            if r is None and self.backend.payload_free:
                 ptrs[s] = None
                 continue
             if _cuda.is_device_array(r):

@@ -83,6 +83,6 @@ def snapshot(ctx, reqs=()):
             pos.append(r.positions)
         except dhs.DhsError as e:
             pos.append(type(e).__name__)
-    pool = ctx.pool().tobytes() if not ctx.config.payload_free else b""
+    pool = ctx.pool().tobytes() if not ctx.backend.payload_free else b""
     return dict(stats=ctx.stats(), mem=ctx.mem(), positions=pos, invariants=ctx.check_invariants(),
                 pool=hash(pool))

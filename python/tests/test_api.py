@@ -210,7 +210,7 @@ def test_context_managers_free_everything():
 
 def test_payload_free_and_faults():
     arch = make_arch("own", RB)
-    with dhs.CpuBackend() as be, dhs.Context(arch, small_config(payload_free=1), be) as ctx:
+    with dhs.CpuBackend(payload_free=True) as be, dhs.Context(arch, small_config(), be) as ctx:
         r = ctx.open(100)
         r.import_rows(100, None)
         with pytest.raises(dhs.StateError):

@@ -98,6 +98,10 @@ struct dhs_backend {
     uint64_t faults_injected;
     /* accounting of everything allocated through the wrappers below */
     uint64_t dev_bytes, host_bytes;
+    /* 1: the backend moves no bytes (dhs_cpu_options.payload_free): contexts on it
+       simulate placement only (the core allocates no pool or host rows and issues
+       copies of no rows, whose tickets still complete as payload copies would) */
+    int payload_free;
 };
 
 /* Returns 1 (and counts it) when this call of `kind` must fail. */

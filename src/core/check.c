@@ -54,7 +54,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
         fail(&v, "I4: M_req %lld + M_opt %lld + M_res %lld > M %lld pages", (long long)ctx->pages_req,
              (long long)ctx->pages_opt, (long long)ctx->pages_res, (long long)ctx->n_pages);
     if (cnt[PAGE_DEFERRED] != ctx->n_deferred) fail(&v, "I4: deferred pages %lld, list %lld", (long long)cnt[PAGE_DEFERRED], (long long)ctx->n_deferred);
-    if (c->payload_free == 0 && ctx->be->dev_bytes < (uint64_t)ctx->n_pages * p * ctx->row_stride)
+    if (ctx->be->payload_free == 0 && ctx->be->dev_bytes < (uint64_t)ctx->n_pages * p * ctx->row_stride)
         fail(&v, "I4: device bytes accounted below the pool size");
     /* I4: the host-row cache holds what it counts, within its limit and its table, all accounted */
     {
@@ -99,7 +99,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 if (!rq->importing && ss->n_host_chunks)
                     fail(&v, "import: request %d group %d holds %lld host chunks without an import", slot, g,
                          (long long)ss->n_host_chunks);
-                if (rq->importing && !c->payload_free &&
+                if (rq->importing && !ctx->be->payload_free &&
                     (ss->n_host_chunks * HOST_CHUNK_ROWS < rows || (ss->n_host_chunks && ss->chunk_span[0] != ss->n_host_chunks)))
                     fail(&v, "import: request %d group %d source %d: %lld host chunks (first span %d) for %lld rows", slot, g,
                          si, (long long)ss->n_host_chunks, ss->n_host_chunks ? ss->chunk_span[0] : 0, (long long)rows);

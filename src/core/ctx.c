@@ -23,8 +23,8 @@ const char *dhs_status_str(dhs_status s)
     case DHS_ERR_UNKNOWN_SOURCE: return "unknown source or group";
     case DHS_ERR_ROW_RANGE: return "row outside the request's rows";
     case DHS_ERR_NOT_VISIBLE: return "selected row not visible to the query";
-    case DHS_ERR_K_TOO_LARGE: return "k above the configured maximum";
-    case DHS_ERR_TOO_MANY_QUERIES: return "queries per request above k_max";
+    case DHS_ERR_K_TOO_LARGE: return "k above the configured sel_k";
+    case DHS_ERR_TOO_MANY_QUERIES: return "queries per request above spec_width";
     case DHS_ERR_STATE: return "call not valid in this state";
     case DHS_ERR_ACCEPTED_RANGE: return "accepted count outside 0..K-1";
     case DHS_ERR_NOT_IN_ROUND: return "request not in the open round";
@@ -113,7 +113,6 @@ dhs_config dhs_config_default(void)
     c.policy = DHS_POLICY_LRU;
     c.reclaim_order = DHS_RECLAIM_MOST_PAGES;
     c.resident_first = 1;
-    c.payload_free = 0;
     return c;
 }
 
@@ -128,7 +127,7 @@ static void ctx_free_all(dhs_ctx *ctx)
     }
     host_cache_drop(ctx);
     ctx_free(ctx, ctx->hcache, (size_t)ctx->hcache_cap, sizeof(struct host_span));
-    if (!ctx->cfg.payload_free && ctx->pool)
+    if (!ctx->be->payload_free && ctx->pool)
         be_dev_free(ctx->be, ctx->pool, (size_t)ctx->n_pages * ctx->cfg.page_rows * ctx->row_stride);
     int32_t ng = ctx->arch.n_groups;
     if (ctx->grp_srcs && ctx->grp_nsrc) /* grp_nsrc may be the allocation that failed */
@@ -163,9 +162,9 @@ static int config_valid(const dhs_config *c)
         (int)c->reclaim_order < 0 || c->reclaim_order >= DHS_RECLAIM_COUNT_ || c->repop_pages < 0 ||
         c->copy_threads < 0)
         return 0;
-    /* device resolver: CLOCK-epoch policy only, placement simulation unsupported */
+    /* device resolver: CLOCK-epoch policy only (a payload-free backend is refused by dhs_ctx_create) */
     if (c->resolver < 0 || c->resolver >= DHS_RESOLVER_COUNT_ ||
-        (c->resolver == DHS_RESOLVER_DEVICE && (c->policy != DHS_POLICY_CLOCK || c->payload_free)))
+        (c->resolver == DHS_RESOLVER_DEVICE && c->policy != DHS_POLICY_CLOCK))
         return 0;
     return 1;
 }
@@ -243,6 +242,8 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     if (s != DHS_OK) return s;
     const dhs_config *c = cfg;
     if (!config_valid(c)) return DHS_ERR_INVALID_ARG;
+    /* the device resolver's data plane moves bytes: no placement simulation */
+    if (c->resolver == DHS_RESOLVER_DEVICE && be->payload_free) return DHS_ERR_INVALID_ARG;
     if (be_fault(be, DHS_FAULT_HOST_ALLOC)) return DHS_ERR_NOMEM;
     dhs_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return DHS_ERR_NOMEM;
@@ -300,7 +301,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
         !ctx->round_reqs || !ctx->scratch_code)
         goto nomem;
-    if (c->host_cache_bytes > 0 && !c->payload_free) {
+    if (c->host_cache_bytes > 0 && !ctx->be->payload_free) {
         /* room for the spans of every source of every slot, twice over (a request pins a source's rows in
            one span at import and may add spans as it grows) */
         const int64_t cap = 2 * (int64_t)c->max_requests * ctx->arch.n_sources + 16;
@@ -308,7 +309,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
         ctx->hcache = ctx_calloc(ctx, (size_t)ctx->hcache_cap, sizeof(struct host_span));
         if (!ctx->hcache) goto nomem;
     }
-    if (!c->payload_free) {
+    if (!ctx->be->payload_free) {
         s = be_dev_alloc(be, (size_t)ctx->n_pages * page_bytes, (void **)&ctx->pool);
         if (s != DHS_OK) { ctx->pool = NULL; ctx_free_all(ctx); return s; }
     }
@@ -424,6 +425,6 @@ dhs_status dhs_read_location(const dhs_ctx *ctx, int32_t source, int32_t loc, vo
     if (!ctx || !out) return DHS_ERR_INVALID_ARG;
     if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
     if (loc < 0 || loc >= ctx->n_pages * ctx->cfg.page_rows) return DHS_ERR_ROW_RANGE;
-    if (ctx->cfg.payload_free) return DHS_ERR_STATE;
+    if (ctx->be->payload_free) return DHS_ERR_STATE;
     return ctx->be->ops->copy_sync(ctx->be, out, pool_row(ctx, loc), ctx->arch.sources[source].row_bytes);
 }

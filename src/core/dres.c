@@ -554,7 +554,7 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
         if ((s = be->ops->copy_sync(be, d->err, &d->word_h[0], sizeof(int32_t))) != DHS_OK) return s;
     }
     d->pending[g] = 1;
-    s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !c->payload_free, 0);
+    s = be->ops->dres_resolve(be, &d->g[g].st, d->rd, k, d->sel, d->loc, !ctx->be->payload_free, 0);
     /* read-back in one copy through the backend directly (not
        fault-injected): the device state has changed; a failure here is a
        device failure. [si][b] blocks up to the last source's round rows. */
@@ -590,9 +590,9 @@ static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const i
     /* the plan rewrites the copy list the queue may still be reading */
     dhs_status s = join(ctx, group);
     if (s != DHS_OK) return s;
-    split = split && !ctx->cfg.payload_free && ctx->grp_nsrc[group] > 1;
+    split = split && !ctx->be->payload_free && ctx->grp_nsrc[group] > 1;
     d->pending[group] = 1;
-    s = ctx->be->ops->dres_resolve(ctx->be, &d->g[group].st, d->rd, k, sel_dev, loc_dev, !ctx->cfg.payload_free,
+    s = ctx->be->ops->dres_resolve(ctx->be, &d->g[group].st, d->rd, k, sel_dev, loc_dev, !ctx->be->payload_free,
                                    split);
     if (s == DHS_OK) d->split[group] = (uint8_t)split;
     return s;
@@ -623,7 +623,7 @@ dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
     /* promotion copies staging rows the queue may still be writing */
     dhs_status s = join(ctx, g);
     if (s != DHS_OK) return s;
-    s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->cfg.payload_free);
+    s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->be->payload_free);
     if (s == DHS_OK) ctx->dres->pending[g] = 0;
     return s;
 }
@@ -648,7 +648,7 @@ dhs_status dres_round_end(dhs_ctx *ctx)
        none when every group was declared done, e.g. inside a captured step
        (two launches took 57 us of host time on the H200 machine). */
     if (memchr(d->pending, 1, (size_t)d->G))
-        s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->cfg.payload_free);
+        s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->be->payload_free);
     if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
     if (s != DHS_OK) return s;
     if (d->word_h[0] != 0) {

@@ -215,7 +215,7 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     if (source < 0 || source >= ctx->arch.n_sources) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open || !rq->in_round) return DHS_ERR_NOT_IN_ROUND;
     if (n_rows < 0) return DHS_ERR_INVALID_ARG;
-    if (!ctx->cfg.payload_free) {
+    if (!ctx->be->payload_free) {
         if (!data && n_rows > 0) return DHS_ERR_INVALID_ARG;
         if ((uintptr_t)data % DHS_ALIGN) return DHS_ERR_MISALIGNED;
     }
@@ -227,7 +227,7 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
     int32_t si = ctx->src_grp_idx[source];
     uint32_t rb = ctx->arch.sources[source].row_bytes;
     /* one copy per run of rows inside one tail page (dense rows) */
-    for (int32_t i = 0; i < n_rows && !c->payload_free;) {
+    for (int32_t i = 0; i < n_rows && !ctx->be->payload_free;) {
         int64_t row = first_row + i;
         int32_t t = (int32_t)(row % c->tail_rows), off = t % c->page_rows;
         int32_t run = rb == ctx->row_stride ? c->page_rows - off : 1;

@@ -39,7 +39,7 @@ void host_cache_drop(dhs_ctx *ctx)
 
 dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int64_t rows)
 {
-    if (ctx->cfg.payload_free) return DHS_OK;
+    if (ctx->be->payload_free) return DHS_OK;
     int64_t need = (rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS;
     if (ss->n_host_chunks >= need) return DHS_OK;
     /* the missing chunks in one allocation: an import pins its whole history with one call per source
@@ -159,7 +159,7 @@ static dhs_status import_alloc(dhs_ctx *ctx, request *rq, int64_t n_positions)
    rows are row_stride apart on both sides, else one per row. */
 static dhs_status import_fill_host(dhs_ctx *ctx, request *rq, int64_t n_positions, const void *const *rows)
 {
-    if (ctx->cfg.payload_free) return DHS_OK;
+    if (ctx->be->payload_free) return DHS_OK;
     /* the dense sources in one batch on up to cfg.copy_threads host threads (rows in host memory), the
        others row by row through the backend */
     dhs_copy_run runs[DHS_MAX_SOURCES];
@@ -192,7 +192,7 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
         int32_t src = ctx->grp_srcs[g][si];
         uint32_t rb = ctx->arch.sources[src].row_bytes;
         src_state *ss = &gs->src[si];
-        if (ctx->cfg.payload_free) continue;
+        if (ctx->be->payload_free) continue;
         /* one copy per run of rows contiguous on both sides (chunks of one allocation are adjacent) */
         int contig = rb == ctx->row_stride;
         for (int64_t row = r0; row < r1;) {
@@ -246,7 +246,7 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
         for (int32_t si = 0; si < nsrc; si++) {
             int32_t *op = gs->src[si].opt_pages;
             for (int64_t hp = 0; hp < n_dev; hp++) op[hp] = page_alloc(ctx, PAGE_OPT, slot);
-            if (c->payload_free) continue;
+            if (ctx->be->payload_free) continue;
             int32_t src = ctx->grp_srcs[g][si];
             uint32_t rb = ctx->arch.sources[src].row_bytes;
             int dense = rb == ctx->row_stride;
@@ -277,7 +277,7 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
            host above), so that a selection of them is direct; an incomplete
            compressed row lives only in the ring. At most p + 1 <= tail_rows rows. */
         const int64_t ring_lo = gs->n_opt_pages * p;
-        for (int32_t si = 0; si < nsrc && !c->payload_free; si++) {
+        for (int32_t si = 0; si < nsrc && !ctx->be->payload_free; si++) {
             int32_t src = ctx->grp_srcs[g][si];
             uint32_t rb = ctx->arch.sources[src].row_bytes;
             for (int64_t row = ring_lo; row < rows_all;) {
@@ -340,7 +340,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
     if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
-    if (n_positions > 0 && !ctx->cfg.payload_free) {
+    if (n_positions > 0 && !ctx->be->payload_free) {
         if (!rows) return DHS_ERR_INVALID_ARG;
         for (int32_t s = 0; s < ctx->arch.n_sources; s++) {
             if (!rows[s]) return DHS_ERR_INVALID_ARG;
@@ -375,7 +375,7 @@ dhs_status dhs_request_import_begin(dhs_ctx *ctx, dhs_req r, int64_t n_positions
         const dhs_source_desc *d = &ctx->arch.sources[src];
         const src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
         int64_t rows_all = (n_positions + d->m - 1) / d->m;
-        host_rows[src] = ctx->cfg.payload_free || rows_all == 0 ? NULL : host_row(ctx, ss, 0);
+        host_rows[src] = ctx->be->payload_free || rows_all == 0 ? NULL : host_row(ctx, ss, 0);
     }
     return DHS_OK;
 }
@@ -436,7 +436,7 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             tot += (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
         }
     if (tot == 0) return DHS_OK;
-    if (!ctx->cfg.payload_free) {
+    if (!ctx->be->payload_free) {
         dhs_status s = pairs_reserve(ctx, tot);
         if (s != DHS_OK) return s;
         for (int32_t i = 0; i < nr; i++)
@@ -556,7 +556,7 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
     }
     int32_t nsrc = ctx->grp_nsrc[g];
     int64_t n = 0;
-    if (!ctx->cfg.payload_free) {
+    if (!ctx->be->payload_free) {
         dhs_status s = pairs_reserve(ctx, (int64_t)p * nsrc);
         if (s != DHS_OK) return s;
         for (int32_t si = 0; si < nsrc; si++) {
@@ -757,11 +757,11 @@ void res_repopulate(dhs_ctx *ctx)
                 for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
                 if (!ok) continue;
                 int64_t n = 0;
-                if (!ctx->cfg.payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                if (!ctx->be->payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
-                    if (ctx->cfg.payload_free) continue;
+                    if (ctx->be->payload_free) continue;
                     for (int32_t i = 0; i < p; i++)
                         ctx->pairs[n++] = (dhs_copy_pair){host_row(ctx, ss, hp * p + i),
                                                           pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};

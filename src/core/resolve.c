@@ -153,7 +153,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     const uint32_t promo = ctx->epoch ^ 0x80000000u;
     int64_t npairs = 0, tot = 0;
     for (int32_t i = 0; i < ctx->n_round; i++) tot += (int64_t)ctx->req[ctx->round_reqs[i]].g[g].n_staged * nsrc;
-    if (!c->payload_free && pairs_reserve(ctx, tot) != DHS_OK) {
+    if (!ctx->be->payload_free && pairs_reserve(ctx, tot) != DHS_OK) {
         /* no room to list the copies: drop the staged rows instead of promoting
            them (they keep their host copies) and release the arenas, so no
            staged mapping outlives the round */
@@ -193,7 +193,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
             gs->fill[q] = PROMOTING;
             ctx->pol->insert(gs->pol, q,
                              ctx->pol->key ? ctx->pol->key(ctx->pol_user, (uint32_t)ctx->round_reqs[i], g, row) : ctx->clock++);
-            if (c->payload_free) continue;
+            if (ctx->be->payload_free) continue;
             for (int32_t si = 0; si < nsrc; si++) {
                 arena *ar = &ctx->arenas[a0 + si];
                 int64_t sloc = (int64_t)ar->first_page * p + (int64_t)ctx->round_reqs[i] * ctx->arena_rows_per_slot + sidx;
@@ -388,7 +388,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     const int32_t g = group, p = c->page_rows, B = c->hot_rows, T = c->tail_rows, nsrc = ctx->grp_nsrc[g];
     const int64_t m = ctx->grp_m[g];
     const uint32_t epoch = ctx->epoch, call = ++ctx->call_id;
-    const int payload = !c->payload_free;
+    const int payload = !ctx->be->payload_free;
     const dhs_policy_ops *pol = ctx->pol;
     ctx->st.resolve_calls++;
     int64_t npairs = 0, ent = 0;

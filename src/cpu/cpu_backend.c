@@ -336,6 +336,7 @@ dhs_status dhs_backend_cpu_create(const dhs_cpu_options *opt, dhs_backend **out)
     if (opt) c->opt = *opt;
     c->rng = c->opt.seed ^ 0x5eedULL;
     be_init_common(be, &cpu_ops, c);
+    be->payload_free = c->opt.payload_free != 0;
     *out = be;
     return DHS_OK;
 }

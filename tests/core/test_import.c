@@ -438,9 +438,9 @@ static void test_payload_free(void)
 {
     dhs_arch arch = th_arch_two_groups(4);
     dhs_config cfg = small_cfg();
-    cfg.payload_free = 1;
+    const dhs_cpu_options pf = {.payload_free = 1};
     th_env e;
-    CHECK_ST(th_env_init(&e, &arch, &cfg, NULL), DHS_OK);
+    CHECK_ST(th_env_init(&e, &arch, &cfg, &pf), DHS_OK);
     CHECK_ST(th_open(&e, 0, 100), DHS_OK);
     void *hr[DHS_MAX_SOURCES];
     for (int32_t s = 0; s < arch.n_sources; s++) hr[s] = (void *)&e;

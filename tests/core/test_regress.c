@@ -662,7 +662,7 @@ static void test_payload_free_twin(void)
         c.policy = (dhs_policy)(v % DHS_POLICY_COUNT_);
         dhs_cpu_options o = {.async_delay = 1 + v, .random_order = 1, .seed = g_seed + (uint64_t)v};
         CHECK_ST(th_env_init(&t.p, &a, &c, &o), DHS_OK);
-        c.payload_free = 1;
+        o.payload_free = 1; /* the twin: the same options on a backend that moves no bytes */
         CHECK_ST(th_env_init(&t.f, &a, &c, &o), DHS_OK);
         for (long i = 0; i < steps && t.diffs == 0; i++) twin_step(&t);
         dhs_stats sp, sf;

@@ -328,8 +328,8 @@ static void test_divergence(void)
     CHECK_ST(dhs_tp_share(e.ctx, 1, 2), DHS_OK);
     CHECK_ST(dhs_tp_share(e.ctx, 0, 1), DHS_OK); /* off again */
     th_env_free(&e);
-    c.payload_free = 1;
-    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    const dhs_cpu_options pf = {.payload_free = 1};
+    CHECK_ST(th_env_init(&e, &a, &c, &pf), DHS_OK);
     CHECK_ST(dhs_tp_share(e.ctx, 0, 2), DHS_ERR_UNSUPPORTED);
     th_env_free(&e);
 }

@@ -229,7 +229,7 @@ static int row_known(const fz *F, const fz_req *r, int32_t src, int64_t row)
 static void check_loc_bytes(fz *F, int32_t slot, int32_t src, int64_t row, int32_t loc, const char *why)
 {
     const fz_req *r = &F->rq[slot];
-    if (F->cfg.payload_free || !row_known(F, r, src, row)) return;
+    if (!row_known(F, r, src, row)) return; /* the harness's context has a payload (its twin has none) */
     uint8_t want[64] __attribute__((aligned(16))), got[64] __attribute__((aligned(16)));
     fill_row(want, F->rb[src], r->uid, src, row, r->ver[src][row]);
     dhs_status s = dhs_read_location(F->ctx, src, loc, got);
@@ -1145,7 +1145,7 @@ static void op_bad(fz *F)
     case 6: judge(F, dhs_read_location(F->ctx, -1, 0, out), DHS_ERR_UNKNOWN_SOURCE, 0); break;
     case 7: judge(F, dhs_read_location(F->ctx, F->ns, 0, out), DHS_ERR_UNKNOWN_SOURCE, 0); break;
     case 8: loc = (b & 16) ? -1 - (int32_t)(b / 32) : (int32_t)F->pool_rows + (int32_t)(b / 32);
-            judge(F, dhs_read_location(F->ctx, 0, loc, out), F->cfg.payload_free ? DHS_ERR_ROW_RANGE : DHS_ERR_ROW_RANGE, 0); break;
+            judge(F, dhs_read_location(F->ctx, 0, loc, out), DHS_ERR_ROW_RANGE, 0); break;
     case 9: judge(F, dhs_read_location(F->ctx, 0, 0, NULL), DHS_ERR_INVALID_ARG, 0); break;
     case 10: judge(F, dhs_sync(NULL), DHS_ERR_INVALID_ARG, 0); break;
     default: judge(F, dhs_group_done(NULL, 0), DHS_ERR_INVALID_ARG, 0); break;
@@ -1310,11 +1310,11 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     if (s != DHS_OK) fz_fail(F, "dhs_ctx_create refused a valid config: %s", dhs_status_str(s));
     if (F->cnt) F->cnt->created++;
     if (sel % 4 == 0 && (FZ_TWIN_ASYNC || F->opt.async_delay == 0) && F->cfg.resolver != DHS_RESOLVER_DEVICE) {
-        dhs_config c2 = F->cfg;
-        c2.payload_free = 1;
+        dhs_cpu_options o2 = F->opt;
+        o2.payload_free = 1; /* the twin: the same calls on a backend that moves no bytes */
         disarm(F);
-        if (dhs_backend_cpu_create(&F->opt, &F->be2) != DHS_OK) abort();
-        s = dhs_ctx_create(&F->arch, &c2, F->be2, &F->tw);
+        if (dhs_backend_cpu_create(&o2, &F->be2) != DHS_OK) abort();
+        s = dhs_ctx_create(&F->arch, &F->cfg, F->be2, &F->tw);
         if (s != DHS_OK) fz_fail(F, "payload-free twin: dhs_ctx_create %s", dhs_status_str(s));
         F->loc2 = calloc((FZ_MAXREQ + 1) * (FZ_MAXSRC * FZ_KMAX * FZ_MAXK + 4), sizeof(int32_t));
         if (!F->loc2) abort();
