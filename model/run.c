@@ -292,6 +292,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->lib_cfg = dhs_ref_hier_config(m, c.slots, max_pos, KM, c.history, c.context, c.page_rows);
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
+        r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
         dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);

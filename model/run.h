@@ -67,6 +67,8 @@ typedef struct dhs_ref_run_cfg {
                                 sources, the hierarchy then uses the device resolver (resolver is
                                 overridden), both engines take the step, no trace */
     int32_t copy_queue_blocks; /* cuda: dhs_cuda_set_copy_queue_blocks (0: the default) */
+    uint64_t host_cache_bytes; /* the hierarchy's dhs_config.host_cache_bytes: closed sessions' host rows
+                                  reused by later imports (0: off) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both

@@ -164,7 +164,7 @@ typedef struct sv_opts {
     int n_contexts;
     int64_t concs[MAXC];
     int n_concs;
-    double budget_gib, host_gib;
+    double budget_gib, host_gib, host_cache_gib;
     int32_t tokens, spec, profile_every;
     uint64_t seed;
     const char *plot, *output;
@@ -522,6 +522,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
+        A_DBL("--host-cache-gib", &o.host_cache_gib, 0, 1 << 20,
+              "the hierarchy keeps closed sessions' pinned host rows, up to this many GiB, for the next sessions' "
+              "imports (dhs_config.host_cache_bytes; 0: freed at close)"),
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
@@ -612,6 +615,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.copy_overlap = o.copy_overlap;
     base.deploy = deploy;
     base.copy_queue_blocks = o.copy_queue_blocks;
+    base.host_cache_bytes = (uint64_t)(o.host_cache_gib * 1073741824.0);
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -771,6 +775,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddNumberToObject(cf, "host_cache_bytes", o.host_cache_gib * 1073741824.0);
         cJSON_AddStringToObject(cf, "deployment", deploy ? deploy->name : "none");
         if (deploy) {
             cJSON *wb = cJSON_AddArrayToObject(cf, "weight_bytes_per_step"); /* at each --concurrency, spec tokens each */

@@ -126,6 +126,17 @@ grep -q "^context 1024: sessions held resident 1, hierarchical 1" "$T/out" || fa
 grep -q "^context 1024: resident .* GiB/session -> holds 1; the hierarchy holds" "$T/out" || fail "table: no capacity line"
 grep -q "^tokens: every session's tokens equal across the modes" "$T/out" || fail "table: no tokens line"
 
+# ---------------------------------------------------------------- the host-row cache: same tokens, recorded
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident,adaptive \
+    --concurrency 1 --waves 3 --host-cache-gib 0.25 --json -q
+python3 - "$T/out" <<'EOF' || fail "bench serve --host-cache-gib: $(head -c 400 "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["host_cache_bytes"] == 0.25 * 2**30, d["config"]
+r = [x for x in d["records"] if "skipped" not in x]
+assert d["tokens_identical"] is True and all(x["token_mismatches"] == 0 for x in r), r
+EOF
+
 # ---------------------------------------------------------------- cuda without a GPU: a clean refusal
 if ! "$DHS" bench resolve --backend cuda --batch 1 --hot 2048 --misses 0 --queries 1 --reps 10 -q >/dev/null 2>&1; then
     expect 2 "$DHS" bench serve --backend cuda --geometry tiny --context 1024 --concurrency 1
