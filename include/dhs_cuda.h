@@ -51,7 +51,7 @@ dhs_status dhs_cuda_set_stream(dhs_backend *be, void *stream);
 dhs_status dhs_cuda_set_gather_blocks(dhs_backend *be, int32_t max_blocks);
 
 /* Thread blocks (256 threads) of each copy on the split resolve's copy queue
-   (dhs_resolve_device_split); 0 restores the default (a quarter of the
+   (dhs_resolve_device with DHS_RESOLVE_SPLIT); 0 restores the default (a quarter of the
    multiprocessors: 33 on an H200). Those copies run beside the compute
    stream's kernels: fewer blocks leave them more of each multiprocessor, and
    a few dozen already keep enough rows in flight for the link (at 100K,

@@ -47,7 +47,7 @@ cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
                                     int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s);
-/* The split resolve's copy queue (dhs_resolve_device_split): sources 1..nsrc-1
+/* The split resolve's copy queue (DHS_RESOLVE_SPLIT): sources 1..nsrc-1
    are copied on `queue` with `blocks` blocks each, after source 0's copy on
    the compute stream (recorded in ev[0]); ev[si] is recorded after source
    si's copy. ev has nsrc entries. */

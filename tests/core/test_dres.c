@@ -1035,7 +1035,7 @@ static void test_api(void)
     int32_t tl[4];
     CHECK_ST(dhs_tail_locations(ctx, r[1], 0, 39, 1, tl), DHS_ERR_ROW_RANGE);
     CHECK_ST(dhs_tail_locations(ctx, r[1], 0, 40, 2, tl), DHS_ERR_ROW_RANGE);
-    /* device-path call: sel [N=2][k_max=2][k=4], loc [nsrc=1][2][2][4] */
+    /* device-path call: sel [N=2][spec_width=2][k=4], loc [nsrc=1][2][2][4] */
     int32_t sel[16], loc[16];
     const int32_t k = 4;
     const int32_t s0[8] = {0, 5, 5, -1, 40, 3, 41, 10}; /* query 1 sees row 41 */
