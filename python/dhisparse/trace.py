@@ -155,6 +155,31 @@ class TraceWriter:
         self.close()
 
 
+def find_indexers(model):
+    """[(layer index, parent module, attribute name, indexer module)], by layer, for every DSA indexer of a
+    transformers model: a child module whose class name ends in "Indexer", its layer from `layer_idx` or
+    else the first number in its module path."""
+    out = []
+    for name, mod in model.named_modules():
+        for child_name, child in mod.named_children():
+            if type(child).__name__.endswith("Indexer"):
+                li = getattr(child, "layer_idx", None)
+                if li is None:
+                    li = next((int(p) for p in (name + "." + child_name).split(".") if p.isdigit()), None)
+                out.append((int(li), mod, child_name, child))
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def selection_tensor(torch, out):
+    """The tensor that holds an indexer's selection in its output: the output itself, or in a tuple the
+    first integer tensor (top-k indices), else the first tensor (an additive mask); None when there is none."""
+    if not isinstance(out, (tuple, list)):
+        return out if torch.is_tensor(out) else None
+    t = next((x for x in out if torch.is_tensor(x) and not x.is_floating_point()), None)
+    return t if t is not None else next((x for x in out if torch.is_tensor(x)), None)
+
+
 class IndexerCapture:
     """Records the decode selections of a transformers DSA model into a trace, one group and one source per
     indexer layer (m = 1). Usage, after prefill of a batch of B prompts of n positions each:
@@ -173,15 +198,7 @@ class IndexerCapture:
 
     def __init__(self, torch, model, path, k, row_bytes, batch, name="", meta=""):
         self.torch, self.k, self.B = torch, int(k), int(batch)
-        self.found = []
-        for pname, mod in model.named_modules():
-            for cname, child in mod.named_children():
-                if type(child).__name__.endswith("Indexer"):
-                    li = getattr(child, "layer_idx", None)
-                    if li is None:
-                        li = next((int(p) for p in (pname + "." + cname).split(".") if p.isdigit()), None)
-                    self.found.append((int(li), mod, cname, child))
-        self.found.sort(key=lambda t: t[0])
+        self.found = find_indexers(model)
         if not self.found:
             raise ValueError(f"{type(model).__name__} has no indexer module (a class name ending in 'Indexer')")
         self.L = len(self.found)
@@ -210,11 +227,7 @@ class IndexerCapture:
 
     def _selection(self, out):
         torch = self.torch
-        t = out
-        if isinstance(out, (tuple, list)):
-            t = next((x for x in out if torch.is_tensor(x) and not x.is_floating_point()), None)
-            if t is None:
-                t = next((x for x in out if torch.is_tensor(x)), None)
+        t = selection_tensor(torch, out)
         if t is None:
             raise RuntimeError(f"an indexer returned {type(out).__name__}: no selection found in it")
         if t.is_floating_point():  # an additive mask [B, ..., T]: 0 at the selected positions

@@ -191,17 +191,8 @@ def build_model(torch, a, mt, cfg_cls):
 
 def indexers_of(model):
     """[(layer index, parent module, attribute name, indexer module)] for every DSA indexer."""
-    out = []
-    for name, mod in model.named_modules():
-        for child_name, child in mod.named_children():
-            if type(child).__name__.endswith("Indexer"):
-                li = getattr(child, "layer_idx", None)
-                if li is None:
-                    parts = (name + "." + child_name).split(".")
-                    li = next((int(p) for p in parts if p.isdigit()), None)
-                out.append((int(li), mod, child_name, child))
-    out.sort(key=lambda t: t[0])
-    return out
+    from dhisparse.trace import find_indexers  # the one search, shared with the trace capture
+    return find_indexers(model)
 
 
 def cache_kv(cache, layer):
@@ -494,11 +485,8 @@ class DhsAdapter:
 
     def on_topk(self, l, out):
         torch = self.torch
-        t = out
-        if isinstance(out, (tuple, list)):
-            t = next((x for x in out if torch.is_tensor(x) and not x.is_floating_point()), None)
-            if t is None:
-                t = next((x for x in out if torch.is_tensor(x)), None)
+        from dhisparse.trace import selection_tensor
+        t = selection_tensor(torch, out)
         if t is None:
             raise RuntimeError(f"indexer of layer {l} returned {type(out).__name__}; cannot find the selection")
         if t.is_floating_point():
