@@ -30,6 +30,9 @@
 #   prefill   test_lsprefill_cuda (the streamed prefill against full residency)
 #   step      dhs run --step host|device|graph, and --deployment, identical
 #             to resident
+#   kernels   kern_bench: the GPU model's split-K attention against its floor
+#             (bytes / HBM measured here, FLOPs / tensor peak) at 100K and 32K,
+#             C = 2, 8, 20
 #   serve     dhs bench serve at 100K (GLM-5.3 geometry), resident and
 #             adaptive, C = 1, 2 (minutes)
 #   sanitize  compute-sanitizer memcheck/racecheck/synccheck on reduced runs
@@ -45,12 +48,12 @@ export PATH=$PATH:/usr/local/cuda/bin
 b=${DHS_GPU_BUILD:-$root/build-gpu}
 out=${OUT:-$b/out}
 mkdir -p "$out"
-[ $# -gt 0 ] || { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-case "$1" in -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -gt 0 ] || { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+case "$1" in -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 suites=("$@")
-[ "${suites[0]}" = all ] && suites=(test exact resolve gather import fo overlap prefill step serve sanitize)
+[ "${suites[0]}" = all ] && suites=(test exact resolve gather import fo overlap prefill step kernels serve sanitize)
 for s in "${suites[@]}"; do
-  case $s in test|exact|resolve|gather|import|fo|overlap|prefill|step|serve|sanitize) ;;
+  case $s in test|exact|resolve|gather|import|fo|overlap|prefill|step|kernels|serve|sanitize) ;;
     *) echo "gpu.sh: unknown suite '$s' (bench/gpu.sh --help)" >&2; exit 2 ;;
   esac
 done
@@ -168,6 +171,12 @@ suite_step() {
   [ $r = 0 ] || rc=1
   sum="host, device, graph steps identical to resident"
   return $rc
+}
+suite_kernels() {
+  run kernels 300 "$b/kern_bench"
+  cat "$out/kernels.log"
+  sum=$(grep -m1 "^kern_bench:" "$out/kernels.log")
+  return $r
 }
 suite_serve() {
   run serve 590 "$b/dhs" bench serve --backend cuda --geometry glm-5.3 --context 100000 --modes resident,adaptive \

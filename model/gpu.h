@@ -184,6 +184,20 @@ dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases
    the attention roofline); 0 on an error or without CUDA */
 double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
 
+/* The split-K sparse attention alone (model/attn_kern.cuh), on device
+   buffers, for tests and benchmarks: nq queries of nh heads, k entries each;
+   aq_dev [nq][nh][576] queries, aidx_dev [nq][k] valid locations in entry
+   order, anv_dev [nq] their count (<= 0: the query's ao is left alone),
+   base_dev [nq] row bases, lut_dev the 256 FP8 decodes; partials pm_dev,
+   ps_dev [nq][dhs_ref_gpu_attn_chunks(k)][nh] floats, po_dev the same x 512;
+   ao_dev [nq][nh][512]. Asynchronous on stream (NULL: the default stream).
+   DHS_ERR_INVALID_ARG for nh outside 1..2 or k outside 1..2048. */
+int32_t dhs_ref_gpu_attn_chunks(int32_t k);
+dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
+                            const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
+                            const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,
+                            float *po_dev, float *ao_dev);
+
 #ifdef __cplusplus
 }
 #endif

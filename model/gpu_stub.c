@@ -189,6 +189,17 @@ double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
     (void)bytes;
     return 0;
 }
+
+int32_t dhs_ref_gpu_attn_chunks(int32_t k) { return (k + DHS_REF_ATT_CHUNK - 1) / DHS_REF_ATT_CHUNK; }
+dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
+                            const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
+                            const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,
+                            float *po_dev, float *ao_dev)
+{
+    (void)stream, (void)nq, (void)nh, (void)k, (void)att_scale, (void)exp_portable, (void)base_dev, (void)aq_dev;
+    (void)aidx_dev, (void)anv_dev, (void)lut_dev, (void)pm_dev, (void)ps_dev, (void)po_dev, (void)ao_dev;
+    return DHS_ERR_UNSUPPORTED;
+}
 dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)
 {
     (void)g, (void)us, (void)n_phases;

@@ -49,6 +49,7 @@ struct dhs_ref_scratch {
     float *rows;    /* [k][576] decoded selected rows */
     float *att;     /* [k] */
     float *o;       /* [512] */
+    float *oc;      /* [512] one attention chunk's unnormalised values */
     float *v;       /* [nh*d_v] */
     float *tmp;     /* [max(d, hid, V)] */
     float *hid;     /* [hid] */
@@ -322,13 +323,14 @@ dhs_ref_scratch *dhs_ref_scratch_create(const dhs_ref_model *m)
     s->rows = malloc(sizeof(float) * (size_t)c->topk * DHS_REF_LAT);
     s->att = malloc(sizeof(float) * (size_t)c->topk);
     s->o = malloc(sizeof(float) * DHS_REF_NOPE);
+    s->oc = malloc(sizeof(float) * DHS_REF_NOPE);
     s->v = malloc(sizeof(float) * (size_t)c->n_heads * (size_t)c->d_v);
     s->tmp = malloc(sizeof(float) * (size_t)big);
     s->hid = malloc(sizeof(float) * (size_t)c->mlp_hidden);
     s->heap = malloc(sizeof(uint64_t) * (size_t)c->topk);
     s->dq = malloc(sizeof(float) * (size_t)c->draft_dim);
     s->datt = malloc(sizeof(float) * (size_t)(c->draft_window + 1));
-    if (!s->q || !s->rows || !s->att || !s->o || !s->v || !s->tmp || !s->hid || !s->heap || !s->dq || !s->datt) {
+    if (!s->q || !s->rows || !s->att || !s->o || !s->oc || !s->v || !s->tmp || !s->hid || !s->heap || !s->dq || !s->datt) {
         dhs_ref_scratch_destroy(s);
         return NULL;
     }
@@ -342,6 +344,7 @@ void dhs_ref_scratch_destroy(dhs_ref_scratch *s)
     free(s->rows);
     free(s->att);
     free(s->o);
+    free(s->oc);
     free(s->v);
     free(s->tmp);
     free(s->hid);
@@ -616,6 +619,39 @@ int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, con
 }
 
 /* ------------------------------------------------------------- attention + MLP */
+void dhs_ref_attention(const float *q, const float *rows, int32_t nv, float scale, int32_t exp_portable, float *o,
+                       float *att, float *oc)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int32_t e = 0; e < nv; e++) {
+        att[e] = dhs_ref_dot(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
+        if (att[e] > mx) mx = att[e];
+    }
+    /* split-K: chunks of DHS_REF_ATT_CHUNK entries, each with its own max
+       mc, exp sum csum and unnormalised values oc (entry order inside the
+       chunk); then, in chunk order, sum += w csum and o += w oc with
+       w = exp(mc - mx). The GPU runs the chunks in parallel. */
+    for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] = 0.0f;
+    for (int32_t e0 = 0; e0 < nv; e0 += DHS_REF_ATT_CHUNK) {
+        int32_t e1 = nv - e0 < DHS_REF_ATT_CHUNK ? nv : e0 + DHS_REF_ATT_CHUNK;
+        float mc = -INFINITY, csum = 0.0f;
+        for (int32_t e = e0; e < e1; e++)
+            if (att[e] > mc) mc = att[e];
+        for (int32_t i = 0; i < DHS_REF_NOPE; i++) oc[i] = 0.0f;
+        for (int32_t e = e0; e < e1; e++) {
+            const float *r = rows + (int64_t)e * DHS_REF_LAT;
+            float p = exp_portable ? dhs_ref_expf(att[e] - mc) : expf(att[e] - mc);
+            csum += p;
+            for (int32_t i = 0; i < DHS_REF_NOPE; i++) oc[i] += p * r[i];
+        }
+        float w = exp_portable ? dhs_ref_expf(mc - mx) : expf(mc - mx);
+        sum += w * csum;
+        for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] += w * oc[i];
+    }
+    float inv = 1.0f / sum;
+    for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] *= inv;
+}
+
 void dhs_ref_attend_mlp(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const uint8_t *base,
                         size_t stride, const int32_t *idx, float *x, dhs_ref_scratch *sc)
 {
@@ -639,25 +675,8 @@ void dhs_ref_attend_mlp(const dhs_ref_model *m, int32_t l, int64_t pos, const fl
     if (nv > 0) {
         const float scale = 1.0f / sqrtf((float)DHS_REF_LAT);
         for (int32_t h = 0; h < nh; h++) {
-            const float *q = sc->q + (int64_t)h * DHS_REF_LAT;
-            float mx = -INFINITY, sum = 0.0f;
-            for (int32_t e = 0; e < nv; e++) {
-                sc->att[e] = dhs_ref_dot(q, sc->rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
-                if (sc->att[e] > mx) mx = sc->att[e];
-            }
-            for (int32_t e = 0; e < nv; e++) {
-                sc->att[e] = c->exp_portable ? dhs_ref_expf(sc->att[e] - mx) : expf(sc->att[e] - mx);
-                sum += sc->att[e];
-            }
-            float *restrict o = sc->o;
-            for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] = 0.0f;
-            for (int32_t e = 0; e < nv; e++) {
-                const float *restrict r = sc->rows + (int64_t)e * DHS_REF_LAT;
-                float p = sc->att[e];
-                for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] += p * r[i];
-            }
-            float inv = 1.0f / sum;
-            for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] *= inv;
+            dhs_ref_attention(sc->q + (int64_t)h * DHS_REF_LAT, sc->rows, nv, scale, c->exp_portable, sc->o, sc->att,
+                              sc->oc);
             matvec(w->wuv + (int64_t)h * c->d_v * DHS_REF_NOPE, sc->o, c->d_v, DHS_REF_NOPE, sc->v + (int64_t)h * c->d_v);
         }
         matvec(w->wo, sc->v, d, nh * c->d_v, sc->tmp);

@@ -48,6 +48,7 @@ extern "C" {
 #define DHS_REF_LAT (DHS_REF_NOPE + DHS_REF_ROPE) /* 576 values per row */
 #define DHS_REF_TILE 128                 /* FP8 scale tile */
 #define DHS_REF_ROW_BYTES 656            /* 512 e4m3 + 4 fp32 scales + 64 bf16 */
+#define DHS_REF_ATT_CHUNK 32             /* attention split-K: valid entries per softmax chunk */
 #define DHS_REF_MAX_LAYERS 96             /* GLM-5.3 has 78, DeepSeek-V3.2 61 */
 #define DHS_REF_MAX_IDX_HEADS 16
 #define DHS_REF_MAX_IDX_DIM 256
@@ -253,6 +254,14 @@ int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, con
 /* Sparse attention of layer l for the query at position pos: reads the rows
    base + idx[e]*stride (idx[e] < 0 skipped), adds alpha * output to x, then
    the MLP. This is the ONLY way the model reads KV payload. */
+/* The sparse attention of one head over nv >= 1 decoded rows (rows
+   [nv][576]): o[512] = softmax(scale q.row) V in the split-K order both
+   models follow (docs/MODEL.md "Attention order"): chunks of
+   DHS_REF_ATT_CHUNK entries, each with its own max, exp sum and unnormalised
+   values in entry order, merged in chunk order. att: nv floats, oc: 512
+   floats of scratch. */
+void dhs_ref_attention(const float *q, const float *rows, int32_t nv, float scale, int32_t exp_portable, float *o,
+                       float *att, float *oc);
 void dhs_ref_attend_mlp(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const uint8_t *base,
                         size_t stride, const int32_t *idx, float *x, dhs_ref_scratch *sc);
 void dhs_ref_logits(const dhs_ref_model *m, const float *x, float *logits);

@@ -18,6 +18,7 @@
 
 #include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
+#include "model/attn_kern.cuh" /* the split-K attention: shared with model/kern_bench.cu */
 #include "model/gpu.h"
 #define G_MAX_TOPK 2048
 #define G_MAX_HEADS 2
@@ -25,6 +26,7 @@
 #define G_MAX_HID 1024
 #define G_MAX_DV 256
 #define G_MAX_IH 16
+static_assert(G_MAX_TOPK <= ATT_MAXK && G_MAX_HEADS <= ATT_MAXH, "attn_kern.cuh holds the model's k and heads");
 #define G_MAX_ID 256
 
 /* ------------------------------------------------------------------ numerics */
@@ -372,19 +374,14 @@ __global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_
         out[j] = j < kk ? (int32_t)(0xffffffffu - (uint32_t)buf[j]) : -1;
 }
 
-/* attention over the located rows + MLP, in five kernels so that one query's
-   layer spreads over many SMs (one block per query ran ~0.85 ms a layer, far
-   off the HBM roofline: docs/MODEL.md "Attention kernels"). Every value keeps
-   the single-block kernel's operations in the CPU model's order, so the bits do
-   not change: a score is the 8-lane dot of dhs_ref_dot (one thread per lane,
-   combined in the same tree), the max is exact in any order, the exp sum and
-   each output value run over the entries in entry order. The scratch (aq, aidx,
-   anv, ascore, ainv, ao) is the model's, sized at create for maxq queries. */
+/* attention over the located rows + MLP: k_att_prep (queries, RoPE,
+   compaction), the split-K attention of attn_kern.cuh (k_att_part: each row
+   read once for all heads; k_att_combine: the chunks merged in chunk order),
+   k_att_out (wuv, wo, MLP). Every value runs in the CPU model's order
+   (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK), so the bits do not depend on the
+   batch or where the rows live. The scratch (aq, aidx, anv, apm, aps, apo, ao)
+   is the model's, sized at create for maxq queries. */
 #define ATT_THREADS 512
-#define ATT_SCORE_ENT 64  /* entries per score block: 8 lanes each, 512 threads */
-#define ATT_VAL_DIMS 64   /* output values per value block */
-#define ATT_VAL_THREADS 256
-#define ATT_VAL_CHUNK 256 /* entries staged per pass of a value block */
 
 /* queries [nh][576] (RoPE on the last 64) into aq; the valid locations in
    entry order (-1 skipped) into aidx, their count into anv (-1: no query) */
@@ -433,110 +430,6 @@ __global__ void __launch_bounds__(ATT_THREADS) k_att_prep(g_dims g, g_layer w, c
     for (int e = c0; e < c1; e++)
         if (lq[e] >= 0) iq[wpos++] = lq[e];
     if (tid == 0) anv[q] = cnt[ATT_THREADS - 1];
-}
-
-/* grid (nq * nh, k / ATT_SCORE_ENT): the score of each valid entry for one
-   head, 8 threads per entry (lane l sums values l, l+8, ...), combined
-   ((0+1)+(2+3))+((4+5)+(6+7)) as g_row_score does */
-__global__ void __launch_bounds__(ATT_THREADS) k_att_score(g_dims g, const uint8_t *const *base, const float *aq,
-                                                           const int32_t *aidx, const int32_t *anv, const float *lut_g,
-                                                           float *ascore)
-{
-    __shared__ float qh[G_LAT];
-    __shared__ float lut[256];
-    int q = blockIdx.x / g.nh, h = blockIdx.x % g.nh, tid = threadIdx.x;
-    int nv = anv[q];
-    int e0 = blockIdx.y * ATT_SCORE_ENT;
-    if (nv <= e0) return; /* the whole block: no valid entry here */
-    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
-    for (int i = tid; i < G_LAT; i += blockDim.x) qh[i] = aq[((int64_t)q * g.nh + h) * G_LAT + i];
-    __syncthreads();
-    int e = e0 + tid / 8, l = tid % 8;
-    float acc = 0.0f;
-    if (e < nv) {
-        const uint8_t *row = base[q] + (int64_t)aidx[(int64_t)q * g.k + e] * G_ROW;
-        for (int i = l; i < G_LAT; i += 8) acc = fa(acc, fm(qh[i], g_row_val(row, i, lut)));
-    }
-    float t = fa(acc, __shfl_down_sync(0xffffffffu, acc, 1));  /* lanes 0,2,4,6: (l + l+1) */
-    t = fa(t, __shfl_down_sync(0xffffffffu, t, 2));             /* lanes 0,4 */
-    t = fa(t, __shfl_down_sync(0xffffffffu, t, 4));             /* lane 0 */
-    if (l == 0 && e < nv) ascore[((int64_t)q * g.nh + h) * g.k + e] = fm(t, g.att_scale);
-}
-
-/* block per (query, head): the max (exact in any order), the exps in place,
-   their sum in entry order, its inverse into ainv */
-__global__ void __launch_bounds__(ATT_THREADS) k_att_softmax(g_dims g, const int32_t *anv, float *ascore, float *ainv)
-{
-    __shared__ float att[G_MAX_TOPK];
-    __shared__ float red[ATT_THREADS];
-    __shared__ float s_mx;
-    int q = blockIdx.x / g.nh, tid = threadIdx.x;
-    int nv = anv[q];
-    if (nv <= 0) return;
-    float *sc = ascore + (int64_t)blockIdx.x * g.k;
-    float lmax = -__int_as_float(0x7f800000);
-    for (int e = tid; e < nv; e += blockDim.x) {
-        att[e] = sc[e];
-        if (att[e] > lmax) lmax = att[e];
-    }
-    red[tid] = lmax;
-    __syncthreads();
-    if (tid == 0) {
-        float mx = red[0];
-        for (int i = 1; i < ATT_THREADS; i++)
-            if (red[i] > mx) mx = red[i];
-        s_mx = mx;
-    }
-    __syncthreads();
-    float mx = s_mx;
-    for (int e = tid; e < nv; e += blockDim.x) sc[e] = att[e] = g_expf(fs(att[e], mx), g.exp_portable);
-    __syncthreads();
-    if (tid == 0) { /* entry order, as the CPU sums */
-        float sum = 0.0f;
-        for (int e = 0; e < nv; e++) sum = fa(sum, att[e]);
-        ainv[blockIdx.x] = __fdiv_rn(1.0f, sum);
-    }
-}
-
-/* grid (nq * nh, 512 / ATT_VAL_DIMS): output values [i0, i0 + 64) of one head;
-   the block stages ATT_VAL_CHUNK entries' bytes [i0, i0 + 64) and tile scale at
-   a time (16-byte loads: rows are 656 = 41 x 16 bytes apart), then thread i
-   sums its value over them in entry order */
-__global__ void __launch_bounds__(ATT_VAL_THREADS) k_att_value(g_dims g, const uint8_t *const *base, const int32_t *aidx,
-                                                               const int32_t *anv, const float *ascore,
-                                                               const float *ainv, const float *lut_g, float *ao)
-{
-    __shared__ float lut[256];
-    __shared__ __align__(16) uint8_t code[ATT_VAL_CHUNK][ATT_VAL_DIMS];
-    __shared__ float scale[ATT_VAL_CHUNK], att[ATT_VAL_CHUNK];
-    int q = blockIdx.x / g.nh, tid = threadIdx.x;
-    int nv = anv[q];
-    if (nv <= 0) return;
-    int i0 = blockIdx.y * ATT_VAL_DIMS;
-    const uint8_t *b0 = base[q];
-    const int32_t *iq = aidx + (int64_t)q * g.k;
-    const float *sc = ascore + (int64_t)blockIdx.x * g.k;
-    for (int i = tid; i < 256; i += blockDim.x) lut[i] = lut_g[i];
-    float acc = 0.0f;
-    for (int c0 = 0; c0 < nv; c0 += ATT_VAL_CHUNK) {
-        int n = nv - c0 < ATT_VAL_CHUNK ? nv - c0 : ATT_VAL_CHUNK;
-        __syncthreads(); /* the previous chunk is consumed */
-        for (int j = tid; j < n * (ATT_VAL_DIMS / 16); j += blockDim.x) {
-            int e = j / (ATT_VAL_DIMS / 16), part = j % (ATT_VAL_DIMS / 16);
-            const uint8_t *row = b0 + (int64_t)iq[c0 + e] * G_ROW;
-            *(uint4 *)&code[e][part * 16] = *(const uint4 *)(row + i0 + part * 16);
-        }
-        for (int e = tid; e < n; e += blockDim.x) {
-            scale[e] = ((const float *)(b0 + (int64_t)iq[c0 + e] * G_ROW + G_NOPE))[i0 / 128];
-            att[e] = sc[c0 + e];
-        }
-        __syncthreads();
-        if (tid < ATT_VAL_DIMS) {
-#pragma unroll 8
-            for (int e = 0; e < n; e++) acc = fa(acc, fm(att[e], fm(lut[code[e][tid]], scale[e])));
-        }
-    }
-    if (tid < ATT_VAL_DIMS) ao[(int64_t)blockIdx.x * G_NOPE + i0 + tid] = fm(acc, ainv[blockIdx.x]);
 }
 
 /* block per query: per head v = wuv o, then x += alpha wo v (when any entry was
@@ -613,7 +506,8 @@ struct dhs_ref_gpu {
     float *x, *xn, *iq, *iw, *scores, *logits;
     uint8_t *stage;
     int32_t *sel, *loc;
-    float *aq, *ascore, *ainv, *ao; /* attention scratch (k_att_*): [maxq][nh][576], [maxq][nh][k], [maxq][nh], [maxq][nh][512] */
+    float *aq, *ao;       /* attention scratch: queries [maxq][nh][576], outputs [maxq][nh][512] */
+    float *apm, *aps, *apo; /* split-K partials (attn_kern.cuh): [maxq][chunks][nh] max, sum; [...][512] values */
     int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
     int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
     int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
@@ -706,8 +600,9 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFreeHost(g->nanc_h);
     cudaFree(g->ptrs);
     cudaFree(g->aq);
-    cudaFree(g->ascore);
-    cudaFree(g->ainv);
+    cudaFree(g->apm);
+    cudaFree(g->aps);
+    cudaFree(g->apo);
     cudaFree(g->ao);
     cudaFree(g->aidx);
     cudaFree(g->anv);
@@ -812,8 +707,10 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         AL(g->loc, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->ptrs, 4 * Q * sizeof(void *));
         AL(g->aq, Q * (size_t)d->n_heads * G_LAT * sizeof(float));
-        AL(g->ascore, Q * (size_t)d->n_heads * (size_t)d->topk * sizeof(float));
-        AL(g->ainv, Q * (size_t)d->n_heads * sizeof(float));
+        const size_t pch = Q * (size_t)att_chunks(d->topk) * (size_t)d->n_heads; /* partials */
+        AL(g->apm, pch * sizeof(float));
+        AL(g->aps, pch * sizeof(float));
+        AL(g->apo, pch * G_NOPE * sizeof(float));
         AL(g->ao, Q * (size_t)d->n_heads * G_NOPE * sizeof(float));
         AL(g->aidx, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->anv, Q * sizeof(int32_t));
@@ -1119,17 +1016,11 @@ extern "C" dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
 static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const *base, const int32_t *loc)
 {
     const g_dims *m = &g->dims;
-    int qh = g->nq * m->nh;
     k_att_prep<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv);
     CK(cudaGetLastError(), "k_att_prep");
-    k_att_score<<<dim3(qh, (m->k + ATT_SCORE_ENT - 1) / ATT_SCORE_ENT), ATT_THREADS, 0, g->st>>>(
-        *m, base, g->aq, g->aidx, g->anv, g->lut, g->ascore);
-    CK(cudaGetLastError(), "k_att_score");
-    k_att_softmax<<<qh, ATT_THREADS, 0, g->st>>>(*m, g->anv, g->ascore, g->ainv);
-    CK(cudaGetLastError(), "k_att_softmax");
-    k_att_value<<<dim3(qh, G_NOPE / ATT_VAL_DIMS), ATT_VAL_THREADS, 0, g->st>>>(*m, base, g->aidx, g->anv, g->ascore,
-                                                                                g->ainv, g->lut, g->ao);
-    CK(cudaGetLastError(), "k_att_value");
+    CK(att_launch(g->st, g->nq, m->nh, m->k, m->att_scale, m->exp_portable, base, g->aq, g->aidx, g->anv, g->lut,
+                  g->apm, g->aps, g->apo, g->ao),
+       "k_att_part / k_att_combine");
     k_att_out<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->anv, g->ao, g->x);
     CK(cudaGetLastError(), "k_att_out");
     return DHS_OK;
@@ -1396,6 +1287,19 @@ extern "C" dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32
 /* HBM bandwidth (read + write) of a device-to-device copy of `bytes`: the
    roofline the attention kernel is compared with (dhs bench serve). Median of
    5 timed copies after one warm-up; 0 on any error. */
+extern "C" int32_t dhs_ref_gpu_attn_chunks(int32_t k) { return att_chunks(k); }
+
+extern "C" dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale,
+                                       int32_t exp_portable, const uint8_t *const *base_dev, const float *aq_dev,
+                                       const int32_t *aidx_dev, const int32_t *anv_dev, const float *lut_dev,
+                                       float *pm_dev, float *ps_dev, float *po_dev, float *ao_dev)
+{
+    if (nq < 0 || nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return DHS_ERR_INVALID_ARG;
+    cudaError_t e = att_launch((cudaStream_t)stream, nq, nh, k, att_scale, exp_portable, base_dev, aq_dev, aidx_dev,
+                               anv_dev, lut_dev, pm_dev, ps_dev, po_dev, ao_dev);
+    return e == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
+}
+
 extern "C" double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
 {
     void *a = NULL, *b = NULL;

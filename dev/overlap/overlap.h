@@ -11,7 +11,9 @@
  *
  *   whole (copy-then-attend)   every score, then per head: max, exp, sum and
  *                              weighted V sum in entry order, times 1/sum
- *                              (dhs_ref_attend_mlp's attention, o[nh][512])
+ *                              (the single-pass softmax; the model's
+ *                              dhs_ref_attention is split-K in chunks of
+ *                              DHS_REF_ATT_CHUNK, equal only when nv <= 32)
  *   exact overlap              phase A (during the copy): the scores of the
  *                              hits; phase B (after): the scores of the misses,
  *                              then the same reduction as whole. Every score is

@@ -155,9 +155,12 @@ static inline int ovg_make(ovg_case *c, ovg_kind kind, int32_t nq, int32_t nh, i
     return 0;
 }
 
-/* the attention of dhs_ref_attend_mlp (model.c), written out again from the
-   model's code: rows decoded in selection order (-1 skipped), scores, max,
-   exp, sum and weighted sum in entry order, times 1/sum. out [nq][nh][512]. */
+/* the single-pass attention the overlap's whole and exact modes follow: rows
+   decoded in selection order (-1 skipped), scores, max, exp, sum and weighted
+   sum in entry order, times 1/sum. out [nq][nh][512]. The model's attention
+   (dhs_ref_attention) now runs split-K in chunks of DHS_REF_ATT_CHUNK; with
+   nv <= DHS_REF_ATT_CHUNK the two are the same bits (test_model checks it),
+   above they differ in the last bits until the overlap adopts the chunks. */
 static inline void ovg_model_attention(const ovg_case *c, float *out)
 {
     const dhs_ov_shape *s = &c->s;

@@ -2,8 +2,8 @@
  * copy (dev/overlap/overlap.c, docs/FLASHOFFLOAD.md §3), on random and
  * adversarial steps (test_overlap_gen.h: random, all hits, all misses, -1
  * padding, repeated rows, large score ranges, ties):
- *   - whole (copy-then-attend) equals the model's attention written out again
- *     from model.c, bit for bit;
+ *   - whole (copy-then-attend) equals the single-pass softmax attention
+ *     (test_overlap_gen.h; the model's order before its split-K), bit for bit;
  *   - exact overlap, whose phase A reads the pools as they are BEFORE the
  *     copy (the misses' staging rows poisoned with FP8 NaN codes), equals
  *     whole bit for bit; a whole pass over the poisoned pools does not (the
@@ -48,13 +48,13 @@ static void run_case(ovg_kind kind, int32_t nq, int32_t nh, int32_t k, int32_t c
     char what[160];
     snprintf(what, sizeof what, "%s nq %d nh %d k %d chunk %d", ovg_kind_name[kind], nq, nh, k, chunk);
 
-    /* whole == the model's attention */
+    /* whole == the single-pass attention */
     nan_fill(scores, dhs_ov_scores_len(s));
     nan_fill(ow, no);
     a.out = ow;
     CHECK_ST(dhs_ov_attend_ref(s, &a), DHS_OK);
     ovg_model_attention(&c, om);
-    CHECKF(memcmp(ow, om, sizeof(float) * (size_t)no) == 0, "%s: whole != model attention", what);
+    CHECKF(memcmp(ow, om, sizeof(float) * (size_t)no) == 0, "%s: whole != single-pass attention", what);
 
     /* exact overlap (phase A on the poisoned pools) == whole */
     nan_fill(scores, dhs_ov_scores_len(s));

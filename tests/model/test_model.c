@@ -4,6 +4,8 @@
  *   midpoints, saturation; BF16 rounding; the 656-byte row is a fixed point of
  *   encode(decode(.)) and its scales are powers of two;
  * - the fixed summation order of dhs_ref_dot, bit for bit;
+ * - the split-K attention order against a double-precision softmax, and bit
+ *   for bit the plain softmax when the entries fit one chunk;
  * - top-k: the tie rule (higher score, then lower position; -0 == +0; -1
  *   padding) against a full sort on adversarial ties;
  * - the draft ring: dhs_ring_rows/dhs_ring_row addressing, and drafter logits
@@ -43,6 +45,71 @@ static uint32_t f2u(float f)
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
+}
+
+/* ---------------------------------------------------------------- attention order */
+/* dhs_ref_attention (the split-K order both models follow): within
+   (nv + 64) 2^-22 vmax of a double-precision softmax over the same float scores; bit for bit
+   the plain single-pass softmax when all entries fit one chunk; a wide score
+   range (chunks that underflow against the maximum) included */
+static void test_attention(void)
+{
+    static const int32_t nvs[] = {1, 2, DHS_REF_ATT_CHUNK - 1, DHS_REF_ATT_CHUNK, DHS_REF_ATT_CHUNK + 1, 100, 2048};
+    const float scale = 1.0f / sqrtf((float)DHS_REF_LAT);
+    float *rows = malloc(sizeof(float) * 2048 * DHS_REF_LAT), q[DHS_REF_LAT], o[DHS_REF_NOPE], oc[DHS_REF_NOPE];
+    float *att = malloc(sizeof(float) * 2048), *s = malloc(sizeof(float) * 2048);
+    double od[DHS_REF_NOPE];
+    double worst = 0;
+    for (size_t t = 0; t < 3 * sizeof nvs / sizeof nvs[0]; t++) {
+        int32_t nv = nvs[t % (sizeof nvs / sizeof nvs[0])];
+        float qmag = t < 7 ? 1.0f : t < 14 ? 8.0f : 64.0f;
+        float vmax = 0;
+        for (int64_t i = 0; i < (int64_t)nv * DHS_REF_LAT; i++) {
+            rows[i] = rndf() * ldexpf(1.0f, (int)rndi(-3, 3));
+            if (i % DHS_REF_LAT < DHS_REF_NOPE && fabsf(rows[i]) > vmax) vmax = fabsf(rows[i]);
+        }
+        for (int i = 0; i < DHS_REF_LAT; i++) q[i] = rndf() * qmag;
+        dhs_ref_attention(q, rows, nv, scale, 1, o, att, oc);
+        /* double softmax over the float scores */
+        double mx = -INFINITY, sum = 0;
+        for (int32_t e = 0; e < nv; e++) {
+            s[e] = dhs_ref_dot(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
+            if (s[e] > mx) mx = s[e];
+        }
+        for (int i = 0; i < DHS_REF_NOPE; i++) od[i] = 0;
+        for (int32_t e = 0; e < nv; e++) {
+            double p = exp(s[e] - mx);
+            sum += p;
+            for (int i = 0; i < DHS_REF_NOPE; i++) od[i] += p * rows[(int64_t)e * DHS_REF_LAT + i];
+        }
+        double dmax = 0;
+        for (int i = 0; i < DHS_REF_NOPE; i++) {
+            double d = fabs(o[i] - od[i] / sum);
+            if (!(d <= dmax)) dmax = d; /* NaN sticks */
+        }
+        if (dmax / vmax > worst || dmax != dmax) worst = dmax / vmax;
+        /* two fp32 sums of nv non-negative terms (relative error <= (nv - 1) u each) and the exps */
+        double tol = (double)(nv + 64) * ldexp(1.0, -22);
+        CHECKF(dmax <= tol * vmax, "nv %d qmag %g: |split-K - double| %g > %g x vmax %g", (int)nv, (double)qmag, dmax,
+               tol, (double)vmax);
+        if (nv <= DHS_REF_ATT_CHUNK) { /* one chunk: the plain softmax's bits */
+            float fm = -INFINITY, fsum = 0.0f, po[DHS_REF_NOPE];
+            for (int32_t e = 0; e < nv; e++)
+                if (s[e] > fm) fm = s[e];
+            for (int i = 0; i < DHS_REF_NOPE; i++) po[i] = 0.0f;
+            for (int32_t e = 0; e < nv; e++) {
+                float p = dhs_ref_expf(s[e] - fm);
+                fsum += p;
+                for (int i = 0; i < DHS_REF_NOPE; i++) po[i] += p * rows[(int64_t)e * DHS_REF_LAT + i];
+            }
+            float inv = 1.0f / fsum;
+            int same = 1;
+            for (int i = 0; i < DHS_REF_NOPE; i++) same &= f2u(po[i] * inv) == f2u(o[i]);
+            CHECKF(same, "nv %d: one chunk differs from the plain softmax", (int)nv);
+        }
+    }
+    printf("attention split-K vs double softmax: max |d| / vmax %.3g (bound (nv + 64) 2^-22)\n", worst);
+    free(rows), free(att), free(s);
 }
 
 /* ---------------------------------------------------------------- number formats */
@@ -620,7 +687,8 @@ int main(void)
     test_dot();
     test_topk();
     test_ring();
-    printf("formats, dot order, top-k ties, ring: %s\n", (int)th_failed ? "FAILED" : "ok");
+    test_attention();
+    printf("formats, dot order, top-k ties, ring, attention order: %s\n", (int)th_failed ? "FAILED" : "ok");
     for (int s = 0; s < scale; s++) {
         uint64_t sd = seed + 1000u * (uint64_t)s;
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_decode_equals_prefill((dhs_ref_layout)l, sd + (uint64_t)l);

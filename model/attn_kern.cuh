@@ -1,0 +1,197 @@
+/* attn_kern.cuh - the reference model's sparse MLA decode attention on the
+ * GPU, split-K over the located rows (refmodel.cu runs it between k_att_prep
+ * and k_att_out; model/kern_bench.cu times it against its HBM floor).
+ *
+ * Input per query q: its queries aq[q][nh][576] (RoPE applied), its valid
+ * locations aidx[q][0..nv) in entry order (-1 already dropped), nv = anv[q]
+ * (<= 0: nothing to do, ao is left alone), and its rows at base[q] + loc * 656.
+ *
+ *   k_att_part     grid (nq, ceil(k / ATT_CH)), ATT_PT threads: chunk c holds
+ *                  valid entries [c ATT_CH, c ATT_CH + n). The chunk's rows
+ *                  are read from HBM once for all heads (16-byte loads, all in
+ *                  flight) into shared memory; each (entry, head) score is the
+ *                  8-lane dot of attn_row.cuh; per head the chunk max mc, the
+ *                  exps p = exp(s - mc), their sum in entry order and the
+ *                  unnormalised values oc[i] = sum_e p_e v_e[i] in entry order
+ *                  go to the partials pm / ps / po.
+ *   k_att_combine  grid (nq * nh), 512 threads (one per value): M = max mc,
+ *                  w_c = exp(mc - M), S = sum_c w_c sc, A = sum_c w_c oc[i] in
+ *                  chunk order, ao = A * (1 / S).
+ *
+ * The order is the CPU model's (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK): one
+ * IEEE operation per step, so with exp_portable the bits are the CPU's and do
+ * not depend on the batch, the grid or where the rows live. No atomics.
+ * Bytes read per query: nv x 656 (the rows) + the partials, which stay in L2.
+ * Row offsets: (int64_t)loc * 656. */
+#ifndef DHS_CUDA_ATTN_KERN_CUH
+#define DHS_CUDA_ATTN_KERN_CUH
+
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "model/attn_row.cuh"
+#include "model/model.h" /* DHS_REF_ATT_CHUNK */
+
+#define ATT_CH DHS_REF_ATT_CHUNK /* valid entries per chunk */
+#define ATT_PT 256               /* k_att_part threads */
+#define ATT_MAXH 2               /* heads per query */
+#define ATT_MAXK 2048            /* entries per query */
+#define ATT_MAXC (ATT_MAXK / ATT_CH)
+#define ATT_RV (G_ROW / 16)                              /* 16-byte vectors per row: 41 */
+#define ATT_VPT ((ATT_CH * ATT_RV + ATT_PT - 1) / ATT_PT) /* row vectors per thread */
+
+static_assert(ATT_CH == 32, "k_att_part's softmax warp handles one chunk of 32 entries");
+static_assert(ATT_CH * 8 % ATT_PT == 0 || ATT_PT % (ATT_CH * 8) == 0, "score tasks fill whole warps");
+static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
+
+/* number of chunks of a query with k entries (the partials' stride) */
+static inline __host__ __device__ int att_chunks(int k) { return (k + ATT_CH - 1) / ATT_CH; }
+
+__global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float att_scale, int portable,
+                                                     const uint8_t *const *base, const float *aq,
+                                                     const int32_t *aidx, const int32_t *anv, const float *lut_g,
+                                                     float *pm, float *ps, float *po)
+{
+    __shared__ __align__(16) uint8_t rows[ATT_CH][G_ROW];
+    __shared__ float qs[ATT_MAXH][G_LAT];
+    __shared__ float lut[256];
+    __shared__ float sc[ATT_MAXH][ATT_CH];
+    __shared__ float p[ATT_MAXH][ATT_CH];
+    const int q = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
+    const int nv = anv[q], e0 = c * ATT_CH;
+    if (nv <= e0) return; /* no valid entry in this chunk (or no query) */
+    const int n = nv - e0 < ATT_CH ? nv - e0 : ATT_CH;
+    const uint8_t *b0 = base[q];
+    const int32_t *iq = aidx + (int64_t)q * k + e0;
+    /* the chunk's rows: every load issued before any store */
+    uint4 r[ATT_VPT];
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        int j = tid + u * ATT_PT, e = j / ATT_RV;
+        if (e < n) r[u] = ((const uint4 *)(b0 + (int64_t)iq[e] * G_ROW))[j % ATT_RV];
+    }
+    for (int i = tid; i < 256; i += ATT_PT) lut[i] = lut_g[i];
+    for (int i = tid; i < nh * G_LAT; i += ATT_PT) qs[i / G_LAT][i % G_LAT] = aq[(int64_t)q * nh * G_LAT + i];
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        int j = tid + u * ATT_PT, e = j / ATT_RV;
+        if (e < n) ((uint4 *)rows[e])[j % ATT_RV] = r[u];
+    }
+    __syncthreads();
+    /* scores: 8 threads per (entry, head), lane l sums values l, l+8, ...;
+       combined ((0+1)+(2+3))+((4+5)+(6+7)) as g_row_score */
+    for (int t = tid; t < nh * ATT_CH * 8; t += ATT_PT) { /* whole warps: ATT_CH * 8 = 256 */
+        const int l = t & 7, e = (t >> 3) % ATT_CH, h = (t >> 3) / ATT_CH;
+        float acc = 0.0f;
+        if (e < n) { /* g_row_val's operations, the tile scale hoisted */
+            const uint8_t *row = rows[e];
+            const float *qh = qs[h];
+#pragma unroll
+            for (int tile = 0; tile < G_NOPE / 128; tile++) {
+                const float ts = ((const float *)(row + G_NOPE))[tile];
+#pragma unroll 4
+                for (int i = tile * 128 + l; i < tile * 128 + 128; i += 8) acc = fa(acc, fm(qh[i], fm(lut[row[i]], ts)));
+            }
+            const uint16_t *rope = (const uint16_t *)(row + G_NOPE + 16);
+#pragma unroll
+            for (int i = G_NOPE + l; i < G_LAT; i += 8)
+                acc = fa(acc, fm(qh[i], __uint_as_float((uint32_t)rope[i - G_NOPE] << 16)));
+        }
+        float s = fa(acc, __shfl_down_sync(0xffffffffu, acc, 1));
+        s = fa(s, __shfl_down_sync(0xffffffffu, s, 2));
+        s = fa(s, __shfl_down_sync(0xffffffffu, s, 4));
+        if (l == 0 && e < n) sc[h][e] = fm(s, att_scale);
+    }
+    __syncthreads();
+    /* softmax of the chunk: warp h for head h; the max is order-free, the sum in entry order */
+    const int w = tid >> 5, lane = tid & 31;
+    if (w < nh) {
+        float s = lane < n ? sc[w][lane] : -__int_as_float(0x7f800000);
+        float m = s;
+        for (int off = 16; off > 0; off >>= 1) {
+            float o = __shfl_xor_sync(0xffffffffu, m, off);
+            m = (o > m || m != m) ? o : m; /* NaN ignored, as the CPU's > */
+        }
+        p[w][lane] = lane < n ? g_expf(fs(s, m), portable) : 0.0f;
+        __syncwarp();
+        if (lane == 0) {
+            float sum = 0.0f;
+            for (int e = 0; e < n; e++) sum = fa(sum, p[w][e]);
+            const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh + w;
+            pm[pi] = m;
+            ps[pi] = sum;
+        }
+    }
+    __syncthreads();
+    /* unnormalised values: thread t holds values 2t, 2t + 1 of every head, entry order */
+    static_assert(2 * ATT_PT == G_NOPE, "two values per thread");
+    {
+        const int i = 2 * tid, tile = i / 128;
+        static_assert(ATT_MAXH == 2, "two heads' accumulators");
+        float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* [head][value] */
+        for (int e = 0; e < n; e++) {
+            const uint16_t cc = *(const uint16_t *)&rows[e][i];
+            const float ts = ((const float *)(rows[e] + G_NOPE))[tile];
+            const float v0 = fm(lut[cc & 255u], ts), v1 = fm(lut[cc >> 8], ts);
+            a00 = fa(a00, fm(p[0][e], v0));
+            a01 = fa(a01, fm(p[0][e], v1));
+            if (nh > 1) {
+                a10 = fa(a10, fm(p[1][e], v0));
+                a11 = fa(a11, fm(p[1][e], v1));
+            }
+        }
+        const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh;
+        *(float2 *)&po[pi * G_NOPE + i] = make_float2(a00, a01);
+        if (nh > 1) *(float2 *)&po[(pi + 1) * G_NOPE + i] = make_float2(a10, a11);
+    }
+}
+
+__global__ void __launch_bounds__(G_NOPE) k_att_combine(int nh, int k, int portable, const int32_t *anv,
+                                                        const float *pm, const float *ps, const float *po,
+                                                        float *ao)
+{
+    __shared__ float wc[ATT_MAXC], sc[ATT_MAXC];
+    __shared__ float s_m;
+    const int q = blockIdx.x / nh, h = blockIdx.x % nh, i = threadIdx.x;
+    const int nv = anv[q];
+    if (nv <= 0) return;
+    const int nc = (nv + ATT_CH - 1) / ATT_CH;
+    const int64_t p0 = (int64_t)q * att_chunks(k) * nh + h; /* chunk c: p0 + c nh */
+    if (i == 0) { /* order-free */
+        float M = pm[p0];
+        for (int c = 1; c < nc; c++)
+            if (pm[p0 + (int64_t)c * nh] > M) M = pm[p0 + (int64_t)c * nh];
+        s_m = M;
+    }
+    __syncthreads();
+    if (i < nc) {
+        wc[i] = g_expf(fs(pm[p0 + (int64_t)i * nh], s_m), portable);
+        sc[i] = ps[p0 + (int64_t)i * nh];
+    }
+    __syncthreads();
+    float S = 0.0f, A = 0.0f;
+    for (int c = 0; c < nc; c++) {
+        S = fa(S, fm(wc[c], sc[c]));
+        A = fa(A, fm(wc[c], po[(p0 + (int64_t)c * nh) * G_NOPE + i]));
+    }
+    ao[((int64_t)q * nh + h) * G_NOPE + i] = fm(A, __fdiv_rn(1.0f, S));
+}
+
+/* the two kernels on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512] */
+static inline cudaError_t att_launch(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
+                                     const uint8_t *const *base, const float *aq, const int32_t *aidx,
+                                     const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
+                                     float *ao)
+{
+    if (nq < 1) return cudaSuccess;
+    if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return cudaErrorInvalidValue;
+    k_att_part<<<dim3(nq, att_chunks(k)), ATT_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
+                                                          ps, po);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    k_att_combine<<<nq * nh, G_NOPE, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
+    return cudaGetLastError();
+}
+
+#endif

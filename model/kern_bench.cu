@@ -1,0 +1,238 @@
+/* kern_bench.cu - the GPU model's KV kernels against their floors, in one
+ * process (bench/gpu.sh kernels).
+ *
+ * Attention: the split-K sparse MLA decode attention of model/attn_kern.cuh
+ * (k_att_part + k_att_combine, exactly the model's launch) over k = 2048
+ * located FP8 rows (656 bytes) per query, at each (context, C): C queries of
+ * one session each, rows at random positions of the session's own context.
+ *   time   p50 over the reps of one call between two CUDA events, and the
+ *          mean of a back-to-back stream of calls (as a step's 78 layers run)
+ *   floor  max(bytes / HBM, FLOPs / tensor peak): bytes = C x k x 656 (every
+ *          row read once), HBM = a 1 GiB device-to-device copy in this
+ *          process (read + write bytes per second); FLOPs = C x k x heads x
+ *          (2 x 576 + 2 x 512); the tensor peak is stated (H200 SXM dense
+ *          BF16, 989 TFLOP/s), not measured: the FLOP floor is far below
+ *          the byte floor at this geometry
+ *   ratio  time / floor
+ * Each call reads a different "layer" (its own rows and selection) so that
+ * the reps do not find the rows in L2: layers x C x k x 656 >= 192 MB.
+ *
+ * The five-kernel attention this replaces is not built here; its figures are
+ * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
+ * about 153 us per layer, flat in C).
+ *
+ * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "bench_cuda.h"
+#include "model/attn_kern.cuh"
+#include "model/model.h"
+
+#define TENSOR_PEAK 989e12 /* H200 SXM dense BF16 FLOP/s, stated */
+#define STEP_LAYERS 78     /* glm-5.3 */
+
+static __device__ __forceinline__ uint64_t hmix(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* rows: FP8 codes without the NaN codes (bit 3 clear), tile scales 2^-7,
+   small bf16 RoPE values */
+__global__ void k_fill_rows(uint4 *pool, int64_t nvec, uint64_t seed)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nvec; j += (int64_t)gridDim.x * blockDim.x) {
+        const int v = (int)(j % ATT_RV);
+        uint64_t a = hmix(seed + 2 * (uint64_t)j), b = hmix(seed + 2 * (uint64_t)j + 1);
+        uint4 x;
+        if (v < G_NOPE / 16) {
+            x = make_uint4((uint32_t)a & 0x77777777u, (uint32_t)(a >> 32) & 0x77777777u, (uint32_t)b & 0x77777777u,
+                           (uint32_t)(b >> 32) & 0x77777777u);
+        } else if (v == G_NOPE / 16) {
+            const uint32_t s = 0x3c000000u; /* 2^-7 */
+            x = make_uint4(s, s, s, s);
+        } else {
+            const uint32_t m = 0x003f003fu, e = 0x3c003c00u; /* bf16 ~ 2^-7 .. 2^-6, either sign */
+            x = make_uint4(((uint32_t)a & m) | e | ((uint32_t)a & 0x80008000u), ((uint32_t)(a >> 32) & m) | e,
+                           ((uint32_t)b & m) | e | ((uint32_t)b & 0x80008000u), ((uint32_t)(b >> 32) & m) | e);
+        }
+        pool[j] = x;
+    }
+}
+
+__global__ void k_fill_sel(int32_t *aidx, int64_t n, int64_t ctx, uint64_t seed)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
+        aidx[j] = (int32_t)(hmix(seed ^ (uint64_t)j * 0x9e3779b97f4a7c15ull) % (uint64_t)ctx);
+}
+
+__global__ void k_fill_f(float *x, int64_t n, uint64_t seed)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
+        x[j] = (float)(int64_t)(hmix(seed + (uint64_t)j) % 2001) * 1e-3f - 1.0f;
+}
+
+static int parse_list(const char *s, int64_t *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 1) return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double worst_ratio;
+
+/* one (context, C): prints a table row */
+static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
+{
+    const int k = ATT_MAXK;
+    const double row_bytes = (double)C * k * G_ROW;
+    int NL = (int)((192e6 + row_bytes - 1) / row_bytes);
+    if (NL < 4) NL = 4;
+    const int64_t pool_rows = (int64_t)NL * C * ctx;
+    uint8_t *pool;
+    CK(cudaMalloc((void **)&pool, (size_t)pool_rows * G_ROW));
+    CK(cudaMemsetAsync(pool, 0, 16, st));
+    k_fill_rows<<<1024, 256, 0, st>>>((uint4 *)pool, pool_rows * ATT_RV, 12345u + (uint64_t)ctx * 31 + (uint64_t)C);
+    CK(cudaGetLastError());
+    int32_t *aidx, *anv;
+    CK(cudaMalloc((void **)&aidx, sizeof(int32_t) * (size_t)NL * C * k));
+    k_fill_sel<<<256, 256, 0, st>>>(aidx, (int64_t)NL * C * k, ctx, 777u + (uint64_t)C);
+    CK(cudaGetLastError());
+    int32_t *hnv = (int32_t *)malloc(sizeof(int32_t) * (size_t)C);
+    for (int q = 0; q < C; q++) hnv[q] = k;
+    CK(cudaMalloc((void **)&anv, sizeof(int32_t) * (size_t)C));
+    CK(cudaMemcpy(anv, hnv, sizeof(int32_t) * (size_t)C, cudaMemcpyHostToDevice));
+    /* layer l, query q: rows of pool block (l C + q) */
+    const uint8_t **hb = (const uint8_t **)malloc(sizeof(void *) * (size_t)NL * C), **base;
+    for (int l = 0; l < NL; l++)
+        for (int q = 0; q < C; q++) hb[(size_t)l * C + q] = pool + ((int64_t)l * C + q) * ctx * G_ROW;
+    CK(cudaMalloc((void **)&base, sizeof(void *) * (size_t)NL * C));
+    CK(cudaMemcpy(base, hb, sizeof(void *) * (size_t)NL * C, cudaMemcpyHostToDevice));
+    float *aq, *pm, *ps, *po, *ao;
+    const size_t npart = (size_t)C * att_chunks(k) * nh;
+    CK(cudaMalloc((void **)&aq, sizeof(float) * (size_t)C * nh * G_LAT));
+    k_fill_f<<<64, 256, 0, st>>>(aq, (int64_t)C * nh * G_LAT, 99u);
+    CK(cudaGetLastError());
+    CK(cudaMalloc((void **)&pm, sizeof(float) * npart));
+    CK(cudaMalloc((void **)&ps, sizeof(float) * npart));
+    CK(cudaMalloc((void **)&po, sizeof(float) * npart * G_NOPE));
+    CK(cudaMalloc((void **)&ao, sizeof(float) * (size_t)C * nh * G_NOPE));
+    CK(cudaStreamSynchronize(st));
+#define LAUNCH(l)                                                                                                  \
+    CK(att_launch(st, C, nh, k, 1.0f / 24.0f, 1, base + (size_t)(l) * C, aq, aidx + (size_t)(l) * C * k, anv, d_lut, \
+                  pm, ps, po, ao))
+    for (int r = 0; r < 3; r++) LAUNCH(r % NL);
+    cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * (size_t)reps);
+    for (int r = 0; r < 2 * reps; r++) CK(cudaEventCreate(&ev[r]));
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev[2 * r], st));
+        LAUNCH(r % NL);
+        CK(cudaEventRecord(ev[2 * r + 1], st));
+    }
+    CK(cudaStreamSynchronize(st));
+    float *t = (float *)malloc(sizeof(float) * (size_t)reps);
+    for (int r = 0; r < reps; r++) CK(cudaEventElapsedTime(&t[r], ev[2 * r], ev[2 * r + 1]));
+    qsort(t, (size_t)reps, sizeof(float), cmp_f);
+    const double p50 = t[reps / 2] * 1e3; /* us */
+    CK(cudaEventRecord(ev[0], st));
+    for (int r = 0; r < reps; r++) LAUNCH(r % NL);
+    CK(cudaEventRecord(ev[1], st));
+    CK(cudaEventSynchronize(ev[1]));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    const double b2b = ms * 1e3 / reps;
+#undef LAUNCH
+    const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
+    const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6, ff = flops / TENSOR_PEAK * 1e6;
+    const double floor = fb > ff ? fb : ff;
+    printf("attention %7lld %3d %6d %8.2f %8.1f %8.1f %8.2f %8.3f %7.2f %7.2f %9.0f %8.1f\n", (long long)ctx, C, C * k,
+           row_bytes / 1e6, p50, b2b, fb, ff, p50 / floor, b2b / floor, b2b * STEP_LAYERS, floor * STEP_LAYERS);
+    if (b2b / floor > worst_ratio) worst_ratio = b2b / floor;
+    for (int r = 0; r < 2 * reps; r++) CK(cudaEventDestroy(ev[r]));
+    free(ev), free(t), free(hb), free(hnv);
+    void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R]\n"
+               "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
+               "  peak), with HBM measured by a device-to-device copy in the same process.\n"
+               "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
+}
+
+int main(int argc, char **argv)
+{
+    int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20};
+    int nctx = 2, nb = 3, nh = 1, reps = 200;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) {
+            if ((nctx = parse_list(argv[++i], ctxs, 8)) < 1) return usage(stderr), 2;
+        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+            if ((nb = parse_list(argv[++i], batch, 8)) < 1) return usage(stderr), 2;
+        } else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
+            nh = atoi(argv[++i]);
+            if (nh < 1 || nh > ATT_MAXH) return usage(stderr), 2;
+        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 5 || reps > 100000) return usage(stderr), 2;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    for (int i = 0; i < nctx; i++)
+        if (ctxs[i] < ATT_MAXK || ctxs[i] > INT32_MAX) return fprintf(stderr, "kern_bench: context must be 2048..2^31-1\n"), 2;
+    for (int i = 0; i < nb; i++)
+        if (batch[i] > 256) return fprintf(stderr, "kern_bench: batch must be 1..256\n"), 2;
+    int dev = 0;
+    if (cudaGetDeviceCount(&dev) != cudaSuccess || dev < 1) {
+        fprintf(stderr, "kern_bench: no CUDA device\n");
+        return 1;
+    }
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const double hbm = bench_d2d_gbs(st);
+    float *d_lut;
+    CK(cudaMalloc((void **)&d_lut, 256 * sizeof(float)));
+    CK(cudaMemcpy(d_lut, dhs_ref_fp8_table(), 256 * sizeof(float), cudaMemcpyHostToDevice));
+    printf("device: %s, %d SMs; HBM (1 GiB D2D copy, read + write): %.0f GB/s; tensor peak (stated): %.0f TFLOP/s\n",
+           prop.name, prop.multiProcessorCount, hbm, TENSOR_PEAK / 1e12);
+    printf("attention: k = %d rows x %d B per query, %d head(s), chunk %d, %d reps; times in us\n", ATT_MAXK, G_ROW, nh,
+           ATT_CH, reps);
+    printf("kernel    context   C   rows       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl  step(78) floor(78)\n");
+    for (int i = 0; i < nctx; i++)
+        for (int j = 0; j < nb; j++) bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
+    printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
+    printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)\n", worst_ratio);
+    CK(cudaFree(d_lut));
+    CK(cudaStreamDestroy(st));
+    return 0;
+}
