@@ -48,7 +48,7 @@ static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
 /* number of chunks of a query with k entries (the partials' stride) */
 static inline __host__ __device__ int att_chunks(int k) { return (k + ATT_CH - 1) / ATT_CH; }
 
-__global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float att_scale, int portable,
+static __global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
                                                      const int32_t *aidx, const int32_t *anv, const float *lut_g,
                                                      float *pm, float *ps, float *po)
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float att_sc
     }
 }
 
-__global__ void __launch_bounds__(G_NOPE) k_att_combine(int nh, int k, int portable, const int32_t *anv,
+static __global__ void __launch_bounds__(G_NOPE) k_att_combine(int nh, int k, int portable, const int32_t *anv,
                                                         const float *pm, const float *ps, const float *po,
                                                         float *ao)
 {

@@ -193,6 +193,21 @@ double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
    ao_dev [nq][nh][512]. Asynchronous on stream (NULL: the default stream).
    DHS_ERR_INVALID_ARG for nh outside 1..2 or k outside 1..2048. */
 int32_t dhs_ref_gpu_attn_chunks(int32_t k);
+/* The selection kernels alone, on device buffers, for benchmarks: which = 0:
+   the indexer scores of nq queries over positions 0..pos_dev[q] (FP8 keys
+   kcodes_dev[q] / kscales_dev[q] in the model's layout, idx_heads x idx_dim
+   queries iq_dev, weights iw_dev) into scores_dev [nq][max_positions], the
+   grid the device step uses; 1: the model's top-k (k_topk) of those scores
+   into sel_dev [nq][k]; 2: the library's fused top-k (dhs_cuda_topk_fused_n)
+   of the same, NaN counts into nanc_dev [nq]. Asynchronous on stream.
+   DHS_ERR_INVALID_ARG for sizes outside the model's limits. */
+#define DHS_REF_GPU_SCORES 0
+#define DHS_REF_GPU_TOPK 1
+#define DHS_REF_GPU_TOPK_FUSED 2
+dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, int32_t idx_heads, int32_t idx_dim,
+                                     int32_t k, int64_t max_positions, const int64_t *pos_dev, const float *iq_dev,
+                                     const float *iw_dev, void *const *kcodes_dev, float *const *kscales_dev,
+                                     const float *lut_dev, float *scores_dev, int32_t *sel_dev, int32_t *nanc_dev);
 dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
                             const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
                             const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,

@@ -191,6 +191,16 @@ double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
 }
 
 int32_t dhs_ref_gpu_attn_chunks(int32_t k) { return (k + DHS_REF_ATT_CHUNK - 1) / DHS_REF_ATT_CHUNK; }
+dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, int32_t idx_heads, int32_t idx_dim,
+                                     int32_t k, int64_t max_positions, const int64_t *pos_dev, const float *iq_dev,
+                                     const float *iw_dev, void *const *kcodes_dev, float *const *kscales_dev,
+                                     const float *lut_dev, float *scores_dev, int32_t *sel_dev, int32_t *nanc_dev)
+{
+    (void)stream, (void)which, (void)nq, (void)idx_heads, (void)idx_dim, (void)k, (void)max_positions, (void)pos_dev;
+    (void)iq_dev, (void)iw_dev, (void)kcodes_dev, (void)kscales_dev, (void)lut_dev, (void)scores_dev, (void)sel_dev;
+    (void)nanc_dev;
+    return DHS_ERR_UNSUPPORTED;
+}
 dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
                             const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
                             const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,

@@ -21,7 +21,13 @@
  * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
  * about 153 us per layer, flat in C).
  *
- * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] */
+ * Indexer scores (the model's launch_scores: k_scores_fp8 at the real
+ * geometries' 4 x 128 FP8 keys) over every position of the context, floor
+ * = keys read + scores written; top-k (the model's k_topk, and the library's
+ * fused dhs_cuda_topk_fused_n) of those scores, floor = the scores read
+ * once. Calls rotate over enough layers of keys / scores to leave L2.
+ *
+ * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,7 @@
 
 #include "bench_cuda.h"
 #include "model/attn_kern.cuh"
+#include "model/gpu.h"
 #include "model/model.h"
 
 #define TENSOR_PEAK 989e12 /* H200 SXM dense BF16 FLOP/s, stated */
@@ -80,6 +87,18 @@ __global__ void k_fill_f(float *x, int64_t n, uint64_t seed)
         x[j] = (float)(int64_t)(hmix(seed + (uint64_t)j) % 2001) * 1e-3f - 1.0f;
 }
 
+__global__ void k_fill_codes(uint32_t *x, int64_t n, uint64_t seed)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
+        x[j] = (uint32_t)hmix(seed + (uint64_t)j) & 0x77777777u; /* no NaN code */
+}
+
+__global__ void k_fill_pow2(float *x, int64_t n)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
+        x[j] = ldexpf(1.0f, -7 - (int)(hmix((uint64_t)j) & 1));
+}
+
 static int parse_list(const char *s, int64_t *out, int max)
 {
     int n = 0;
@@ -101,6 +120,134 @@ static int cmp_f(const void *a, const void *b)
 }
 
 static double worst_ratio;
+
+/* p50 of single calls between events and the mean of a back-to-back stream, in us; call(arg, r) issues call r */
+typedef void (*call_fn)(void *arg, int r);
+static void time_calls(call_fn call, void *arg, int reps, cudaStream_t st, double *p50, double *b2b)
+{
+    for (int r = 0; r < 3; r++) call(arg, r);
+    cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * (size_t)reps);
+    float *t = (float *)malloc(sizeof(float) * (size_t)reps);
+    for (int r = 0; r < 2 * reps; r++) CK(cudaEventCreate(&ev[r]));
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev[2 * r], st));
+        call(arg, r);
+        CK(cudaEventRecord(ev[2 * r + 1], st));
+    }
+    CK(cudaStreamSynchronize(st));
+    for (int r = 0; r < reps; r++) CK(cudaEventElapsedTime(&t[r], ev[2 * r], ev[2 * r + 1]));
+    qsort(t, (size_t)reps, sizeof(float), cmp_f);
+    *p50 = t[reps / 2] * 1e3;
+    CK(cudaEventRecord(ev[0], st));
+    for (int r = 0; r < reps; r++) call(arg, r);
+    CK(cudaEventRecord(ev[1], st));
+    CK(cudaEventSynchronize(ev[1]));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    *b2b = ms * 1e3 / reps;
+    for (int r = 0; r < 2 * reps; r++) CK(cudaEventDestroy(ev[r]));
+    free(ev), free(t);
+}
+
+static void print_row(const char *name, int64_t ctx, int C, double bytes, double flops, double p50, double b2b,
+                      double hbm_gbs, int track)
+{
+    const double fb = bytes / (hbm_gbs * 1e9) * 1e6, ff = flops / TENSOR_PEAK * 1e6;
+    const double floor = fb > ff ? fb : ff;
+    printf("%-10s %7lld %3d %8.2f %8.1f %8.1f %8.2f %8.3f %7.2f %7.2f\n", name, (long long)ctx, C, bytes / 1e6, p50,
+           b2b, fb, ff, p50 / floor, b2b / floor);
+    if (track && b2b / floor > worst_ratio) worst_ratio = b2b / floor;
+}
+
+/* ------------------------------------------------------------ indexer scores and top-k */
+#define IDX_H 4   /* the real geometries' indexer: 4 heads x 128, FP8 keys + a 4-byte scale (132 B) */
+#define IDX_D 128
+
+typedef struct sel_state {
+    int C, NL, NS, which;
+    int64_t ctx;
+    const int64_t *pos;
+    const float *iq, *iw, *lut;
+    void **kc;   /* device [NL][C] */
+    float **ks;  /* device [NL][C] */
+    float *scores; /* [NS][C][ctx] */
+    int32_t *sel, *nanc;
+    cudaStream_t st;
+} sel_state;
+
+static void sel_call(void *arg, int r)
+{
+    sel_state *s = (sel_state *)arg;
+    const int ls = r % s->NS, lk = ls % s->NL;
+    dhs_status e = dhs_ref_gpu_select_kernel(s->st, s->which, s->C, IDX_H, IDX_D, ATT_MAXK, s->ctx, s->pos, s->iq, s->iw,
+                                             s->kc + (size_t)lk * s->C, s->ks + (size_t)lk * s->C, s->lut,
+                                             s->scores + (size_t)ls * s->C * s->ctx, s->sel, s->nanc);
+    if (e != DHS_OK) {
+        fprintf(stderr, "kern_bench: dhs_ref_gpu_select_kernel(%d): %d\n", s->which, (int)e);
+        exit(1);
+    }
+}
+
+static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
+{
+    const double key_bytes = (double)C * ctx * (IDX_D + 4), sc_bytes = (double)C * ctx * 4;
+    sel_state s;
+    memset(&s, 0, sizeof s);
+    s.C = C, s.ctx = ctx, s.lut = d_lut, s.st = st;
+    s.NL = (int)((192e6 + key_bytes - 1) / key_bytes);
+    if (s.NL < 4) s.NL = 4;
+    s.NS = (int)((192e6 + sc_bytes - 1) / sc_bytes);
+    if (s.NS < s.NL) s.NS = s.NL;
+    const int64_t groups = (ctx + 7) / 8;
+    const size_t code_bytes = (size_t)groups * 8 * IDX_D; /* per (layer, query) */
+    uint8_t *codes;
+    float *scales;
+    CK(cudaMalloc((void **)&codes, code_bytes * (size_t)s.NL * C));
+    CK(cudaMalloc((void **)&scales, sizeof(float) * (size_t)ctx * s.NL * C));
+    k_fill_codes<<<1024, 256, 0, st>>>((uint32_t *)codes, (int64_t)(code_bytes / 4) * s.NL * C, 4242u);
+    k_fill_pow2<<<1024, 256, 0, st>>>(scales, (int64_t)ctx * s.NL * C);
+    CK(cudaGetLastError());
+    void **hkc = (void **)malloc(sizeof(void *) * (size_t)s.NL * C);
+    float **hks = (float **)malloc(sizeof(float *) * (size_t)s.NL * C);
+    for (int64_t j = 0; j < (int64_t)s.NL * C; j++) {
+        hkc[j] = codes + (size_t)j * code_bytes;
+        hks[j] = scales + (size_t)j * ctx;
+    }
+    CK(cudaMalloc((void **)&s.kc, sizeof(void *) * (size_t)s.NL * C));
+    CK(cudaMalloc((void **)&s.ks, sizeof(float *) * (size_t)s.NL * C));
+    CK(cudaMemcpy(s.kc, hkc, sizeof(void *) * (size_t)s.NL * C, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(s.ks, hks, sizeof(float *) * (size_t)s.NL * C, cudaMemcpyHostToDevice));
+    int64_t *hpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)C), *pos;
+    for (int q = 0; q < C; q++) hpos[q] = ctx - 1;
+    CK(cudaMalloc((void **)&pos, sizeof(int64_t) * (size_t)C));
+    CK(cudaMemcpy(pos, hpos, sizeof(int64_t) * (size_t)C, cudaMemcpyHostToDevice));
+    s.pos = pos;
+    float *iq, *iw;
+    CK(cudaMalloc((void **)&iq, sizeof(float) * (size_t)C * IDX_H * IDX_D));
+    CK(cudaMalloc((void **)&iw, sizeof(float) * (size_t)C * IDX_H));
+    k_fill_f<<<64, 256, 0, st>>>(iq, (int64_t)C * IDX_H * IDX_D, 5u);
+    k_fill_f<<<64, 256, 0, st>>>(iw, (int64_t)C * IDX_H, 6u);
+    CK(cudaGetLastError());
+    s.iq = iq, s.iw = iw;
+    CK(cudaMalloc((void **)&s.scores, sizeof(float) * (size_t)s.NS * C * ctx));
+    CK(cudaMalloc((void **)&s.sel, sizeof(int32_t) * (size_t)C * ATT_MAXK));
+    CK(cudaMalloc((void **)&s.nanc, sizeof(int32_t) * (size_t)C));
+    double p50, b2b;
+    s.which = DHS_REF_GPU_SCORES;
+    for (int r = 0; r < s.NS; r++) sel_call(&s, r); /* every score buffer written once */
+    time_calls(sel_call, &s, reps, st, &p50, &b2b);
+    print_row("indexer", ctx, C, key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50, b2b, hbm_gbs, 0);
+    s.which = DHS_REF_GPU_TOPK;
+    time_calls(sel_call, &s, reps, st, &p50, &b2b);
+    print_row("topk", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    s.which = DHS_REF_GPU_TOPK_FUSED;
+    time_calls(sel_call, &s, reps, st, &p50, &b2b);
+    print_row("topk-fused", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    CK(cudaStreamSynchronize(st));
+    void *bufs[] = {codes, scales, s.kc, s.ks, pos, iq, iw, s.scores, s.sel, s.nanc};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
+    free(hkc), free(hks), free(hpos);
+}
 
 /* one (context, C): prints a table row */
 static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
@@ -164,11 +311,10 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     const double b2b = ms * 1e3 / reps;
 #undef LAUNCH
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
-    const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6, ff = flops / TENSOR_PEAK * 1e6;
-    const double floor = fb > ff ? fb : ff;
-    printf("attention %7lld %3d %6d %8.2f %8.1f %8.1f %8.2f %8.3f %7.2f %7.2f %9.0f %8.1f\n", (long long)ctx, C, C * k,
-           row_bytes / 1e6, p50, b2b, fb, ff, p50 / floor, b2b / floor, b2b * STEP_LAYERS, floor * STEP_LAYERS);
-    if (b2b / floor > worst_ratio) worst_ratio = b2b / floor;
+    print_row("attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, 1);
+    const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
+    printf("  attention x %d layers: %.0f us per step against a floor of %.1f us\n", STEP_LAYERS, b2b * STEP_LAYERS,
+           fb * STEP_LAYERS);
     for (int r = 0; r < 2 * reps; r++) CK(cudaEventDestroy(ev[r]));
     free(ev), free(t), free(hb), free(hnv);
     void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao};
@@ -177,16 +323,17 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R]\n"
+    fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R] [--attention-only]\n"
                "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
-               "  peak), with HBM measured by a device-to-device copy in the same process.\n"
+               "  peak), with HBM measured by a device-to-device copy in the same process; then the indexer\n"
+               "  scores and the top-k (the model's and the library's fused) against reading their bytes once.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
 }
 
 int main(int argc, char **argv)
 {
     int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20};
-    int nctx = 2, nb = 3, nh = 1, reps = 200;
+    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -198,6 +345,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
             nh = atoi(argv[++i]);
             if (nh < 1 || nh > ATT_MAXH) return usage(stderr), 2;
+        } else if (!strcmp(argv[i], "--attention-only")) {
+            no_select = 1;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
             if (reps < 5 || reps > 100000) return usage(stderr), 2;
@@ -227,9 +376,16 @@ int main(int argc, char **argv)
            prop.name, prop.multiProcessorCount, hbm, TENSOR_PEAK / 1e12);
     printf("attention: k = %d rows x %d B per query, %d head(s), chunk %d, %d reps; times in us\n", ATT_MAXK, G_ROW, nh,
            ATT_CH, reps);
-    printf("kernel    context   C   rows       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl  step(78) floor(78)\n");
+    printf("indexer: %d heads x %d, FP8 keys (%d B per position), scores of every position 0..context-1;\n"
+           "  floor bytes = keys read + scores written. topk: k_topk (the model's), topk-fused: the library's\n"
+           "  dhs_cuda_topk_fused_n; floor bytes = the scores read once\n",
+           IDX_H, IDX_D, IDX_D + 4);
+    printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
     for (int i = 0; i < nctx; i++)
-        for (int j = 0; j < nb; j++) bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
+        for (int j = 0; j < nb; j++) {
+            bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
+            if (!no_select) bench_select(ctxs[i], (int)batch[j], reps, hbm, d_lut, st);
+        }
     printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
     printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)\n", worst_ratio);
     CK(cudaFree(d_lut));

@@ -1300,6 +1300,41 @@ extern "C" dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int
     return e == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
 }
 
+extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, int32_t idx_heads,
+                                                int32_t idx_dim, int32_t k, int64_t max_positions,
+                                                const int64_t *pos_dev, const float *iq_dev, const float *iw_dev,
+                                                void *const *kcodes_dev, float *const *kscales_dev,
+                                                const float *lut_dev, float *scores_dev, int32_t *sel_dev,
+                                                int32_t *nanc_dev)
+{
+    if (which < 0 || which > 2 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
+        idx_dim > G_MAX_ID || idx_dim % 8 || k < 1 || k > G_MAX_TOPK || max_positions < 1 || max_positions > INT32_MAX)
+        return DHS_ERR_INVALID_ARG;
+    if (nq == 0) return DHS_OK;
+    g_dims d;
+    memset(&d, 0, sizeof d);
+    d.H = idx_heads;
+    d.D = idx_dim;
+    d.k = k;
+    d.key_fp8 = 1;
+    d.maxpos = max_positions;
+    cudaStream_t st = (cudaStream_t)stream;
+    cudaError_t e;
+    if (which == DHS_REF_GPU_SCORES) {
+        dim3 grid((unsigned)nq, (unsigned)((max_positions + 255) / 256));
+        e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev);
+    } else if (which == DHS_REF_GPU_TOPK) {
+        k_topk<<<nq, 1024, 0, st>>>(d, pos_dev, scores_dev, sel_dev);
+        e = cudaGetLastError();
+    } else {
+        int rc = dhs_cuda_topk_fused_n(scores_dev, max_positions, nq, max_positions, pos_dev, 1, k, NULL, 0, sel_dev,
+                                       NULL, nanc_dev, st);
+        if (rc < 0) return DHS_ERR_INVALID_ARG;
+        e = (cudaError_t)rc;
+    }
+    return e == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
+}
+
 extern "C" double dhs_ref_gpu_hbm_gbps(uint64_t bytes)
 {
     void *a = NULL, *b = NULL;
