@@ -6,7 +6,9 @@
  * located FP8 rows (656 bytes) per query, at each (context, C): C queries of
  * one session each, rows at random positions of the session's own context.
  *   time   p50 over the reps of one call between two CUDA events, and the
- *          mean of a back-to-back stream of calls (as a step's 78 layers run)
+ *          mean of a back-to-back stream of calls; also each kernel alone,
+ *          and 78 calls (a glm-5.3 step's layers) captured in one CUDA graph
+ *          and replayed, as the model's graph step issues them
  *   floor  max(bytes / HBM, FLOPs / tensor peak): bytes = C x k x 656 (every
  *          row read once), HBM = a 1 GiB device-to-device copy in this
  *          process (read + write bytes per second); FLOPs = C x k x heads x
@@ -249,6 +251,35 @@ static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const flo
     free(hkc), free(hks), free(hpos);
 }
 
+typedef struct att_state {
+    int C, NL, nh, k, which; /* which: 0 both kernels (the model's launch), 1 k_att_part alone, 2 k_att_combine alone */
+    const uint8_t *const *base;
+    const float *aq;
+    const int32_t *aidx, *anv;
+    const float *lut;
+    float *pm, *ps, *po, *ao;
+    cudaStream_t st;
+} att_state;
+
+static void att_call(void *arg, int r)
+{
+    att_state *a = (att_state *)arg;
+    const int l = r % a->NL;
+    const uint8_t *const *base = a->base + (size_t)l * a->C;
+    const int32_t *aidx = a->aidx + (size_t)l * a->C * a->k;
+    if (a->which == 0) {
+        CK(att_launch(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps, a->po,
+                      a->ao));
+    } else if (a->which == 1) {
+        k_att_part<<<dim3(a->C, att_chunks(a->k)), ATT_PT, 0, a->st>>>(a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx,
+                                                                        a->anv, a->lut, a->pm, a->ps, a->po);
+        CK(cudaGetLastError());
+    } else {
+        k_att_combine<<<a->C * a->nh, G_NOPE, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        CK(cudaGetLastError());
+    }
+}
+
 /* one (context, C): prints a table row */
 static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
 {
@@ -286,37 +317,47 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     CK(cudaMalloc((void **)&po, sizeof(float) * npart * G_NOPE));
     CK(cudaMalloc((void **)&ao, sizeof(float) * (size_t)C * nh * G_NOPE));
     CK(cudaStreamSynchronize(st));
-#define LAUNCH(l)                                                                                                  \
-    CK(att_launch(st, C, nh, k, 1.0f / 24.0f, 1, base + (size_t)(l) * C, aq, aidx + (size_t)(l) * C * k, anv, d_lut, \
-                  pm, ps, po, ao))
-    for (int r = 0; r < 3; r++) LAUNCH(r % NL);
-    cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * (size_t)reps);
-    for (int r = 0; r < 2 * reps; r++) CK(cudaEventCreate(&ev[r]));
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(ev[2 * r], st));
-        LAUNCH(r % NL);
-        CK(cudaEventRecord(ev[2 * r + 1], st));
+    att_state a = {C, NL, nh, k, 0, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
+    double p50, b2b, p50p, b2bp, p50c, b2bc;
+    time_calls(att_call, &a, reps, st, &p50, &b2b);
+    a.which = 1;
+    time_calls(att_call, &a, reps, st, &p50p, &b2bp);
+    a.which = 2;
+    time_calls(att_call, &a, reps, st, &p50c, &b2bc);
+    /* a step's attention as the graph step issues it: STEP_LAYERS calls captured once, replayed */
+    a.which = 0;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < STEP_LAYERS; l++) att_call(&a, l);
+    CK(cudaStreamEndCapture(st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaGraphLaunch(exec, st));
+    float gms[5];
+    for (int r = 0; r < 5; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&gms[r], e0, e1));
     }
-    CK(cudaStreamSynchronize(st));
-    float *t = (float *)malloc(sizeof(float) * (size_t)reps);
-    for (int r = 0; r < reps; r++) CK(cudaEventElapsedTime(&t[r], ev[2 * r], ev[2 * r + 1]));
-    qsort(t, (size_t)reps, sizeof(float), cmp_f);
-    const double p50 = t[reps / 2] * 1e3; /* us */
-    CK(cudaEventRecord(ev[0], st));
-    for (int r = 0; r < reps; r++) LAUNCH(r % NL);
-    CK(cudaEventRecord(ev[1], st));
-    CK(cudaEventSynchronize(ev[1]));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    const double b2b = ms * 1e3 / reps;
-#undef LAUNCH
+    qsort(gms, 5, sizeof(float), cmp_f);
+    const double graph_us = gms[2] * 1e3;
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
     print_row("attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, 1);
     const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
-    printf("  attention x %d layers: %.0f us per step against a floor of %.1f us\n", STEP_LAYERS, b2b * STEP_LAYERS,
-           fb * STEP_LAYERS);
-    for (int r = 0; r < 2 * reps; r++) CK(cudaEventDestroy(ev[r]));
-    free(ev), free(t), free(hb), free(hnv);
+    printf("  k_att_part alone p50 %.1f b2b %.1f; k_att_combine alone p50 %.1f b2b %.1f; %d layers in one graph "
+           "%.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
+           p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
+           graph_us / (fb * STEP_LAYERS));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    free(hb), free(hnv);
     void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
 }
