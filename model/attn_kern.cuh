@@ -14,13 +14,18 @@
  *                  exps p = exp(s - mc), their sum in entry order and the
  *                  unnormalised values oc[i] = sum_e p_e v_e[i] in entry order
  *                  go to the partials pm / ps / po.
+ *                  With a counter (the model's path) the query's last chunk
+ *                  to finish (integer atomic; __threadfence before counting)
+ *                  then merges the partials itself, as k_att_combine does.
  *   k_att_combine  grid (nq * nh), 512 threads (one per value): M = max mc,
  *                  w_c = exp(mc - M), S = sum_c w_c sc, A = sum_c w_c oc[i] in
- *                  chunk order, ao = A * (1 / S).
+ *                  chunk order, ao = A * (1 / S). The same bits as the merge
+ *                  inside k_att_part (kern_bench compares them).
  *
  * The order is the CPU model's (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK): one
  * IEEE operation per step, so with exp_portable the bits are the CPU's and do
- * not depend on the batch, the grid or where the rows live. No atomics.
+ * not depend on the batch, the grid, the order blocks finish in or where the
+ * rows live. No float atomics.
  * Bytes read per query: nv x 656 (the rows) + the partials, which stay in L2.
  * Row offsets: (int64_t)loc * 656. */
 #ifndef DHS_CUDA_ATTN_KERN_CUH
@@ -48,10 +53,11 @@ static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
 /* number of chunks of a query with k entries (the partials' stride) */
 static inline __host__ __device__ int att_chunks(int k) { return (k + ATT_CH - 1) / ATT_CH; }
 
-static __global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float att_scale, int portable,
+/* 5 blocks per SM: 48 registers, no spill (sm_90, ptxas --resource-usage); 27 KB of shared memory each */
+static __global__ void __launch_bounds__(ATT_PT, 5) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
                                                      const int32_t *aidx, const int32_t *anv, const float *lut_g,
-                                                     float *pm, float *ps, float *po)
+                                                     float *pm, float *ps, float *po, int32_t *cnt, float *ao)
 {
     __shared__ __align__(16) uint8_t rows[ATT_CH][G_ROW];
     __shared__ float qs[ATT_MAXH][G_LAT];
@@ -145,6 +151,48 @@ static __global__ void __launch_bounds__(ATT_PT) k_att_part(int nh, int k, float
         *(float2 *)&po[pi * G_NOPE + i] = make_float2(a00, a01);
         if (nh > 1) *(float2 *)&po[(pi + 1) * G_NOPE + i] = make_float2(a10, a11);
     }
+    if (!cnt) return; /* k_att_combine merges */
+    /* the query's last chunk to finish merges all of them, in chunk order (the
+       arrival order only picks which block does it; the bits are the same) */
+    __shared__ int s_last;
+    __threadfence(); /* this block's partials visible device-wide before it counts */
+    __syncthreads();
+    const int nc = (nv + ATT_CH - 1) / ATT_CH;
+    if (tid == 0) s_last = atomicAdd(&cnt[q], 1) == nc - 1;
+    __syncthreads();
+    if (!s_last) return;
+    if (tid == 0) cnt[q] = 0; /* ready for the next launch */
+    __threadfence();
+    float *wc = sc[0], *lc = p[0]; /* reused: ATT_MAXH x ATT_CH >= ATT_MAXC floats each */
+    static_assert(ATT_MAXH * ATT_CH >= ATT_MAXC, "merge weights fit the score buffers");
+    __shared__ float s_m;
+    for (int h = 0; h < nh; h++) {
+        const int64_t p0 = (int64_t)q * att_chunks(k) * nh + h; /* chunk j: p0 + j nh */
+        __syncthreads();                                           /* wc, lc free */
+        if (tid == 0) {                                            /* order-free */
+            float M = __ldcg(&pm[p0]);
+            for (int j = 1; j < nc; j++) {
+                const float v = __ldcg(&pm[p0 + (int64_t)j * nh]);
+                if (v > M) M = v;
+            }
+            s_m = M;
+        }
+        __syncthreads();
+        if (tid < nc) {
+            wc[tid] = g_expf(fs(__ldcg(&pm[p0 + (int64_t)tid * nh]), s_m), portable);
+            lc[tid] = __ldcg(&ps[p0 + (int64_t)tid * nh]);
+        }
+        __syncthreads();
+        float S = 0.0f, A0 = 0.0f, A1 = 0.0f;
+        for (int j = 0; j < nc; j++) {
+            S = fa(S, fm(wc[j], lc[j]));
+            const float2 o = __ldcg((const float2 *)&po[(p0 + (int64_t)j * nh) * G_NOPE + 2 * tid]);
+            A0 = fa(A0, fm(wc[j], o.x));
+            A1 = fa(A1, fm(wc[j], o.y));
+        }
+        const float inv = __fdiv_rn(1.0f, S);
+        *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 2 * tid] = make_float2(fm(A0, inv), fm(A1, inv));
+    }
 }
 
 static __global__ void __launch_bounds__(G_NOPE) k_att_combine(int nh, int k, int portable, const int32_t *anv,
@@ -178,18 +226,21 @@ static __global__ void __launch_bounds__(G_NOPE) k_att_combine(int nh, int k, in
     ao[((int64_t)q * nh + h) * G_NOPE + i] = fm(A, __fdiv_rn(1.0f, S));
 }
 
-/* the two kernels on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512] */
+/* the attention on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512].
+   cnt (int32 [nq], zero before the first launch, left zero by each): one
+   launch, the last chunk of each query merges (the model's path); cnt NULL:
+   k_att_part then k_att_combine, the same bits */
 static inline cudaError_t att_launch(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
                                      const uint8_t *const *base, const float *aq, const int32_t *aidx,
                                      const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
-                                     float *ao)
+                                     int32_t *cnt, float *ao)
 {
     if (nq < 1) return cudaSuccess;
     if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return cudaErrorInvalidValue;
     k_att_part<<<dim3(nq, att_chunks(k)), ATT_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
-                                                          ps, po);
+                                                          ps, po, cnt, ao);
     cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess || cnt) return e;
     k_att_combine<<<nq * nh, G_NOPE, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
     return cudaGetLastError();
 }

@@ -190,7 +190,9 @@ double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
    order, anv_dev [nq] their count (<= 0: the query's ao is left alone),
    base_dev [nq] row bases, lut_dev the 256 FP8 decodes; partials pm_dev,
    ps_dev [nq][dhs_ref_gpu_attn_chunks(k)][nh] floats, po_dev the same x 512;
-   ao_dev [nq][nh][512]. Asynchronous on stream (NULL: the default stream).
+   ao_dev [nq][nh][512]. cnt_dev: int32 [nq], zero before the first call and
+   left zero by each: one launch whose last chunk per query merges (the
+   model's path); NULL: a second kernel merges (the same bits). Asynchronous on stream (NULL: the default stream).
    DHS_ERR_INVALID_ARG for nh outside 1..2 or k outside 1..2048. */
 int32_t dhs_ref_gpu_attn_chunks(int32_t k);
 /* The selection kernels alone, on device buffers, for benchmarks: which = 0:
@@ -211,7 +213,7 @@ dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, in
 dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
                             const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
                             const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,
-                            float *po_dev, float *ao_dev);
+                            float *po_dev, int32_t *cnt_dev, float *ao_dev);
 
 #ifdef __cplusplus
 }

@@ -204,10 +204,10 @@ dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, in
 dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale, int32_t exp_portable,
                             const uint8_t *const *base_dev, const float *aq_dev, const int32_t *aidx_dev,
                             const int32_t *anv_dev, const float *lut_dev, float *pm_dev, float *ps_dev,
-                            float *po_dev, float *ao_dev)
+                            float *po_dev, int32_t *cnt_dev, float *ao_dev)
 {
     (void)stream, (void)nq, (void)nh, (void)k, (void)att_scale, (void)exp_portable, (void)base_dev, (void)aq_dev;
-    (void)aidx_dev, (void)anv_dev, (void)lut_dev, (void)pm_dev, (void)ps_dev, (void)po_dev, (void)ao_dev;
+    (void)aidx_dev, (void)anv_dev, (void)lut_dev, (void)pm_dev, (void)ps_dev, (void)po_dev, (void)cnt_dev, (void)ao_dev;
     return DHS_ERR_UNSUPPORTED;
 }
 dhs_status dhs_ref_gpu_prof_collect(dhs_ref_gpu *g, double *us, int32_t n_phases)

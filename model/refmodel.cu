@@ -376,10 +376,11 @@ __global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_
 
 /* attention over the located rows + MLP: k_att_prep (queries, RoPE,
    compaction), the split-K attention of attn_kern.cuh (k_att_part: each row
-   read once for all heads; k_att_combine: the chunks merged in chunk order),
+   read once for all heads, and the query's last chunk merges all chunks in
+   chunk order),
    k_att_out (wuv, wo, MLP). Every value runs in the CPU model's order
    (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK), so the bits do not depend on the
-   batch or where the rows live. The scratch (aq, aidx, anv, apm, aps, apo, ao)
+   batch or where the rows live. The scratch (aq, aidx, anv, apm, aps, apo, acnt, ao)
    is the model's, sized at create for maxq queries. */
 #define ATT_THREADS 512
 
@@ -508,6 +509,7 @@ struct dhs_ref_gpu {
     int32_t *sel, *loc;
     float *aq, *ao;       /* attention scratch: queries [maxq][nh][576], outputs [maxq][nh][512] */
     float *apm, *aps, *apo; /* split-K partials (attn_kern.cuh): [maxq][chunks][nh] max, sum; [...][512] values */
+    int32_t *acnt;          /* [maxq] chunks done per query (zero between launches) */
     int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
     int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
     int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
@@ -603,6 +605,7 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->apm);
     cudaFree(g->aps);
     cudaFree(g->apo);
+    cudaFree(g->acnt);
     cudaFree(g->ao);
     cudaFree(g->aidx);
     cudaFree(g->anv);
@@ -711,6 +714,8 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         AL(g->apm, pch * sizeof(float));
         AL(g->aps, pch * sizeof(float));
         AL(g->apo, pch * G_NOPE * sizeof(float));
+        AL(g->acnt, Q * sizeof(int32_t));
+        if (e == cudaSuccess) e = cudaMemset(g->acnt, 0, Q * sizeof(int32_t));
         AL(g->ao, Q * (size_t)d->n_heads * G_NOPE * sizeof(float));
         AL(g->aidx, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->anv, Q * sizeof(int32_t));
@@ -1019,8 +1024,8 @@ static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const 
     k_att_prep<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv);
     CK(cudaGetLastError(), "k_att_prep");
     CK(att_launch(g->st, g->nq, m->nh, m->k, m->att_scale, m->exp_portable, base, g->aq, g->aidx, g->anv, g->lut,
-                  g->apm, g->aps, g->apo, g->ao),
-       "k_att_part / k_att_combine");
+                  g->apm, g->aps, g->apo, g->acnt, g->ao),
+       "k_att_part");
     k_att_out<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->anv, g->ao, g->x);
     CK(cudaGetLastError(), "k_att_out");
     return DHS_OK;
@@ -1292,11 +1297,11 @@ extern "C" int32_t dhs_ref_gpu_attn_chunks(int32_t k) { return att_chunks(k); }
 extern "C" dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int32_t k, float att_scale,
                                        int32_t exp_portable, const uint8_t *const *base_dev, const float *aq_dev,
                                        const int32_t *aidx_dev, const int32_t *anv_dev, const float *lut_dev,
-                                       float *pm_dev, float *ps_dev, float *po_dev, float *ao_dev)
+                                       float *pm_dev, float *ps_dev, float *po_dev, int32_t *cnt_dev, float *ao_dev)
 {
     if (nq < 0 || nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return DHS_ERR_INVALID_ARG;
     cudaError_t e = att_launch((cudaStream_t)stream, nq, nh, k, att_scale, exp_portable, base_dev, aq_dev, aidx_dev,
-                               anv_dev, lut_dev, pm_dev, ps_dev, po_dev, ao_dev);
+                               anv_dev, lut_dev, pm_dev, ps_dev, po_dev, cnt_dev, ao_dev);
     return e == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
 }
 

@@ -8,7 +8,9 @@
  *   - with exp_portable: every output bit equals the CPU model's;
  *   - every output is within 1e-3 x vmax of a double-precision softmax over
  *     the same decoded rows and scores (an error both models share is caught);
- *   - the same query alone (batch of 1) gives the same bits as in the batch;
+ *   - the same query alone (batch of 1) gives the same bits as in the batch,
+ *     and the two-kernel merge (k_att_combine) the same bits as the merge by
+ *     each query's last chunk; the chunk counters are left at zero;
  *   - outputs of queries with nv <= 0 are left untouched (a sentinel);
  *   - exp_portable 0 (the device's expf): within the tolerance;
  *   - argument errors.
@@ -106,7 +108,7 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     uint8_t *d_pool;
     const uint8_t **d_base, *hb[MAXQ];
     float *d_aq, *d_pm, *d_ps, *d_po, *d_ao;
-    int32_t *d_aidx, *d_anv;
+    int32_t *d_aidx, *d_anv, *d_cnt;
     const size_t nout = (size_t)nq * nh * DHS_REF_NOPE, npart = (size_t)nq * nc * nh;
     CK(cudaMalloc((void **)&d_pool, (size_t)total * DHS_REF_ROW_BYTES));
     CK(cudaMalloc((void **)&d_base, sizeof(void *) * (size_t)nq));
@@ -117,6 +119,8 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     CK(cudaMalloc((void **)&d_ps, sizeof(float) * npart));
     CK(cudaMalloc((void **)&d_po, sizeof(float) * npart * DHS_REF_NOPE));
     CK(cudaMalloc((void **)&d_ao, sizeof(float) * nout));
+    CK(cudaMalloc((void **)&d_cnt, sizeof(int32_t) * (size_t)nq));
+    CK(cudaMemset(d_cnt, 0, sizeof(int32_t) * (size_t)nq));
     for (int32_t q = 0; q < nq; q++) hb[q] = d_pool + pool_off[q] * DHS_REF_ROW_BYTES;
     CK(cudaMemcpy(d_pool, pool, (size_t)total * DHS_REF_ROW_BYTES, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_base, hb, sizeof(void *) * (size_t)nq, cudaMemcpyHostToDevice));
@@ -126,15 +130,29 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     uint32_t *sent = malloc(nout * 4);
     for (size_t i = 0; i < nout; i++) sent[i] = SENT;
     CK(cudaMemcpy(d_ao, sent, nout * 4, cudaMemcpyHostToDevice));
+    /* the model's path: one launch, the last chunk of each query merges */
     CHECK_ST(dhs_ref_gpu_attn(NULL, nq, nh, k, scale, portable, d_base, d_aq, d_aidx, d_anv, d_lut, d_pm, d_ps, d_po,
-                              d_ao),
+                              d_cnt, d_ao),
              DHS_OK);
-    float *ao = malloc(nout * 4);
+    float *ao = malloc(nout * 4), *ao2 = malloc(nout * 4);
     CK(cudaMemcpy(ao, d_ao, nout * 4, cudaMemcpyDeviceToHost));
+    int32_t cnt[MAXQ];
+    CK(cudaMemcpy(cnt, d_cnt, sizeof(int32_t) * (size_t)nq, cudaMemcpyDeviceToHost));
+    int zero = 1;
+    for (int32_t q = 0; q < nq; q++) zero &= cnt[q] == 0;
+    CHECKF(zero, "chunk counters not left at zero (nq %d, k %d)", (int)nq, (int)k);
+    /* the two-kernel path (k_att_combine): the same bits */
+    CK(cudaMemcpy(d_ao, sent, nout * 4, cudaMemcpyHostToDevice));
+    CHECK_ST(dhs_ref_gpu_attn(NULL, nq, nh, k, scale, portable, d_base, d_aq, d_aidx, d_anv, d_lut, d_pm, d_ps, d_po,
+                              NULL, d_ao),
+             DHS_OK);
+    CK(cudaMemcpy(ao2, d_ao, nout * 4, cudaMemcpyDeviceToHost));
+    CHECKF(!memcmp(ao, ao2, nout * 4), "k_att_combine differs from the merge in k_att_part (nq %d, k %d)", (int)nq,
+           (int)k);
     /* query 0 alone: the same bits */
     CK(cudaMemcpy(d_ao, sent, nout * 4, cudaMemcpyHostToDevice));
     CHECK_ST(dhs_ref_gpu_attn(NULL, 1, nh, k, scale, portable, d_base, d_aq, d_aidx, d_anv, d_lut, d_pm, d_ps, d_po,
-                              d_ao),
+                              d_cnt, d_ao),
              DHS_OK);
     float *ao1 = malloc((size_t)nh * DHS_REF_NOPE * 4);
     CK(cudaMemcpy(ao1, d_ao, (size_t)nh * DHS_REF_NOPE * 4, cudaMemcpyDeviceToHost));
@@ -179,7 +197,7 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
             }
         }
     }
-    free(rows), free(o), free(att), free(oc), free(od), free(ao), free(ao1), free(sent);
+    free(rows), free(o), free(att), free(oc), free(od), free(ao), free(ao1), free(ao2), free(sent);
     free(pool), free(aq), free(loc), free(aidx);
     CK(cudaFree(d_pool));
     CK(cudaFree(d_base));
@@ -190,6 +208,7 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     CK(cudaFree(d_ps));
     CK(cudaFree(d_po));
     CK(cudaFree(d_ao));
+    CK(cudaFree(d_cnt));
 }
 
 int main(void)
@@ -204,10 +223,10 @@ int main(void)
     CK(cudaMemcpy(d_lut, dhs_ref_fp8_table(), 256 * sizeof(float), cudaMemcpyHostToDevice));
     /* argument errors: nothing launched */
     float *z = NULL;
-    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 3, 64, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, z), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 1, 0, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, z), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 1, 2049, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, z), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_ref_gpu_attn(NULL, 0, 1, 64, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, z), DHS_OK);
+    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 3, 64, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, NULL, z), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 1, 0, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, NULL, z), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ref_gpu_attn(NULL, 1, 1, 2049, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, NULL, z), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_ref_gpu_attn(NULL, 0, 1, 64, 1.0f, 1, NULL, z, NULL, NULL, d_lut, z, z, z, NULL, z), DHS_OK);
     CHECK(dhs_ref_gpu_attn_chunks(2048) == 2048 / DHS_REF_ATT_CHUNK && dhs_ref_gpu_attn_chunks(1) == 1);
     int cases = 0;
     /* the model's size: k 2048, batches 2, 8, 20 */
