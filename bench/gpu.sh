@@ -36,7 +36,7 @@
 #   serve     dhs bench serve at 100K (GLM-5.3 geometry), resident and
 #             adaptive, C = 1, 2 (minutes)
 #   sanitize  compute-sanitizer memcheck/racecheck/synccheck on reduced runs
-#             of test_dres_cuda and test_dres_api_cuda (minutes)
+#             of test_dres_cuda, test_dres_api_cuda and test_att_kern (minutes)
 #   all       every suite above in this order
 # The longer campaigns (bench/gpu_serve.sh, gpu_volume.sh, gpu_dres.sh,
 # gpu_dres_fewmiss.sh, gpu_overlap.sh) take the same build when DHS_GPU_BUILD
@@ -190,6 +190,11 @@ suite_sanitize() {
   for tool in memcheck racecheck synccheck; do
     DHS_TEST_SCALE=0.05 run "san_$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/test_dres_cuda"
     echo "compute-sanitizer $tool test_dres_cuda: $(status $r) $(grep -m1 'ERROR SUMMARY' "$out/san_$tool.log")"
+    [ $r = 0 ] || rc=1
+  done
+  for tool in memcheck racecheck; do
+    DHS_TEST_SCALE=0.05 run "san_att_$tool" 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$b/test_att_kern"
+    echo "compute-sanitizer $tool test_att_kern: $(status $r) $(grep -m1 'ERROR SUMMARY' "$out/san_att_$tool.log")"
     [ $r = 0 ] || rc=1
   done
   run san_api 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$b/test_dres_api_cuda"
