@@ -35,6 +35,13 @@
  *   4. the misses' locations; stats by block reduction + one atomicAdd per
  *      counter.
  *   Steps 3 and 4 take DM misses of a thread at once the same way.
+ * Few-miss path (FEW = true, the library's variant): a request with at most
+ * FEW_MAX (64) miss entries replaces steps 2-4 by four barriers and two
+ * dependent global round trips (see the comment at its code): a shared list
+ * of the miss entries built after the pass, distinct misses ranked by warp 0
+ * while every warp loads one chunk of the CLOCK sweep, the chunk decided by
+ * every warp from shared window masks, then assignment and locations
+ * together. dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
