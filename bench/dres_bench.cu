@@ -837,7 +837,8 @@ typedef struct runner {
 
 static const char *pname(int kind) { return dhs_bench_page_names()[kind]; }
 /* plan paths by index: bit i of dhs_bench_resolve_opts.plan_paths */
-static const char *const path_name[2] = {"few", "block"};
+static const char *const path_name[3] = {"few", "block", "fused"};
+static const int32_t path_flags[3] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_FUSED_COPY};
 
 /* JSON string (escaped) */
 static void jstr(FILE *f, const char *s)
@@ -914,10 +915,12 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                     j.hbits = (uint32_t)(lg2ceil(w->k) + (K == 1 ? 1 : 3));
                     j.scan_smem = (size_t)2 * 4 * (1u << j.hbits);
                     tstat sc = {0, 0}, ce = {0, 0};
-                    for (int pi = 0; pi < 2; pi++) { /* the plan paths asked for, on the same selections */
+                    int timed = 0; /* scan and ceiling: timed once, with the first path */
+                    for (int pi = 0; pi < 3; pi++) { /* the plan paths asked for, on the same selections */
                         if (!(paths & (1 << pi))) continue;
-                        j.st.plan_flags = pi == 1 ? DRES_PLAN_BLOCK_ONLY : 0;
-                        const int first_path = !(paths & 1) || pi == 0; /* scan and ceiling: timed once */
+                        j.st.plan_flags = path_flags[pi];
+                        const int first_path = !timed;
+                        timed = 1;
                         /* graph of the two kernels */
                         cudaGraph_t g, gr = NULL;
                         CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
@@ -1030,9 +1033,9 @@ static void breakdown(runner *R, const dhs_bench_sweep *sw)
                     progress(R, "breakdown", N, B, j.M, j.K);
                     j.np = make_sel(w, &j.st, N, j.M);
                     set_round(w, N, j.K);
-                    for (int pi = 0; pi < 2; pi++) {
+                    for (int pi = 0; pi < 3; pi++) {
                         if (!(paths & (1 << pi))) continue;
-                        j.st.plan_flags = pi == 1 ? DRES_PLAN_BLOCK_ONLY : 0;
+                        j.st.plan_flags = path_flags[pi];
                         if (timing) CK(dhs_dres_phase_read(0, 1, NULL, NULL));
                         const tstat pl = time_it(&j, W_PLAN, o->reps, R->ev);
                         double us[2][DHS_DRES_PHASES];

@@ -7,6 +7,7 @@
 #   3. `dhs bench resolve --backend cuda --layout compact --queries 1 --plan-path both` over batch 1/8/64/256
 #      x B 2048/4096/16384/32768/65536 x misses 0/32/300/2048: every configuration timed with the few-miss
 #      path (few) and with the block-wide path only (block), same selections, same process;
+#   3b. the same with --plan-path fused (the few-miss path copying its own rows) at misses 0 and 32;
 #   4. the phase-timing build: `--breakdown --plan-path both` on a small grid: plan kernel alone, copy
 #      kernel alone, and the plan kernel's phase boundaries (mean us from its start, block 0);
 #   5. a table: p50 few / block / HiSparse (bench/data/hisparse_grid.txt, the peer's 2026-12-03 figures on an
@@ -48,11 +49,15 @@ t1=$(date +%s)
 "$dhs" bench resolve --backend cuda --layout compact --queries 1 --plan-path both --reps "${DRES_REPS:-100}" -q \
   --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0,32,300,2048 > "$out/grid.txt" 2>&1
 echo "grid: rc=$? ($(( $(date +%s) - t1 )) s)"
+t1=$(date +%s)
+"$dhs" bench resolve --backend cuda --layout compact --queries 1 --plan-path fused --reps "${DRES_REPS:-100}" -q \
+  --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0,32 > "$out/grid_fused.txt" 2>&1
+echo "grid fused (misses 0, 32): rc=$? ($(( $(date +%s) - t1 )) s)"
 wait $phb
 dph=$(find "$ph" -maxdepth 2 -name dhs -type f -perm -u+x | head -1)
 if [ "$(cat "$out/build_ph.rc" 2>/dev/null)" = 0 ] && [ -n "$dph" ]; then
   t1=$(date +%s)
-  "$dph" bench resolve --backend cuda --layout compact --queries 1 --plan-path both --breakdown --reps 50 -q \
+  "$dph" bench resolve --backend cuda --layout compact --queries 1 --plan-path all --breakdown --reps 50 -q \
     --batch 1,64 --hot 2048,4096,65536 --misses 0,32,300,2048 > "$out/phases.txt" 2>&1
   echo "phases: rc=$? ($(( $(date +%s) - t1 )) s)"
 else
@@ -64,17 +69,20 @@ echo "# block-wide path only; HiSparse = bench/data/hisparse_grid.txt; ceil = th
 echo "# in a 16-call graph (M = 0)"
 awk 'FNR==1 { f++ }
      f==1 && $1 !~ /^#/ && NF==4 { hs[$1" "$2" "$3] = $4; next }
-     f==2 && $1=="comp" { k=$3" "$4" "$5; p=$NF; v[k" "p]=$8; if (p=="few") { ord[++n]=k; ce[k]=$15; rc[k]=$(NF-2) } }
+     f>=2 && $1=="comp" { k=$3" "$4" "$5; p=$NF; v[k" "p]=$8; if (p=="few") { ord[++n]=k; ce[k]=$15; rc[k]=$(NF-2) } }
      END {
-       printf "%5s %6s %5s | %8s %8s %6s | %8s %6s | %8s %8s\n", "batch", "B", "M", "few", "block", "f/b", "HiSp", "f/HiSp", "ceil", "R/call"
+       printf "%5s %6s %5s | %8s %8s %6s | %8s %6s | %8s %6s | %8s %8s\n", "batch", "B", "M", "few", "block", "f/b", "HiSp", "f/HiSp", "fused", "fu/HiS", "ceil", "R/call"
        lg=0; m=0; over=""; no=0; nh=0
        for (i=1;i<=n;i++) { k=ord[i]; split(k, q, " "); a=v[k" few"]; bb=v[k" block"]; h=(k in hs)?hs[k]:""
          r=(bb>0)?a/bb:0; if (r>0) { lg+=log(r); m++ }
          rh=(h!="")?sprintf("%6.2f",a/h):"     -"; if (h!="") { nh++; if (a/h>0.8) { no++; over=over" ["k"]" } }
-         printf "%5s %6s %5s | %8.2f %8.2f %6.3f | %8s %s | %8s %8s\n", q[1], q[2], q[3], a, bb, r, (h!=""?h:"n/a"), rh, ce[k], rc[k] }
+         fu=(k" fused" in v)?v[k" fused"]:""; fh=(fu!="" && h!="")?sprintf("%6.2f",fu/h):"     -"
+         if (fu!="" && h!="") { nfh++; if (fu/h>0.8) nfo++ }
+         printf "%5s %6s %5s | %8.2f %8.2f %6.3f | %8s %s | %8s %s | %8s %8s\n", q[1], q[2], q[3], a, bb, r, (h!=""?h:"n/a"), rh, (fu!=""?fu:"-"), fh, ce[k], rc[k] }
        if (m) printf "geomean few/block over %d configurations: %.3f\n", m, exp(lg/m)
-       printf "few > 0.8x HiSparse in %d of %d comparable configurations:%s\n", no, nh, over }' \
-  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt"
+       printf "few > 0.8x HiSparse in %d of %d comparable configurations:%s\n", no, nh, over
+       if (nfh) printf "fused > 0.8x HiSparse in %d of %d comparable configurations with misses 0, 32\n", nfo, nfh }' \
+  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt" "$out/grid_fused.txt"
 echo "# phases (phase-timing build; mean us from the plan kernel's start; columns: init hits claims|dedupe ranks victims pairs locs end)"
 grep -h "^# breakdown\|^# phases" "$out/phases.txt" 2>/dev/null | grep -v "^# phases:" | head -80
 echo "total $(( $(date +%s) - t0 )) s; logs in $out"

@@ -61,6 +61,7 @@
 
 #define DRES_PROMO_BIT 0x80000000u /* used[q] = epoch ^ this: promoted in this pass */
 #define DRES_PLAN_BLOCK_ONLY 1     /* dres_state.plan_flags: never the few-miss path of the CUDA plan kernel */
+#define DRES_PLAN_FUSED_COPY 2     /* dres_state.plan_flags: the few-miss path copies its own rows (payload, not split) */
 
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
 enum { DRES_PAD = -1 };

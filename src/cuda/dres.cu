@@ -77,7 +77,11 @@ static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT en
 
 typedef struct dres_scratch {
     unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
-    unsigned long long pad;
+    unsigned long long ticket; /* plan blocks done (high 32 bits) and those that left pairs to the copy
+                                  kernel (low 32 bits); the last plan block resets it to 0 */
+    unsigned int skip;         /* set by the last plan block: no block left pairs, the copy kernel has
+                                  nothing to move */
+    unsigned int pad;
 } dres_scratch;
 
 /* ------------------------------------------------------------ helpers */
@@ -411,7 +415,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
-                                                              const __grid_constant__ dres_divs dv)
+                                                              const __grid_constant__ dres_divs dv, int fuse)
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
@@ -438,6 +442,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
        the launch had no programmatic edge) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
     PH_DECL /* boundary 0: after the wait */
+    int left = 0; /* thread 0: this block leaves pairs to the copy kernel */
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch;
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
@@ -783,6 +788,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             int32_t room = s_arena0 < 0 || !ours ? 0 : st.stage_rows - nstaged;
             if (room < 0) room = 0;
             const int32_t nst = nd - nhot < room ? nd - nhot : room;
+            uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
             if (tid < FEW_MAX) { /* distinct miss i = tid: slot, eviction, copy list */
                 const int32_t i = tid;
                 if (i < nd) {
@@ -808,7 +814,6 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                         if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
                     }
                     if (cv >= 0) {
-                        uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
                         for (int32_t si = 0; si < nsrc; si++) {
                             const int64_t pi = (int64_t)i * nsrc + si;
                             pairs[2 * pi] = host_row_fast(sp, dv, r, si, s);
@@ -837,11 +842,30 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 if (want > 0 && !fallback) meta[DRES_M_HAND] = hand;
                 st.ndmiss[r] = nd;
                 st.npairs[r] = (nhot + nst) * nsrc;
+                left = !fuse && nhot + nst > 0;
                 if (nhot + nst)
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
                 if (nst) {
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
                     *st.stage_owner = st.group;
+                }
+            }
+            const int32_t np = (nhot + nst) * nsrc;
+            if (fuse && np > 0) { /* fused copy: a warp per pair, 16-byte vectors, no copy kernel work */
+                __syncthreads(); /* D: the copy list */
+                PH(6);
+                const uint32_t vecs = st.row_stride / 16u;
+                for (int32_t p = warp; p < np; p += NWARP) {
+                    const uint4 *src = (const uint4 *)__ldcg((const unsigned long long *)(pairs + 2 * (int64_t)p));
+                    uint4 *dst = (uint4 *)__ldcg((const unsigned long long *)(pairs + 2 * (int64_t)p + 1));
+                    for (uint32_t v0 = 0; v0 < vecs; v0 += 64) {
+                        const uint32_t va = v0 + (uint32_t)lane, vb = va + 32u;
+                        uint4 xa, xb;
+                        if (va < vecs) xa = ld_nc_v4(src + va);
+                        if (vb < vecs) xb = ld_nc_v4(src + vb);
+                        if (va < vecs) st_cg_v4(dst + va, xa);
+                        if (vb < vecs) st_cg_v4(dst + vb, xb);
+                    }
                 }
             }
         } else {
@@ -977,6 +1001,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 meta[DRES_M_NSTAGED] = nstaged + nst;
                 st.ndmiss[r] = nd;
                 st.npairs[r] = (nhot + nst) * nsrc;
+                left = nhot + nst > 0;
                 if (nhot + nst)
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
                 if (nst) {
@@ -1033,6 +1058,15 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
        smallest key, which the copy kernel that follows stores into st.err */
     if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
     if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
+    /* the copy kernel's skip flag: the last plan block to finish publishes whether any block left
+       pairs (one atomic per plan block; none per copy block) */
+    if (tid == 0) {
+        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | (unsigned long long)left);
+        if ((old >> 32) == gridDim.x - 1u) {
+            sc->skip = (unsigned)((old & 0xffffffffull) + (unsigned long long)left) == 0u;
+            sc->ticket = 0;
+        }
+    }
     PH_END(few_path);
 }
 
@@ -1205,7 +1239,8 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
         const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
         if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
     }
-    if (!do_copy) return;
+    /* nothing left by the plan kernel (no misses, or every block copied its own): done */
+    if (!do_copy || (sc && *(volatile unsigned *)&sc->skip)) return;
     copy_pairs(pairs, npairs, N, per_slot_pairs, vecs, src, nsrc);
 }
 
@@ -1272,7 +1307,8 @@ extern "C" cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us,
 extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
 {
     cudaError_t e = cudaMemsetAsync(scratch, 0xff, sizeof(unsigned long long), s);
-    if (e == cudaSuccess) e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, 8, s);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, sizeof(dres_scratch) - sizeof(unsigned long long), s);
     return e;
 }
 
@@ -1333,15 +1369,18 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
        its launch overlaps the previous call's copy kernel inside a captured step */
     cudaLaunchAttribute at;
     cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
+    /* the few-miss path copies its own rows only when asked (DRES_PLAN_FUSED_COPY) and the copy kernel
+       on s moves every source (not a split resolve) */
+    const int sp = split && payload && st->nsrc > 1;
+    const int fuse = (st->plan_flags & DRES_PLAN_FUSED_COPY) && payload && !sp;
     cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
                         ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
-                                             (dres_scratch *)scratch, divs_make(st, k))
+                                             (dres_scratch *)scratch, divs_make(st, k), 0)
                         : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true>, *st, rd, k, sel, loc,
-                                             (dres_scratch *)scratch, divs_make(st, k));
+                                             (dres_scratch *)scratch, divs_make(st, k), fuse);
     if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
-    const int sp = split && payload && st->nsrc > 1;
     e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
     if (e != cudaSuccess || !sp) return e;
     /* split: the queue forks after source 0's copy, so the link carries one

@@ -8,7 +8,9 @@
  *     waits for before reading anything) then the copy kernel (a persistent
  *     grid of copy_blocks blocks that reads npairs[] from device memory; one
  *     block that only stores the error word when payload == 0), launched as
- *     a programmatic dependent;
+ *     a programmatic dependent; it returns after the error store when the
+ *     plan's last block published that no block left pairs (scratch);
+ *     st->plan_flags (dres_spec.h) picks the plan's miss path;
  *   - promote: the promotion kernel (one block per round position) then the
  *     copy kernel for the arena -> hot pairs;
  *   - reset: one request slot's hot state back to empty;
@@ -18,7 +20,8 @@
  * dhs_dres_scratch_bytes() of device memory initialised once with
  * dhs_dres_scratch_init (it carries the first-error key of a call from the
  * plan kernel's blocks to the copy kernel, which stores it into st->err and
- * resets it; without payload the copy kernel runs as one block for that).
+ * resets it; without payload the copy kernel runs as one block for that;
+ * and the plan blocks' ticket and the copy kernel's skip flag).
  *
  * Plain C header: included by cuda_backend.c and by .cu files.
  */
