@@ -792,29 +792,41 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             if (tid < FEW_MAX) { /* distinct miss i = tid: slot, eviction, copy list */
                 const int32_t i = tid;
                 if (i < nd) {
+                    /* every load first (the evicted row, source 0's chunk and page table), then the stores:
+                       one dependent round trip, not two */
                     const int32_t s = s_dm[i];
                     int64_t cv = -1;
+                    int32_t q = -1, old = -1;
                     if (i < nhot) {
-                        const int32_t q = i < nfree ? filled + i : fallback ? victims[i - nfree] : s_vic[i - nfree];
-                        if (i >= nfree) {
-                            const int32_t old = row_of[q];
-                            if (old >= 0) slot_of[old] = -1;
-                        }
+                        q = i < nfree ? filled + i : fallback ? victims[i - nfree] : s_vic[i - nfree];
+                        if (i >= nfree) old = row_of[q];
+                        cv = DRES_CODE(DRES_K_HOT, q);
+                    } else if (i < nhot + nst) {
+                        cv = DRES_CODE(DRES_K_STAGE, nstaged + (i - nhot));
+                    }
+                    uint64_t hs0 = 0;
+                    int64_t ph0 = 0;
+                    if (cv >= 0) {
+                        hs0 = host_row_fast(sp, dv, r, 0, s);
+                        ph0 = phys_fast(sp, dv, r, 0, cv);
+                    }
+                    if (i < nhot) {
+                        if (old >= 0) slot_of[old] = -1;
                         row_of[q] = s;
                         slot_of[s] = q;
                         ref[q] = 1;
-                        cv = DRES_CODE(DRES_K_HOT, q);
                     } else if (i < nhot + nst) {
                         const int32_t sidx = nstaged + (i - nhot);
                         st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
                         slot_of[s] = B + sidx;
-                        cv = DRES_CODE(DRES_K_STAGE, sidx);
                     } else {
                         slot_of[s] = -1;
                         if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
                     }
                     if (cv >= 0) {
-                        for (int32_t si = 0; si < nsrc; si++) {
+                        pairs[2 * (int64_t)i * nsrc] = hs0;
+                        pairs[2 * (int64_t)i * nsrc + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph0 * st.row_stride);
+                        for (int32_t si = 1; si < nsrc; si++) {
                             const int64_t pi = (int64_t)i * nsrc + si;
                             pairs[2 * pi] = host_row_fast(sp, dv, r, si, s);
                             pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)phys_fast(sp, dv, r, si, cv) * st.row_stride);
