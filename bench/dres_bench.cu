@@ -836,6 +836,9 @@ typedef struct runner {
 } runner;
 
 static const char *pname(int kind) { return dhs_bench_page_names()[kind]; }
+/* plan paths by index: bit i of dhs_bench_resolve_opts.plan_paths */
+static const char *const path_name[3] = {"few", "block", "fused"};
+static const int32_t path_flags[3] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_FUSED_COPY};
 
 /* JSON string (escaped) */
 static void jstr(FILE *f, const char *s)
@@ -888,6 +891,7 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
     const int scat = layout == DHS_BENCH_SCATTERED;
     char what[64];
     snprintf(what, sizeof what, "%s%s%s", scat ? "scattered" : "compact", scat ? " " : "", scat ? pname(w->sp.kind) : "");
+    const int paths = o->plan_paths ? o->plan_paths : DHS_BENCH_PATH_FEW;
     for (int bi = 0; bi < sw->n_batch; bi++)
         for (int hi = 0; hi < sw->n_hot; hi++) {
             const int32_t N = (int32_t)sw->batch[bi], B = (int32_t)sw->hot[hi];
@@ -910,85 +914,110 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                     set_round(w, N, K);
                     j.hbits = (uint32_t)(lg2ceil(w->k) + (K == 1 ? 1 : 3));
                     j.scan_smem = (size_t)2 * 4 * (1u << j.hbits);
-                    /* graph of the two kernels */
-                    cudaGraph_t g, gr = NULL;
-                    CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
-                    CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
-                    CK(cudaStreamEndCapture(w->s, &g));
-                    CK(cudaGraphInstantiate(&j.gexec, g, 0));
-                    if (M == 0) { /* R resolves back to back in one graph */
+                    tstat sc = {0, 0}, ce = {0, 0};
+                    int timed = 0; /* scan and ceiling: timed once, with the first path */
+                    for (int pi = 0; pi < 3; pi++) { /* the plan paths asked for, on the same selections */
+                        if (!(paths & (1 << pi))) continue;
+                        j.st.plan_flags = path_flags[pi];
+                        const int first_path = !timed;
+                        timed = 1;
+                        /* graph of the two kernels */
+                        cudaGraph_t g, gr = NULL;
                         CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
-                        for (int r = 0; r < o->graph_calls; r++)
-                            CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
-                        CK(cudaStreamEndCapture(w->s, &gr));
-                        CK(cudaGraphInstantiate(&j.gexec_r, gr, 0));
-                    }
-                    const tstat ou = time_it(&j, W_OURS, o->reps, R->ev);
-                    const tstat gp = time_it(&j, W_GRAPH, o->reps, R->ev);
-                    const tstat sc = time_it(&j, W_SCAN, o->reps, R->ev);
-                    const tstat ce = M ? time_it(&j, W_CEIL, o->reps, R->ev) : tstat{0, 0};
-                    const tstat rg = M ? tstat{0, 0} : time_it(&j, W_GRAPHR, o->reps, R->ev);
-                    CK(cudaGraphExecDestroy(j.gexec));
-                    CK(cudaGraphDestroy(g));
-                    if (gr) {
-                        CK(cudaGraphExecDestroy(j.gexec_r));
-                        CK(cudaGraphDestroy(gr));
-                    }
-                    const double bytes = (double)N * M * w->row;
-                    const double gbs = M ? bytes / (ou.p50 * 1e3) : 0, cgbs = M ? bytes / (ce.p50 * 1e3) : 0;
-                    const double rc50 = rg.p50 / o->graph_calls, rc90 = rg.p90 / o->graph_calls;
-                    if (R->js) {
-                        FILE *f = R->js;
-                        fprintf(f, "{\"record\":\"config\",\"layout\":\"%s\",", scat ? "scattered" : "compact");
-                        if (scat)
-                            fprintf(f, "\"host_pages\":\"%s\",\"span_gib\":%.3f,", pname(w->sp.kind),
-                                    (double)w->sp.bytes / (1ull << 30));
-                        fprintf(f, "\"batch\":%d,\"B\":%d,\"misses\":%d,\"K\":%d,\"k\":%d,\"row_bytes\":%u,\"reps\":%d,"
-                                   "\"ours_p50_us\":%.2f,\"ours_p90_us\":%.2f,\"graph_p50_us\":%.2f,\"graph_p90_us\":%.2f,"
-                                   "\"scan_p50_us\":%.2f,\"scan_p90_us\":%.2f,\"ours_over_scan\":%.4f,"
-                                   "\"graph_over_scan\":%.4f,\"speedup_vs_scan\":%.3f",
-                                N, B, M, K, w->k, w->row, o->reps, ou.p50, ou.p90, gp.p50, gp.p90, sc.p50, sc.p90,
-                                ou.p50 / sc.p50, gp.p50 / sc.p50, sc.p50 / ou.p50);
-                        if (M)
-                            fprintf(f, ",\"ceiling_p50_us\":%.2f,\"ceiling_p90_us\":%.2f,\"miss_gbs\":%.2f,"
-                                       "\"ceiling_gbs\":%.2f,\"ratio_to_ceiling\":%.3f",
-                                    ce.p50, ce.p90, gbs, cgbs, ce.p50 / ou.p50);
-                        else
-                            fprintf(f, ",\"graph_calls\":%d,\"graph_calls_p50_us\":%.2f,\"graph_per_call_p50_us\":%.3f,"
-                                       "\"graph_per_call_p90_us\":%.3f,\"graph_per_call_over_scan\":%.4f",
-                                    o->graph_calls, rg.p50, rc50, rc90, rc50 / sc.p50);
-                        fprintf(f, "}\n");
-                        fflush(f);
-                    }
-                    if (R->tab) {
-                        char cl[64], rl[32];
-                        if (M) snprintf(cl, sizeof cl, "%8.2f | %7.2f %7.2f %5.2f", ce.p50, gbs, cgbs, ce.p50 / ou.p50);
-                        else snprintf(cl, sizeof cl, "%8s | %7s %7s %5s", "-", "-", "-", "-");
-                        if (M) snprintf(rl, sizeof rl, "%8s", "-");
-                        else snprintf(rl, sizeof rl, "%8.2f", rc50);
-                        fprintf(R->tab, "%-4s %-7s %5d %6d %5d %2d | %8.2f %8.2f %8.2f | %8.2f %8.2f | %s | %6.3f | %s\n",
-                                scat ? "scat" : "comp", scat ? pname(w->sp.kind) : "-", N, B, M, K, ou.p50, ou.p90,
-                                gp.p50, sc.p50, sc.p90, cl, ou.p50 / sc.p50, rl);
-                        fflush(R->tab);
-                    }
-                    if (scat && M) {
-                        if (R->npr == R->cap) {
-                            R->cap = R->cap ? 2 * R->cap : 64;
-                            R->pr = (pres *)realloc(R->pr, (size_t)R->cap * sizeof(pres));
-                            if (!R->pr) CK(cudaErrorMemoryAllocation);
+                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
+                        CK(cudaStreamEndCapture(w->s, &g));
+                        CK(cudaGraphInstantiate(&j.gexec, g, 0));
+                        if (M == 0) { /* R resolves back to back in one graph */
+                            CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
+                            for (int r = 0; r < o->graph_calls; r++)
+                                CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
+                            CK(cudaStreamEndCapture(w->s, &gr));
+                            CK(cudaGraphInstantiate(&j.gexec_r, gr, 0));
                         }
-                        R->pr[R->npr++] = pres{w->sp.kind, N, B, M, K, gbs, cgbs};
+                        const tstat ou = time_it(&j, W_OURS, o->reps, R->ev);
+                        const tstat gp = time_it(&j, W_GRAPH, o->reps, R->ev);
+                        if (first_path) {
+                            sc = time_it(&j, W_SCAN, o->reps, R->ev);
+                            ce = M ? time_it(&j, W_CEIL, o->reps, R->ev) : tstat{0, 0};
+                        }
+                        const tstat rg = M ? tstat{0, 0} : time_it(&j, W_GRAPHR, o->reps, R->ev);
+                        CK(cudaGraphExecDestroy(j.gexec));
+                        CK(cudaGraphDestroy(g));
+                        if (gr) {
+                            CK(cudaGraphExecDestroy(j.gexec_r));
+                            CK(cudaGraphDestroy(gr));
+                        }
+                        const double bytes = (double)N * M * w->row;
+                        const double gbs = M ? bytes / (ou.p50 * 1e3) : 0, cgbs = M ? bytes / (ce.p50 * 1e3) : 0;
+                        const double rc50 = rg.p50 / o->graph_calls, rc90 = rg.p90 / o->graph_calls;
+                        if (R->js) {
+                            FILE *f = R->js;
+                            fprintf(f, "{\"record\":\"config\",\"layout\":\"%s\",\"plan_path\":\"%s\",",
+                                    scat ? "scattered" : "compact", path_name[pi]);
+                            if (scat)
+                                fprintf(f, "\"host_pages\":\"%s\",\"span_gib\":%.3f,", pname(w->sp.kind),
+                                        (double)w->sp.bytes / (1ull << 30));
+                            fprintf(f, "\"batch\":%d,\"B\":%d,\"misses\":%d,\"K\":%d,\"k\":%d,\"row_bytes\":%u,\"reps\":%d,"
+                                       "\"ours_p50_us\":%.2f,\"ours_p90_us\":%.2f,\"graph_p50_us\":%.2f,\"graph_p90_us\":%.2f,"
+                                       "\"scan_p50_us\":%.2f,\"scan_p90_us\":%.2f,\"ours_over_scan\":%.4f,"
+                                       "\"graph_over_scan\":%.4f,\"speedup_vs_scan\":%.3f",
+                                    N, B, M, K, w->k, w->row, o->reps, ou.p50, ou.p90, gp.p50, gp.p90, sc.p50, sc.p90,
+                                    ou.p50 / sc.p50, gp.p50 / sc.p50, sc.p50 / ou.p50);
+                            if (M)
+                                fprintf(f, ",\"ceiling_p50_us\":%.2f,\"ceiling_p90_us\":%.2f,\"miss_gbs\":%.2f,"
+                                           "\"ceiling_gbs\":%.2f,\"ratio_to_ceiling\":%.3f",
+                                        ce.p50, ce.p90, gbs, cgbs, ce.p50 / ou.p50);
+                            else
+                                fprintf(f, ",\"graph_calls\":%d,\"graph_calls_p50_us\":%.2f,\"graph_per_call_p50_us\":%.3f,"
+                                           "\"graph_per_call_p90_us\":%.3f,\"graph_per_call_over_scan\":%.4f",
+                                        o->graph_calls, rg.p50, rc50, rc90, rc50 / sc.p50);
+                            fprintf(f, "}\n");
+                            fflush(f);
+                        }
+                        if (R->tab) {
+                            char cl[64], rl[32];
+                            if (M) snprintf(cl, sizeof cl, "%8.2f | %7.2f %7.2f %5.2f", ce.p50, gbs, cgbs, ce.p50 / ou.p50);
+                            else snprintf(cl, sizeof cl, "%8s | %7s %7s %5s", "-", "-", "-", "-");
+                            if (M) snprintf(rl, sizeof rl, "%8s", "-");
+                            else snprintf(rl, sizeof rl, "%8.2f", rc50);
+                            fprintf(R->tab, "%-4s %-7s %5d %6d %5d %2d | %8.2f %8.2f %8.2f | %8.2f %8.2f | %s | %6.3f | %s | %s\n",
+                                    scat ? "scat" : "comp", scat ? pname(w->sp.kind) : "-", N, B, M, K, ou.p50, ou.p90,
+                                    gp.p50, sc.p50, sc.p90, cl, ou.p50 / sc.p50, rl, path_name[pi]);
+                            fflush(R->tab);
+                        }
+                        if (scat && M && first_path) {
+                            if (R->npr == R->cap) {
+                                R->cap = R->cap ? 2 * R->cap : 64;
+                                R->pr = (pres *)realloc(R->pr, (size_t)R->cap * sizeof(pres));
+                                if (!R->pr) CK(cudaErrorMemoryAllocation);
+                            }
+                            R->pr[R->npr++] = pres{w->sp.kind, N, B, M, K, gbs, cgbs};
+                        }
                     }
                 }
         }
 }
 
-/* plan kernel alone and copy kernel alone (compact layout) */
+/* plan kernel alone and copy kernel alone (compact layout), per plan path; with a phase-timing build
+   (dhs_dres_phase_read), the plan kernel's phase boundaries of block 0, mean us from its start */
 static void breakdown(runner *R, const dhs_bench_sweep *sw)
 {
     world *w = R->w;
     const dhs_bench_resolve_opts *o = R->o;
-    if (R->tab) fprintf(R->tab, "# breakdown (compact layout), p50/p90 us: batch B M K | plan(+err store) | copy-only\n");
+    const int paths = o->plan_paths ? o->plan_paths : DHS_BENCH_PATH_FEW;
+    static const char *const ph_name[DHS_DRES_PHASES] = {"start", "init", "hits", "claims|dedupe", "ranks",
+                                                         "victims", "pairs", "locs", "end"};
+    const int timing = dhs_dres_phase_read(0, 1, NULL, NULL) == cudaSuccess;
+    (void)cudaGetLastError();
+    if (R->tab) {
+        fprintf(R->tab, "# breakdown (compact layout), p50/p90 us: batch B M K | plan(+err store) | copy-only | path\n");
+        if (timing)
+            fprintf(R->tab, "# phases: mean us from the plan kernel's start to each block-wide boundary of block 0 (path "
+                            "taken by block 0; '-' not passed): %s %s %s %s %s %s %s %s\n",
+                    ph_name[1], ph_name[2], ph_name[3], ph_name[4], ph_name[5], ph_name[6], ph_name[7], ph_name[8]);
+        else
+            fprintf(R->tab, "# phases: not in this build (cmake -DDHS_DRES_PHASE_TIMING=ON)\n");
+    }
     for (int bi = 0; bi < sw->n_batch; bi++)
         for (int hi = 0; hi < sw->n_hot; hi++) {
             const int32_t N = (int32_t)sw->batch[bi], B = (int32_t)sw->hot[hi];
@@ -1004,19 +1033,49 @@ static void breakdown(runner *R, const dhs_bench_sweep *sw)
                     progress(R, "breakdown", N, B, j.M, j.K);
                     j.np = make_sel(w, &j.st, N, j.M);
                     set_round(w, N, j.K);
-                    const tstat pl = time_it(&j, W_PLAN, o->reps, R->ev);
-                    /* the copy kernel moves the pairs of the last plan: one plan on a fresh state first */
-                    init_state<<<dim3(64, (unsigned)N), 256, 0, w->s>>>(j.st, w->lru);
-                    CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, 4 * w->sms, w->s));
-                    const tstat cp = time_it(&j, W_COPY, o->reps, R->ev);
-                    if (R->tab)
-                        fprintf(R->tab, "# breakdown %4d %6d %5d %2d | %8.2f %8.2f | %8.2f %8.2f\n", N, B, j.M, j.K, pl.p50,
-                                pl.p90, cp.p50, cp.p90);
-                    if (R->js)
-                        fprintf(R->js, "{\"record\":\"breakdown\",\"layout\":\"compact\",\"batch\":%d,\"B\":%d,\"misses\":%d,"
-                                       "\"K\":%d,\"plan_p50_us\":%.2f,\"plan_p90_us\":%.2f,\"copy_p50_us\":%.2f,"
-                                       "\"copy_p90_us\":%.2f}\n",
-                                N, B, j.M, j.K, pl.p50, pl.p90, cp.p50, cp.p90);
+                    for (int pi = 0; pi < 3; pi++) {
+                        if (!(paths & (1 << pi))) continue;
+                        j.st.plan_flags = path_flags[pi];
+                        if (timing) CK(dhs_dres_phase_read(0, 1, NULL, NULL));
+                        const tstat pl = time_it(&j, W_PLAN, o->reps, R->ev);
+                        double us[2][DHS_DRES_PHASES];
+                        unsigned long long nc[2][DHS_DRES_PHASES];
+                        if (timing) {
+                            CK(dhs_dres_phase_read(0, 0, us[0], nc[0]));
+                            CK(dhs_dres_phase_read(1, 1, us[1], nc[1]));
+                        }
+                        /* the copy kernel moves the pairs of the last plan: one plan on a fresh state first */
+                        init_state<<<dim3(64, (unsigned)N), 256, 0, w->s>>>(j.st, w->lru);
+                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, 4 * w->sms, w->s));
+                        const tstat cp = time_it(&j, W_COPY, o->reps, R->ev);
+                        if (R->tab)
+                            fprintf(R->tab, "# breakdown %4d %6d %5d %2d | %8.2f %8.2f | %8.2f %8.2f | %s\n", N, B, j.M, j.K,
+                                    pl.p50, pl.p90, cp.p50, cp.p90, path_name[pi]);
+                        if (R->js)
+                            fprintf(R->js, "{\"record\":\"breakdown\",\"layout\":\"compact\",\"plan_path\":\"%s\","
+                                           "\"batch\":%d,\"B\":%d,\"misses\":%d,\"K\":%d,\"plan_p50_us\":%.2f,"
+                                           "\"plan_p90_us\":%.2f,\"copy_p50_us\":%.2f,\"copy_p90_us\":%.2f}\n",
+                                    path_name[pi], N, B, j.M, j.K, pl.p50, pl.p90, cp.p50, cp.p90);
+                        for (int t = 0; timing && t < 2; t++) {
+                            if (!nc[t][DHS_DRES_PHASES - 1]) continue; /* block 0 never took this path */
+                            char line[512];
+                            int n = snprintf(line, sizeof line, "# phases %4d %6d %5d %2d | %-5s block0=%-5s %6llu calls |",
+                                             N, B, j.M, j.K, path_name[pi], t ? "few" : "block",
+                                             nc[t][DHS_DRES_PHASES - 1]);
+                            for (int i = 1; i < DHS_DRES_PHASES && n < (int)sizeof line; i++)
+                                n += nc[t][i] ? snprintf(line + n, sizeof line - n, " %6.2f", us[t][i])
+                                              : snprintf(line + n, sizeof line - n, " %6s", "-");
+                            if (R->tab) fprintf(R->tab, "%s\n", line);
+                            if (R->js) {
+                                fprintf(R->js, "{\"record\":\"phases\",\"plan_path\":\"%s\",\"block0_path\":\"%s\",\"batch\":%d,"
+                                               "\"B\":%d,\"misses\":%d,\"K\":%d,\"calls\":%llu,\"us\":{",
+                                        path_name[pi], t ? "few" : "block", N, B, j.M, j.K, nc[t][DHS_DRES_PHASES - 1]);
+                                for (int i = 1, c = 0; i < DHS_DRES_PHASES; i++)
+                                    if (nc[t][i]) fprintf(R->js, "%s\"%s\":%.3f", c++ ? "," : "", ph_name[i], us[t][i]);
+                                fprintf(R->js, "}}\n");
+                            }
+                        }
+                    }
                 }
         }
 }
@@ -1151,9 +1210,9 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
                     "resolve costs inside a captured decode step, without the per-launch event floor\n",
             o->graph_calls, o->graph_calls);
     if (R.tab) {
-        fprintf(R.tab, "%-4s %-7s %5s %6s %5s %2s | %8s %8s %8s | %8s %8s | %8s | %7s %7s %5s | %6s | %8s\n", "lay", "pages",
+        fprintf(R.tab, "%-4s %-7s %5s %6s %5s %2s | %8s %8s %8s | %8s %8s | %8s | %7s %7s %5s | %6s | %8s | %s\n", "lay", "pages",
                 "batch", "B", "M", "K", "ours50", "ours90", "graph50", "scan50", "scan90", "ceil50", "GB/s", "ceilGB",
-                "ratio", "o/scan", "R/call");
+                "ratio", "o/scan", "R/call", "path");
     }
     if (o->layouts & DHS_BENCH_COMPACT) sweep(&R, &o->compact, DHS_BENCH_COMPACT);
     int measured[4], nm = 0;

@@ -32,6 +32,10 @@ extern "C" {
 #define DHS_BENCH_MAX_K 2048      /* the scan baseline's shared-memory hash holds 8 k keys at K > 1 */
 #define DHS_BENCH_MAX_ROW 8192    /* row bytes, multiple of 16 */
 
+/* plan paths (bits of dhs_bench_resolve_opts.plan_paths): the plan kernel's few-miss path where a request
+   fits it (the library's default), the block-wide miss path only, and the few-miss path copying its own
+   rows (dres_state.plan_flags 0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_FUSED_COPY) */
+enum { DHS_BENCH_PATH_FEW = 1, DHS_BENCH_PATH_BLOCK = 2, DHS_BENCH_PATH_FUSED = 4 };
 /* layouts (bits) */
 enum { DHS_BENCH_COMPACT = 1, DHS_BENCH_SCATTERED = 2 };
 /* host page kinds of the scattered span; ALL measures each kind the machine allows */
@@ -49,6 +53,8 @@ typedef struct dhs_bench_resolve_opts {
                                   with M = 0 read no host memory and are left out */
     dhs_bench_sweep breakdown; /* plan kernel alone and copy kernel alone (compact layout); off if empty */
     int layouts;               /* DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED */
+    int plan_paths;            /* DHS_BENCH_PATH_* bits; 0 = DHS_BENCH_PATH_FEW. Both: every configuration is timed
+                                  with each, on the same selections (the scan and ceiling once) */
     int32_t k, row_bytes;
     int32_t reps;              /* timed repetitions of every timing (p50 / p90) */
     int32_t graph_calls;       /* R: resolves captured back to back in one graph (M = 0 configurations) */
@@ -86,6 +92,7 @@ static inline void dhs_bench_resolve_defaults(dhs_bench_resolve_opts *o)
     dhs_bench_sweep_set(&o->compact, b, 4, h, 4, m, 4, q, 2);
     o->scattered = o->compact;
     o->layouts = DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED;
+    o->plan_paths = DHS_BENCH_PATH_FEW;
     o->k = 2048;
     o->row_bytes = 656;
     o->reps = 60;
@@ -130,6 +137,8 @@ static inline int dhs_bench_resolve_validate(const dhs_bench_resolve_opts *o, ch
     if (o->host_pages < DHS_BENCH_PAGES_DEFAULT || o->host_pages > DHS_BENCH_PAGES_ALL)
         return snprintf(why, n, "unknown host page kind %d", o->host_pages), -1;
     if (!(o->layouts & (DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED))) return snprintf(why, n, "no layout"), -1;
+    if (o->plan_paths & ~(DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_FUSED))
+        return snprintf(why, n, "unknown plan path bits %#x", (unsigned)o->plan_paths), -1;
     if ((o->layouts & DHS_BENCH_COMPACT) && dhs_bench_sweep_validate(&o->compact, o->k, "compact", why, n)) return -1;
     if ((o->layouts & DHS_BENCH_SCATTERED) && dhs_bench_sweep_validate(&o->scattered, o->k, "scattered", why, n)) return -1;
     if (dhs_bench_sweep_validate(&o->breakdown, o->k, "breakdown", why, n)) return -1;

@@ -172,7 +172,10 @@ static int bench_resolve(int argc, char **argv)
     int64_t k = 2048, rounds = 2000, row_bytes = 576, repeats64 = 5;
     int32_t reps = 60, graph_calls = 16;
     double span_gib = 8;
-    int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0;
+    int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0, plan_path = 0, seen_path = 0;
+    static const char *const plan_paths[] = {"few", "block", "both", "fused", "all", NULL};
+    static const int plan_bits[] = {DHS_BENCH_PATH_FEW, DHS_BENCH_PATH_BLOCK, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK,
+                                    DHS_BENCH_PATH_FUSED, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_FUSED};
     int seen_hot = 0, seen_mis = 0, seen_row = 0, seen_batch = 0, seen_q = 0, seen_rounds = 0, seen_pol = 0,
         seen_repeat = 0, seen_reps = 0, seen_graph = 0, seen_layout = 0, seen_span = 0, seen_pages = 0;
     const char *output = NULL;
@@ -216,7 +219,14 @@ static int bench_resolve(int argc, char **argv)
          .help = "cuda: pages of the scattered span: cudaHostAlloc (default), mmap + MADV_HUGEPAGE (thp), "
                  "hugetlbfs 2 MiB / 1 GiB (2m, 1g) registered with cudaHostRegister; all: every kind the machine "
                  "allows, the others reported as not available (implies --layout scattered unless given)"},
-        A_BOOL("--breakdown", &brk, "cuda: also the plan kernel alone and the copy kernel alone (compact layout)"),
+        A_BOOL("--breakdown", &brk, "cuda: also the plan kernel alone and the copy kernel alone (compact layout); in a "
+                                    "build with -DDHS_DRES_PHASE_TIMING=ON also the plan kernel's phase times"),
+        {.name = "--plan-path", .type = ARG_ENUM, .dest = &plan_path, .choices = plan_paths, .seen = &seen_path,
+         .help = "cuda: the plan kernel's miss path: few (the library's: a request with at most 64 miss entries takes "
+                 "the few-miss path), block (the block-wide path for every request), both (few and block), fused "
+                 "(the few-miss path copying its own rows, the copy kernel skipped when no block left any), all "
+                 "(the three); several paths: each configuration timed with each, same selections, a 'path' "
+                 "column"},
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "cuda: no progress on stderr"},
         A_BOOL("--json", &json, "cpu: one JSON object (with version, commit, date, host, device); cuda: one JSON "
                                 "object per line (a run record, then one per configuration), nothing else on stdout"),
@@ -260,6 +270,7 @@ static int bench_resolve(int argc, char **argv)
         dhs_bench_sweep_set(&o.compact, batch, nbatch, Bs, nB, mis, nmis, qs, nq);
         o.scattered = o.compact;
         if (brk) o.breakdown = o.compact;
+        o.plan_paths = plan_bits[plan_path];
         o.layouts = layout == 0 ? DHS_BENCH_COMPACT : layout == 1 ? DHS_BENCH_SCATTERED : DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED;
         o.k = (int32_t)k;
         o.row_bytes = (int32_t)row_bytes;
@@ -276,7 +287,8 @@ static int bench_resolve(int argc, char **argv)
         const flag_seen cuda_only[] = {{seen_batch, "--batch"}, {seen_q, "--queries"},     {seen_reps, "--reps"},
                                        {seen_graph, "--graph-calls"}, {seen_layout, "--layout"},
                                        {seen_span, "--span-gib"}, {seen_pages, "--host-pages"},
-                                       {brk, "--breakdown"},          {quiet, "--quiet"}};
+                                       {brk, "--breakdown"},          {quiet, "--quiet"},
+                                       {seen_path, "--plan-path"}};
         int r = other_backend_flag(cmd.prog, cuda_only, sizeof cuda_only / sizeof cuda_only[0], "cuda");
         if (r) return r;
     }

@@ -60,6 +60,8 @@
 #endif
 
 #define DRES_PROMO_BIT 0x80000000u /* used[q] = epoch ^ this: promoted in this pass */
+#define DRES_PLAN_BLOCK_ONLY 1     /* dres_state.plan_flags: never the few-miss path of the CUDA plan kernel */
+#define DRES_PLAN_FUSED_COPY 2     /* dres_state.plan_flags: the few-miss path copies its own rows (payload, not split) */
 
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
 enum { DRES_PAD = -1 };
@@ -115,7 +117,9 @@ typedef struct dres_state {
     int64_t n_host_chunks; /* chunk-table stride per (slot, source) */
     int32_t stage_rows;    /* staging rows per request slot and arena: K_max * sel_k * the group's
                               OWN/REINDEX calls per round (dhs_sizes.staging_rows_per_slot) */
-    int32_t pad_;
+    int32_t plan_flags;    /* CUDA only, 0 in the library: DRES_PLAN_BLOCK_ONLY makes every request take the
+                              block-wide miss path (benchmarks and tests compare the two paths; the
+                              decisions are the same) */
     /* hot state (device only) */
     int32_t *slot_of;      /* [N][max_rows] -1 absent, q < B hot, B + i staged index i */
     int32_t *row_of;       /* [N][B] -1 empty */

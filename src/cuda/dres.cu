@@ -35,6 +35,13 @@
  *   4. the misses' locations; stats by block reduction + one atomicAdd per
  *      counter.
  *   Steps 3 and 4 take DM misses of a thread at once the same way.
+ * Few-miss path (FEW = true, the library's variant): a request with at most
+ * FEW_MAX (64) miss entries replaces steps 2-4 by four barriers and two
+ * dependent global round trips (see the comment at its code): a shared list
+ * of the miss entries built after the pass, distinct misses ranked by warp 0
+ * while every warp loads one chunk of the CLOCK sweep, the chunk decided by
+ * every warp from shared window masks, then assignment and locations
+ * together. dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
@@ -70,7 +77,11 @@ static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT en
 
 typedef struct dres_scratch {
     unsigned long long errkey; /* smallest error key of the last plan kernel, NO_ERR = none */
-    unsigned long long pad;
+    unsigned long long ticket; /* plan blocks done (high 32 bits) and those that left pairs to the copy
+                                  kernel (low 32 bits); the last plan block resets it to 0 */
+    unsigned int skip;         /* set by the last plan block: no block left pairs, the copy kernel has
+                                  nothing to move */
+    unsigned int pad;
 } dres_scratch;
 
 /* ------------------------------------------------------------ helpers */
@@ -122,6 +133,13 @@ static __device__ __forceinline__ int block_excl_scan(int v, int *sw, int nwarp,
     return r;
 }
 
+/* position of the k-th (1-based) set bit of m (m has at least k) */
+static __device__ __forceinline__ int nth_bit(uint32_t m, int k)
+{
+    for (int i = 1; i < k; i++) m &= m - 1u;
+    return __ffs((int)m) - 1;
+}
+
 /* adds v of every thread into *sh (shared), one atomic per warp */
 static __device__ __forceinline__ void block_add(int *sh, int v)
 {
@@ -160,10 +178,11 @@ static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_ro
    per window) cuts them where the CPU stops. Chunks start at ceil(need / DT)
    tiles and double. Victims are marked mark_taken at once. *s_taken (zeroed
    by the caller) gets the victims that were protected in round `epoch`.
-   Returns the victims found (all threads). */
+   Returns the victims found (all threads). scanned0: slots of the same sweep
+   already consumed (the few-miss path's chunk; 0 otherwise), for the pass limit. */
 static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t hand, int32_t need, uint32_t mark,
                                       uint32_t mark_taken, uint32_t epoch, int32_t *victims, int *s_cnt, int *s_w,
-                                      int *s_stop, int *s_taken)
+                                      int *s_stop, int *s_taken, int64_t scanned0)
 {
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t B = st->B;
@@ -172,7 +191,7 @@ static __device__ int32_t sweep_block(const dres_state *st, int32_t r, int32_t h
     int32_t *meta = st->meta + (int64_t)r * DRES_META;
     int32_t h = hand, got = 0; /* meta[DRES_M_HAND], read by the caller */
     int taken = 0;
-    int64_t scanned = 0;
+    int64_t scanned = scanned0; /* slots this sweep's pass has consumed before (the few-miss chunk) */
     const int64_t limit = 2 * (int64_t)B + 32;
     int ntile = (int)((need + DT - 1) / DT);
     if (ntile < 1) ntile = 1;
@@ -329,23 +348,90 @@ static dres_divs divs_make(const dres_state *st, int32_t k)
 
 /* ------------------------------------------------------------ plan kernel */
 
+/* Phase timestamps (compile-time, off by default): built with -DDRES_PHASE_TIMING (CMake
+   -DDHS_DRES_PHASE_TIMING=ON), thread 0 of block 0 of every plan kernel reads clock64 at each
+   block-wide phase boundary (right after a barrier, so the time is the block's) and adds the cycles
+   since its start to a device sum per (path, boundary); globaltimer at the start and end calibrates
+   cycles to ns. dhs_dres_phase_read gives the means. Without the macro PH() is empty. */
+#ifdef DRES_PHASE_TIMING
+__device__ unsigned long long g_ph_cyc[2][DHS_DRES_PHASES]; /* [path][boundary] cycles from the start */
+__device__ unsigned long long g_ph_n[2][DHS_DRES_PHASES];   /* calls that passed the boundary */
+__device__ unsigned long long g_ph_ns[2], g_ph_cy[2];       /* globaltimer ns and cycles start..end */
+static __device__ __forceinline__ unsigned long long ph_gtimer(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#define PH_DECL                                                                                              \
+    __shared__ long long ph_[DHS_DRES_PHASES]; /* shared, not registers: the timing build must not spill */ \
+    __shared__ unsigned long long ph_g0;                                                                     \
+    if (threadIdx.x == 0 && blockIdx.x == 0) {                                                               \
+        for (int i_ = 1; i_ < DHS_DRES_PHASES; i_++) ph_[i_] = -1;                                           \
+        ph_g0 = ph_gtimer();                                                                                 \
+        ph_[0] = clock64();                                                                                  \
+    }
+#define PH(i)                                                                                                \
+    do {                                                                                                     \
+        if (threadIdx.x == 0 && blockIdx.x == 0) ph_[i] = clock64();                                       \
+    } while (0)
+#define PH_END(path)                                                                                         \
+    do {                                                                                                     \
+        if (threadIdx.x == 0 && blockIdx.x == 0) {                                                           \
+            const long long e_ = clock64();                                                                  \
+            const unsigned long long g_ = ph_gtimer();                                                       \
+            ph_[DHS_DRES_PHASES - 1] = e_;                                                                   \
+            for (int i_ = 1; i_ < DHS_DRES_PHASES; i_++)                                                     \
+                if (ph_[i_] >= 0) {                                                                          \
+                    atomicAdd(&g_ph_cyc[path][i_], (unsigned long long)(ph_[i_] - ph_[0]));                  \
+                    atomicAdd(&g_ph_n[path][i_], 1ull);                                                      \
+                }                                                                                            \
+            atomicAdd(&g_ph_ns[path], g_ - ph_g0);                                                           \
+            atomicAdd(&g_ph_cy[path], (unsigned long long)(e_ - ph_[0]));                                    \
+        }                                                                                                    \
+    } while (0)
+#else
+#define PH_DECL
+#define PH(i) do { } while (0)
+#define PH_END(path) do { } while (0)
+#endif
+
 #define DU 4 /* entries of one thread whose loads are in flight together */
 template <int V> struct dres_ic {
     static constexpr int value = V;
 };
 #define DM 2 /* misses of one thread in flight together (4 spills at 64 registers) */
+#define FEW_MAX 64             /* the few-miss path: at most this many miss entries in a request */
+#define FEW_WIN 64             /* CLOCK windows of 32 slots loaded at once by the few-miss path */
+#define FEW_WPW (FEW_WIN / NWARP) /* windows per warp */
+static_assert(FEW_WIN % NWARP == 0 && FEW_WIN == 64, "few-miss chunk: two windows per lane of one warp");
+static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
 
+/* FEW = false: the block-wide miss path only (steps 2-4 of the header); FEW = true: a request whose
+   miss entries fit FEW_MAX takes the few-miss path instead (plan_fewmiss below), others the
+   block-wide one. The launcher picks FEW = false for states with DRES_PLAN_BLOCK_ONLY. */
+template <bool FEW>
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
-                                                              const __grid_constant__ dres_divs dv)
+                                                              const __grid_constant__ dres_divs dv, int fuse)
 {
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
     __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
     __shared__ unsigned long long s_err;
+    /* few-miss path: the request's miss entries (e, s) in no order, their distinct-miss index, the
+       distinct misses in first-occurrence order, first-occurrence keys, the chunk's window masks,
+       victims */
+    __shared__ int s_nm, s_nd;
+    __shared__ int2 s_fl[FEW ? FEW_MAX : 1];
+    __shared__ int s_fd[FEW ? FEW_MAX : 1], s_dm[FEW ? FEW_MAX : 1], s_fkey[FEW ? FEW_MAX : 1];
+    __shared__ uint32_t s_em[FEW ? FEW_WIN : 1], s_rm[FEW ? FEW_WIN : 1];
+    __shared__ int s_vic[FEW ? FEW_MAX : 1];
+    int few_path = 0;
+    (void)few_path;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.spec_width;
@@ -355,16 +441,20 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
        copy kernel inside a captured step): wait for that grid before reading anything (a no-op when
        the launch had no programmatic edge) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    PH_DECL /* boundary 0: after the wait */
+    int left = 0; /* thread 0: this block leaves pairs to the copy kernel */
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch;
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
         s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
+        if (FEW) s_nm = 0;
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
     }
     __syncthreads(); /* shared init */
+    PH(1);
     /* whether slot b is in the round: loads issued now, used at the end */
     const int in_round = slot_in_round(rd, n_round);
 
@@ -495,6 +585,18 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         } else {
             for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base);
         }
+        if (FEW) { /* the few-miss path's list of miss entries (e, s): one shared atomic per warp; entries
+                      past FEW_MAX are counted, not stored (the request then takes the block-wide path).
+                      Built here from the miss bits, not inside the pass, where it cost spills */
+            const int cnt = __popc(mm), inc = warp_incl_scan(cnt);
+            int w0 = 0;
+            if (lane == 31 && inc) w0 = atomicAdd(&s_nm, inc);
+            int i0 = __shfl_sync(FULL, w0, 31) + inc - cnt;
+            for (uint32_t x = mm; x && i0 < FEW_MAX; x &= x - 1, i0++) {
+                const int64_t e = (int64_t)(__ffs((int)x) - 1) * DT + tid;
+                s_fl[i0] = make_int2((int)e, __ldg(selb + e));
+            }
+        }
         if (tid == 0) { /* meta is only touched by this thread before the next barrier */
             int32_t np = m_np;
             if (m_pe != (int32_t)epoch) {
@@ -508,6 +610,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         block_add(&s_prot, c_prot);
         if (my_err != NO_ERR) atomicMin(&s_err, my_err);
         const int any_miss = __syncthreads_or(mm != 0);
+        PH(2);
         int c_host = 0;
         if (!any_miss) {
             if (tid == 0) {
@@ -515,13 +618,276 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 st.ndmiss[r] = 0;
                 st.npairs[r] = 0;
             }
+        } else if (FEW && s_nm <= FEW_MAX) {
+            few_path = 1;
+            /* The few-miss path (at most FEW_MAX miss entries): the same decisions as
+               steps 2-5 with four barriers instead of ~20 and two dependent global round
+               trips instead of ~10:
+               a. every warp loads `used` and `ref` of its windows of ONE chunk of the CLOCK
+                  sweep from the hand (FEW_WIN windows of 32 slots: [hand, B) cut at B, then
+                  the windows of [0, hand) that end at or before the hand, so no slot is read
+                  twice); meanwhile warp 0 finds the distinct misses and their first-occurrence
+                  ranks from the shared list (two O(n^2) passes over <= 64 entries, no global
+                  claim); window masks to shared; barrier B;
+               b. every warp decides the whole chunk redundantly from the masks (per-lane
+                  counts, one warp scan; the windowed rule of dres_sweep_window within a pass
+                  is "the first `want` eligible slots from the hand", and the chunk is whole
+                  windows of the CPU's window sequence), then marks its own windows' victims
+                  and clears their reference bits; a chunk with too few victims hands the rest
+                  to sweep_block from the chunk's end (after a barrier, with the slots already
+                  consumed counted for the pass limit); barrier C;
+               c. assignment (threads < nd) and the misses' locations (threads 64..) from the
+                  distinct index of each miss entry, without reading slot_of back. */
+            const int nm = s_nm;
+            const int32_t filled = s_filled, h0 = s_hand;
+            /* a sweep can happen only when the misses outnumber the free slots; then every free
+               slot is taken (marked this round), so slots >= filled are never eligible */
+            const int sweep_maybe = nm > B - filled;
+            const int nw1 = (B - h0 + 31) / 32, nw2 = h0 / 32;
+            const int nwin = nw1 + nw2 < FEW_WIN ? nw1 + nw2 : FEW_WIN;
+            int32_t qw[FEW_WPW];
+            uint32_t uw[FEW_WPW];
+            uint8_t fw[FEW_WPW];
+#pragma unroll
+            for (int j = 0; j < FEW_WPW; j++) {
+                const int w = warp + NWARP * j;
+                qw[j] = -1;
+                uw[j] = epoch;
+                fw[j] = 0;
+                if (sweep_maybe && w < nwin) {
+                    const int32_t start = w < nw1 ? h0 + 32 * w : 32 * (w - nw1);
+                    const int32_t width = w < nw1 ? (B - start < 32 ? B - start : 32) : 32;
+                    if (lane < width) {
+                        qw[j] = start + lane;
+                        uw[j] = __ldcg(used + qw[j]);
+                        fw[j] = __ldcg(ref + qw[j]);
+                    }
+                }
+            }
+            if (warp == 0) { /* distinct misses: entry l and l + 32 of each lane */
+                const int2 xa = lane < nm ? s_fl[lane] : make_int2(INT32_MAX, -1);
+                const int2 xb = lane + 32 < nm ? s_fl[lane + 32] : make_int2(INT32_MAX, -1);
+                int fa = xa.x, fb = xb.x; /* the smallest e of the same row: its first occurrence */
+#pragma unroll 4
+                for (int j = 0; j < nm; j++) {
+                    const int2 x = s_fl[j];
+                    if (x.y == xa.y && x.x < fa) fa = x.x;
+                    if (x.y == xb.y && x.x < fb) fb = x.x;
+                }
+                const bool first_a = lane < nm && fa == xa.x, first_b = lane + 32 < nm && fb == xb.x;
+                if (lane < nm) s_fkey[lane] = first_a ? xa.x : INT32_MAX;
+                if (lane + 32 < nm) s_fkey[lane + 32] = first_b ? xb.x : INT32_MAX;
+                __syncwarp();
+                int da = 0, db = 0; /* rank of the first occurrence among all first occurrences */
+#pragma unroll 4
+                for (int j = 0; j < nm; j++) {
+                    const int key = s_fkey[j];
+                    da += key < fa;
+                    db += key < fb;
+                }
+                if (first_a) {
+                    s_dm[da] = xa.y;
+                    dmiss[da] = xa.y;
+                }
+                if (first_b) {
+                    s_dm[db] = xb.y;
+                    dmiss[db] = xb.y;
+                }
+                if (lane < nm) s_fd[lane] = da;
+                if (lane + 32 < nm) s_fd[lane + 32] = db;
+                const int ndw = __popc(__ballot_sync(FULL, first_a)) + __popc(__ballot_sync(FULL, first_b));
+                if (lane == 0) s_nd = ndw;
+            }
+#pragma unroll
+            for (int j = 0; j < FEW_WPW; j++) {
+                const int w = warp + NWARP * j;
+                const bool live = qw[j] >= 0 && qw[j] < filled && dres_eligible(uw[j], epoch);
+                const uint32_t em = __ballot_sync(FULL, live && !fw[j]), rm = __ballot_sync(FULL, live && fw[j]);
+                if (lane == 0 && w < nwin) {
+                    s_em[w] = em;
+                    s_rm[w] = rm;
+                }
+            }
+            __syncthreads(); /* B: distinct misses, window masks */
+            PH(3);
+            const int32_t nd = s_nd;
+            const int32_t nfree = nd < B - filled ? nd : B - filled;
+            for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
+            const int32_t nprot = s_nprot0 + s_prot + nfree;
+            int32_t want = nd - nfree, avail = B - nprot;
+            if (want > avail) want = avail;
+            if (want < 0) want = 0;
+            int32_t *victims = st.victim + (int64_t)r * per_slot;
+            int32_t nv = 0, hand = h0;
+            int fallback = 0;
+            if (want > 0) {
+                /* lane l: windows 2l, 2l + 1 of the chunk */
+                const uint32_t ea = 2 * lane < nwin ? s_em[2 * lane] : 0u, eb = 2 * lane + 1 < nwin ? s_em[2 * lane + 1] : 0u;
+                const int ca = __popc(ea), inc = warp_incl_scan(ca + __popc(eb)), pre = inc - ca - __popc(eb);
+                const int total = __shfl_sync(FULL, inc, 31);
+                const int n = total < want ? total : want;
+                int wstar, stop_off; /* the window of the last victim and the slots consumed in it */
+                if (total >= want) {
+                    const uint32_t at = __ballot_sync(FULL, pre < n && n <= inc);
+                    const int src = __ffs(at) - 1;
+                    int ws = 0, so = 0;
+                    if (lane == src) {
+                        if (n - pre <= ca) {
+                            ws = 2 * lane;
+                            so = nth_bit(ea, n - pre) + 1;
+                        } else {
+                            ws = 2 * lane + 1;
+                            so = nth_bit(eb, n - pre - ca) + 1;
+                        }
+                    }
+                    wstar = __shfl_sync(FULL, ws, src);
+                    stop_off = __shfl_sync(FULL, so, src);
+                } else {
+                    fallback = 1;
+                    wstar = nwin - 1;
+                    stop_off = 32;
+                }
+#pragma unroll
+                for (int j = 0; j < FEW_WPW; j++) {
+                    const int w = warp + NWARP * j;
+                    /* victims before window w: from the lane holding it */
+                    const int pw = __shfl_sync(FULL, pre + ((w & 1) ? ca : 0), w >> 1);
+                    if (w < nwin && w <= wstar && qw[j] >= 0) {
+                        const uint32_t em = s_em[w], rm = s_rm[w];
+                        const int q = qw[j];
+                        if ((em >> lane) & 1u) {
+                            const int rank = pw + __popc(em & ((1u << lane) - 1u));
+                            if (rank < n) {
+                                victims[rank] = q;
+                                s_vic[rank] = q;
+                                used[q] = epoch;
+                            }
+                        }
+                        if (((rm >> lane) & 1u) && (w < wstar || lane < stop_off)) ref[q] = 0;
+                    }
+                }
+                const int32_t wst = wstar < nw1 ? h0 + 32 * wstar : 32 * (wstar - nw1);
+                hand = (int32_t)((wst + stop_off) % B);
+                if (fallback) {
+                    stop_off = wstar < nw1 ? (B - wst < 32 ? B - wst : 32) : 32;
+                    hand = (int32_t)((wst + stop_off) % B);
+                    const int64_t scanned = nwin < nw1 ? (int64_t)32 * nwin : (int64_t)(B - h0) + 32 * (nwin - nw1);
+                    __syncthreads(); /* the chunk's used / ref stores before sweep_block reads them */
+                    nv = n + sweep_block(sp, r, hand, want - n, epoch, epoch, epoch, victims + n, s_cnt, s_w, &s_stop,
+                                         &s_taken, scanned);
+                } else {
+                    nv = n;
+                }
+            }
+            __syncthreads(); /* C: victims (shared; global after a fallback sweep) */
+            PH(5);
+            const int32_t nhot = nfree + nv;
+            const int32_t nstaged = s_nstaged;
+            const int32_t owner = *(volatile int32_t *)st.stage_owner;
+            const int ours = owner == -1 || owner == st.group;
+            int32_t room = s_arena0 < 0 || !ours ? 0 : st.stage_rows - nstaged;
+            if (room < 0) room = 0;
+            const int32_t nst = nd - nhot < room ? nd - nhot : room;
+            uint64_t *pairs = st.pairs + (int64_t)r * per_slot * nsrc * 2;
+            if (tid < FEW_MAX) { /* distinct miss i = tid: slot, eviction, copy list */
+                const int32_t i = tid;
+                if (i < nd) {
+                    /* every load first (the evicted row, source 0's chunk and page table), then the stores:
+                       one dependent round trip, not two */
+                    const int32_t s = s_dm[i];
+                    int64_t cv = -1;
+                    int32_t q = -1, old = -1;
+                    if (i < nhot) {
+                        q = i < nfree ? filled + i : fallback ? victims[i - nfree] : s_vic[i - nfree];
+                        if (i >= nfree) old = row_of[q];
+                        cv = DRES_CODE(DRES_K_HOT, q);
+                    } else if (i < nhot + nst) {
+                        cv = DRES_CODE(DRES_K_STAGE, nstaged + (i - nhot));
+                    }
+                    uint64_t hs0 = 0;
+                    int64_t ph0 = 0;
+                    if (cv >= 0) {
+                        hs0 = host_row_fast(sp, dv, r, 0, s);
+                        ph0 = phys_fast(sp, dv, r, 0, cv);
+                    }
+                    if (i < nhot) {
+                        if (old >= 0) slot_of[old] = -1;
+                        row_of[q] = s;
+                        slot_of[s] = q;
+                        ref[q] = 1;
+                    } else if (i < nhot + nst) {
+                        const int32_t sidx = nstaged + (i - nhot);
+                        st.staged_row[(int64_t)r * st.stage_rows + sidx] = s;
+                        slot_of[s] = B + sidx;
+                    } else {
+                        slot_of[s] = -1;
+                        if (i == nhot + nst) atomicMin(&s_err, (unsigned long long)err_key(b, 1, i, 16));
+                    }
+                    if (cv >= 0) {
+                        pairs[2 * (int64_t)i * nsrc] = hs0;
+                        pairs[2 * (int64_t)i * nsrc + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)ph0 * st.row_stride);
+                        for (int32_t si = 1; si < nsrc; si++) {
+                            const int64_t pi = (int64_t)i * nsrc + si;
+                            pairs[2 * pi] = host_row_fast(sp, dv, r, si, s);
+                            pairs[2 * pi + 1] = (uint64_t)(uintptr_t)(st.pool + (uint64_t)phys_fast(sp, dv, r, si, cv) * st.row_stride);
+                        }
+                    }
+                }
+            } else if (tid < 2 * FEW_MAX) { /* miss entry t: its locations from its distinct miss */
+                const int t = tid - FEW_MAX;
+                if (t < nm) {
+                    const int e = s_fl[t].x, d = s_fd[t];
+                    int64_t c = DRES_CODE(DRES_K_BAD, 0);
+                    if (d < nhot) c = DRES_CODE(DRES_K_HOT, d < nfree ? filled + d : fallback ? victims[d - nfree] : s_vic[d - nfree]);
+                    else if (d < nhot + nst) c = DRES_CODE(DRES_K_STAGE, nstaged + (d - nhot));
+                    for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = (int32_t)phys_fast(sp, dv, r, si, c);
+                    if (d < nhot + nst) {
+                        c_host++;
+                        c_ent++;
+                    }
+                }
+            }
+            if (tid == 0) {
+                meta[DRES_M_FILLED] = filled + nfree;
+                meta[DRES_M_NPROT] = nprot + nv;
+                meta[DRES_M_NSTAGED] = nstaged + nst;
+                if (want > 0 && !fallback) meta[DRES_M_HAND] = hand;
+                st.ndmiss[r] = nd;
+                st.npairs[r] = (nhot + nst) * nsrc;
+                left = !fuse && nhot + nst > 0;
+                if (nhot + nst)
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
+                if (nst) {
+                    atomicAdd((unsigned long long *)&st.stats[DRES_S_STAGED], (unsigned long long)nst);
+                    *st.stage_owner = st.group;
+                }
+            }
+            const int32_t np = (nhot + nst) * nsrc;
+            if (fuse && np > 0) { /* fused copy: a warp per pair, 16-byte vectors, no copy kernel work */
+                __syncthreads(); /* D: the copy list */
+                PH(6);
+                const uint32_t vecs = st.row_stride / 16u;
+                for (int32_t p = warp; p < np; p += NWARP) {
+                    const uint4 *src = (const uint4 *)__ldcg((const unsigned long long *)(pairs + 2 * (int64_t)p));
+                    uint4 *dst = (uint4 *)__ldcg((const unsigned long long *)(pairs + 2 * (int64_t)p + 1));
+                    for (uint32_t v0 = 0; v0 < vecs; v0 += 64) {
+                        const uint32_t va = v0 + (uint32_t)lane, vb = va + 32u;
+                        uint4 xa, xb;
+                        if (va < vecs) xa = ld_nc_v4(src + va);
+                        if (vb < vecs) xb = ld_nc_v4(src + vb);
+                        if (va < vecs) st_cg_v4(dst + va, xa);
+                        if (vb < vecs) st_cg_v4(dst + vb, xb);
+                    }
+                }
+            }
         } else {
             /* 4a: claims; the smallest e of a row survives */
             for (uint32_t x = mm; x; x &= x - 1) {
                 const int64_t e = (int64_t)(__ffs(x) - 1) * DT + tid;
                 atomicMin(slot_of + __ldg(selb + e), INT32_MIN + (int32_t)e);
             }
-            __syncthreads();
+            __syncthreads(); /* claims */
+            PH(3);
             /* ranks of the first occurrences in e order: ballots per tile, one block scan */
             const int ntile = (int)((nent + DT - 1) / DT);
             uint32_t first = 0;
@@ -563,14 +929,16 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int32_t i = tid; i < nfree; i += DT) used[filled + i] = epoch;
             int32_t *victims = st.victim + (int64_t)r * per_slot;
             __syncthreads(); /* dmiss, used of the free slots, s_cnt free again */
+            PH(4);
             const int32_t nprot = s_nprot0 + s_prot + nfree;
             int32_t want = nd - nfree, avail = B - nprot;
             if (want > avail) want = avail;
             if (want < 0) want = 0;
             const int32_t nv = want > 0 ? sweep_block(sp, r, s_hand, want, epoch, epoch, epoch, victims, s_cnt, s_w, &s_stop,
-                                                      &s_taken)
+                                                      &s_taken, 0)
                                         : 0;
             __syncthreads(); /* victims */
+            PH(5);
             const int32_t nhot = nfree + nv;
             const int32_t nstaged = s_nstaged;
             /* staging only while the arenas are free or this group's (the word changes
@@ -638,12 +1006,14 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 }
             }
             __syncthreads(); /* every thread read meta[NSTAGED]; slot_of final */
+            PH(6);
             if (tid == 0) {
                 meta[DRES_M_FILLED] = filled + nfree;
                 meta[DRES_M_NPROT] = nprot + nv;
                 meta[DRES_M_NSTAGED] = nstaged + nst;
                 st.ndmiss[r] = nd;
                 st.npairs[r] = (nhot + nst) * nsrc;
+                left = nhot + nst > 0;
                 if (nhot + nst)
                     atomicAdd((unsigned long long *)&st.stats[DRES_S_MISSES], (unsigned long long)(nhot + nst));
                 if (nst) {
@@ -687,6 +1057,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         block_add(&s_host, c_host);
         block_add(&s_entries, c_ent);
         __syncthreads();
+        PH(7);
         if (tid == 0) {
             unsigned long long *S = (unsigned long long *)st.stats;
             if (s_direct) atomicAdd(S + DRES_S_DIRECT, (unsigned long long)s_direct);
@@ -699,6 +1070,16 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
        smallest key, which the copy kernel that follows stores into st.err */
     if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
     if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
+    /* the copy kernel's skip flag: the last plan block to finish publishes whether any block left
+       pairs (one atomic per plan block; none per copy block) */
+    if (tid == 0) {
+        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | (unsigned long long)left);
+        if ((old >> 32) == gridDim.x - 1u) {
+            sc->skip = (unsigned)((old & 0xffffffffull) + (unsigned long long)left) == 0u;
+            sc->ticket = 0;
+        }
+    }
+    PH_END(few_path);
 }
 
 /* ------------------------------------------------------------ promote kernel */
@@ -741,7 +1122,7 @@ static __device__ __forceinline__ void promote_block(const dres_state *sp, const
     int32_t *victims = st.victim + (int64_t)r * per_slot;
     __syncthreads();
     const int32_t nv = npro > nfree ? sweep_block(sp, r, meta[DRES_M_HAND], npro - nfree, promo, promo, epoch, victims, s_cnt, s_w,
-                                                  &s_stop, &s_taken)
+                                                  &s_stop, &s_taken, 0)
                                     : 0;
     __syncthreads(); /* victims, s_taken; every thread read meta */
     if (tid == 0) {
@@ -870,7 +1251,8 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
         const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
         if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
     }
-    if (!do_copy) return;
+    /* nothing left by the plan kernel (no misses, or every block copied its own): done */
+    if (!do_copy || (sc && *(volatile unsigned *)&sc->skip)) return;
     copy_pairs(pairs, npairs, N, per_slot_pairs, vecs, src, nsrc);
 }
 
@@ -900,10 +1282,45 @@ static __global__ void dres_reset_kernel(const __grid_constant__ dres_state st, 
 
 extern "C" size_t dhs_dres_scratch_bytes(void) { return sizeof(dres_scratch); }
 
+extern "C" cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned long long *calls)
+{
+#ifdef DRES_PHASE_TIMING
+    if (path < 0 || path > 1) return cudaErrorInvalidValue;
+    unsigned long long cyc[2][DHS_DRES_PHASES], n[2][DHS_DRES_PHASES], ns[2], cy[2];
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaMemcpyFromSymbol(cyc, g_ph_cyc, sizeof cyc);
+    if (e == cudaSuccess) e = cudaMemcpyFromSymbol(n, g_ph_n, sizeof n);
+    if (e == cudaSuccess) e = cudaMemcpyFromSymbol(ns, g_ph_ns, sizeof ns);
+    if (e == cudaSuccess) e = cudaMemcpyFromSymbol(cy, g_ph_cy, sizeof cy);
+    if (e != cudaSuccess) return e;
+    /* ns per cycle from both paths' calls together (the clock is the same) */
+    const double nspc = cy[0] + cy[1] ? (double)(ns[0] + ns[1]) / (double)(cy[0] + cy[1]) : 0;
+    for (int i = 0; i < DHS_DRES_PHASES; i++) {
+        if (calls) calls[i] = n[path][i];
+        if (mean_us) mean_us[i] = n[path][i] ? (double)cyc[path][i] / (double)n[path][i] * nspc * 1e-3 : 0;
+    }
+    if (reset) {
+        static const unsigned long long z[2][DHS_DRES_PHASES] = {{0}}, z2[2] = {0, 0};
+        if ((e = cudaMemcpyToSymbol(g_ph_cyc, z, sizeof z)) != cudaSuccess) return e;
+        if ((e = cudaMemcpyToSymbol(g_ph_n, z, sizeof z)) != cudaSuccess) return e;
+        if ((e = cudaMemcpyToSymbol(g_ph_ns, z2, sizeof z2)) != cudaSuccess) return e;
+        if ((e = cudaMemcpyToSymbol(g_ph_cy, z2, sizeof z2)) != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+#else
+    (void)path;
+    (void)reset;
+    (void)mean_us;
+    (void)calls;
+    return cudaErrorNotSupported;
+#endif
+}
+
 extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
 {
     cudaError_t e = cudaMemsetAsync(scratch, 0xff, sizeof(unsigned long long), s);
-    if (e == cudaSuccess) e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, 8, s);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync((char *)scratch + sizeof(unsigned long long), 0, sizeof(dres_scratch) - sizeof(unsigned long long), s);
     return e;
 }
 
@@ -964,12 +1381,18 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
        its launch overlaps the previous call's copy kernel inside a captured step */
     cudaLaunchAttribute at;
     cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, dres_plan_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
-                                       divs_make(st, k));
+    /* the few-miss path copies its own rows only when asked (DRES_PLAN_FUSED_COPY) and the copy kernel
+       on s moves every source (not a split resolve) */
+    const int sp = split && payload && st->nsrc > 1;
+    const int fuse = (st->plan_flags & DRES_PLAN_FUSED_COPY) && payload && !sp;
+    cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
+                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
+                                             (dres_scratch *)scratch, divs_make(st, k), 0)
+                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true>, *st, rd, k, sel, loc,
+                                             (dres_scratch *)scratch, divs_make(st, k), fuse);
     if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
-    const int sp = split && payload && st->nsrc > 1;
     e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
     if (e != cudaSuccess || !sp) return e;
     /* split: the queue forks after source 0's copy, so the link carries one

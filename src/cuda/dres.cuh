@@ -8,7 +8,9 @@
  *     waits for before reading anything) then the copy kernel (a persistent
  *     grid of copy_blocks blocks that reads npairs[] from device memory; one
  *     block that only stores the error word when payload == 0), launched as
- *     a programmatic dependent;
+ *     a programmatic dependent; it returns after the error store when the
+ *     plan's last block published that no block left pairs (scratch);
+ *     st->plan_flags (dres_spec.h) picks the plan's miss path;
  *   - promote: the promotion kernel (one block per round position) then the
  *     copy kernel for the arena -> hot pairs;
  *   - reset: one request slot's hot state back to empty;
@@ -18,7 +20,8 @@
  * dhs_dres_scratch_bytes() of device memory initialised once with
  * dhs_dres_scratch_init (it carries the first-error key of a call from the
  * plan kernel's blocks to the copy kernel, which stores it into st->err and
- * resets it; without payload the copy kernel runs as one block for that).
+ * resets it; without payload the copy kernel runs as one block for that;
+ * and the plan blocks' ticket and the copy kernel's skip flag).
  *
  * Plain C header: included by cuda_backend.c and by .cu files.
  */
@@ -43,6 +46,17 @@ extern "C" {
 #define DHS_DRES_COPY_THREADS 256 /* copy kernel block: 8 warps, one row each */
 
 size_t dhs_dres_scratch_bytes(void);
+
+/* Phase timestamps of the plan kernel (benchmarks only): in a build with DRES_PHASE_TIMING (CMake
+   -DDHS_DRES_PHASE_TIMING=ON), thread 0 of block 0 of every plan kernel adds the clock64 time from its
+   start to each block-wide boundary it passes, per path (0: the block-wide miss path or no miss,
+   1: the few-miss path). This synchronises the device, then gives per boundary i < DHS_DRES_PHASES the
+   calls that passed it and their mean microseconds from the start (cycles converted with globaltimer);
+   reset != 0 zeroes the sums afterwards. Boundaries: 0 start, 1 shared init, 2 hits (pass 1 done),
+   3 claims (block) / distinct misses + window masks (few), 4 ranks + dmiss (block), 5 victims, 6 copy
+   list (block), 7 misses' locations + stats, 8 end. cudaErrorNotSupported without the macro. */
+#define DHS_DRES_PHASES 9
+cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned long long *calls);
 cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
