@@ -28,8 +28,10 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
                     if (ss->opt_pages[i] >= 0) page_release_at(ctx, ss->opt_pages[i], t);
             if (ss->host_chunks && ss->chunk_span)
                 for (int64_t i = 0; i < ss->n_host_chunks; i++)
-                    if (ss->chunk_span[i] > 0)
-                        host_span_release(ctx, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
+                    if (ss->chunk_span[i] != 0)
+                        host_span_put(ctx, ss->host_chunks[i],
+                                      (size_t)(ss->chunk_span[i] > 0 ? ss->chunk_span[i] : -ss->chunk_span[i]) *
+                                          HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
             ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
             ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
@@ -172,7 +174,7 @@ dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         if (gs->backup_ticket) ctx->be->ops->wait(ctx->be, gs->backup_ticket);
-        for (int64_t i = 0; i < gs->n_opt_pages; i++)
+        for (int64_t i = 0; gs->opt_ticket && i < gs->n_opt_pages; i++) /* NULL: a set-up that failed */
             if (gs->opt_ticket[i]) ctx->be->ops->wait(ctx->be, gs->opt_ticket[i]);
     }
     uint32_t gen = rq->gen;
