@@ -232,7 +232,7 @@ typedef struct dhs_cpu_options {
                               location, census and accounting figure is the same as on a payload
                               backend with the same options, late copies included (their tickets
                               complete at the same time); only dhs_mem's device_bytes_allocated
-                              and host_bytes_allocated differ, and fault injection sees no
+                              and host_bytes_allocated (and host_bytes_shared) differ, and fault injection sees no
                               synchronous copies or host-row allocations. The device resolver
                               needs a payload: dhs_ctx_create answers DHS_ERR_INVALID_ARG */
 } dhs_cpu_options;
@@ -350,8 +350,9 @@ dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r);
    expected_positions as dhs_request_open (host rows are pinned up to
    max(prefix, expected) at once). The child counts as imported (a
    dhs_request_import of it answers DHS_ERR_STATE).
-   Statuses (nothing changed on any error, except that the parent's host
-   copies may have completed): DHS_ERR_INVALID_ARG (ctx or out NULL);
+   Statuses (nothing changed on any error; after a failure past the
+   admission the parent's host copies may have completed and the admission
+   may have reclaimed, as dhs_request_open does): DHS_ERR_INVALID_ARG (ctx or out NULL);
    DHS_ERR_UNKNOWN_REQUEST / DHS_ERR_CLOSED (parent handle);
    DHS_ERR_STATE (parent has a two-phase import open, or is in the open
    round); DHS_ERR_ROW_RANGE (prefix_positions < 0 or above the parent's

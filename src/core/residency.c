@@ -1098,15 +1098,16 @@ dhs_status dhs_request_open_shared(dhs_ctx *ctx, dhs_req parent, int64_t prefix_
             for (int64_t i = 0; i < rows_g[g] / HOST_CHUNK_ROWS && i < pq->g[g].src[si].n_host_chunks; i++)
                 spans += pq->g[g].src[si].chunk_span[i] != 0;
     dhs_status s = sspan_reserve(ctx, spans);
-    if (s == DHS_OK) s = prefix_back_up(ctx, pq, rows_g);
     dhs_req c;
+    /* admission first: a DHS_WAIT changes nothing, not even the parent's host copies */
     if (s == DHS_OK) s = dhs_request_open(ctx, expected_positions > P ? expected_positions : P, &c);
     if (s != DHS_OK) {
         sspan_trim(ctx);
         return s;
     }
     request *cq = &ctx->req[c.id];
-    s = shared_setup(ctx, pq, cq, (int32_t)c.id, P);
+    s = prefix_back_up(ctx, pq, rows_g);
+    if (s == DHS_OK) s = shared_setup(ctx, pq, cq, (int32_t)c.id, P);
     if (s != DHS_OK) {
         (void)dhs_request_close(ctx, c);
         res_drain(ctx); /* nothing read the child's pages */
