@@ -348,8 +348,18 @@ dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r);
    deferred host copy of device-imported pages), waiting for them, so that
    the shared rows never change again.
    expected_positions as dhs_request_open (host rows are pinned up to
-   max(prefix, expected) at once). The child counts as imported (a
-   dhs_request_import of it answers DHS_ERR_STATE).
+   max(prefix, expected) at once). The child counts as imported. Its own
+   prompt after the prefix is then imported ONCE, before its first round,
+   with dhs_request_import(ctx, child, n_positions, rows, flags): n_positions
+   is the child's total (>= prefix; equal: nothing happens) and rows[src]
+   holds only the rows from row floor(prefix / m) to ceil(n_positions / m) - 1
+   of each source (an incomplete compressed row at the boundary is given
+   again, over the child's positions). The rows go to the child's host rows
+   (its optional pages are populated later, as after DHS_IMPORT_HOST) and
+   the last partial page to its ring. DHS_ERR_ROW_RANGE: n_positions below
+   the prefix or above max_rows; DHS_ERR_STATE: a second time or after a
+   round; DHS_ERR_BACKEND: a copy failed, the child keeps its prefix and
+   the import may be retried.
    Statuses (nothing changed on any error; after a failure past the
    admission the parent's host copies may have completed and the admission
    may have reclaimed, as dhs_request_open does): DHS_ERR_INVALID_ARG (ctx or out NULL);

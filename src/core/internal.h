@@ -88,6 +88,8 @@ typedef struct request {
     int32_t K;          /* queries this round */
     int64_t n;          /* committed positions n_r */
     int64_t expected;   /* positions announced at open */
+    int64_t shared_n;   /* dhs_request_open_shared: the prefix positions (0: not opened on a prefix); while
+                           n == shared_n and no round is open for it, dhs_request_import appends the rest */
     uint64_t admit_seq; /* admission order */
     int reclaiming;     /* reclaim in progress (optional pages being given back) */
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,

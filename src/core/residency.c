@@ -391,12 +391,16 @@ static dhs_status import_state_ok(const request *rq)
     return rq->imported || rq->importing || rq->n > 0 || rq->in_round ? DHS_ERR_STATE : DHS_OK;
 }
 
+static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n, const void *const *rows);
+
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
 {
     dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
-    if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
+    /* a request opened on a shared prefix, before its first round: its own rows after the prefix */
+    const int extend = rq->shared_n > 0 && rq->n == rq->shared_n && !rq->in_round;
+    if (!extend && import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
     if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
     if (n_positions > 0 && !ctx->be->payload_free) {
@@ -405,6 +409,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             if (!rows[s]) return DHS_ERR_INVALID_ARG;
             if ((uintptr_t)rows[s] % DHS_ALIGN) return DHS_ERR_MISALIGNED;
         }
+    }
+    if (extend) {
+        if (n_positions < rq->shared_n) return DHS_ERR_ROW_RANGE;
+        return n_positions == rq->shared_n ? DHS_OK : import_extend(ctx, rq, (int32_t)r.id, n_positions, rows);
     }
     /* allocate everything first; fail cleanly. DHS_IMPORT_HOST is the two
        phases of dhs_request_import_begin / _commit with the engine's rows
@@ -1114,6 +1122,134 @@ dhs_status dhs_request_open_shared(dhs_ctx *ctx, dhs_req parent, int64_t prefix_
         sspan_trim(ctx);
         return s;
     }
+    cq->shared_n = P;
     *out = c;
+    return DHS_OK;
+}
+
+/* The rows after a shared prefix (dhs_request_import of a request opened by dhs_request_open_shared,
+   before its first round): rows[src] holds rows floor(P / m) .. ceil(n / m) - 1 of each source. They go
+   to the request's own host rows (the boundary chunk and later chunks are its own; the borrowed ones
+   end at or below the prefix's complete rows), the optional-page table grows (the new complete pages
+   are populated later from host, as after a host import) and the ring is filled from the host rows.
+   Everything that can fail comes before anything the request serves changes, except the ring copy: if
+   that fails the ring is refilled from the host rows of the prefix and an incomplete compressed row at
+   the boundary counts as not written (the next round's block writes it), so the request is its prefix
+   again and the import may be retried. */
+static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n, const void *const *rows)
+{
+    const dhs_config *c = &ctx->cfg;
+    const int32_t p = c->page_rows;
+    const int64_t P = rq->n;
+    const int32_t ng = ctx->arch.n_groups;
+    /* allocations first: host rows and the grown optional-page arrays (swapped in at the end); per group
+       [g], per source [src] */
+    int64_t nop_new[DHS_MAX_SOURCES];
+    uint8_t *st_new[DHS_MAX_SOURCES] = {0}, *bk_new[DHS_MAX_SOURCES] = {0};
+    dhs_ticket *tk_new[DHS_MAX_SOURCES] = {0};
+    int32_t *pg_new[DHS_MAX_SOURCES] = {0};
+    dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < ng; g++) {
+        grp_state *gs = &rq->g[g];
+        const int64_t m = ctx->grp_m[g];
+        nop_new[g] = n / m / p;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++)
+            s = host_ensure(ctx, rq, g, &gs->src[si], (n + m - 1) / m);
+        if (s != DHS_OK || nop_new[g] == gs->n_opt_pages) continue;
+        st_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
+        bk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
+        tk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], sizeof(dhs_ticket));
+        if (!st_new[g] || !bk_new[g] || !tk_new[g]) s = DHS_ERR_NOMEM;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++) {
+            const int32_t src = ctx->grp_srcs[g][si];
+            pg_new[src] = ctx_calloc(ctx, (size_t)nop_new[g], sizeof(int32_t));
+            if (!pg_new[src]) s = DHS_ERR_NOMEM;
+        }
+    }
+    /* the rows into the request's own host rows (no reader: not valid yet) */
+    for (int32_t src = 0; src < ctx->arch.n_sources && s == DHS_OK && !ctx->be->payload_free; src++) {
+        const dhs_source_desc *d = &ctx->arch.sources[src];
+        const int64_t r0 = P / d->m, r1 = (n + d->m - 1) / d->m;
+        src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
+        for (int64_t row = r0; row < r1 && s == DHS_OK;) {
+            /* one copy per run inside one host chunk when rows are dense, else row by row */
+            int64_t end = d->row_bytes == ctx->row_stride ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
+            if (end > r1) end = r1;
+            s = be_copy_sync(ctx->be, host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)(row - r0) * d->row_bytes,
+                             (size_t)(end - row) * d->row_bytes);
+            row = end;
+        }
+    }
+    /* the ring: rows from the new last partial page on, from the host rows just written */
+    int ring_touched = 0;
+    for (int32_t g = 0; g < ng && s == DHS_OK && !ctx->be->payload_free; g++) {
+        const int64_t m = ctx->grp_m[g], rows_all = (n + m - 1) / m;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++) {
+            const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
+            src_state *ss = &rq->g[g].src[si];
+            for (int64_t row = nop_new[g] * p; row < rows_all && s == DHS_OK; row++) {
+                ring_touched = 1;
+                s = be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb);
+            }
+        }
+    }
+    if (s != DHS_OK) {
+        /* the prefix's ring rows again, from their host rows (a row whose copy fails again is served from
+           host: the ring starts after it); an incomplete row at the boundary counts as not written */
+        for (int32_t g = 0; g < ng && ring_touched; g++) {
+            grp_state *gs = &rq->g[g];
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                src_state *ss = &gs->src[si];
+                const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
+                for (int64_t row = gs->tail_lo; row < gs->hist_rows; row++)
+                    if (be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb) != DHS_OK)
+                        gs->tail_lo = row + 1;
+                if (ss->written_hi > gs->hist_rows) ss->written_hi = gs->hist_rows;
+            }
+        }
+        for (int32_t g = 0; g < ng; g++) {
+            ctx_free(ctx, st_new[g], (size_t)nop_new[g], 1);
+            ctx_free(ctx, bk_new[g], (size_t)nop_new[g], 1);
+            ctx_free(ctx, tk_new[g], (size_t)nop_new[g], sizeof(dhs_ticket));
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+                ctx_free(ctx, pg_new[ctx->grp_srcs[g][si]], (size_t)nop_new[g], sizeof(int32_t));
+        }
+        rq->tables_dirty = 1;
+        return s;
+    }
+    for (int32_t g = 0; g < ng; g++) {
+        grp_state *gs = &rq->g[g];
+        const int64_t m = ctx->grp_m[g], hist = n / m, rows_all = (n + m - 1) / m;
+        if (st_new[g]) {
+            const int64_t old = gs->n_opt_pages;
+            if (old) {
+                memcpy(st_new[g], gs->opt_state, (size_t)old);
+                memcpy(bk_new[g], gs->opt_backing, (size_t)old);
+                memcpy(tk_new[g], gs->opt_ticket, sizeof(dhs_ticket) * (size_t)old);
+            }
+            ctx_free(ctx, gs->opt_state, (size_t)old, 1);
+            ctx_free(ctx, gs->opt_backing, (size_t)old, 1);
+            ctx_free(ctx, gs->opt_ticket, (size_t)old, sizeof(dhs_ticket));
+            gs->opt_state = st_new[g];
+            gs->opt_backing = bk_new[g];
+            gs->opt_ticket = tk_new[g];
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                src_state *ss = &gs->src[si];
+                int32_t *np = pg_new[ctx->grp_srcs[g][si]];
+                for (int64_t i = 0; i < nop_new[g]; i++) np[i] = i < old ? ss->opt_pages[i] : -1;
+                ctx_free(ctx, ss->opt_pages, (size_t)old, sizeof(int32_t));
+                ss->opt_pages = np;
+            }
+            gs->n_opt_pages = nop_new[g];
+        }
+        for (int64_t row = gs->hist_rows; row < hist; row++) bit_set(gs->host_valid, row);
+        gs->hist_rows = gs->import_rows = hist;
+        gs->tail_lo = nop_new[g] * p;
+        gs->backed_hi = gs->backup_hi = hist;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = rows_all;
+    }
+    rq->n = n;
+    rq->tables_dirty = 1;
+    dres_publish_request(ctx, slot);
     return DHS_OK;
 }

@@ -160,6 +160,35 @@ static dhs_status m_import(menv *e, int slot, int64_t n, unsigned flags, uint64_
     return DHS_OK;
 }
 
+/* an import of n positions whose rows below row floor(split / m) are writer uid_lo's and the rest uid_hi's
+   (a private copy of a shared prefix plus the session's own rows); with from_split the buffers hold only
+   the rows from floor(split / m) on (the suffix import of a shared child) */
+static dhs_status m_import_split(menv *e, int slot, int64_t n, unsigned flags, uint64_t uid_lo, int64_t split, uint64_t uid_hi,
+                                 int from_split)
+{
+    mreq *r = &e->rq[slot];
+    const void *rows[DHS_MAX_SOURCES];
+    size_t off = 0;
+    for (int32_t s = 0; s < e->arch.n_sources; s++) {
+        const dhs_source_desc *d = &e->arch.sources[s];
+        const int64_t nr = (n + d->m - 1) / d->m, r0 = from_split ? split / d->m : 0;
+        rows[s] = e->buf + off;
+        for (int64_t row = r0; row < nr; row++)
+            th_fill_row(e->buf + off + (size_t)(row - r0) * d->row_bytes, d->row_bytes, row < split / d->m ? uid_lo : uid_hi, s, row, 0);
+        off += ((size_t)(nr - r0) * d->row_bytes + 63) & ~(size_t)63;
+    }
+    dhs_status st = dhs_request_import(e->ctx, r->h, n, rows, flags);
+    CHECK_INV(e->ctx);
+    if (st != DHS_OK) return st;
+    r->n = n;
+    for (int32_t g = 0; g < e->arch.n_groups; g++)
+        for (int64_t row = from_split ? split / e->m_of[g] : 0; row < (n + e->m_of[g] - 1) / e->m_of[g]; row++) {
+            r->wuid[g][row] = row < split / e->m_of[g] ? uid_lo : uid_hi;
+            r->ver[g][row] = 0;
+        }
+    return DHS_OK;
+}
+
 static dhs_status m_open_shared(menv *e, int slot, int parent, int64_t P, int64_t expected)
 {
     mreq *r = &e->rq[slot], *pr = &e->rq[parent];
@@ -258,10 +287,10 @@ static void m_select(const menv *e, int slot, int32_t g, int32_t K, uint64_t *rn
 /* N sessions on one prefix (context S) and N private copies (context P) run the same rounds; each
    round every location's bytes are compared between S and P and with the model. close_parent: the
    parent closes right after the children opened. flags: the prefix's import. */
-static void test_exact(int N, int64_t P, unsigned flags, int close_parent, int rounds, int dev, uint64_t seed)
+static void test_exact(int N, int64_t P, int64_t suffix, unsigned flags, int close_parent, int rounds, int dev, uint64_t seed)
 {
-    printf("exactness: %d sessions on %lld positions (%s import), parent %s, %d rounds, %s resolver, seed %llu\n", N,
-           (long long)P, flags == DHS_IMPORT_DEVICE ? "device" : "host", close_parent ? "closed first" : "open", rounds,
+    printf("exactness: %d sessions on %lld positions + up to %lld their own (%s import), parent %s, %d rounds, %s resolver, "
+           "seed %llu\n", N, (long long)P, (long long)suffix, flags == DHS_IMPORT_DEVICE ? "device" : "host", close_parent ? "closed first" : "open", rounds,
            dev ? "device" : "host", (unsigned long long)seed);
     menv S, Q;
     dhs_config cfg = share_cfg(6000);
@@ -280,9 +309,12 @@ static void test_exact(int N, int64_t P, unsigned flags, int close_parent, int r
     CHECK_ST(m_import(&S, 0, P, flags, PREFIX), DHS_OK);
     const uint64_t hs_parent = held_host(S.ctx);
     for (int i = 1; i <= N; i++) {
-        CHECK_ST(m_open_shared(&S, i, 0, P, P + 2 * rounds), DHS_OK);
-        CHECK_ST(m_open(&Q, i, P + 2 * rounds), DHS_OK);
-        CHECK_ST(m_import(&Q, i, P, flags, PREFIX), DHS_OK);
+        /* session i's prompt: the prefix, then suffix * (i - 1) / N positions of its own (the first none) */
+        const int64_t n = P + suffix * (i - 1) / N;
+        CHECK_ST(m_open_shared(&S, i, 0, P, n + 3 * rounds), DHS_OK);
+        if (n > P) CHECK_ST(m_import_split(&S, i, n, flags, PREFIX, P, 9100 + (uint64_t)i, 1), DHS_OK);
+        CHECK_ST(m_open(&Q, i, n + 3 * rounds), DHS_OK);
+        CHECK_ST(m_import_split(&Q, i, n, flags, PREFIX, n > P ? P : n, 9100 + (uint64_t)i, 0), DHS_OK);
     }
     dhs_mem sm;
     dhs_get_mem(S.ctx, &sm);
@@ -556,6 +588,28 @@ static void test_faults(void)
         }
     }
     CHECKF(failed >= 3, "only %d injected failures", failed);
+    /* the suffix import of a child: a failed copy or allocation leaves it its prefix (positions, rows), and
+       the retry imports */
+    CHECK_ST(m_open_shared(&e, 1, 0, 1702, 2400), DHS_ERR_ROW_RANGE); /* 1702 % 4 and not all of 2100 */
+    CHECK_ST(m_open_shared(&e, 1, 0, 1700, 2400), DHS_OK);
+    CHECK_ST(m_import_split(&e, 1, 1699, DHS_IMPORT_HOST, 0, 1700, 55, 1), DHS_ERR_ROW_RANGE); /* below the prefix */
+    int sfail = 0;
+    /* copies: the suffix rows into host rows (row by row for the narrow sources), then the ring */
+    for (uint64_t nth = 1; nth < 100000; nth++) {
+        dhs_backend_fault_at(e.be, DHS_FAULT_COPY, nth);
+        dhs_status s = m_import_split(&e, 1, 2302, DHS_IMPORT_HOST, 0, 1700, 55, 1);
+        dhs_backend_fault_at(e.be, DHS_FAULT_COPY, 0);
+        if (s == DHS_OK) break;
+        sfail++;
+        CHECKF(s == DHS_ERR_BACKEND, "suffix import fault at %llu: %s", (unsigned long long)nth, dhs_status_str(s));
+        int64_t n = 0;
+        CHECK_ST(dhs_request_positions(e.ctx, e.rq[1].h, &n), DHS_OK);
+        CHECKF(n == 1700, "a failed suffix import left %lld positions", (long long)n);
+    }
+    CHECKF(sfail >= 700, "only %d failed suffix imports (the ring copies come after ~750 row copies)", sfail);
+    CHECKF(e.rq[1].n == 2302, "the suffix import never completed (%lld positions)", (long long)e.rq[1].n);
+    CHECK_ST(m_import_split(&e, 1, 2400, DHS_IMPORT_HOST, 0, 2302, 56, 1), DHS_ERR_STATE); /* once */
+    CHECKF(m_sweep(&e, 1) == 0, "the child's rows after failed suffix imports");
     e.rq[0].n = 2100;
     CHECKF(m_sweep(&e, 0) == 0, "the parent lost rows to failed shares");
     menv_free(&e);
@@ -737,10 +791,15 @@ int main(void)
     test_errors();
     test_faults();
     test_boundary();
-    test_exact(4, 2600, DHS_IMPORT_DEVICE, 0, TH_SANITIZED ? 20 : 60, 0, seed);
-    test_exact(3, 2301, DHS_IMPORT_HOST, 1, TH_SANITIZED ? 15 : 40, 0, seed + 1);
-    test_exact(5, 4096, DHS_IMPORT_DEVICE, 1, TH_SANITIZED ? 10 : 30, 0, seed + 2);
-    test_exact(3, 2600, DHS_IMPORT_DEVICE, 1, TH_SANITIZED ? 10 : 30, 1, seed + 3); /* the device resolver's mirrors */
+    test_exact(4, 2600, 0, DHS_IMPORT_DEVICE, 0, TH_SANITIZED ? 20 : 60, 0, seed);
+    test_exact(3, 2301, 0, DHS_IMPORT_HOST, 1, TH_SANITIZED ? 15 : 40, 0, seed + 1);
+    test_exact(5, 4096, 0, DHS_IMPORT_DEVICE, 1, TH_SANITIZED ? 10 : 30, 0, seed + 2);
+    test_exact(3, 2600, 0, DHS_IMPORT_DEVICE, 1, TH_SANITIZED ? 10 : 30, 1, seed + 3); /* the device resolver's mirrors */
+    /* sessions with prompts of their own after the prefix (the suffix import), prefixes on and off a row
+       of the m = 4 group and on and off a page */
+    test_exact(4, 2048, 1500, DHS_IMPORT_DEVICE, 0, TH_SANITIZED ? 15 : 40, 0, seed + 4);
+    test_exact(4, 2301, 777, DHS_IMPORT_HOST, 1, TH_SANITIZED ? 15 : 40, 0, seed + 5);
+    test_exact(3, 1030, 2000, DHS_IMPORT_DEVICE, 1, TH_SANITIZED ? 10 : 30, 1, seed + 6);
     test_reclaim();
     const int steps = TH_SANITIZED ? 150 : 600;
     for (uint64_t i = 0; i < 3; i++) test_random(dhs_mix64(seed + i), steps);
