@@ -353,8 +353,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     dhs_arch arch;
     dhs_ref_arch(m, &arch);
     if (use_hier) {
-        /* with a shared prefix one slot more, for its holder (also for private copies: the same budget) */
-        r->lib_cfg = dhs_ref_hier_config(m, c.slots + (c.shared_prefix > 0), max_pos, KM, c.history, c.context, c.page_rows);
+        /* sharing a prefix: one slot more, for its holder (the sessions stay within `slots`) */
+        r->lib_cfg = dhs_ref_hier_config(m, c.slots + sharing, max_pos, KM, c.history, c.context, c.page_rows);
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
@@ -457,7 +457,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             int32_t na = 0;
             for (; next_i < S && na < par; next_i++) {
                 if (state[next_i] != S_WAITING) continue;
-                if (!ctx && n_active + na >= c.slots) { /* resident only: at most `slots` sessions at once */
+                if ((!ctx || sharing) && n_active + na >= c.slots) { /* resident (and the holder's extra slot): at most `slots` sessions at once */
                     blocked = 1;
                     break;
                 }
