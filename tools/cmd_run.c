@@ -183,6 +183,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         return EXIT_USAGE;
     }
     if (o->storage < 0) o->storage = 0;
+    if (o->shared_prefix > 0 && o->shared_prefix >= o->context - (o->context > 64 ? 31 : 0)) {
+        fprintf(stderr, "dhs run: --shared-prefix %" PRId64 " must be below the shortest prompt (%" PRId64
+                        " positions: --context less 31)\n", o->shared_prefix, o->context - (o->context > 64 ? 31 : 0));
+        return EXIT_USAGE;
+    }
     if (o->compare == 2 && (o->shared_prefix == 0 || o->storage != 0)) {
         fprintf(stderr, "dhs run: --compare private needs --shared-prefix L and the hierarchy (--storage hier)\n");
         return EXIT_USAGE;
