@@ -251,5 +251,13 @@ dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
 dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
+/* residency.c: shared prefixes (dhs_request_open_shared in request.c). sspan_reserve makes room for n
+   more shared host spans, sspan_trim frees the empty table; share_back_up completes the parent's host
+   copies of its rows below rows_g[g] (per group); share_setup gives the admitted child cq the parent's
+   first P positions (the caller closes it on failure) */
+dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n);
+void sspan_trim(dhs_ctx *ctx);
+dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g);
+dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P);
 
 #endif

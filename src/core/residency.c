@@ -38,7 +38,7 @@ static int32_t sspan_find(const dhs_ctx *ctx, const void *p)
 }
 
 /* the table's memory goes when no span is shared */
-static void sspan_trim(dhs_ctx *ctx)
+void sspan_trim(dhs_ctx *ctx)
 {
     if (ctx->sspan_n > 0 || !ctx->sspan) return;
     ctx_free(ctx, ctx->sspan, (size_t)ctx->sspan_cap, sizeof *ctx->sspan);
@@ -63,7 +63,7 @@ void host_span_put(dhs_ctx *ctx, void *p, size_t bytes)
 }
 
 /* room for n more shared spans in the table (so that sharing them allocates nothing) */
-static dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n)
+dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n)
 {
     if (ctx->sspan_n + n <= ctx->sspan_cap) return DHS_OK;
     int64_t cap = ctx->sspan_cap ? ctx->sspan_cap : 16;
@@ -962,7 +962,7 @@ dhs_status dhs_sync(dhs_ctx *ctx)
    ready optional pages whose rows have no host copy yet (a device import
    defers them), waiting for each. Changes where nothing is served (the rows
    stay where they are); DHS_ERR_BACKEND when a copy fails. */
-static dhs_status prefix_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g)
+dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g)
 {
     const int32_t p = ctx->cfg.page_rows;
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
@@ -1008,7 +1008,7 @@ static dhs_status prefix_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_
    chunk's prefix rows (and an incomplete compressed row from the parent's
    ring), places the prefix as a host import would, then maps the parent's
    ready optional pages of the prefix. On failure the caller closes the child. */
-static dhs_status shared_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P)
+dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P)
 {
     const int32_t p = ctx->cfg.page_rows;
     const size_t chunk = (size_t)HOST_CHUNK_ROWS * ctx->row_stride;
@@ -1019,7 +1019,7 @@ static dhs_status shared_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t s
         const int64_t F = ctx->be->payload_free ? 0 : hist / HOST_CHUNK_ROWS;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
             src_state *ps = &pg->src[si], *cs = &cg->src[si];
-            if (ps->n_host_chunks < F) return DHS_ERR_STATE; /* cannot happen: prefix_back_up made them */
+            if (ps->n_host_chunks < F) return DHS_ERR_STATE; /* cannot happen: share_back_up made them */
             for (int64_t i = 0; i < F; i++) {
                 cs->host_chunks[i] = ps->host_chunks[i];
                 const int32_t k = ps->chunk_span[i] < 0 ? -ps->chunk_span[i] : ps->chunk_span[i];
@@ -1081,49 +1081,6 @@ static dhs_status shared_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t s
         }
     }
     dres_publish_request(ctx, slot);
-    return DHS_OK;
-}
-
-dhs_status dhs_request_open_shared(dhs_ctx *ctx, dhs_req parent, int64_t prefix_positions, int64_t expected_positions,
-                                   dhs_req *out)
-{
-    if (!ctx || !out) return DHS_ERR_INVALID_ARG;
-    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
-    request *pq = req_get(ctx, parent, &err);
-    if (!pq) return err;
-    if (pq->importing || (ctx->round_open && pq->in_round)) return DHS_ERR_STATE;
-    const int64_t P = prefix_positions;
-    if (P < 0 || P > pq->n || expected_positions < 0 || expected_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
-    int64_t rows_g[DHS_MAX_SOURCES];
-    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-        if (P % ctx->grp_m[g] && P != pq->n) return DHS_ERR_ROW_RANGE; /* a compressed row the parent rewrote */
-        rows_g[g] = P / ctx->grp_m[g];
-    }
-    /* the table entries the child adds, reserved first: sharing allocates nothing after the open */
-    int64_t spans = 0;
-    for (int32_t g = 0; g < ctx->arch.n_groups && !ctx->be->payload_free; g++)
-        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
-            for (int64_t i = 0; i < rows_g[g] / HOST_CHUNK_ROWS && i < pq->g[g].src[si].n_host_chunks; i++)
-                spans += pq->g[g].src[si].chunk_span[i] != 0;
-    dhs_status s = sspan_reserve(ctx, spans);
-    dhs_req c;
-    /* admission first: a DHS_WAIT changes nothing, not even the parent's host copies */
-    if (s == DHS_OK) s = dhs_request_open(ctx, expected_positions > P ? expected_positions : P, &c);
-    if (s != DHS_OK) {
-        sspan_trim(ctx);
-        return s;
-    }
-    request *cq = &ctx->req[c.id];
-    s = prefix_back_up(ctx, pq, rows_g);
-    if (s == DHS_OK) s = shared_setup(ctx, pq, cq, (int32_t)c.id, P);
-    if (s != DHS_OK) {
-        (void)dhs_request_close(ctx, c);
-        res_drain(ctx); /* nothing read the child's pages */
-        sspan_trim(ctx);
-        return s;
-    }
-    cq->shared_n = P;
-    *out = c;
     return DHS_OK;
 }
 

@@ -88,6 +88,7 @@ typedef struct {
     uint8_t known[FZ_MAXSRC][FZ_ROWS]; /* the row holds model bytes (import or a write of this round) */
     uint64_t wuid[FZ_MAXSRC][FZ_ROWS]; /* whose bytes the row holds: the request's uid, or an ancestor's for
                                           the rows of a shared prefix */
+    int64_t shared_n;                  /* opened on a shared prefix of this many positions (0: not) */
 } fz_req;
 
 typedef struct {
@@ -412,6 +413,7 @@ static void op_open_shared(fz *F)
             r->uid = ++F->uid_next;
             r->n = P;
             r->imported = 1;
+            r->shared_n = P;
             for (int32_t g = 0; g < F->ng; g++) {
                 const int64_t all = (P + F->m[g] - 1) / F->m[g];
                 for (int32_t si = 0; si < F->nsrc[g]; si++) {
@@ -487,14 +489,20 @@ static void op_import(fz *F)
     const void *rows[DHS_MAX_SOURCES];
     const void *const *rowsp = rows;
     int want = EXPECT_OK;
+    /* a request opened on a shared prefix, before its first round: the import appends the rows after it
+       (the buffers hold rows from floor(prefix / m) on) */
+    const fz_req *rx = slot >= 0 ? &F->rq[slot] : NULL;
+    const int64_t ext = rx && rx->shared_n > 0 && rx->n == rx->shared_n && !rx->in_round ? rx->shared_n : 0;
+    if (ext && (b & 4)) n = ext + below(F, F->cfg.max_rows - ext + 1); /* mostly a valid length */
     /* rows of every source, version 0 */
     size_t off = 0;
     uint64_t uid = slot >= 0 ? F->rq[slot].uid : 0;
     for (int32_t s = 0; s < F->ns; s++) {
-        int64_t m = F->arch.sources[s].m, nr = n > 0 && n <= F->cfg.max_rows ? (n + m - 1) / m : 0;
+        int64_t m = F->arch.sources[s].m, nr = n > 0 && n <= F->cfg.max_rows ? (n + m - 1) / m : 0, r0 = ext / m;
+        if (!ext || nr < r0) r0 = 0;
         rows[s] = F->buf + off;
-        for (int64_t row = 0; row < nr; row++) fill_row(F->buf + off + (size_t)row * F->rb[s], F->rb[s], uid, s, row, 0);
-        off += ((size_t)(nr > 0 ? nr : 0) * F->rb[s] + 63) & ~(size_t)63;
+        for (int64_t row = r0; row < nr; row++) fill_row(F->buf + off + (size_t)(row - r0) * F->rb[s], F->rb[s], uid, s, row, 0);
+        off += ((size_t)(nr - r0 > 0 ? nr - r0 : 0) * F->rb[s] + 63) & ~(size_t)63;
     }
     switch (defect) {
     case 0: flags = 0; break;
@@ -510,12 +518,13 @@ static void op_import(fz *F)
     if (herr) want = herr;
     else {
         fz_req *r = &F->rq[slot];
-        if (r->imported || r->n > 0 || r->in_round) want = DHS_ERR_STATE;
+        if (!ext && (r->imported || r->n > 0 || r->in_round)) want = DHS_ERR_STATE;
         else if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) want = DHS_ERR_INVALID_ARG;
         else if (n < 0 || n > F->cfg.max_rows) want = DHS_ERR_ROW_RANGE;
         else if (defect == 5 && n > 0) want = DHS_ERR_INVALID_ARG;
         else if (defect == 6 && n > 0) want = DHS_ERR_INVALID_ARG;
         else if (defect == 7 && n > 0) want = DHS_ERR_MISALIGNED;
+        else if (ext && n < ext) want = DHS_ERR_ROW_RANGE;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         snap_take(F);
@@ -529,8 +538,9 @@ static void op_import(fz *F)
                 int64_t all = (n + F->m[g] - 1) / F->m[g];
                 for (int32_t si = 0; si < F->nsrc[g]; si++) {
                     int32_t src = F->srcs[g][si];
+                    if (ext && n == ext) continue; /* nothing appended */
                     r->whi[src] = all;
-                    for (int64_t row = 0; row < all; row++) { r->ver[src][row] = 0; r->known[src][row] = 1; r->wuid[src][row] = r->uid; }
+                    for (int64_t row = ext / F->m[g]; row < all; row++) { r->ver[src][row] = 0; r->known[src][row] = 1; r->wuid[src][row] = r->uid; }
                 }
             }
         }
