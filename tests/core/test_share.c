@@ -37,6 +37,11 @@ static uint64_t held_host(const dhs_ctx *ctx)
     return m.host_bytes_allocated - (uint64_t)ctx->cap_pairs * sizeof(dhs_copy_pair);
 }
 
+/* the backend every context of these tests runs on (tests/cuda/test_share_cuda.c: the CUDA one) */
+#ifndef SHARE_BACKEND
+static dhs_status share_backend(const dhs_cpu_options *o, dhs_backend **be) { return dhs_backend_cpu_create(o, be); }
+#endif
+
 typedef struct mreq {
     int open;
     dhs_req h;
@@ -90,7 +95,7 @@ static void menv_init(menv *e, const dhs_config *cfg, int async)
     e->buf = th_alloc((size_t)(e->rows_cap + 8) * e->stride * (size_t)e->arch.n_sources);
     dhs_cpu_options o = {0};
     o.async_delay = async;
-    CHECK_ST(dhs_backend_cpu_create(&o, &e->be), DHS_OK);
+    CHECK_ST(share_backend(&o, &e->be), DHS_OK);
     CHECK_ST(dhs_ctx_create(&e->arch, &e->cfg, e->be, &e->ctx), DHS_OK);
 }
 
@@ -785,6 +790,7 @@ static void test_random(uint64_t seed, int steps)
     menv_free(&e);
 }
 
+#ifndef SHARE_NO_MAIN
 int main(void)
 {
     const uint64_t seed = th_seed("test_share");
@@ -805,3 +811,4 @@ int main(void)
     for (uint64_t i = 0; i < 3; i++) test_random(dhs_mix64(seed + i), steps);
     return th_summary();
 }
+#endif
