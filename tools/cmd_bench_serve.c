@@ -425,19 +425,25 @@ static void write_partial(const char *output, const sv_rec *R, int n)
 
 static void print_table(const sv_rec *R, int n, FILE *f)
 {
-    fprintf(f, "%-17s %7s %4s | %5s %9s %9s %9s %7s %8s %8s %9s | %s\n", "mode", "context", "C", "held", "tok/s",
-            "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "host GiB", "step us: indexer topk resolve copy attention(roofline) weights other");
+    /* a --shared-prefix run: wider mode names (+shared, +private) and the host bytes */
+    int sp = 0;
+    for (int i = 0; i < n; i++) sp |= R[i].prefix != 0;
+    const int w = sp ? 17 : 9;
+    fprintf(f, "%-*s %7s %4s | %5s %9s %9s %9s %7s %8s %8s%s | %s\n", w, "mode", "context", "C", "held", "tok/s", "TPOT p50",
+            "TPOT p99", "waits", "host/tok", "PCIe", sp ? "  host GiB" : "",
+            "step us: indexer topk resolve copy attention(roofline) weights other");
     for (int i = 0; i < n; i++) {
         const sv_rec *r = &R[i];
         char mn[32];
         snprintf(mn, sizeof mn, "%s%s", mode_names[r->mode], prefix_tags[r->prefix]);
         if (!r->ok) {
-            fprintf(f, "%-17s %7" PRId64 " %4d | %s\n", mn, r->context, r->conc, r->why);
+            fprintf(f, "%-*s %7" PRId64 " %4d | %s\n", w, mn, r->context, r->conc, r->why);
             continue;
         }
-        fprintf(f, "%-17s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s %9.2f |", mn,
-                r->context, r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token,
-                r->pcie_gbps, (double)r->host_peak / 1073741824.0);
+        fprintf(f, "%-*s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s", w, mn, r->context,
+                r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token, r->pcie_gbps);
+        if (sp) fprintf(f, " %9.2f", (double)r->host_peak / 1073741824.0);
+        fprintf(f, " |");
         if (r->prof_rounds)
             fprintf(f, " %.0f %.0f %.0f %.0f %.0f(%.0f) %.0f %.0f\n", r->comp_us[1], r->comp_us[2], r->comp_us[3],
                     r->comp_us[4], r->comp_us[5], r->attn_roofline_us, r->comp_us[DHS_REF_PH_WEIGHTS], r->comp_us[0]);
