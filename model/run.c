@@ -146,12 +146,12 @@ static void run_prompt(const dhs_ref_run_cfg *c, int32_t i, int32_t vocab, int64
         dhs_ref_prompt(c->seed ^ SHARED_STREAM, 0, vocab, i == SHARED_SESSION || n < c->shared_prefix ? n : c->shared_prefix, tok);
 }
 
-/* The holder of the shared prefix: a request prefilled with shared_prefix + 1 positions of the shared
-   prompt (its rows below shared_prefix are every session's: the last position is the model's own in a
-   synthetic history, so it is not shared), imported. */
+/* The holder of the shared prefix: a request prefilled with the shared prompt's shared_prefix positions
+   (a synthetic history: one more, since its last position is the model's own and so is not every
+   session's), imported. */
 static dhs_status shared_holder(const dhs_ref_model *m, const dhs_ref_run_cfg *c, dhs_ctx *ctx, dhs_req *h)
 {
-    const int64_t n = c->shared_prefix + 1;
+    const int64_t n = c->shared_prefix + (c->synthetic ? 1 : 0);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
     dhs_ref_prefill pf;
     memset(&pf, 0, sizeof pf);
