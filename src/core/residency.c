@@ -1024,6 +1024,10 @@ dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int
                 cs->host_chunks[i] = ps->host_chunks[i];
                 const int32_t k = ps->chunk_span[i] < 0 ? -ps->chunk_span[i] : ps->chunk_span[i];
                 if (k) {
+                    /* room was reserved before the admission; this guards the table if the parent's
+                       spans changed since (it cannot: its chunks below the prefix were all there) */
+                    dhs_status rs = sspan_reserve(ctx, 1);
+                    if (rs != DHS_OK) return rs;
                     cs->chunk_span[i] = -k;
                     sspan_ref(ctx, ps->host_chunks[i], (size_t)k * chunk);
                 }
