@@ -232,7 +232,7 @@ typedef struct dhs_cpu_options {
                               location, census and accounting figure is the same as on a payload
                               backend with the same options, late copies included (their tickets
                               complete at the same time); only dhs_mem's device_bytes_allocated
-                              and host_bytes_allocated differ, and fault injection sees no
+                              and host_bytes_allocated (and host_bytes_shared) differ, and fault injection sees no
                               synchronous copies or host-row allocations. The device resolver
                               needs a payload: dhs_ctx_create answers DHS_ERR_INVALID_ARG */
 } dhs_cpu_options;
@@ -330,6 +330,50 @@ dhs_status dhs_request_import_begin(dhs_ctx *ctx, dhs_req r, int64_t n_positions
                                     void **host_rows);
 dhs_status dhs_request_import_commit(dhs_ctx *ctx, dhs_req r);
 dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r);
+
+/* Shared prefix (docs/API.md "Shared prefixes"): opens a request whose
+   first prefix_positions positions are the committed positions of request
+   `parent`, as if imported from them, without copying or pinning them again.
+   The child shares the parent's pinned host rows of every complete
+   1,024-row host chunk of the prefix and the parent's ready optional
+   (device) pages of the prefix; both are reference-counted and freed when
+   their last holder closes or gives them up, in any order. The rows of the
+   partial host chunk and the partial page at the boundary are copied into
+   the child's own host rows and tail ring (copy on write), so the child
+   appends its own rows after the prefix; it has its own hot cache, tail
+   ring and optional pages beyond the shared ones. Parent and child then
+   decode independently (either may close first; a closed parent leaves its
+   shared rows to the children). The call first completes the parent's
+   outstanding host copies of its committed rows (its tail backups, the
+   deferred host copy of device-imported pages), waiting for them, so that
+   the shared rows never change again.
+   expected_positions as dhs_request_open (host rows are pinned up to
+   max(prefix, expected) at once). The child counts as imported. Its own
+   prompt after the prefix is then imported ONCE, before its first round,
+   with dhs_request_import(ctx, child, n_positions, rows, flags): n_positions
+   is the child's total (>= prefix; equal: nothing happens) and rows[src]
+   holds only the rows from row floor(prefix / m) to ceil(n_positions / m) - 1
+   of each source (an incomplete compressed row at the boundary is given
+   again, over the child's positions). The rows go to the child's host rows
+   (its optional pages are populated later, as after DHS_IMPORT_HOST) and
+   the last partial page to its ring. DHS_ERR_ROW_RANGE: n_positions below
+   the prefix or above max_rows; DHS_ERR_STATE: a second time or after a
+   round; DHS_ERR_BACKEND: a copy failed, the child keeps its prefix and
+   the import may be retried.
+   Statuses (nothing changed on any error; after a failure past the
+   admission the parent's host copies may have completed and the admission
+   may have reclaimed, as dhs_request_open does): DHS_ERR_INVALID_ARG (ctx or out NULL);
+   DHS_ERR_UNKNOWN_REQUEST / DHS_ERR_CLOSED (parent handle);
+   DHS_ERR_STATE (parent has a two-phase import open, or is in the open
+   round); DHS_ERR_ROW_RANGE (prefix_positions < 0 or above the parent's
+   committed positions; expected_positions outside 0..max_rows; a prefix
+   that ends inside a compressed row, prefix % m != 0 for some group, unless
+   it is all of the parent's positions); DHS_ERR_BACKEND (completing the
+   parent's host copies failed); otherwise as dhs_request_open (DHS_WAIT,
+   DHS_ERR_TOO_LARGE, DHS_ERR_NOMEM, DHS_ERR_DEVICE_NOMEM). A prefix of 0
+   positions opens an empty imported request. */
+dhs_status dhs_request_open_shared(dhs_ctx *ctx, dhs_req parent, int64_t prefix_positions,
+                                   int64_t expected_positions, dhs_req *out);
 
 /* Close: releases every allocation of the request (after its readers). */
 dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r);
@@ -537,6 +581,9 @@ typedef struct dhs_mem {
     int32_t requests_open;
     uint64_t host_bytes_cached;      /* of host_bytes_allocated: closed requests' host rows kept for
                                         reuse (dhs_config.host_cache_bytes) */
+    uint64_t host_bytes_shared;      /* of host_bytes_allocated: pinned host rows that more than one
+                                        request holds (dhs_request_open_shared), counted once */
+    uint64_t device_bytes_shared;    /* of optional_bytes: optional pages more than one request maps */
 } dhs_mem;
 /* DHS_ERR_INVALID_ARG for NULL; reads host state only. */
 dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);

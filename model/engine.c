@@ -375,10 +375,15 @@ static int32_t pick(dhs_ref_engine *e, sess *s, const float *logits)
 
 dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req)
 {
+    return dhs_ref_engine_start_shared(e, id, p, req, 0);
+}
+
+dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req, int64_t shared)
+{
     const dhs_ref_model *m = e->m;
     const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
     if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
-        p->n + e->kmax + 1 > e->cfg.max_positions)
+        p->n + e->kmax + 1 > e->cfg.max_positions || shared < 0 || shared > p->n)
         return DHS_ERR_INVALID_ARG;
     int32_t slot = -1;
     for (int32_t i = 0; i < e->cfg.max_slots; i++)
@@ -430,7 +435,9 @@ dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_pre
     }
     if (e->cfg.ctx) {
         const void *rows[DHS_MAX_SOURCES];
-        for (int32_t src = 0; src < e->ns; src++) rows[src] = p->rows[src];
+        /* on a shared prefix: the rows after it (from the boundary row) */
+        for (int32_t src = 0; src < e->ns; src++)
+            rows[src] = p->rows[src] + (size_t)(shared / dhs_ref_source_m(m, src)) * DHS_REF_ROW_BYTES;
         dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
         if (st != DHS_OK) {
             set_err(e, "dhs_request_import", st);

@@ -835,6 +835,8 @@ typedef struct synth_job {
     dhs_ref_prefill *out;
     int64_t from;
     uint64_t stream;
+    int64_t shared_n;      /* positions [0, shared_n) from shared_stream (a shared prompt prefix) */
+    uint64_t shared_stream;
     int32_t next, items;
     pthread_mutex_t mu;
 } synth_job;
@@ -849,17 +851,19 @@ static void *synth_worker(void *arg)
         if (it < 0) return NULL;
         if (it < J->m->n_sources) {
             for (int64_t t = 0; t < J->from; t++)
-                synth_row(synth_state(J->stream, it, t), J->out->rows[it] + t * DHS_REF_ROW_BYTES);
+                synth_row(synth_state(t < J->shared_n ? J->shared_stream : J->stream, it, t), J->out->rows[it] + t * DHS_REF_ROW_BYTES);
         } else {
             int32_t g = it - J->m->n_sources;
-            for (int64_t t = 0; t < J->from; t++) synth_key(synth_state(J->stream, DHS_MAX_SOURCES + g, t), &J->out->keys[g], t);
+            for (int64_t t = 0; t < J->from; t++)
+                synth_key(synth_state(t < J->shared_n ? J->shared_stream : J->stream, DHS_MAX_SOURCES + g, t), &J->out->keys[g], t);
         }
     }
 }
 
-static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from, uint64_t stream)
+static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from, uint64_t stream, int64_t shared_n,
+                      uint64_t shared_stream)
 {
-    synth_job J = {m, out, from, stream, 0, m->n_sources + m->n_groups, PTHREAD_MUTEX_INITIALIZER};
+    synth_job J = {m, out, from, stream, shared_n, shared_stream, 0, m->n_sources + m->n_groups, PTHREAD_MUTEX_INITIALIZER};
     long np = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = np < 1 ? 1 : np > 16 ? 16 : (int)np;
     if ((int64_t)from * J.items < 65536) nt = 1; /* small: not worth a thread */
@@ -875,7 +879,7 @@ static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from
 /* positions [0, from) synthetic (from > 0 needs m = 1 everywhere), the rest
    computed by the model */
 static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t from, uint64_t stream,
-                               dhs_ref_prefill *out)
+                               int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out)
 {
     const dhs_ref_cfg *c = &m->cfg;
     struct timespec t0, t1;
@@ -909,7 +913,7 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
         int32_t mm = dhs_ref_group_m(m, g);
         if (dhs_ref_keys_init_model(m, &out->keys[g], (n + mm - 1) / mm)) goto done;
     }
-    if (from > 0) synth_all(m, out, from, stream);
+    if (from > 0) synth_all(m, out, from, stream, shared_n, shared_stream);
     for (int64_t t = from; t < n; t++) dhs_ref_embed(m, tokens[t], X + (t - from) * d);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = &m->layer[l];
@@ -1002,11 +1006,17 @@ void dhs_ref_model_gpu_desc(const dhs_ref_model *m, dhs_ref_gpu_desc *d)
 
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)
 {
-    return prefill_impl(m, tokens, n, 0, 0, out);
+    return prefill_impl(m, tokens, n, 0, 0, 0, 0, out);
 }
 
 dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                      dhs_ref_prefill *out)
 {
-    return prefill_impl(m, tokens, n, n - 1, stream, out);
+    return prefill_impl(m, tokens, n, n - 1, stream, 0, 0, out);
+}
+
+dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                            int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out)
+{
+    return prefill_impl(m, tokens, n, n - 1, stream, shared_n, shared_stream, out);
 }

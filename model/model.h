@@ -316,6 +316,10 @@ void dhs_ref_prefill_free(dhs_ref_prefill *p);
    prefill. Every source must have m = 1. */
 dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                      dhs_ref_prefill *out);
+/* The same with positions [0, shared_n) of the history from shared_stream
+   (sessions that share a prompt prefix hold the same rows there) */
+dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                            int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out);
 /* prompt tokens of a session: a deterministic function of (seed, session) */
 void dhs_ref_prompt(uint64_t seed, int32_t session, int32_t vocab, int64_t n, int32_t *tokens);
 
@@ -414,6 +418,10 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e);
    imported with DHS_IMPORT_DEVICE. The first generated token (the first
    anchor) is chosen from the prefill logits by the verification rule. */
 dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req);
+/* As dhs_ref_engine_start for a request opened on a shared prefix of `shared` positions
+   (dhs_request_open_shared): only the prompt's rows from row floor(shared / m) on are imported
+   (dhs_request_import of the rest); the prefill's rows below must equal the prefix's */
+dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req, int64_t shared);
 /* Ends session `id` (hierarchical: closes its request). */
 dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id);
 

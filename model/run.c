@@ -133,6 +133,46 @@ static dhs_status prefill_one(const dhs_ref_model *m, const dhs_ref_run_cfg *c, 
     return dhs_ref_prefill_streamed(m, tok, n, chunk, c->prefill_buffers, NULL, out, st);
 }
 
+/* The shared prefix's history stream and prompt: independent of every session's */
+#define SHARED_STREAM 0x5A17ED9F1C3B7E21ull
+#define SHARED_SESSION (-1) /* dhs_ref_prompt's session of the shared prefix's tokens */
+
+/* session i's prompt (i = SHARED_SESSION: the shared prefix's), its first shared_prefix tokens the shared
+   prefix's */
+static void run_prompt(const dhs_ref_run_cfg *c, int32_t i, int32_t vocab, int64_t n, int32_t *tok)
+{
+    if (i != SHARED_SESSION) dhs_ref_prompt(c->seed, i, vocab, n, tok);
+    if (c->shared_prefix > 0 || i == SHARED_SESSION)
+        dhs_ref_prompt(c->seed ^ SHARED_STREAM, 0, vocab, i == SHARED_SESSION || n < c->shared_prefix ? n : c->shared_prefix, tok);
+}
+
+/* The holder of the shared prefix: a request prefilled with the shared prompt's shared_prefix positions
+   (a synthetic history: one more, since its last position is the model's own and so is not every
+   session's), imported. */
+static dhs_status shared_holder(const dhs_ref_model *m, const dhs_ref_run_cfg *c, dhs_ctx *ctx, dhs_req *h)
+{
+    const int64_t n = c->shared_prefix + (c->synthetic ? 1 : 0);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+    dhs_ref_prefill pf;
+    memset(&pf, 0, sizeof pf);
+    if (!tok) return DHS_ERR_NOMEM;
+    run_prompt(c, SHARED_SESSION, dhs_ref_model_cfg(m)->vocab, n, tok);
+    dhs_ref_ls_stats ls;
+    dhs_status st = c->synthetic ? dhs_ref_prefill_synthetic_shared(m, tok, n, c->seed ^ SHARED_STREAM, c->shared_prefix,
+                                                                    c->seed ^ SHARED_STREAM, &pf)
+                                 : prefill_one(m, c, tok, n, &pf, &ls);
+    free(tok);
+    if (st == DHS_OK) st = dhs_request_open(ctx, n, h);
+    if (st == DHS_OK) {
+        const void *rows[DHS_MAX_SOURCES];
+        for (int32_t src = 0; src < dhs_ref_n_sources(m); src++) rows[src] = pf.rows[src];
+        st = dhs_request_import(ctx, *h, n, rows, DHS_IMPORT_DEVICE);
+        if (st != DHS_OK) dhs_request_close(ctx, *h);
+    }
+    dhs_ref_prefill_free(&pf);
+    return st;
+}
+
 static void *prefill_worker(void *arg)
 {
     prefill_job *J = arg;
@@ -147,9 +187,9 @@ static void *prefill_worker(void *arg)
         dhs_ref_ls_stats ls;
         memset(&ls, 0, sizeof ls);
         if (tok) {
-            dhs_ref_prompt(J->c->seed, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
-            st = J->synthetic ? dhs_ref_prefill_synthetic(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
-                                                          &J->pf[i])
+            run_prompt(J->c, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
+            st = J->synthetic ? dhs_ref_prefill_synthetic_shared(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
+                                                                 J->c->shared_prefix, J->c->seed ^ SHARED_STREAM, &J->pf[i])
                               : prefill_one(J->m, J->c, tok, J->len[i], &J->pf[i], &ls);
             free(tok);
         }
@@ -209,6 +249,16 @@ static uint64_t fnv1a(const int32_t *t, int64_t n)
     return h;
 }
 
+/* the hierarchy's host bytes and sessions at their peaks */
+static void mem_peaks(const dhs_ctx *ctx, dhs_ref_run_result *r, int64_t sessions)
+{
+    dhs_mem mm;
+    if (dhs_get_mem(ctx, &mm) != DHS_OK) return;
+    if (mm.host_bytes_allocated > r->host_bytes_peak) r->host_bytes_peak = mm.host_bytes_allocated;
+    if (mm.host_bytes_shared > r->host_shared_peak) r->host_shared_peak = mm.host_bytes_shared;
+    if ((uint64_t)sessions > r->sessions_peak) r->sessions_peak = (uint64_t)sessions;
+}
+
 #define FAIL(...)                                             \
     do {                                                      \
         snprintf(r->errmsg, sizeof r->errmsg, __VA_ARGS__);   \
@@ -235,7 +285,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     float *L_res = NULL, *L_hier = NULL;
     dhs_ref_prefill *pf = NULL;
     int32_t n_done = 0;
-    if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1) FAIL("bad run configuration");
+    if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1 || c.shared_prefix < 0) FAIL("bad run configuration");
     r->step = c.step;
     r->topk_impl = c.topk_impl;
     if (c.topk_impl != DHS_REF_TOPK_MODEL && c.topk_impl != DHS_REF_TOPK_FUSED) FAIL("bad top-k implementation %d", c.topk_impl);
@@ -274,6 +324,20 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         if (len[i] > max_len) max_len = len[i];
     }
     int64_t max_pos = max_len + c.tokens + KM + 2;
+    int64_t min_len = max_len;
+    for (int32_t i = 0; i < S; i++) min_len = len[i] < min_len ? len[i] : min_len;
+    if (c.shared_prefix > 0) {
+        if (c.shared_prefix >= min_len)
+            FAIL("--shared-prefix %" PRId64 " must be below the shortest prompt (%" PRId64 " positions: the last is the "
+                 "session's own)", c.shared_prefix, min_len);
+        for (int32_t s2 = 0; s2 < dhs_ref_n_sources(m); s2++)
+            if (c.shared_prefix % dhs_ref_source_m(m, s2))
+                FAIL("--shared-prefix %" PRId64 " must end on a row of every source (m = %d)", c.shared_prefix,
+                     dhs_ref_source_m(m, s2));
+    }
+    const int sharing = c.shared_prefix > 0 && !c.share_private && use_hier;
+    dhs_req holder = {0, 0};
+    int holder_open = 0;
     r->positions = c.context + c.tokens;
 
     /* prefill: once per session, shared by both storage modes */
@@ -289,7 +353,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     dhs_arch arch;
     dhs_ref_arch(m, &arch);
     if (use_hier) {
-        r->lib_cfg = dhs_ref_hier_config(m, c.slots, max_pos, KM, c.history, c.context, c.page_rows);
+        /* sharing a prefix: one slot more, for its holder (the sessions stay within `slots`) */
+        r->lib_cfg = dhs_ref_hier_config(m, c.slots + sharing, max_pos, KM, c.history, c.context, c.page_rows);
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
@@ -368,6 +433,13 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         if (c.profile_every > 0 && c.cuda && ec.gpu) dhs_cuda_set_marker(be, dhs_ref_engine_mark, eh);
     }
     dhs_ref_engine *ref = er ? er : eh; /* the schedule follows this engine's tokens */
+    if (sharing) {
+        double tp = dhs_wall_s();
+        dhs_status hs = shared_holder(m, &c, ctx, &holder);
+        if (hs != DHS_OK) FAIL("the shared prefix's holder: %s", dhs_status_str(hs));
+        holder_open = 1;
+        r->t_prefill += dhs_wall_s() - tp;
+    }
 
     /* rounds */
     int64_t round = 0;
@@ -385,18 +457,20 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             int32_t na = 0;
             for (; next_i < S && na < par; next_i++) {
                 if (state[next_i] != S_WAITING) continue;
-                if (!ctx && n_active + na >= c.slots) { /* resident only: at most `slots` sessions at once */
+                if ((!ctx || sharing) && n_active + na >= c.slots) { /* resident (and the holder's extra slot): at most `slots` sessions at once */
                     blocked = 1;
                     break;
                 }
                 dhs_req req = {0, 0};
                 if (ctx) {
-                    dhs_status st = dhs_request_open(ctx, max_pos, &req);
+                    dhs_status st = holder_open ? dhs_request_open_shared(ctx, holder, c.shared_prefix, max_pos, &req)
+                                                : dhs_request_open(ctx, max_pos, &req);
                     if (st == DHS_WAIT) {
                         blocked = 1;
                         break;
                     }
-                    if (st != DHS_OK) FAIL("dhs_request_open: %s", dhs_status_str(st));
+                    if (st != DHS_OK) FAIL("%s: %s", holder_open ? "dhs_request_open_shared" : "dhs_request_open", dhs_status_str(st));
+                    r->shared_opens += holder_open;
                 }
                 adm[na] = next_i;
                 adm_req[na++] = req;
@@ -412,13 +486,24 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 int32_t i = adm[a];
                 if (c.synthetic) r->synthetic_positions += (uint64_t)pf[i].synthetic;
                 if (er && dhs_ref_engine_start(er, i, &pf[i], adm_req[a]) != DHS_OK) FAIL("resident start of session %d failed", i);
-                if (eh && dhs_ref_engine_start(eh, i, &pf[i], adm_req[a]) != DHS_OK)
+                if (eh && dhs_ref_engine_start_shared(eh, i, &pf[i], adm_req[a], holder_open ? c.shared_prefix : 0) != DHS_OK)
                     FAIL("session %d: %s", i, dhs_ref_engine_error(eh));
                 dhs_ref_prefill_free(&pf[i]);
                 state[i] = S_ACTIVE;
                 n_active++;
             }
             r->t_start += dhs_wall_s() - ts;
+            if (ctx) mem_peaks(ctx, r, n_active);
+        }
+        /* every session admitted: the holder's own hot cache and tail go back (the sessions keep the
+           shared rows) */
+        if (holder_open) {
+            int all = 1;
+            for (int32_t i = 0; i < S; i++) all &= state[i] == S_ACTIVE || state[i] == S_DONE;
+            if (all) {
+                if (dhs_request_close(ctx, holder) != DHS_OK) FAIL("closing the shared prefix's holder");
+                holder_open = 0;
+            }
         }
         /* the batch */
         int32_t n = 0;
@@ -506,6 +591,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 }
             }
             r->rounds++;
+            if (ctx) mem_peaks(ctx, r, n);
         }
         /* completions */
         for (int32_t i = 0; i < S; i++) {

@@ -90,6 +90,13 @@ typedef struct dhs_ref_run_cfg {
                                 events between its phases (result prof_*); 0: never */
     int keep_round_times;    /* 1: result round_t, one entry per decode round (profiled
                                 rounds left out: they run eagerly with events) */
+    int64_t shared_prefix;   /* every session's prompt begins with the same shared_prefix positions (0:
+                                none): the same tokens (synthetic: the same history stream there) */
+    int share_private;       /* with shared_prefix: 0 the hierarchy holds the prefix once (a holder
+                                request prefilled with it; sessions open with dhs_request_open_shared
+                                and import only their own rows; the holder closes once every session
+                                was admitted); 1 every session imports its whole prompt (private
+                                copies: the same tokens, for comparing) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
     const char *trace;       /* selection trace file or NULL */
@@ -126,6 +133,10 @@ typedef struct dhs_ref_run_result {
     int topk_impl;                      /* DHS_REF_TOPK_* of the run */
     dhs_ref_step_times step_res, step_hier; /* device step: host times of each engine */
     uint64_t tokens_digest;             /* FNV-1a over tokens_of (every session's tokens), to compare runs */
+    uint64_t host_bytes_peak;           /* hierarchy: largest dhs_mem.host_bytes_allocated after a round or admission */
+    uint64_t host_shared_peak;          /* ... largest host_bytes_shared */
+    uint64_t sessions_peak;             /* ... most sessions admitted at once (the holder not counted) */
+    uint64_t shared_opens;              /* sessions opened on the shared prefix */
     double prof_us[2][DHS_REF_PH_N];               /* profile_every: [resident, hierarchical] device us per phase
                                            (DHS_REF_PH_*, model/gpu.h), summed over prof_rounds */
     uint64_t prof_rounds[2];

@@ -52,6 +52,7 @@ static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
+static const char *const prefix_tags[] = {"", "+shared", "+private"}; /* sv_rec.prefix */
 static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention",
                                                       "weights"};
 
@@ -74,6 +75,8 @@ typedef struct sv_rec {
     double attn_bytes_per_step, attn_roofline_us;
     double mean_batch;      /* sessions per decode round (mean) */
     int32_t token_mismatches; /* sessions whose tokens differ from the same session in an earlier run */
+    int prefix;             /* --shared-prefix: 0 none (or resident), 1 the hierarchy holds it once, 2 private copies */
+    uint64_t host_peak, host_shared_peak; /* the hierarchy's host bytes at their peak, and of them held by several */
 } sv_rec;
 
 /* every session's tokens (FNV-1a, dhs_ref_run_result.tokens_of) from the first run that served it: a
@@ -165,6 +168,7 @@ typedef struct sv_opts {
     int64_t concs[MAXC];
     int n_concs;
     double budget_gib, host_gib, host_cache_gib;
+    int64_t shared_prefix;   /* every prompt begins with the same positions (0: none) */
     int32_t tokens, spec, profile_every;
     uint64_t seed;
     const char *plot, *output;
@@ -180,11 +184,20 @@ static void progress(void *user, const dhs_ref_progress *p)
                       p->waiting, p->done, p->sessions);
 }
 
-static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_cfg *base, int mode, int64_t L, int32_t C, uint64_t budget,
-                    double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
+/* the host bytes of C sessions' histories: private copies, or the shared prefix's complete 1,024-row
+   host chunks held once (the library shares whole chunks; the rest of each prompt is the session's) */
+static double host_need(const dhs_ref_model *m, const sv_size *z, int32_t C, int64_t shared_prefix, int shared)
+{
+    const double shared_b = shared ? (double)dhs_ref_n_sources(m) * (double)(shared_prefix / 1024 * 1024) * DHS_REF_ROW_BYTES : 0.0;
+    return shared_b + (double)C * ((double)z->host_session - shared_b);
+}
+
+static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_cfg *base, int mode, int prefix, int64_t L,
+                    int32_t C, uint64_t budget, double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
 {
     memset(r, 0, sizeof *r);
     r->mode = mode;
+    r->prefix = prefix;
     r->context = L;
     r->conc = C;
     dhs_ref_run_cfg c = *base;
@@ -195,6 +208,8 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     c.compare = 0;
     c.hier = mode != 0;
     c.history = 0;
+    c.shared_prefix = o->shared_prefix; /* the same prompts in every mode */
+    c.share_private = prefix != 1;
     sv_size z;
     if (bench_serve_sizes(m, &c, C, &z, r->why, sizeof r->why)) return;
     if (mode == 0) {
@@ -219,14 +234,15 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         c.device_bytes = mode == 1 ? 0 : bench_serve_lib_bytes(&z, mode, C, budget);
         r->device_bytes = mode == 1 ? z.hier_fixed_lib + keys : budget;
     }
-    if (o->host_gib > 0 && mode != 0 && (double)C * (double)z.host_session > o->host_gib * 1073741824.0) {
-        snprintf(r->why, sizeof r->why, "host memory: %d x %.2f GiB of history > %.1f GiB host budget", C,
-                 (double)z.host_session / 1073741824.0, o->host_gib);
+    const double host_b = host_need(m, &z, C, o->shared_prefix, prefix == 1);
+    if (o->host_gib > 0 && mode != 0 && host_b > o->host_gib * 1073741824.0) {
+        snprintf(r->why, sizeof r->why, "host memory: %d sessions' histories %.2f GiB%s > %.1f GiB host budget", C,
+                 host_b / 1073741824.0, prefix == 1 ? " (the shared prefix once)" : "", o->host_gib);
         return;
     }
     /* synthetic histories of the sessions admitted together are generated at once, as many as
        host memory holds beside the host tier's histories (a margin of 8 GiB), at most 8 */
-    double spare = (double)o->mem - 8.0 * 1073741824.0 - (mode ? (double)C * (double)z.host_session : 0.0);
+    double spare = (double)o->mem - 8.0 * 1073741824.0 - (mode ? host_b : 0.0);
     double per = (double)z.resident_session + (double)z.host_session; /* rows and keys, generous */
     int32_t par = spare > per ? (int32_t)(spare / per) : 1;
     if (par > 8) par = 8;
@@ -235,7 +251,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     c.keep_round_times = 1;
     c.profile_every = o->backend == 1 && c.step != DHS_REF_STEP_HOST ? o->profile_every : 0;
     char tag[96];
-    snprintf(tag, sizeof tag, "%s L=%" PRId64 " C=%d", mode_names[mode], L, C);
+    snprintf(tag, sizeof tag, "%s%s L=%" PRId64 " C=%d", mode_names[mode], prefix_tags[prefix], L, C);
     void *pu[2] = {tp, tag};
     c.progress = progress;
     c.user = pu;
@@ -260,6 +276,8 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     }
     r->sessions = R.sessions_done;
     r->held = R.max_active;
+    r->host_peak = R.host_bytes_peak;
+    r->host_shared_peak = R.host_shared_peak;
     r->waits = R.st.waits;
     r->rounds = R.n_round_s;
     r->reclaims = (double)R.st.reclaims;
@@ -317,6 +335,7 @@ static cJSON *rec_json(const sv_rec *r)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "mode", mode_names[r->mode]);
+    if (r->prefix) cJSON_AddStringToObject(o, "prefix", r->prefix == 1 ? "shared" : "private");
     cJSON_AddNumberToObject(o, "context", (double)r->context);
     cJSON_AddNumberToObject(o, "max_concurrency", r->conc);
     if (!r->ok) {
@@ -325,6 +344,10 @@ static cJSON *rec_json(const sv_rec *r)
     }
     /* the keys of vLLM's `bench serve` result, then ours */
     cJSON_AddNumberToObject(o, "duration", r->duration_s);
+    if (r->mode) {
+        cJSON_AddNumberToObject(o, "host_bytes_peak", (double)r->host_peak);
+        cJSON_AddNumberToObject(o, "host_bytes_shared_peak", (double)r->host_shared_peak);
+    }
     cJSON_AddNumberToObject(o, "prefill_s", r->prefill_s);
     cJSON_AddNumberToObject(o, "start_s", r->start_s);
     cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
@@ -402,17 +425,25 @@ static void write_partial(const char *output, const sv_rec *R, int n)
 
 static void print_table(const sv_rec *R, int n, FILE *f)
 {
-    fprintf(f, "%-9s %7s %4s | %5s %9s %9s %9s %7s %8s %8s | %s\n", "mode", "context", "C", "held", "tok/s",
-            "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "step us: indexer topk resolve copy attention(roofline) weights other");
+    /* a --shared-prefix run: wider mode names (+shared, +private) and the host bytes */
+    int sp = 0;
+    for (int i = 0; i < n; i++) sp |= R[i].prefix != 0;
+    const int w = sp ? 17 : 9;
+    fprintf(f, "%-*s %7s %4s | %5s %9s %9s %9s %7s %8s %8s%s | %s\n", w, "mode", "context", "C", "held", "tok/s", "TPOT p50",
+            "TPOT p99", "waits", "host/tok", "PCIe", sp ? "  host GiB" : "",
+            "step us: indexer topk resolve copy attention(roofline) weights other");
     for (int i = 0; i < n; i++) {
         const sv_rec *r = &R[i];
+        char mn[32];
+        snprintf(mn, sizeof mn, "%s%s", mode_names[r->mode], prefix_tags[r->prefix]);
         if (!r->ok) {
-            fprintf(f, "%-9s %7" PRId64 " %4d | %s\n", mode_names[r->mode], r->context, r->conc, r->why);
+            fprintf(f, "%-*s %7" PRId64 " %4d | %s\n", w, mn, r->context, r->conc, r->why);
             continue;
         }
-        fprintf(f, "%-9s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s |", mode_names[r->mode],
-                r->context, r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token,
-                r->pcie_gbps);
+        fprintf(f, "%-*s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s", w, mn, r->context,
+                r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token, r->pcie_gbps);
+        if (sp) fprintf(f, " %9.2f", (double)r->host_peak / 1073741824.0);
+        fprintf(f, " |");
         if (r->prof_rounds)
             fprintf(f, " %.0f %.0f %.0f %.0f %.0f(%.0f) %.0f %.0f\n", r->comp_us[1], r->comp_us[2], r->comp_us[3],
                     r->comp_us[4], r->comp_us[5], r->attn_roofline_us, r->comp_us[DHS_REF_PH_WEIGHTS], r->comp_us[0]);
@@ -510,6 +541,10 @@ int cmd_bench_serve(int argc, char **argv)
               "device KV budget (GiB): rows, hot caches, tails, staging, index keys; the room a large MoE's weights leave"),
         A_DBL("--host-budget-gib", &o.host_gib, 0, 1 << 20,
               "pinned host memory for the histories (GiB); 0: 90% of this machine's RAM"),
+        A_I64("--shared-prefix", &o.shared_prefix, 0, (int64_t)1 << 24,
+              "every prompt begins with the same L positions (synthetic history: the same rows); each hierarchy "
+              "configuration then runs twice, the prefix held once (dhs_request_open_shared) and private copies, and "
+              "the host budget counts the shared prefix once"),
         A_INT("--tokens", &o.tokens, 2, 1 << 20, "tokens generated per session"),
         A_INT("--spec", &o.spec, 1, 8, "queries per session and round (speculative width; 1: plain decode)"),
         A_INT("--waves", &o.waves, 1, 64, "sessions per request slot, arriving as slots free (closed loop)"),
@@ -619,6 +654,14 @@ int cmd_bench_serve(int argc, char **argv)
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
+    base.shared_prefix = o.shared_prefix;
+    for (int li = 0; li < o.n_contexts && o.shared_prefix > 0; li++)
+        if (o.shared_prefix >= o.contexts[li] - (o.contexts[li] > 64 ? 31 : 0)) {
+            fprintf(stderr, PROG ": --shared-prefix %" PRId64 " must be below every session's prompt (context %" PRId64
+                            ": the shortest has %" PRId64 " positions)\n",
+                    o.shared_prefix, o.contexts[li], o.contexts[li] - (o.contexts[li] > 64 ? 31 : 0));
+            return EXIT_USAGE;
+        }
     dhs_ref_model *m = NULL; /* sizing only (each run makes its own): one model for every context */
     if (dhs_ref_model_create(&base.model, &m) != DHS_OK) {
         fprintf(stderr, PROG ": cannot create the model\n");
@@ -628,7 +671,7 @@ int cmd_bench_serve(int argc, char **argv)
 
     tool_progress tp;
     tool_progress_init(&tp, o.quiet, 5.0);
-    sv_rec *R = calloc((size_t)(o.n_contexts * 3 * (MAXC + 1)), sizeof(sv_rec));
+    sv_rec *R = calloc((size_t)(o.n_contexts * 5 * (MAXC + 1)), sizeof(sv_rec)); /* resident + 2 modes x 2 prefixes */
     if (!R) {
         dhs_ref_model_destroy(m);
         return EXIT_RUNTIME;
@@ -660,6 +703,13 @@ int cmd_bench_serve(int argc, char **argv)
         }
         int32_t cap_res = (int32_t)(budget / z1.resident_session);
         int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
+        int32_t cap_host_priv = cap_host;
+        if (o.shared_prefix > 0) { /* the prefix's complete host chunks once, the rest per session */
+            const double sb = host_need(m, &z1, 1, o.shared_prefix, 1) - host_need(m, &z1, 0, o.shared_prefix, 1);
+            const double once = host_need(m, &z1, 0, o.shared_prefix, 1);
+            cap_host = sb > 0 && host_gib * 1073741824.0 > once ? (int32_t)((host_gib * 1073741824.0 - once) / sb) : 0;
+            if (cap_host > 1 << 20) cap_host = 1 << 20;
+        }
         int32_t cap_dev = 0; /* doubling, then bisection */
         for (int32_t C = 1; C <= 4096 && hier_fits(m, &base, C, budget); C *= 2) cap_dev = C;
         for (int32_t step = cap_dev / 2; step >= 1; step /= 2)
@@ -673,6 +723,11 @@ int cmd_bench_serve(int argc, char **argv)
                  "memory (%.1f GiB, %.2f GiB of history per session) caps it at %d%s",
                  L, (double)z1.resident_session / 1073741824.0, cap_res, cap_dev, host_gib,
                  (double)z1.host_session / 1073741824.0, cap_host, cap_host < cap_dev ? " (binds)" : "");
+        if (o.shared_prefix > 0) {
+            size_t ln = strlen(cap_line[li]);
+            snprintf(cap_line[li] + ln, sizeof cap_line[li] - ln,
+                     "; with the %" PRId64 "-position prefix held once (private copies: %d)", o.shared_prefix, cap_host_priv);
+        }
         tool_progress_msg(&tp, 1, PROG ": %s", cap_line[li]);
         for (int mode = 0; mode < 3; mode++) {
             if (!use[mode]) continue;
@@ -687,17 +742,21 @@ int cmd_bench_serve(int argc, char **argv)
                 if (cap >= 1) cs[nc++] = cap;
                 if (cap < 1) cs[nc++] = 1; /* reported as not fitting */
             }
-            for (int i = 0; i < nc; i++) {
-                run_one(&o, m, &base, mode, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
+            /* with a shared prefix each hierarchy configuration twice: held once, then private copies */
+            const int twice = mode && o.shared_prefix > 0;
+            for (int k = 0; k < nc * (twice ? 2 : 1); k++) {
+                const int prefix = twice ? 1 + k % 2 : 0, i = twice ? k / 2 : k;
+                run_one(&o, m, &base, mode, prefix, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
                 mism_total += (uint64_t)R[nr].token_mismatches;
                 const sv_rec *q = &R[nr];
-                if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap)
-                    fprintf(stderr, PROG ": %s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], L, cs[i], q->why);
+                if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap && prefix != 2)
+                    fprintf(stderr, PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], prefix_tags[prefix], L,
+                            cs[i], q->why);
                 if (q->ok)
                     tool_progress_msg(&tp, 1,
-                                      PROG ": %s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
+                                      PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
                                       "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
-                                      ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms)", mode_names[mode], L, cs[i],
+                                      ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms)", mode_names[mode], prefix_tags[prefix], L, cs[i],
                                       q->duration_s, q->prefill_s, q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s);
                 nr++;
@@ -756,6 +815,24 @@ int cmd_bench_serve(int argc, char **argv)
                  best[0] && bh ? bh->tok_s / best[0]->tok_s : 0.0, eq_r ? eq_r->conc : 0,
                  eq_r ? eq_h->step_mean_ms / eq_r->step_mean_ms : 0.0);
     }
+    /* shared prefix: per context, the most sessions each prefix mode held and its host bytes at that point */
+    char share_lines[MAXL][400];
+    for (int li = 0; li < o.n_contexts; li++) {
+        share_lines[li][0] = 0;
+        if (o.shared_prefix <= 0) continue;
+        const sv_rec *top[3] = {NULL, NULL, NULL};
+        for (int i = 0; i < nr; i++)
+            if (R[i].context == o.contexts[li] && R[i].ok && R[i].prefix &&
+                (!top[R[i].prefix] || R[i].held > top[R[i].prefix]->held ||
+                 (R[i].held == top[R[i].prefix]->held && R[i].host_peak < top[R[i].prefix]->host_peak)))
+                top[R[i].prefix] = &R[i];
+        snprintf(share_lines[li], sizeof share_lines[li],
+                 "context %" PRId64 ", shared prefix %" PRId64 ": sessions held with the prefix held once %" PRIu64
+                 " (host rows %.2f GiB, %.2f GiB of it shared), with private copies %" PRIu64 " (host rows %.2f GiB)",
+                 o.contexts[li], o.shared_prefix, top[1] ? top[1]->held : 0, top[1] ? (double)top[1]->host_peak / 1073741824.0 : 0.0,
+                 top[1] ? (double)top[1]->host_shared_peak / 1073741824.0 : 0.0, top[2] ? top[2]->held : 0,
+                 top[2] ? (double)top[2]->host_peak / 1073741824.0 : 0.0);
+    }
     int prc = 0;
     if (o.plot && write_svg(out_path(o.plot), R, nr)) {
         fprintf(stderr, PROG ": cannot write %s\n", o.plot);
@@ -785,6 +862,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "copy_queue_blocks", o.copy_queue_blocks);
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
+        cJSON_AddNumberToObject(cf, "shared_prefix", (double)o.shared_prefix);
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
         cJSON_AddNumberToObject(cf, "tokens", o.tokens);
         cJSON_AddNumberToObject(cf, "spec", o.spec);
@@ -828,6 +906,8 @@ int cmd_bench_serve(int argc, char **argv)
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", cap_line[li]);
         print_table(R, nr, stdout);
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
+        for (int li = 0; li < o.n_contexts; li++)
+            if (share_lines[li][0]) printf("%s\n", share_lines[li]);
         printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",
                mism_total ? "DIFFER" : "equal", mism_total ? " (a bug: docs/SERVE.md)" : "");
         cJSON_Delete(sum);

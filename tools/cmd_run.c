@@ -39,6 +39,8 @@ typedef struct run_opts {
     int32_t topk;
     int32_t threads;
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
+    int64_t shared_prefix;  /* positions every prompt begins with (0: none) */
+    int prefix;             /* with shared_prefix: 0 shared (held once), 1 private copies */
     int32_t arrival;        /* rounds between arrivals */
     int32_t slots;          /* request slots of the hierarchy */
     double history;         /* sessions' imported history the device budget holds on top */
@@ -55,7 +57,8 @@ static const char *const layouts[] = {"own", "follow", "compressed", NULL};
 static const char *const geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
 static const char *const verifies[] = {"greedy", "sample", NULL};
 static const char *const backends[] = {"cpu", "cuda", NULL};
-static const char *const compares[] = {"resident", "none", NULL};
+static const char *const compares[] = {"resident", "none", "private", NULL};
+static const char *const prefixes[] = {"shared", "private", NULL};
 static const char *const storages[] = {"hier", "resident", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
@@ -102,7 +105,14 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
          .help = "the library backend; with cuda the model computes on the GPU (compressed layout: on the CPU, "
                  "reading the located rows back)"},
         {.name = "--compare", .type = ARG_ENUM, .dest = &o->compare, .choices = compares,
-         .help = "run resident storage side by side and compare every round's logits"},
+         .help = "resident: run resident storage side by side and compare every round's logits; private (with "
+                 "--shared-prefix): run the hierarchy twice, the prefix shared and private copies, and compare every "
+                 "session's tokens and the host memory"},
+        A_I64("--shared-prefix", &o->shared_prefix, 0, (int64_t)1 << 24,
+              "every prompt begins with the same L positions (same tokens; synthetic history: the same rows), held "
+              "once by the hierarchy (dhs_request_open_shared; --prefix private: every session its own copy)"),
+        {.name = "--prefix", .type = ARG_ENUM, .dest = &o->prefix, .choices = prefixes,
+         .help = "with --shared-prefix: shared (held once) or private (each session imports its whole prompt)"},
         {.name = "--storage", .type = ARG_ENUM, .dest = &o->storage, .choices = storages,
          .help = "with --compare none: which storage runs (default hier; refused with --compare resident, which runs both)"},
         {.name = "--policy", .type = ARG_ENUM, .dest = &o->policy, .choices = policies, .help = "hot-cache replacement"},
@@ -173,6 +183,15 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         return EXIT_USAGE;
     }
     if (o->storage < 0) o->storage = 0;
+    if (o->shared_prefix > 0 && o->shared_prefix >= o->context - (o->context > 64 ? 31 : 0)) {
+        fprintf(stderr, "dhs run: --shared-prefix %" PRId64 " must be below the shortest prompt (%" PRId64
+                        " positions: --context less 31)\n", o->shared_prefix, o->context - (o->context > 64 ? 31 : 0));
+        return EXIT_USAGE;
+    }
+    if (o->compare == 2 && (o->shared_prefix == 0 || o->storage != 0)) {
+        fprintf(stderr, "dhs run: --compare private needs --shared-prefix L and the hierarchy (--storage hier)\n");
+        return EXIT_USAGE;
+    }
     if (o->prefill_buffers == 1) {
         fprintf(stderr, "dhs run: --prefill-buffers: 0 (full residency) or at least 2 buffers\n");
         return EXIT_USAGE;
@@ -266,6 +285,8 @@ int cmd_run(int argc, char **argv)
     c.prefill_chunk = o.prefill_chunk;
     if (o.prefill_buffers) c.synthetic = 0; /* the streamed prefill is the model's own */
     c.check = o.check;
+    c.shared_prefix = o.shared_prefix;
+    c.share_private = o.prefix == 1;
     c.trace = out_path(o.trace); /* a temporary renamed into place on success */
     c.progress = progress;
     c.user = &prog;
@@ -273,8 +294,26 @@ int cmd_run(int argc, char **argv)
                       o.context, o.threads < o.sessions ? o.threads : o.sessions);
     if (prog.tty && prog.on) fprintf(stderr, "\n");
 
-    dhs_ref_run_result R;
+    dhs_ref_run_result R, RP;
+    memset(&RP, 0, sizeof RP);
     dhs_ref_run(&c, &R);
+    /* --compare private: the same prompts again, every session importing its whole prompt */
+    const int priv = o.compare == 2;
+    uint64_t priv_tok_mismatch = 0;
+    if (priv && !R.error) {
+        dhs_ref_run_cfg cp = c;
+        cp.share_private = 1;
+        cp.trace = NULL;
+        dhs_ref_run(&cp, &RP);
+        if (RP.error) {
+            snprintf(R.errmsg, sizeof R.errmsg, "the private-copies run: %.400s", RP.errmsg);
+            R.error = 1;
+        } else {
+            for (int32_t i = 0; i < o.sessions; i++) priv_tok_mismatch += R.tokens_of[i] != RP.tokens_of[i];
+        }
+    }
+    const int priv_identical = priv && !R.error && priv_tok_mismatch == 0 && R.tokens_digest == RP.tokens_digest &&
+                               R.sessions_done == (uint64_t)o.sessions && RP.sessions_done == (uint64_t)o.sessions;
     tool_progress_end(&prog);
     /* a --device-mb that can never hold one session is bad input, not a result: exit 2, no record (the
        library finds it: the pools cannot take one request, or admission waits with no session active) */
@@ -410,6 +449,23 @@ int cmd_run(int argc, char **argv)
         char dg[24];
         snprintf(dg, sizeof dg, "%016" PRIx64, R.tokens_digest);
         cJSON_AddStringToObject(j, "tokens_digest", dg);
+        if (o.shared_prefix > 0) {
+            cJSON *sp = cJSON_AddObjectToObject(j, "shared_prefix");
+            cJSON_AddNumberToObject(sp, "positions", (double)o.shared_prefix);
+            cJSON_AddStringToObject(sp, "mode", prefixes[o.prefix]);
+            cJSON_AddNumberToObject(sp, "shared_opens", (double)R.shared_opens);
+            cJSON_AddNumberToObject(sp, "host_bytes_peak", (double)R.host_bytes_peak);
+            cJSON_AddNumberToObject(sp, "host_bytes_shared_peak", (double)R.host_shared_peak);
+            cJSON_AddNumberToObject(sp, "sessions_peak", (double)R.sessions_peak);
+            if (priv) {
+                cJSON_AddBoolToObject(sp, "identical_to_private", priv_identical);
+                cJSON_AddNumberToObject(sp, "private_host_bytes_peak", (double)RP.host_bytes_peak);
+                cJSON_AddNumberToObject(sp, "private_sessions_peak", (double)RP.sessions_peak);
+                cJSON_AddNumberToObject(sp, "session_token_mismatches", (double)priv_tok_mismatch);
+                snprintf(dg, sizeof dg, "%016" PRIx64, RP.tokens_digest);
+                cJSON_AddStringToObject(sp, "private_tokens_digest", dg);
+            }
+        }
         if (R.error) cJSON_AddStringToObject(j, "error", R.errmsg);
         char *txt = cJSON_PrintUnformatted(j);
         if (txt) printf("%s\n", txt);
@@ -479,6 +535,21 @@ int cmd_run(int argc, char **argv)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",
                    R.invariant_violations, R.shadow_mismatches);
+        if (o.shared_prefix > 0 && hier) {
+            printf("  prefix       every prompt begins with the same %" PRId64 " positions, %s: host rows peak %.1f MiB "
+                   "(%.1f MiB of it held by several sessions), up to %" PRIu64 " sessions at once, %" PRIu64
+                   " opened on the prefix; tokens digest %016" PRIx64 "\n",
+                   o.shared_prefix, o.prefix ? "each session its own copy" : "held once (dhs_request_open_shared)",
+                   mib(R.host_bytes_peak), mib(R.host_shared_peak), R.sessions_peak, R.shared_opens, R.tokens_digest);
+            if (priv)
+                printf("  private      the same prompts, each session its own copy: host rows peak %.1f MiB, up to %" PRIu64
+                       " sessions at once; tokens digest %016" PRIx64 "\n",
+                       mib(RP.host_bytes_peak), RP.sessions_peak, RP.tokens_digest);
+        }
+        if (priv)
+            printf("identical: %s (every session's tokens, shared prefix vs private copies: %" PRIu64
+                   " sessions differ; host rows %.1f MiB vs %.1f MiB)\n",
+                   priv_identical ? "yes" : "NO", priv_tok_mismatch, mib(R.host_bytes_peak), mib(RP.host_bytes_peak));
         if (both)
             printf("identical: %s (%" PRIu64 " logit rows of every round compared byte for byte, %" PRIu64
                    " differ; %" PRIu64 " token mismatches)\n",
@@ -486,7 +557,8 @@ int cmd_run(int argc, char **argv)
         printf("docs/MODEL.md explains the model, every line above and the flags (dhs run --help).\n");
     }
     if (R.error) fprintf(stderr, "dhs run: %s\n", R.errmsg);
-    int rc = R.error ? 3 : (both && !R.identical) ? 1 : 0;
+    int rc = R.error ? 3 : ((both && !R.identical) || (priv && !priv_identical)) ? 1 : 0;
     dhs_ref_run_result_free(&R);
+    dhs_ref_run_result_free(&RP);
     return rc;
 }

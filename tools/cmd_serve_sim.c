@@ -244,6 +244,13 @@ static int cal_read(const char *path, cal_file *F, char *err, size_t en)
             goto out;
         }
         if (jstr(cf, "step", F->step, sizeof F->step)) snprintf(F->step, sizeof F->step, "?");
+        {
+            double sp = 0;
+            if (!jnum(cf, "shared_prefix", &sp) && sp > 0) {
+                snprintf(err, en, "%s: a --shared-prefix run (%g positions): the simulator does not model shared prefixes", path, sp);
+                goto out;
+            }
+        }
         /* the simulator's flag ranges bound what a file may ask for */
         if (F->budget_bytes <= 0 || F->tokens < 2 || F->tokens > (1 << 24) || F->spec < 1 || F->spec > 256 || F->spec >= F->tokens ||
             F->waves < 1 || F->waves > 1024 || F->topk < 1 || F->topk > 65536 || F->layers < 1 || F->layers > 1024 || F->sources < 1 ||

@@ -134,6 +134,8 @@ class dhs_mem(ctypes.Structure):
         ("pages_free", c_int64),
         ("requests_open", c_int32),
         ("host_bytes_cached", c_uint64),
+        ("host_bytes_shared", c_uint64),
+        ("device_bytes_shared", c_uint64),
     ]
 
 
@@ -258,6 +260,7 @@ dhs_source_pool = _fn("dhs_source_pool", _P, _CTX, c_int32)
 dhs_source_pool_rows = _fn("dhs_source_pool_rows", c_int64, _CTX, c_int32)
 dhs_pool_row_stride = _fn("dhs_pool_row_stride", c_uint32, _CTX)
 dhs_request_open = _fn("dhs_request_open", _S, _CTX, c_int64, ctypes.POINTER(dhs_req))
+dhs_request_open_shared = _fn("dhs_request_open_shared", _S, _CTX, dhs_req, c_int64, c_int64, ctypes.POINTER(dhs_req))
 dhs_request_import = _fn("dhs_request_import", _S, _CTX, dhs_req, c_int64, ctypes.POINTER(_P), ctypes.c_uint)
 dhs_request_import_begin = _fn("dhs_request_import_begin", _S, _CTX, dhs_req, c_int64, ctypes.c_uint,
                                ctypes.POINTER(_P))

@@ -629,6 +629,27 @@ class Context:
             raise Wait(1, "dhs_request_open", "retry after a close or a round")
         return r
 
+    def try_open_shared(self, parent, prefix_positions, expected_positions=0):
+        """dhs_request_open_shared: a request whose first prefix_positions positions are
+        the committed positions of `parent` (a Request), sharing its pinned host rows and
+        device pages (docs/API.md "Shared prefixes"); None when the answer is DHS_WAIT."""
+        r = _lib.dhs_req()
+        s = _lib.dhs_request_open_shared(self.handle, parent.handle, int(prefix_positions), int(expected_positions),
+                                         ctypes.byref(r))
+        if s == 1:
+            return None
+        check(s, "dhs_request_open_shared", f"prefix {prefix_positions}")
+        req = Request(self, r)
+        req._shared = int(prefix_positions)  # its first import holds only the rows after the prefix
+        return req
+
+    def open_shared(self, parent, prefix_positions, expected_positions=0):
+        """As try_open_shared; raises Wait when capacity is short (nothing changed)."""
+        r = self.try_open_shared(parent, prefix_positions, expected_positions)
+        if r is None:
+            raise Wait(1, "dhs_request_open_shared", "retry after a close or a round")
+        return r
+
     def _import(self, req, n_positions, rows, device):
         ns = len(self.arch.sources)
         if ns == 1 and not isinstance(rows, (list, tuple)):
@@ -640,8 +661,12 @@ class Context:
             raise error_for(-8, "dhs_request_import", f"n_positions {n_positions}")
         keep, ptrs = [], (ctypes.c_void_p * max(ns, 1))()
         any_dev = False
+        # a request opened on a shared prefix, before its first round: the rows from floor(prefix / m) on
+        shared = getattr(req, "_shared", 0)
+        if shared and req.positions != shared:
+            shared = 0
         for s, r in enumerate(rows):
-            nr = -(-n_positions // self._m[s])
+            nr = -(-n_positions // self._m[s]) - (shared // self._m[s] if n_positions >= shared else 0)
             if r is None and self.backend.payload_free:
                 ptrs[s] = None
                 continue

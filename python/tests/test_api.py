@@ -272,3 +272,40 @@ def test_two_phase_import_matches_import_rows():
     for c, be in ((a, be_a), (b, be_b)):
         c.close()
         be.close()
+
+
+def test_open_shared_reads_the_parents_rows():
+    """open_shared: a child on the parent's 2,100-position prefix (two complete 1,024-row host
+    chunks shared) imports only its own rows after it, reads every prefix row as the parent
+    does, holds them once (host_bytes_shared), outlives a closed parent, and bad prefixes
+    raise, changing nothing."""
+    arch = make_arch("own", RB)
+    cfg = small_config(max_rows=4096)
+    z = dhs.config_sizes(arch, cfg)
+    cfg.device_bytes = z.staging_bytes + z.reserve_bytes + 4 * z.request_bytes + 600 * z.page_bytes
+    with dhs.CpuBackend() as be, dhs.Context(arch, cfg, be) as ctx:
+        n = 2100
+        parent = ctx.open(n)
+        parent.import_rows(n, row_bytes_of(7, 0, np.arange(n), np.zeros(n), RB), device=True)
+        child = ctx.open_shared(parent, n, n + 60)
+        assert child.positions == n
+        # its own rows after the prefix: only those (rows n .. n + 49) in the import
+        child.import_rows(n + 50, row_bytes_of(8, 0, np.arange(n, n + 50), np.zeros(50), RB))
+        assert child.positions == n + 50
+        m = ctx.mem()
+        assert m.host_bytes_shared >= 2 * 1024 * RB and m.device_bytes_shared > 0
+        assert ctx.check_invariants() == (0, "")
+        unchanged(ctx, [parent, child], lambda: ctx.open_shared(parent, n + 1), dhs.DhsError)
+        unchanged(ctx, [parent, child], lambda: ctx.open_shared(parent, -1), dhs.DhsError)
+        parent.close()
+        assert ctx.mem().host_bytes_shared == 0  # one holder left
+        rows = [0, 1, 1023, 1024, 2047, 2048, 2099, 2100, 2149]
+        with ctx.round([child]) as rnd:
+            child.write_rows(0, n + 50, row_bytes_of(8, 0, [n + 50], [1], RB))
+            loc, = ctx.resolve(0, [(child, [rows])])
+            for i, row in enumerate(rows):
+                uid = 7 if row < n else 8  # the parent's prefix, then the child's own rows
+                assert np.array_equal(ctx.read_location(0, loc[0, 0, i]), row_bytes_of(uid, 0, [row], [0], RB)[0])
+            rnd.accepted = [0]
+        child.close()
+        assert ctx.check_invariants() == (0, "")

@@ -28,11 +28,15 @@ static void fail(viol *v, const char *fmt, ...)
     }
 }
 
-static void own(viol *v, const dhs_ctx *ctx, uint8_t *seen, int32_t pg, int32_t slot, enum page_use use, const char *what)
+/* A page maps once, to its owner; an optional page of a shared prefix maps
+   once per holder (1 + page_ref, counted after the requests) */
+static void own(viol *v, const dhs_ctx *ctx, int32_t *seen, int32_t pg, int32_t slot, enum page_use use, const char *what)
 {
     if (pg < 0 || pg >= ctx->n_pages) { fail(v, "I3: request %d %s page %d out of range", slot, what, pg); return; }
-    if (seen[pg]++) fail(v, "I3: page %d mapped twice (request %d %s)", pg, slot, what);
-    if (ctx->page_owner[pg] != slot) fail(v, "I3: page %d of request %d %s owned by %d", pg, slot, what, ctx->page_owner[pg]);
+    const int shared = use == PAGE_OPT && ctx->page_owner[pg] == PAGE_OWNER_SHARED;
+    if (seen[pg]++ && !shared) fail(v, "I3: page %d mapped twice (request %d %s)", pg, slot, what);
+    if (ctx->page_owner[pg] != slot && !shared)
+        fail(v, "I3: page %d of request %d %s owned by %d", pg, slot, what, ctx->page_owner[pg]);
     if (ctx->page_use[pg] != use) fail(v, "I4: page %d of request %d %s has use %d", pg, slot, what, ctx->page_use[pg]);
 }
 
@@ -65,8 +69,32 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                  (unsigned long long)hb, (unsigned long long)ctx->hcache_bytes, (unsigned long long)c->host_cache_bytes);
         if (ctx->be->host_bytes < ctx->hcache_bytes) fail(&v, "I4: host bytes accounted below the host cache");
     }
-    uint8_t *seen = calloc((size_t)ctx->n_pages + 1, 1);
-    if (!seen) return v.n + 1;
+    /* shared prefix: reference counts agree with their totals, only on optional pages */
+    {
+        int64_t refs = 0, shared = 0;
+        for (int64_t i = 0; i < ctx->n_pages; i++) {
+            if (ctx->page_ref[i] < 0 || (ctx->page_ref[i] > 0 && ctx->page_use[i] != PAGE_OPT))
+                fail(&v, "share: page %lld has %d extra holders, use %d", (long long)i, ctx->page_ref[i], ctx->page_use[i]);
+            refs += ctx->page_ref[i];
+            shared += ctx->page_ref[i] > 0;
+        }
+        if (refs != ctx->page_refs || shared != ctx->pages_shared)
+            fail(&v, "share: %lld page references on %lld pages, counters %lld and %lld", (long long)refs, (long long)shared,
+                 (long long)ctx->page_refs, (long long)ctx->pages_shared);
+        uint64_t sb = 0;
+        for (int32_t i = 0; i < ctx->sspan_n; i++) {
+            sb += ctx->sspan[i].bytes;
+            if (ctx->sspan[i].refs < 2) fail(&v, "share: host span %d in the table with %d holders", i, ctx->sspan[i].refs);
+        }
+        if (sb != ctx->sspan_bytes || ctx->sspan_n > ctx->sspan_cap)
+            fail(&v, "share: %d shared host spans of %llu bytes, counter %llu", ctx->sspan_n, (unsigned long long)sb,
+                 (unsigned long long)ctx->sspan_bytes);
+        if (ctx->be->host_bytes < ctx->sspan_bytes + ctx->hcache_bytes)
+            fail(&v, "I4: host bytes accounted below the shared spans and the cache");
+    }
+    int32_t *sspan_holders = calloc((size_t)ctx->sspan_n + 1, sizeof(int32_t));
+    int32_t *seen = calloc((size_t)ctx->n_pages + 1, sizeof(int32_t));
+    if (!seen || !sspan_holders) { free(seen); free(sspan_holders); return v.n + 1; }
     int32_t open = 0;
     for (int32_t slot = 0; slot < c->max_requests; slot++) {
         const request *rq = &ctx->req[slot];
@@ -162,6 +190,14 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     if ((st == OPT_ABSENT) != (pg < 0)) fail(&v, "opt: request %d page %lld state %d phys %d", slot, (long long)hp, st, pg);
                     if (pg >= 0) own(&v, ctx, seen, pg, slot, PAGE_OPT, "optional");
                 }
+                /* a shared page is never written again: every holder has all its rows on host */
+                if (st != OPT_ABSENT && nsrc > 0 && gs->src[0].opt_pages[hp] >= 0 && ctx->page_ref[gs->src[0].opt_pages[hp]] > 0)
+                    for (int32_t i = 0; i < p; i++)
+                        if (!bit_get(gs->host_valid, hp * p + i)) {
+                            fail(&v, "share: shared page %lld of request %d group %d has row %lld without a host copy",
+                                 (long long)hp, slot, g, (long long)(hp * p + i));
+                            break;
+                        }
                 if (st == OPT_PENDING)
                     for (int32_t i = 0; i < p; i++)
                         if (!bit_get(gs->host_valid, hp * p + i)) fail(&v, "I1: pending page %lld of request %d lacks host rows", (long long)hp, slot);
@@ -178,6 +214,31 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 fail(&v, "I1: request %d group %d row %lld is neither ready nor backed up", slot, g, (long long)row);
                 break;
             }
+            /* host spans: holders counted against the table; a borrowed chunk (shared prefix) holds only
+               committed rows with a host copy, so nobody writes it */
+            for (int32_t si = 0; si < nsrc; si++) {
+                const src_state *ss = &gs->src[si];
+                int borrowed = 0;
+                for (int64_t i = 0; i < ss->n_host_chunks; i++) {
+                    if (ss->chunk_span[i] != 0) {
+                        borrowed = ss->chunk_span[i] < 0;
+                        for (int32_t k = 0; k < ctx->sspan_n; k++)
+                            if (ctx->sspan[k].p == ss->host_chunks[i]) sspan_holders[k]++;
+                    }
+                    if (!borrowed) continue;
+                    const int64_t r1 = (i + 1) * HOST_CHUNK_ROWS;
+                    if (r1 > gs->hist_rows) {
+                        fail(&v, "share: request %d group %d borrows host chunk %lld past its %lld committed rows", slot, g,
+                             (long long)i, (long long)gs->hist_rows);
+                        break;
+                    }
+                    for (int64_t row = i * HOST_CHUNK_ROWS; row < r1; row++)
+                        if (!bit_get(gs->host_valid, row)) {
+                            fail(&v, "share: request %d group %d borrowed host row %lld not valid", slot, g, (long long)row);
+                            break;
+                        }
+                }
+            }
             for (int32_t si = 0; si < nsrc; si++) {
                 const src_state *ss = &gs->src[si];
                 for (int32_t i = 0; i < B / p; i++) own(&v, ctx, seen, ss->hot_pages[i], slot, PAGE_HOT, "hot");
@@ -186,7 +247,13 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
         }
     }
     if (open != ctx->n_open) fail(&v, "requests: %d open, counter %d", open, ctx->n_open);
+    for (int32_t k = 0; k < ctx->sspan_n; k++)
+        if (sspan_holders[k] != ctx->sspan[k].refs)
+            fail(&v, "share: host span %d held by %d requests, counted %d", k, sspan_holders[k], ctx->sspan[k].refs);
+    free(sspan_holders);
     for (int64_t i = 0; i < ctx->n_pages; i++) {
+        if (ctx->page_use[i] == PAGE_OPT && seen[i] && seen[i] != 1 + ctx->page_ref[i])
+            fail(&v, "share: optional page %lld mapped %d times, %d holders counted", (long long)i, seen[i], 1 + ctx->page_ref[i]);
         int u = ctx->page_use[i];
         if ((u == PAGE_HOT || u == PAGE_TAIL || u == PAGE_OPT) && !seen[i])
             fail(&v, "I4: page %lld in use %d by %d but mapped by no request", (long long)i, u, ctx->page_owner[i]);

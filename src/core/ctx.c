@@ -140,6 +140,8 @@ static void ctx_free_all(dhs_ctx *ctx)
     ctx_free(ctx, ctx->free_pages, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx_free(ctx, ctx->page_use, (size_t)ctx->n_pages, 1);
     ctx_free(ctx, ctx->page_owner, (size_t)ctx->n_pages, sizeof(int32_t));
+    ctx_free(ctx, ctx->page_ref, (size_t)ctx->n_pages, sizeof(int32_t));
+    ctx_free(ctx, ctx->sspan, (size_t)ctx->sspan_cap, sizeof(struct shared_span));
     ctx_free(ctx, ctx->deferred, (size_t)ctx->n_pages, sizeof(deferred_free));
     ctx_free(ctx, ctx->arenas, (size_t)ctx->n_arenas, sizeof(arena));
     ctx_free(ctx, ctx->grp_arena, (size_t)ng, sizeof(int32_t));
@@ -292,13 +294,14 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->free_pages = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx->page_use = ctx_calloc(ctx, (size_t)ctx->n_pages, 1);
     ctx->page_owner = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
+    ctx->page_ref = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx->deferred = ctx_calloc(ctx, (size_t)ctx->n_pages, sizeof(deferred_free));
     ctx->arenas = ctx_calloc(ctx, (size_t)ctx->n_arenas, sizeof(arena));
     ctx->grp_arena = ctx_calloc(ctx, (size_t)ng, sizeof(int32_t));
     ctx->req = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(request));
     ctx->round_reqs = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
     ctx->scratch_code = ctx_calloc(ctx, (size_t)c->spec_width * c->sel_k * c->max_requests, sizeof(int64_t));
-    if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
+    if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->page_ref || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
         !ctx->round_reqs || !ctx->scratch_code)
         goto nomem;
     if (c->host_cache_bytes > 0 && !ctx->be->payload_free) {
@@ -417,6 +420,8 @@ dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out)
     out->pages_free = ctx->n_free_pages;
     out->requests_open = ctx->n_open;
     out->host_bytes_cached = ctx->hcache_bytes;
+    out->host_bytes_shared = ctx->sspan_bytes;
+    out->device_bytes_shared = (uint64_t)ctx->pages_shared * pb;
     return DHS_OK;
 }
 

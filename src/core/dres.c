@@ -712,7 +712,8 @@ static void dfail(dviol *v, const char *fmt, ...)
 static void page_ok(dviol *v, const dhs_ctx *ctx, int32_t pg, int32_t slot, enum page_use use, const char *what)
 {
     if (pg < 0 || pg >= ctx->n_pages) { dfail(v, "I3: device %s page %d of request %d out of range", what, pg, slot); return; }
-    if (ctx->page_owner[pg] != slot || ctx->page_use[pg] != use)
+    if ((ctx->page_owner[pg] != slot && !(use == PAGE_OPT && ctx->page_owner[pg] == PAGE_OWNER_SHARED)) ||
+        ctx->page_use[pg] != use)
         dfail(v, "I3: device %s page %d of request %d is owned by %d (use %d)", what, pg, slot, ctx->page_owner[pg],
               ctx->page_use[pg]);
 }

@@ -25,6 +25,7 @@
 enum opt_state { OPT_ABSENT = 0, OPT_PENDING = 1, OPT_READY = 2, OPT_RETIRING = 3 };
 
 enum page_use { PAGE_FREE = 0, PAGE_HOT, PAGE_TAIL, PAGE_OPT, PAGE_STAGING, PAGE_DEFERRED };
+#define PAGE_OWNER_SHARED (-2)
 
 /* per source of a group, per request: physical pages and host rows */
 typedef struct src_state {
@@ -32,7 +33,10 @@ typedef struct src_state {
     int32_t *tail_pages;   /* [T / p] */
     int32_t *opt_pages;    /* [n_opt_pages] physical page or -1 */
     uint8_t **host_chunks; /* [max_rows / HOST_CHUNK_ROWS + 1] pinned host chunks */
-    int32_t *chunk_span;   /* [same] k > 0: chunks [i, i + k) are one allocation (one pinning call); 0: inside one */
+    int32_t *chunk_span;   /* [same] k > 0: chunks [i, i + k) are one allocation (one pinning call); 0: inside one;
+                              k < 0: an allocation of -k chunks borrowed from a shared prefix (only the chunks
+                              this request maps are in its table; every row of them is committed, valid on
+                              host and never written again) */
     int64_t n_host_chunks;
     int64_t written_hi;    /* rows < written_hi hold valid bytes for this source */
 } src_state;
@@ -84,6 +88,8 @@ typedef struct request {
     int32_t K;          /* queries this round */
     int64_t n;          /* committed positions n_r */
     int64_t expected;   /* positions announced at open */
+    int64_t shared_n;   /* dhs_request_open_shared: the prefix positions (0: not opened on a prefix); while
+                           n == shared_n and no round is open for it, dhs_request_import appends the rest */
     uint64_t admit_seq; /* admission order */
     int reclaiming;     /* reclaim in progress (optional pages being given back) */
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
@@ -127,7 +133,12 @@ struct dhs_ctx {
     int32_t *free_pages;
     int64_t n_free_pages;
     uint8_t *page_use;      /* [n_pages] enum page_use */
-    int32_t *page_owner;    /* [n_pages] request slot or -1 */
+    int32_t *page_owner;    /* [n_pages] request slot, -1, or PAGE_OWNER_SHARED (an optional page
+                               that a shared prefix gave to more than one request) */
+    int32_t *page_ref;      /* [n_pages] holders of an optional page beyond the first (shared prefix):
+                               page_release_at drops one and frees the page at the last */
+    int64_t page_refs;      /* sum of page_ref */
+    int64_t pages_shared;   /* pages with page_ref > 0 */
     int64_t pages_req;      /* hot + tail + staging (+ deferred) */
     int64_t pages_opt;
     int64_t pages_res;      /* reserve */
@@ -176,6 +187,11 @@ struct dhs_ctx {
     struct host_span { void *p; size_t bytes; } *hcache;
     int32_t hcache_n, hcache_cap;
     uint64_t hcache_bytes;
+    /* host spans that more than one request holds (shared prefix): refs >= 2 holders each; a span
+       leaves the table when one holder is left, and is released when that one gives it up */
+    struct shared_span { void *p; size_t bytes; int32_t refs; } *sspan;
+    int32_t sspan_n, sspan_cap;
+    uint64_t sspan_bytes;
     dhs_stats st;
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
@@ -226,11 +242,22 @@ void res_repopulate(dhs_ctx *ctx);
 dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int64_t rows);
 /* a span of host rows no request holds any more: kept in the cache when it fits, else freed */
 void host_span_release(dhs_ctx *ctx, void *p, size_t bytes);
+/* a span (chunk_span != 0 at its first chunk) that a request gives up: kept while another request
+   holds it (shared prefix), else host_span_release */
+void host_span_put(dhs_ctx *ctx, void *p, size_t bytes);
 /* frees every cached span */
 void host_cache_drop(dhs_ctx *ctx);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
 dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
+/* residency.c: shared prefixes (dhs_request_open_shared in request.c). sspan_reserve makes room for n
+   more shared host spans, sspan_trim frees the empty table; share_back_up completes the parent's host
+   copies of its rows below rows_g[g] (per group); share_setup gives the admitted child cq the parent's
+   first P positions (the caller closes it on failure) */
+dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n);
+void sspan_trim(dhs_ctx *ctx);
+dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g);
+dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P);
 
 #endif

@@ -38,7 +38,7 @@ int32_t page_alloc(dhs_ctx *ctx, enum page_use use, int32_t owner)
 void page_free_now(dhs_ctx *ctx, int32_t pg)
 {
     /* debug builds (no NDEBUG: Debug, sanitizer) catch a double free early */
-    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE);
+    assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE && ctx->page_ref[pg] == 0);
     if (ctx->page_use[pg] == PAGE_OPT) ctx->pages_opt--; else ctx->pages_req--;
     ctx->page_use[pg] = PAGE_FREE;
     ctx->page_owner[pg] = -1;
@@ -68,6 +68,11 @@ void page_release(dhs_ctx *ctx, int32_t pg) { page_release_at(ctx, pg, page_rele
 void page_release_at(dhs_ctx *ctx, int32_t pg, dhs_ticket t)
 {
     assert(pg >= 0 && pg < ctx->n_pages && ctx->page_use[pg] != PAGE_FREE && ctx->page_use[pg] != PAGE_DEFERRED);
+    if (ctx->page_ref[pg] > 0) { /* a shared optional page: another request still maps it */
+        if (--ctx->page_ref[pg] == 0) ctx->pages_shared--;
+        ctx->page_refs--;
+        return;
+    }
     if (t == 0) {
         page_free_now(ctx, pg);
         return;

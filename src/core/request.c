@@ -28,8 +28,10 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
                     if (ss->opt_pages[i] >= 0) page_release_at(ctx, ss->opt_pages[i], t);
             if (ss->host_chunks && ss->chunk_span)
                 for (int64_t i = 0; i < ss->n_host_chunks; i++)
-                    if (ss->chunk_span[i] > 0)
-                        host_span_release(ctx, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
+                    if (ss->chunk_span[i] != 0)
+                        host_span_put(ctx, ss->host_chunks[i],
+                                      (size_t)(ss->chunk_span[i] > 0 ? ss->chunk_span[i] : -ss->chunk_span[i]) *
+                                          HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
             ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
             ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
@@ -172,7 +174,7 @@ dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         if (gs->backup_ticket) ctx->be->ops->wait(ctx->be, gs->backup_ticket);
-        for (int64_t i = 0; i < gs->n_opt_pages; i++)
+        for (int64_t i = 0; gs->opt_ticket && i < gs->n_opt_pages; i++) /* NULL: a set-up that failed */
             if (gs->opt_ticket[i]) ctx->be->ops->wait(ctx->be, gs->opt_ticket[i]);
     }
     uint32_t gen = rq->gen;
@@ -182,6 +184,53 @@ dhs_status dhs_request_close(dhs_ctx *ctx, dhs_req r)
     ctx->n_open--;
     return DHS_OK;
 }
+
+/* ------------------------------------------------------------- shared prefix */
+/* The checks, the admission and the close of a failed set-up; what is shared and copied is
+   residency.c's (share_back_up, share_setup). */
+dhs_status dhs_request_open_shared(dhs_ctx *ctx, dhs_req parent, int64_t prefix_positions, int64_t expected_positions,
+                                   dhs_req *out)
+{
+    if (!ctx || !out) return DHS_ERR_INVALID_ARG;
+    dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
+    request *pq = req_get(ctx, parent, &err);
+    if (!pq) return err;
+    if (pq->importing || (ctx->round_open && pq->in_round)) return DHS_ERR_STATE;
+    const int64_t P = prefix_positions;
+    if (P < 0 || P > pq->n || expected_positions < 0 || expected_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
+    int64_t rows_g[DHS_MAX_SOURCES];
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        if (P % ctx->grp_m[g] && P != pq->n) return DHS_ERR_ROW_RANGE; /* a compressed row the parent rewrote */
+        rows_g[g] = P / ctx->grp_m[g];
+    }
+    /* the table entries the child adds, reserved first: sharing allocates nothing after the open */
+    int64_t spans = 0;
+    for (int32_t g = 0; g < ctx->arch.n_groups && !ctx->be->payload_free; g++)
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+            for (int64_t i = 0; i < rows_g[g] / HOST_CHUNK_ROWS && i < pq->g[g].src[si].n_host_chunks; i++)
+                spans += pq->g[g].src[si].chunk_span[i] != 0;
+    dhs_status s = sspan_reserve(ctx, spans);
+    dhs_req c;
+    /* admission first: a DHS_WAIT changes nothing, not even the parent's host copies */
+    if (s == DHS_OK) s = dhs_request_open(ctx, expected_positions > P ? expected_positions : P, &c);
+    if (s != DHS_OK) {
+        sspan_trim(ctx);
+        return s;
+    }
+    request *cq = &ctx->req[c.id];
+    s = share_back_up(ctx, pq, rows_g);
+    if (s == DHS_OK) s = share_setup(ctx, pq, cq, (int32_t)c.id, P);
+    if (s != DHS_OK) {
+        (void)dhs_request_close(ctx, c);
+        res_drain(ctx); /* nothing read the child's pages */
+        sspan_trim(ctx);
+        return s;
+    }
+    cq->shared_n = P;
+    *out = c;
+    return DHS_OK;
+}
+
 
 /* ------------------------------------------------------------- tail writes */
 dhs_status block_rows_check(const dhs_ctx *ctx, const request *rq, int32_t source, int64_t first_row, int32_t n_rows)

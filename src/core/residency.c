@@ -30,6 +30,63 @@ void host_span_release(dhs_ctx *ctx, void *p, size_t bytes)
     be_host_free(ctx->be, p, bytes);
 }
 
+static int32_t sspan_find(const dhs_ctx *ctx, const void *p)
+{
+    for (int32_t i = 0; i < ctx->sspan_n; i++)
+        if (ctx->sspan[i].p == p) return i;
+    return -1;
+}
+
+/* the table's memory goes when no span is shared */
+void sspan_trim(dhs_ctx *ctx)
+{
+    if (ctx->sspan_n > 0 || !ctx->sspan) return;
+    ctx_free(ctx, ctx->sspan, (size_t)ctx->sspan_cap, sizeof *ctx->sspan);
+    ctx->sspan = NULL;
+    ctx->sspan_cap = 0;
+}
+
+void host_span_put(dhs_ctx *ctx, void *p, size_t bytes)
+{
+    if (!p) return;
+    const int32_t i = sspan_find(ctx, p);
+    if (i >= 0) {
+        /* another holder keeps it; with one left it is that one's alone again */
+        if (--ctx->sspan[i].refs < 2) {
+            ctx->sspan_bytes -= ctx->sspan[i].bytes;
+            ctx->sspan[i] = ctx->sspan[--ctx->sspan_n];
+            sspan_trim(ctx);
+        }
+        return;
+    }
+    host_span_release(ctx, p, bytes);
+}
+
+/* room for n more shared spans in the table (so that sharing them allocates nothing) */
+dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n)
+{
+    if (ctx->sspan_n + n <= ctx->sspan_cap) return DHS_OK;
+    int64_t cap = ctx->sspan_cap ? ctx->sspan_cap : 16;
+    while (cap < ctx->sspan_n + n) cap *= 2;
+    if (cap > INT32_MAX) return DHS_ERR_NOMEM;
+    struct shared_span *t = ctx_calloc(ctx, (size_t)cap, sizeof *t);
+    if (!t) return DHS_ERR_NOMEM;
+    if (ctx->sspan_n) memcpy(t, ctx->sspan, sizeof *t * (size_t)ctx->sspan_n);
+    ctx_free(ctx, ctx->sspan, (size_t)ctx->sspan_cap, sizeof *t);
+    ctx->sspan = t;
+    ctx->sspan_cap = (int32_t)cap;
+    return DHS_OK;
+}
+
+/* one more holder of span p (sspan_reserve made room) */
+static void sspan_ref(dhs_ctx *ctx, void *p, size_t bytes)
+{
+    const int32_t i = sspan_find(ctx, p);
+    if (i >= 0) { ctx->sspan[i].refs++; return; }
+    ctx->sspan[ctx->sspan_n++] = (struct shared_span){p, bytes, 2};
+    ctx->sspan_bytes += bytes;
+}
+
 void host_cache_drop(dhs_ctx *ctx)
 {
     for (int32_t i = 0; i < ctx->hcache_n; i++) be_host_free(ctx->be, ctx->hcache[i].p, ctx->hcache[i].bytes);
@@ -98,8 +155,10 @@ static void import_release(dhs_ctx *ctx, request *rq)
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
             src_state *ss = &gs->src[si];
             for (int64_t i = 0; i < ss->n_host_chunks; i++) {
-                if (ss->chunk_span[i] > 0)
-                    host_span_release(ctx, ss->host_chunks[i], (size_t)ss->chunk_span[i] * HOST_CHUNK_ROWS * ctx->row_stride);
+                if (ss->chunk_span[i] != 0)
+                    host_span_put(ctx, ss->host_chunks[i],
+                                  (size_t)(ss->chunk_span[i] > 0 ? ss->chunk_span[i] : -ss->chunk_span[i]) *
+                                      HOST_CHUNK_ROWS * ctx->row_stride);
                 ss->host_chunks[i] = NULL;
                 ss->chunk_span[i] = 0;
             }
@@ -332,12 +391,16 @@ static dhs_status import_state_ok(const request *rq)
     return rq->imported || rq->importing || rq->n > 0 || rq->in_round ? DHS_ERR_STATE : DHS_OK;
 }
 
+static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n, const void *const *rows);
+
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, const void *const *rows, unsigned flags)
 {
     dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
-    if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
+    /* a request opened on a shared prefix, before its first round: its own rows after the prefix */
+    const int extend = rq->shared_n > 0 && rq->n == rq->shared_n && !rq->in_round;
+    if (!extend && import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
     if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) return DHS_ERR_INVALID_ARG;
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
     if (n_positions > 0 && !ctx->be->payload_free) {
@@ -346,6 +409,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
             if (!rows[s]) return DHS_ERR_INVALID_ARG;
             if ((uintptr_t)rows[s] % DHS_ALIGN) return DHS_ERR_MISALIGNED;
         }
+    }
+    if (extend) {
+        if (n_positions < rq->shared_n) return DHS_ERR_ROW_RANGE;
+        return n_positions == rq->shared_n ? DHS_OK : import_extend(ctx, rq, (int32_t)r.id, n_positions, rows);
     }
     /* allocate everything first; fail cleanly. DHS_IMPORT_HOST is the two
        phases of dhs_request_import_begin / _commit with the engine's rows
@@ -677,6 +744,38 @@ static int reclaim_candidate(const dhs_ctx *ctx, const request *rq)
     return rq->in_use && !(ctx->round_open && rq->in_round);
 }
 
+/* The optional pages that reclaiming every candidate would give back: a page
+   shared by several requests (shared prefix) counts once, and only when every
+   request mapping it is a candidate. -1: out of memory. */
+static int64_t reclaimable_pages(const dhs_ctx *ctx)
+{
+    int64_t all = 0;
+    const int32_t N = ctx->cfg.max_requests;
+    if (ctx->pages_shared == 0) {
+        for (int32_t i = 0; i < N; i++)
+            if (reclaim_candidate(ctx, &ctx->req[i])) all += req_opt_pages(ctx, &ctx->req[i]);
+        return all;
+    }
+    int32_t *maps = calloc((size_t)ctx->n_pages, sizeof *maps);
+    if (!maps) return -1;
+    for (int32_t i = 0; i < N; i++) {
+        const request *rq = &ctx->req[i];
+        if (!reclaim_candidate(ctx, rq)) continue;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            const grp_state *gs = &rq->g[g];
+            for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
+                if (gs->opt_state[hp] == OPT_ABSENT) continue;
+                for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                    const int32_t pg = gs->src[si].opt_pages[hp];
+                    if (pg >= 0 && ++maps[pg] == ctx->page_ref[pg] + 1) all++;
+                }
+            }
+        }
+    }
+    free(maps);
+    return all;
+}
+
 dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
 {
     (void)new_rq;
@@ -687,9 +786,8 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
        readers completed, candidates' optional pages by reclaim; when even all
        of it cannot make room the admission waits and nothing changed (no
        sweep, no wait for readers) */
-    int64_t all = 0;
-    for (int32_t i = 0; i < N; i++)
-        if (reclaim_candidate(ctx, &ctx->req[i])) all += req_opt_pages(ctx, &ctx->req[i]);
+    int64_t all = reclaimable_pages(ctx);
+    if (all < 0) return DHS_ERR_NOMEM;
     if (ctx->n_free_pages + ctx->n_deferred + all - need < ctx->pages_res) return DHS_WAIT;
     deferred_sweep(ctx, 0);
     if (ctx->n_free_pages - need >= ctx->pages_res) return DHS_OK;
@@ -697,7 +795,8 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
     int64_t delta = need + ctx->pages_res - ctx->n_free_pages;
     if (delta <= 0) return DHS_OK;
     /* reclaim order over the candidates */
-    all = 0;
+    all = reclaimable_pages(ctx);
+    if (all < 0) return DHS_ERR_NOMEM;
     order_ent *ord = malloc(sizeof(order_ent) * (size_t)N);
     if (!ord) return DHS_ERR_NOMEM;
     int32_t n = 0;
@@ -706,7 +805,6 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
         if (!reclaim_candidate(ctx, rq)) continue;
         int64_t a = req_opt_pages(ctx, rq);
         if (a == 0) continue;
-        all += a;
         int64_t key = 0;
         switch (ctx->cfg.reclaim_order) {
         case DHS_RECLAIM_MOST_PAGES: key = -a; break;
@@ -721,11 +819,13 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
         return DHS_WAIT;
     }
     qsort(ord, (size_t)n, sizeof *ord, cmp_order);
-    int64_t covered = 0;
+    /* a reclaimed request gives its pages back at once or after their readers
+       (deferred): count what came back, so a page shared with a request not
+       reclaimed yet (shared prefix) counts only once the last holder let go */
+    const int64_t back0 = ctx->n_free_pages + ctx->n_deferred;
     dhs_status s = DHS_OK;
-    for (int32_t i = 0; i < n && covered < delta; i++) {
+    for (int32_t i = 0; i < n && ctx->n_free_pages + ctx->n_deferred - back0 < delta; i++) {
         request *rq = &ctx->req[ord[i].slot];
-        covered += req_opt_pages(ctx, rq);
         s = reclaim_request(ctx, rq);
         if (s != DHS_OK) break;
     }
@@ -852,5 +952,265 @@ dhs_status dhs_sync(dhs_ctx *ctx)
     if (ctx->dres && ctx->round_open) return DHS_ERR_STATE; /* the round's tail window is published */
     advance_all(ctx, 1);
     deferred_sweep(ctx, 1);
+    return DHS_OK;
+}
+
+/* ------------------------------------------------------------- shared prefix */
+/* Makes every committed row of the parent's prefix (rows < rows_g[g]) valid on
+   host, so the rows it shares are never written again: completes the tail
+   backups, publishes populations, finishes reclaim backups and copies the
+   ready optional pages whose rows have no host copy yet (a device import
+   defers them), waiting for each. Changes where nothing is served (the rows
+   stay where they are); DHS_ERR_BACKEND when a copy fails. */
+dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g)
+{
+    const int32_t p = ctx->cfg.page_rows;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *gs = &rq->g[g];
+        backup_complete(ctx, rq, g, 1);
+        if (gs->backed_hi < gs->hist_rows) return DHS_ERR_BACKEND;
+        for (int64_t hp = 0; hp < gs->n_opt_pages && hp * p < rows_g[g]; hp++) {
+            if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 1);
+            if (gs->opt_state[hp] != OPT_READY) continue;
+            int need = 0;
+            for (int32_t i = 0; i < p && !need; i++) need = !bit_get(gs->host_valid, hp * p + i);
+            if (!need) continue;
+            const int32_t nsrc = ctx->grp_nsrc[g];
+            int64_t n = 0;
+            if (!ctx->be->payload_free) {
+                dhs_status s = pairs_reserve(ctx, (int64_t)p * nsrc);
+                if (s != DHS_OK) return s;
+                for (int32_t si = 0; si < nsrc; si++) {
+                    src_state *ss = &gs->src[si];
+                    s = host_ensure(ctx, rq, g, ss, (hp + 1) * p);
+                    if (s != DHS_OK) return s;
+                    for (int32_t i = 0; i < p; i++)
+                        ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i),
+                                                          host_row(ctx, ss, hp * p + i)};
+                }
+            }
+            dhs_ticket t = 0;
+            dhs_status s = be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t);
+            if (s == DHS_OK && t) s = ctx->be->ops->wait(ctx->be, t);
+            if (s != DHS_OK) return DHS_ERR_BACKEND;
+            ctx->st.backup_rows += (uint64_t)p * nsrc;
+            ctx->st.backup_bytes += (uint64_t)p * nsrc * ctx->row_stride;
+            for (int32_t i = 0; i < p; i++) bit_set(gs->host_valid, hp * p + i);
+        }
+        for (int64_t row = 0; row < rows_g[g]; row++)
+            if (!bit_get(gs->host_valid, row)) return DHS_ERR_BACKEND; /* cannot happen: I1 */
+    }
+    return DHS_OK;
+}
+
+/* Sets up the child after dhs_request_open: borrows the parent's complete host
+   chunks of the prefix, pins its own rows from there, copies the boundary
+   chunk's prefix rows (and an incomplete compressed row from the parent's
+   ring), places the prefix as a host import would, then maps the parent's
+   ready optional pages of the prefix. On failure the caller closes the child. */
+dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P)
+{
+    const int32_t p = ctx->cfg.page_rows;
+    const size_t chunk = (size_t)HOST_CHUNK_ROWS * ctx->row_stride;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *pg = &pq->g[g], *cg = &cq->g[g];
+        const int64_t m = ctx->grp_m[g], hist = P / m, rows_all = (P + m - 1) / m;
+        const int64_t rows_exp = (cq->expected + m - 1) / m, rows_pin = rows_exp > rows_all ? rows_exp : rows_all;
+        const int64_t F = ctx->be->payload_free ? 0 : hist / HOST_CHUNK_ROWS;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            src_state *ps = &pg->src[si], *cs = &cg->src[si];
+            if (ps->n_host_chunks < F) return DHS_ERR_STATE; /* cannot happen: share_back_up made them */
+            for (int64_t i = 0; i < F; i++) {
+                cs->host_chunks[i] = ps->host_chunks[i];
+                const int32_t k = ps->chunk_span[i] < 0 ? -ps->chunk_span[i] : ps->chunk_span[i];
+                if (k) {
+                    /* room was reserved before the admission; this guards the table if the parent's
+                       spans changed since (it cannot: its chunks below the prefix were all there) */
+                    dhs_status rs = sspan_reserve(ctx, 1);
+                    if (rs != DHS_OK) return rs;
+                    cs->chunk_span[i] = -k;
+                    sspan_ref(ctx, ps->host_chunks[i], (size_t)k * chunk);
+                }
+                cs->n_host_chunks = i + 1;
+            }
+            dhs_status s = host_ensure(ctx, cq, g, cs, rows_pin);
+            if (s != DHS_OK) return s;
+            if (ctx->be->payload_free) continue;
+            /* copy on write: the prefix rows of the boundary chunk, in one copy (one chunk on both sides) */
+            if (hist > F * HOST_CHUNK_ROWS) {
+                s = be_copy_sync(ctx->be, host_row(ctx, cs, F * HOST_CHUNK_ROWS), host_row(ctx, ps, F * HOST_CHUNK_ROWS),
+                                 (size_t)(hist - F * HOST_CHUNK_ROWS) * ctx->row_stride);
+                if (s != DHS_OK) return s;
+            }
+            /* the incomplete compressed row of a prefix that is all of the parent's positions lives only in
+               the parent's ring: into the child's host rows, from where the placement fills its ring */
+            if (rows_all > hist) {
+                const int32_t src = ctx->grp_srcs[g][si];
+                s = be_copy_sync(ctx->be, host_row(ctx, cs, hist), pool_row(ctx, tail_loc(ctx, ps, hist)),
+                                 ctx->arch.sources[src].row_bytes);
+                if (s != DHS_OK) return s;
+            }
+        }
+        const int64_t nop = hist / p;
+        if (nop == 0) continue;
+        cg->n_opt_pages = nop; /* before the checks: close frees what exists with this size */
+        cg->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
+        cg->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
+        cg->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
+        if (!cg->opt_state || !cg->opt_backing || !cg->opt_ticket) return DHS_ERR_NOMEM;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+            cg->src[si].opt_pages = ctx_calloc(ctx, (size_t)nop, sizeof(int32_t));
+            if (!cg->src[si].opt_pages) return DHS_ERR_NOMEM;
+            for (int64_t i = 0; i < nop; i++) cg->src[si].opt_pages[i] = -1;
+        }
+    }
+    /* the prefix rows are on host in the child's table: place them as a host import does */
+    dhs_status s = import_place(ctx, cq, slot, P, NULL, 0);
+    if (s != DHS_OK) return s;
+    /* the parent's ready optional pages of the prefix: one more holder each */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        grp_state *pg = &pq->g[g], *cg = &cq->g[g];
+        const int64_t n = cg->n_opt_pages < pg->n_opt_pages ? cg->n_opt_pages : pg->n_opt_pages;
+        for (int64_t hp = 0; hp < n; hp++) {
+            if (pg->opt_state[hp] != OPT_READY || pg->opt_backing[hp]) continue;
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                const int32_t pp = pg->src[si].opt_pages[hp];
+                if (ctx->page_ref[pp]++ == 0) ctx->pages_shared++;
+                ctx->page_refs++;
+                ctx->page_owner[pp] = PAGE_OWNER_SHARED;
+                cg->src[si].opt_pages[hp] = pp;
+            }
+            opt_set(cq, cg, hp, OPT_READY);
+            cg->opt_held++;
+        }
+    }
+    dres_publish_request(ctx, slot);
+    return DHS_OK;
+}
+
+/* The rows after a shared prefix (dhs_request_import of a request opened by dhs_request_open_shared,
+   before its first round): rows[src] holds rows floor(P / m) .. ceil(n / m) - 1 of each source. They go
+   to the request's own host rows (the boundary chunk and later chunks are its own; the borrowed ones
+   end at or below the prefix's complete rows), the optional-page table grows (the new complete pages
+   are populated later from host, as after a host import) and the ring is filled from the host rows.
+   Everything that can fail comes before anything the request serves changes, except the ring copy: if
+   that fails the ring is refilled from the host rows of the prefix and an incomplete compressed row at
+   the boundary counts as not written (the next round's block writes it), so the request is its prefix
+   again and the import may be retried. */
+static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n, const void *const *rows)
+{
+    const dhs_config *c = &ctx->cfg;
+    const int32_t p = c->page_rows;
+    const int64_t P = rq->n;
+    const int32_t ng = ctx->arch.n_groups;
+    /* allocations first: host rows and the grown optional-page arrays (swapped in at the end); per group
+       [g], per source [src] */
+    int64_t nop_new[DHS_MAX_SOURCES];
+    uint8_t *st_new[DHS_MAX_SOURCES] = {0}, *bk_new[DHS_MAX_SOURCES] = {0};
+    dhs_ticket *tk_new[DHS_MAX_SOURCES] = {0};
+    int32_t *pg_new[DHS_MAX_SOURCES] = {0};
+    dhs_status s = DHS_OK;
+    for (int32_t g = 0; g < ng; g++) {
+        grp_state *gs = &rq->g[g];
+        const int64_t m = ctx->grp_m[g];
+        nop_new[g] = n / m / p;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++)
+            s = host_ensure(ctx, rq, g, &gs->src[si], (n + m - 1) / m);
+        if (s != DHS_OK || nop_new[g] == gs->n_opt_pages) continue;
+        st_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
+        bk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
+        tk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], sizeof(dhs_ticket));
+        if (!st_new[g] || !bk_new[g] || !tk_new[g]) s = DHS_ERR_NOMEM;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++) {
+            const int32_t src = ctx->grp_srcs[g][si];
+            pg_new[src] = ctx_calloc(ctx, (size_t)nop_new[g], sizeof(int32_t));
+            if (!pg_new[src]) s = DHS_ERR_NOMEM;
+        }
+    }
+    /* the rows into the request's own host rows (no reader: not valid yet) */
+    for (int32_t src = 0; src < ctx->arch.n_sources && s == DHS_OK && !ctx->be->payload_free; src++) {
+        const dhs_source_desc *d = &ctx->arch.sources[src];
+        const int64_t r0 = P / d->m, r1 = (n + d->m - 1) / d->m;
+        src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
+        for (int64_t row = r0; row < r1 && s == DHS_OK;) {
+            /* one copy per run inside one host chunk when rows are dense, else row by row */
+            int64_t end = d->row_bytes == ctx->row_stride ? (row / HOST_CHUNK_ROWS + 1) * HOST_CHUNK_ROWS : row + 1;
+            if (end > r1) end = r1;
+            s = be_copy_sync(ctx->be, host_row(ctx, ss, row), (const uint8_t *)rows[src] + (uint64_t)(row - r0) * d->row_bytes,
+                             (size_t)(end - row) * d->row_bytes);
+            row = end;
+        }
+    }
+    /* the ring: rows from the new last partial page on, from the host rows just written */
+    int ring_touched = 0;
+    for (int32_t g = 0; g < ng && s == DHS_OK && !ctx->be->payload_free; g++) {
+        const int64_t m = ctx->grp_m[g], rows_all = (n + m - 1) / m;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++) {
+            const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
+            src_state *ss = &rq->g[g].src[si];
+            for (int64_t row = nop_new[g] * p; row < rows_all && s == DHS_OK; row++) {
+                ring_touched = 1;
+                s = be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb);
+            }
+        }
+    }
+    if (s != DHS_OK) {
+        /* the prefix's ring rows again, from their host rows (a row whose copy fails again is served from
+           host: the ring starts after it); an incomplete row at the boundary counts as not written */
+        for (int32_t g = 0; g < ng && ring_touched; g++) {
+            grp_state *gs = &rq->g[g];
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                src_state *ss = &gs->src[si];
+                const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
+                for (int64_t row = gs->tail_lo; row < gs->hist_rows; row++)
+                    if (be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb) != DHS_OK)
+                        gs->tail_lo = row + 1;
+                if (ss->written_hi > gs->hist_rows) ss->written_hi = gs->hist_rows;
+            }
+        }
+        for (int32_t g = 0; g < ng; g++) {
+            ctx_free(ctx, st_new[g], (size_t)nop_new[g], 1);
+            ctx_free(ctx, bk_new[g], (size_t)nop_new[g], 1);
+            ctx_free(ctx, tk_new[g], (size_t)nop_new[g], sizeof(dhs_ticket));
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+                ctx_free(ctx, pg_new[ctx->grp_srcs[g][si]], (size_t)nop_new[g], sizeof(int32_t));
+        }
+        rq->tables_dirty = 1;
+        return s;
+    }
+    for (int32_t g = 0; g < ng; g++) {
+        grp_state *gs = &rq->g[g];
+        const int64_t m = ctx->grp_m[g], hist = n / m, rows_all = (n + m - 1) / m;
+        if (st_new[g]) {
+            const int64_t old = gs->n_opt_pages;
+            if (old) {
+                memcpy(st_new[g], gs->opt_state, (size_t)old);
+                memcpy(bk_new[g], gs->opt_backing, (size_t)old);
+                memcpy(tk_new[g], gs->opt_ticket, sizeof(dhs_ticket) * (size_t)old);
+            }
+            ctx_free(ctx, gs->opt_state, (size_t)old, 1);
+            ctx_free(ctx, gs->opt_backing, (size_t)old, 1);
+            ctx_free(ctx, gs->opt_ticket, (size_t)old, sizeof(dhs_ticket));
+            gs->opt_state = st_new[g];
+            gs->opt_backing = bk_new[g];
+            gs->opt_ticket = tk_new[g];
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                src_state *ss = &gs->src[si];
+                int32_t *np = pg_new[ctx->grp_srcs[g][si]];
+                for (int64_t i = 0; i < nop_new[g]; i++) np[i] = i < old ? ss->opt_pages[i] : -1;
+                ctx_free(ctx, ss->opt_pages, (size_t)old, sizeof(int32_t));
+                ss->opt_pages = np;
+            }
+            gs->n_opt_pages = nop_new[g];
+        }
+        for (int64_t row = gs->hist_rows; row < hist; row++) bit_set(gs->host_valid, row);
+        gs->hist_rows = gs->import_rows = hist;
+        gs->tail_lo = nop_new[g] * p;
+        gs->backed_hi = gs->backup_hi = hist;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = rows_all;
+    }
+    rq->n = n;
+    rq->tables_dirty = 1;
+    dres_publish_request(ctx, slot);
     return DHS_OK;
 }

@@ -213,7 +213,12 @@ typedef struct th_req {
     uint64_t uid;
     int64_t n;                       /* committed positions (mirror of dhs_request_positions) */
     uint32_t *ver[DHS_MAX_SOURCES];  /* [group][row]: version of the row's bytes */
+    uint64_t *wuid[DHS_MAX_SOURCES]; /* [group][row]: whose bytes the row holds (a shared prefix's rows are an
+                                        ancestor's); NULL: the request's own uid for every row */
 } th_req;
+
+/* the uid row `row` of group g of request r was written with */
+static inline uint64_t th_row_uid(const th_req *r, int32_t g, int64_t row) { return r->wuid[g] ? r->wuid[g][row] : r->uid; }
 
 typedef struct th_env {
     dhs_arch arch;
@@ -256,7 +261,10 @@ static inline void th_env_free(th_env *e)
     dhs_ctx_destroy(e->ctx);
     dhs_backend_destroy(e->be);
     for (int i = 0; i < TH_MAX_REQ; i++)
-        for (int g = 0; g < DHS_MAX_SOURCES; g++) free(e->rq[i].ver[g]);
+        for (int g = 0; g < DHS_MAX_SOURCES; g++) {
+            free(e->rq[i].ver[g]);
+            free(e->rq[i].wuid[g]);
+        }
     free(e->buf);
     memset(e, 0, sizeof *e);
 }
@@ -280,6 +288,34 @@ static inline dhs_status th_open(th_env *e, int slot, int64_t expected)
     for (int32_t g = 0; g < e->arch.n_groups; g++) {
         if (!r->ver[g]) r->ver[g] = calloc((size_t)e->rows_cap, sizeof(uint32_t));
         memset(r->ver[g], 0, sizeof(uint32_t) * (size_t)e->rows_cap);
+        free(r->wuid[g]);
+        r->wuid[g] = NULL;
+    }
+    return DHS_OK;
+}
+
+/* dhs_request_open_shared into slot `slot` on the first P positions of the request in slot `parent`:
+   the child's rows below the prefix are the parent's (writer and version) */
+static inline dhs_status th_open_shared(th_env *e, int slot, int parent, int64_t P, int64_t expected)
+{
+    th_req *r = &e->rq[slot];
+    const th_req *pr = &e->rq[parent];
+    dhs_req h;
+    dhs_status s = dhs_request_open_shared(e->ctx, pr->h, P, expected, &h);
+    if (s != DHS_OK) return s;
+    r->h = h;
+    r->open = 1;
+    r->uid = ++e->next_uid;
+    r->n = P;
+    for (int32_t g = 0; g < e->arch.n_groups; g++) {
+        if (!r->ver[g]) r->ver[g] = calloc((size_t)e->rows_cap, sizeof(uint32_t));
+        if (!r->wuid[g]) r->wuid[g] = calloc((size_t)e->rows_cap, sizeof(uint64_t));
+        memset(r->ver[g], 0, sizeof(uint32_t) * (size_t)e->rows_cap);
+        const int64_t all = (P + e->m_of[g] - 1) / e->m_of[g];
+        for (int64_t row = 0; row < e->rows_cap; row++) {
+            r->wuid[g][row] = row < all ? th_row_uid(pr, g, row) : r->uid;
+            if (row < all) r->ver[g][row] = pr->ver[g][row];
+        }
     }
     return DHS_OK;
 }
@@ -320,7 +356,10 @@ static inline dhs_status th_write_block(th_env *e, int slot, int32_t K)
     th_req *r = &e->rq[slot];
     for (int32_t g = 0; g < e->arch.n_groups; g++) {
         int64_t m = e->m_of[g], lo = r->n / m, hi = (r->n + K + m - 1) / m;
-        for (int64_t row = lo; row < hi; row++) r->ver[g][row]++;
+        for (int64_t row = lo; row < hi; row++) {
+            r->ver[g][row]++;
+            if (r->wuid[g]) r->wuid[g][row] = r->uid;
+        }
         for (int32_t s = 0; s < e->arch.n_sources; s++) {
             if (e->arch.sources[s].group != g) continue;
             uint32_t rb = e->arch.sources[s].row_bytes;
@@ -342,7 +381,8 @@ static inline long th_check_item(const th_env *e, int slot, int32_t g, int32_t K
         const int32_t *l = loc + (int64_t)i * K * k;
         for (int64_t x = 0; x < (int64_t)K * k; x++) {
             if (sel[x] < 0) { bad += l[x] != -1; continue; }
-            if (!th_loc_holds(e->ctx, s, e->arch.sources[s].row_bytes, l[x], r->uid, sel[x], r->ver[g][sel[x]])) bad++;
+            if (!th_loc_holds(e->ctx, s, e->arch.sources[s].row_bytes, l[x], th_row_uid(r, g, sel[x]), sel[x], r->ver[g][sel[x]]))
+                bad++;
         }
     }
     return bad;

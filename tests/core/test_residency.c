@@ -14,6 +14,10 @@
  * reclaim, some must wait (DHS_WAIT changes nothing: dhs_get_mem identical),
  * and freed pages are repopulated; the test requires each to have happened.
  *
+ * Some opens are sessions on a shared prefix of a live request
+ * (dhs_request_open_shared): the model gives their prefix rows the parent's
+ * bytes, and the parent may close first.
+ *
  * Crafted scenarios: the three reclaim orders take different victims; an
  * admission while a round is open leaves that round's locations valid.
  *
@@ -37,6 +41,7 @@ static uint64_t g_seed;
 typedef struct {
     long events, api_calls, rounds, opens, waits, imports, closes, faults_armed, fault_hits, sweeps, mid_round;
     long begins, commits, aborts, refused_rounds, closed_open;
+    long shares, share_waits; /* requests opened on a shared prefix, and shared opens that waited */
     long wrong_bytes, lost_rows, inv_fail, mem_fail, wait_changed, unexpected;
     uint64_t reclaims, repopulated, retired, admissions;
 } rstats;
@@ -177,6 +182,33 @@ static void ev_import(rt *t, int q)
     CALL(t, s, "import", th_import(&t->e, q, n, flags));
     t->rs->imports++;
     if (s != DHS_OK) { unexpected(t, "import", s); return; }
+    t->stage[q] = 2;
+}
+
+/* A session on a shared prefix: request q (free slot) opened on a prefix of a live request, ending on
+   a row of group 1 (m = 4) or at all of the parent's positions */
+static void ev_share(rt *t, int q)
+{
+    int p = -1;
+    for (int i = 0, s0 = (int)dhs_rng_below(&t->rng, NREQ); i < NREQ && p < 0; i++)
+        if (t->stage[(s0 + i) % NREQ] == 2 && (s0 + i) % NREQ != q) p = (s0 + i) % NREQ;
+    if (p < 0) { ev_open(t, q); return; }
+    const int64_t pn = t->e.rq[p].n;
+    int64_t P = dhs_rng_below(&t->rng, 3) == 0 ? pn : dhs_rng_below(&t->rng, pn + 1) & ~(int64_t)3;
+    int64_t expect = P + dhs_rng_below(&t->rng, 200);
+    if (expect > t->e.cfg.max_rows) expect = t->e.cfg.max_rows;
+    dhs_mem m0, m1;
+    dhs_get_mem(t->e.ctx, &m0);
+    dhs_status s;
+    CALL(t, s, "open_shared", th_open_shared(&t->e, q, p, P, expect));
+    if (s == DHS_WAIT) {
+        t->rs->share_waits++;
+        dhs_get_mem(t->e.ctx, &m1);
+        if (!mem_same(&m0, &m1) && t->rs->wait_changed++ < 5) printf("DHS_WAIT of a shared open changed memory\n");
+        return;
+    }
+    if (s != DHS_OK) { unexpected(t, "open_shared", s); return; }
+    t->rs->shares++;
     t->stage[q] = 2;
 }
 
@@ -364,7 +396,8 @@ static void run_phase(rstats *rs, long events, int async_delay, int random_order
             t.armed = 1;
             rs->faults_armed++;
         } else if (x < 12) {
-            if (t.stage[q] == 0) ev_open(&t, q);
+            if (t.stage[q] == 0 && dhs_rng_below(&t.rng, 3) == 0) ev_share(&t, q);
+            else if (t.stage[q] == 0) ev_open(&t, q);
             else if (t.stage[q] == 1) ev_import(&t, q);
             else if (t.stage[q] == 3) ev_finish(&t, q);
             else ev_round(&t);
@@ -448,6 +481,7 @@ static void rstats_add(rstats *a, const rstats *b)
     a->fault_hits += b->fault_hits, a->sweeps += b->sweeps, a->mid_round += b->mid_round;
     a->begins += b->begins, a->commits += b->commits, a->aborts += b->aborts;
     a->refused_rounds += b->refused_rounds, a->closed_open += b->closed_open;
+    a->shares += b->shares, a->share_waits += b->share_waits;
     a->wrong_bytes += b->wrong_bytes, a->lost_rows += b->lost_rows, a->inv_fail += b->inv_fail;
     a->mem_fail += b->mem_fail, a->wait_changed += b->wait_changed, a->unexpected += b->unexpected;
     a->reclaims += b->reclaims, a->repopulated += b->repopulated, a->retired += b->retired;
@@ -605,6 +639,7 @@ static void test_random_events(double scale)
     printf("residency: two-phase imports: %ld begun, %ld committed, %ld aborted, %ld closed open, %ld rounds "
            "naming an open import refused\n",
            rs.begins, rs.commits, rs.aborts, rs.closed_open, rs.refused_rounds);
+    printf("residency: %ld requests opened on a shared prefix (%ld shared opens waited)\n", rs.shares, rs.share_waits);
     printf("residency: admissions %llu, reclaims %llu, repopulated pages %llu, retired pages %llu\n",
            (unsigned long long)rs.admissions, (unsigned long long)rs.reclaims, (unsigned long long)rs.repopulated,
            (unsigned long long)rs.retired);
@@ -622,6 +657,7 @@ static void test_random_events(double scale)
     CHECKF(rs.commits > 0 && rs.aborts > 0 && rs.closed_open > 0 && rs.refused_rounds > 0,
            "two-phase imports: %ld committed, %ld aborted, %ld closed open, %ld refused rounds", rs.commits, rs.aborts,
            rs.closed_open, rs.refused_rounds);
+    CHECKF(rs.shares > 0, "no request opened on a shared prefix");
     CHECKF(rs.sweeps > 0, "no full read-back");
     CHECKF(rs.mid_round > 0, "no admission inside a round");
 }

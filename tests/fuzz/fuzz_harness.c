@@ -16,7 +16,8 @@
  *   - sometimes a payload-free twin: the same calls on a second context with
  *     payload_free = 1 must give the same statuses, locations, stats and
  *     memory figures (DESIGN: every decision is the same);
- *   - then API calls: open, import (DEVICE/HOST, zero and odd lengths, bad
+ *   - then API calls: open, open_shared (a prefix of an open request, bad
+ *     parents and prefixes), import (DEVICE/HOST, zero and odd lengths, bad
  *     pointers), close, round_begin, write_rows (partial, full, bad and extreme
  *     rows), resolve (duplicates, -1 padding, REINDEX, invalid selections),
  *     group_done, round_end, sync, stats/mem, fault arming, NULL contexts.
@@ -85,6 +86,9 @@ typedef struct {
     int64_t whi[FZ_MAXSRC];            /* mirror of the library's written_hi per source */
     uint32_t ver[FZ_MAXSRC][FZ_ROWS];  /* version of the bytes of each row */
     uint8_t known[FZ_MAXSRC][FZ_ROWS]; /* the row holds model bytes (import or a write of this round) */
+    uint64_t wuid[FZ_MAXSRC][FZ_ROWS]; /* whose bytes the row holds: the request's uid, or an ancestor's for
+                                          the rows of a shared prefix */
+    int64_t shared_n;                  /* opened on a shared prefix of this many positions (0: not) */
 } fz_req;
 
 typedef struct {
@@ -231,7 +235,7 @@ static void check_loc_bytes(fz *F, int32_t slot, int32_t src, int64_t row, int32
     const fz_req *r = &F->rq[slot];
     if (!row_known(F, r, src, row)) return; /* the harness's context has a payload (its twin has none) */
     uint8_t want[64] __attribute__((aligned(16))), got[64] __attribute__((aligned(16)));
-    fill_row(want, F->rb[src], r->uid, src, row, r->ver[src][row]);
+    fill_row(want, F->rb[src], r->wuid[src][row], src, row, r->ver[src][row]);
     dhs_status s = dhs_read_location(F->ctx, src, loc, got);
     if (s != DHS_OK) fz_fail(F, "%s: dhs_read_location(src %d, loc %d) = %s", why, src, loc, dhs_status_str(s));
     if (memcmp(want, got, F->rb[src]))
@@ -362,10 +366,82 @@ static void live_drop_group(fz *F, int32_t g)
 }
 
 /* ------------------------------------------------------------------ ops */
+/* dhs_request_open_shared on an open (or bad) parent: a valid prefix (any length up to the parent's
+   positions that ends on a row of every group, or all of them), or one defect the model predicts */
+static void op_open_shared(fz *F)
+{
+    F->what = "open_shared";
+    int pslot, herr;
+    dhs_req ph = pick_handle(F, &pslot, &herr);
+    uint32_t d = u8(F);
+    const int64_t pn = pslot >= 0 ? F->rq[pslot].n : 0;
+    int64_t P = below(F, pn + 1), e = below(F, F->cfg.max_rows + 1);
+    if (d & 1) P = pn;
+    int64_t lcm = 1;
+    for (int32_t g = 0; g < F->ng; g++)
+        if (F->m[g] > lcm) lcm = F->m[g]; /* m in {1, 2, 4}: the largest is a multiple of the others */
+    if (!(d & 2) && P != pn) P -= P % lcm;
+    switch ((d >> 2) % 8) {
+    case 0: P = pn + 1 + (int64_t)(d >> 5); break;
+    case 1: P = -1 - (int64_t)(d >> 5); break;
+    case 2: e = F->cfg.max_rows + 1; break;
+    case 3: e = INT64_MIN; break;
+    default: break;
+    }
+    int want = EXPECT_OK;
+    if (herr) want = herr;
+    else if (F->round_open && F->rq[pslot].in_round) want = DHS_ERR_STATE;
+    else if (P < 0 || P > pn || e < 0 || e > F->cfg.max_rows) want = DHS_ERR_ROW_RANGE;
+    else
+        for (int32_t g = 0; g < F->ng; g++)
+            if (P % F->m[g] && P != pn) want = DHS_ERR_ROW_RANGE;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        dhs_req h = {0, 0}, h2 = {0, 0};
+        snap_take(F);
+        dhs_status s = dhs_request_open_shared(F->ctx, ph, P, e, &h);
+        if (F->tw) {
+            twin_status(F, s, dhs_request_open_shared(F->tw, ph, P, e, &h2));
+            if (s == DHS_OK && (h.id != h2.id || h.gen != h2.gen)) fz_fail(F, "payload-free twin opened another handle");
+        }
+        if (s == DHS_OK) {
+            if (h.id >= (uint32_t)F->cfg.max_requests || F->rq[h.id].open) fz_fail(F, "open_shared returned slot %u (busy or out of range)", h.id);
+            const fz_req *pr = &F->rq[pslot];
+            fz_req *r = &F->rq[h.id];
+            memset(r, 0, sizeof *r);
+            r->open = 1;
+            r->h = h;
+            r->uid = ++F->uid_next;
+            r->n = P;
+            r->imported = 1;
+            r->shared_n = P;
+            for (int32_t g = 0; g < F->ng; g++) {
+                const int64_t all = (P + F->m[g] - 1) / F->m[g];
+                for (int32_t si = 0; si < F->nsrc[g]; si++) {
+                    const int32_t src = F->srcs[g][si];
+                    r->whi[src] = all;
+                    for (int64_t row = 0; row < all; row++) {
+                        r->ver[src][row] = pr->ver[src][row];
+                        r->known[src][row] = pr->known[src][row];
+                        r->wuid[src][row] = pr->wuid[src][row];
+                    }
+                }
+            }
+            if (F->cnt) F->cnt->shared++;
+        }
+        judge(F, s, want, ALLOW_WAIT);
+        if (!is_fault(s)) return;
+        disarm(F);
+    }
+}
+
 static void op_open(fz *F)
 {
     F->what = "open";
     uint32_t b = u8(F);
+    if (b % 16 == 4) { /* a shared open instead */
+        op_open_shared(F);
+        return;
+    }
     int64_t e = below(F, F->cfg.max_rows + 1);
     int want = EXPECT_OK;
     switch (b % 16) {
@@ -413,14 +489,20 @@ static void op_import(fz *F)
     const void *rows[DHS_MAX_SOURCES];
     const void *const *rowsp = rows;
     int want = EXPECT_OK;
+    /* a request opened on a shared prefix, before its first round: the import appends the rows after it
+       (the buffers hold rows from floor(prefix / m) on) */
+    const fz_req *rx = slot >= 0 ? &F->rq[slot] : NULL;
+    const int64_t ext = rx && rx->shared_n > 0 && rx->n == rx->shared_n && !rx->in_round ? rx->shared_n : 0;
+    if (ext && (b & 4)) n = ext + below(F, F->cfg.max_rows - ext + 1); /* mostly a valid length */
     /* rows of every source, version 0 */
     size_t off = 0;
     uint64_t uid = slot >= 0 ? F->rq[slot].uid : 0;
     for (int32_t s = 0; s < F->ns; s++) {
-        int64_t m = F->arch.sources[s].m, nr = n > 0 && n <= F->cfg.max_rows ? (n + m - 1) / m : 0;
+        int64_t m = F->arch.sources[s].m, nr = n > 0 && n <= F->cfg.max_rows ? (n + m - 1) / m : 0, r0 = ext / m;
+        if (!ext || nr < r0) r0 = 0;
         rows[s] = F->buf + off;
-        for (int64_t row = 0; row < nr; row++) fill_row(F->buf + off + (size_t)row * F->rb[s], F->rb[s], uid, s, row, 0);
-        off += ((size_t)(nr > 0 ? nr : 0) * F->rb[s] + 63) & ~(size_t)63;
+        for (int64_t row = r0; row < nr; row++) fill_row(F->buf + off + (size_t)(row - r0) * F->rb[s], F->rb[s], uid, s, row, 0);
+        off += ((size_t)(nr - r0 > 0 ? nr - r0 : 0) * F->rb[s] + 63) & ~(size_t)63;
     }
     switch (defect) {
     case 0: flags = 0; break;
@@ -436,12 +518,13 @@ static void op_import(fz *F)
     if (herr) want = herr;
     else {
         fz_req *r = &F->rq[slot];
-        if (r->imported || r->n > 0 || r->in_round) want = DHS_ERR_STATE;
+        if (!ext && (r->imported || r->n > 0 || r->in_round)) want = DHS_ERR_STATE;
         else if (flags != DHS_IMPORT_DEVICE && flags != DHS_IMPORT_HOST) want = DHS_ERR_INVALID_ARG;
         else if (n < 0 || n > F->cfg.max_rows) want = DHS_ERR_ROW_RANGE;
         else if (defect == 5 && n > 0) want = DHS_ERR_INVALID_ARG;
         else if (defect == 6 && n > 0) want = DHS_ERR_INVALID_ARG;
         else if (defect == 7 && n > 0) want = DHS_ERR_MISALIGNED;
+        else if (ext && n < ext) want = DHS_ERR_ROW_RANGE;
     }
     for (int attempt = 0; attempt < 2; attempt++) {
         snap_take(F);
@@ -455,8 +538,9 @@ static void op_import(fz *F)
                 int64_t all = (n + F->m[g] - 1) / F->m[g];
                 for (int32_t si = 0; si < F->nsrc[g]; si++) {
                     int32_t src = F->srcs[g][si];
+                    if (ext && n == ext) continue; /* nothing appended */
                     r->whi[src] = all;
-                    for (int64_t row = 0; row < all; row++) { r->ver[src][row] = 0; r->known[src][row] = 1; }
+                    for (int64_t row = ext / F->m[g]; row < all; row++) { r->ver[src][row] = 0; r->known[src][row] = 1; r->wuid[src][row] = r->uid; }
                 }
             }
         }
@@ -574,6 +658,7 @@ static void do_write(fz *F, int slot, dhs_req h, int32_t src, int64_t lo, int32_
             for (int32_t i = 0; i < nr && ok_shape; i++) {
                 r->ver[src][lo + i] = vers[i];
                 r->known[src][lo + i] = 1;
+                r->wuid[src][lo + i] = r->uid;
             }
             if (lo + nr > r->whi[src]) r->whi[src] = lo + nr;
         }
@@ -655,6 +740,7 @@ static void op_tail(fz *F)
             if (pool) fill_row(pool + (uint64_t)locbuf[i] * F->stride, F->rb[src], r->uid, src, lo + i, v);
             r->ver[src][lo + i] = v;
             r->known[src][lo + i] = 1;
+            r->wuid[src][lo + i] = r->uid;
         }
         if (lo + nr > r->whi[src]) r->whi[src] = lo + nr;
     }

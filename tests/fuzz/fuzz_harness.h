@@ -19,6 +19,7 @@ typedef struct fz_counts {
     uint64_t resolved;     /* locations read back and compared */
     uint64_t rounds;       /* rounds closed */
     uint64_t created;      /* contexts created */
+    uint64_t shared;       /* requests opened on a shared prefix */
 } fz_counts;
 
 /* Runs one input. Returns 0 when every check held; on a discrepancy prints

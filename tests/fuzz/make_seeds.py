@@ -24,7 +24,7 @@ def op(kind, nargs):
     return [kind + 20 * rng.randrange(12)] + [rng.randrange(256) for _ in range(nargs)]
 
 
-def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault):
+def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault, extra=None):
     b = [ng - 1, ns - ng]
     b += [{1: 0, 2: 1, 4: 2}[m[g]] for g in range(ng)]
     b += [rng.randrange(256) for _ in range(ns)]           # groups of extra sources, row bytes
@@ -32,7 +32,7 @@ def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault):
     b += [nreq - 1, max_k - 1, k_max - 1, {1: 0, 2: 1, 4: 2}[p], rng.randrange(4), rng.randrange(3), rng.randrange(128)]
     b += [rng.randrange(256)]                               # policy, reclaim order, repop, resident
     b += [rng.randrange(256)]                               # staging arenas, reserve
-    b += [rng.randrange(40), 1 + rng.randrange(3)]          # extra pages; no half page
+    b += [rng.randrange(40) if extra is None else extra, 1 + rng.randrange(3)]  # extra pages; no half page
     b += [1 + rng.randrange(23)]                            # a valid config
     sel = 0 if twin else (1 if fault == "host" else 3 if fault == "device" else 2)
     b += [delay | (rnd << 2) | (sel << 3), rng.randrange(256)]
@@ -60,6 +60,44 @@ def body(n_ops, faults):
     return ops
 
 
+def share_op():
+    """An open whose first byte says shared (b % 16 == 4): a parent handle byte, the prefix kind (d: bit 0
+    all of the parent, bit 1 unaligned allowed, bits 2-4 a defect below 4), the prefix and expected bytes."""
+    d = rng.randrange(256)
+    if rng.random() < 0.8:
+        d = (d & ~0x1E) | (rng.randrange(4, 8) << 2)  # valid most of the time: no defect, rows aligned
+    return [OPEN + 20 * rng.randrange(12), 4 + 16 * rng.randrange(16), rng.randrange(14), d,
+            rng.randrange(256), rng.randrange(256)]
+
+
+def clean_open_import():
+    """An open (b % 16 >= 5: no defect, not shared) and a full-length import without a defect (the exact
+    bytes each reads, so the calls after them decode as written)."""
+    return ([OPEN + 20 * rng.randrange(12), 5 + rng.randrange(11) + 16 * rng.randrange(16), rng.randrange(256)] +
+            [IMPORT + 20 * rng.randrange(12), 0, rng.choice([0, 2]), 8 + rng.randrange(16), 100 + rng.randrange(156)])
+
+
+def body_share(n_ops, faults):
+    """Sessions on shared prefixes: parents imported, children opened on them (and on children), rounds
+    of all of them, closes of parents before children and after."""
+    ops = clean_open_import() + share_op() + share_op() + op(AUTO, 24) + share_op()
+    for _ in range(n_ops):
+        x = rng.random()
+        if x < 0.3:
+            ops += share_op()
+        elif x < 0.6:
+            ops += op(AUTO, 24)
+        elif x < 0.7:
+            ops += op(CLOSE, 1)
+        elif x < 0.75:
+            ops += op(rng.choice([OPEN, IMPORT]), 6)
+        elif x < 0.8 and faults:
+            ops += op(FAULT, 1)
+        else:
+            ops += op(rng.choice([BEGIN, WRITE_ALL, RESOLVE, END, SYNC, QUERY]), 8)
+    return ops
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     n = 0
@@ -77,6 +115,19 @@ def main():
             with open(os.path.join(OUT, "seed-%02d" % n), "wb") as f:
                 f.write(bytes(x & 255 for x in data))
             n += 1
+    # shared prefixes, after the others so that their bytes stay as they were
+    for variant in range(8):
+        ng = 1 + variant % 3
+        ns = min(4, ng + variant % 2)
+        m = [rng.choice([1, 2, 4]) for _ in range(ng)]
+        twin = variant % 4 == 1
+        fault = ["none", "host", "device", "none"][variant % 4] if not twin else "none"
+        data = setup(ng, ns, m, rng.choice([1, 2, 4]), 1 + variant % 3, 1 + rng.randrange(8), 3 + variant % 2, twin,
+                     0 if twin else variant % 3, variant % 2, fault, extra=39)
+        data += body_share(30 + rng.randrange(30), not twin)
+        with open(os.path.join(OUT, "share-%02d" % variant), "wb") as f:
+            f.write(bytes(x & 255 for x in data))
+        n += 1
     print("%d seeds in %s" % (n, OUT))
 
 
