@@ -818,6 +818,55 @@ int cmd_bench_serve(int argc, char **argv)
     }
     tool_progress_end(&tp);
 
+    /* the widths side by side: per context, mode and concurrency that ran more than one width, auto
+       against the best fixed width (throughput) */
+    cJSON *spec_sum = cJSON_CreateArray();
+    char *spec_lines = calloc((size_t)nr + 1, 400);
+    size_t spec_len = 0;
+    for (int i = 0; i < nr && o.n_specs > 1; i++) {
+        const sv_rec *a = &R[i];
+        int first = 1; /* the first record of its (context, mode, C) */
+        for (int j = 0; j < i; j++) first &= !(R[j].context == a->context && R[j].mode == a->mode && R[j].conc == a->conc);
+        if (!first) continue;
+        const sv_rec *au = NULL, *bf = NULL;
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "context", (double)a->context);
+        cJSON_AddStringToObject(s, "mode", mode_names[a->mode]);
+        cJSON_AddNumberToObject(s, "max_concurrency", a->conc);
+        cJSON *ws = cJSON_AddArrayToObject(s, "widths");
+        char line[400];
+        int ln = snprintf(line, sizeof line, "widths at %s L=%" PRId64 " C=%d:", mode_names[a->mode], a->context, a->conc);
+        for (int j = i; j < nr; j++) {
+            const sv_rec *q = &R[j];
+            if (q->context != a->context || q->mode != a->mode || q->conc != a->conc || !q->ok) continue;
+            if (!q->spec) au = q;
+            else if (!bf || q->tok_s > bf->tok_s) bf = q;
+            cJSON *w = cJSON_CreateObject();
+            if (q->spec) cJSON_AddNumberToObject(w, "spec", q->spec);
+            else cJSON_AddStringToObject(w, "spec", "auto");
+            cJSON_AddNumberToObject(w, "output_throughput", q->tok_s);
+            cJSON_AddNumberToObject(w, "median_tpot_ms", q->tpot_p50_ms);
+            cJSON_AddNumberToObject(w, "p99_tpot_ms", q->tpot_p99_ms);
+            cJSON_AddNumberToObject(w, "mean_k", q->mean_k);
+            cJSON_AddNumberToObject(w, "host_rows_per_token", q->host_rows_per_token);
+            cJSON_AddItemToArray(ws, w);
+            char ks[48];
+            if (q->spec) snprintf(ks, sizeof ks, "K=%d", q->spec);
+            else snprintf(ks, sizeof ks, "auto (mean K %.2f)", q->mean_k);
+            if (ln < (int)sizeof line)
+                ln += snprintf(line + ln, sizeof line - (size_t)ln, " %s %.1f tok/s, TPOT %.2f/%.2f ms;", ks, q->tok_s,
+                               q->tpot_p50_ms, q->tpot_p99_ms);
+        }
+        if (au && bf) {
+            cJSON_AddNumberToObject(s, "best_fixed_spec", bf->spec);
+            cJSON_AddNumberToObject(s, "auto_vs_best_fixed", au->tok_s / bf->tok_s);
+            if (ln < (int)sizeof line)
+                snprintf(line + ln, sizeof line - (size_t)ln, " auto / best fixed (K=%d) %.3fx", bf->spec, au->tok_s / bf->tok_s);
+        }
+        cJSON_AddItemToArray(spec_sum, s);
+        if (spec_lines) spec_len += (size_t)snprintf(spec_lines + spec_len, 400, "%.398s\n", line);
+    }
+
     /* summary per context: sessions held, best throughput, step time at equal batch */
     cJSON *sum = cJSON_CreateArray();
     char lines[MAXL][600];
@@ -899,6 +948,15 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
         cJSON_AddNumberToObject(cf, "tokens", o.tokens);
         cJSON_AddNumberToObject(cf, "spec", o.spec);
+        cJSON_AddStringToObject(cf, "spec_list", spec_s);
+        cJSON_AddNumberToObject(cf, "spec_max", o.spec_max);
+        if (o.accept_hi >= 0) {
+            cJSON *ac = cJSON_AddObjectToObject(cf, "accept");
+            cJSON_AddNumberToObject(ac, "lo", o.accept_lo);
+            cJSON_AddNumberToObject(ac, "hi", o.accept_hi);
+        } else {
+            cJSON_AddStringToObject(cf, "accept", "drafter");
+        }
         cJSON_AddNumberToObject(cf, "waves", o.waves);
         cJSON_AddNumberToObject(cf, "topk", base.model.topk);
         int32_t prod = 0;
@@ -912,6 +970,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON *ra = cJSON_AddArrayToObject(j, "records");
         for (int i = 0; i < nr; i++) cJSON_AddItemToArray(ra, rec_json(&R[i]));
         cJSON_AddItemToObject(j, "summary", sum);
+        cJSON_AddItemToObject(j, "spec_summary", spec_sum);
         cJSON_AddBoolToObject(j, "tokens_identical", mism_total == 0);
         cJSON_AddNumberToObject(j, "token_mismatches", (double)mism_total);
         char *txt = cJSON_Print(j);
@@ -926,8 +985,9 @@ int cmd_bench_serve(int argc, char **argv)
         char hid[160];
         dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
         printf("dhs bench serve: %s backend, geometry %s (hidden size kept small: %s), %s step; device KV budget "
-               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %d, %d sessions per slot\n",
-               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, o.spec, o.waves);
+               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %s (auto at most %d), acceptance %s, %d sessions per slot\n",
+               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, spec_s, o.spec_max,
+               accept_s, o.waves);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
         if (deploy) {
             printf("deployment %s (%s): weights read per step", deploy->name, deploy->about);
@@ -939,11 +999,14 @@ int cmd_bench_serve(int argc, char **argv)
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", cap_line[li]);
         print_table(R, nr, stdout);
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
+        if (spec_lines && spec_len) fputs(spec_lines, stdout);
+        cJSON_Delete(spec_sum);
         printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",
                mism_total ? "DIFFER" : "equal", mism_total ? " (a bug: docs/SERVE.md)" : "");
         cJSON_Delete(sum);
     }
     free(R), tk_free(&tk);
+    free(spec_lines);
     dhs_ref_model_destroy(m);
     return prc ? prc : mism_total ? EXIT_CHECK : 0;
 }
