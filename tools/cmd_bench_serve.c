@@ -982,11 +982,13 @@ int cmd_bench_serve(int argc, char **argv)
             if (snprintf(path, sizeof path, "%s.partial", o.output) < (int)sizeof path) remove(path);
         }
     } else {
-        char hid[160];
+        char hid[160], auto_s[48] = "";
         dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
+        for (int i = 0; i < o.n_specs; i++)
+            if (!o.specs[i]) snprintf(auto_s, sizeof auto_s, " (auto at most %d)", o.spec_max);
         printf("dhs bench serve: %s backend, geometry %s (hidden size kept small: %s), %s step; device KV budget "
-               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %s (auto at most %d), acceptance %s, %d sessions per slot\n",
-               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, spec_s, o.spec_max,
+               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %s%s, acceptance %s, %d sessions per slot\n",
+               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, spec_s, auto_s,
                accept_s, o.waves);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
         if (deploy) {
