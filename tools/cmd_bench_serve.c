@@ -564,8 +564,9 @@ int cmd_bench_serve(int argc, char **argv)
               "per session and round; 1: plain decode) or auto (K per session and round chosen online by "
               "dhs_spec_auto_choose_round from its acceptance and the round's measured cost, misses included; at "
               "most --spec-max); e.g. auto,1,2,4"),
-        A_INT("--spec-max", &o.spec_max, 1, 8,
-              "auto: the widest K (the context's spec_width; default: the widest fixed width of --spec, else 4)"),
+        {.name = "--spec-max", .type = ARG_INT, .dest = &o.spec_max, .ilo = 1, .ihi = 8,
+         .def = "the widest fixed width of --spec, else 4",
+         .help = "auto: the widest K (the context's spec_width)"},
         A_STR("--accept", &accept_s, "MODEL",
               "acceptance (greedy verification): drafter: the reference drafter's own proposals (about 30% "
               "accepted); A or LO:HI: the acceptance model, session i's drafts propose the target's own next "
@@ -607,7 +608,9 @@ int cmd_bench_serve(int argc, char **argv)
                  "C slots, C x waves sessions. Prints tokens/s, TPOT p50/p99, sessions held, waits, host rows\n"
                  "per token, PCIe GB/s and (cuda) a per-step breakdown with the attention's HBM roofline; the\n"
                  "summary puts the modes side by side (sessions held, best throughput, step time at equal\n"
-                 "batch). The hidden size stays small (docs/MODEL.md); the KV geometry is real. docs/SERVE.md.",
+                 "batch). --spec auto,1,2,4 runs each width at every configuration and puts them side by\n"
+                 "side (mean K, acceptance; auto chooses K per session and round online; --accept sets the\n"
+                 "acceptance). The hidden size stays small (docs/MODEL.md); the KV geometry is real. docs/SERVE.md.",
         .specs = sp,
         .n_specs = (int)(sizeof sp / sizeof sp[0]),
     };
