@@ -79,6 +79,53 @@ dhs_status dhs_spec_auto_choose(dhs_spec_auto *sa, int32_t n, const int32_t *slo
                                 const double *query_us, double fixed_us, double draft_us, int32_t *K,
                                 double *tokens_per_us);
 
+/* ---- the miss cost of widening a round, measured.
+   A further query of a request selects rows its other queries did not, and
+   those that are not on the device are copied from host: the round's host
+   rows grow with its width. After each round the engine reports how many
+   requests it served, how many queries they verified in all, how many rows
+   it copied from host and (when it measured it) how long those copies took.
+   The controller keeps a decayed least-squares fit
+       host_rows ~ first_rows * requests + extra_rows * (queries - requests)
+   (extra_rows pulled towards 0, ridge 1, so that widths get tried before
+   their misses are known) and the copy time per row: the decayed measured
+   copy time over the decayed rows of the rounds that measured it, row_us
+   (dhs_spec_auto_set_row_us) before any. dhs_spec_auto_choose_round then
+   charges each further query extra_rows * row_us on top of the caller's
+   query_us, each request's first query first_rows * row_us on top of
+   fixed_us, and keeps the round's expected extra rows,
+   extra_rows * sum_r (K_r - 1), within the staging room the caller grants.
+   So widths narrow when copies are dear or the staging room is short and
+   widen back when misses are free (host rows that do not grow with K). */
+
+/* One round's outcome: `requests` served, `queries` verified in all
+   (>= requests), host_rows >= 0 copied from host, copy_us the time those
+   copies took (microseconds; < 0: not measured, only the row fit learns).
+   DHS_ERR_INVALID_ARG (nothing changed) for requests < 1, queries <
+   requests, a negative or non-finite host_rows, a non-finite copy_us. */
+dhs_status dhs_spec_auto_observe_round(dhs_spec_auto *sa, int32_t requests, int32_t queries, double host_rows,
+                                       double copy_us);
+
+/* The copy time per row (microseconds, >= 0, finite) used until a round
+   reports a measured copy time (default 0: misses free until measured). */
+dhs_status dhs_spec_auto_set_row_us(dhs_spec_auto *sa, double row_us);
+
+/* The current miss model: rows a request's first query copies, rows each
+   further query adds, microseconds per row copied. Any output may be NULL. */
+dhs_status dhs_spec_auto_miss_model(const dhs_spec_auto *sa, double *first_rows, double *extra_rows, double *row_us);
+
+/* dhs_spec_auto_choose with the miss cost: query_us[i] and fixed_us are the
+   round's costs without host copies; the controller adds the miss model's
+   (above). room_rows: the expected extra rows the round may copy beyond its
+   first queries' (the staging room left; < 0: unbounded); increments are
+   taken in the order of dhs_spec_auto_choose while the room lasts. K[i] in
+   1..min(cap[i], spec_max); tokens_per_us (when not NULL) the expected
+   tokens per microsecond with the copies charged. Errors as
+   dhs_spec_auto_choose, and for a non-finite room_rows. */
+dhs_status dhs_spec_auto_choose_round(dhs_spec_auto *sa, int32_t n, const int32_t *slots, const int32_t *cap,
+                                      const double *query_us, double fixed_us, double draft_us, double room_rows,
+                                      int32_t *K, double *tokens_per_us);
+
 #ifdef __cplusplus
 }
 #endif

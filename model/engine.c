@@ -46,6 +46,7 @@ typedef struct sess {
     void *grows[DHS_MAX_SOURCES];       /* GPU resident: per source, device rows [rows_cap][656] */
     int64_t dn;            /* drafter KV valid for positions < dn (from max(0, dn - W)) */
     uint64_t rng;
+    uint64_t orng;         /* the acceptance model's draws (cfg.oracle) */
 } sess;
 
 struct dhs_ref_engine {
@@ -239,7 +240,8 @@ static dhs_status gpu_start(dhs_ref_engine *e, sess *s, const dhs_ref_prefill *p
 dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cfg *cfg, dhs_ref_engine **out)
 {
     if (!m || !cfg || !out || cfg->max_sessions < 1 || cfg->max_slots < 1 || cfg->k_max < 1 ||
-        cfg->max_positions < 1 || cfg->page_rows < 1)
+        cfg->max_positions < 1 || cfg->page_rows < 1 ||
+        (cfg->oracle && (!cfg->oracle_n || !cfg->oracle_accept || cfg->verify != DHS_REF_VERIFY_GREEDY)))
         return DHS_ERR_INVALID_ARG;
     *out = NULL;
     const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
@@ -449,6 +451,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     memcpy(s->tokens, p->tokens, sizeof(int32_t) * (size_t)p->n);
     s->prompt = s->n = p->n;
     s->rng = e->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(id + 1));
+    s->orng = (e->cfg.seed + 0x5851F42D4C957F2Dull) ^ (0xD1B54A32D192ED03ull * (uint64_t)(id + 1));
     s->tokens[s->n] = pick(e, s, p->logits); /* the first anchor */
     s->dn = p->n - c->draft_window > 0 ? p->n - c->draft_window : 0;
     s->slot = slot;
@@ -515,6 +518,14 @@ static void draft(dhs_ref_engine *e, sess *s, int32_t i, int32_t K)
         dhs_ref_draft_step(m, blk[j], s->n + j, e->ring, e->ring_rows, s->slot, logits, e->sc);
         if (e->cfg.verify == DHS_REF_VERIFY_GREEDY) {
             blk[j + 1] = dhs_ref_argmax(logits, e->V);
+            const int32_t id = (int32_t)(s - e->s);
+            const int64_t pos = s->n + j + 1; /* the token draft j + 1 proposes */
+            if (e->cfg.oracle && e->cfg.oracle[id] && pos < e->cfg.oracle_n[id]) {
+                int32_t x = e->cfg.oracle[id][pos];
+                double u = dhs_rng_unit(&s->orng);
+                int32_t other = (int32_t)(dhs_rng_next(&s->orng) % (uint64_t)(e->V > 1 ? e->V - 1 : 1));
+                blk[j + 1] = u < e->cfg.oracle_accept[id] || e->V < 2 ? x : (x + 1 + other) % e->V;
+            }
         } else {
             dhs_ref_softmax(logits, e->V, e->cfg.temperature, q);
             blk[j + 1] = dhs_ref_sample(q, e->V, dhs_rng_f24(&s->rng));

@@ -385,6 +385,16 @@ typedef struct dhs_ref_engine_cfg {
                                from a device buffer of the engine's (HBM traffic, no arithmetic),
                                so the step costs what that deployment's would; the same in both
                                storages, so the tokens do not change */
+    /* the acceptance model (docs/SERVE.md "Acceptance"): NULL, or per session id the token stream an
+       earlier run of the same session emitted, by position (oracle[id] == NULL or oracle_n[id] == 0:
+       none for that session), with oracle_accept[id] in [0, 1]: each draft position proposes the
+       stream's token with that probability (a seeded per-session stream decides) and another token
+       otherwise, so acceptance is in order with that rate. Greedy verification only. The target still
+       verifies every draft, so the emitted tokens are the target's whatever the stream says (a wrong
+       stream only lowers acceptance); the drafter still runs, so its time stays in the round */
+    const int32_t *const *oracle;
+    const int64_t *oracle_n;
+    const double *oracle_accept;
 } dhs_ref_engine_cfg;
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };

@@ -13,6 +13,8 @@
 #include "model/run.h"
 #include "sim/trace.h"
 #include "sim/util.h"
+#include "dhs_spec_auto.h"
+#include "util/rng.h"
 
 dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
 {
@@ -36,6 +38,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.async_delay = 1;
     c.threads = 1;
     c.copy_overlap = 1;
+    c.accept_hi = -1;
     return c;
 }
 
@@ -44,6 +47,12 @@ void dhs_ref_run_result_free(dhs_ref_run_result *r)
     if (!r) return;
     free(r->tokens_of);
     free(r->round_t);
+    for (int32_t i = 0; r->tok_seq && i < r->tok_n; i++) free(r->tok_seq[i]);
+    free(r->tok_seq);
+    free(r->tok_len);
+    r->tok_seq = NULL;
+    r->tok_len = NULL;
+    r->tok_n = 0;
     r->tokens_of = NULL;
     r->round_t = NULL;
     r->n_round_s = 0;
@@ -285,6 +294,13 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     float *L_res = NULL, *L_hier = NULL;
     dhs_ref_prefill *pf = NULL;
     int32_t n_done = 0;
+    /* spec_auto: the controller, its caps and query costs, the acceptance model's rates; the round-time
+       fit (decayed sums of weight, Q, Q^2, t, Q t over rounds: t = fixed + per_query * Q, Q the round's
+       queries, t without its host copies), the stats and copy profile of the previous round */
+    dhs_spec_auto *sa = NULL;
+    int32_t *sa_cap = NULL;
+    double *sa_q = NULL, *acc_a = NULL, tf[5] = {0, 0, 0, 0, 0}, prof_copy_prev = 0;
+    uint64_t prof_rounds_prev = 0, rows_prev = 0, sa_rounds = 0;
     if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1 || c.shared_prefix < 0) FAIL("bad run configuration");
     r->step = c.step;
     r->topk_impl = c.topk_impl;
@@ -314,6 +330,37 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     E_res = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
     E_hier = calloc((size_t)S * (size_t)KM, sizeof(int32_t));
     r->tokens_of = calloc((size_t)S, sizeof(uint64_t));
+    if (c.keep_tokens) {
+        r->tok_seq = calloc((size_t)S, sizeof *r->tok_seq);
+        r->tok_len = calloc((size_t)S, sizeof *r->tok_len);
+        r->tok_n = r->tok_seq && r->tok_len ? S : 0;
+        if (!r->tok_n) FAIL("out of memory");
+    }
+    r->k_lo = INT32_MAX;
+    r->accept_model_mean = -1;
+    if (c.accept_hi >= 0) { /* the acceptance model: a_i uniform in [lo, hi], a pure function of (seed, i) */
+        if (!(c.accept_lo >= 0 && c.accept_lo <= c.accept_hi && c.accept_hi <= 1)) FAIL("bad acceptance range");
+        if (c.verify != DHS_REF_VERIFY_GREEDY) FAIL("the acceptance model needs greedy verification");
+        acc_a = calloc((size_t)S, sizeof *acc_a);
+        if (!acc_a) FAIL("out of memory");
+        double sum = 0;
+        for (int32_t i = 0; i < S; i++) {
+            uint64_t g = c.seed ^ (0xA0761D6478BD642Full * (uint64_t)(i + 1));
+            acc_a[i] = c.accept_lo + (c.accept_hi - c.accept_lo) * dhs_rng_unit(&g);
+            sum += acc_a[i];
+        }
+        r->accept_model_mean = sum / S;
+    }
+    if (c.spec_auto) {
+        dhs_spec_auto_cfg sc = dhs_spec_auto_cfg_default(S);
+        sc.spec_max = KM;
+        if (dhs_spec_auto_create(&sc, &sa) != DHS_OK) FAIL("spec auto: spec %d out of 1..64, or out of memory", KM);
+        /* before any copy is timed: a 656-byte row over a 25 GB/s host link */
+        dhs_spec_auto_set_row_us(sa, DHS_REF_ROW_BYTES / 25e3);
+        sa_cap = calloc((size_t)S, sizeof *sa_cap);
+        sa_q = calloc((size_t)S, sizeof *sa_q);
+        if (!sa_cap || !sa_q) FAIL("out of memory");
+    }
     if (!state || !arrive || !len || !pf || !ids || !adm || !adm_req || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
         !r->tokens_of)
         FAIL("out of memory");
@@ -415,6 +462,11 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
     ec.deploy = c.deploy;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
+    if (acc_a && c.oracle) {
+        ec.oracle = c.oracle;
+        ec.oracle_n = c.oracle_n;
+        ec.oracle_accept = acc_a;
+    }
     if (use_res) {
         ec.ctx = NULL;
         ec.trace = use_hier ? NULL : tw;
@@ -515,6 +567,35 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             Kv[n] = (int32_t)(left < KM ? left : KM);
             n++;
         }
+        if (sa && n > 0) {
+            /* the fit: per-query cost b = cov(Q, t) / var(Q), pulled (weight 0.25 query^2) towards half
+               the mean time per query (the rounds before a probe have little spread in Q); before any
+               round a wide guess. Copies are charged by the controller (miss model) */
+            double fixed = 1000, b = 100;
+            if (tf[0] > 0) {
+                double W = tf[0], mq = tf[1] / W, mt = tf[3] / W, var = tf[2] / W - mq * mq,
+                       cov = tf[4] / W - mq * mt, b0 = mq > 0 ? 0.5 * mt / mq : 1;
+                b = (cov + 0.25 * b0) / ((var > 0 ? var : 0) + 0.25);
+                if (b < 1e-3) b = 1e-3;
+                double a = mt - b * mq;
+                if (a < 0.01 * mt) a = 0.01 * mt;
+                if (a < 1e-3) a = 1e-3;
+                fixed = a + b * n;
+            }
+            for (int32_t i = 0; i < n; i++) {
+                sa_cap[i] = Kv[i];
+                sa_q[i] = b;
+            }
+            /* staging is reserved for spec_width * k rows per request and arena (DESIGN §6), so no width
+               up to spec overflows it: the room is unbounded here */
+            dhs_status ss = dhs_spec_auto_choose_round(sa, n, ids, sa_cap, sa_q, fixed, 0.0, -1.0, Kv, NULL);
+            if (ss != DHS_OK) FAIL("dhs_spec_auto_choose_round: %s", dhs_status_str(ss));
+            /* a probe every 6th round: one query less per session (one more where the choice is 1), so
+               that the fit sees rounds of different widths at one load (without them a load that keeps
+               its width keeps whatever split of fixed and per-query cost the prior gave) */
+            if (++sa_rounds % 6 == 0)
+                for (int32_t i = 0; i < n; i++) Kv[i] = Kv[i] > 1 ? Kv[i] - 1 : sa_cap[i] > 1 ? 2 : 1;
+        }
         if ((uint64_t)n > r->max_active) r->max_active = (uint64_t)n;
         if (n > 0) {
             dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
@@ -556,6 +637,43 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 prof_seen = prn;
             }
             const int32_t *A = er ? A_res : A_hier;
+            uint64_t Q = 0;
+            for (int32_t i = 0; i < n; i++) {
+                Q += (uint64_t)Kv[i];
+                if (Kv[i] < r->k_lo) r->k_lo = Kv[i];
+                if (Kv[i] > r->k_hi) r->k_hi = Kv[i];
+            }
+            r->queries += Q;
+            r->batch_items += (uint64_t)n;
+            if (sa) {
+                for (int32_t i = 0; i < n; i++) dhs_spec_auto_observe(sa, ids[i], Kv[i], A[i]); /* valid by construction */
+                /* the round's host rows (the stats, a wait on the device resolver's counters) and, on a
+                   profiled round, its measured copy time */
+                double rows = 0, copy_us = -1, row_us = 0;
+                if (ctx) {
+                    dhs_stats sn;
+                    if (dhs_get_stats(ctx, &sn) == DHS_OK) {
+                        rows = (double)(sn.host_rows_copied - rows_prev);
+                        rows_prev = sn.host_rows_copied;
+                    }
+                    double pus[DHS_REF_PH_N], pw;
+                    uint64_t prn;
+                    dhs_ref_engine_profile(eh, pus, &prn, &pw);
+                    if (prn == prof_rounds_prev + 1) copy_us = pus[DHS_REF_PH_COPY] - prof_copy_prev;
+                    prof_rounds_prev = prn;
+                    prof_copy_prev = pus[DHS_REF_PH_COPY];
+                }
+                dhs_spec_auto_observe_round(sa, n, (int32_t)Q, rows, copy_us);
+                dhs_spec_auto_miss_model(sa, NULL, NULL, &row_us);
+                double t = 1e6 * t_round - rows * row_us;
+                if (t < 0) t = 0;
+                const double d = 0.95, q = (double)Q;
+                tf[0] = d * tf[0] + 1;
+                tf[1] = d * tf[1] + q;
+                tf[2] = d * tf[2] + q * q;
+                tf[3] = d * tf[3] + t;
+                tf[4] = d * tf[4] + q * t;
+            }
             for (int32_t i = 0; i < n; i++) {
                 r->proposals += (uint64_t)(Kv[i] - 1);
                 r->accepted += (uint64_t)A[i];
@@ -599,6 +717,12 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             int64_t na;
             const int32_t *ta = dhs_ref_engine_tokens(ref, i, &na);
             r->tokens_of[i] = fnv1a(ta, na);
+            if (r->tok_seq) {
+                r->tok_seq[i] = malloc(sizeof(int32_t) * (size_t)na);
+                if (!r->tok_seq[i]) FAIL("out of memory");
+                memcpy(r->tok_seq[i], ta, sizeof(int32_t) * (size_t)na);
+                r->tok_len[i] = na;
+            }
             if (er && eh) {
                 int64_t nb;
                 const int32_t *tb = dhs_ref_engine_tokens(eh, i, &nb);
@@ -669,6 +793,11 @@ done:
     free(A_hier);
     free(E_res);
     free(E_hier);
+    free(sa_cap);
+    free(sa_q);
+    free(acc_a);
+    dhs_spec_auto_destroy(sa);
+    if (r->k_lo == INT32_MAX) r->k_lo = 0;
     dhs_ref_model_destroy(m);
     r->t_total = dhs_wall_s() - t_start;
     return r->error ? -1 : 0;

@@ -97,6 +97,18 @@ typedef struct dhs_ref_run_cfg {
                                 and import only their own rows; the holder closes once every session
                                 was admitted); 1 every session imports its whole prompt (private
                                 copies: the same tokens, for comparing) */
+    int spec_auto;           /* 1: each round's K_r per session from dhs_spec_auto_choose_round (model/run.c:
+                                acceptance observed per session, the round's time fitted against its
+                                queries, host rows and copy time fed back), at most spec and the tokens
+                                left; 0: K_r = min(spec, tokens left) */
+    double accept_lo, accept_hi; /* the acceptance model (greedy only; docs/SERVE.md "Acceptance"): with
+                                accept_hi >= 0 and oracle, session i's drafts propose its oracle token
+                                with probability a_i, uniform in [accept_lo, accept_hi] from (seed, i);
+                                accept_hi < 0: the drafter's own proposals */
+    const int32_t *const *oracle; /* [sessions]: each session's token stream from an earlier run (by position;
+                                NULL entries: none), oracle_n its length (dhs_ref_engine_cfg.oracle) */
+    const int64_t *oracle_n;
+    int keep_tokens;         /* 1: result tok_seq/tok_len, every session's tokens (prompt included) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
     const char *trace;       /* selection trace file or NULL */
@@ -153,6 +165,12 @@ typedef struct dhs_ref_run_result {
     uint64_t bytes_keys_ring;           /* index keys + drafter ring per session */
     int64_t positions;                  /* context + tokens */
     uint64_t *tokens_of;                /* [sessions] hash of each session's tokens (FNV-1a) */
+    int32_t **tok_seq;                  /* keep_tokens: [sessions] each session's tokens by position */
+    int64_t *tok_len;
+    int32_t tok_n;                      /* entries of tok_seq / tok_len */
+    uint64_t queries, batch_items;      /* sum over decode rounds of K_r and of the sessions in them */
+    int32_t k_lo, k_hi;                 /* smallest and largest K_r of a round (1 and spec without spec_auto) */
+    double accept_model_mean;           /* the acceptance model: mean a_i over sessions (-1: no model) */
     int error;                  /* 1: the run stopped on an error (errmsg) */
     int budget_too_small;       /* 1 with error: the device budget can never hold one session */
     char errmsg[512];

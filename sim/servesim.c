@@ -444,9 +444,6 @@ typedef struct rank_st {
     dhs_spec_auto *sa;
     int32_t *free_slot, n_free, *slots, *cap;
     double *qus;
-    /* host rows of a step ~ first * requests + extra * (queries - requests): decayed least-squares sums,
-       x1 = requests, x2 = further queries, y = the step's host rows (one layer) */
-    double s11, s12, s22, s1y, s2y;
     /* placement state: live requests (placed, not done) and their predictions */
     int32_t live, placed, max_running;
     double pred_us, pred_bytes;
@@ -494,24 +491,12 @@ nomem:
 }
 
 /* spec_auto: K of each request of R's batch from the controller, with the cost model's terms
-   (servesim.h) as its fixed and per-query costs */
+   (servesim.h) as its fixed and per-query costs; the host copies are the controller's miss model
+   (dhs_spec_auto_choose_round: host rows of a first and of a further query fitted to the rank's recent
+   steps, each step's copy time fed back after it) */
 static int choose_widths(rank_st *R, const dhs_serve_config *c, int hierarchical, char *err, size_t err_len)
 {
     const dhs_serve_cost *cost = &c->cost;
-    /* host rows of a request's first query and of each further one: the least-squares fit of recent
-       steps, the further queries' coefficient pulled towards 0 (ridge 1) so that widths get tried
-       before their misses are known */
-    double first = 0, extra = 0;
-    if (hierarchical) {
-        double a11 = R->s11 + 1e-3, a22 = R->s22 + 1, det = a11 * a22 - R->s12 * R->s12;
-        if (det > 0) {
-            first = (a22 * R->s1y - R->s12 * R->s2y) / det;
-            extra = (a11 * R->s2y - R->s12 * R->s1y) / det;
-        }
-        first = first > 0 ? first : 0;
-        extra = extra > 0 ? extra : 0;
-    }
-    const double row_us = cost->row_bytes / (cost->pcie_gbps * 1000.0);
     double fixed = cost->base_us + cost->layers * (cost->attn_layer_us + cost->idx_layer_us);
     if (hierarchical) fixed += cost->layers * (cost->resolver_us + cost->gather_us);
     for (int32_t i = 0; i < R->nb; i++) {
@@ -521,11 +506,12 @@ static int choose_widths(rank_st *R, const dhs_serve_config *c, int hierarchical
         R->cap[i] = left < 1 ? 1 : left > INT32_MAX ? INT32_MAX : (int32_t)left;
         double u = cost->token_us + cost->layers * (cost->attn_us + cost->idx_us_per_ktok * (double)q->n / 1000.0);
         if (hierarchical) u += cost->layers * cost->resolver_ns_per_entry * (double)c->k / 1000.0;
-        fixed += u + (hierarchical ? cost->layers * first * row_us : 0); /* its first query */
-        if (hierarchical) u += cost->layers * extra * row_us;
+        fixed += u; /* its first query */
         R->qus[i] = u > 1e-9 ? u : 1e-9;
     }
-    dhs_status s = dhs_spec_auto_choose(R->sa, R->nb, R->slots, R->cap, R->qus, fixed, cost->draft_us, R->Kv, NULL);
+    /* the staging holds spec_width * k rows per request (DESIGN §6): no width up to it overflows */
+    dhs_status s = dhs_spec_auto_choose_round(R->sa, R->nb, R->slots, R->cap, R->qus, fixed, cost->draft_us, -1.0,
+                                              R->Kv, NULL);
     if (s != DHS_OK) {
         dhs_errf(err, err_len, "dhs_spec_auto_choose: %s", dhs_status_str(s));
         return -1;
@@ -912,14 +898,11 @@ int dhs_serve_run(const dhs_serve_config *c, const dhs_serve_workload *w, dhs_se
                 if (dH) d += cost->layers * (cost->gather_us + (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0));
             }
             if (c->spec) d += cost->draft_us * (kmax_step - 1);
-            if (R->sa && hierarchical) { /* the fit's sums, the past weighted 0.9 a step */
-                double x1 = nb, x2 = -nb, y = (double)dH;
-                for (int32_t i = 0; i < nb; i++) x2 += Kv[i];
-                R->s11 = 0.9 * R->s11 + x1 * x1;
-                R->s12 = 0.9 * R->s12 + x1 * x2;
-                R->s22 = 0.9 * R->s22 + x2 * x2;
-                R->s1y = 0.9 * R->s1y + x1 * y;
-                R->s2y = 0.9 * R->s2y + x2 * y;
+            if (R->sa && hierarchical) { /* the step's host rows (one layer) and their copy time, all layers */
+                int32_t Q = 0;
+                for (int32_t i = 0; i < nb; i++) Q += Kv[i];
+                double copy_us = cost->layers * (double)dH * cost->row_bytes / (cost->pcie_gbps * 1000.0);
+                dhs_spec_auto_observe_round(R->sa, nb, Q, (double)dH, copy_us); /* valid by construction */
             }
             R->dt = d;
             R->dH = dH;

@@ -45,6 +45,7 @@
 #define PROG "dhs bench serve"
 #define MAXL 4
 #define MAXC 16
+#define MAXS 8 /* widths in --spec */
 
 static const char *const sv_backends[] = {"cpu", "cuda", NULL};
 static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
@@ -58,6 +59,10 @@ static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk"
 
 typedef struct sv_rec {
     int mode;
+    int32_t spec;           /* the width: K (fixed) or 0 (auto, at most spec_max) */
+    int32_t spec_max;       /* the context's spec_width */
+    double mean_k, accept;  /* queries per session and round; accepted / proposed drafts */
+    int32_t k_lo, k_hi;     /* smallest and largest K of a round */
     int64_t context;
     int32_t conc;
     int ok;                 /* ran */
@@ -86,7 +91,17 @@ typedef struct sv_tokens {
     uint64_t *hash;
     uint8_t *seen;
     int32_t n;
+    /* the acceptance model (--accept): every session's token stream from the first run that served it
+       (by position, prompt included), the oracle of later runs' drafts */
+    int32_t **seq;
+    int64_t *len;
 } sv_tokens;
+
+static void tk_free(sv_tokens *tk)
+{
+    for (int32_t i = 0; tk->seq && i < tk->n; i++) free(tk->seq[i]);
+    free(tk->seq), free(tk->len), free(tk->hash), free(tk->seen);
+}
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -169,7 +184,9 @@ typedef struct sv_opts {
     int n_concs;
     double budget_gib, host_gib, host_cache_gib;
     int64_t shared_prefix;   /* every prompt begins with the same positions (0: none) */
-    int32_t tokens, spec, profile_every;
+    int32_t tokens, spec, profile_every; /* spec: the widest width run (the capacity lines' spec_width) */
+    int32_t specs[MAXS], n_specs, spec_max; /* --spec: widths (0: auto), auto's widest */
+    double accept_lo, accept_hi;             /* --accept: the model's range; accept_hi < 0: the drafter's */
     uint64_t seed;
     const char *plot, *output;
     uint64_t mem;            /* host memory (MemTotal) */
@@ -193,14 +210,23 @@ static double host_need(const dhs_ref_model *m, const sv_size *z, int32_t C, int
 }
 
 static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_cfg *base, int mode, int prefix, int64_t L,
-                    int32_t C, uint64_t budget, double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
+                    int32_t C, int32_t spec, uint64_t budget, double hbm_gbps, tool_progress *tp, sv_tokens *tk, sv_rec *r)
 {
     memset(r, 0, sizeof *r);
     r->mode = mode;
     r->prefix = prefix;
     r->context = L;
     r->conc = C;
+    r->spec = spec;
+    r->spec_max = spec ? spec : o->spec_max;
     dhs_ref_run_cfg c = *base;
+    c.spec = r->spec_max;
+    c.spec_auto = spec == 0;
+    c.accept_lo = o->accept_lo;
+    c.accept_hi = o->accept_hi;
+    c.keep_tokens = o->accept_hi >= 0;
+    c.oracle = o->accept_hi >= 0 ? (const int32_t *const *)tk->seq : NULL;
+    c.oracle_n = tk->len;
     c.context = L;
     c.sessions = C * o->waves;
     c.slots = C;
@@ -250,8 +276,10 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     r->synth_parallel = c.synth_parallel;
     c.keep_round_times = 1;
     c.profile_every = o->backend == 1 && c.step != DHS_REF_STEP_HOST ? o->profile_every : 0;
-    char tag[96];
-    snprintf(tag, sizeof tag, "%s%s L=%" PRId64 " C=%d", mode_names[mode], prefix_tags[prefix], L, C);
+    char tag[96], ks[16];
+    if (spec) snprintf(ks, sizeof ks, "%d", spec);
+    else snprintf(ks, sizeof ks, "auto");
+    snprintf(tag, sizeof tag, "%s%s L=%" PRId64 " C=%d K=%s", mode_names[mode], prefix_tags[prefix], L, C, ks);
     void *pu[2] = {tp, tag};
     c.progress = progress;
     c.user = pu;
@@ -273,7 +301,16 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         } else if (tk->hash[i] != R.tokens_of[i]) {
             r->token_mismatches++;
         }
+        if (R.tok_seq && R.tok_seq[i] && tk->seq && !tk->seq[i]) { /* the oracle of later runs: taken over */
+            tk->seq[i] = R.tok_seq[i];
+            tk->len[i] = R.tok_len[i];
+            R.tok_seq[i] = NULL;
+        }
     }
+    r->mean_k = R.batch_items ? (double)R.queries / (double)R.batch_items : 0;
+    r->k_lo = R.k_lo;
+    r->k_hi = R.k_hi;
+    r->accept = R.proposals ? (double)R.accepted / (double)R.proposals : 0;
     r->sessions = R.sessions_done;
     r->held = R.max_active;
     r->host_peak = R.host_bytes_peak;
@@ -325,7 +362,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         for (int p = 0; p < DHS_REF_PH_N; p++) r->comp_us[p] = R.prof_us[e][p] / (double)r->prof_rounds;
     /* attention reads k rows of 656 bytes per query and layer: per step, with the mean
        sessions of a round and the queries of each (spec) */
-    r->attn_bytes_per_step = r->mean_batch * (double)c.spec * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
+    r->attn_bytes_per_step = r->mean_batch * r->mean_k * (double)c.model.topk * (double)c.model.n_layers * DHS_REF_ROW_BYTES;
     r->attn_roofline_us = hbm_gbps > 0 ? r->attn_bytes_per_step / (hbm_gbps * 1e9) * 1e6 : 0;
     dhs_ref_run_result_free(&R);
 }
@@ -338,6 +375,9 @@ static cJSON *rec_json(const sv_rec *r)
     if (r->prefix) cJSON_AddStringToObject(o, "prefix", r->prefix == 1 ? "shared" : "private");
     cJSON_AddNumberToObject(o, "context", (double)r->context);
     cJSON_AddNumberToObject(o, "max_concurrency", r->conc);
+    if (r->spec) cJSON_AddNumberToObject(o, "spec", r->spec);
+    else cJSON_AddStringToObject(o, "spec", "auto");
+    cJSON_AddNumberToObject(o, "spec_max", r->spec_max);
     if (!r->ok) {
         cJSON_AddStringToObject(o, "skipped", r->why);
         return o;
@@ -365,6 +405,10 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "step_mean_ms", r->step_mean_ms);
     cJSON_AddNumberToObject(o, "mean_batch", r->mean_batch);
     cJSON_AddNumberToObject(o, "host_rows_per_token", r->host_rows_per_token);
+    cJSON_AddNumberToObject(o, "mean_k", r->mean_k);
+    cJSON_AddNumberToObject(o, "k_min", r->k_lo);
+    cJSON_AddNumberToObject(o, "k_max", r->k_hi);
+    cJSON_AddNumberToObject(o, "acceptance", r->accept);
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
     cJSON_AddNumberToObject(o, "token_mismatches", r->token_mismatches);
@@ -429,19 +473,22 @@ static void print_table(const sv_rec *R, int n, FILE *f)
     int sp = 0;
     for (int i = 0; i < n; i++) sp |= R[i].prefix != 0;
     const int w = sp ? 17 : 9;
-    fprintf(f, "%-*s %7s %4s | %5s %9s %9s %9s %7s %8s %8s%s | %s\n", w, "mode", "context", "C", "held", "tok/s", "TPOT p50",
-            "TPOT p99", "waits", "host/tok", "PCIe", sp ? "  host GiB" : "",
+    fprintf(f, "%-*s %7s %4s %4s | %5s %6s %4s %9s %9s %9s %7s %8s %8s%s | %s\n", w, "mode", "context", "C", "K", "held",
+            "mean K", "acc", "tok/s", "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", sp ? "  host GiB" : "",
             "step us: indexer topk resolve copy attention(roofline) weights other");
     for (int i = 0; i < n; i++) {
         const sv_rec *r = &R[i];
-        char mn[32];
+        char mn[32], ks[16];
         snprintf(mn, sizeof mn, "%s%s", mode_names[r->mode], prefix_tags[r->prefix]);
+        if (r->spec) snprintf(ks, sizeof ks, "%d", r->spec);
+        else snprintf(ks, sizeof ks, "auto");
         if (!r->ok) {
-            fprintf(f, "%-*s %7" PRId64 " %4d | %s\n", w, mn, r->context, r->conc, r->why);
+            fprintf(f, "%-*s %7" PRId64 " %4d %4s | %s\n", w, mn, r->context, r->conc, ks, r->why);
             continue;
         }
-        fprintf(f, "%-*s %7" PRId64 " %4d | %5" PRIu64 " %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s", w, mn, r->context,
-                r->conc, r->held, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms, r->waits, r->host_rows_per_token, r->pcie_gbps);
+        fprintf(f, "%-*s %7" PRId64 " %4d %4s | %5" PRIu64 " %6.2f %3.0f%% %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s", w,
+                mn, r->context, r->conc, ks, r->held, r->mean_k, 100 * r->accept, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms,
+                r->waits, r->host_rows_per_token, r->pcie_gbps);
         if (sp) fprintf(f, " %9.2f", (double)r->host_peak / 1073741824.0);
         fprintf(f, " |");
         if (r->prof_rounds)
@@ -520,7 +567,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.waves = 2;
     o.profile_every = 8;
     o.seed = 1;
-    const char *modes_s = "resident,fixed,adaptive";
+    const char *modes_s = "resident,fixed,adaptive", *spec_s = "1", *accept_s = "drafter";
     int seen_step = 0, seen_prof = 0, seen_geom = 0;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &o.backend, .choices = sv_backends,
@@ -546,7 +593,19 @@ int cmd_bench_serve(int argc, char **argv)
               "configuration then runs twice, the prefix held once (dhs_request_open_shared) and private copies, and "
               "the host budget counts the shared prefix once"),
         A_INT("--tokens", &o.tokens, 2, 1 << 20, "tokens generated per session"),
-        A_INT("--spec", &o.spec, 1, 8, "queries per session and round (speculative width; 1: plain decode)"),
+        A_STR("--spec", &spec_s, "LIST",
+              "speculation widths, each run at every mode, context and concurrency, side by side: K in 1..8 (queries "
+              "per session and round; 1: plain decode) or auto (K per session and round chosen online by "
+              "dhs_spec_auto_choose_round from its acceptance and the round's measured cost, misses included; at "
+              "most --spec-max); e.g. auto,1,2,4"),
+        {.name = "--spec-max", .type = ARG_INT, .dest = &o.spec_max, .ilo = 1, .ihi = 8,
+         .def = "the widest fixed width of --spec, else 4",
+         .help = "auto: the widest K (the context's spec_width)"},
+        A_STR("--accept", &accept_s, "MODEL",
+              "acceptance (greedy verification): drafter: the reference drafter's own proposals (about 30% "
+              "accepted); A or LO:HI: the acceptance model, session i's drafts propose the target's own next "
+              "token (from the first run that served the session, K = 1 first) with probability a_i, uniform "
+              "in [LO, HI] from (--seed, i) (docs/SERVE.md \"Acceptance\"); the tokens stay the target's"),
         A_INT("--waves", &o.waves, 1, 64, "sessions per request slot, arriving as slots free (closed loop)"),
         {.name = "--step", .type = ARG_ENUM, .dest = &o.step, .choices = sv_steps, .seen = &seen_step,
          .help = "cuda: the GPU model's decode step (dhs run --step); cpu: host only"},
@@ -583,7 +642,9 @@ int cmd_bench_serve(int argc, char **argv)
                  "C slots, C x waves sessions. Prints tokens/s, TPOT p50/p99, sessions held, waits, host rows\n"
                  "per token, PCIe GB/s and (cuda) a per-step breakdown with the attention's HBM roofline; the\n"
                  "summary puts the modes side by side (sessions held, best throughput, step time at equal\n"
-                 "batch). The hidden size stays small (docs/MODEL.md); the KV geometry is real. docs/SERVE.md.",
+                 "batch). --spec auto,1,2,4 runs each width at every configuration and puts them side by\n"
+                 "side (mean K, acceptance; auto chooses K per session and round online; --accept sets the\n"
+                 "acceptance). The hidden size stays small (docs/MODEL.md); the KV geometry is real. docs/SERVE.md.",
         .specs = sp,
         .n_specs = (int)(sizeof sp / sizeof sp[0]),
     };
@@ -621,7 +682,51 @@ int cmd_bench_serve(int argc, char **argv)
         }
         if (o.step == 0) return args_fail(PROG, "--deployment %s needs --backend cuda with --step device or graph", o.deployment);
     }
-    if (o.tokens <= o.spec) return args_fail(PROG, "--tokens (%d) must exceed --spec (%d)", o.tokens, o.spec);
+    {
+        char buf[128];
+        if (strlen(spec_s) >= sizeof buf) return args_fail(PROG, "--spec: too long");
+        snprintf(buf, sizeof buf, "%s", spec_s);
+        int widest = 0, has_auto = 0;
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+            int32_t k = 0;
+            if (strcmp(t, "auto")) {
+                char *end;
+                long v = strtol(t, &end, 10);
+                if (*end || end == t || v < 1 || v > 8) return args_fail(PROG, "--spec: '%s' is neither auto nor a width in 1..8", t);
+                k = (int32_t)v;
+            }
+            for (int i = 0; i < o.n_specs; i++)
+                if (o.specs[i] == k) return args_fail(PROG, "--spec: '%s' twice", t);
+            if (o.n_specs == MAXS) return args_fail(PROG, "--spec: at most %d widths", MAXS);
+            o.specs[o.n_specs++] = k;
+            if (k > widest) widest = k;
+            has_auto |= k == 0;
+        }
+        if (!o.n_specs) return args_fail(PROG, "--spec: none given");
+        if (!o.spec_max) o.spec_max = widest ? widest : 4;
+        else if (!has_auto) return args_fail(PROG, "--spec-max applies to --spec auto");
+        o.spec = widest > o.spec_max || !has_auto ? widest : o.spec_max;
+    }
+    o.accept_hi = -1;
+    if (strcmp(accept_s, "drafter")) {
+        char *end;
+        double lo = strtod(accept_s, &end), hi = lo;
+        if (end != accept_s && *end == ':') hi = strtod(end + 1, &end);
+        if (end == accept_s || *end || !(lo >= 0 && lo <= hi && hi <= 1))
+            return args_fail(PROG, "--accept: '%s' is neither drafter, A nor LO:HI with 0 <= LO <= HI <= 1", accept_s);
+        o.accept_lo = lo, o.accept_hi = hi;
+        /* the oracle streams come from a run without drafts: K = 1 runs first at every configuration */
+        int has1 = 0;
+        for (int i = 0; i < o.n_specs; i++) has1 |= o.specs[i] == 1;
+        if (!has1 && o.n_specs == MAXS) return args_fail(PROG, "--accept adds --spec 1: at most %d widths", MAXS - 1);
+        if (!has1) o.specs[o.n_specs++] = 1;
+        for (int i = 0; i < o.n_specs; i++)
+            if (o.specs[i] == 1) {
+                o.specs[i] = o.specs[0];
+                o.specs[0] = 1;
+            }
+    }
+    if (o.tokens <= o.spec) return args_fail(PROG, "--tokens (%d) must exceed the widest --spec (%d)", o.tokens, o.spec);
     if (o.and_cap && !o.n_concs) return args_fail(PROG, "--and-capacity adds to a --concurrency list: give one");
     for (int i = 0; i < o.n_concs; i++)
         for (int j = 0; j < i; j++)
@@ -671,7 +776,7 @@ int cmd_bench_serve(int argc, char **argv)
 
     tool_progress tp;
     tool_progress_init(&tp, o.quiet, 5.0);
-    sv_rec *R = calloc((size_t)(o.n_contexts * 5 * (MAXC + 1)), sizeof(sv_rec)); /* resident + 2 modes x 2 prefixes */
+    sv_rec *R = calloc((size_t)(o.n_contexts * 5 * (MAXC + 1) * o.n_specs), sizeof(sv_rec)); /* resident + 2 modes x 2 prefixes */
     if (!R) {
         dhs_ref_model_destroy(m);
         return EXIT_RUNTIME;
@@ -681,9 +786,11 @@ int cmd_bench_serve(int argc, char **argv)
     char cap_line[MAXL][300];
     memset(held_max, 0, sizeof held_max);
     int32_t max_sessions = 4096 * o.waves;
-    sv_tokens tk = {calloc((size_t)max_sessions, sizeof(uint64_t)), calloc((size_t)max_sessions, 1), max_sessions};
-    if (!tk.hash || !tk.seen) {
-        free(R), free(tk.hash), free(tk.seen);
+    sv_tokens tk = {calloc((size_t)max_sessions, sizeof(uint64_t)), calloc((size_t)max_sessions, 1), max_sessions,
+                    calloc((size_t)max_sessions, sizeof(int32_t *)), calloc((size_t)max_sessions, sizeof(int64_t))};
+    if (!tk.hash || !tk.seen || !tk.seq || !tk.len) {
+        free(tk.seq), free(tk.len);
+        free(R), tk_free(&tk);
         dhs_ref_model_destroy(m);
         return EXIT_RUNTIME;
     }
@@ -692,12 +799,17 @@ int cmd_bench_serve(int argc, char **argv)
         int64_t L = o.contexts[li];
         base.context = L;
         memset(tk.seen, 0, (size_t)max_sessions); /* a session's prompt depends on the context */
+        for (int32_t i = 0; i < max_sessions; i++) {
+            free(tk.seq[i]);
+            tk.seq[i] = NULL;
+            tk.len[i] = 0;
+        }
         /* how many each mode can hold under the budget (host memory caps the hierarchy) */
         sv_size z1;
         char why[200];
         if (bench_serve_sizes(m, &base, 1, &z1, why, sizeof why)) {
             fprintf(stderr, PROG ": %s\n", why);
-            free(R), free(tk.hash), free(tk.seen);
+            free(R), tk_free(&tk);
             dhs_ref_model_destroy(m);
             return EXIT_RUNTIME;
         }
@@ -744,12 +856,13 @@ int cmd_bench_serve(int argc, char **argv)
             }
             /* with a shared prefix each hierarchy configuration twice: held once, then private copies */
             const int twice = mode && o.shared_prefix > 0;
-            for (int k = 0; k < nc * (twice ? 2 : 1); k++) {
+            for (int k = 0; k < nc * (twice ? 2 : 1); k++)
+            for (int si = 0; si < o.n_specs; si++) {
                 const int prefix = twice ? 1 + k % 2 : 0, i = twice ? k / 2 : k;
-                run_one(&o, m, &base, mode, prefix, L, (int32_t)cs[i], budget, hbm, &tp, &tk, &R[nr]);
+                run_one(&o, m, &base, mode, prefix, L, (int32_t)cs[i], o.specs[si], budget, hbm, &tp, &tk, &R[nr]);
                 mism_total += (uint64_t)R[nr].token_mismatches;
                 const sv_rec *q = &R[nr];
-                if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap && prefix != 2)
+                if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap && prefix != 2 && si == 0)
                     fprintf(stderr, PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %s\n", mode_names[mode], prefix_tags[prefix], L,
                             cs[i], q->why);
                 if (q->ok)
@@ -765,6 +878,57 @@ int cmd_bench_serve(int argc, char **argv)
         }
     }
     tool_progress_end(&tp);
+
+    /* the widths side by side: per context, mode and concurrency that ran more than one width, auto
+       against the best fixed width (throughput) */
+    cJSON *spec_sum = cJSON_CreateArray();
+    char *spec_lines = calloc((size_t)nr + 1, 400);
+    size_t spec_len = 0;
+    for (int i = 0; i < nr && o.n_specs > 1; i++) {
+        const sv_rec *a = &R[i];
+        int first = 1; /* the first record of its (context, mode, C) */
+        for (int j = 0; j < i; j++) first &= !(R[j].context == a->context && R[j].mode == a->mode && R[j].prefix == a->prefix && R[j].conc == a->conc);
+        if (!first) continue;
+        const sv_rec *au = NULL, *bf = NULL;
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddNumberToObject(s, "context", (double)a->context);
+        cJSON_AddStringToObject(s, "mode", mode_names[a->mode]);
+        if (a->prefix) cJSON_AddStringToObject(s, "prefix", a->prefix == 1 ? "shared" : "private");
+        cJSON_AddNumberToObject(s, "max_concurrency", a->conc);
+        cJSON *ws = cJSON_AddArrayToObject(s, "widths");
+        char line[400];
+        int ln = snprintf(line, sizeof line, "widths at %s%s L=%" PRId64 " C=%d:", mode_names[a->mode], prefix_tags[a->prefix],
+                      a->context, a->conc);
+        for (int j = i; j < nr; j++) {
+            const sv_rec *q = &R[j];
+            if (q->context != a->context || q->mode != a->mode || q->prefix != a->prefix || q->conc != a->conc || !q->ok) continue;
+            if (!q->spec) au = q;
+            else if (!bf || q->tok_s > bf->tok_s) bf = q;
+            cJSON *w = cJSON_CreateObject();
+            if (q->spec) cJSON_AddNumberToObject(w, "spec", q->spec);
+            else cJSON_AddStringToObject(w, "spec", "auto");
+            cJSON_AddNumberToObject(w, "output_throughput", q->tok_s);
+            cJSON_AddNumberToObject(w, "median_tpot_ms", q->tpot_p50_ms);
+            cJSON_AddNumberToObject(w, "p99_tpot_ms", q->tpot_p99_ms);
+            cJSON_AddNumberToObject(w, "mean_k", q->mean_k);
+            cJSON_AddNumberToObject(w, "host_rows_per_token", q->host_rows_per_token);
+            cJSON_AddItemToArray(ws, w);
+            char ks[48];
+            if (q->spec) snprintf(ks, sizeof ks, "K=%d", q->spec);
+            else snprintf(ks, sizeof ks, "auto (mean K %.2f)", q->mean_k);
+            if (ln < (int)sizeof line)
+                ln += snprintf(line + ln, sizeof line - (size_t)ln, " %s %.1f tok/s, TPOT %.2f/%.2f ms;", ks, q->tok_s,
+                               q->tpot_p50_ms, q->tpot_p99_ms);
+        }
+        if (au && bf) {
+            cJSON_AddNumberToObject(s, "best_fixed_spec", bf->spec);
+            cJSON_AddNumberToObject(s, "auto_vs_best_fixed", au->tok_s / bf->tok_s);
+            if (ln < (int)sizeof line)
+                snprintf(line + ln, sizeof line - (size_t)ln, " auto / best fixed (K=%d) %.3fx", bf->spec, au->tok_s / bf->tok_s);
+        }
+        cJSON_AddItemToArray(spec_sum, s);
+        if (spec_lines) spec_len += (size_t)snprintf(spec_lines + spec_len, 400, "%.398s\n", line);
+    }
 
     /* summary per context: sessions held, best throughput, step time at equal batch */
     cJSON *sum = cJSON_CreateArray();
@@ -866,6 +1030,15 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
         cJSON_AddNumberToObject(cf, "tokens", o.tokens);
         cJSON_AddNumberToObject(cf, "spec", o.spec);
+        cJSON_AddStringToObject(cf, "spec_list", spec_s);
+        cJSON_AddNumberToObject(cf, "spec_max", o.spec_max);
+        if (o.accept_hi >= 0) {
+            cJSON *ac = cJSON_AddObjectToObject(cf, "accept");
+            cJSON_AddNumberToObject(ac, "lo", o.accept_lo);
+            cJSON_AddNumberToObject(ac, "hi", o.accept_hi);
+        } else {
+            cJSON_AddStringToObject(cf, "accept", "drafter");
+        }
         cJSON_AddNumberToObject(cf, "waves", o.waves);
         cJSON_AddNumberToObject(cf, "topk", base.model.topk);
         int32_t prod = 0;
@@ -879,6 +1052,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON *ra = cJSON_AddArrayToObject(j, "records");
         for (int i = 0; i < nr; i++) cJSON_AddItemToArray(ra, rec_json(&R[i]));
         cJSON_AddItemToObject(j, "summary", sum);
+        cJSON_AddItemToObject(j, "spec_summary", spec_sum);
         cJSON_AddBoolToObject(j, "tokens_identical", mism_total == 0);
         cJSON_AddNumberToObject(j, "token_mismatches", (double)mism_total);
         char *txt = cJSON_Print(j);
@@ -890,11 +1064,14 @@ int cmd_bench_serve(int argc, char **argv)
             if (snprintf(path, sizeof path, "%s.partial", o.output) < (int)sizeof path) remove(path);
         }
     } else {
-        char hid[160];
+        char hid[160], auto_s[48] = "";
         dhs_ref_cfg_hidden_str(&base.model, hid, sizeof hid);
+        for (int i = 0; i < o.n_specs; i++)
+            if (!o.specs[i]) snprintf(auto_s, sizeof auto_s, " (auto at most %d)", o.spec_max);
         printf("dhs bench serve: %s backend, geometry %s (hidden size kept small: %s), %s step; device KV budget "
-               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %d, %d sessions per slot\n",
-               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, o.spec, o.waves);
+               "%.2f GiB, host %.1f GiB; %d tokens per session, spec %s%s, acceptance %s, %d sessions per slot\n",
+               be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, spec_s, auto_s,
+               accept_s, o.waves);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
         if (deploy) {
             printf("deployment %s (%s): weights read per step", deploy->name, deploy->about);
@@ -908,11 +1085,14 @@ int cmd_bench_serve(int argc, char **argv)
         for (int li = 0; li < o.n_contexts; li++) printf("%s\n", lines[li]);
         for (int li = 0; li < o.n_contexts; li++)
             if (share_lines[li][0]) printf("%s\n", share_lines[li]);
+        if (spec_lines && spec_len) fputs(spec_lines, stdout);
+        cJSON_Delete(spec_sum);
         printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",
                mism_total ? "DIFFER" : "equal", mism_total ? " (a bug: docs/SERVE.md)" : "");
         cJSON_Delete(sum);
     }
-    free(R), free(tk.hash), free(tk.seen);
+    free(R), tk_free(&tk);
+    free(spec_lines);
     dhs_ref_model_destroy(m);
     return prc ? prc : mism_total ? EXIT_CHECK : 0;
 }

@@ -300,6 +300,12 @@ dhs_spec_auto_observe = _fn("dhs_spec_auto_observe", _S, _SA, c_int32, c_int32, 
 dhs_spec_auto_estimate = _fn("dhs_spec_auto_estimate", _S, _SA, c_int32, _DP)
 dhs_spec_auto_choose = _fn("dhs_spec_auto_choose", _S, _SA, c_int32, _I32P, _I32P, _DP, ctypes.c_double,
                            ctypes.c_double, _I32P, _DP)
+dhs_spec_auto_observe_round = _fn("dhs_spec_auto_observe_round", _S, _SA, c_int32, c_int32, ctypes.c_double,
+                                  ctypes.c_double)
+dhs_spec_auto_set_row_us = _fn("dhs_spec_auto_set_row_us", _S, _SA, ctypes.c_double)
+dhs_spec_auto_miss_model = _fn("dhs_spec_auto_miss_model", _S, _SA, _DP, _DP, _DP)
+dhs_spec_auto_choose_round = _fn("dhs_spec_auto_choose_round", _S, _SA, c_int32, _I32P, _I32P, _DP, ctypes.c_double,
+                                 ctypes.c_double, ctypes.c_double, _I32P, _DP)
 dhs_check_invariants = _fn("dhs_check_invariants", ctypes.c_int, _CTX, ctypes.c_char_p, ctypes.c_size_t)
 dhs_read_location = _fn("dhs_read_location", _S, _CTX, c_int32, c_int32, _P)
 # dhs_cuda.h (present in every build; without CUDA they answer NULL / UNSUPPORTED)

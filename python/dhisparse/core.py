@@ -217,6 +217,9 @@ class SpecAuto:
     sa = SpecAuto(max_slots, spec_max=8, prior_accept=0.6, prior_weight=4, decay=0.95)
     sa.reset(slot); sa.observe(slot, K, accepted); sa.estimate(slot)
     K, tokens_per_us = sa.choose(slots, query_us, fixed_us, draft_us, cap=None)
+    the miss cost: sa.observe_round(requests, queries, host_rows, copy_us=-1); sa.set_row_us(us);
+    first_rows, extra_rows, row_us = sa.miss_model()
+    K, tokens_per_us = sa.choose_round(slots, query_us, fixed_us, draft_us, room_rows=-1, cap=None)
     """
 
     def __init__(self, max_slots, spec_max=None, prior_accept=None, prior_weight=None, decay=None):
@@ -263,6 +266,36 @@ class SpecAuto:
         check(_lib.dhs_spec_auto_choose(self._h, n, sl.ctypes.data_as(i32), None if cp is None else cp.ctypes.data_as(i32),
                                         q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us,
                                         K.ctypes.data_as(i32), ctypes.byref(tpu)), "dhs_spec_auto_choose")
+        return K, tpu.value
+
+    def observe_round(self, requests, queries, host_rows, copy_us=-1.0):
+        check(_lib.dhs_spec_auto_observe_round(self._h, requests, queries, host_rows, copy_us),
+              "dhs_spec_auto_observe_round")
+
+    def set_row_us(self, row_us):
+        check(_lib.dhs_spec_auto_set_row_us(self._h, row_us), "dhs_spec_auto_set_row_us")
+
+    def miss_model(self):
+        f, e, r = ctypes.c_double(), ctypes.c_double(), ctypes.c_double()
+        check(_lib.dhs_spec_auto_miss_model(self._h, ctypes.byref(f), ctypes.byref(e), ctypes.byref(r)),
+              "dhs_spec_auto_miss_model")
+        return f.value, e.value, r.value
+
+    def choose_round(self, slots, query_us, fixed_us, draft_us, room_rows=-1.0, cap=None):
+        sl = _host_i32(slots, "slots")
+        n = sl.shape[0]
+        q = np.ascontiguousarray(np.asarray(query_us, dtype=np.float64))
+        if q.shape != (n,):
+            raise ValueError(f"query_us: shape {q.shape}, expected ({n},)")
+        cp = None if cap is None else _host_i32(cap, "cap", (n,))
+        K = np.empty(n, dtype=np.int32)
+        tpu = ctypes.c_double()
+        i32 = ctypes.POINTER(ctypes.c_int32)
+        check(_lib.dhs_spec_auto_choose_round(self._h, n, sl.ctypes.data_as(i32),
+                                              None if cp is None else cp.ctypes.data_as(i32),
+                                              q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us,
+                                              room_rows, K.ctypes.data_as(i32), ctypes.byref(tpu)),
+              "dhs_spec_auto_choose_round")
         return K, tpu.value
 
 

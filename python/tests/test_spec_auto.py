@@ -36,3 +36,24 @@ def test_errors_leave_nothing_changed():
         sa.choose([0, 1], [1.0], 10.0, 0.0)
     K, _ = sa.choose(np.array([0, 1]), [1.0, 1.0], 10.0, 0.0)
     assert K.dtype == np.int32 and all(1 <= k <= sa.spec_max for k in K)
+
+
+def test_miss_cost():
+    sa = dhs.SpecAuto(2, spec_max=8, prior_weight=0)
+    for _ in range(20):
+        sa.observe(0, 8, 7)
+        sa.observe(1, 8, 7)
+    K0, _ = sa.choose([0, 1], [10.0, 10.0], 1000.0, 1.0)
+    assert list(K0) == [8, 8]
+    for r in range(100):  # 1000 rows per further query at 1 us a row
+        n, q = 1 + r % 2, 1 + r % 2 + r % 5
+        rows = 50.0 * n + 1000.0 * (q - n)
+        sa.observe_round(n, q, rows, rows * 1.0)
+    f, e, ru = sa.miss_model()
+    assert 0 <= f < 100 and e == pytest.approx(1000, rel=0.05) and ru == pytest.approx(1.0)
+    K, _ = sa.choose_round([0, 1], [10.0, 10.0], 1000.0, 1.0)
+    assert list(K) == [1, 1]
+    with pytest.raises(dhs.DhsError):
+        sa.observe_round(2, 1, 0.0)
+    with pytest.raises(dhs.DhsError):
+        sa.set_row_us(-1.0)

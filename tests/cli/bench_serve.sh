@@ -121,7 +121,7 @@ EOF
 # ---------------------------------------------------------------- the table
 expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident,adaptive \
     --concurrency 1 -q
-grep -q "^resident     1024    1 |" "$T/out" || fail "table: no resident row: $(head -c 400 "$T/out")"
+grep -q "^resident     1024    1    1 |" "$T/out" || fail "table: no resident row: $(head -c 400 "$T/out")"
 grep -q "^context 1024: sessions held resident 1, hierarchical 1" "$T/out" || fail "table: no summary line"
 grep -q "^context 1024: resident .* GiB/session -> holds 1; the hierarchy holds" "$T/out" || fail "table: no capacity line"
 grep -q "^tokens: every session's tokens equal across the modes" "$T/out" || fail "table: no tokens line"

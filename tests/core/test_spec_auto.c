@@ -4,6 +4,10 @@
  *   - widths respect caps and spec_max; zero acceptance gives K = 1, certain acceptance with cheap
  *     queries gives the cap;
  *   - the estimate of in-order acceptance with probability p converges to p;
+ *   - the miss cost: the fit of host rows per round recovers the rows of a first and of a further query and
+ *     the measured copy time per row; with the same acceptance and step costs the widths narrow when
+ *     copies are dear and widen back (to what dhs_spec_auto_choose picks) when they are free, and the
+ *     staging room bounds the round's further queries;
  *   - every bad argument is refused with nothing written or changed. */
 #include <math.h>
 #include <stdio.h>
@@ -183,6 +187,106 @@ static void test_bad_args(void)
     dhs_spec_auto_destroy(NULL);
 }
 
+/* rounds of n requests at varied widths: host rows = first * n + extra * (further queries), copies
+   costing row_us each (row_us < 0: not measured) */
+static void feed_rounds(dhs_spec_auto *sa, uint64_t *seed, double first, double extra, double row_us, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        int32_t n = (int32_t)dhs_rng_range(seed, 1, 8), q = n + (int32_t)dhs_rng_range(seed, 0, 3 * n);
+        double rows = first * n + extra * (q - n);
+        CHECK_ST(dhs_spec_auto_observe_round(sa, n, q, rows, row_us < 0 ? -1 : rows * row_us), DHS_OK);
+    }
+}
+
+static double mean_K(const int32_t *K, int32_t n)
+{
+    double s = 0;
+    for (int32_t i = 0; i < n; i++) s += K[i];
+    return s / n;
+}
+
+static void test_miss_cost(uint64_t *seed)
+{
+    enum { N = 4 };
+    dhs_spec_auto_cfg cfg = dhs_spec_auto_cfg_default(N);
+    cfg.prior_weight = 0;
+    int32_t slots[N] = {0, 1, 2, 3}, K[N], K0[N], Kc[N], Kf[N];
+    double q[N] = {20, 20, 20, 20}, fixed = 2000, draft = 5;
+    /* acceptance 0.8 everywhere; without copies the widths are wide */
+    dhs_spec_auto *dear = NULL, *cheap = NULL;
+    CHECK_ST(dhs_spec_auto_create(&cfg, &dear), DHS_OK);
+    CHECK_ST(dhs_spec_auto_create(&cfg, &cheap), DHS_OK);
+    if (!dear || !cheap) return;
+    for (int r = 0; r < 50; r++)
+        for (int32_t i = 0; i < N; i++) {
+            int32_t a = r % 5 == 4 ? 3 : 7; /* 7 of 8 rounds x 7 drafts: about 0.8 */
+            CHECK_ST(dhs_spec_auto_observe(dear, i, 8, a), DHS_OK);
+            CHECK_ST(dhs_spec_auto_observe(cheap, i, 8, a), DHS_OK);
+        }
+    CHECK_ST(dhs_spec_auto_choose(dear, N, slots, NULL, q, fixed, draft, K0, NULL), DHS_OK);
+    /* before any round: no miss model, the plain choice */
+    CHECK_ST(dhs_spec_auto_choose_round(dear, N, slots, NULL, q, fixed, draft, -1, K, NULL), DHS_OK);
+    CHECKF(!memcmp(K, K0, sizeof K), "no rounds observed: K %d %d %d %d vs %d %d %d %d", K[0], K[1], K[2], K[3], K0[0],
+           K0[1], K0[2], K0[3]);
+    /* dear copies: 1500 rows per further query at 0.5 us a row = 750 us a query (the fit within 5 %:
+       its ridge pulls a little) */
+    feed_rounds(dear, seed, 300, 1500, 0.5, 200);
+    double f, e, ru;
+    CHECK_ST(dhs_spec_auto_miss_model(dear, &f, &e, &ru), DHS_OK);
+    printf("miss model: first %.1f rows, extra %.1f rows, %.4f us/row\n", f, e, ru);
+    CHECKF(fabs(f - 300) < 15 && fabs(e - 1500) < 30 && fabs(ru - 0.5) < 1e-9, "fit %.2f %.2f %.4f", f, e, ru);
+    CHECK_ST(dhs_spec_auto_choose_round(dear, N, slots, NULL, q, fixed, draft, -1, Kc, NULL), DHS_OK);
+    /* free: the further queries copy nothing (all rows of a round come with its first queries) */
+    feed_rounds(cheap, seed, 300, 0, 0.5, 200);
+    CHECK_ST(dhs_spec_auto_choose_round(cheap, N, slots, NULL, q, fixed, draft, -1, Kf, NULL), DHS_OK);
+    printf("acceptance 0.8: plain K %.2f, dear misses %.2f, free misses %.2f\n", mean_K(K0, N), mean_K(Kc, N),
+           mean_K(Kf, N));
+    CHECKF(mean_K(Kc, N) + 1 <= mean_K(K0, N), "dear misses do not narrow: %.2f vs %.2f", mean_K(Kc, N), mean_K(K0, N));
+    CHECKF(mean_K(Kf, N) >= mean_K(Kc, N) + 1, "free misses do not widen: %.2f vs %.2f", mean_K(Kf, N), mean_K(Kc, N));
+    CHECKF(!memcmp(Kf, K0, sizeof Kf), "free misses: K %d %d %d %d, plain %d %d %d %d", Kf[0], Kf[1], Kf[2], Kf[3], K0[0],
+           K0[1], K0[2], K0[3]);
+    /* the dear context learns that copies became cheap (measured 0.001 us a row): it widens again */
+    feed_rounds(dear, seed, 300, 1500, 0.001, 400);
+    CHECK_ST(dhs_spec_auto_choose_round(dear, N, slots, NULL, q, fixed, draft, -1, K, NULL), DHS_OK);
+    CHECKF(mean_K(K, N) >= mean_K(Kc, N) + 1, "cheaper copies do not widen: %.2f vs %.2f", mean_K(K, N), mean_K(Kc, N));
+    /* staging room: 0 rows beyond the first queries allows no further query; 2.5 further queries' rows
+       allow 2 */
+    feed_rounds(cheap, seed, 300, 100, 0.0, 400); /* extra rows > 0, still free */
+    CHECK_ST(dhs_spec_auto_choose_round(cheap, N, slots, NULL, q, fixed, draft, 0, K, NULL), DHS_OK);
+    CHECKF(mean_K(K, N) == 1, "no staging room: K %d %d %d %d", K[0], K[1], K[2], K[3]);
+    CHECK_ST(dhs_spec_auto_miss_model(cheap, NULL, &e, NULL), DHS_OK);
+    CHECK_ST(dhs_spec_auto_choose_round(cheap, N, slots, NULL, q, fixed, draft, 2.5 * e, K, NULL), DHS_OK);
+    CHECKF(mean_K(K, N) * N - N == 2, "room for 2.5 further queries: K %d %d %d %d", K[0], K[1], K[2], K[3]);
+    /* unmeasured copies keep the prior price */
+    dhs_spec_auto *pr = NULL;
+    CHECK_ST(dhs_spec_auto_create(&cfg, &pr), DHS_OK);
+    if (pr) {
+        CHECK_ST(dhs_spec_auto_set_row_us(pr, 0.25), DHS_OK);
+        feed_rounds(pr, seed, 300, 1500, -1, 50);
+        CHECK_ST(dhs_spec_auto_miss_model(pr, NULL, NULL, &ru), DHS_OK);
+        CHECKF(ru == 0.25, "prior row_us %.4f", ru);
+        /* bad arguments: nothing changed */
+        CHECK_ST(dhs_spec_auto_observe_round(pr, 0, 1, 1, 1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_observe_round(pr, 2, 1, 1, 1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_observe_round(pr, 1, 1, -1, 1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_observe_round(pr, 1, 1, NAN, 1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_observe_round(pr, 1, 1, 1, INFINITY), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_observe_round(NULL, 1, 1, 1, 1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_set_row_us(pr, -1), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_set_row_us(pr, NAN), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_miss_model(pr, NULL, NULL, &ru), DHS_OK);
+        CHECK(ru == 0.25);
+        CHECK_ST(dhs_spec_auto_miss_model(NULL, NULL, NULL, &ru), DHS_ERR_INVALID_ARG);
+        K[0] = -7;
+        CHECK_ST(dhs_spec_auto_choose_round(pr, N, slots, NULL, q, fixed, draft, NAN, K, NULL), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_spec_auto_choose_round(pr, N, slots, NULL, q, 0, draft, -1, K, NULL), DHS_ERR_INVALID_ARG);
+        CHECK(K[0] == -7);
+        dhs_spec_auto_destroy(pr);
+    }
+    dhs_spec_auto_destroy(dear);
+    dhs_spec_auto_destroy(cheap);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_spec_auto");
@@ -190,5 +294,6 @@ int main(void)
     test_extremes();
     test_estimate(&seed);
     test_bad_args();
+    test_miss_cost(&seed);
     return th_summary();
 }
