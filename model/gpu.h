@@ -49,7 +49,9 @@ typedef struct dhs_ref_gpu_desc {
                                    top-k (dev/topk.cu dhs_cuda_topk_fused_n, selection only,
                                    per-query counts pos[q] + 1): the same selections; a NaN score
                                    then fails the pass (DHS_ERR_INVALID_ARG: select, or step_wait
-                                   for the device step) instead of ranking above +inf */
+                                   for the device step) instead of ranking above +inf; 2: the
+                                   same output by dhs_cuda_topk_split_n (many blocks per query,
+                                   a workspace of ~164 KiB per query) */
     int32_t max_queries;        /* batch items x k_max */
     int64_t max_positions;      /* longest session (scores buffer) */
     const float *emb, *w_out;   /* host [V][d] */

@@ -26,8 +26,10 @@
  * Indexer scores (the model's launch_scores: k_scores_fp8 at the real
  * geometries' 4 x 128 FP8 keys) over every position of the context, floor
  * = keys read + scores written; top-k (the model's k_topk, and the library's
- * fused dhs_cuda_topk_fused_n) of those scores, floor = the scores read
- * once. Calls rotate over enough layers of keys / scores to leave L2.
+ * fused dhs_cuda_topk_fused_n, one block per query, and its split form
+ * dhs_cuda_topk_split_n, many blocks per query, checked equal to it here) of
+ * those scores, floor = the scores read once. Calls rotate over enough
+ * layers of keys / scores to leave L2.
  *
  * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] */
 #include <stdint.h>
@@ -38,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_cuda.h"
+#include "dev/topk_spec.h"
 #include "model/attn_kern.cuh"
 #include "model/gpu.h"
 #include "model/model.h"
@@ -174,6 +177,8 @@ typedef struct sel_state {
     float **ks;  /* device [NL][C] */
     float *scores; /* [NS][C][ctx] */
     int32_t *sel, *nanc;
+    void *ws; /* the split top-k's workspace */
+    size_t ws_bytes;
     cudaStream_t st;
 } sel_state;
 
@@ -181,6 +186,15 @@ static void sel_call(void *arg, int r)
 {
     sel_state *s = (sel_state *)arg;
     const int ls = r % s->NS, lk = ls % s->NL;
+    if (s->which == 3) { /* the split top-k */
+        int rc = dhs_cuda_topk_split_n(s->scores + (size_t)ls * s->C * s->ctx, s->ctx, s->C, s->ctx, s->pos, 1, ATT_MAXK, NULL,
+                                       0, s->sel, NULL, s->nanc, s->ws, s->ws_bytes, s->st);
+        if (rc != 0) {
+            fprintf(stderr, "kern_bench: dhs_cuda_topk_split_n: %d\n", rc);
+            exit(1);
+        }
+        return;
+    }
     dhs_status e = dhs_ref_gpu_select_kernel(s->st, s->which, s->C, IDX_H, IDX_D, ATT_MAXK, s->ctx, s->pos, s->iq, s->iw,
                                              s->kc + (size_t)lk * s->C, s->ks + (size_t)lk * s->C, s->lut,
                                              s->scores + (size_t)ls * s->C * s->ctx, s->sel, s->nanc);
@@ -245,8 +259,33 @@ static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const flo
     s.which = DHS_REF_GPU_TOPK_FUSED;
     time_calls(sel_call, &s, reps, st, &p50, &b2b);
     print_row("topk-fused", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    /* the split form: first the same selection as the fused kernel on one score buffer */
+    s.ws_bytes = dhs_cuda_topk_split_ws(C);
+    CK(cudaMalloc(&s.ws, s.ws_bytes));
+    CK(cudaMemset(s.ws, 0, s.ws_bytes));
+    const size_t selb = sizeof(int32_t) * (size_t)C * ATT_MAXK;
+    int32_t *h1 = (int32_t *)malloc(selb), *h2 = (int32_t *)malloc(selb);
+    s.which = DHS_REF_GPU_TOPK_FUSED;
+    sel_call(&s, 1);
+    CK(cudaMemcpyAsync(h1, s.sel, selb, cudaMemcpyDeviceToHost, st));
     CK(cudaStreamSynchronize(st));
-    void *bufs[] = {codes, scales, s.kc, s.ks, pos, iq, iw, s.scores, s.sel, s.nanc};
+    s.which = 3;
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaMemsetAsync(s.sel, 0x5a, selb, st));
+        sel_call(&s, 1);
+        CK(cudaMemcpyAsync(h2, s.sel, selb, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        if (memcmp(h1, h2, selb)) {
+            fprintf(stderr, "kern_bench: split top-k differs from the fused one (context %lld, C %d, call %d)\n",
+                    (long long)ctx, C, rep);
+            exit(1);
+        }
+    }
+    free(h1), free(h2);
+    time_calls(sel_call, &s, reps, st, &p50, &b2b);
+    print_row("topk-split", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    CK(cudaStreamSynchronize(st));
+    void *bufs[] = {codes, scales, s.kc, s.ks, pos, iq, iw, s.scores, s.sel, s.nanc, s.ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
     free(hkc), free(hks), free(hpos);
 }
@@ -385,7 +424,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R] [--attention-only]\n"
                "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
                "  peak), with HBM measured by a device-to-device copy in the same process; then the indexer\n"
-               "  scores and the top-k (the model's and the library's fused) against reading their bytes once.\n"
+               "  scores and the top-k (the model's, the library's fused and its split form) against reading\n"
+               "  their bytes once.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
 }
 
@@ -437,7 +477,8 @@ int main(int argc, char **argv)
            ATT_CH, reps);
     printf("indexer: %d heads x %d, FP8 keys (%d B per position), scores of every position 0..context-1;\n"
            "  floor bytes = keys read + scores written. topk: k_topk (the model's), topk-fused: the library's\n"
-           "  dhs_cuda_topk_fused_n; floor bytes = the scores read once\n",
+           "  dhs_cuda_topk_fused_n (one block per query), topk-split: dhs_cuda_topk_split_n (many blocks per\n"
+           "  query; same output, checked); floor bytes = the scores read once\n",
            IDX_H, IDX_D, IDX_D + 4);
     printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
     for (int i = 0; i < nctx; i++)

@@ -513,6 +513,9 @@ struct dhs_ref_gpu {
     int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
     int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
     int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
+    int split;        /* desc.topk_fused == 2: dhs_cuda_topk_split_n (many blocks per query) */
+    void *tws;        /* split: its workspace (dhs_cuda_topk_split_ws(maxq) bytes, zero between calls) */
+    size_t tws_bytes;
     int32_t *nanc_h;  /* fused: pinned mirror (device step: copied back with the logits) */
     void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
     void **ptrs_h;    /* pinned host mirror */
@@ -599,6 +602,7 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->sel);
     cudaFree(g->loc);
     cudaFree(g->nanc);
+    cudaFree(g->tws);
     cudaFreeHost(g->nanc_h);
     cudaFree(g->ptrs);
     cudaFree(g->aq);
@@ -660,6 +664,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     g->L = d->n_layers;
     g->maxq = d->max_queries;
     g->fused = d->topk_fused != 0;
+    g->split = d->topk_fused == 2;
     dhs_status st = DHS_OK;
     int dd = d->d_model, nh = d->n_heads;
     const float *p;
@@ -735,6 +740,11 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
             const size_t nb = (size_t)d->n_layers * Q * sizeof(int32_t);
             if (e == cudaSuccess) e = cudaMalloc((void **)&g->nanc, nb);
             if (e == cudaSuccess) e = cudaMemset(g->nanc, 0, nb);
+            if (g->split) { /* zero once: every call leaves it zero */
+                g->tws_bytes = dhs_cuda_topk_split_ws(Q);
+                if (e == cudaSuccess) e = cudaMalloc(&g->tws, g->tws_bytes);
+                if (e == cudaSuccess) e = cudaMemset(g->tws, 0, g->tws_bytes);
+            }
             if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* done before any kernel of the engine's stream
                                                                   (non-blocking: not ordered after the legacy one) */
             if (e == cudaSuccess) e = cudaMallocHost((void **)&g->nanc_h, nb);
@@ -896,7 +906,8 @@ extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *r
 }
 
 /* the selection of every valid query over its positions 0..pos[q] into g->sel:
-   k_topk, or (fused) the library's kernel with per-query counts pos[q] + 1 over
+   k_topk, or (fused) the library's kernel (split: its many-blocks-per-query
+   form, the same output) with per-query counts pos[q] + 1 over
    the same scores buffer (a query with pos < 0 is skipped by both: its sel row
    is left as it was). Launch only. */
 static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
@@ -906,14 +917,16 @@ static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
         CK(cudaGetLastError(), "k_topk");
         return DHS_OK;
     }
-    int rc = dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0, g->sel,
-                                   NULL, g->nanc + (size_t)l * g->maxq, g->st);
+    int rc = g->split ? dhs_cuda_topk_split_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0,
+                                              g->sel, NULL, g->nanc + (size_t)l * g->maxq, g->tws, g->tws_bytes, g->st)
+                      : dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0,
+                                              g->sel, NULL, g->nanc + (size_t)l * g->maxq, g->st);
     if (rc < 0) {
-        snprintf(g->err, sizeof g->err, "dhs_cuda_topk_fused_n: bad arguments (k %d, positions %lld)", g->dims.k,
-                 (long long)g->dims.maxpos);
+        snprintf(g->err, sizeof g->err, "%s: bad arguments (k %d, positions %lld)",
+                 g->split ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n", g->dims.k, (long long)g->dims.maxpos);
         return DHS_ERR_INVALID_ARG;
     }
-    CK((cudaError_t)rc, "dhs_cuda_topk_fused_n");
+    CK((cudaError_t)rc, g->split ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n");
     return DHS_OK;
 }
 
