@@ -405,7 +405,6 @@ __global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__rest
         h[j] = __ldcg(gh + TS_BINS - 1 - tid * per - j);
         local += h[j];
     }
-    for (int b = tid; b < TS_BINS; b += TS_THREADS) gh[b] = 0; /* zero for the next call (own reads done) */
     uint32_t inc = local;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
@@ -413,7 +412,8 @@ __global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__rest
         if (lane >= o) inc += t;
     }
     if (lane == 31) wsum[wp] = inc;
-    __syncthreads();
+    __syncthreads(); /* every thread has read its bins: zero them for the next call */
+    for (int b = tid; b < TS_BINS; b += TS_THREADS) gh[b] = 0;
     uint32_t above = inc - local;
     for (int x = 0; x < wp; x++) above += wsum[x];
     const uint32_t rem = (uint32_t)k;
