@@ -15,7 +15,8 @@
 # Then, for glm-5.3, the three steps again with --topk-impl fused (the
 # library's fused top-k dhs_cuda_topk_fused_n instead of the model's k_topk,
 # docs/MODEL.md "Top-k"): rows "host+fused" etc., whose tokens_digest must be
-# the model top-k's too (same selections).
+# the model top-k's too (same selections); and "graph+split" with
+# --topk-impl split (dhs_cuda_topk_split_n, many blocks per query), the same.
 # Usage: bench/gpu_step.sh [--full]   (default 8 sessions x 8192, 16 tokens;
 #        --full: 32 sessions x 32768, 64 tokens; logs to $OUT)
 set -uo pipefail
@@ -39,11 +40,11 @@ printf '\n%-14s %-12s %-9s %-6s %-8s %-16s %-8s %-10s %-7s %s\n' geometry step i
 for g in glm-5.3 deepseek-v3.2; do
   d0=
   steps="host device graph"
-  [ $g = glm-5.3 ] && steps="$steps host+fused device+fused graph+fused"
+  [ $g = glm-5.3 ] && steps="$steps host+fused device+fused graph+fused graph+split"
   for sf in $steps; do
-    s=${sf%+fused}
+    s=${sf%+*}
     ti=model
-    [ $sf != $s ] && ti=fused
+    [ $sf != $s ] && ti=${sf#*+}
     j="$out/gstep_${g}_$sf.json"
     timeout 1800 "$b/dhs" run --backend cuda --geometry "$g" --sessions $sessions --context $context --tokens $tokens \
         --spec 4 --compare resident --step $s --topk-impl $ti --json > "$j" 2> "$out/gstep_${g}_$sf.err"
@@ -56,7 +57,7 @@ for g in glm-5.3 deepseek-v3.2; do
       "$(field "$j" throughput.resident_decode_s)" "$(field "$j" throughput.total_s)" "$u" $r
     [ $r = 0 ] || { rc=1; tail -3 "$out/gstep_${g}_$sf.err"; }
     [ "$(field "$j" identical)" = True ] || rc=1
-    [ $ti = fused ] && [ "$(field "$j" config.topk_impl)" != fused ] && { echo "  $g $sf: the run did not use the fused top-k"; rc=1; }
+    [ $ti != model ] && [ "$(field "$j" config.topk_impl)" != $ti ] && { echo "  $g $sf: the run did not use the $ti top-k"; rc=1; }
     [ -z "$d0" ] && d0=$dg
     [ "$dg" = "$d0" ] || { echo "  $g --step $s --topk-impl $ti: tokens_digest $dg differs from --step host's $d0"; rc=1; }
   done

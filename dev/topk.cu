@@ -43,6 +43,7 @@ struct tk_shared {
     uint32_t nan;
     uint32_t digit, rem; /* result of one radix pass */
     uint32_t gt, eq;     /* compaction counters */
+    uint32_t cnt;        /* the chosen bin's count (the split top-k's tie select) */
 };
 
 /* f(i, score) for every candidate i < n, each by exactly one thread */
@@ -117,25 +118,47 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 
 __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
 
-__global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld,
-                                                                uint32_t n_max, const int64_t *__restrict__ n_of,
-                                                                int64_t n_add, int32_t k,
-                                                                const int32_t *__restrict__ slot_of, int64_t slot_ld,
-                                                                int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
-                                                                int32_t *__restrict__ nan_count)
+/* bitonic sort of sh.key[0..m) descending (padded to a power of two), then
+   the answer: the first cnt keys' positions with the fused lookup, -1 after */
+__device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, int32_t k, const int32_t *__restrict__ so,
+                                     int32_t *__restrict__ orow, int32_t *__restrict__ oloc)
 {
-    __shared__ tk_shared sh;
-    const int q = blockIdx.x, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-    /* this query's candidate count (topk_spec.h "per-query candidate counts"); the
-       same value in every thread, so the early return is block-uniform */
-    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
-    if (nq < 0) { /* skipped query: outputs untouched */
-        if (tid == 0 && nan_count) nan_count[q] = 0;
-        return;
+    const int tid = threadIdx.x;
+    uint32_t P = 1;
+    while (P < m) P <<= 1;
+    for (uint32_t i = m + tid; i < P; i += TK_THREADS) sh.key[i] = DHS_TOPK_KEY_NONE;
+    __syncthreads();
+    for (uint32_t size = 2; size <= P; size <<= 1) {
+        for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+            for (uint32_t t = tid; t < P / 2; t += TK_THREADS) {
+                uint32_t a = 2 * t - (t & (stride - 1)), b = a + stride;
+                bool desc = (a & size) == 0;
+                uint64_t ka = sh.key[a], kb = sh.key[b];
+                if (desc ? ka < kb : ka > kb) sh.key[a] = kb, sh.key[b] = ka;
+            }
+            __syncthreads();
+        }
     }
-    const uint32_t n = (uint32_t)nq;
-    const float *s = scores + (int64_t)q * score_ld;
-    const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
+    /* the answer, with the fused lookup for the selected positions only */
+    for (uint32_t i = tid; i < (uint32_t)k; i += TK_THREADS) {
+        if (i < cnt) {
+            const uint32_t pos = dhs_topk_key_pos(sh.key[i]);
+            orow[i] = (int32_t)pos;
+            if (oloc) oloc[i] = __ldg(so + pos);
+        } else {
+            orow[i] = -1;
+            if (oloc) oloc[i] = -1;
+        }
+    }
+}
+
+/* the whole top-k of one query by one block (the algorithm above): s its n
+   scores, so its slot table (NULL: no lookup), orow/oloc its k outputs */
+__device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint32_t n, int32_t k,
+                                const int32_t *__restrict__ so, int32_t *__restrict__ orow, int32_t *__restrict__ oloc,
+                                int32_t *nanp)
+{
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const uint32_t cnt = n < (uint32_t)k ? n : (uint32_t)k;
     uint32_t m = cnt; /* keys kept in sh.key for the sort */
     if (tid == 0) sh.nan = 0, sh.gt = 0, sh.eq = 0;
@@ -229,9 +252,7 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
         }
     }
     __syncthreads();
-    if (tid == 0 && nan_count) nan_count[q] = (int32_t)sh.nan;
-    int32_t *orow = out_rows + (int64_t)q * k;
-    int32_t *oloc = so ? out_locs + (int64_t)q * k : nullptr;
+    if (tid == 0 && nanp) *nanp = (int32_t)sh.nan;
     if (sh.nan) {
         for (int32_t i = tid; i < k; i += TK_THREADS) {
             orow[i] = -1;
@@ -239,33 +260,317 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
         }
         return;
     }
-    /* 3. bitonic sort, descending, of P = next power of two >= m keys */
-    uint32_t P = 1;
-    while (P < m) P <<= 1;
-    for (uint32_t i = m + tid; i < P; i += TK_THREADS) sh.key[i] = DHS_TOPK_KEY_NONE;
+    tk_sort_write(sh, m, cnt, k, so, orow, oloc);
+}
+
+__global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld,
+                                                                uint32_t n_max, const int64_t *__restrict__ n_of,
+                                                                int64_t n_add, int32_t k,
+                                                                const int32_t *__restrict__ slot_of, int64_t slot_ld,
+                                                                int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
+                                                                int32_t *__restrict__ nan_count)
+{
+    __shared__ tk_shared sh;
+    const int q = blockIdx.x;
+    /* this query's candidate count (topk_spec.h "per-query candidate counts"); the
+       same value in every thread, so the early return is block-uniform */
+    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
+    if (nq < 0) { /* skipped query: outputs untouched */
+        if (threadIdx.x == 0 && nan_count) nan_count[q] = 0;
+        return;
+    }
+    const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
+    tk_query(sh, scores + (int64_t)q * score_ld, (uint32_t)nq, k, so, out_rows + (int64_t)q * k,
+             so ? out_locs + (int64_t)q * k : nullptr, nan_count ? nan_count + q : nullptr);
+}
+
+/* ------------------------------------------------------------------ split top-k
+ * The same selection spread over many blocks per query (topk_spec.h
+ * dhs_cuda_topk_split_n): one block per query reads its 100K scores with one
+ * SM's bandwidth (four passes), so at the model's batches (2-20 queries) most
+ * of the GPU idles. Three launches, every score read twice in all:
+ *   ts_hist (grid: chunks x queries, 256 threads): the 12-bit histogram of the
+ *     top of each score key (sign, exponent, 3 mantissa bits), per chunk in
+ *     shared memory, added into the query's global histogram; NaNs counted.
+ *     The query's last chunk to arrive (atomic counter after a fence) picks
+ *     the bin D holding the k-th best key and how many of its keys are needed
+ *     (rem), then zeroes the histogram and the counter.
+ *   ts_collect (same grid): keys with bin > D (k - rem of them) appended to the
+ *     query's "sure" list, keys with bin == D to its tie list (warp-aggregated
+ *     atomics; the tie list holds TS_TIECAP, the count goes on).
+ *   ts_final (one block of 1024 per query): the sure keys plus the rem best of
+ *     the tie list (an MSD radix select over the remaining 52 key bits, 11/11/
+ *     10/10/10, stopping at the first bin that is taken whole) into shared
+ *     memory, the bitonic sort and the answer of tk_sort_write. A tie list past
+ *     its capacity (more than TS_TIECAP keys in one 1/8-octave bin) falls back
+ *     to tk_query, the one-block algorithm, for that query.
+ * The keys and their order are the fused kernel's, so the output is the same
+ * bit for bit. The workspace (dhs_cuda_topk_split_ws) is zero before a call and
+ * zero after it: graph-capturable, no memset per call. */
+#define TS_THREADS 256
+#define TS_PER 16
+#define TS_CHUNK (TS_THREADS * TS_PER)
+#define TS_BINS 4096
+#define TS_SHIFT 20
+#define TS_TIECAP 16384
+
+struct ts_state {
+    uint32_t arrive, digit, rem, nan, gt, eq, pad[2];
+};
+
+struct ts_ws {
+    ts_state *st;
+    uint32_t *hist; /* [batch][TS_BINS] */
+    uint64_t *sure; /* [batch][DHS_TOPK_MAX_K] */
+    uint64_t *tie;  /* [batch][TS_TIECAP] */
+};
+
+static size_t ts_ws_bytes(int64_t batch)
+{
+    return (size_t)batch * (sizeof(ts_state) + sizeof(uint32_t) * TS_BINS + sizeof(uint64_t) * DHS_TOPK_MAX_K +
+                            sizeof(uint64_t) * TS_TIECAP);
+}
+
+static ts_ws ts_carve(void *ws, int32_t batch)
+{
+    ts_ws w;
+    char *p = (char *)ws;
+    w.st = (ts_state *)p;
+    p += sizeof(ts_state) * (size_t)batch;
+    w.hist = (uint32_t *)p;
+    p += sizeof(uint32_t) * TS_BINS * (size_t)batch;
+    w.sure = (uint64_t *)p;
+    p += sizeof(uint64_t) * DHS_TOPK_MAX_K * (size_t)batch;
+    w.tie = (uint64_t *)p;
+    return w;
+}
+
+/* this block's TS_PER scores (chunk blockIdx.x of query blockIdx.y), loaded before use */
+__device__ static void ts_load(const float *__restrict__ s, uint32_t n, uint32_t c0, float (&v)[TS_PER])
+{
+#pragma unroll
+    for (int j = 0; j < TS_PER; j++) {
+        const uint32_t i = c0 + j * TS_THREADS + threadIdx.x;
+        v[j] = i < n ? __ldg(s + i) : 0.0f;
+    }
+}
+
+__global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__restrict__ scores, int64_t score_ld,
+                                                             uint32_t n_max, const int64_t *__restrict__ n_of,
+                                                             int64_t n_add, int32_t k, ts_ws w)
+{
+    __shared__ uint32_t hist[TS_BINS];
+    __shared__ uint32_t wsum[TS_THREADS / 32];
+    __shared__ uint32_t s_nan, s_last;
+    const int q = blockIdx.y, tid = threadIdx.x, lane = tid & 31, wp = tid >> 5;
+    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
+    if (nq <= (int64_t)k) return; /* skipped, or every candidate selected: ts_final alone */
+    const uint32_t n = (uint32_t)nq, c0 = blockIdx.x * TS_CHUNK;
+    if (c0 >= n) return; /* past this query's candidates: not counted as a chunk */
+    const uint32_t nchunks = (n + TS_CHUNK - 1) / TS_CHUNK;
+    for (int b = tid; b < TS_BINS; b += TS_THREADS) hist[b] = 0;
+    if (tid == 0) s_nan = 0;
+    float v[TS_PER];
+    ts_load(scores + (int64_t)q * score_ld, n, c0, v);
     __syncthreads();
-    for (uint32_t size = 2; size <= P; size <<= 1) {
-        for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
-            for (uint32_t t = tid; t < P / 2; t += TK_THREADS) {
-                uint32_t a = 2 * t - (t & (stride - 1)), b = a + stride;
-                bool desc = (a & size) == 0;
-                uint64_t ka = sh.key[a], kb = sh.key[b];
-                if (desc ? ka < kb : ka > kb) sh.key[a] = kb, sh.key[b] = ka;
+    uint32_t my_nan = 0;
+#pragma unroll
+    for (int j = 0; j < TS_PER; j++) {
+        const uint32_t i = c0 + j * TS_THREADS + tid;
+        if (i >= n) continue;
+        if (dhs_topk_is_nan_bits(__float_as_uint(v[j]))) my_nan++;
+        else atomicAdd(&hist[dhs_topk_score_key(v[j]) >> TS_SHIFT], 1u);
+    }
+    if (my_nan) atomicAdd(&s_nan, my_nan);
+    __syncthreads();
+    uint32_t *gh = w.hist + (size_t)q * TS_BINS;
+    for (int b = tid; b < TS_BINS; b += TS_THREADS)
+        if (hist[b]) atomicAdd(gh + b, hist[b]);
+    if (tid == 0 && s_nan) atomicAdd(&w.st[q].nan, s_nan);
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        s_last = atomicAdd(&w.st[q].arrive, 1u) == nchunks - 1;
+    }
+    __syncthreads();
+    if (!s_last) return;
+    /* the query's last chunk: every other chunk's counts are in gh */
+    __threadfence();
+    const bool bad = __ldcg(&w.st[q].nan) != 0;
+    /* suffix scan, highest bin first: thread t owns bins TS_BINS-1-t*per-j */
+    const int per = TS_BINS / TS_THREADS;
+    uint32_t h[TS_BINS / TS_THREADS], local = 0;
+#pragma unroll
+    for (int j = 0; j < per; j++) {
+        h[j] = __ldcg(gh + TS_BINS - 1 - tid * per - j);
+        local += h[j];
+    }
+    uint32_t inc = local;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        uint32_t t = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += t;
+    }
+    if (lane == 31) wsum[wp] = inc;
+    __syncthreads(); /* every thread has read its bins: zero them for the next call */
+    for (int b = tid; b < TS_BINS; b += TS_THREADS) gh[b] = 0;
+    uint32_t above = inc - local;
+    for (int x = 0; x < wp; x++) above += wsum[x];
+    const uint32_t rem = (uint32_t)k;
+    if (!bad && above < rem && rem <= above + local) {
+        bool found = false;
+#pragma unroll
+        for (int j = 0; j < per; j++) { /* unrolled: h stays in registers */
+            if (!found && rem <= above + h[j]) {
+                w.st[q].digit = (uint32_t)(TS_BINS - 1 - tid * per - j);
+                w.st[q].rem = rem - above;
+                found = true;
             }
-            __syncthreads();
+            above += h[j];
         }
     }
-    /* the answer, with the fused lookup for the selected positions only */
-    for (uint32_t i = tid; i < (uint32_t)k; i += TK_THREADS) {
-        if (i < cnt) {
-            const uint32_t pos = dhs_topk_key_pos(sh.key[i]);
-            orow[i] = (int32_t)pos;
-            if (oloc) oloc[i] = __ldg(so + pos);
-        } else {
+    if (tid == 0) w.st[q].arrive = 0;
+}
+
+/* append the keys where take is set to list[base..), base from one atomic per warp */
+__device__ static void ts_append(bool take, uint64_t key, uint32_t *counter, uint64_t *list, uint32_t cap)
+{
+    const int lane = threadIdx.x & 31;
+    const uint32_t bal = __ballot_sync(0xffffffffu, take);
+    if (!bal) return;
+    const int leader = __ffs(bal) - 1;
+    uint32_t base = 0;
+    if (lane == leader) base = atomicAdd(counter, (uint32_t)__popc(bal));
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (take) {
+        const uint32_t e = base + (uint32_t)__popc(bal & ((1u << lane) - 1u));
+        if (e < cap) list[e] = key;
+    }
+}
+
+__global__ void __launch_bounds__(TS_THREADS) ts_collect_kernel(const float *__restrict__ scores, int64_t score_ld,
+                                                                uint32_t n_max, const int64_t *__restrict__ n_of,
+                                                                int64_t n_add, int32_t k, ts_ws w)
+{
+    const int q = blockIdx.y, tid = threadIdx.x;
+    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
+    if (nq <= (int64_t)k) return;
+    const uint32_t n = (uint32_t)nq, c0 = blockIdx.x * TS_CHUNK;
+    if (c0 >= n || w.st[q].nan) return; /* uniform over the block */
+    const uint32_t d = w.st[q].digit;
+    float v[TS_PER];
+    ts_load(scores + (int64_t)q * score_ld, n, c0, v);
+    uint64_t *sure = w.sure + (size_t)q * DHS_TOPK_MAX_K, *tie = w.tie + (size_t)q * TS_TIECAP;
+#pragma unroll
+    for (int j = 0; j < TS_PER; j++) {
+        const uint32_t i = c0 + j * TS_THREADS + tid; /* every lane runs every j: the ballots are warp-wide */
+        const uint32_t key = dhs_topk_score_key(v[j]), dig = key >> TS_SHIFT;
+        const uint64_t k64 = ((uint64_t)key << 32) | (uint64_t)(0xffffffffu - i);
+        ts_append(i < n && dig > d, k64, &w.st[q].gt, sure, DHS_TOPK_MAX_K);
+        ts_append(i < n && dig == d, k64, &w.st[q].eq, tie, TS_TIECAP);
+    }
+}
+
+/* one radix pass's pick over sh.hist[0..nb): the bin holding the rem-th best,
+   into sh.digit, the count still needed inside it into sh.rem, its count into sh.cnt */
+__device__ static void ts_pick(tk_shared &sh, uint32_t nb, uint32_t rem)
+{
+    const int tid = threadIdx.x;
+    const uint32_t per = nb / TK_THREADS;
+    uint32_t local = 0;
+    for (uint32_t j = 0; j < per; j++) local += sh.hist[nb - 1 - tid * per - j];
+    uint32_t above = block_excl_scan(local, sh.warp);
+    if (above < rem && rem <= above + local) {
+        for (uint32_t j = 0; j < per; j++) {
+            uint32_t b = nb - 1 - tid * per - j, h = sh.hist[b];
+            if (rem <= above + h) {
+                sh.digit = b;
+                sh.rem = rem - above;
+                sh.cnt = h;
+                break;
+            }
+            above += h;
+        }
+    }
+    __syncthreads();
+}
+
+__global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__restrict__ scores, int64_t score_ld,
+                                                              uint32_t n_max, const int64_t *__restrict__ n_of,
+                                                              int64_t n_add, int32_t k,
+                                                              const int32_t *__restrict__ slot_of, int64_t slot_ld,
+                                                              int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
+                                                              int32_t *__restrict__ nan_count, ts_ws w)
+{
+    __shared__ tk_shared sh;
+    const int q = blockIdx.x, tid = threadIdx.x;
+    const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
+    if (nq < 0) {
+        if (tid == 0 && nan_count) nan_count[q] = 0;
+        return;
+    }
+    const float *s = scores + (int64_t)q * score_ld;
+    const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
+    int32_t *orow = out_rows + (int64_t)q * k, *oloc = so ? out_locs + (int64_t)q * k : nullptr;
+    int32_t *nanp = nan_count ? nan_count + q : nullptr;
+    if (nq <= (int64_t)k) { /* no selection: the one-block path reads its n <= k scores */
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp);
+        return;
+    }
+    ts_state *st = w.st + q;
+    const uint32_t nan = st->nan, gt = st->gt, eq = st->eq, need = st->rem;
+    __syncthreads(); /* every thread has read the state before thread 0 clears it */
+    if (tid == 0) st->nan = 0, st->gt = 0, st->eq = 0, st->digit = 0, st->rem = 0;
+    if (nan) {
+        if (tid == 0 && nanp) *nanp = (int32_t)nan;
+        for (int32_t i = tid; i < k; i += TK_THREADS) {
             orow[i] = -1;
             if (oloc) oloc[i] = -1;
         }
+        return;
     }
+    if (eq > TS_TIECAP) { /* the tie list overflowed: the one-block algorithm for this query */
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp);
+        return;
+    }
+    if (tid == 0 && nanp) *nanp = 0;
+    const uint64_t *sure = w.sure + (size_t)q * DHS_TOPK_MAX_K, *tie = w.tie + (size_t)q * TS_TIECAP;
+    for (uint32_t i = tid; i < gt; i += TK_THREADS) sh.key[i] = __ldcg(sure + i);
+    if (tid == 0) sh.eq = 0;
+    __syncthreads();
+    /* the need best of the eq tie keys (they share their top 12 bits): MSD radix select
+       over bits 51..0, stopping at the first bin taken whole */
+    uint64_t prefix = 0, pmask = 0;
+    uint32_t rem = need;
+    if (need < eq) {
+        static const int shifts[5] = {41, 30, 20, 10, 0};
+        for (int pass = 0; pass < 5; pass++) {
+            const int shift = shifts[pass];
+            const uint32_t nb = pass < 2 ? 2048u : 1024u;
+            for (uint32_t b = tid; b < TK_BINS; b += TK_THREADS) sh.hist[b] = 0;
+            __syncthreads();
+            for (uint32_t i = tid; i < eq; i += TK_THREADS) {
+                const uint64_t key = __ldcg(tie + i);
+                if ((key & pmask) == prefix) atomicAdd(&sh.hist[(uint32_t)(key >> shift) & (nb - 1)], 1u);
+            }
+            __syncthreads();
+            ts_pick(sh, nb, rem);
+            prefix |= (uint64_t)sh.digit << shift;
+            pmask |= (uint64_t)(nb - 1) << shift;
+            const uint32_t whole = sh.cnt == sh.rem;
+            rem = sh.rem;
+            __syncthreads();
+            if (whole) break; /* uniform */
+        }
+    }
+    /* keys >= prefix (its lower bits zero): exactly need of them */
+    const uint64_t T = prefix & pmask;
+    for (uint32_t i = tid; i < eq; i += TK_THREADS) {
+        const uint64_t key = __ldcg(tie + i);
+        if ((key & pmask) >= T) sh.key[gt + atomicAdd(&sh.eq, 1u)] = key;
+    }
+    __syncthreads();
+    tk_sort_write(sh, gt + need, (uint32_t)k, k, so, orow, oloc);
 }
 
 __global__ void topk_lookup_kernel(const int32_t *__restrict__ rows, int32_t batch, int32_t k, const int32_t *__restrict__ slot_of,
@@ -311,5 +616,28 @@ extern "C" int dhs_cuda_topk_lookup(const int32_t *rows, int32_t batch, int32_t 
     int64_t total = (int64_t)batch * k;
     if (total == 0) return 0;
     topk_lookup_kernel<<<(unsigned)((total + 255) / 256), 256, 0, (cudaStream_t)stream>>>(rows, batch, k, slot_of, slot_ld, locs);
+    return (int)cudaGetLastError();
+}
+
+extern "C" size_t dhs_cuda_topk_split_ws(int32_t batch) { return batch < 0 ? 0 : ts_ws_bytes(batch); }
+
+extern "C" int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                                     int64_t n_add, int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows,
+                                     int32_t *out_locs, int32_t *nan_count, void *ws, size_t ws_bytes, void *stream)
+{
+    if (batch < 0 || batch > 65535 || n < 0 || n > INT32_MAX || k < 1 || k > DHS_TOPK_MAX_K || !out_rows ||
+        (n > 0 && !scores) || (slot_of && !out_locs) || score_ld < (batch > 1 ? n : 0) || slot_ld < 0 || n_add < 0 ||
+        !ws || ((uintptr_t)ws & 15) || ws_bytes < ts_ws_bytes(batch))
+        return -1;
+    if (batch == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    const ts_ws w = ts_carve(ws, batch);
+    if (n > k) {
+        const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
+        ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+        ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+    }
+    ts_final_kernel<<<batch, TK_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, slot_of, slot_ld, out_rows,
+                                                  out_locs, nan_count, w);
     return (int)cudaGetLastError();
 }

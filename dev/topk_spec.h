@@ -33,6 +33,7 @@
 #ifndef DHS_TOPK_SPEC_H
 #define DHS_TOPK_SPEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -153,6 +154,21 @@ int dhs_cuda_topk_fused(const float *scores, int64_t score_ld, int32_t batch, in
 int dhs_cuda_topk_fused_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of, int64_t n_add,
                           int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows, int32_t *out_locs,
                           int32_t *nan_count, void *stream);
+/* dhs_cuda_topk_split_n: dhs_cuda_topk_fused_n's semantics and output, bit for
+ *   bit, with each query's candidates spread over many blocks (chunks of 4096)
+ *   instead of one block per query: three launches, every score read twice
+ *   (dev/topk.cu "split top-k"). It needs a workspace of
+ *   dhs_cuda_topk_split_ws(batch) bytes (about 164 KiB per query), 16-byte
+ *   aligned, ZEROED before its first use (cudaMemset); every call leaves it
+ *   zero again, so no per-call memset and the launches can be graph-captured.
+ *   One workspace serves one call at a time (not two streams at once); a call
+ *   that fails on the device leaves it undefined (zero it again). batch <=
+ *   65535. Returns -1 for bad arguments (those of dhs_cuda_topk_fused_n, a NULL,
+ *   misaligned or short workspace), else a cudaError_t value. */
+size_t dhs_cuda_topk_split_ws(int32_t batch);
+int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of, int64_t n_add,
+                          int32_t k, const int32_t *slot_of, int64_t slot_ld, int32_t *out_rows, int32_t *out_locs,
+                          int32_t *nan_count, void *ws, size_t ws_bytes, void *stream);
 int dhs_cuda_topk_lookup(const int32_t *rows, int32_t batch, int32_t k, const int32_t *slot_of, int64_t slot_ld,
                          int32_t *locs, void *stream);
 #ifdef __cplusplus

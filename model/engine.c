@@ -149,7 +149,7 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     dhs_ref_gpu_desc *d = calloc(1, sizeof *d);
     if (!d) return DHS_ERR_NOMEM;
     dhs_ref_model_gpu_desc(m, d);
-    d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
+    d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_SPLIT ? 2 : e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
     d->max_queries = e->cfg.max_slots * e->kmax;
     d->max_positions = e->cfg.max_positions + 8;
     dhs_status st = dhs_ref_gpu_create(d, e->cfg.gpu_stream, &e->gpu);
@@ -289,7 +289,7 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
-    if (cfg->topk_impl != DHS_REF_TOPK_MODEL && cfg->topk_impl != DHS_REF_TOPK_FUSED) {
+    if (cfg->topk_impl != DHS_REF_TOPK_MODEL && cfg->topk_impl != DHS_REF_TOPK_FUSED && cfg->topk_impl != DHS_REF_TOPK_SPLIT) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_INVALID_ARG;
     }
@@ -702,13 +702,17 @@ gpu_fail:
 }
 
 /* ------------------------------------------------------------- device step */
-const char *dhs_ref_topk_str(int topk) { return topk == DHS_REF_TOPK_FUSED ? "fused" : "model"; }
+const char *dhs_ref_topk_str(int topk)
+{
+    return topk == DHS_REF_TOPK_SPLIT ? "split" : topk == DHS_REF_TOPK_FUSED ? "fused" : "model";
+}
 
 int dhs_ref_topk_parse(const char *s, int *out)
 {
     if (!s) return -1;
     if (!strcmp(s, "model")) *out = DHS_REF_TOPK_MODEL;
     else if (!strcmp(s, "fused")) *out = DHS_REF_TOPK_FUSED;
+    else if (!strcmp(s, "split")) *out = DHS_REF_TOPK_SPLIT;
     else return -1;
     return 0;
 }

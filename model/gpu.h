@@ -49,7 +49,9 @@ typedef struct dhs_ref_gpu_desc {
                                    top-k (dev/topk.cu dhs_cuda_topk_fused_n, selection only,
                                    per-query counts pos[q] + 1): the same selections; a NaN score
                                    then fails the pass (DHS_ERR_INVALID_ARG: select, or step_wait
-                                   for the device step) instead of ranking above +inf */
+                                   for the device step) instead of ranking above +inf; 2: the
+                                   same output by dhs_cuda_topk_split_n (many blocks per query,
+                                   a workspace of ~164 KiB per query) */
     int32_t max_queries;        /* batch items x k_max */
     int64_t max_positions;      /* longest session (scores buffer) */
     const float *emb, *w_out;   /* host [V][d] */
@@ -201,11 +203,15 @@ int32_t dhs_ref_gpu_attn_chunks(int32_t k);
    queries iq_dev, weights iw_dev) into scores_dev [nq][max_positions], the
    grid the device step uses; 1: the model's top-k (k_topk) of those scores
    into sel_dev [nq][k]; 2: the library's fused top-k (dhs_cuda_topk_fused_n)
-   of the same, NaN counts into nanc_dev [nq]. Asynchronous on stream.
-   DHS_ERR_INVALID_ARG for sizes outside the model's limits. */
+   of the same, NaN counts into nanc_dev [nq]; 3: the scores of 0 with every
+   query scored alone (no sharing of keys between queries with the same
+   kcodes/kscales pointers: the order before the grouping, same bits).
+   Asynchronous on stream. DHS_ERR_INVALID_ARG for sizes outside the model's
+   limits. */
 #define DHS_REF_GPU_SCORES 0
 #define DHS_REF_GPU_TOPK 1
 #define DHS_REF_GPU_TOPK_FUSED 2
+#define DHS_REF_GPU_SCORES_ALONE 3
 dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, int32_t idx_heads, int32_t idx_dim,
                                      int32_t k, int64_t max_positions, const int64_t *pos_dev, const float *iq_dev,
                                      const float *iw_dev, void *const *kcodes_dev, float *const *kscales_dev,

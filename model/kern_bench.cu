@@ -26,8 +26,10 @@
  * Indexer scores (the model's launch_scores: k_scores_fp8 at the real
  * geometries' 4 x 128 FP8 keys) over every position of the context, floor
  * = keys read + scores written; top-k (the model's k_topk, and the library's
- * fused dhs_cuda_topk_fused_n) of those scores, floor = the scores read
- * once. Calls rotate over enough layers of keys / scores to leave L2.
+ * fused dhs_cuda_topk_fused_n, one block per query, and its split form
+ * dhs_cuda_topk_split_n, many blocks per query, checked equal to it here) of
+ * those scores, floor = the scores read once. Calls rotate over enough
+ * layers of keys / scores to leave L2.
  *
  * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] */
 #include <stdint.h>
@@ -38,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_cuda.h"
+#include "dev/topk_spec.h"
 #include "model/attn_kern.cuh"
 #include "model/gpu.h"
 #include "model/model.h"
@@ -165,6 +168,7 @@ static void print_row(const char *name, int64_t ctx, int C, double bytes, double
 #define IDX_H 4   /* the real geometries' indexer: 4 heads x 128, FP8 keys + a 4-byte scale (132 B) */
 #define IDX_D 128
 
+#define SEL_SPLIT 100 /* sel_state.which: dhs_cuda_topk_split_n (the others: dhs_ref_gpu_select_kernel's) */
 typedef struct sel_state {
     int C, NL, NS, which;
     int64_t ctx;
@@ -174,6 +178,8 @@ typedef struct sel_state {
     float **ks;  /* device [NL][C] */
     float *scores; /* [NS][C][ctx] */
     int32_t *sel, *nanc;
+    void *ws; /* the split top-k's workspace */
+    size_t ws_bytes;
     cudaStream_t st;
 } sel_state;
 
@@ -181,6 +187,15 @@ static void sel_call(void *arg, int r)
 {
     sel_state *s = (sel_state *)arg;
     const int ls = r % s->NS, lk = ls % s->NL;
+    if (s->which == SEL_SPLIT) { /* the split top-k */
+        int rc = dhs_cuda_topk_split_n(s->scores + (size_t)ls * s->C * s->ctx, s->ctx, s->C, s->ctx, s->pos, 1, ATT_MAXK, NULL,
+                                       0, s->sel, NULL, s->nanc, s->ws, s->ws_bytes, s->st);
+        if (rc != 0) {
+            fprintf(stderr, "kern_bench: dhs_cuda_topk_split_n: %d\n", rc);
+            exit(1);
+        }
+        return;
+    }
     dhs_status e = dhs_ref_gpu_select_kernel(s->st, s->which, s->C, IDX_H, IDX_D, ATT_MAXK, s->ctx, s->pos, s->iq, s->iw,
                                              s->kc + (size_t)lk * s->C, s->ks + (size_t)lk * s->C, s->lut,
                                              s->scores + (size_t)ls * s->C * s->ctx, s->sel, s->nanc);
@@ -190,9 +205,12 @@ static void sel_call(void *arg, int r)
     }
 }
 
-static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
+/* C queries; spec > 1: C / spec sessions of spec queries each sharing their keys (speculative
+   positions of one request), scores only, grouped (the model's launch) and each query alone */
+static void bench_select(int64_t ctx, int C, int spec, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
 {
-    const double key_bytes = (double)C * ctx * (IDX_D + 4), sc_bytes = (double)C * ctx * 4;
+    const int S = C / spec;
+    const double key_bytes = (double)S * ctx * (IDX_D + 4), sc_bytes = (double)C * ctx * 4;
     sel_state s;
     memset(&s, 0, sizeof s);
     s.C = C, s.ctx = ctx, s.lut = d_lut, s.st = st;
@@ -204,16 +222,17 @@ static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const flo
     const size_t code_bytes = (size_t)groups * 8 * IDX_D; /* per (layer, query) */
     uint8_t *codes;
     float *scales;
-    CK(cudaMalloc((void **)&codes, code_bytes * (size_t)s.NL * C));
-    CK(cudaMalloc((void **)&scales, sizeof(float) * (size_t)ctx * s.NL * C));
-    k_fill_codes<<<1024, 256, 0, st>>>((uint32_t *)codes, (int64_t)(code_bytes / 4) * s.NL * C, 4242u);
-    k_fill_pow2<<<1024, 256, 0, st>>>(scales, (int64_t)ctx * s.NL * C);
+    CK(cudaMalloc((void **)&codes, code_bytes * (size_t)s.NL * S));
+    CK(cudaMalloc((void **)&scales, sizeof(float) * (size_t)ctx * s.NL * S));
+    k_fill_codes<<<1024, 256, 0, st>>>((uint32_t *)codes, (int64_t)(code_bytes / 4) * s.NL * S, 4242u);
+    k_fill_pow2<<<1024, 256, 0, st>>>(scales, (int64_t)ctx * s.NL * S);
     CK(cudaGetLastError());
     void **hkc = (void **)malloc(sizeof(void *) * (size_t)s.NL * C);
     float **hks = (float **)malloc(sizeof(float *) * (size_t)s.NL * C);
-    for (int64_t j = 0; j < (int64_t)s.NL * C; j++) {
-        hkc[j] = codes + (size_t)j * code_bytes;
-        hks[j] = scales + (size_t)j * ctx;
+    for (int64_t j = 0; j < (int64_t)s.NL * C; j++) { /* layer j / C, query j % C: its session's keys */
+        const int64_t ks = (j / C) * S + (j % C) / spec;
+        hkc[j] = codes + (size_t)ks * code_bytes;
+        hks[j] = scales + (size_t)ks * ctx;
     }
     CK(cudaMalloc((void **)&s.kc, sizeof(void *) * (size_t)s.NL * C));
     CK(cudaMalloc((void **)&s.ks, sizeof(float *) * (size_t)s.NL * C));
@@ -238,15 +257,63 @@ static void bench_select(int64_t ctx, int C, int reps, double hbm_gbs, const flo
     s.which = DHS_REF_GPU_SCORES;
     for (int r = 0; r < s.NS; r++) sel_call(&s, r); /* every score buffer written once */
     time_calls(sel_call, &s, reps, st, &p50, &b2b);
-    print_row("indexer", ctx, C, key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50, b2b, hbm_gbs, 0);
-    s.which = DHS_REF_GPU_TOPK;
-    time_calls(sel_call, &s, reps, st, &p50, &b2b);
-    print_row("topk", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
-    s.which = DHS_REF_GPU_TOPK_FUSED;
-    time_calls(sel_call, &s, reps, st, &p50, &b2b);
-    print_row("topk-fused", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    print_row(spec > 1 ? "indexer4" : "indexer", ctx, C, key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50, b2b,
+              hbm_gbs, 0);
+    if (spec > 1) { /* the same scores with every query reading its keys alone: first the same bits */
+        const size_t scb = sizeof(float) * (size_t)C * ctx;
+        float *h1 = (float *)malloc(scb), *h2 = (float *)malloc(scb);
+        CK(cudaMemcpyAsync(h1, s.scores, scb, cudaMemcpyDeviceToHost, st)); /* buffer 0, grouped */
+        CK(cudaMemsetAsync(s.scores, 0x5a, scb, st));
+        s.which = DHS_REF_GPU_SCORES_ALONE;
+        sel_call(&s, 0);
+        CK(cudaMemcpyAsync(h2, s.scores, scb, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        if (memcmp(h1, h2, scb)) {
+            fprintf(stderr, "kern_bench: grouped indexer scores differ from each query alone (context %lld, C %d)\n",
+                    (long long)ctx, C);
+            exit(1);
+        }
+        free(h1), free(h2);
+        time_calls(sel_call, &s, reps, st, &p50, &b2b);
+        print_row("indexer4-1", ctx, C, key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50, b2b, hbm_gbs, 0);
+        goto out;
+    }
+    { /* the top-ks (spec 1 only) */
+        s.which = DHS_REF_GPU_TOPK;
+        time_calls(sel_call, &s, reps, st, &p50, &b2b);
+        print_row("topk", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+        s.which = DHS_REF_GPU_TOPK_FUSED;
+        time_calls(sel_call, &s, reps, st, &p50, &b2b);
+        print_row("topk-fused", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+        /* the split form: first the same selection as the fused kernel on one score buffer */
+        s.ws_bytes = dhs_cuda_topk_split_ws(C);
+        CK(cudaMalloc(&s.ws, s.ws_bytes));
+        CK(cudaMemset(s.ws, 0, s.ws_bytes));
+        const size_t selb = sizeof(int32_t) * (size_t)C * ATT_MAXK;
+        int32_t *h1 = (int32_t *)malloc(selb), *h2 = (int32_t *)malloc(selb);
+        s.which = DHS_REF_GPU_TOPK_FUSED;
+        sel_call(&s, 1);
+        CK(cudaMemcpyAsync(h1, s.sel, selb, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        s.which = SEL_SPLIT;
+        for (int rep = 0; rep < 2; rep++) {
+            CK(cudaMemsetAsync(s.sel, 0x5a, selb, st));
+            sel_call(&s, 1);
+            CK(cudaMemcpyAsync(h2, s.sel, selb, cudaMemcpyDeviceToHost, st));
+            CK(cudaStreamSynchronize(st));
+            if (memcmp(h1, h2, selb)) {
+                fprintf(stderr, "kern_bench: split top-k differs from the fused one (context %lld, C %d, call %d)\n",
+                        (long long)ctx, C, rep);
+                exit(1);
+            }
+        }
+        free(h1), free(h2);
+        time_calls(sel_call, &s, reps, st, &p50, &b2b);
+        print_row("topk-split", ctx, C, sc_bytes, 0, p50, b2b, hbm_gbs, 0);
+    }
+out:
     CK(cudaStreamSynchronize(st));
-    void *bufs[] = {codes, scales, s.kc, s.ks, pos, iq, iw, s.scores, s.sel, s.nanc};
+    void *bufs[] = {codes, scales, s.kc, s.ks, pos, iq, iw, s.scores, s.sel, s.nanc, s.ws};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
     free(hkc), free(hks), free(hpos);
 }
@@ -385,7 +452,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R] [--attention-only]\n"
                "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
                "  peak), with HBM measured by a device-to-device copy in the same process; then the indexer\n"
-               "  scores and the top-k (the model's and the library's fused) against reading their bytes once.\n"
+               "  scores and the top-k (the model's, the library's fused and its split form) against reading\n"
+               "  their bytes once.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
 }
 
@@ -437,13 +505,17 @@ int main(int argc, char **argv)
            ATT_CH, reps);
     printf("indexer: %d heads x %d, FP8 keys (%d B per position), scores of every position 0..context-1;\n"
            "  floor bytes = keys read + scores written. topk: k_topk (the model's), topk-fused: the library's\n"
-           "  dhs_cuda_topk_fused_n; floor bytes = the scores read once\n",
+           "  dhs_cuda_topk_fused_n (one block per query), topk-split: dhs_cuda_topk_split_n (many blocks per\n"
+           "  query; same output, checked); floor bytes = the scores read once. indexer4: C/4 sessions of 4\n"
+           "  queries sharing their keys (speculative positions), keys read once per session (the model's\n"
+           "  launch); indexer4-1: the same with each query reading the keys alone (before the grouping)\n",
            IDX_H, IDX_D, IDX_D + 4);
     printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
     for (int i = 0; i < nctx; i++)
         for (int j = 0; j < nb; j++) {
             bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
-            if (!no_select) bench_select(ctxs[i], (int)batch[j], reps, hbm, d_lut, st);
+            if (!no_select) bench_select(ctxs[i], (int)batch[j], 1, reps, hbm, d_lut, st);
+            if (!no_select) bench_select(ctxs[i], 4 * (int)batch[j], 4, reps, hbm, d_lut, st);
         }
     printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
     printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)\n", worst_ratio);

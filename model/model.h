@@ -376,7 +376,8 @@ typedef struct dhs_ref_engine_cfg {
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref
                                on the CPU, dhs_cuda_topk_fused_n on the GPU, both steps; selection
-                               only, the resolver does the lookup). Same selections; a NaN index
+                               only, the resolver does the lookup) or DHS_REF_TOPK_SPLIT (the same,
+                               dhs_cuda_topk_split_n on the GPU). Same selections; a NaN index
                                score fails the round (DHS_ERR_INVALID_ARG). The prefill always
                                selects with the model's top-k */
     const struct dhs_deploy *deploy; /* device step: NULL, or a real deployment (model/deploy.h) whose
@@ -399,8 +400,8 @@ typedef struct dhs_ref_engine_cfg {
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
 const char *dhs_ref_step_str(int step);
-enum { DHS_REF_TOPK_MODEL = 0, DHS_REF_TOPK_FUSED = 1 };
-const char *dhs_ref_topk_str(int topk);      /* "model" | "fused" */
+enum { DHS_REF_TOPK_MODEL = 0, DHS_REF_TOPK_FUSED = 1, DHS_REF_TOPK_SPLIT = 2 };
+const char *dhs_ref_topk_str(int topk);      /* "model" | "fused" | "split" */
 int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
 
 /* host time of the device step's rounds (seconds, summed): control = the

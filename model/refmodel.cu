@@ -217,29 +217,46 @@ __global__ void k_scores(g_dims g, const int64_t *pos, const float *iq, const fl
    32 groups of 8 positions (32 KB of codes, contiguous) are loaded once with 16-byte loads and transposed
    into shared memory position-major, so each thread reads its position's codes 4 at a time instead of
    one byte load per dimension from global memory (k_scores: ~17x the HBM roofline at 100K on the H200), and
-   the query 4 dimensions at a time. Per head the sum still runs over i in order with the same
-   unfused multiply and add: bit-identical to k_scores and to the CPU model. */
+   the query 4 dimensions at a time. Queries that share their keys (the same kcodes and kscales: one
+   session's speculative positions, consecutive in the batch) are scored by one block, up to SC_MAXQ of
+   them: the keys are read from HBM once per such group, not once per query. Block blockIdx.x = q leads
+   when q starts a run of equal key pointers or sits SC_MAXQ queries into one (group = 1: every query
+   alone, the order before the grouping; kern_bench times both); the other blocks return at once. Per
+   query and head the sum still runs over i in order with the same unfused multiply and add:
+   bit-identical to k_scores and to the CPU model. */
 #define SC_POS 256
 #define SC_MAXD 128
+#define SC_MAXQ 4
 #define SC_STRIDE (SC_MAXD + 4) /* bytes per position: consecutive positions start 33 words apart */
 template <int H>
 __global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *pos, const float *iq, const float *iw,
                                                       void *const *kcodes, float *const *kscales, const float *lut_g,
-                                                      float *scores)
+                                                      float *scores, int group, int nq)
 {
-    __shared__ __align__(16) float sq[H * SC_MAXD];
-    __shared__ float sw[H], lut[256];
+    __shared__ __align__(16) float sq[SC_MAXQ * H * SC_MAXD];
+    __shared__ float sw[SC_MAXQ * H], lut[256];
     __shared__ __align__(16) uint8_t kc[SC_POS * SC_STRIDE];
     const int q = blockIdx.x, tid = threadIdx.x, D = g.D;
-    const int64_t t = pos[q], s0 = (int64_t)blockIdx.y * SC_POS;
-    if (t < 0 || s0 > t) return; /* uniform over the block */
-    for (int i = tid; i < H * D; i += SC_POS) sq[i] = iq[(int64_t)q * H * D + i];
-    for (int i = tid; i < H; i += SC_POS) sw[i] = iw[(int64_t)q * H + i];
+    const void *mykc = kcodes[q];
+    const float *myks = kscales[q];
+    /* the group this block leads (the same answer in every thread: uniform returns) */
+    int r0 = q;
+    if (group > 1)
+        while (r0 > 0 && kcodes[r0 - 1] == mykc && kscales[r0 - 1] == myks) r0--;
+    if ((q - r0) % group) return; /* a member of an earlier block's group */
+    int m = 1;
+    while (m < group && q + m < nq && kcodes[q + m] == mykc && kscales[q + m] == myks) m++;
+    int64_t tmax = -1;
+    for (int j = 0; j < m; j++) tmax = pos[q + j] > tmax ? pos[q + j] : tmax;
+    const int64_t s0 = (int64_t)blockIdx.y * SC_POS;
+    if (tmax < 0 || s0 > tmax) return; /* uniform over the block */
+    for (int i = tid; i < m * H * D; i += SC_POS) sq[i] = iq[(int64_t)q * H * D + i]; /* queries q.. are contiguous */
+    for (int i = tid; i < m * H; i += SC_POS) sw[i] = iw[(int64_t)q * H + i];
     for (int i = tid; i < 256; i += SC_POS) lut[i] = lut_g[i];
-    /* groups of 8 positions [g0, g0 + ng) hold every position of the block the query sees: ((s / 8) * D
+    /* groups of 8 positions [g0, g0 + ng) hold every position of the block any query sees: ((s / 8) * D
        + i) * 8 + s % 8 is the byte of dimension i of position s */
-    const uint8_t *codes = (const uint8_t *)kcodes[q];
-    const int64_t g0 = s0 / 8, glast = t / 8;
+    const uint8_t *codes = (const uint8_t *)mykc;
+    const int64_t g0 = s0 / 8, glast = tmax / 8;
     const int ng = glast - g0 + 1 < SC_POS / 8 ? (int)(glast - g0 + 1) : SC_POS / 8;
     const uint8_t *src = codes + g0 * D * 8;
     const int per_group = D / 2; /* 16-byte vectors: 2 dimensions x 8 positions each */
@@ -260,35 +277,43 @@ __global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *
     }
     __syncthreads();
     const int64_t s = s0 + tid;
-    if (s > t) return; /* candidates 0..t */
+    if (s > tmax) return; /* candidates 0..t of each query */
     const uint8_t *mine = kc + tid * SC_STRIDE;
-    float acc[H];
+    const float ksc = myks[s];
+#pragma unroll 1
+    for (int j = 0; j < m; j++) {
+        if (s > pos[q + j]) continue;
+        const float *sqj = sq + j * H * D;
+        float acc[H];
 #pragma unroll
-    for (int h = 0; h < H; h++) acc[h] = 0.0f;
-    for (int i = 0; i < D; i += 4) {
-        const uint32_t c4 = *(const uint32_t *)(mine + i);
-        const float k0 = lut[c4 & 255u], k1 = lut[(c4 >> 8) & 255u], k2 = lut[(c4 >> 16) & 255u], k3 = lut[c4 >> 24];
+        for (int h = 0; h < H; h++) acc[h] = 0.0f;
+        for (int i = 0; i < D; i += 4) {
+            const uint32_t c4 = *(const uint32_t *)(mine + i);
+            const float k0 = lut[c4 & 255u], k1 = lut[(c4 >> 8) & 255u], k2 = lut[(c4 >> 16) & 255u], k3 = lut[c4 >> 24];
 #pragma unroll
-        for (int h = 0; h < H; h++) {
-            const float4 qv = *(const float4 *)&sq[h * D + i];
-            acc[h] = fa(acc[h], fm(qv.x, k0));
-            acc[h] = fa(acc[h], fm(qv.y, k1));
-            acc[h] = fa(acc[h], fm(qv.z, k2));
-            acc[h] = fa(acc[h], fm(qv.w, k3));
+            for (int h = 0; h < H; h++) {
+                const float4 qv = *(const float4 *)&sqj[h * D + i];
+                acc[h] = fa(acc[h], fm(qv.x, k0));
+                acc[h] = fa(acc[h], fm(qv.y, k1));
+                acc[h] = fa(acc[h], fm(qv.z, k2));
+                acc[h] = fa(acc[h], fm(qv.w, k3));
+            }
         }
-    }
-    float sc = 0.0f;
+        float sc = 0.0f;
 #pragma unroll
-    for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[h] > 0.0f ? acc[h] : 0.0f));
-    scores[(int64_t)q * g.maxpos + s] = fm(sc, kscales[q][s]);
+        for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[j * H + h], acc[h] > 0.0f ? acc[h] : 0.0f));
+        scores[(int64_t)(q + j) * g.maxpos + s] = fm(sc, ksc);
+    }
 }
 
-/* the indexer scores of one layer on stream st: the fast kernel where it applies */
+/* the indexer scores of one layer on stream st: the fast kernel where it applies; group: queries sharing
+   their keys scored together, at most this many (1: each alone) */
 static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, const int64_t *pos, const float *iq,
-                                 const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores)
+                                 const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores,
+                                 int group = SC_MAXQ)
 {
     if (d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD)
-        k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
+        k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores, group, (int)grid.x);
     else
         k_scores<<<grid, 256, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
     return cudaGetLastError();
@@ -513,6 +538,9 @@ struct dhs_ref_gpu {
     int32_t *aidx, *anv;            /* [maxq][k] valid locations in entry order, [maxq] their count */
     int fused;        /* desc.topk_fused: selection by dhs_cuda_topk_fused_n instead of k_topk */
     int32_t *nanc;    /* fused: device [L][maxq] NaN counts of each producer's selection */
+    int split;        /* desc.topk_fused == 2: dhs_cuda_topk_split_n (many blocks per query) */
+    void *tws;        /* split: its workspace (dhs_cuda_topk_split_ws(maxq) bytes, zero between calls) */
+    size_t tws_bytes;
     int32_t *nanc_h;  /* fused: pinned mirror (device step: copied back with the logits) */
     void **ptrs;      /* [4][maxq] device pointer tables: rowdst, kcodes, kscales, base */
     void **ptrs_h;    /* pinned host mirror */
@@ -599,6 +627,7 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->sel);
     cudaFree(g->loc);
     cudaFree(g->nanc);
+    cudaFree(g->tws);
     cudaFreeHost(g->nanc_h);
     cudaFree(g->ptrs);
     cudaFree(g->aq);
@@ -660,6 +689,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     g->L = d->n_layers;
     g->maxq = d->max_queries;
     g->fused = d->topk_fused != 0;
+    g->split = d->topk_fused == 2;
     dhs_status st = DHS_OK;
     int dd = d->d_model, nh = d->n_heads;
     const float *p;
@@ -735,6 +765,11 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
             const size_t nb = (size_t)d->n_layers * Q * sizeof(int32_t);
             if (e == cudaSuccess) e = cudaMalloc((void **)&g->nanc, nb);
             if (e == cudaSuccess) e = cudaMemset(g->nanc, 0, nb);
+            if (g->split) { /* zero once: every call leaves it zero */
+                g->tws_bytes = dhs_cuda_topk_split_ws(Q);
+                if (e == cudaSuccess) e = cudaMalloc(&g->tws, g->tws_bytes);
+                if (e == cudaSuccess) e = cudaMemset(g->tws, 0, g->tws_bytes);
+            }
             if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* done before any kernel of the engine's stream
                                                                   (non-blocking: not ordered after the legacy one) */
             if (e == cudaSuccess) e = cudaMallocHost((void **)&g->nanc_h, nb);
@@ -896,7 +931,8 @@ extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *r
 }
 
 /* the selection of every valid query over its positions 0..pos[q] into g->sel:
-   k_topk, or (fused) the library's kernel with per-query counts pos[q] + 1 over
+   k_topk, or (fused) the library's kernel (split: its many-blocks-per-query
+   form, the same output) with per-query counts pos[q] + 1 over
    the same scores buffer (a query with pos < 0 is skipped by both: its sel row
    is left as it was). Launch only. */
 static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
@@ -906,14 +942,16 @@ static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
         CK(cudaGetLastError(), "k_topk");
         return DHS_OK;
     }
-    int rc = dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0, g->sel,
-                                   NULL, g->nanc + (size_t)l * g->maxq, g->st);
+    int rc = g->split ? dhs_cuda_topk_split_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0,
+                                              g->sel, NULL, g->nanc + (size_t)l * g->maxq, g->tws, g->tws_bytes, g->st)
+                      : dhs_cuda_topk_fused_n(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, NULL, 0,
+                                              g->sel, NULL, g->nanc + (size_t)l * g->maxq, g->st);
     if (rc < 0) {
-        snprintf(g->err, sizeof g->err, "dhs_cuda_topk_fused_n: bad arguments (k %d, positions %lld)", g->dims.k,
-                 (long long)g->dims.maxpos);
+        snprintf(g->err, sizeof g->err, "%s: bad arguments (k %d, positions %lld)",
+                 g->split ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n", g->dims.k, (long long)g->dims.maxpos);
         return DHS_ERR_INVALID_ARG;
     }
-    CK((cudaError_t)rc, "dhs_cuda_topk_fused_n");
+    CK((cudaError_t)rc, g->split ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n");
     return DHS_OK;
 }
 
@@ -1312,7 +1350,7 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
                                                 const float *lut_dev, float *scores_dev, int32_t *sel_dev,
                                                 int32_t *nanc_dev)
 {
-    if (which < 0 || which > 2 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
+    if (which < 0 || which > 3 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
         idx_dim > G_MAX_ID || idx_dim % 8 || k < 1 || k > G_MAX_TOPK || max_positions < 1 || max_positions > INT32_MAX)
         return DHS_ERR_INVALID_ARG;
     if (nq == 0) return DHS_OK;
@@ -1325,9 +1363,10 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
     d.maxpos = max_positions;
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
-    if (which == DHS_REF_GPU_SCORES) {
+    if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE) {
         dim3 grid((unsigned)nq, (unsigned)((max_positions + 255) / 256));
-        e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev);
+        e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev,
+                          which == DHS_REF_GPU_SCORES ? SC_MAXQ : 1);
     } else if (which == DHS_REF_GPU_TOPK) {
         k_topk<<<nq, 1024, 0, st>>>(d, pos_dev, scores_dev, sel_dev);
         e = cudaGetLastError();

@@ -137,7 +137,7 @@ static dhs_status prefill_one(const dhs_ref_model *m, const dhs_ref_run_cfg *c, 
     const int64_t chunk = c->prefill_chunk > 0 ? c->prefill_chunk : 2048;
     uint64_t dev_bytes = 0;
     if (c->gpu_model)
-        return dhs_ref_prefill_streamed_gpu(m, tok, n, chunk, c->prefill_buffers, NULL, c->topk_impl == DHS_REF_TOPK_FUSED,
+        return dhs_ref_prefill_streamed_gpu(m, tok, n, chunk, c->prefill_buffers, NULL, c->topk_impl != DHS_REF_TOPK_MODEL,
                                             out, st, &dev_bytes);
     return dhs_ref_prefill_streamed(m, tok, n, chunk, c->prefill_buffers, NULL, out, st);
 }
@@ -304,7 +304,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (S < 1 || KM < 1 || c.tokens < 1 || c.context < 1 || c.page_rows < 1 || c.shared_prefix < 0) FAIL("bad run configuration");
     r->step = c.step;
     r->topk_impl = c.topk_impl;
-    if (c.topk_impl != DHS_REF_TOPK_MODEL && c.topk_impl != DHS_REF_TOPK_FUSED) FAIL("bad top-k implementation %d", c.topk_impl);
+    if (c.topk_impl != DHS_REF_TOPK_MODEL && c.topk_impl != DHS_REF_TOPK_FUSED && c.topk_impl != DHS_REF_TOPK_SPLIT) FAIL("bad top-k implementation %d", c.topk_impl);
     if (c.step != DHS_REF_STEP_HOST) {
         if (!c.gpu_model) FAIL("--step %s needs the GPU model (--backend cuda)", dhs_ref_step_str(c.step));
         if (c.trace) FAIL("--step %s keeps the selections on the device: no --trace", dhs_ref_step_str(c.step));

@@ -74,7 +74,8 @@ typedef struct dhs_ref_run_cfg {
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
                                 engines' steps (dhs_ref_engine_cfg.deploy, model/deploy.h); NULL: none */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the
-                                library's fused top-k, docs/MODEL.md "Top-k"; any backend and step) */
+                                library's fused top-k, docs/MODEL.md "Top-k"; any backend and step)
+                                | _SPLIT (the same; its many-blocks form on the GPU) */
     int32_t threads;         /* prefill threads (0: 1) */
     int32_t prefill_buffers; /* 0: the model's full-residency prefill (dhs_ref_prefill_run); R >= 2:
                                 layer-streamed through R layer buffers, byte-identical to it

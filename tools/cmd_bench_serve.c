@@ -50,7 +50,7 @@
 static const char *const sv_backends[] = {"cpu", "cuda", NULL};
 static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", NULL};
 static const char *const sv_steps[] = {"host", "device", "graph", NULL};
-static const char *const sv_topk_impls[] = {"model", "fused", NULL}; /* DHS_REF_TOPK_* order */
+static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
 static const char *const prefix_tags[] = {"", "+shared", "+private"}; /* sv_rec.prefix */
@@ -622,7 +622,8 @@ int cmd_bench_serve(int argc, char **argv)
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
-               "the decode top-k: the model's own kernel, or the library's fused top-k (dhs run --topk-impl)"),
+               "the decode top-k: the model's own kernel, the library's fused top-k, or its many-blocks-per-query "
+               "form (dhs run --topk-impl)"),
         {.name = "--deployment", .type = ARG_STR, .dest = &o.deployment, .meta = "NAME",
          .help = "cuda, device/graph step: each step also reads the HBM bytes of weights one GPU of this "
                  "deployment reads at the step's tokens (glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); "

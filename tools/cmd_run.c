@@ -64,7 +64,7 @@ static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 static const char *const on_off[] = {"off", "on", NULL};
-static const char *const topk_impls[] = {"model", "fused", NULL};      /* DHS_REF_TOPK_* order */
+static const char *const topk_impls[] = {"model", "fused", "split", NULL};      /* DHS_REF_TOPK_* order */
 
 #define PROG "dhs run"
 
@@ -135,7 +135,8 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
          .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
                  "fused: the library's fused top-k, selection only (dhs_topk_fused_ref on the CPU, "
                  "dhs_cuda_topk_fused_n on the GPU, every --step): the same selections and tokens; a NaN index "
-                 "score is an error (docs/MODEL.md \"Top-k\")"},
+                 "score is an error (docs/MODEL.md \"Top-k\"); split: the same with the library's "
+                 "many-blocks-per-query form on the GPU (dhs_cuda_topk_split_n)"},
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
         A_DBL("--history", &o->history, 0.0, 1e6,
@@ -530,7 +531,8 @@ int cmd_run(int argc, char **argv)
             }
         if (o.topk_impl != 0)
             printf("  top-k        %s: the decode rounds select with the library's fused top-k (%s), selection only\n",
-                   topk_impls[o.topk_impl], R.gpu_model ? "dhs_cuda_topk_fused_n" : "dhs_topk_fused_ref");
+                   topk_impls[o.topk_impl],
+                   !R.gpu_model ? "dhs_topk_fused_ref" : o.topk_impl == 2 ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n");
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLI test of `dhs run --topk-impl model|fused` (docs/MODEL.md "Top-k"): what
+# CLI test of `dhs run --topk-impl model|fused|split` (docs/MODEL.md "Top-k"): what
 # the CPU can check. A bad value or a missing one is bad usage (exit 2, nothing
 # on stdout); --help lists the flag. On the CPU backend fused runs the CPU
 # model with the library's fused top-k reference (dhs_topk_fused_ref): every
@@ -41,7 +41,12 @@ for layout in own follow compressed; do
     [ "$tm" = model ] || fail "$layout: config.topk_impl is not model"
     echo "$df" | grep -qE '^[0-9a-f]{16}$' || fail "$layout: tokens_digest '$df' is not 16 hex digits"
     [ "$dm" = "$df" ] || fail "$layout: --topk-impl fused tokens $df differ from the model top-k's $dm"
-    echo "topk_impl: $layout: model $dm, fused $df"
+    s=$(run --layout $layout --topk-impl split | keys) || fail "$layout split exited $?: $(cat "$tmp/err")"
+    read -r is ts ds <<<"$s"
+    [ "$is" = true ] || fail "$layout --topk-impl split: not identical to resident"
+    [ "$ts" = split ] || fail "$layout: config.topk_impl is not split"
+    [ "$ds" = "$dm" ] || fail "$layout: --topk-impl split tokens $ds differ from the model top-k's $dm"
+    echo "topk_impl: $layout: model $dm, fused $df, split $ds"
 done
 read -r _ _ d <<<"$(run --topk-impl model | keys)"
 read -r _ _ s <<<"$(run --topk-impl fused --seed 7 | keys)"

@@ -10,7 +10,12 @@
  * (dhs_cuda_topk_fused_n) against the CPU twin dhs_topk_fused_ref_batch:
  * counts from 0 to above the bound, skipped queries (untouched), n_add 0/1,
  * NaN inside / just past a count. Rows, order and locations must be equal
- * entry for entry.
+ * entry for entry. The split top-k (dhs_cuda_topk_split_n: many blocks per
+ * query) runs every case of both forms twice on one workspace (the second call
+ * sees what the first left in it) and must equal the fused kernel's output,
+ * checked above against the reference, entry for entry, untouched and NaN
+ * queries included; tie lists past its capacity (all-equal, 1M uniform) take
+ * its one-block fallback.
  *
  * Exits 77 (CTest SKIP_RETURN_CODE, set in CMakeLists.txt) when built without
  * CUDA or when no device is present: it never passes without running. */
@@ -39,7 +44,42 @@ typedef struct bufs {
     int32_t *h_rows, *h_locs, *h_rows2, *h_locs2, *h_nan;
     int32_t *d_rows, *d_locs, *d_rows2, *d_locs2, *d_nan;
     int32_t *w_rows, *w_locs;
+    int32_t *h_nan2, *d_nan2;
+    void *ws; /* the split top-k's workspace, zeroed once */
+    size_t ws_bytes;
 } bufs;
+
+/* the split top-k on the case just run (scores and slots on the device) must
+   give b->h_rows / h_locs / h_nan (the fused kernel's, checked against the
+   reference) entry for entry; run twice on the same workspace */
+static void check_split(bufs *b, const char *what, int64_t n, int32_t k, int32_t batch, const int64_t *d_nof, int64_t n_add,
+                        int64_t sld)
+{
+    size_t ob = sizeof(int32_t) * (size_t)k * batch;
+    for (int rep = 0; rep < 2; rep++) {
+        CK(cudaMemset(b->d_rows2, 0x5a, ob));
+        CK(cudaMemset(b->d_locs2, 0x5a, ob));
+        CK(cudaMemset(b->d_nan2, 0x5a, sizeof(int32_t) * (size_t)batch));
+        int rc = dhs_cuda_topk_split_n(b->d_sc, n, batch, n, d_nof, n_add, k, b->d_slot, sld, b->d_rows2, b->d_locs2,
+                                       b->d_nan2, b->ws, b->ws_bytes, NULL);
+        CHECKF(rc == 0, "split launch: %d", rc);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(b->h_rows2, b->d_rows2, ob, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b->h_locs2, b->d_locs2, ob, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b->h_nan2, b->d_nan2, sizeof(int32_t) * (size_t)batch, cudaMemcpyDeviceToHost));
+        int64_t bad = -1, badn = -1;
+        for (int64_t i = 0; i < (int64_t)k * batch; i++)
+            if (bad < 0 && (b->h_rows2[i] != b->h_rows[i] || b->h_locs2[i] != b->h_locs[i])) bad = i;
+        for (int32_t q = 0; q < batch; q++)
+            if (badn < 0 && b->h_nan2[q] != b->h_nan[q]) badn = q;
+        CHECKF(bad < 0, "split (%s, call %d) n %lld k %d batch %d: entry %lld (query %lld): row %d loc %d, fused row %d loc %d",
+               what, rep, (long long)n, k, batch, (long long)bad, (long long)(bad < 0 ? 0 : bad / k),
+               bad < 0 ? 0 : b->h_rows2[bad], bad < 0 ? 0 : b->h_locs2[bad], bad < 0 ? 0 : b->h_rows[bad],
+               bad < 0 ? 0 : b->h_locs[bad]);
+        CHECKF(badn < 0, "split (%s, call %d) n %lld k %d: query %lld nan_count %d, fused %d", what, rep, (long long)n, k,
+               (long long)badn, badn < 0 ? 0 : b->h_nan2[badn], badn < 0 ? 0 : b->h_nan[badn]);
+    }
+}
 
 /* batch queries of n candidates each; shared: one slot table (slot_ld 0);
    nan_q >= 0: query nan_q gets NaNs. Returns candidates compared. */
@@ -108,6 +148,7 @@ static int64_t run_case(bufs *b, gen_kind g, int64_t n, int32_t k, int32_t batch
                gen_name[g], (long long)n, k, batch, q, bad2, bad2 < 0 ? 0 : r2[bad2], bad2 < 0 ? 0 : l2[bad2],
                bad2 < 0 ? 0 : b->w_rows[bad2], bad2 < 0 ? 0 : b->w_locs[bad2]);
     }
+    check_split(b, gen_name[g], n, k, batch, NULL, 0, sld);
     return tot;
 }
 
@@ -185,6 +226,7 @@ static int64_t run_case_n(bufs *b, int64_t n, int32_t k, int32_t batch, int shar
            badn < 0 ? 0 : b->h_nan[badn], badn < 0 ? 0 : wn[badn]);
     free(wr);
     free(wl);
+    check_split(b, "per-query", n, k, batch, d_nof, n_add, sld);
     return tot;
 }
 
@@ -213,6 +255,11 @@ int main(void)
     CK(cudaMalloc((void **)&b.d_sc, sizeof(float) * (size_t)b.cap_scores));
     CK(cudaMalloc((void **)&b.d_slot, sizeof(int32_t) * (size_t)b.cap_scores));
     CK(cudaMalloc((void **)&b.d_nan, sizeof(int32_t) * 64));
+    b.h_nan2 = th_alloc(sizeof(int32_t) * 64);
+    CK(cudaMalloc((void **)&b.d_nan2, sizeof(int32_t) * 64));
+    b.ws_bytes = dhs_cuda_topk_split_ws(64);
+    CK(cudaMalloc(&b.ws, b.ws_bytes));
+    CK(cudaMemset(b.ws, 0, b.ws_bytes));
 
     int64_t total = 0;
     int cases = 0;
@@ -291,6 +338,13 @@ int main(void)
     CHECK(dhs_cuda_topk_fused(b.d_sc, 10, 1, 10, 8, b.d_slot, 0, b.d_rows, NULL, NULL, NULL) == -1);
     CHECK(dhs_cuda_topk_fused(NULL, 10, 1, 10, 8, NULL, 0, b.d_rows, NULL, NULL, NULL) == -1);
     CHECK(dhs_cuda_topk_lookup(b.d_rows, 1, 8, NULL, 0, b.d_locs, NULL) == -1);
+    CHECK(dhs_cuda_topk_split_n(b.d_sc, 10, 1, 10, NULL, 0, 8, NULL, 0, b.d_rows, NULL, NULL, NULL, b.ws_bytes, NULL) == -1);
+    CHECK(dhs_cuda_topk_split_n(b.d_sc, 10, 2, 10, NULL, 0, 8, NULL, 0, b.d_rows, NULL, NULL, b.ws,
+                                dhs_cuda_topk_split_ws(2) - 1, NULL) == -1);
+    CHECK(dhs_cuda_topk_split_n(b.d_sc, 10, 1, 10, NULL, 0, 8, NULL, 0, b.d_rows, NULL, NULL, (char *)b.ws + 8, b.ws_bytes,
+                                NULL) == -1);
+    CHECK(dhs_cuda_topk_split_n(b.d_sc, 10, 1, 10, NULL, -1, 8, NULL, 0, b.d_rows, NULL, NULL, b.ws, b.ws_bytes, NULL) == -1);
+    CHECK(dhs_cuda_topk_split_n(b.d_sc, 10, 1, 10, NULL, 0, 0, NULL, 0, b.d_rows, NULL, NULL, b.ws, b.ws_bytes, NULL) == -1);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
 
     printf("test_topk_cuda: %d cases, %lld candidates compared\n", cases, (long long)total);
@@ -302,6 +356,9 @@ int main(void)
     cudaFree(b.d_sc);
     cudaFree(b.d_slot);
     cudaFree(b.d_nan);
+    cudaFree(b.d_nan2);
+    cudaFree(b.ws);
+    free(b.h_nan2);
     free(b.h_sc);
     free(b.h_slot);
     free(b.h_nan);

@@ -49,6 +49,7 @@ static int g_emulated_calls;
 static int g_host_api_calls; /* dhs_ref_gpu_begin / rows / select / attend / logits */
 static int g_step_calls;     /* dhs_ref_gpu_step_* launches */
 static int g_fused_selects;  /* selections through the fused top-k's CPU twin (desc.topk_fused) */
+static int g_split_creates;  /* GPU models created with desc.topk_fused == 2 (dhs_cuda_topk_split_n) */
 
 struct dhs_ref_gpu {
     const dhs_ref_model *m;
@@ -127,6 +128,7 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     g->tab = calloc(4 * (size_t)g->L * Q, sizeof(void *));
     g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
     g->fused = d->topk_fused != 0;
+    g_split_creates += d->topk_fused == 2;
     g->maxpos = d->max_positions;
     if (g->fused) {
         g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
@@ -575,7 +577,10 @@ static void test_rounds(dhs_ref_cfg mc, const char *name, int topk_impl)
     CHECK_ST(dhs_ref_engine_create(m, &ec, &a), DHS_OK);
     ec.gpu = 1;
     ec.topk_impl = topk_impl;
+    const int split0 = g_split_creates;
     CHECK_ST(dhs_ref_engine_create(m, &ec, &b), DHS_OK);
+    CHECKF((g_split_creates > split0) == (topk_impl == DHS_REF_TOPK_SPLIT), "%s: top-k %s gave a split GPU model %d", name,
+           dhs_ref_topk_str(topk_impl), g_split_creates - split0);
     int fused0 = g_fused_selects;
     float *L1 = calloc((size_t)S * KM * (size_t)V, sizeof(float)), *L2 = calloc((size_t)S * KM * (size_t)V, sizeof(float));
     int32_t A1[3], A2[3], E1[12], E2[12], ids[3] = {2, 0, 1}, K[3];
@@ -610,7 +615,7 @@ static void test_rounds(dhs_ref_cfg mc, const char *name, int topk_impl)
     }
     CHECKF(differ == 0, "%s: %" PRIu64 " of %" PRIu64 " logit rows differ", name, differ, rows);
     CHECKF(g_emulated_calls - calls0 == R, "%s: the GPU path ran %d rounds of %d", name, g_emulated_calls - calls0, R);
-    CHECKF((g_fused_selects > fused0) == (topk_impl == DHS_REF_TOPK_FUSED), "%s: fused selections %d with top-k %s", name,
+    CHECKF((g_fused_selects > fused0) == (topk_impl != DHS_REF_TOPK_MODEL), "%s: fused selections %d with top-k %s", name,
            g_fused_selects - fused0, dhs_ref_topk_str(topk_impl));
     printf("  %-24s CPU vs emulated-GPU engine: %" PRIu64 " logit rows, %" PRIu64 " differ\n", name, rows, differ);
 done:
@@ -954,6 +959,7 @@ int main(void)
     tiny.layout = DHS_REF_LAYOUT_FOLLOW;
     test_rounds(tiny, "tiny follow", DHS_REF_TOPK_MODEL);
     test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
+    test_rounds(tiny, "tiny follow split top-k", DHS_REF_TOPK_SPLIT);
     test_step_refusals(seed);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
