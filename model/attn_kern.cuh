@@ -79,7 +79,7 @@ static __device__ __forceinline__ float att_fold(float ts)
    (every chunk's max loaded by one thread, then a tree: order-free), w_c =
    exp(mc - M), S = sum_c w_c sc and A = sum_c w_c oc[i] in chunk order (each
    thread 2 values; its loads issued ATT_MB chunks at a time, not one
-   dependent load per chunk), ao = A * (1 / S). */
+   dependent load per chunk, the first batch with the maxima), ao = A * (1 / S). */
 #define ATT_MB 16
 static_assert(ATT_MAXC <= ATT_PT && ATT_MAXC % ATT_MB == 0, "one thread per chunk in the max");
 static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, int nc, int portable, const float *pm,
@@ -89,6 +89,12 @@ static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, in
     const int tid = threadIdx.x, lane = tid & 31;
     const int64_t p0 = (int64_t)q * att_chunks(k) * nh + h; /* chunk j: p0 + j nh */
     __syncthreads(); /* wc, lc, wm free (a previous head) */
+    /* the first ATT_MB chunks' partials do not depend on the max: in flight with the maxima */
+    const float *o0 = po + p0 * G_NOPE + 2 * tid;
+    float2 o[ATT_MB];
+#pragma unroll
+    for (int u = 0; u < ATT_MB; u++)
+        if (u < nc) o[u] = __ldcg((const float2 *)(o0 + (int64_t)u * nh * G_NOPE));
     float mj = -__int_as_float(0x7f800000), lj = 0.0f;
     if (tid < nc) {
         mj = __ldcg(&pm[p0 + (int64_t)tid * nh]);
@@ -96,8 +102,8 @@ static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, in
     }
     float m = mj;
     for (int off = 16; off > 0; off >>= 1) {
-        const float o = __shfl_xor_sync(0xffffffffu, m, off);
-        m = (o > m || m != m) ? o : m;
+        const float x = __shfl_xor_sync(0xffffffffu, m, off);
+        m = (x > m || m != m) ? x : m;
     }
     if (lane == 0) wm[tid >> 5] = m;
     __syncthreads();
@@ -110,12 +116,12 @@ static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, in
     }
     __syncthreads();
     float S = 0.0f, A0 = 0.0f, A1 = 0.0f;
-    const float *o0 = po + p0 * G_NOPE + 2 * tid;
     for (int j0 = 0; j0 < nc; j0 += ATT_MB) {
-        float2 o[ATT_MB];
+        if (j0 > 0) {
 #pragma unroll
-        for (int u = 0; u < ATT_MB; u++)
-            if (j0 + u < nc) o[u] = __ldcg((const float2 *)(o0 + (int64_t)(j0 + u) * nh * G_NOPE));
+            for (int u = 0; u < ATT_MB; u++)
+                if (j0 + u < nc) o[u] = __ldcg((const float2 *)(o0 + (int64_t)(j0 + u) * nh * G_NOPE));
+        }
 #pragma unroll
         for (int u = 0; u < ATT_MB; u++)
             if (j0 + u < nc) {
