@@ -10,14 +10,16 @@
  *                  valid entries [c ATT_CH, c ATT_CH + n). The chunk's rows
  *                  are read from HBM once for all heads (16-byte loads, all in
  *                  flight) into shared memory; each (entry, head) score is the
- *                  8-lane dot of attn_row.cuh; per head the chunk max mc, the
+ *                  8-lane dot of attn_row.cuh (4 threads, 2 lanes each), codes
+ *                  decoded by bit placement (att_raw), not the FP8 table, in
+ *                  the common case; per head the chunk max mc, the
  *                  exps p = exp(s - mc), their sum in entry order and the
  *                  unnormalised values oc[i] = sum_e p_e v_e[i] in entry order
  *                  go to the partials pm / ps / po.
  *                  With a counter (the model's path) the query's last chunk
  *                  to finish (integer atomic; __threadfence before counting)
  *                  then merges the partials itself, as k_att_combine does.
- *   k_att_combine  grid (nq * nh), 512 threads (one per value): M = max mc,
+ *   k_att_combine  grid (nq * nh), ATT_PT threads (2 values each): M = max mc,
  *                  w_c = exp(mc - M), S = sum_c w_c sc, A = sum_c w_c oc[i] in
  *                  chunk order, ao = A * (1 / S). The same bits as the merge
  *                  inside k_att_part (kern_bench compares them).
@@ -136,15 +138,13 @@ static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, in
 }
 
 /* lanes 2 qq, 2 qq + 1 of g_row_score for one row and head (one 16-bit word
-   of codes and one float2 of q per 8 values). FAST: decoding by att_raw with
-   the folded tile scales tf, and *nan set if a NaN code was seen (the caller
-   then redoes the row the table's way); else the table's decoding. */
+   of codes and one float2 of q per 8 values). FAST (no NaN code in the row):
+   decoding by att_raw with the folded tile scales tf; else the table's. */
 template <bool FAST>
 static __device__ __forceinline__ void att_lanes2(const uint8_t *row, const float *qh, const float *lut,
-                                                  const float *tf, int qq, float *r0, float *r1, uint32_t *nan)
+                                                  const float *tf, int qq, float *r0, float *r1)
 {
     float a0 = 0.0f, a1 = 0.0f;
-    uint32_t bad = 0;
 #pragma unroll
     for (int tile = 0; tile < G_NOPE / 128; tile++) {
         const float ts = ((const float *)(row + G_NOPE))[tile], f = tf[tile];
@@ -156,7 +156,6 @@ static __device__ __forceinline__ void att_lanes2(const uint8_t *row, const floa
             float v0, v1;
             if (FAST) {
                 v0 = fm(att_raw(w, 0), f), v1 = fm(att_raw(w, 1), f);
-                bad |= att_nan4(w);
             } else {
                 v0 = fm(lut[w & 255u], ts), v1 = fm(lut[w >> 8], ts);
             }
@@ -174,13 +173,13 @@ static __device__ __forceinline__ void att_lanes2(const uint8_t *row, const floa
         a1 = fa(a1, fm(qv.y, __uint_as_float(bw & 0xffff0000u)));
     }
     *r0 = a0, *r1 = a1;
-    if (FAST) *nan = bad & 0x80808080u;
 }
 
 /* scores: 4 threads per (entry, head), thread qq holds lanes 2 qq, 2 qq + 1 of g_row_score, then
    ((0+1)+(2+3))+((4+5)+(6+7)) by two shuffles (an IEEE add is commutative: the partner's order does not
    matter). Values: thread t keeps values 2t, 2t + 1 of every head, entry order, decoding a 16-bit word per
-   entry. Decoding by att_raw: no table lookup (random banks) in the common case.
+   entry. Decoding by att_raw: no table lookup (random banks) unless the row has a NaN code (the row's 4
+   score threads look at 128 bytes each first) or a tile scale >= 2^8.
    4 blocks per SM: 64 registers, no spill (sm_90, ptxas --resource-usage); 28 KB of shared memory each */
 static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
@@ -236,14 +235,23 @@ static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, fl
                 tf[tile] = att_fold(((const float *)(row + G_NOPE))[tile]);
                 fast = fast && tf[tile] != 0.0f;
             }
-            if (fast) att_lanes2<true>(row, qs[h], lut, tf, qq, &a0, &a1, &nan);
+            /* NaN codes: thread qq looks at 16-byte vectors qq, qq + 4, ... of the codes */
+#pragma unroll
+            for (int u = 0; u < G_NOPE / 64; u++) {
+                const uint4 x = ((const uint4 *)row)[4 * u + qq];
+                nan |= att_nan4(x.x) | att_nan4(x.y) | att_nan4(x.z) | att_nan4(x.w);
+            }
         }
         nan |= __shfl_xor_sync(0xffffffffu, nan, 1); /* the row's 4 threads agree */
         nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+        fast = fast && !nan;
         if (e < n) {
-            if (!fast || nan) att_lanes2<false>(row, qs[h], lut, tf, qq, &a0, &a1, &nan);
+            if (fast)
+                att_lanes2<true>(row, qs[h], lut, tf, qq, &a0, &a1);
+            else
+                att_lanes2<false>(row, qs[h], lut, tf, qq, &a0, &a1);
             /* the value pass's decoding of tile qq: folded scale, or 0 for the table */
-            if (h == 0) tfs[e][qq] = (fast && !nan) ? att_fold(((const float *)(row + G_NOPE))[qq]) : 0.0f;
+            if (h == 0) tfs[e][qq] = fast ? att_fold(((const float *)(row + G_NOPE))[qq]) : 0.0f;
         }
         float s = fa(a0, a1);
         s = fa(s, __shfl_xor_sync(0xffffffffu, s, 1));
