@@ -49,7 +49,8 @@
 #define ATT_VPT ((ATT_CH * ATT_RV + ATT_PT - 1) / ATT_PT) /* row vectors per thread */
 
 static_assert(ATT_CH == 32, "k_att_part's softmax warp handles one chunk of 32 entries");
-static_assert(ATT_CH * 8 % ATT_PT == 0 || ATT_PT % (ATT_CH * 8) == 0, "score tasks fill whole warps");
+static_assert(ATT_MAXH * 4 * ATT_CH <= ATT_PT && 4 * ATT_CH % 32 == 0, "score tasks: 4 threads per (entry, head), whole warps");
+static_assert(ATT_MAXC % 32 == 0, "the merge's max: whole warps of chunk maxima");
 static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
 
 /* number of chunks of a query with k entries (the partials' stride) */
