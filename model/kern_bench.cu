@@ -19,6 +19,10 @@
  * Each call reads a different "layer" (its own rows and selection) so that
  * the reps do not find the rows in L2: layers x C x k x 656 >= 192 MB.
  *
+ * The first split-K kernel (attn_kern_r1.cuh: table decoding, one thread per
+ * score lane, a serial merge) runs in the same process on the same rows as
+ * the baseline ("attn-r1" rows) and must give the same bits.
+ *
  * The five-kernel attention this replaces is not built here; its figures are
  * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
  * about 153 us per layer, flat in C).
@@ -42,6 +46,7 @@
 #include "bench_cuda.h"
 #include "dev/topk_spec.h"
 #include "model/attn_kern.cuh"
+#include "model/attn_kern_r1.cuh" /* the first split-K kernel, timed beside it */
 #include "model/gpu.h"
 #include "model/model.h"
 
@@ -321,6 +326,7 @@ out:
 typedef struct att_state {
     int C, NL, nh, k, which; /* 0: the model's launch (one kernel, last chunk merges), 1: k_att_part then
                                 k_att_combine, 2: k_att_combine alone */
+    int r1;                  /* the first kernels (attn_kern_r1.cuh) instead */
     int32_t *cnt;
     const uint8_t *const *base;
     const float *aq;
@@ -336,11 +342,17 @@ static void att_call(void *arg, int r)
     const int l = r % a->NL;
     const uint8_t *const *base = a->base + (size_t)l * a->C;
     const int32_t *aidx = a->aidx + (size_t)l * a->C * a->k;
-    if (a->which <= 1) {
+    if (a->which <= 1 && a->r1) {
+        CK(att_launch_r1(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps,
+                         a->po, a->which == 0 ? a->cnt : NULL, a->ao));
+    } else if (a->which <= 1) {
         CK(att_launch(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps, a->po,
                       a->which == 0 ? a->cnt : NULL, a->ao));
+    } else if (a->r1) {
+        k_att_combine_r1<<<a->C * a->nh, G_NOPE, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        CK(cudaGetLastError());
     } else {
-        k_att_combine<<<a->C * a->nh, G_NOPE, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        k_att_combine<<<a->C * a->nh, ATT_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
         CK(cudaGetLastError());
     }
 }
@@ -385,63 +397,67 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     int32_t *cnt;
     CK(cudaMalloc((void **)&cnt, sizeof(int32_t) * (size_t)C));
     CK(cudaMemset(cnt, 0, sizeof(int32_t) * (size_t)C));
-    att_state a = {C, NL, nh, k, 0, cnt, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
-    /* the two merges give the same bits (a check, not a test: test_att_kern is the test) */
+    att_state a = {C, NL, nh, k, 0, 0, cnt, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
+    /* the two merges and the first kernels give the same bits (a check, not a test: test_att_kern is the test) */
     const size_t nao = (size_t)C * nh * G_NOPE;
     float *h1 = (float *)malloc(nao * 4), *h2 = (float *)malloc(nao * 4);
-    att_call(&a, 0);
-    CK(cudaMemcpyAsync(h1, ao, nao * 4, cudaMemcpyDeviceToHost, st));
-    CK(cudaMemsetAsync(ao, 0, nao * 4, st));
-    a.which = 1;
-    att_call(&a, 0);
-    CK(cudaMemcpyAsync(h2, ao, nao * 4, cudaMemcpyDeviceToHost, st));
-    CK(cudaStreamSynchronize(st));
-    if (memcmp(h1, h2, nao * 4)) {
-        fprintf(stderr, "kern_bench: the merge in k_att_part differs from k_att_combine (context %lld, C %d)\n",
-                (long long)ctx, C);
-        exit(1);
+    static const int chk[][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* which, r1 */
+    for (int v = 0; v < 4; v++) {
+        a.which = chk[v][0], a.r1 = chk[v][1];
+        CK(cudaMemsetAsync(ao, 0, nao * 4, st));
+        att_call(&a, 0);
+        CK(cudaMemcpyAsync(v ? h2 : h1, ao, nao * 4, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        if (v && memcmp(h1, h2, nao * 4)) {
+            fprintf(stderr, "kern_bench: attention variant %d%s differs from the model's launch (context %lld, C %d)\n",
+                    chk[v][0], chk[v][1] ? " (first kernels)" : "", (long long)ctx, C);
+            exit(1);
+        }
     }
     free(h1), free(h2);
-    double p50, b2b, p50p, b2bp, p50c, b2bc;
-    a.which = 0;
-    time_calls(att_call, &a, reps, st, &p50, &b2b);
-    a.which = 1;
-    time_calls(att_call, &a, reps, st, &p50p, &b2bp);
-    a.which = 2;
-    time_calls(att_call, &a, reps, st, &p50c, &b2bc);
-    /* a step's attention as the graph step issues it: STEP_LAYERS calls captured once, replayed */
-    a.which = 0;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int l = 0; l < STEP_LAYERS; l++) att_call(&a, l);
-    CK(cudaStreamEndCapture(st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaGraphLaunch(exec, st));
-    float gms[5];
-    for (int r = 0; r < 5; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(exec, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&gms[r], e0, e1));
-    }
-    qsort(gms, 5, sizeof(float), cmp_f);
-    const double graph_us = gms[2] * 1e3;
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
-    print_row("attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, 1);
     const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
-    printf("  two kernels (part + combine) p50 %.1f b2b %.1f; k_att_combine alone p50 %.1f b2b %.1f; %d layers in one graph "
-           "%.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
-           p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
-           graph_us / (fb * STEP_LAYERS));
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+    for (int r1 = 0; r1 < 2; r1++) { /* the kernels of attn_kern.cuh, then the first ones */
+        double p50, b2b, p50p, b2bp, p50c, b2bc;
+        a.r1 = r1;
+        a.which = 0;
+        time_calls(att_call, &a, reps, st, &p50, &b2b);
+        a.which = 1;
+        time_calls(att_call, &a, reps, st, &p50p, &b2bp);
+        a.which = 2;
+        time_calls(att_call, &a, reps, st, &p50c, &b2bc);
+        /* a step's attention as the graph step issues it: STEP_LAYERS calls captured once, replayed */
+        a.which = 0;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int l = 0; l < STEP_LAYERS; l++) att_call(&a, l);
+        CK(cudaStreamEndCapture(st, &graph));
+        CK(cudaGraphInstantiate(&exec, graph, 0));
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        CK(cudaGraphLaunch(exec, st));
+        float gms[5];
+        for (int r = 0; r < 5; r++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaGraphLaunch(exec, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&gms[r], e0, e1));
+        }
+        qsort(gms, 5, sizeof(float), cmp_f);
+        const double graph_us = gms[2] * 1e3;
+        print_row(r1 ? "attn-r1" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, !r1);
+        printf("  two kernels (part + combine) p50 %.1f b2b %.1f; combine alone p50 %.1f b2b %.1f; %d layers in one "
+               "graph %.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
+               p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
+               graph_us / (fb * STEP_LAYERS));
+        CK(cudaGraphExecDestroy(exec));
+        CK(cudaGraphDestroy(graph));
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+    }
     free(hb), free(hnv);
     void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao, cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));

@@ -1,7 +1,11 @@
 /* test_att_kern.c - the GPU model's split-K sparse attention (model/attn_kern.cuh,
  * through dhs_ref_gpu_attn) against the CPU model's (dhs_ref_attention, model.c),
  * on random batches: 1..20 queries, 1..2 heads, k in 1..2048, real 656-byte rows
- * (dhs_ref_row_encode of random latents, magnitudes 2^-3..2^3), locations with
+ * (dhs_ref_row_encode of random latents, magnitudes 2^-3..2^3, and cases with
+ * 2^-30..2^29: tile scales from 2^-22 up past 2^8, where the kernel's folded
+ * scale would overflow and it decodes through the table; and cases with NaN
+ * latents, i.e. NaN codes, which the kernel also decodes through the table;
+ * outputs that are NaN on the CPU must be NaN on the GPU), locations with
  * -1 at random places, partial valid counts, queries with nv = 0 and slots
  * with no query (anv = -1), repeated rows, score ranges wide enough that whole
  * chunks underflow against the maximum.
@@ -39,6 +43,7 @@ int main(void)
 
 static float *d_lut;
 static double worst_rel; /* max |gpu - double| / vmax seen */
+static int nan_outputs;   /* (query, head) outputs the CPU made NaN (NaN codes): must be > 0 */
 
 static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
 
@@ -69,8 +74,10 @@ static void ref_double(const float *q, const float *rows, int32_t nv, float scal
 }
 
 /* one batch: nq queries, nh heads, k entries; pvalid: chance of a valid entry
-   (per query, from a list); qmag: query magnitude (large: chunks underflow) */
-static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag, uint64_t *rng)
+   (per query, from a list); qmag: query magnitude (large: chunks underflow);
+   row magnitudes 2^(rlo .. rlo + rspan - 1); nanrows: 1 row in 8 has a NaN latent */
+static void run_case_r(int32_t nq, int32_t nh, int32_t k, int portable, float qmag, int rlo, int rspan, int nanrows,
+                       uint64_t *rng)
 {
     const float scale = 1.0f / sqrtf((float)DHS_REF_LAT);
     const int32_t nc = dhs_ref_gpu_attn_chunks(k);
@@ -84,8 +91,9 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     uint8_t *pool = malloc((size_t)total * DHS_REF_ROW_BYTES);
     float lat[DHS_REF_LAT];
     for (int64_t r = 0; r < total; r++) {
-        float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, 7) - 3);
+        float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, rspan) + rlo);
         for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = unif(rng) * mag;
+        if (nanrows && dhs_rng_below(rng, 8) == 0) lat[dhs_rng_below(rng, DHS_REF_NOPE)] = NAN;
         dhs_ref_row_encode(lat, pool + r * DHS_REF_ROW_BYTES);
     }
     float *aq = malloc(sizeof(float) * (size_t)nq * nh * DHS_REF_LAT);
@@ -180,6 +188,18 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
             for (int32_t e = 0; e < nv; e++)
                 for (int i = 0; i < DHS_REF_NOPE; i++)
                     if (fabsf(rows[(int64_t)e * DHS_REF_LAT + i]) > vmax) vmax = fabsf(rows[(int64_t)e * DHS_REF_LAT + i]);
+            int cpu_nan = 0; /* the CPU model's output has NaNs (NaN codes selected) */
+            if (portable) {
+                dhs_ref_attention(qh, rows, nv, scale, 1, o, att, oc);
+                for (int i = 0; i < DHS_REF_NOPE; i++) cpu_nan |= o[i] != o[i];
+                int bad = -1; /* the same bits; a NaN only as a NaN (its payload is the hardware's) */
+                for (int i = 0; i < DHS_REF_NOPE && bad < 0; i++)
+                    if (fbits(o[i]) != fbits(g[i]) && !(o[i] != o[i] && g[i] != g[i])) bad = i;
+                CHECKF(bad < 0, "q %d h %d nv %d k %d: value %d gpu %.9g cpu %.9g", (int)q, (int)h, (int)nv, (int)k,
+                       bad, bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)o[bad]);
+                if (cpu_nan) nan_outputs++;
+            }
+            if (cpu_nan) continue; /* the double softmax is NaN too */
             ref_double(qh, rows, nv, scale, od);
             double dmax = 0;
             for (int i = 0; i < DHS_REF_NOPE; i++)
@@ -187,14 +207,6 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
             if (vmax > 0 && dmax / vmax > worst_rel) worst_rel = dmax / vmax;
             CHECKF(dmax <= 1e-3 * vmax, "q %d h %d nv %d k %d: |gpu - double| %g > 1e-3 x vmax %g", (int)q, (int)h,
                    (int)nv, (int)k, dmax, (double)vmax);
-            if (portable) {
-                dhs_ref_attention(qh, rows, nv, scale, 1, o, att, oc);
-                int bad = -1;
-                for (int i = 0; i < DHS_REF_NOPE && bad < 0; i++)
-                    if (fbits(o[i]) != fbits(g[i])) bad = i;
-                CHECKF(bad < 0, "q %d h %d nv %d k %d: value %d gpu %.9g cpu %.9g", (int)q, (int)h, (int)nv, (int)k,
-                       bad, bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)o[bad]);
-            }
         }
     }
     free(rows), free(o), free(att), free(oc), free(od), free(ao), free(ao1), free(ao2), free(sent);
@@ -209,6 +221,11 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
     CK(cudaFree(d_po));
     CK(cudaFree(d_ao));
     CK(cudaFree(d_cnt));
+}
+
+static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag, uint64_t *rng)
+{
+    run_case_r(nq, nh, k, portable, qmag, -3, 7, 0, rng);
 }
 
 int main(void)
@@ -246,9 +263,17 @@ int main(void)
         float qmag = ldexpf(1.0f, (int)dhs_rng_below(&rng, 8) - 2);
         run_case(nq, nh, k, 1, qmag, &rng);
     }
+    /* tile scales past 2^8 and tiny ones (the table's decoding, and the folded one at its edges) */
+    run_case_r(small ? 2 : 6, 2, 2048, 1, 1.0f, -30, 60, 0, &rng), cases++;
+    run_case_r(small ? 2 : 8, 1, 1000, 1, 0.25f, 10, 20, 0, &rng), cases++;
+    /* NaN codes: NaN outputs where the CPU's are NaN, the other queries' bits unchanged */
+    run_case_r(small ? 3 : 8, 2, 64, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    run_case_r(small ? 3 : 8, 1, 300, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    CHECKF(nan_outputs > 0, "no NaN code reached an output (nan_outputs %d)", nan_outputs);
     /* the device's expf: within the tolerance */
     for (int i = 0; i < (small ? 1 : 3); i++, cases++) run_case(1 + 6 * i, 1 + i % 2, 2048, 0, 2.0f, &rng);
-    printf("cases: %d; max |gpu - double softmax| / vmax: %.3g (bound 1e-3)\n", cases, worst_rel);
+    printf("cases: %d; max |gpu - double softmax| / vmax: %.3g (bound 1e-3); NaN outputs %d\n", cases, worst_rel,
+           nan_outputs);
     CK(cudaFree(d_lut));
     return th_summary();
 }
