@@ -74,14 +74,16 @@ static void run_one(const dhs_locality_model *lm, int32_t spec, uint64_t seed, c
            speculative round (consecutive rounds are then A+1 positions apart: printed, not checked) */
         double adj = spec == 1 ? r.loc_alpha[l] : r.loc_draft[l];
         if (spec > 1) CHECKF(r.loc_draft_pairs[l] >= 40, "%s layer %d: %" PRIu64 " draft pairs", what, l, r.loc_draft_pairs[l]);
-        CHECKF(fabs(adj - r.loc_target[l]) <= TOL, "%s seed %" PRIu64 " K=%d layer %d: adjacent overlap %.4f, target %.4f",
-               what, seed, spec, l, adj, r.loc_target[l]);
+        /* the calibration reaches the target, except below the floor of the anti-correlated queries,
+           about the overlap of independent ones (k/V within 10 %: model/iqsynth.h) */
+        int reached = fabs(r.loc_calib[l] - r.loc_target[l]) <= 0.01;
+        CHECKF(reached || r.loc_target[l] <= 1.1 * r.loc_random[l], "%s layer %d: calibrated %.4f, target %.4f", what, l,
+               r.loc_calib[l], r.loc_target[l]);
+        if (reached)
+            CHECKF(fabs(adj - r.loc_target[l]) <= TOL, "%s seed %" PRIu64 " K=%d layer %d: adjacent overlap %.4f, target %.4f",
+                   what, seed, spec, l, adj, r.loc_target[l]);
         CHECKF(fabs(adj - r.loc_calib[l]) <= TOL, "%s seed %" PRIu64 " K=%d layer %d: adjacent overlap %.4f, calibrated %.4f",
                what, seed, spec, l, adj, r.loc_calib[l]);
-        /* the calibration reaches the target, except below the floor of anti-correlated queries
-           (about 0.9 k/V: model/iqsynth.h) */
-        CHECKF(fabs(r.loc_calib[l] - r.loc_target[l]) <= 0.01 || r.loc_target[l] < r.loc_random[l],
-               "%s layer %d: calibrated %.4f, target %.4f", what, l, r.loc_calib[l], r.loc_target[l]);
         /* an LRU of 2k rows holds at least last round's selection: its hit rate is not below alpha
            by more than the cold first rounds */
         CHECKF(r.loc_hit[l] >= r.loc_alpha[l] - 0.05, "%s layer %d: LRU hit %.4f below alpha %.4f", what, l, r.loc_hit[l],
