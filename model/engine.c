@@ -25,6 +25,7 @@
 #include "dhs_cuda.h"
 #include "model/deploy.h"
 #include "model/gpu.h"
+#include "model/locmeter.h"
 #include "model/model.h"
 #include "util/rng.h"
 #include "sim/trace.h"
@@ -95,7 +96,17 @@ struct dhs_ref_engine {
     uint64_t shadow_bad;    /* located rows differing from the model's own copy */
     char shadow_first[256];
     uint64_t rounds;
+    int32_t *probe_h;       /* device step with a locmeter: pinned [ng][kmax][k] queries of batch item 0 */
 };
+
+/* the locality meter: the K queries of session id in group g (host selections, k apart) */
+static void loc_observe(dhs_ref_engine *e, int32_t id, int32_t g, const int32_t *sel, int32_t K)
+{
+    if (!e->cfg.locmeter) return;
+    const sess *s = &e->s[id];
+    int64_t visible = (s->n + 1) / dhs_ref_group_m(e->m, g);
+    (void)dhs_ref_locmeter_observe(e->cfg.locmeter, id, e->rounds, g, sel, K, visible);
+}
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
@@ -299,6 +310,9 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     }
     if (cfg->gpu) {
         dhs_status st = gpu_create(e);
+        if (st == DHS_OK && cfg->locmeter && cfg->step != DHS_REF_STEP_HOST)
+            st = dhs_ref_gpu_host_alloc(e->gpu, sizeof(int32_t) * (uint64_t)e->ng * (uint64_t)e->kmax * (uint64_t)e->k,
+                                        (void **)&e->probe_h);
         if (st != DHS_OK) {
             dhs_ref_engine_destroy(e);
             return st;
@@ -363,6 +377,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->glog);
     free(e->gtail);
     if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
+    if (e->probe_h) dhs_ref_gpu_host_free(e->gpu, e->probe_h);
     dhs_ref_gpu_destroy(e->gpu);
     free(e);
 }
@@ -474,6 +489,7 @@ dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id)
         if (st != DHS_OK) set_err(e, "dhs_request_close", st);
     }
     if (e->cfg.trace) dhs_trace_write_end((dhs_trace_writer *)e->cfg.trace, (uint32_t)id);
+    dhs_ref_locmeter_forget(e->cfg.locmeter, id);
     sess_free(e, s);
     return st;
 }
@@ -669,6 +685,7 @@ static dhs_status gpu_target(dhs_ref_engine *e, int32_t n, const int32_t *ids, c
             }
         if (li->producer) {
             if ((st = dhs_ref_gpu_select(e->gpu, l, e->gp_kc, e->gp_ks, sel_at(e, g, 0, 0))) != DHS_OK) goto gpu_fail;
+            for (int32_t i = 0; i < n; i++) loc_observe(e, ids[i], g, sel_at(e, g, i, 0), K[i]);
             if (ctx) {
                 for (int32_t i = 0; i < n; i++)
                     e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};
@@ -750,6 +767,10 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         if (li->producer) {
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
+            if (e->probe_h && /* the queries of batch item 0 back to the host, for the locality meter */
+                (st = dhs_ref_gpu_queue_copy(e->gpu, 0, e->probe_h + (int64_t)g * e->kmax * e->k, dhs_ref_gpu_step_sel(e->gpu),
+                                             sizeof(int32_t) * (uint64_t)e->kmax * (uint64_t)e->k)) != DHS_OK)
+                return step_gpu_fail(e, "locality probe", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
             if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev,
                                                 e->split_now ? DHS_RESOLVE_SPLIT : 0)) != DHS_OK) {
@@ -905,6 +926,8 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     const float *lg = NULL;
     if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
     double t3 = dhs_wall_s();
+    if (e->probe_h)
+        for (int32_t g = 0; g < e->ng; g++) loc_observe(e, ids[0], g, e->probe_h + (int64_t)g * e->kmax * e->k, K[0]);
     for (int32_t i = 0; i < n; i++)
         memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
     if (prof) { /* its phases, not in stt: those are the serving rounds */
@@ -1002,6 +1025,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
                     }
                 }
             }
+            for (int32_t i = 0; i < n; i++) loc_observe(e, ids[i], g, sel_at(e, g, i, 0), K[i]);
             if (ctx) {
                 for (int32_t i = 0; i < n; i++)
                     e->items[i] = (dhs_resolve_item){e->s[ids[i]].req, K[i], sel_at(e, g, i, 0), loc_at(e, g, i, 0, K[i])};

@@ -59,6 +59,7 @@ typedef struct dhs_ref_gpu_desc {
     void (*rope_cs)(int64_t pos, float *c, float *s); /* dhs_ref_rope_cs */
     dhs_ref_layer_weights layer[DHS_REF_MAX_LAYERS]; /* host */
     int32_t producer[DHS_REF_MAX_LAYERS];
+    const dhs_ref_iq_synth *iq_synth; /* the locality device (model/iqsynth.h), copied at creation; NULL: off */
 } dhs_ref_gpu_desc;
 
 /* 1 when a CUDA device is usable */

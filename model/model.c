@@ -14,6 +14,7 @@
 #include "dev/topk_spec.h" /* dhs_topk_fused_ref: the engine's topk = fused on the CPU */
 #include "model/model.h"
 #include "model/gpu.h"
+#include "model/iqsynth.h"
 #include "util/rng.h"
 
 typedef struct layer_w {
@@ -42,6 +43,7 @@ struct dhs_ref_model {
     layer_w lw[DHS_REF_MAX_LAYERS];
     float *wdq, *wdk, *wdv; /* drafter [dd][d] */
     float *wdo;             /* drafter [d][dd] */
+    dhs_ref_iq_synth iqs;   /* the locality device (off: iqs.on == 0) */
 };
 
 struct dhs_ref_scratch {
@@ -545,6 +547,10 @@ void dhs_ref_keys_clear(dhs_ref_keys *k, int64_t from, int64_t to)
 /* ------------------------------------------------------------- indexer
  * I[t,s] = sum_h w[t,h] * ReLU(q[t,h] . key[s]) with w = (W_iw xn) / sqrt(H_I d_I).
  * Order: each q.key sums i = 0..d_I-1 ascending; heads summed h = 0..H_I-1. */
+/* the scores of query qt ([i][h]) with head weights w over n_cand keys */
+static void index_scores_q(const dhs_ref_model *m, float qt[DHS_REF_MAX_IDX_DIM][DHS_REF_MAX_IDX_HEADS], const float *w,
+                           const dhs_ref_keys *keys, int64_t n_cand, float *scores);
+
 void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, const dhs_ref_keys *keys,
                           int64_t n_cand, float *scores)
 {
@@ -558,6 +564,47 @@ void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, co
         for (int32_t i = 0; i < D; i++) qt[i][h] = dhs_ref_dot(lw->wiq + ((int64_t)h * D + i) * c->d_model, xn, c->d_model);
         w[h] = dhs_ref_dot(lw->wiw + (int64_t)h * c->d_model, xn, c->d_model) * wscale;
     }
+    index_scores_q(m, qt, w, keys, n_cand, scores);
+}
+
+/* the synthetic query (model/iqsynth.h): q[o] = a_t u[o] + b z[o], o = h * D + i */
+static void iq_synth_query(const dhs_ref_model *m, int32_t l, int64_t pos,
+                           float qt[DHS_REF_MAX_IDX_DIM][DHS_REF_MAX_IDX_HEADS], float *w)
+{
+    const dhs_ref_iq_synth *s = &m->iqs;
+    int32_t H = m->cfg.idx_heads, D = m->cfg.idx_dim;
+    float a = s->a[l], b = s->b[l], dd = s->d[l];
+    for (int32_t h = 0; h < H; h++) {
+        for (int32_t i = 0; i < D; i++) {
+            int32_t o = h * D + i;
+            float p = a * dhs_iq_unit(s->seed, l, -1, o);
+            float r = b * dhs_iq_unit(s->seed, l, pos, o);
+            float x = p + r;
+            float y = dd * dhs_iq_unit(s->seed, l, pos - 1, o);
+            qt[i][h] = x + y;
+        }
+        w[h] = s->w;
+    }
+}
+
+void dhs_ref_index_scores_at(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
+                             int64_t n_cand, float *scores)
+{
+    if (!m->iqs.on) {
+        dhs_ref_index_scores(m, l, xn, keys, n_cand, scores);
+        return;
+    }
+    float w[DHS_REF_MAX_IDX_HEADS];
+    float qt[DHS_REF_MAX_IDX_DIM][DHS_REF_MAX_IDX_HEADS];
+    iq_synth_query(m, l, pos, qt, w);
+    index_scores_q(m, qt, w, keys, n_cand, scores);
+}
+
+static void index_scores_q(const dhs_ref_model *m, float qt[DHS_REF_MAX_IDX_DIM][DHS_REF_MAX_IDX_HEADS], const float *w,
+                           const dhs_ref_keys *keys, int64_t n_cand, float *scores)
+{
+    const dhs_ref_cfg *c = &m->cfg;
+    int32_t H = c->idx_heads, D = c->idx_dim;
     int64_t nb = (n_cand + DHS_REF_KEY_BLOCK - 1) / DHS_REF_KEY_BLOCK;
     const float *lut = keys->fp8 ? dhs_ref_fp8_table() : NULL;
     float dec[DHS_REF_MAX_IDX_DIM * DHS_REF_KEY_BLOCK];
@@ -601,7 +648,7 @@ int32_t dhs_ref_select(const dhs_ref_model *m, int32_t l, int64_t pos, const flo
     int64_t n_cand = (pos + 1) / m->layer[l].m; /* complete rows: (s+1)*m <= pos+1 */
     float *scores = scores_buf(sc, n_cand > 0 ? n_cand : 1);
     if (!scores) return -1;
-    dhs_ref_index_scores(m, l, xn, keys, n_cand, scores);
+    dhs_ref_index_scores_at(m, l, pos, xn, keys, n_cand, scores);
     return dhs_ref_topk(scores, n_cand, m->cfg.topk, sel, sc->heap);
 }
 
@@ -612,7 +659,7 @@ int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, con
     if (n_cand < 0) n_cand = 0;
     float *scores = scores_buf(sc, n_cand > 0 ? n_cand : 1);
     if (!scores) return DHS_ERR_NOMEM;
-    dhs_ref_index_scores(m, l, xn, keys, n_cand, scores);
+    dhs_ref_index_scores_at(m, l, pos, xn, keys, n_cand, scores);
     dhs_status st = dhs_topk_fused_ref(scores, n_cand, m->cfg.topk, NULL, sel, NULL);
     if (st != DHS_OK) return st;
     return n_cand < m->cfg.topk ? (int32_t)n_cand : m->cfg.topk;
@@ -1002,6 +1049,7 @@ void dhs_ref_model_gpu_desc(const dhs_ref_model *m, dhs_ref_gpu_desc *d)
         dhs_ref_weights(m, l, &d->layer[l]);
         d->producer[l] = m->layer[l].producer;
     }
+    d->iq_synth = m->iqs.on ? &m->iqs : NULL;
 }
 
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)
@@ -1019,4 +1067,205 @@ dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_
                                             int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out)
 {
     return prefill_impl(m, tokens, n, n - 1, stream, shared_n, shared_stream, out);
+}
+
+/* ------------------------------------------------------------- locality device */
+void dhs_ref_model_set_iq_synth(dhs_ref_model *m, const dhs_ref_iq_synth *s)
+{
+    if (s && s->on) m->iqs = *s;
+    else memset(&m->iqs, 0, sizeof m->iqs);
+}
+
+const dhs_ref_iq_synth *dhs_ref_model_iq_synth(const dhs_ref_model *m) { return m->iqs.on ? &m->iqs : NULL; }
+
+/* the coefficients (a, b, d) of consecutive-step correlation c */
+static void iq_coef(double c, double *a, double *b, double *d)
+{
+    if (c > 1) c = 1;
+    if (c < -0.5) c = -0.5;
+    if (c >= 0) {
+        *a = sqrt(c);
+        *b = sqrt(1.0 - c);
+        *d = 0;
+        return;
+    }
+    /* c = -theta / (1 + theta^2), theta in (0, 1] */
+    double th = (1.0 - sqrt(1.0 - 4.0 * c * c)) / (-2.0 * c);
+    *a = 0;
+    *b = 1.0 / sqrt(1.0 + th * th);
+    *d = -th * *b;
+}
+
+void dhs_ref_iq_synth_set_corr(dhs_ref_iq_synth *s, int32_t l, double c)
+{
+    double a, b, d;
+    iq_coef(c, &a, &b, &d);
+    s->a[l] = (float)a;
+    s->b[l] = (float)b;
+    s->d[l] = (float)d;
+}
+
+void dhs_ref_synthetic_keys(const dhs_ref_model *m, uint64_t stream, int32_t g, int64_t n, dhs_ref_keys *k)
+{
+    (void)m;
+    for (int64_t t = 0; t < n && t < k->cap; t++) synth_key(synth_state(stream, DHS_MAX_SOURCES + g, t), k, t);
+}
+
+/* Calibration of one layer. The score of key s under the query of position
+   t0+p is sum_h w ReLU(a_p U[s][h] + b Z_p[s][h]) with U = u_h . key_s and
+   Z_p = z_h(t0+p) . key_s precomputed once (the dot products are linear in
+   the query, so only the rounding differs from the model's scores); a
+   bisection on c finds the c whose mean top-k overlap of consecutive
+   positions is the target. */
+typedef struct iqcal_job {
+    const dhs_ref_model *m;
+    const dhs_ref_keys *keys;
+    uint64_t stream;
+    int64_t n, t0;
+    int32_t pairs;
+    const double *target;
+    dhs_ref_iq_synth *s;
+    double *predicted;
+    int32_t next;
+    int failed;
+    pthread_mutex_t mu;
+} iqcal_job;
+
+/* Z holds z(t0 - 1 + r) . key for r = 0 .. P+1 */
+static double iqcal_overlap(const float *U, const float *Z, int64_t n, int32_t H, int32_t P, int32_t k, double c,
+                            float *sc, int32_t *sel, uint64_t *heap, uint32_t *mark)
+{
+    double a, b, d, sum = 0;
+    iq_coef(c, &a, &b, &d);
+    for (int32_t p = 0; p <= P; p++) {
+        const float *Zp = Z + (int64_t)(p + 1) * n * H, *Zm = Z + (int64_t)p * n * H;
+        for (int64_t s = 0; s < n; s++) {
+            float acc = 0;
+            for (int32_t h = 0; h < H; h++) {
+                float v = (float)(a * U[s * H + h] + b * Zp[s * H + h] + d * Zm[s * H + h]);
+                acc += v > 0 ? v : 0;
+            }
+            sc[s] = acc;
+        }
+        int32_t cnt = dhs_ref_topk(sc, n, k, sel, heap);
+        if (p > 0) {
+            int32_t same = 0;
+            for (int32_t e = 0; e < cnt; e++) same += mark[sel[e]] == (uint32_t)p; /* in the previous selection */
+            sum += (double)same / (double)k;
+        }
+        for (int32_t e = 0; e < cnt; e++) mark[sel[e]] = (uint32_t)p + 1;
+    }
+    return sum / (double)P;
+}
+
+static void *iqcal_worker(void *arg)
+{
+    iqcal_job *J = arg;
+    const dhs_ref_model *m = J->m;
+    const dhs_ref_cfg *c = &m->cfg;
+    int32_t H = c->idx_heads, D = c->idx_dim, k = c->topk, P = J->pairs;
+    int64_t n = J->n;
+    float *U = malloc(sizeof(float) * (size_t)(n * H));
+    float *Z = malloc(sizeof(float) * (size_t)(n * H) * (size_t)(P + 2));
+    float *sc = malloc(sizeof(float) * (size_t)n);
+    int32_t *sel = malloc(sizeof(int32_t) * (size_t)k);
+    uint64_t *heap = malloc(sizeof(uint64_t) * (size_t)k);
+    uint32_t *mark = malloc(sizeof(uint32_t) * (size_t)n);
+    float *qv = malloc(sizeof(float) * (size_t)H * (size_t)D * (size_t)(P + 3));
+    float key[DHS_REF_MAX_IDX_DIM];
+    dhs_ref_keys own = {0};
+    int bad = !U || !Z || !sc || !sel || !heap || !mark || !qv;
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int32_t l = -1;
+        while (!bad && !J->failed && J->next < c->n_layers) {
+            int32_t x = J->next++;
+            if (m->layer[x].producer && J->target[x] >= 0) {
+                l = x;
+                break;
+            }
+        }
+        if (bad) J->failed = 1;
+        pthread_mutex_unlock(&J->mu);
+        if (l < 0) break;
+        int32_t g = m->layer[l].group;
+        const dhs_ref_keys *K = J->keys ? &J->keys[g] : NULL;
+        if (!K) {
+            if (!own.cap && dhs_ref_keys_init_model(m, &own, n)) {
+                pthread_mutex_lock(&J->mu);
+                J->failed = 1;
+                pthread_mutex_unlock(&J->mu);
+                break;
+            }
+            dhs_ref_synthetic_keys(m, J->stream, g, n, &own);
+            K = &own;
+        }
+        /* the query vectors: u (row 0), z of positions t0-1 .. t0+P (rows 1..) */
+        for (int32_t r = 0; r < P + 3; r++)
+            for (int32_t o = 0; o < H * D; o++)
+                qv[(int64_t)r * H * D + o] = dhs_iq_unit(J->s->seed, l, r == 0 ? -1 : J->t0 + r - 2, o);
+        for (int64_t s = 0; s < n; s++) {
+            dhs_ref_keys_get(K, s, key);
+            for (int32_t r = 0; r < P + 3; r++)
+                for (int32_t h = 0; h < H; h++) {
+                    float v = dhs_ref_dot(qv + ((int64_t)r * H + h) * D, key, D) * J->s->w;
+                    if (r == 0) U[s * H + h] = v;
+                    else Z[((int64_t)(r - 1) * n + s) * H + h] = v;
+                }
+        }
+        double lo = -0.5, hi = 1, tgt = J->target[l];
+        memset(mark, 0, sizeof(uint32_t) * (size_t)n);
+        double flo = iqcal_overlap(U, Z, n, H, P, k, lo, sc, sel, heap, mark);
+        double cbest = lo, fbest = flo;
+        if (tgt <= flo) {
+            cbest = lo;
+        } else {
+            cbest = hi;
+            fbest = 1.0;
+            for (int it = 0; it < 18; it++) {
+                double mid = 0.5 * (lo + hi);
+                memset(mark, 0, sizeof(uint32_t) * (size_t)n);
+                double f = iqcal_overlap(U, Z, n, H, P, k, mid, sc, sel, heap, mark);
+                if (fabs(f - tgt) < fabs(fbest - tgt)) {
+                    cbest = mid;
+                    fbest = f;
+                }
+                if (f < tgt) lo = mid;
+                else hi = mid;
+            }
+        }
+        dhs_ref_iq_synth_set_corr(J->s, l, cbest);
+        if (J->predicted) J->predicted[l] = fbest;
+    }
+    dhs_ref_keys_free(&own);
+    free(U);
+    free(Z);
+    free(sc);
+    free(sel);
+    free(heap);
+    free(mark);
+    free(qv);
+    return NULL;
+}
+
+dhs_status dhs_ref_iq_calibrate(const dhs_ref_model *m, const dhs_ref_keys *keys, uint64_t synth_stream, int64_t n,
+                                int64_t t0, int32_t pairs, const double *target, int32_t threads, dhs_ref_iq_synth *s,
+                                double *predicted)
+{
+    if (!m || !target || !s || n < 2 * (int64_t)m->cfg.topk || pairs < 1 || t0 < 0) return DHS_ERR_INVALID_ARG;
+    for (int32_t l = 0; l < m->cfg.n_layers; l++) {
+        dhs_ref_iq_synth_set_corr(s, l, 0.0);
+        if (predicted) predicted[l] = -1;
+    }
+    s->on = 1;
+    iqcal_job J = {m, keys, synth_stream, n, t0, pairs, target, s, predicted, 0, 0, PTHREAD_MUTEX_INITIALIZER};
+    int nt = threads < 1 ? 1 : threads > 64 ? 64 : threads;
+    pthread_t th[64];
+    int started = 0;
+    for (; started < nt - 1; started++)
+        if (pthread_create(&th[started], NULL, iqcal_worker, &J)) break;
+    iqcal_worker(&J);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&J.mu);
+    return J.failed ? DHS_ERR_NOMEM : DHS_OK;
 }

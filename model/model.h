@@ -236,9 +236,54 @@ void dhs_ref_keys_set(dhs_ref_keys *k, int64_t s, const float *key);
 void dhs_ref_keys_get(const dhs_ref_keys *k, int64_t s, float *key);
 void dhs_ref_keys_clear(dhs_ref_keys *k, int64_t from, int64_t to); /* discard rows [from, to) */
 
-/* Indexer query of producer layer l: scores[s] for s in 0..n_cand-1. */
+/* Indexer query of producer layer l: scores[s] for s in 0..n_cand-1 (the
+   model's own query W_iq·xn, whatever dhs_ref_model_set_iq_synth set). */
 void dhs_ref_index_scores(const dhs_ref_model *m, int32_t l, const float *xn, const dhs_ref_keys *keys,
                           int64_t n_cand, float *scores);
+/* The same for the query at position pos: the synthetic query when the model
+   has one (dhs_ref_model_set_iq_synth), else dhs_ref_index_scores. What
+   dhs_ref_select uses. */
+void dhs_ref_index_scores_at(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
+                             int64_t n_cand, float *scores);
+
+/* ------------------------------------------------------------- locality device
+ * A benchmark device, off by default (docs/LOCALITY.md "The reference model
+ * under a locality"): the indexer query of every producer is replaced by the
+ * synthetic query of model/iqsynth.h, whose coefficients are calibrated so
+ * that the model's own top-k shows a target consecutive-step overlap per
+ * layer. The CPU and the GPU model apply it identically, so the GPU's tokens
+ * still equal the CPU's and resident equals hierarchical. */
+typedef struct dhs_ref_iq_synth {
+    int32_t on;
+    uint64_t seed;
+    float w;                            /* every head's weight */
+    float a[DHS_REF_MAX_LAYERS];        /* the layer's fixed direction u */
+    float b[DHS_REF_MAX_LAYERS];        /* the position's fresh part z(t) */
+    float d[DHS_REF_MAX_LAYERS];        /* the previous position's z(t-1) (anti-correlated steps) */
+} dhs_ref_iq_synth;
+/* s NULL or s->on == 0: off (the model's own queries). Set before any
+   engine or GPU model of m is created; not thread-safe against running passes. */
+void dhs_ref_model_set_iq_synth(dhs_ref_model *m, const dhs_ref_iq_synth *s);
+/* NULL when off */
+const dhs_ref_iq_synth *dhs_ref_model_iq_synth(const dhs_ref_model *m);
+/* the coefficients of correlation c in [-0.5, 1] between consecutive positions
+   (model/iqsynth.h; c is clamped to that range) */
+void dhs_ref_iq_synth_set_corr(dhs_ref_iq_synth *s, int32_t l, double c);
+/* Calibrates s (seed and w given; on set to 1) so that every producer layer l
+   with target[l] >= 0 reaches a consecutive-step overlap of its top-k of
+   target[l]: per layer a bisection on c over `pairs` consecutive positions
+   t0, t0+1, .., t0+pairs against the first n index keys of its group, where
+   keys[g] (when keys != NULL) or the synthetic history of `synth_stream`
+   (dhs_ref_prefill_synthetic's keys). Layers run in up to `threads` threads.
+   predicted[l] (optional): the overlap reached at the chosen c. Layers with
+   target < 0 keep c = 0. DHS_ERR_INVALID_ARG (n < 2k, pairs < 1),
+   DHS_ERR_NOMEM. */
+dhs_status dhs_ref_iq_calibrate(const dhs_ref_model *m, const dhs_ref_keys *keys, uint64_t synth_stream, int64_t n,
+                                int64_t t0, int32_t pairs, const double *target, int32_t threads, dhs_ref_iq_synth *s,
+                                double *predicted);
+/* the synthetic history's index keys of group g, positions [0, n) (as
+   dhs_ref_prefill_synthetic writes them for that stream) into k (cap >= n) */
+void dhs_ref_synthetic_keys(const dhs_ref_model *m, uint64_t stream, int32_t g, int64_t n, dhs_ref_keys *k);
 /* Selection of producer layer l for the query at position pos: candidates are
    the complete rows (s+1)*m <= pos+1. sel: k entries. */
 int32_t dhs_ref_select(const dhs_ref_model *m, int32_t l, int64_t pos, const float *xn, const dhs_ref_keys *keys,
@@ -396,6 +441,11 @@ typedef struct dhs_ref_engine_cfg {
     const int32_t *const *oracle;
     const int64_t *oracle_n;
     const double *oracle_accept;
+    struct dhs_ref_locmeter *locmeter; /* optional (model/locmeter.h, owned by the caller): the
+                               consecutive-step overlap and LRU hit rate of query 0's selections, per
+                               group; the CPU model and the host step feed every session, the device
+                               and graph steps the round's first batch item (one k-entry copy back per
+                               producer and round, in the step) */
 } dhs_ref_engine_cfg;
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };

@@ -20,6 +20,7 @@
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "model/attn_kern.cuh" /* the split-K attention: shared with model/kern_bench.cu */
 #include "model/gpu.h"
+#include "model/iqsynth.h" /* the locality device's synthetic indexer query */
 #define G_MAX_TOPK 2048
 #define G_MAX_HEADS 2
 #define G_MAX_D 1024
@@ -174,11 +175,26 @@ __global__ void k_rows(g_dims g, g_layer w, int producer, const int64_t *pos, co
     }
 }
 
+/* the locality device of layer l (model/iqsynth.h; on = 0: the model's own query) */
+struct g_iqs {
+    int on, l;
+    uint64_t seed;
+    float a, b, d, w;
+};
+
 /* indexer queries and head weights: block per query */
-__global__ void k_iq(g_dims g, g_layer w, const int64_t *pos, const float *xn, float *iq, float *iw)
+__global__ void k_iq(g_dims g, g_layer w, const int64_t *pos, const float *xn, float *iq, float *iw, g_iqs z)
 {
     int q = blockIdx.x;
     if (pos[q] < 0) return;
+    if (z.on) { /* q[o] = (a u[o] + b z_t[o]) + d z_{t-1}[o], each product and sum rounded, as the CPU */
+        const int64_t t = pos[q];
+        for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x)
+            iq[(int64_t)q * g.H * g.D + o] = fa(fa(fm(z.a, dhs_iq_unit(z.seed, z.l, -1, o)), fm(z.b, dhs_iq_unit(z.seed, z.l, t, o))),
+                                                fm(z.d, dhs_iq_unit(z.seed, z.l, t - 1, o)));
+        for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = z.w;
+        return;
+    }
     const float *x = xn + (int64_t)q * g.d;
     for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x) iq[(int64_t)q * g.H * g.D + o] = g_dot(w.wiq + (int64_t)o * g.d, x, g.d);
     for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = fm(g_dot(w.wiw + (int64_t)h * g.d, x, g.d), g.wscale);
@@ -518,6 +534,7 @@ struct dhs_ref_gpu {
     int L, maxq;
     int producer[DHS_REF_MAX_LAYERS];
     g_layer lw[DHS_REF_MAX_LAYERS];
+    dhs_ref_iq_synth iqs;  /* the locality device (iqs.on == 0: off) */
     const float *emb, *w_out, *lut;
     void (*rope_cs)(int64_t, float *, float *);
     cudaStream_t st;
@@ -685,6 +702,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     m->att_scale = d->att_scale;
     m->exp_portable = d->exp_portable;
     m->key_fp8 = d->key_fp8;
+    if (d->iq_synth) g->iqs = *d->iq_synth;
     m->maxpos = d->max_positions;
     g->L = d->n_layers;
     g->maxq = d->max_queries;
@@ -935,6 +953,12 @@ extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *r
    form, the same output) with per-query counts pos[q] + 1 over
    the same scores buffer (a query with pos < 0 is skipped by both: its sel row
    is left as it was). Launch only. */
+static g_iqs iqs_of(const dhs_ref_gpu *g, int32_t l)
+{
+    g_iqs z = {g->iqs.on, l, g->iqs.seed, g->iqs.a[l], g->iqs.b[l], g->iqs.d[l], g->iqs.w};
+    return z;
+}
+
 static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
 {
     if (!g->fused) {
@@ -983,7 +1007,7 @@ extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const 
     dhs_status st;
     if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
     if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
-    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l));
     CK(cudaGetLastError(), "k_iq");
     dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
     CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores), "k_scores");
@@ -1167,7 +1191,7 @@ extern "C" dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
 extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
 {
     if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
-    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw);
+    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l));
     CK(cudaGetLastError(), "k_iq");
     /* every position a query may see (blocks past a query's position return at once): the
        grid does not depend on the round, so a captured step stays valid as positions grow */

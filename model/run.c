@@ -1,17 +1,21 @@
 /* run.c - the serving driver of the reference model (see run.h). */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dhs_plan.h"
 #include "dhs_cuda.h"
+#include "model/locmeter.h"
 #include "model/lsprefill.h"
 #include "model/run.h"
 #include "sim/trace.h"
+#include "sim/tracegen.h"
 #include "sim/util.h"
 #include "dhs_spec_auto.h"
 #include "util/rng.h"
@@ -90,6 +94,63 @@ void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_r
                    "keys; the model computed each prompt's last position and every decode step\n",
                 res->synthetic_positions);
     dhs_ref_model_destroy(m);
+}
+
+static double lib_hot_hit(const dhs_ref_run_result *res)
+{
+    return res->st.entries ? (double)res->st.census_hot / (double)res->st.entries : -1;
+}
+
+void dhs_ref_print_locality(FILE *f, const dhs_ref_run_result *res, int32_t n_layers)
+{
+    if (!res->loc_on) return;
+    fprintf(f, "  locality     %s through the model's own indexer (synthetic indexer queries calibrated in %.1f s; "
+               "docs/LOCALITY.md)\n",
+            res->loc_preset, res->loc_calib_s);
+    fprintf(f, "  %5s %8s %10s %8s %6s %9s %8s %8s\n", "layer", "target", "calibrated", "alpha", "pairs", "random", "draft",
+            "LRU hit");
+    double st = 0, sa = 0, sh = 0;
+    int32_t n = 0;
+    for (int32_t l = 0; l < n_layers && l < DHS_REF_MAX_LAYERS; l++) {
+        if (res->loc_target[l] < 0) continue;
+        fprintf(f, "  %5d %8.4f %10.4f %8.4f %6" PRIu64 " %9.4f %8.4f %8.4f\n", l, res->loc_target[l], res->loc_calib[l],
+                res->loc_alpha[l], res->loc_pairs[l], res->loc_random[l], res->loc_draft[l], res->loc_hit[l]);
+        st += res->loc_target[l];
+        sa += res->loc_alpha[l];
+        sh += res->loc_hit[l];
+        n++;
+    }
+    if (n)
+        fprintf(f, "  %5s %8.4f %10s %8.4f %6s %9s %8s %8.4f   (LRU of %d rows per session and layer; library hot hits, all "
+                   "layers: %.4f)\n",
+                "mean", st / n, "", sa / n, "", "", "", sh / n, res->loc_lru_rows, lib_hot_hit(res));
+}
+
+void dhs_ref_run_json_locality(cJSON *j, const dhs_ref_run_result *res, int32_t n_layers)
+{
+    if (!res->loc_on) return;
+    cJSON *o = cJSON_AddObjectToObject(j, "locality");
+    cJSON_AddStringToObject(o, "preset", res->loc_preset);
+    cJSON_AddNumberToObject(o, "lru_rows", res->loc_lru_rows);
+    cJSON_AddNumberToObject(o, "calib_s", res->loc_calib_s);
+    cJSON_AddNumberToObject(o, "library_hot_hit", lib_hot_hit(res));
+    cJSON *a = cJSON_AddArrayToObject(o, "layers");
+    for (int32_t l = 0; l < n_layers && l < DHS_REF_MAX_LAYERS; l++) {
+        if (res->loc_target[l] < 0) continue;
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "layer", l);
+        cJSON_AddNumberToObject(x, "target", res->loc_target[l]);
+        cJSON_AddNumberToObject(x, "calibrated", res->loc_calib[l]);
+        cJSON_AddNumberToObject(x, "corr", res->loc_corr[l]);
+        cJSON_AddNumberToObject(x, "alpha", res->loc_alpha[l]);
+        cJSON_AddNumberToObject(x, "pairs", (double)res->loc_pairs[l]);
+        cJSON_AddNumberToObject(x, "random", res->loc_random[l]);
+        cJSON_AddNumberToObject(x, "draft", res->loc_draft[l]);
+        cJSON_AddNumberToObject(x, "draft_pairs", (double)res->loc_draft_pairs[l]);
+        cJSON_AddNumberToObject(x, "lru_hit", res->loc_hit[l]);
+        cJSON_AddNumberToObject(x, "accesses", (double)res->loc_accesses[l]);
+        cJSON_AddItemToArray(a, x);
+    }
 }
 
 void dhs_ref_run_json_geometry(cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res)
@@ -288,6 +349,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     dhs_ctx *ctx = NULL;
     dhs_ref_engine *er = NULL, *eh = NULL;
     dhs_trace_writer *tw = NULL;
+    dhs_ref_locmeter *lm = NULL;
     dhs_req *adm_req = NULL;
     int32_t *adm = NULL, *state = NULL, *ids = NULL, *Kv = NULL, *A_res = NULL, *A_hier = NULL, *E_res = NULL, *E_hier = NULL;
     int64_t *arrive = NULL, *len = NULL;
@@ -387,6 +449,59 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     int holder_open = 0;
     r->positions = c.context + c.tokens;
 
+    /* the locality device: calibrate the synthetic indexer queries on session 0's history */
+    const int loc_on = c.locality && c.locality->n_layers > 0;
+    for (int32_t l = 0; l < DHS_REF_MAX_LAYERS; l++)
+        r->loc_target[l] = r->loc_calib[l] = r->loc_alpha[l] = r->loc_random[l] = r->loc_hit[l] = r->loc_corr[l] =
+            r->loc_draft[l] = -1;
+    if (loc_on) {
+        double tc = dhs_wall_s();
+        const int32_t k = c.model.topk;
+        r->loc_on = 1;
+        snprintf(r->loc_preset, sizeof r->loc_preset, "%s", c.locality->preset);
+        dhs_ref_iq_synth *iq = calloc(1, sizeof *iq);
+        if (!iq) FAIL("out of memory");
+        iq->seed = c.seed ^ 0x10CA11u;
+        iq->w = 1.0f / sqrtf((float)(c.model.idx_heads * c.model.idx_dim));
+        for (int32_t l = 0; l < c.model.n_layers; l++)
+            if (dhs_ref_layer(m, l)->producer) r->loc_target[l] = dhs_locality_alpha(c.locality, l, len[0], k);
+        /* the keys it is calibrated on: session 0's synthetic history, or its prompt's keys
+           computed by the model with its own queries */
+        dhs_ref_prefill p0;
+        memset(&p0, 0, sizeof p0);
+        int64_t ncal = c.synthetic ? len[0] - 1 : len[0];
+        if (ncal < 2 * (int64_t)k) {
+            free(iq);
+            FAIL("--locality needs a history of at least 2k = %d positions (session 0 has %" PRId64 ")", 2 * k, ncal);
+        }
+        if (!c.synthetic) {
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)len[0]);
+            dhs_status ps = tok ? DHS_OK : DHS_ERR_NOMEM;
+            if (tok) {
+                dhs_ref_prompt(c.seed, 0, c.model.vocab, len[0], tok);
+                ps = dhs_ref_prefill_run(m, tok, len[0], &p0);
+                free(tok);
+            }
+            if (ps != DHS_OK) {
+                free(iq);
+                FAIL("locality calibration prefill: %s", dhs_status_str(ps));
+            }
+        }
+        long np = sysconf(_SC_NPROCESSORS_ONLN);
+        dhs_status cs = dhs_ref_iq_calibrate(m, c.synthetic ? NULL : p0.keys, c.seed ^ 0x5EEDull, ncal, len[0], 8, r->loc_target,
+                                             np < 1 ? 1 : np > 16 ? 16 : (int32_t)np, iq, r->loc_calib);
+        dhs_ref_prefill_free(&p0);
+        if (cs == DHS_OK) {
+            for (int32_t l = 0; l < c.model.n_layers; l++)
+                if (r->loc_target[l] >= 0) /* consecutive queries' correlation */
+                    r->loc_corr[l] = (double)iq->a[l] * iq->a[l] + (double)iq->b[l] * iq->d[l];
+            dhs_ref_model_set_iq_synth(m, iq);
+        }
+        free(iq);
+        if (cs != DHS_OK) FAIL("locality calibration: %s", dhs_status_str(cs));
+        r->loc_calib_s = dhs_wall_s() - tc;
+    }
+
     /* prefill: once per session, shared by both storage modes */
     double t0 = dhs_wall_s();
     if (c.synthetic && c.prefill_buffers) FAIL("a streamed prefill needs the model's own prefill (not a synthetic history)");
@@ -467,14 +582,21 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         ec.oracle_n = c.oracle_n;
         ec.oracle_accept = acc_a;
     }
+    if (loc_on) { /* the meter follows the measured engine (the hierarchical one when it runs) */
+        r->loc_lru_rows = use_hier ? r->lib_cfg.hot_rows : 2 * c.model.topk;
+        if (dhs_ref_locmeter_create(dhs_ref_n_groups(m), c.model.topk, r->loc_lru_rows, max_pos, 8, &lm) != DHS_OK)
+            FAIL("out of memory");
+    }
     if (use_res) {
         ec.ctx = NULL;
+        ec.locmeter = use_hier ? NULL : lm;
         ec.trace = use_hier ? NULL : tw;
         dhs_status es = dhs_ref_engine_create(m, &ec, &er);
         if (es != DHS_OK) FAIL("resident engine: %s", dhs_status_str(es));
     }
     if (use_hier) {
         ec.ctx = ctx;
+        ec.locmeter = lm;
         ec.fetch_rows = !ec.gpu && (c.cuda || c.fetch_rows);
         ec.shadow = c.check && !ec.gpu;
         ec.trace = tw;
@@ -492,6 +614,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         holder_open = 1;
         r->t_prefill += dhs_wall_s() - tp;
     }
+
 
     /* rounds */
     int64_t round = 0;
@@ -769,8 +892,22 @@ done:
             for (int b = 0; b < 8; b++) h = (h ^ ((r->tokens_of[i] >> (8 * b)) & 255)) * 1099511628211ull;
         r->tokens_digest = h;
     }
+    if (lm)
+        for (int32_t l = 0; l < c.model.n_layers && l < DHS_REF_MAX_LAYERS; l++) {
+            if (r->loc_target[l] < 0) continue;
+            dhs_ref_loc_group lg;
+            dhs_ref_locmeter_get(lm, dhs_ref_layer(m, l)->group, &lg);
+            r->loc_pairs[l] = lg.pairs;
+            r->loc_accesses[l] = lg.accesses;
+            r->loc_alpha[l] = lg.pairs ? lg.alpha : -1;
+            r->loc_random[l] = lg.pairs ? lg.random : -1;
+            r->loc_hit[l] = lg.accesses ? (double)lg.hits / (double)lg.accesses : -1;
+            r->loc_draft_pairs[l] = lg.draft_pairs;
+            r->loc_draft[l] = lg.draft_pairs ? lg.draft : -1;
+        }
     dhs_ref_engine_destroy(er);
     dhs_ref_engine_destroy(eh);
+    dhs_ref_locmeter_destroy(lm);
     if (tw && dhs_trace_writer_close(tw) != DHS_TRACE_OK && !r->error) {
         snprintf(r->errmsg, sizeof r->errmsg, "trace: closing %s failed", c.trace);
         r->error = 1;

@@ -24,6 +24,9 @@
 extern "C" {
 #endif
 
+struct cJSON;
+struct dhs_locality_model;
+
 typedef struct dhs_ref_progress {
     int64_t round;
     int32_t active, waiting, done, sessions;
@@ -112,6 +115,12 @@ typedef struct dhs_ref_run_cfg {
     int keep_tokens;         /* 1: result tok_seq/tok_len, every session's tokens (prompt included) */
     int check;               /* dhs_check_invariants after every round, and every located row
                                 checked against the model's own copy (shadow) */
+    const struct dhs_locality_model *locality; /* NULL (or n_layers 0): the model's own indexer
+                                queries. Else the locality device (model.h dhs_ref_iq_synth, a
+                                benchmark device): every producer layer l's query is synthetic,
+                                calibrated at start so that the top-k's consecutive-step overlap is
+                                dhs_locality_alpha(locality, l, prompt of session 0, k); the result's
+                                loc_* give target, calibration and measurement per layer */
     const char *trace;       /* selection trace file or NULL */
     void (*progress)(void *user, const dhs_ref_progress *p);
     void *user;
@@ -172,6 +181,19 @@ typedef struct dhs_ref_run_result {
     uint64_t queries, batch_items;      /* sum over decode rounds of K_r and of the sessions in them */
     int32_t k_lo, k_hi;                 /* smallest and largest K_r of a round (1 and spec without spec_auto) */
     double accept_model_mean;           /* the acceptance model: mean a_i over sessions (-1: no model) */
+    /* locality device (cfg.locality): per layer (producers; others -1) the target overlap, the
+       calibration's overlap at its chosen coefficients, and what the run measured on query 0 of
+       the measured engine's selections (model/locmeter.h: alpha over loc_pairs consecutive-round
+       pairs, the random k/V over them, the hit rate of an LRU of loc_lru_rows rows per session
+       and group). The library's own hot hits over every layer: st.census_hot / st.entries. */
+    int loc_on;
+    char loc_preset[32];
+    int32_t loc_lru_rows;
+    double loc_calib_s;                 /* seconds of the calibration */
+    double loc_target[DHS_REF_MAX_LAYERS], loc_calib[DHS_REF_MAX_LAYERS], loc_alpha[DHS_REF_MAX_LAYERS];
+    double loc_random[DHS_REF_MAX_LAYERS], loc_hit[DHS_REF_MAX_LAYERS], loc_corr[DHS_REF_MAX_LAYERS];
+    double loc_draft[DHS_REF_MAX_LAYERS];  /* speculative rounds: overlap of queries j, j+1 of a round */
+    uint64_t loc_pairs[DHS_REF_MAX_LAYERS], loc_accesses[DHS_REF_MAX_LAYERS], loc_draft_pairs[DHS_REF_MAX_LAYERS];
     int error;                  /* 1: the run stopped on an error (errmsg) */
     int budget_too_small;       /* 1 with error: the device budget can never hold one session */
     char errmsg[512];
@@ -185,12 +207,17 @@ void dhs_ref_run_result_free(dhs_ref_run_result *res);
    config (its layout and k); the real ones replace it (dhs_ref_cfg_geometry)
    and import a synthetic history (DESIGN §12) */
 void dhs_ref_run_set_geometry(dhs_ref_run_cfg *cfg, dhs_ref_geometry g);
+/* the locality device's per-layer table (cfg.locality): layer, target, calibrated, measured
+   alpha, pairs, random k/V, draft overlap (speculative rounds), LRU hit; producers only */
+void dhs_ref_print_locality(FILE *f, const dhs_ref_run_result *res, int32_t n_layers);
+/* the same as "locality": {preset, lru_rows, calib_s, layers: [{layer, target, calibrated,
+   alpha, pairs, random, lru_hit}], library_hot_hit} in j */
+void dhs_ref_run_json_locality(struct cJSON *j, const dhs_ref_run_result *res, int32_t n_layers);
 /* lines of the human output: the KV geometry (sources, producers, row and
    key bytes, k), the small hidden size, whether the history is synthetic */
 void dhs_ref_print_geometry(FILE *f, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
 /* the same in a `dhs run --json` object: "hidden", "synthetic_history_positions",
    config.geometry, throughput.model_on (objects "config"/"throughput" if present) */
-struct cJSON;
 void dhs_ref_run_json_geometry(struct cJSON *j, const dhs_ref_run_cfg *cfg, const dhs_ref_run_result *res);
 
 #ifdef __cplusplus

@@ -37,6 +37,7 @@
 #include "model/gpu.h"
 #include "model/model.h"
 #include "model/run.h"
+#include "sim/tracegen.h"
 #include "serve_sizes.h"
 #include "sim/util.h"
 #include "outfile.h"
@@ -82,6 +83,8 @@ typedef struct sv_rec {
     int32_t token_mismatches; /* sessions whose tokens differ from the same session in an earlier run */
     int prefix;             /* --shared-prefix: 0 none (or resident), 1 the hierarchy holds it once, 2 private copies */
     uint64_t host_peak, host_shared_peak; /* the hierarchy's host bytes at their peak, and of them held by several */
+    dhs_ref_run_result *loc;  /* --locality: the run's result (loc_* and st), pointers cleared; free() */
+    int32_t n_layers;
 } sv_rec;
 
 /* every session's tokens (FNV-1a, dhs_ref_run_result.tokens_of) from the first run that served it: a
@@ -177,6 +180,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
     const char *deployment; /* NULL or "none": no weight reads */
+    const char *locality;   /* NULL: the model's own indexer queries */
     int32_t copy_queue_blocks;
     int64_t contexts[MAXL];
     int n_contexts;
@@ -294,6 +298,12 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         return;
     }
     r->ok = 1;
+    if (R.loc_on && (r->loc = malloc(sizeof *r->loc))) {
+        *r->loc = R;
+        r->loc->tokens_of = NULL;
+        r->loc->round_t = NULL;
+        r->n_layers = c.model.n_layers;
+    }
     for (int32_t i = 0; i < c.sessions && i < tk->n; i++) {
         if (!tk->seen[i]) {
             tk->seen[i] = 1;
@@ -412,6 +422,7 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
     cJSON_AddNumberToObject(o, "token_mismatches", r->token_mismatches);
+    if (r->loc) dhs_ref_run_json_locality(o, r->loc, r->n_layers); /* target, calibrated, measured per layer */
     if (r->st.rounds) { /* where a round's wall time goes on the host (device step) */
         cJSON *h = cJSON_AddObjectToObject(o, "step_host");
         double n = (double)r->st.rounds;
@@ -629,6 +640,10 @@ int cmd_bench_serve(int argc, char **argv)
                  "deployment reads at the step's tokens (glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); "
                  "none: no weights (the worst case for the hierarchy's share)",
          .def = "none"},
+        {.name = "--locality", .type = ARG_STR, .dest = &o.locality, .meta = "PRESET|FILE.json",
+         .help = "benchmark device, default off: the model's indexer queries become synthetic, calibrated so its own "
+                 "top-k has the consecutive-step overlap of random, dsv32-swe or a JSON model per layer; every record "
+                 "gets target, calibrated and measured overlap and LRU hit per layer (docs/LOCALITY.md)"},
         A_U64("--seed", &o.seed, "model weights, prompts"),
         A_OUT("--plot", &o.plot, "write the latency-throughput plot (SVG) to FILE"),
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o.quiet, .help = "no progress on stderr"},
@@ -768,6 +783,16 @@ int cmd_bench_serve(int argc, char **argv)
                     o.shared_prefix, o.contexts[li], o.contexts[li] - (o.contexts[li] > 64 ? 31 : 0));
             return EXIT_USAGE;
         }
+    static dhs_locality_model lm; /* static: large */
+    if (o.locality) {
+        char lerr[256] = "";
+        if (dhs_locality_model_load(o.locality, &lm, lerr, sizeof lerr) || lm.n_layers == 0) {
+            fprintf(stderr, PROG ": --locality %s\n",
+                    lm.n_layers == 0 && !lerr[0] ? "synthetic: the model's own queries are the default (random, dsv32-swe or a JSON file)" : lerr);
+            return EXIT_USAGE;
+        }
+        base.locality = &lm;
+    }
     dhs_ref_model *m = NULL; /* sizing only (each run makes its own): one model for every context */
     if (dhs_ref_model_create(&base.model, &m) != DHS_OK) {
         fprintf(stderr, PROG ": cannot create the model\n");
@@ -1088,10 +1113,22 @@ int cmd_bench_serve(int argc, char **argv)
             if (share_lines[li][0]) printf("%s\n", share_lines[li]);
         if (spec_lines && spec_len) fputs(spec_lines, stdout);
         cJSON_Delete(spec_sum);
+        for (int li = 0; li < o.n_contexts && o.locality; li++) { /* per layer, from the widest hierarchical run */
+            const sv_rec *q = NULL;
+            for (int i = 0; i < nr; i++)
+                if (R[i].ok && R[i].loc && R[i].context == o.contexts[li] && (!q || (R[i].mode && !q->mode) ||
+                                                                             (!!R[i].mode == !!q->mode && R[i].conc > q->conc)))
+                    q = &R[i];
+            if (!q) continue;
+            printf("context %" PRId64 ", %s C=%d, per layer (the model's own top-k under --locality; draft: queries j, j+1 "
+                   "of a round):\n", o.contexts[li], mode_names[q->mode], q->conc);
+            dhs_ref_print_locality(stdout, q->loc, q->n_layers);
+        }
         printf("tokens: every session's tokens %s across the modes and concurrencies that served it%s\n",
                mism_total ? "DIFFER" : "equal", mism_total ? " (a bug: docs/SERVE.md)" : "");
         cJSON_Delete(sum);
     }
+    for (int i = 0; i < nr; i++) free(R[i].loc);
     free(R), tk_free(&tk);
     free(spec_lines);
     dhs_ref_model_destroy(m);

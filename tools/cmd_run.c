@@ -23,6 +23,7 @@
 #include "tool.h"
 #include "model/deploy.h"
 #include "model/run.h"
+#include "sim/tracegen.h"
 
 typedef struct run_opts {
     int model;              /* index into models[] */
@@ -36,6 +37,7 @@ typedef struct run_opts {
     int json, quiet;
     const char *trace, *output;
     const char *deployment; /* NULL or "none" */
+    const char *locality;   /* NULL: the model's own indexer queries */
     int32_t topk;
     int32_t threads;
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
@@ -158,6 +160,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                "after every round: dhs_check_invariants, and every located row compared with the model's own copy"),
         A_BOOL("--fetch-rows", &o->fetch_rows, "read located rows with dhs_read_location (the CUDA path) on the CPU too"),
         A_OUT("--trace", &o->trace, "write every round's selections (docs/TRACE.md)"),
+        {.name = "--locality", .type = ARG_STR, .dest = &o->locality, .meta = "PRESET|FILE.json",
+         .help = "benchmark device, default off: the indexer's queries become synthetic, calibrated so the model's "
+                 "own top-k has the consecutive-step overlap of random, dsv32-swe or a JSON model per layer; prints "
+                 "target, calibrated and measured overlap and LRU hit per layer (docs/LOCALITY.md)"},
         A_U64("--seed", &o->seed, "weights, prompts and sampling"),
         A_BOOL("--json", &o->json, "one JSON object (with version, commit, date, host, device)"),
         A_OUT("--output", &o->output, "write the results to FILE instead of stdout"),
@@ -243,6 +249,23 @@ int cmd_run(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    static dhs_locality_model lm; /* static: large */
+    if (o.locality) {
+        char lerr[256];
+        if (dhs_locality_model_load(o.locality, &lm, lerr, sizeof lerr)) {
+            fprintf(stderr, "%s: --locality %s\n", PROG, lerr);
+            return EXIT_USAGE;
+        }
+        if (lm.n_layers == 0) {
+            fprintf(stderr, "%s: --locality %s: the model's own queries are the default (random, dsv32-swe or a JSON file)\n",
+                    PROG, o.locality);
+            return EXIT_USAGE;
+        }
+        if (o.prefill_buffers) {
+            fprintf(stderr, "%s: --locality is not for --prefill-buffers\n", PROG);
+            return EXIT_USAGE;
+        }
+    }
     if (tool_check_backend(PROG, backend)) return EXIT_USAGE;
     if (tool_output(PROG, o.output)) return EXIT_USAGE;
     tool_progress prog;
@@ -289,6 +312,7 @@ int cmd_run(int argc, char **argv)
     c.shared_prefix = o.shared_prefix;
     c.share_private = o.prefix == 1;
     c.trace = out_path(o.trace); /* a temporary renamed into place on success */
+    c.locality = o.locality ? &lm : NULL;
     c.progress = progress;
     c.user = &prog;
     tool_progress_msg(&prog, 1, "dhs run: prefill of %d prompts of ~%" PRId64 " positions on %d threads ...", o.sessions,
@@ -429,6 +453,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddStringToObject(cf, "model", models[o.model]);
         cJSON_AddStringToObject(cf, "layout", dhs_ref_layout_str(mc->layout));
         dhs_ref_run_json_geometry(j, &c, &R); /* geometry, hidden, synthetic history, model_on */
+        dhs_ref_run_json_locality(j, &R, mc->n_layers);
         cJSON_AddStringToObject(cf, "policy", dhs_policy_str(policy));
         cJSON_AddStringToObject(cf, "verify", verify);
         cJSON_AddNumberToObject(cf, "sessions", o.sessions);
@@ -487,6 +512,7 @@ int cmd_run(int argc, char **argv)
                       "               and once through the hierarchy, and every round's logits are compared byte for byte"
                     : (c.hier ? "served through the hierarchy only (--compare none)" : "every row resident only (--compare none)"));
         dhs_ref_print_geometry(stdout, &c, &R); /* geometry, hidden size, synthetic history, where the model ran */
+        dhs_ref_print_locality(stdout, &R, mc->n_layers);
         printf("  prefill      %d prompts in %.1f s (imported into the hierarchy)\n", o.sessions, R.t_prefill);
         printf("  served       %" PRIu64 " sessions, %" PRIu64 " tokens in %" PRIu64 " rounds (up to %" PRIu64
                " sessions per round); %.0f%% of %" PRIu64 " draft proposals accepted\n",

@@ -120,4 +120,23 @@ grep -q nosuch "$T/err" || fail "serve-sim: bad preset named"
 expect 0 "$DHS" serve-sim --help
 grep -q -- "--locality-layer" "$T/out" || fail "serve-sim --help lists --locality-layer"
 
+# dhs run and bench serve: the model's own indexer under a preset (tests/model/test_locality.c checks the
+# figures); bad input is refused before any work, with the reason
+for c in run "bench serve"; do
+  expect 0 "$DHS" $c --help
+  grep -q -- "--locality" "$T/out" || fail "$c --help lists --locality"
+  expect 2 "$DHS" $c --locality nosuch
+  grep -q nosuch "$T/err" || fail "$c: bad preset named: $(cat "$T/err")"
+  expect 2 "$DHS" $c --locality synthetic
+  grep -q "default" "$T/err" || fail "$c: --locality synthetic explained: $(cat "$T/err")"
+done
+expect 2 "$DHS" run --locality "$T/bad.json"
+grep -q "alpha\[1\]" "$T/err" || fail "run: bad alpha named: $(cat "$T/err")"
+# a small run: identical, and the table printed (tiny model, its own prompt keys)
+expect 0 "$DHS" run --sessions 2 --context 512 --tokens 8 --spec 2 -q --locality random --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); L=d["locality"]["layers"]
+assert d["identical"] and d["locality"]["preset"]=="random" and len(L)==4, d.get("locality")
+assert all(abs(x["target"]-64/512)<0.01 and x["draft"]>=0 and 0<=x["lru_hit"]<=1 for x in L), L' "$T/out" \
+    || fail "run --locality random: $(head -c 600 "$T/out")"
+
 finish locality

@@ -30,6 +30,7 @@
 #include "model/gpu.h"
 #include "model/model.h"
 #include "model/run.h"
+#include "sim/tracegen.h"
 
 #include "test_help.h"
 
@@ -148,6 +149,60 @@ static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
         printf("  %-14s (%d layers) GPU run identical to resident, %" PRIu64 " reclaims, tokens equal to the CPU run; "
                "decode %.2f s GPU hier vs %.2f s CPU hier\n",
                c.geometry, layers, gpu.st.reclaims, gpu.t_hier, cpu.t_hier);
+    }
+    dhs_ref_run_result_free(&cpu);
+    dhs_ref_run_result_free(&gpu);
+}
+
+/* the locality device (docs/LOCALITY.md): the synthetic indexer queries give the same tokens on the
+   CPU model and on the GPU graph step (whose locality probe copies selections back inside the graph),
+   the GPU run is identical to resident, and its measured overlap of adjacent positions is the target */
+static void test_locality_runs(uint64_t seed)
+{
+    static dhs_locality_model lm;
+    char err[200];
+    CHECK(dhs_locality_model_load("dsv32-swe", &lm, err, sizeof err) == 0);
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_DSV32);
+    c.model.n_layers = 24;
+    c.model.topk = 256; /* k/V = 0.06: the deep layers' 0.44 is well above random */
+    c.model.seed = seed;
+    c.geometry = "deepseek-v3.2 (24 layers, k 256)";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 4096;
+    c.tokens = 24;
+    c.spec = 2;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.arrival = 1;
+    c.locality = &lm;
+    dhs_ref_run_result cpu, gpu;
+    int r1 = dhs_ref_run(&c, &cpu);
+    c.cuda = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_GRAPH;
+    int r2 = dhs_ref_run(&c, &gpu);
+    CHECKF(r1 == 0 && r2 == 0, "locality: %s / %s", cpu.errmsg, gpu.errmsg);
+    if (r1 == 0 && r2 == 0) {
+        CHECKF(gpu.identical && cpu.identical, "locality: GPU identical %d (%" PRIu64 " logit rows differ), CPU %d", gpu.identical,
+               gpu.logit_mismatches, cpu.identical);
+        for (int32_t i = 0; i < c.sessions; i++)
+            CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "locality: session %d: GPU tokens differ from the CPU's", i);
+        int checked = 0;
+        for (int32_t l = 0; l < c.model.n_layers; l++) {
+            CHECKF(gpu.loc_calib[l] == cpu.loc_calib[l], "locality layer %d: calibration differs", l);
+            if (fabs(gpu.loc_calib[l] - gpu.loc_target[l]) > 0.01) continue; /* below the floor */
+            CHECKF(gpu.loc_draft_pairs[l] >= 10 && fabs(gpu.loc_draft[l] - gpu.loc_target[l]) <= 0.05,
+                   "locality layer %d: GPU adjacent overlap %.4f (%" PRIu64 " pairs), target %.4f", l, gpu.loc_draft[l],
+                   gpu.loc_draft_pairs[l], gpu.loc_target[l]);
+            checked++;
+        }
+        CHECKF(checked >= 10, "locality: only %d layers reached their target", checked);
+        printf("  locality dsv32-swe: GPU graph step identical to resident, tokens equal to the CPU's; layer 20 target %.4f, "
+               "GPU draft %.4f, alpha %.4f, LRU hit %.4f (%d layers checked)\n",
+               gpu.loc_target[20], gpu.loc_draft[20], gpu.loc_alpha[20], gpu.loc_hit[20], checked);
     }
     dhs_ref_run_result_free(&cpu);
     dhs_ref_run_result_free(&gpu);
@@ -360,5 +415,6 @@ int main(void)
     test_fused_engines("glm-5.3 (10 layers, n>k)", glm, 3000, 4);
     test_fused_engines("tiny", tiny, 300, 4);
     test_fused_runs(DHS_REF_GEOM_DSV32, 61, seed + 4);
+    test_locality_runs(seed + 5);
     return th_summary();
 }
