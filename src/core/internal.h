@@ -177,6 +177,10 @@ struct dhs_ctx {
     int32_t hcache_n, hcache_cap;
     uint64_t hcache_bytes;
     dhs_stats st;
+    /* 1: housekeeping visits every open request and group and queries every fence per request and
+       group, as before the work list (residency.c advance_all); only bench/control_bench.c sets it,
+       to time the incremental path against it in one process */
+    int full_sweep;
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
 
