@@ -66,6 +66,8 @@ typedef struct grp_state {
     dhs_ticket *opt_ticket;/* [n_opt_pages] copy or readers ticket */
     int64_t opt_held;      /* pages (per source) held in any non-absent state */
     int64_t opt_ready;     /* pages in OPT_READY (kept by opt_set) */
+    int64_t opt_busy;      /* pages with a copy in flight: OPT_PENDING or opt_backing (kept by opt_set and
+                              opt_backing_set), so housekeeping skips a quiet group without a scan */
     /* staging this round: rows beyond the hot cache, slot_of[row] = B + idx */
     int32_t n_staged;      /* staged rows used this round */
     int32_t n_staged_call; /* n_staged when the current resolve call began */
@@ -147,6 +149,19 @@ struct dhs_ctx {
     int32_t n_open;
     uint64_t admit_seq;
     int32_t repop_cursor;
+
+    /* housekeeping's work list: the slots of requests that may have something to complete or issue (a
+       tail backup or optional-page copy in flight, committed rows not backed up yet); a request leaves it
+       when a pass finds nothing outstanding. work_on[slot] = 1 while listed. Housekeeping visits these,
+       not every slot and group (dhs_check_invariants verifies that no request with work is missing) */
+    int32_t *work;          /* [max_requests] */
+    uint8_t *work_on;       /* [max_requests] */
+    int32_t n_work;
+    int32_t *work_tmp;      /* [max_requests] scratch: the slots one pass backs up in one copy */
+    /* one housekeeping pass asks the backend about a fence once: the round's tail backup is one ticket
+       for every request and group of the round (0: no memo) */
+    dhs_ticket memo_t;
+    int memo_done, memo_on;
 
     /* round */
     int round_open;
@@ -236,5 +251,7 @@ dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
 dhs_status backup_issue_round(dhs_ctx *ctx);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
 dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
+/* puts request slot on housekeeping's work list (no-op when listed) */
+void work_add(dhs_ctx *ctx, int32_t slot);
 
 #endif

@@ -81,8 +81,41 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
 static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
 {
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
+    gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
     rq->tables_dirty = 1;
+}
+
+/* Sets whether page hp's reclaim backup is in flight, keeping the group's opt_busy. */
+static void opt_backing_set(grp_state *gs, int64_t hp, uint8_t v)
+{
+    gs->opt_busy += (int64_t)(v != 0) - (int64_t)(gs->opt_backing[hp] != 0);
+    gs->opt_backing[hp] = v;
+}
+
+/* ------------------------------------------------------------- housekeeping's work list */
+void work_add(dhs_ctx *ctx, int32_t slot)
+{
+    if (ctx->work_on[slot]) return;
+    ctx->work_on[slot] = 1;
+    ctx->work[ctx->n_work++] = slot;
+}
+
+/* Whether ticket t completed. Within one housekeeping pass (memo_on) the last answer is kept: the
+   round's tail backup is one ticket for every request and group of the round, and on the H200 host
+   each fence query is a CUDA call, so asking once per request and group grew round_begin with
+   C x groups (bench/control_bench.c counts the calls). A ticket seen incomplete is only looked at
+   again in the next pass. */
+static int ticket_done(dhs_ctx *ctx, dhs_ticket t)
+{
+    if (!t) return 1;
+    if (ctx->memo_on && ctx->memo_t == t) return ctx->memo_done;
+    int d = ctx->be->ops->done(ctx->be, t);
+    if (ctx->memo_on) {
+        ctx->memo_t = t;
+        ctx->memo_done = d;
+    }
+    return d;
 }
 
 /* ------------------------------------------------------------- import placement */
@@ -111,7 +144,7 @@ static void import_release(dhs_ctx *ctx, request *rq)
         ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
         ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
         gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
-        gs->n_opt_pages = gs->opt_held = gs->opt_ready = 0;
+        gs->n_opt_pages = gs->opt_held = gs->opt_ready = gs->opt_busy = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
     rq->tables_dirty = 1;
@@ -429,6 +462,7 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
         for (int32_t g = g0; g < g1; g++) {
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
+            work_add(ctx, (int32_t)(SPAN_RQ(i) - ctx->req)); /* listed until its backup completed */
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 dhs_status s = host_ensure(ctx, SPAN_RQ(i), g, &gs->src[si], gs->hist_rows);
                 if (s != DHS_OK) return s;
@@ -488,7 +522,7 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
     grp_state *gs = &rq->g[g];
     for (int pass = 0; pass < 2; pass++) {
         if (gs->backup_ticket) {
-            if (!ctx->be->ops->done(ctx->be, gs->backup_ticket)) {
+            if (!ticket_done(ctx, gs->backup_ticket)) {
                 if (!force) return;
                 if (ctx->be->ops->wait(ctx->be, gs->backup_ticket) != DHS_OK) return;
             }
@@ -536,7 +570,7 @@ static void opt_release_page(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
         gs->src[si].opt_pages[hp] = -1;
     }
     opt_set(rq, gs, hp, OPT_ABSENT);
-    gs->opt_backing[hp] = 0;
+    opt_backing_set(gs, hp, 0);
     gs->opt_ticket[hp] = 0;
     gs->opt_held--;
 }
@@ -571,8 +605,9 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
     if (s != DHS_OK) return s;
     ctx->st.backup_rows += (uint64_t)p * nsrc;
     ctx->st.backup_bytes += (uint64_t)p * nsrc * ctx->row_stride;
-    gs->opt_backing[hp] = 1;
+    opt_backing_set(gs, hp, 1);
     gs->opt_ticket[hp] = t;
+    work_add(ctx, (int32_t)(rq - ctx->req));
     return DHS_OK;
 }
 
@@ -584,7 +619,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
     int32_t p = ctx->cfg.page_rows;
     dhs_backend *be = ctx->be;
     if (gs->opt_state[hp] == OPT_PENDING && gs->opt_ticket[hp]) {
-        if (!be->ops->done(be, gs->opt_ticket[hp])) {
+        if (!ticket_done(ctx, gs->opt_ticket[hp])) {
             if (!force) return;
             be->ops->wait(be, gs->opt_ticket[hp]);
         }
@@ -593,12 +628,12 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
         if (gs->opt_state[hp] == OPT_READY) ctx->st.repopulated_pages++;
     }
     if (gs->opt_state[hp] == OPT_READY && gs->opt_backing[hp]) {
-        if (gs->opt_ticket[hp] && !be->ops->done(be, gs->opt_ticket[hp])) {
+        if (gs->opt_ticket[hp] && !ticket_done(ctx, gs->opt_ticket[hp])) {
             if (!force) return;
             be->ops->wait(be, gs->opt_ticket[hp]);
         }
         for (int32_t i = 0; i < p; i++) bit_set(gs->host_valid, hp * p + i);
-        gs->opt_backing[hp] = 0;
+        opt_backing_set(gs, hp, 0);
         gs->opt_ticket[hp] = 0;
         opt_set(rq, gs, hp, OPT_RETIRING);
     }
@@ -642,7 +677,7 @@ static void deferred_sweep(dhs_ctx *ctx, int force)
     int64_t j = 0;
     for (int64_t i = 0; i < ctx->n_deferred; i++) {
         deferred_free d = ctx->deferred[i];
-        int done = !d.t || ctx->be->ops->done(ctx->be, d.t);
+        int done = ticket_done(ctx, d.t);
         if (!done && force) done = ctx->be->ops->wait(ctx->be, d.t) == DHS_OK;
         if (done) {
             ctx->page_use[d.page] = PAGE_HOT; /* counted as required until now */
@@ -781,6 +816,7 @@ void res_repopulate(dhs_ctx *ctx)
                 ctx->st.populate_bytes += (uint64_t)p * nsrc * ctx->row_stride;
                 opt_set(rq, gs, hp, OPT_PENDING);
                 gs->opt_ticket[hp] = t;
+                work_add(ctx, slot);
                 if (!t) {
                     opt_set(rq, gs, hp, OPT_READY);
                     ctx->st.repopulated_pages++;
@@ -795,11 +831,23 @@ void res_repopulate(dhs_ctx *ctx)
 /* Whether any optional page of the group has a copy in flight (a population
    pending, a reclaim backup): two memchr scans let the common round skip the
    per-page loop over every imported page (1,563 per group at 100K rows) of
-   every request, which cost ~3 ns a page (measured on the CPU backend). */
+   every request, which cost ~3 ns a page (measured on the CPU backend). The
+   full sweep's test; the work list reads gs->opt_busy instead. */
 static int opt_any_busy(const grp_state *gs)
 {
     const size_t n = (size_t)gs->n_opt_pages;
     return n > 0 && (memchr(gs->opt_state, OPT_PENDING, n) || memchr(gs->opt_backing, 1, n));
+}
+
+/* Whether housekeeping has anything left to do for the request: a copy in flight or committed rows
+   without a backup. */
+static int work_outstanding(const dhs_ctx *ctx, const request *rq)
+{
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        const grp_state *gs = &rq->g[g];
+        if (gs->backup_ticket || gs->backup_hi < gs->hist_rows || gs->opt_busy > 0) return 1;
+    }
+    return 0;
 }
 
 /* Completes what has completed (with force: waits for everything): tail
@@ -808,10 +856,51 @@ static int opt_any_busy(const grp_state *gs)
    may already have served (tail -> host/hot when tail_lo advances, hot ->
    optional page when a population is published), giving one row two
    locations in one round. Its copies are only waited for (with force) and
-   are published by the housekeeping of the next dhs_round_begin. */
+   are published by the housekeeping of the next dhs_round_begin.
+   Without force (every dhs_round_begin) only the requests on the work list
+   are visited, each fence is queried once per pass (ticket_done), and the
+   backups that are due go out in ONE copy for all of them. The full sweep
+   (every slot and group, a fence query and a backup launch per request and
+   group; ctx->full_sweep keeps it for bench/control_bench.c) made
+   O(C x groups) backend calls per round: a round's tail backup still in
+   flight when the round ended went out again one request and group at a
+   time at the next dhs_round_begin. */
 static void advance_all(dhs_ctx *ctx, int force)
 {
     dhs_backend *be = ctx->be;
+    if (!force && !ctx->full_sweep) {
+        int32_t keep = 0, n_issue = 0;
+        for (int32_t w = 0; w < ctx->n_work; w++) {
+            const int32_t slot = ctx->work[w];
+            request *rq = &ctx->req[slot];
+            if (!rq->in_use) { /* closed: its copies were given back with it */
+                ctx->work_on[slot] = 0;
+                continue;
+            }
+            if (!(ctx->round_open && rq->in_round)) {
+                int due = 0;
+                for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+                    grp_state *gs = &rq->g[g];
+                    backup_complete(ctx, rq, g, 0);
+                    due |= !gs->backup_ticket && gs->backup_hi < gs->hist_rows;
+                    if (gs->opt_busy <= 0) continue;
+                    for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+                        if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 0);
+                }
+                if (due) ctx->work_tmp[n_issue++] = slot;
+                if (!due && !work_outstanding(ctx, rq)) {
+                    ctx->work_on[slot] = 0;
+                    continue;
+                }
+            }
+            ctx->work[keep++] = slot;
+        }
+        ctx->n_work = keep;
+        /* committed rows whose backup could not go out before (a failed copy, or the last one still in
+           flight when the round ended): one copy for all of them; on failure they stay listed and due */
+        if (n_issue > 0) (void)backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups);
+        return;
+    }
     for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
         request *rq = &ctx->req[i];
         if (!rq->in_use) continue;
@@ -838,8 +927,11 @@ static void advance_all(dhs_ctx *ctx, int force)
 void res_housekeeping(dhs_ctx *ctx)
 {
     if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
+    ctx->memo_on = !ctx->full_sweep;
+    ctx->memo_t = 0;
     deferred_sweep(ctx, 0);
     advance_all(ctx, 0);
+    ctx->memo_on = 0;
     res_repopulate(ctx);
 }
 
