@@ -148,6 +148,7 @@ static void ctx_free_all(dhs_ctx *ctx)
     ctx_free(ctx, ctx->work, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
     ctx_free(ctx, ctx->work_tmp, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
     ctx_free(ctx, ctx->work_on, (size_t)ctx->cfg.max_requests, 1);
+    ctx_free(ctx, ctx->repop, (size_t)ctx->repop_cap, sizeof(struct repop_ent));
     ctx_free(ctx, ctx->scratch_code, (size_t)ctx->cfg.spec_width * ctx->cfg.sel_k * ctx->cfg.max_requests, sizeof(int64_t));
     ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
     free(ctx);
@@ -303,6 +304,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->work = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
     ctx->work_tmp = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
     ctx->work_on = ctx_calloc(ctx, (size_t)c->max_requests, 1);
+
     ctx->scratch_code = ctx_calloc(ctx, (size_t)c->spec_width * c->sel_k * c->max_requests, sizeof(int64_t));
     if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
         !ctx->round_reqs || !ctx->scratch_code || !ctx->work || !ctx->work_tmp || !ctx->work_on)

@@ -162,6 +162,9 @@ struct dhs_ctx {
        for every request and group of the round (0: no memo) */
     dhs_ticket memo_t;
     int memo_done, memo_on;
+    /* the pages one repopulation pass populates, in one copy (grown on demand, up to repop_pages) */
+    struct repop_ent { int32_t slot, g; int64_t hp; } *repop;
+    int32_t repop_cap;
 
     /* round */
     int round_open;

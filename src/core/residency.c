@@ -771,28 +771,41 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
 }
 
 /* Bounded round-robin repopulation of absent optional pages whose rows all
-   have host copies. */
+   have host copies. The pages of one pass go out in ONE copy with one
+   ticket (they were one copy per page: up to repop_pages copies, and as many
+   fence queries later, per round; bench/control_bench.c counts them). */
 void res_repopulate(dhs_ctx *ctx)
 {
     int32_t budget = ctx->cfg.repop_pages, N = ctx->cfg.max_requests, p = ctx->cfg.page_rows;
     if (budget <= 0 || !ctx->cfg.resident_first) return;
-    for (int32_t step = 0; step < N && budget > 0; step++) {
+    int32_t nl = 0;
+    int64_t n = 0;
+    int stop = 0; /* the pool's room or the copy list ran out: the cursor stays */
+    for (int32_t step = 0; step < N && budget > 0 && !stop; step++) {
         int32_t slot = (ctx->repop_cursor + step) % N;
         request *rq = &ctx->req[slot];
         if (!rq->in_use || rq->reclaiming || rq->importing) continue; /* an open import's rows are not valid yet */
-        for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0; g++) {
+        for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0 && !stop; g++) {
             grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];
             /* the common case (every imported page on the device) skips the page loop */
             if (gs->n_opt_pages <= 0 || !memchr(gs->opt_state, OPT_ABSENT, (size_t)gs->n_opt_pages)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
                 if (gs->opt_state[hp] != OPT_ABSENT) continue;
-                if (ctx->n_free_pages - nsrc < ctx->pages_res) return;
+                if (ctx->n_free_pages - nsrc < ctx->pages_res) { stop = 1; break; }
                 int ok = 1;
                 for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
                 if (!ok) continue;
-                int64_t n = 0;
-                if (!ctx->be->payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                if (!ctx->be->payload_free && pairs_reserve(ctx, n + (int64_t)p * nsrc) != DHS_OK) { stop = 1; break; }
+                if (nl == ctx->repop_cap) { /* the pass's page list grows (a failure ends the pass) */
+                    int32_t cap = ctx->repop_cap ? 2 * ctx->repop_cap : 64;
+                    struct repop_ent *nr = ctx_calloc(ctx, (size_t)cap, sizeof *nr);
+                    if (!nr) { stop = 1; break; }
+                    if (nl) memcpy(nr, ctx->repop, sizeof *nr * (size_t)nl);
+                    ctx_free(ctx, ctx->repop, (size_t)ctx->repop_cap, sizeof *nr);
+                    ctx->repop = nr;
+                    ctx->repop_cap = cap;
+                }
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
@@ -801,31 +814,44 @@ void res_repopulate(dhs_ctx *ctx)
                         ctx->pairs[n++] = (dhs_copy_pair){host_row(ctx, ss, hp * p + i),
                                                           pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};
                 }
-                dhs_ticket t = 0;
                 gs->opt_held++;
-                if (be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t) != DHS_OK) {
-                    /* nothing was read from these pages: free them at once */
-                    for (int32_t si = 0; si < nsrc; si++) {
-                        page_free_now(ctx, gs->src[si].opt_pages[hp]);
-                        gs->src[si].opt_pages[hp] = -1;
-                    }
-                    gs->opt_held--;
-                    return;
-                }
-                ctx->st.populate_rows += (uint64_t)p * nsrc;
-                ctx->st.populate_bytes += (uint64_t)p * nsrc * ctx->row_stride;
-                opt_set(rq, gs, hp, OPT_PENDING);
-                gs->opt_ticket[hp] = t;
+                opt_set(rq, gs, hp, OPT_PENDING); /* not read before the copy is issued below */
                 work_add(ctx, slot);
-                if (!t) {
-                    opt_set(rq, gs, hp, OPT_READY);
-                    ctx->st.repopulated_pages++;
-                }
+                ctx->repop[nl++] = (struct repop_ent){slot, g, hp};
                 budget--;
             }
         }
     }
-    ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
+    if (nl > 0) {
+        dhs_ticket t = 0;
+        if (be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t) != DHS_OK) {
+            /* nothing was read from these pages: free them at once */
+            for (int32_t i = 0; i < nl; i++) {
+                request *rq = &ctx->req[ctx->repop[i].slot];
+                grp_state *gs = &rq->g[ctx->repop[i].g];
+                for (int32_t si = 0; si < ctx->grp_nsrc[ctx->repop[i].g]; si++) {
+                    page_free_now(ctx, gs->src[si].opt_pages[ctx->repop[i].hp]);
+                    gs->src[si].opt_pages[ctx->repop[i].hp] = -1;
+                }
+                opt_set(rq, gs, ctx->repop[i].hp, OPT_ABSENT);
+                gs->opt_held--;
+            }
+            return;
+        }
+        for (int32_t i = 0; i < nl; i++) {
+            request *rq = &ctx->req[ctx->repop[i].slot];
+            grp_state *gs = &rq->g[ctx->repop[i].g];
+            const int64_t hp = ctx->repop[i].hp, nsrc = ctx->grp_nsrc[ctx->repop[i].g];
+            ctx->st.populate_rows += (uint64_t)p * (uint64_t)nsrc;
+            ctx->st.populate_bytes += (uint64_t)p * (uint64_t)nsrc * ctx->row_stride;
+            gs->opt_ticket[hp] = t;
+            if (!t) {
+                opt_set(rq, gs, hp, OPT_READY);
+                ctx->st.repopulated_pages++;
+            }
+        }
+    }
+    if (!stop) ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
 /* Whether any optional page of the group has a copy in flight (a population
