@@ -72,8 +72,11 @@ typedef struct grp_state {
     int32_t n_staged;      /* staged rows used this round */
     int32_t n_staged_call; /* n_staged when the current resolve call began */
     int64_t *staged_row;   /* [spec_width * sel_k] row of each staged index */
+    uint8_t tables_dirty;  /* this group's mirrored tables may have changed (see request.tables_dirty) */
     src_state *src;        /* [n_sources_of_group] */
 } grp_state;
+
+enum { TABLES_SOME = 1, TABLES_ALL = 2 };
 
 typedef struct request {
     uint32_t gen;
@@ -91,7 +94,9 @@ typedef struct request {
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
                            optional-page readiness) may have changed since dres_round_begin last
                            published this request's: set by every such change, cleared by the publish
-                           (dres_check verifies a clean request's mirror) */
+                           (dres_check verifies a clean request's mirror). TABLES_SOME: only the groups
+                           whose grp_state.tables_dirty is set; TABLES_ALL: every group (a new request
+                           in the slot, an import given back) */
     grp_state *g;       /* [n_groups] */
 } request;
 

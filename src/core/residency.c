@@ -70,7 +70,8 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
     }
     ss->chunk_span[ss->n_host_chunks] = (int32_t)k;
     for (int64_t i = 0; i < k; i++) ss->host_chunks[ss->n_host_chunks++] = (uint8_t *)p + (size_t)i * chunk;
-    rq->tables_dirty = 1;
+    rq->tables_dirty |= TABLES_SOME;
+    rq->g[g].tables_dirty = 1;
     return DHS_OK;
 }
 
@@ -83,7 +84,8 @@ static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
     gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
-    rq->tables_dirty = 1;
+    rq->tables_dirty |= TABLES_SOME;
+    gs->tables_dirty = 1;
 }
 
 /* Sets whether page hp's reclaim backup is in flight, keeping the group's opt_busy. */
@@ -147,7 +149,7 @@ static void import_release(dhs_ctx *ctx, request *rq)
         gs->n_opt_pages = gs->opt_held = gs->opt_ready = gs->opt_busy = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
-    rq->tables_dirty = 1;
+    rq->tables_dirty = TABLES_ALL;
 }
 
 /* Allocates everything an import of n_positions needs, so that placing it
