@@ -163,6 +163,8 @@ struct dhs_ctx {
     uint8_t *work_on;       /* [max_requests] */
     int32_t n_work;
     int32_t *work_tmp;      /* [max_requests] scratch: the slots one pass backs up in one copy */
+    uint32_t *named;        /* [max_requests] dhs_round_begin's duplicate check: slot named when = named_stamp */
+    uint32_t named_stamp;
     /* one housekeeping pass asks the backend about a fence once: the round's tail backup is one ticket
        for every request and group of the round (0: no memo) */
     dhs_ticket memo_t;

@@ -19,6 +19,7 @@
  *    ones every committed row of every source has been backed up (backup
  *    rows counted, backed_hi = hist_rows); a request dropped from the work
  *    list while rows were due fails this.
+ * 3. dhs_round_begin's duplicate check across its stamp's wrap.
  */
 #include "test_help.h"
 
@@ -274,6 +275,41 @@ static void backups_without_sync(int delay, int full)
     drop(&s);
 }
 
+/* dhs_round_begin's duplicate check stamps slots; across the stamp's wrap a slot never named must not
+   look named, and a request named twice is still refused */
+static void named_stamp_wrap(void)
+{
+    side s;
+    if (make(&s, 0, 0)) {
+        CHECKF(0, "setup");
+        return;
+    }
+    dhs_req r[3];
+    uint8_t *rows = calloc(64, RB);
+    const void *rp[3] = {rows, rows, rows};
+    for (int i = 0; i < 3; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64 + 10, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0};
+    s.ctx->named_stamp = UINT32_MAX - 1;
+    s.ctx->named[r[2].id] = 1; /* as if named 2^32 rounds ago, with the stamp the wrap restarts from */
+    dhs_req ab[2] = {r[0], r[1]}, ca[2] = {r[2], r[0]}, cc[2] = {r[2], r[2]};
+    CHECK_ST(dhs_round_begin(s.ctx, 2, ab, K), DHS_OK); /* stamp UINT32_MAX */
+    for (int i = 0; i < 2; i++)
+        for (int32_t src = 0; src < 3; src++) CHECK_ST(dhs_write_rows(s.ctx, ab[i], src, 64, 1, rows), DHS_OK);
+    CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+    CHECK_ST(dhs_round_begin(s.ctx, 2, ca, K), DHS_OK); /* the stamp wraps here: r[2] is not named yet */
+    CHECK_INV(s.ctx);
+    for (int i = 0; i < 2; i++)
+        for (int32_t src = 0; src < 3; src++) CHECK_ST(dhs_write_rows(s.ctx, ca[i], src, 64 + (i ? 1 : 0), 1, rows), DHS_OK);
+    CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+    CHECK_ST(dhs_round_begin(s.ctx, 2, cc, K), DHS_ERR_INVALID_ARG);
+    CHECK_INV(s.ctx);
+    free(rows);
+    drop(&s);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -282,5 +318,6 @@ int main(void)
     for (int d = 0; d <= 3; d++) differential(dhs_mix64(seed + (uint64_t)d), d, events);
     for (int d = 0; d <= 3; d++)
         for (int full = 0; full < 2; full++) backups_without_sync(d, full);
+    named_stamp_wrap();
     return th_summary();
 }
