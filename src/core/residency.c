@@ -460,11 +460,18 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
 #define SPAN_RQ(i) (one ? one : &ctx->req[rqi[i]])
 #define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= (gs)->hist_rows)
     int64_t tot = 0, n = 0;
+    /* every request with rows to back up is listed until its backup completed, before anything can
+       fail: a host-row allocation failing for one request leaves the others due too */
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t g = g0; g < g1; g++)
+            if (!SPAN_SKIP(&SPAN_RQ(i)->g[g])) {
+                work_add(ctx, (int32_t)(SPAN_RQ(i) - ctx->req));
+                break;
+            }
     for (int32_t i = 0; i < nr; i++)
         for (int32_t g = g0; g < g1; g++) {
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
-            work_add(ctx, (int32_t)(SPAN_RQ(i) - ctx->req)); /* listed until its backup completed */
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 dhs_status s = host_ensure(ctx, SPAN_RQ(i), g, &gs->src[si], gs->hist_rows);
                 if (s != DHS_OK) return s;

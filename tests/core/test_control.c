@@ -20,6 +20,8 @@
  *    rows counted, backed_hi = hist_rows); a request dropped from the work
  *    list while rows were due fails this.
  * 3. dhs_round_begin's duplicate check across its stamp's wrap.
+ * 4. A round's backup that fails part-way leaves every request of the round
+ *    on the work list.
  */
 #include "test_help.h"
 
@@ -47,6 +49,8 @@ static dhs_arch arch2(void)
     return a;
 }
 
+static int64_t g_max_rows = 400; /* backup_fault_lists_all needs more */
+
 static dhs_config cfg2(void)
 {
     dhs_config c = dhs_config_default();
@@ -56,7 +60,7 @@ static dhs_config cfg2(void)
     c.page_rows = 4;
     c.hot_rows = 16;
     c.tail_rows = 8;
-    c.max_rows = 400;
+    c.max_rows = g_max_rows;
     c.policy = DHS_POLICY_CLOCK;
     c.repop_pages = 2;
     c.device_bytes = (uint64_t)RB * 4 * 120; /* 120 pages: admissions reclaim, pages repopulate */
@@ -310,6 +314,52 @@ static void named_stamp_wrap(void)
     drop(&s);
 }
 
+/* A round's tail backup that fails part-way (a host-row allocation for the second 1,024-row chunk of the
+   first request) leaves every request of the round due and on the work list: housekeeping retries them
+   all, without dhs_sync */
+static void backup_fault_lists_all(void)
+{
+    side s;
+    g_max_rows = 1100;
+    int bad_make = make(&s, 0, 0);
+    g_max_rows = 400;
+    if (bad_make) {
+        CHECKF(0, "setup");
+        return;
+    }
+    dhs_req r[2];
+    uint8_t *rows = calloc(64, RB);
+    const void *rp[3] = {rows, rows, rows};
+    for (int i = 0; i < 2; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64, &r[i]), DHS_OK); /* host rows for 1,024: a later row allocates */
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0};
+    long bad = 0;
+    for (int64_t t = 64; t < 1030; t++) {
+        if (dhs_round_begin(s.ctx, 2, r, K) != DHS_OK) { bad++; break; }
+        for (int i = 0; i < 2; i++)
+            for (int32_t src = 0; src < 3; src++) bad += dhs_write_rows(s.ctx, r[i], src, t, 1, rows) != DHS_OK;
+        if (t == 1023) dhs_backend_fault_at(s.be, DHS_FAULT_HOST_ALLOC, 1); /* the backup of row 1,023 allocates */
+        bad += dhs_round_end(s.ctx, acc) != DHS_OK;
+        char msg[256];
+        if (dhs_check_invariants(s.ctx, msg, sizeof msg)) {
+            CHECKF(0, "after the round of row %lld: %s", (long long)t, msg);
+            break;
+        }
+    }
+    CHECKF(bad == 0, "%ld calls failed", bad);
+    CHECKF(dhs_backend_faults_injected(s.be) == 1, "the fault was %s", dhs_backend_faults_injected(s.be) ? "hit" : "not hit");
+    for (int i = 0; i < 2; i++)
+        for (int32_t g = 0; g < 2; g++) {
+            const grp_state *gs = &s.ctx->req[r[i].id].g[g];
+            CHECKF(gs->backed_hi == gs->hist_rows, "request %d group %d backed up to %lld of %lld", i, g,
+                   (long long)gs->backed_hi, (long long)gs->hist_rows);
+        }
+    free(rows);
+    drop(&s);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -319,5 +369,6 @@ int main(void)
     for (int d = 0; d <= 3; d++)
         for (int full = 0; full < 2; full++) backups_without_sync(d, full);
     named_stamp_wrap();
+    backup_fault_lists_all();
     return th_summary();
 }
