@@ -84,6 +84,7 @@ struct dhs_ref_engine {
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     dhs_ref_step_times stt; /* device step host times */
+    double gpu_idle_since;  /* when the last plain round's step wait returned (0: none, or not comparable) */
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
@@ -399,6 +400,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
 {
     const dhs_ref_model *m = e->m;
     const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
+    e->gpu_idle_since = 0; /* an import between rounds is not a round's exposed host time */
     if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
         p->n + e->kmax + 1 > e->cfg.max_positions || shared < 0 || shared > p->n)
         return DHS_ERR_INVALID_ARG;
@@ -904,6 +906,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         for (int32_t i = 0; i < n; i++) toks += K[i];
         e->wlayer = (uint64_t)(dhs_deploy_step_bytes(e->cfg.deploy, (double)toks, NULL) / c->n_layers);
     }
+    const double t_launch = dhs_wall_s();
     if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
         /* first round, the batch size changed, the split mode did, or the weight bytes did */
         if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now || e->graph_wlayer != e->wlayer) {
@@ -928,6 +931,11 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     double t3 = dhs_wall_s();
     if (e->probe_h)
         for (int32_t g = 0; g < e->ng; g++) loc_observe(e, ids[0], g, e->probe_h + (int64_t)g * e->kmax * e->k, K[0]);
+    if (!prof && !captured && e->gpu_idle_since > 0) { /* the GPU waited for the host since the last round */
+        e->stt.exposed_rounds++;
+        e->stt.exposed_s += t_launch - e->gpu_idle_since;
+    }
+    e->gpu_idle_since = !prof && !captured ? t3 : 0;
     for (int32_t i = 0; i < n; i++)
         memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
     if (prof) { /* its phases, not in stt: those are the serving rounds */

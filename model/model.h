@@ -467,6 +467,13 @@ typedef struct dhs_ref_step_times {
        dhs_round_end (hierarchical only) */
     uint64_t all_rounds;
     double draft_s, begin_s, end_s;
+    /* exposed host time: from the moment the previous round's step was seen complete (its wait
+       returned: the GPU has nothing queued) to this round's launch, summed over exposed_rounds (plain
+       rounds that follow a plain round, no session started in between; capture and profiled rounds
+       excluded). Everything the host does for a round on the critical path: verification,
+       dhs_round_end, the drafter, dhs_round_begin and the control plane before the launch */
+    uint64_t exposed_rounds;
+    double exposed_s;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;

@@ -442,6 +442,10 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "draft_us", 1e6 * r->st.draft_s / na);
         cJSON_AddNumberToObject(h, "round_begin_us", 1e6 * r->st.begin_s / na);
         cJSON_AddNumberToObject(h, "round_end_us", 1e6 * r->st.end_s / na);
+        /* what the GPU waits for: the host's wall time from one plain round's step completing to the next
+           one's launch (the critical path; host CPU time is the figures above) */
+        cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
+        cJSON_AddNumberToObject(h, "exposed_rounds", (double)r->st.exposed_rounds);
     }
     if (r->prof_rounds) {
         cJSON *b = cJSON_AddObjectToObject(o, "step_us");
@@ -895,9 +899,13 @@ int cmd_bench_serve(int argc, char **argv)
                     tool_progress_msg(&tp, 1,
                                       PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
                                       "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
-                                      ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms)", mode_names[mode], prefix_tags[prefix], L, cs[i],
+                                      ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
+                                      "round_begin %.0f, round_end %.0f, exposed %.0f", mode_names[mode], prefix_tags[prefix], L, cs[i],
                                       q->duration_s, q->prefill_s, q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s,
-                                      q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s);
+                                      q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
+                                      q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
+                                      q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
+                                      q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0);
                 nr++;
                 if (o.output && o.json) write_partial(o.output, R, nr);
             }

@@ -179,12 +179,19 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 if (gs->src[si].written_hi - gs->tail_lo > c->tail_rows)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
                          (long long)(gs->src[si].written_hi - gs->tail_lo), c->tail_rows);
+            /* housekeeping's work list holds every request with something to complete or issue */
+            if ((gs->backup_ticket || gs->backup_hi < gs->hist_rows || gs->opt_busy > 0) && !ctx->work_on[slot])
+                fail(&v, "work: request %d group %d has a copy in flight or rows to back up (ticket %llu, backup_hi "
+                     "%lld, hist %lld, %lld optional pages busy) but is not on the work list", slot, g,
+                     (unsigned long long)gs->backup_ticket, (long long)gs->backup_hi, (long long)gs->hist_rows,
+                     (long long)gs->opt_busy);
             /* optional pages */
-            int64_t held = 0, ready = 0;
+            int64_t held = 0, ready = 0, busy = 0;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
                 int st = gs->opt_state[hp];
                 if (st != OPT_ABSENT) held++;
                 ready += st == OPT_READY;
+                busy += (st == OPT_PENDING) + (gs->opt_backing[hp] != 0);
                 for (int32_t si = 0; si < nsrc; si++) {
                     int32_t pg = gs->src[si].opt_pages[hp];
                     if ((st == OPT_ABSENT) != (pg < 0)) fail(&v, "opt: request %d page %lld state %d phys %d", slot, (long long)hp, st, pg);
@@ -205,6 +212,9 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             if (held != gs->opt_held) fail(&v, "opt: request %d group %d held %lld counter %lld", slot, g, (long long)held, (long long)gs->opt_held);
             if (ready != gs->opt_ready)
                 fail(&v, "opt: request %d group %d ready %lld counter %lld", slot, g, (long long)ready, (long long)gs->opt_ready);
+            if (busy != gs->opt_busy)
+                fail(&v, "opt: request %d group %d has %lld pages with a copy in flight, counter %lld", slot, g,
+                     (long long)busy, (long long)gs->opt_busy);
             /* I1: every committed row is ready on the device or has a host copy */
             for (int64_t row = 0; row < gs->hist_rows; row++) {
                 if (row >= gs->tail_lo) break; /* tail rows are ready */
@@ -251,6 +261,16 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
         if (sspan_holders[k] != ctx->sspan[k].refs)
             fail(&v, "share: host span %d held by %d requests, counted %d", k, sspan_holders[k], ctx->sspan[k].refs);
     free(sspan_holders);
+    /* the work list: each listed slot once, flagged, in range */
+    {
+        int32_t flagged = 0;
+        for (int32_t i = 0; i < c->max_requests; i++) flagged += ctx->work_on[i] != 0;
+        if (flagged != ctx->n_work || ctx->n_work > c->max_requests)
+            fail(&v, "work: %d slots flagged, list of %d", flagged, ctx->n_work);
+        for (int32_t w = 0; w < ctx->n_work && w < c->max_requests; w++)
+            if (ctx->work[w] < 0 || ctx->work[w] >= c->max_requests || !ctx->work_on[ctx->work[w]])
+                fail(&v, "work: entry %d names slot %d, not flagged", w, ctx->work[w]);
+    }
     for (int64_t i = 0; i < ctx->n_pages; i++) {
         if (ctx->page_use[i] == PAGE_OPT && seen[i] && seen[i] != 1 + ctx->page_ref[i])
             fail(&v, "share: optional page %lld mapped %d times, %d holders counted", (long long)i, seen[i], 1 + ctx->page_ref[i]);

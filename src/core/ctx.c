@@ -147,6 +147,11 @@ static void ctx_free_all(dhs_ctx *ctx)
     ctx_free(ctx, ctx->grp_arena, (size_t)ng, sizeof(int32_t));
     ctx_free(ctx, ctx->req, (size_t)ctx->cfg.max_requests, sizeof(request));
     ctx_free(ctx, ctx->round_reqs, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
+    ctx_free(ctx, ctx->work, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
+    ctx_free(ctx, ctx->work_tmp, (size_t)ctx->cfg.max_requests, sizeof(int32_t));
+    ctx_free(ctx, ctx->work_on, (size_t)ctx->cfg.max_requests, 1);
+    ctx_free(ctx, ctx->named, (size_t)ctx->cfg.max_requests, sizeof(uint32_t));
+    ctx_free(ctx, ctx->repop, (size_t)ctx->repop_cap, sizeof(struct repop_ent));
     ctx_free(ctx, ctx->scratch_code, (size_t)ctx->cfg.spec_width * ctx->cfg.sel_k * ctx->cfg.max_requests, sizeof(int64_t));
     ctx_free(ctx, ctx->pairs, (size_t)ctx->cap_pairs, sizeof(dhs_copy_pair));
     free(ctx);
@@ -300,9 +305,15 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->grp_arena = ctx_calloc(ctx, (size_t)ng, sizeof(int32_t));
     ctx->req = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(request));
     ctx->round_reqs = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
+    ctx->work = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
+    ctx->work_tmp = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(int32_t));
+    ctx->work_on = ctx_calloc(ctx, (size_t)c->max_requests, 1);
+    ctx->named = ctx_calloc(ctx, (size_t)c->max_requests, sizeof(uint32_t));
+
     ctx->scratch_code = ctx_calloc(ctx, (size_t)c->spec_width * c->sel_k * c->max_requests, sizeof(int64_t));
     if (!ctx->free_pages || !ctx->page_use || !ctx->page_owner || !ctx->page_ref || !ctx->deferred || !ctx->arenas || !ctx->grp_arena || !ctx->req ||
-        !ctx->round_reqs || !ctx->scratch_code)
+        !ctx->round_reqs || !ctx->scratch_code || !ctx->work || !ctx->work_tmp || !ctx->work_on ||
+        !ctx->named)
         goto nomem;
     if (c->host_cache_bytes > 0 && !ctx->be->payload_free) {
         /* room for the spans of every source of every slot, twice over (a request pins a source's rows in

@@ -70,12 +70,17 @@ typedef struct grp_state {
     dhs_ticket *opt_ticket;/* [n_opt_pages] copy or readers ticket */
     int64_t opt_held;      /* pages (per source) held in any non-absent state */
     int64_t opt_ready;     /* pages in OPT_READY (kept by opt_set) */
+    int64_t opt_busy;      /* pages with a copy in flight: OPT_PENDING or opt_backing (kept by opt_set and
+                              opt_backing_set), so housekeeping skips a quiet group without a scan */
     /* staging this round: rows beyond the hot cache, slot_of[row] = B + idx */
     int32_t n_staged;      /* staged rows used this round */
     int32_t n_staged_call; /* n_staged when the current resolve call began */
     int64_t *staged_row;   /* [spec_width * sel_k] row of each staged index */
+    uint8_t tables_dirty;  /* this group's mirrored tables may have changed (see request.tables_dirty) */
     src_state *src;        /* [n_sources_of_group] */
 } grp_state;
+
+enum { TABLES_SOME = 1, TABLES_ALL = 2 };
 
 typedef struct request {
     uint32_t gen;
@@ -95,7 +100,9 @@ typedef struct request {
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
                            optional-page readiness) may have changed since dres_round_begin last
                            published this request's: set by every such change, cleared by the publish
-                           (dres_check verifies a clean request's mirror) */
+                           (dres_check verifies a clean request's mirror). TABLES_SOME: only the groups
+                           whose grp_state.tables_dirty is set; TABLES_ALL: every group (a new request
+                           in the slot, an import given back) */
     grp_state *g;       /* [n_groups] */
 } request;
 
@@ -159,6 +166,24 @@ struct dhs_ctx {
     uint64_t admit_seq;
     int32_t repop_cursor;
 
+    /* housekeeping's work list: the slots of requests that may have something to complete or issue (a
+       tail backup or optional-page copy in flight, committed rows not backed up yet); a request leaves it
+       when a pass finds nothing outstanding. work_on[slot] = 1 while listed. Housekeeping visits these,
+       not every slot and group (dhs_check_invariants verifies that no request with work is missing) */
+    int32_t *work;          /* [max_requests] */
+    uint8_t *work_on;       /* [max_requests] */
+    int32_t n_work;
+    int32_t *work_tmp;      /* [max_requests] scratch: the slots one pass backs up in one copy */
+    uint32_t *named;        /* [max_requests] dhs_round_begin's duplicate check: slot named when = named_stamp */
+    uint32_t named_stamp;
+    /* one housekeeping pass asks the backend about a fence once: the round's tail backup is one ticket
+       for every request and group of the round (0: no memo) */
+    dhs_ticket memo_t;
+    int memo_done, memo_on;
+    /* the pages one repopulation pass populates, in one copy (grown on demand, up to repop_pages) */
+    struct repop_ent { int32_t slot, g; int64_t hp; } *repop;
+    int32_t repop_cap;
+
     /* round */
     int round_open;
     uint32_t epoch;         /* round counter (protection) */
@@ -193,6 +218,10 @@ struct dhs_ctx {
     int32_t sspan_n, sspan_cap;
     uint64_t sspan_bytes;
     dhs_stats st;
+    /* 1: housekeeping visits every open request and group and queries every fence per request and
+       group, as before the work list (residency.c advance_all); only bench/control_bench.c sets it,
+       to time the incremental path against it in one process */
+    int full_sweep;
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
 
@@ -259,5 +288,7 @@ dhs_status sspan_reserve(dhs_ctx *ctx, int64_t n);
 void sspan_trim(dhs_ctx *ctx);
 dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g);
 dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int64_t P);
+/* puts request slot on housekeeping's work list (no-op when listed) */
+void work_add(dhs_ctx *ctx, int32_t slot);
 
 #endif

@@ -138,7 +138,7 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
     rq->gen = gen + 1;
     if (rq->gen == 0) rq->gen = 1;
     s = request_alloc(ctx, rq, slot);
-    rq->tables_dirty = 1; /* the slot's mirrored tables hold the previous request's */
+    rq->tables_dirty = TABLES_ALL; /* the slot's mirrored tables hold the previous request's */
     if (s == DHS_OK && ctx->dres) s = dres_request_reset(ctx, slot); /* device hot state of the slot */
     if (s != DHS_OK) {
         request_free_all(ctx, rq);

@@ -127,7 +127,8 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
     }
     ss->chunk_span[ss->n_host_chunks] = (int32_t)k;
     for (int64_t i = 0; i < k; i++) ss->host_chunks[ss->n_host_chunks++] = (uint8_t *)p + (size_t)i * chunk;
-    rq->tables_dirty = 1;
+    rq->tables_dirty |= TABLES_SOME;
+    rq->g[g].tables_dirty = 1;
     return DHS_OK;
 }
 
@@ -138,8 +139,42 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
 static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
 {
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
+    gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
-    rq->tables_dirty = 1;
+    rq->tables_dirty |= TABLES_SOME;
+    gs->tables_dirty = 1;
+}
+
+/* Sets whether page hp's reclaim backup is in flight, keeping the group's opt_busy. */
+static void opt_backing_set(grp_state *gs, int64_t hp, uint8_t v)
+{
+    gs->opt_busy += (int64_t)(v != 0) - (int64_t)(gs->opt_backing[hp] != 0);
+    gs->opt_backing[hp] = v;
+}
+
+/* ------------------------------------------------------------- housekeeping's work list */
+void work_add(dhs_ctx *ctx, int32_t slot)
+{
+    if (ctx->work_on[slot]) return;
+    ctx->work_on[slot] = 1;
+    ctx->work[ctx->n_work++] = slot;
+}
+
+/* Whether ticket t completed. Within one housekeeping pass (memo_on) the last answer is kept: the
+   round's tail backup is one ticket for every request and group of the round, and on the H200 host
+   each fence query is a CUDA call, so asking once per request and group grew round_begin with
+   C x groups (bench/control_bench.c counts the calls). A ticket seen incomplete is only looked at
+   again in the next pass. */
+static int ticket_done(dhs_ctx *ctx, dhs_ticket t)
+{
+    if (!t) return 1;
+    if (ctx->memo_on && ctx->memo_t == t) return ctx->memo_done;
+    int d = ctx->be->ops->done(ctx->be, t);
+    if (ctx->memo_on) {
+        ctx->memo_t = t;
+        ctx->memo_done = d;
+    }
+    return d;
 }
 
 /* ------------------------------------------------------------- import placement */
@@ -170,10 +205,10 @@ static void import_release(dhs_ctx *ctx, request *rq)
         ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
         ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
         gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
-        gs->n_opt_pages = gs->opt_held = gs->opt_ready = 0;
+        gs->n_opt_pages = gs->opt_held = gs->opt_ready = gs->opt_busy = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
-    rq->tables_dirty = 1;
+    rq->tables_dirty = TABLES_ALL;
 }
 
 /* Allocates everything an import of n_positions needs, so that placing it
@@ -492,6 +527,14 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
 #define SPAN_RQ(i) (one ? one : &ctx->req[rqi[i]])
 #define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= (gs)->hist_rows)
     int64_t tot = 0, n = 0;
+    /* every request with rows to back up is listed until its backup completed, before anything can
+       fail: a host-row allocation failing for one request leaves the others due too */
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t g = g0; g < g1; g++)
+            if (!SPAN_SKIP(&SPAN_RQ(i)->g[g])) {
+                work_add(ctx, (int32_t)(SPAN_RQ(i) - ctx->req));
+                break;
+            }
     for (int32_t i = 0; i < nr; i++)
         for (int32_t g = g0; g < g1; g++) {
             grp_state *gs = &SPAN_RQ(i)->g[g];
@@ -555,7 +598,7 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
     grp_state *gs = &rq->g[g];
     for (int pass = 0; pass < 2; pass++) {
         if (gs->backup_ticket) {
-            if (!ctx->be->ops->done(ctx->be, gs->backup_ticket)) {
+            if (!ticket_done(ctx, gs->backup_ticket)) {
                 if (!force) return;
                 if (ctx->be->ops->wait(ctx->be, gs->backup_ticket) != DHS_OK) return;
             }
@@ -603,7 +646,7 @@ static void opt_release_page(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp)
         gs->src[si].opt_pages[hp] = -1;
     }
     opt_set(rq, gs, hp, OPT_ABSENT);
-    gs->opt_backing[hp] = 0;
+    opt_backing_set(gs, hp, 0);
     gs->opt_ticket[hp] = 0;
     gs->opt_held--;
 }
@@ -638,8 +681,9 @@ static dhs_status opt_start_reclaim(dhs_ctx *ctx, request *rq, int32_t g, int64_
     if (s != DHS_OK) return s;
     ctx->st.backup_rows += (uint64_t)p * nsrc;
     ctx->st.backup_bytes += (uint64_t)p * nsrc * ctx->row_stride;
-    gs->opt_backing[hp] = 1;
+    opt_backing_set(gs, hp, 1);
     gs->opt_ticket[hp] = t;
+    work_add(ctx, (int32_t)(rq - ctx->req));
     return DHS_OK;
 }
 
@@ -651,7 +695,7 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
     int32_t p = ctx->cfg.page_rows;
     dhs_backend *be = ctx->be;
     if (gs->opt_state[hp] == OPT_PENDING && gs->opt_ticket[hp]) {
-        if (!be->ops->done(be, gs->opt_ticket[hp])) {
+        if (!ticket_done(ctx, gs->opt_ticket[hp])) {
             if (!force) return;
             be->ops->wait(be, gs->opt_ticket[hp]);
         }
@@ -660,12 +704,12 @@ static void opt_advance(dhs_ctx *ctx, request *rq, int32_t g, int64_t hp, int fo
         if (gs->opt_state[hp] == OPT_READY) ctx->st.repopulated_pages++;
     }
     if (gs->opt_state[hp] == OPT_READY && gs->opt_backing[hp]) {
-        if (gs->opt_ticket[hp] && !be->ops->done(be, gs->opt_ticket[hp])) {
+        if (gs->opt_ticket[hp] && !ticket_done(ctx, gs->opt_ticket[hp])) {
             if (!force) return;
             be->ops->wait(be, gs->opt_ticket[hp]);
         }
         for (int32_t i = 0; i < p; i++) bit_set(gs->host_valid, hp * p + i);
-        gs->opt_backing[hp] = 0;
+        opt_backing_set(gs, hp, 0);
         gs->opt_ticket[hp] = 0;
         opt_set(rq, gs, hp, OPT_RETIRING);
     }
@@ -709,7 +753,7 @@ static void deferred_sweep(dhs_ctx *ctx, int force)
     int64_t j = 0;
     for (int64_t i = 0; i < ctx->n_deferred; i++) {
         deferred_free d = ctx->deferred[i];
-        int done = !d.t || ctx->be->ops->done(ctx->be, d.t);
+        int done = ticket_done(ctx, d.t);
         if (!done && force) done = ctx->be->ops->wait(ctx->be, d.t) == DHS_OK;
         if (done) {
             ctx->page_use[d.page] = PAGE_HOT; /* counted as required until now */
@@ -836,28 +880,41 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
 }
 
 /* Bounded round-robin repopulation of absent optional pages whose rows all
-   have host copies. */
+   have host copies. The pages of one pass go out in ONE copy with one
+   ticket (they were one copy per page: up to repop_pages copies, and as many
+   fence queries later, per round; bench/control_bench.c counts them). */
 void res_repopulate(dhs_ctx *ctx)
 {
     int32_t budget = ctx->cfg.repop_pages, N = ctx->cfg.max_requests, p = ctx->cfg.page_rows;
     if (budget <= 0 || !ctx->cfg.resident_first) return;
-    for (int32_t step = 0; step < N && budget > 0; step++) {
+    int32_t nl = 0;
+    int64_t n = 0;
+    int stop = 0; /* the pool's room or the copy list ran out: the cursor stays */
+    for (int32_t step = 0; step < N && budget > 0 && !stop; step++) {
         int32_t slot = (ctx->repop_cursor + step) % N;
         request *rq = &ctx->req[slot];
         if (!rq->in_use || rq->reclaiming || rq->importing) continue; /* an open import's rows are not valid yet */
-        for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0; g++) {
+        for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0 && !stop; g++) {
             grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];
             /* the common case (every imported page on the device) skips the page loop */
             if (gs->n_opt_pages <= 0 || !memchr(gs->opt_state, OPT_ABSENT, (size_t)gs->n_opt_pages)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
                 if (gs->opt_state[hp] != OPT_ABSENT) continue;
-                if (ctx->n_free_pages - nsrc < ctx->pages_res) return;
+                if (ctx->n_free_pages - nsrc < ctx->pages_res) { stop = 1; break; }
                 int ok = 1;
                 for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
                 if (!ok) continue;
-                int64_t n = 0;
-                if (!ctx->be->payload_free && pairs_reserve(ctx, (int64_t)p * nsrc) != DHS_OK) return;
+                if (!ctx->be->payload_free && pairs_reserve(ctx, n + (int64_t)p * nsrc) != DHS_OK) { stop = 1; break; }
+                if (nl == ctx->repop_cap) { /* the pass's page list grows (a failure ends the pass) */
+                    int32_t cap = ctx->repop_cap ? 2 * ctx->repop_cap : 64;
+                    struct repop_ent *nr = ctx_calloc(ctx, (size_t)cap, sizeof *nr);
+                    if (!nr) { stop = 1; break; }
+                    if (nl) memcpy(nr, ctx->repop, sizeof *nr * (size_t)nl);
+                    ctx_free(ctx, ctx->repop, (size_t)ctx->repop_cap, sizeof *nr);
+                    ctx->repop = nr;
+                    ctx->repop_cap = cap;
+                }
                 for (int32_t si = 0; si < nsrc; si++) {
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
@@ -866,40 +923,66 @@ void res_repopulate(dhs_ctx *ctx)
                         ctx->pairs[n++] = (dhs_copy_pair){host_row(ctx, ss, hp * p + i),
                                                           pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};
                 }
-                dhs_ticket t = 0;
                 gs->opt_held++;
-                if (be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t) != DHS_OK) {
-                    /* nothing was read from these pages: free them at once */
-                    for (int32_t si = 0; si < nsrc; si++) {
-                        page_free_now(ctx, gs->src[si].opt_pages[hp]);
-                        gs->src[si].opt_pages[hp] = -1;
-                    }
-                    gs->opt_held--;
-                    return;
-                }
-                ctx->st.populate_rows += (uint64_t)p * nsrc;
-                ctx->st.populate_bytes += (uint64_t)p * nsrc * ctx->row_stride;
-                opt_set(rq, gs, hp, OPT_PENDING);
-                gs->opt_ticket[hp] = t;
-                if (!t) {
-                    opt_set(rq, gs, hp, OPT_READY);
-                    ctx->st.repopulated_pages++;
-                }
+                opt_set(rq, gs, hp, OPT_PENDING); /* not read before the copy is issued below */
+                work_add(ctx, slot);
+                ctx->repop[nl++] = (struct repop_ent){slot, g, hp};
                 budget--;
             }
         }
     }
-    ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
+    if (nl > 0) {
+        dhs_ticket t = 0;
+        if (be_copy_async(ctx->be, ctx->pairs, n, ctx->row_stride, &t) != DHS_OK) {
+            /* nothing was read from these pages: free them at once */
+            for (int32_t i = 0; i < nl; i++) {
+                request *rq = &ctx->req[ctx->repop[i].slot];
+                grp_state *gs = &rq->g[ctx->repop[i].g];
+                for (int32_t si = 0; si < ctx->grp_nsrc[ctx->repop[i].g]; si++) {
+                    page_free_now(ctx, gs->src[si].opt_pages[ctx->repop[i].hp]);
+                    gs->src[si].opt_pages[ctx->repop[i].hp] = -1;
+                }
+                opt_set(rq, gs, ctx->repop[i].hp, OPT_ABSENT);
+                gs->opt_held--;
+            }
+            return;
+        }
+        for (int32_t i = 0; i < nl; i++) {
+            request *rq = &ctx->req[ctx->repop[i].slot];
+            grp_state *gs = &rq->g[ctx->repop[i].g];
+            const int64_t hp = ctx->repop[i].hp, nsrc = ctx->grp_nsrc[ctx->repop[i].g];
+            ctx->st.populate_rows += (uint64_t)p * (uint64_t)nsrc;
+            ctx->st.populate_bytes += (uint64_t)p * (uint64_t)nsrc * ctx->row_stride;
+            gs->opt_ticket[hp] = t;
+            if (!t) {
+                opt_set(rq, gs, hp, OPT_READY);
+                ctx->st.repopulated_pages++;
+            }
+        }
+    }
+    if (!stop) ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
 /* Whether any optional page of the group has a copy in flight (a population
    pending, a reclaim backup): two memchr scans let the common round skip the
    per-page loop over every imported page (1,563 per group at 100K rows) of
-   every request, which cost ~3 ns a page (measured on the CPU backend). */
+   every request, which cost ~3 ns a page (measured on the CPU backend). The
+   full sweep's test; the work list reads gs->opt_busy instead. */
 static int opt_any_busy(const grp_state *gs)
 {
     const size_t n = (size_t)gs->n_opt_pages;
     return n > 0 && (memchr(gs->opt_state, OPT_PENDING, n) || memchr(gs->opt_backing, 1, n));
+}
+
+/* Whether housekeeping has anything left to do for the request: a copy in flight or committed rows
+   without a backup. */
+static int work_outstanding(const dhs_ctx *ctx, const request *rq)
+{
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        const grp_state *gs = &rq->g[g];
+        if (gs->backup_ticket || gs->backup_hi < gs->hist_rows || gs->opt_busy > 0) return 1;
+    }
+    return 0;
 }
 
 /* Completes what has completed (with force: waits for everything): tail
@@ -908,10 +991,51 @@ static int opt_any_busy(const grp_state *gs)
    may already have served (tail -> host/hot when tail_lo advances, hot ->
    optional page when a population is published), giving one row two
    locations in one round. Its copies are only waited for (with force) and
-   are published by the housekeeping of the next dhs_round_begin. */
+   are published by the housekeeping of the next dhs_round_begin.
+   Without force (every dhs_round_begin) only the requests on the work list
+   are visited, each fence is queried once per pass (ticket_done), and the
+   backups that are due go out in ONE copy for all of them. The full sweep
+   (every slot and group, a fence query and a backup launch per request and
+   group; ctx->full_sweep keeps it for bench/control_bench.c) made
+   O(C x groups) backend calls per round: a round's tail backup still in
+   flight when the round ended went out again one request and group at a
+   time at the next dhs_round_begin. */
 static void advance_all(dhs_ctx *ctx, int force)
 {
     dhs_backend *be = ctx->be;
+    if (!force && !ctx->full_sweep) {
+        int32_t keep = 0, n_issue = 0;
+        for (int32_t w = 0; w < ctx->n_work; w++) {
+            const int32_t slot = ctx->work[w];
+            request *rq = &ctx->req[slot];
+            if (!rq->in_use) { /* closed: its copies were given back with it */
+                ctx->work_on[slot] = 0;
+                continue;
+            }
+            if (!(ctx->round_open && rq->in_round)) {
+                int due = 0;
+                for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+                    grp_state *gs = &rq->g[g];
+                    backup_complete(ctx, rq, g, 0);
+                    due |= !gs->backup_ticket && gs->backup_hi < gs->hist_rows;
+                    if (gs->opt_busy <= 0) continue;
+                    for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
+                        if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 0);
+                }
+                if (due) ctx->work_tmp[n_issue++] = slot;
+                if (!due && !work_outstanding(ctx, rq)) {
+                    ctx->work_on[slot] = 0;
+                    continue;
+                }
+            }
+            ctx->work[keep++] = slot;
+        }
+        ctx->n_work = keep;
+        /* committed rows whose backup could not go out before (a failed copy, or the last one still in
+           flight when the round ended): one copy for all of them; on failure they stay listed and due */
+        if (n_issue > 0) (void)backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups);
+        return;
+    }
     for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
         request *rq = &ctx->req[i];
         if (!rq->in_use) continue;
@@ -938,8 +1062,11 @@ static void advance_all(dhs_ctx *ctx, int force)
 void res_housekeeping(dhs_ctx *ctx)
 {
     if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
+    ctx->memo_on = !ctx->full_sweep;
+    ctx->memo_t = 0;
     deferred_sweep(ctx, 0);
     advance_all(ctx, 0);
+    ctx->memo_on = 0;
     res_repopulate(ctx);
 }
 
@@ -1175,7 +1302,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
                 ctx_free(ctx, pg_new[ctx->grp_srcs[g][si]], (size_t)nop_new[g], sizeof(int32_t));
         }
-        rq->tables_dirty = 1;
+        rq->tables_dirty = TABLES_ALL;
         return s;
     }
     for (int32_t g = 0; g < ng; g++) {
@@ -1210,7 +1337,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = rows_all;
     }
     rq->n = n;
-    rq->tables_dirty = 1;
+    rq->tables_dirty = TABLES_ALL;
     dres_publish_request(ctx, slot);
     return DHS_OK;
 }

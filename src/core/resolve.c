@@ -50,6 +50,12 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (ctx->round_open) return DHS_ERR_STATE;
     if (n < 0 || n > ctx->cfg.max_requests || (n > 0 && (!reqs || !K))) return DHS_ERR_INVALID_ARG;
+    /* a request named twice: a stamp per slot instead of comparing every pair (O(n^2): 32,640 pairs at
+       n = 256) */
+    if (++ctx->named_stamp == 0) { /* wrapped: no slot may keep an old stamp */
+        memset(ctx->named, 0, sizeof(uint32_t) * (size_t)ctx->cfg.max_requests);
+        ctx->named_stamp = 1;
+    }
     for (int32_t i = 0; i < n; i++) {
         dhs_status err = DHS_ERR_INVALID_ARG; /* set by req_get; gcc -O2 -fsanitize cannot tell */
         request *rq = req_get(ctx, reqs[i], &err);
@@ -58,8 +64,8 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         if (K[i] > ctx->cfg.spec_width) return DHS_ERR_TOO_MANY_QUERIES;
         if (K[i] < 1) return DHS_ERR_INVALID_ARG;
         if (rq->n + K[i] > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
-        for (int32_t j = 0; j < i; j++)
-            if (reqs[j].id == reqs[i].id) return DHS_ERR_INVALID_ARG;
+        if (ctx->named[reqs[i].id] == ctx->named_stamp) return DHS_ERR_INVALID_ARG;
+        ctx->named[reqs[i].id] = ctx->named_stamp;
     }
     res_housekeeping(ctx);
     /* The tail ring of a request in the round must hold, for the whole

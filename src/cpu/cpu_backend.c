@@ -168,21 +168,44 @@ static dhs_status cpu_record_readers(dhs_backend *be, dhs_ticket *t)
     return enqueue(be, NULL, 0, 0, t);
 }
 
+static void run_op(cpu_op *op)
+{
+    if (op->pairs) {
+        run_pairs(op->pairs, op->n, op->row_bytes);
+        free(op->pairs);
+    }
+}
+
+/* The pending list stays in ticket order (tickets are issued increasing and
+   removals keep the order), so find_op is a binary search: a context with
+   thousands of copies in flight (C requests x 21 groups of tail backups)
+   queries them without a scan per query. */
 static void exec_at(cpu_impl *c, int64_t i)
 {
-    cpu_op op = c->ops[i];
-    if (op.pairs) {
-        run_pairs(op.pairs, op.n, op.row_bytes);
-        free(op.pairs);
+    run_op(&c->ops[i]);
+    memmove(c->ops + i, c->ops + i + 1, sizeof(cpu_op) * (size_t)(c->n_ops - i - 1));
+    c->n_ops--;
+}
+
+/* executes every pending op with t <= upto (upto = 0: every op whose due time passed), keeping the order */
+static void exec_where(cpu_impl *c, dhs_ticket upto)
+{
+    int64_t j = 0;
+    for (int64_t i = 0; i < c->n_ops; i++) {
+        if (upto ? c->ops[i].t <= upto : c->ops[i].due <= c->now) run_op(&c->ops[i]);
+        else c->ops[j++] = c->ops[i];
     }
-    c->ops[i] = c->ops[--c->n_ops]; /* order of the pending list does not matter */
+    c->n_ops = j;
 }
 
 static int64_t find_op(const cpu_impl *c, dhs_ticket t)
 {
-    for (int64_t i = 0; i < c->n_ops; i++)
-        if (c->ops[i].t == t) return i;
-    return -1;
+    int64_t lo = 0, hi = c->n_ops;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (c->ops[mid].t < t) lo = mid + 1; else hi = mid;
+    }
+    return lo < c->n_ops && c->ops[lo].t == t ? lo : -1;
 }
 
 static int cpu_done(dhs_backend *be, dhs_ticket t)
@@ -197,8 +220,10 @@ static dhs_status cpu_wait(dhs_backend *be, dhs_ticket t)
     cpu_impl *c = be->impl;
     if (t == 0) return DHS_OK;
     if (!c->opt.random_order) {
-        for (int64_t i = 0; i < c->n_ops;)
-            if (c->ops[i].t <= t) exec_at(c, i); else i++;
+        int64_t k = 0; /* in ticket order: the ops up to t are a prefix */
+        while (k < c->n_ops && c->ops[k].t <= t) run_op(&c->ops[k++]);
+        memmove(c->ops, c->ops + k, sizeof(cpu_op) * (size_t)(c->n_ops - k));
+        c->n_ops -= k;
         return DHS_OK;
     }
     int64_t i = find_op(c, t);
@@ -282,14 +307,13 @@ static void cpu_tick(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
     c->now++;
-    for (int64_t i = 0; i < c->n_ops;)
-        if (c->ops[i].due <= c->now) exec_at(c, i); else i++;
+    exec_where(c, 0);
 }
 
 static void cpu_destroy(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
-    while (c->n_ops) exec_at(c, 0);
+    exec_where(c, UINT64_MAX);
     free(c->split);
     free(c->ops);
     free(c->dst);

@@ -1,0 +1,313 @@
+/* control_bench.c - the host control plane's cost per round, on the CPU.
+ *
+ * Drives decode rounds (K = 1, every request in every round) of C requests
+ * at a GLM-5.3-like geometry (21 groups: 2 of one source, 19 of four; 78
+ * sources of 656-byte rows, k 2048, page 64, hot 4096 rows) with a 100K-token
+ * imported history each, on the payload-free CPU backend (no pools, no host
+ * rows: only the library's bookkeeping runs). Per round it times:
+ *   begin   dhs_round_begin (housekeeping, tail room, the round's opening)
+ *   caller  what the engine does on the host for a device step between the
+ *           two: dhs_round_may_miss and dhs_tail_locations of every request
+ *           and source (model/engine.c gpu_step)
+ *   end     dhs_round_end (commit, the round's tail backup)
+ * and counts the backend calls of each phase (fence queries, waits, copy
+ * launches, publishes): on the H200 host each such call costs host time the
+ * CPU backend does not show (--call-us adds a busy wait per call to model it).
+ *
+ * Baseline in the same process: each configuration runs twice from the same
+ * setup, first with the full sweep the incremental housekeeping replaced (every open request and group visited each
+ * round, every fence queried per request and group: dhs_ctx's full_sweep,
+ * kept for this comparison only), then with the library's incremental path.
+ * Figures are medians over the rounds; ratios are full / incremental.
+ *
+ * Usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N]
+ *                      [--call-us X] [--history-on-device F] [--async-delay N]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/internal.h"
+#include "dhs.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* ------------------------------------------------ a counting backend */
+enum { K_DONE, K_WAIT, K_RECORD, K_COPY_ASYNC, K_GATHER, K_COPY_SYNC, K_PUBLISH, K_N };
+static const char *k_names[K_N] = {"done", "wait", "record", "copy_async", "gather", "copy_sync", "publish"};
+static const dhs_backend_ops *inner;
+static dhs_backend_ops counting;
+static uint64_t calls[K_N];
+static double call_us;
+
+static void cost(int k)
+{
+    calls[k]++;
+    if (call_us <= 0) return;
+    double t = now_s() + 1e-6 * call_us;
+    while (now_s() < t) {
+    }
+}
+static int c_done(dhs_backend *be, dhs_ticket t) { cost(K_DONE); return inner->done(be, t); }
+static dhs_status c_wait(dhs_backend *be, dhs_ticket t) { cost(K_WAIT); return inner->wait(be, t); }
+static dhs_status c_record(dhs_backend *be, dhs_ticket *t) { cost(K_RECORD); return inner->record_readers(be, t); }
+static dhs_status c_copy_async(dhs_backend *be, const dhs_copy_pair *p, int64_t n, uint32_t rb, dhs_ticket *t)
+{
+    cost(K_COPY_ASYNC);
+    return inner->copy_rows_async(be, p, n, rb, t);
+}
+static dhs_status c_gather(dhs_backend *be, const dhs_copy_pair *p, int64_t n, uint32_t rb)
+{
+    cost(K_GATHER);
+    return inner->gather_h2d(be, p, n, rb);
+}
+static dhs_status c_copy_sync(dhs_backend *be, void *d, const void *s, size_t b)
+{
+    cost(K_COPY_SYNC);
+    return inner->copy_sync(be, d, s, b);
+}
+static dhs_status c_publish(dhs_backend *be, void *d, const void *s, size_t b)
+{
+    cost(K_PUBLISH);
+    return inner->publish(be, d, s, b);
+}
+
+/* ------------------------------------------------ geometry */
+static dhs_arch glm53(void)
+{
+    dhs_arch a;
+    memset(&a, 0, sizeof a);
+    a.n_groups = 21;
+    for (int32_t g = 0; g < 21; g++) {
+        int32_t ns = g < 2 ? 1 : 4;
+        for (int32_t i = 0; i < ns; i++) {
+            dhs_source_desc *s = &a.sources[a.n_sources++];
+            s->row_bytes = 656;
+            s->m = 1;
+            s->group = g;
+        }
+    }
+    a.index_key_bytes = 132;
+    return a;
+}
+
+typedef struct {
+    double *us[3];         /* begin, caller, end: per round */
+    uint64_t calls[3][K_N];
+    int64_t rounds;
+} phase_sum;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the median of n values (sorts them) */
+static double median(double *v, int64_t n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0.0;
+}
+
+static int parse_list(const char *s, long *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 4096) return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+static int run_one(long C, long context, long rounds, double hist_frac, long async_delay, int full, phase_sum *ps)
+{
+    dhs_cpu_options o = {0};
+    o.payload_free = 1;
+    o.async_delay = (int32_t)async_delay;
+    dhs_backend *be;
+    if (dhs_backend_cpu_create(&o, &be) != DHS_OK) return -1;
+    inner = be->ops;
+    counting = *inner;
+    counting.done = c_done;
+    counting.wait = c_wait;
+    counting.record_readers = c_record;
+    counting.copy_rows_async = c_copy_async;
+    counting.gather_h2d = c_gather;
+    counting.copy_sync = c_copy_sync;
+    if (inner->publish) counting.publish = c_publish;
+    be->ops = &counting;
+    dhs_arch a = glm53();
+    dhs_config c = dhs_config_default();
+    c.max_requests = (int32_t)C;
+    c.sel_k = 2048;
+    c.spec_width = 1;
+    c.page_rows = 64;
+    c.hot_rows = 4096;
+    c.tail_rows = 128;
+    c.max_rows = context + rounds + 16;
+    c.policy = DHS_POLICY_CLOCK;
+    c.staging_arenas = 4;
+    dhs_sizes z;
+    if (dhs_config_sizes(&a, &c, &z) != DHS_OK) return -1;
+    uint64_t hist = (uint64_t)(context / 64) * 64 * 78 * z.row_stride;
+    c.device_bytes = z.min_device_bytes + (uint64_t)(C - 1) * z.request_bytes + (uint64_t)(hist_frac * (double)C * (double)hist);
+    dhs_ctx *ctx;
+    if (dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK) { dhs_backend_destroy(be); return -1; }
+    dhs_req *r = calloc((size_t)C, sizeof *r);
+    int32_t *K = malloc(sizeof(int32_t) * (size_t)C), *acc = calloc((size_t)C, sizeof(int32_t));
+    int32_t loc[1];
+    const void *rows[DHS_MAX_SOURCES] = {0};
+    int rc = 0;
+    char msg[256];
+    for (long i = 0; i < C && !rc; i++) {
+        K[i] = 1;
+        if (dhs_request_open(ctx, context, &r[i]) != DHS_OK ||
+            dhs_request_import(ctx, r[i], context, rows, DHS_IMPORT_HOST) != DHS_OK)
+            rc = -1;
+    }
+    ctx->full_sweep = full;
+    for (long t = 0; t < rounds + 4 && !rc; t++) {
+        uint64_t c0[K_N], c1[K_N], c2[K_N], c3[K_N];
+        memcpy(c0, calls, sizeof calls);
+        double t0 = now_s();
+        dhs_status bs = dhs_round_begin(ctx, (int32_t)C, r, K);
+        if (bs != DHS_OK) {
+            fprintf(stderr, "control_bench: dhs_round_begin (round %ld): %s\n", t, dhs_status_str(bs));
+            rc = -2;
+            break;
+        }
+        double t1 = now_s();
+        memcpy(c1, calls, sizeof calls);
+        int mm = 0;
+        if (dhs_round_may_miss(ctx, -1, &mm) != DHS_OK) { rc = -3; break; }
+        int64_t n = 0;
+        for (long i = 0; i < C && !rc; i++) {
+            if (dhs_request_positions(ctx, r[i], &n) != DHS_OK) rc = -3;
+            for (int32_t s = 0; s < a.n_sources && !rc; s++)
+                if (dhs_tail_locations(ctx, r[i], s, n, 1, loc) != DHS_OK) rc = -3;
+        }
+        double t2 = now_s();
+        memcpy(c2, calls, sizeof calls);
+        if (rc || dhs_round_end(ctx, acc) != DHS_OK) { rc = rc ? rc : -4; break; }
+        double t3 = now_s();
+        memcpy(c3, calls, sizeof calls);
+        if (t < 4) continue; /* warm-up: the first backups, the ring's first wrap */
+        ps->us[0][ps->rounds] = 1e6 * (t1 - t0);
+        ps->us[1][ps->rounds] = 1e6 * (t2 - t1);
+        ps->us[2][ps->rounds] = 1e6 * (t3 - t2);
+        for (int k = 0; k < K_N; k++) {
+            ps->calls[0][k] += c1[k] - c0[k];
+            ps->calls[1][k] += c2[k] - c1[k];
+            ps->calls[2][k] += c3[k] - c2[k];
+        }
+        ps->rounds++;
+    }
+    if (!rc && dhs_check_invariants(ctx, msg, sizeof msg) != 0) {
+        fprintf(stderr, "control_bench: invariants: %s\n", msg);
+        rc = -5;
+    }
+    free(r);
+    free(K);
+    free(acc);
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    return rc;
+}
+
+static uint64_t tot_calls(const phase_sum *p, int ph)
+{
+    uint64_t t = 0;
+    for (int k = 0; k < K_N; k++) t += p->calls[ph][k];
+    return t;
+}
+
+int main(int argc, char **argv)
+{
+    long Cs[16] = {2, 20, 64, 256}, nC = 4, context = 100000, rounds = 32, async_delay = 2;
+    double hist_frac = 0.1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
+                 "                     [--history-on-device F] [--async-delay N]\n"
+                 "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
+                 "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
+                 "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
+                 "  geometry (78 sources, 21 groups, k 2048) on the payload-free CPU backend; each\n"
+                 "  configuration runs the full-sweep baseline, then the incremental path (medians;\n"
+                 "  ratios in the same process). --call-us: a busy wait per backend call (what a CUDA call costs on the\n"
+                 "  serving host); --history-on-device: the fraction of the C histories the device\n"
+                 "  budget holds (default 0.1); --async-delay: rounds a copy takes (default 2)");
+            return 0;
+        }
+        if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
+        char *end;
+        if (!strcmp(a, "--concurrency")) {
+            nC = parse_list(v, Cs, 16);
+            if (nC < 1) { fprintf(stderr, "control_bench: bad --concurrency %s\n", v); return 2; }
+        } else if (!strcmp(a, "--context")) {
+            context = strtol(v, &end, 10);
+            if (*end || context < 128 || context > 1000000) { fprintf(stderr, "control_bench: bad --context\n"); return 2; }
+        } else if (!strcmp(a, "--rounds")) {
+            rounds = strtol(v, &end, 10);
+            if (*end || rounds < 1 || rounds > 100000) { fprintf(stderr, "control_bench: bad --rounds\n"); return 2; }
+        } else if (!strcmp(a, "--async-delay")) {
+            async_delay = strtol(v, &end, 10);
+            if (*end || async_delay < 0 || async_delay > 64) { fprintf(stderr, "control_bench: bad --async-delay\n"); return 2; }
+        } else if (!strcmp(a, "--call-us")) {
+            call_us = strtod(v, &end);
+            if (*end || call_us < 0 || call_us > 1000) { fprintf(stderr, "control_bench: bad --call-us\n"); return 2; }
+        } else if (!strcmp(a, "--history-on-device")) {
+            hist_frac = strtod(v, &end);
+            if (*end || hist_frac < 0 || hist_frac > 1) { fprintf(stderr, "control_bench: bad --history-on-device\n"); return 2; }
+        } else {
+            fprintf(stderr, "control_bench: unknown option %s (--help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    printf("control_bench: context %ld, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld\n",
+           context, rounds, call_us, hist_frac, async_delay);
+    printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode", "begin_us",
+           "caller_us", "end_us", "total_us", "b_calls", "c_calls", "e_calls");
+    for (int ci = 0; ci < nC; ci++) {
+        double med[2][3];
+        for (int m = 1; m >= 0; m--) { /* the baseline first, then the incremental path, same setup */
+            phase_sum p;
+            memset(&p, 0, sizeof p);
+            for (int ph = 0; ph < 3; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
+            int rc = run_one(Cs[ci], context, rounds, hist_frac, async_delay, m, &p);
+            if (rc) { fprintf(stderr, "control_bench: C = %ld failed (%d)\n", Cs[ci], rc); return 1; }
+            double n = (double)p.rounds;
+            for (int ph = 0; ph < 3; ph++) {
+                med[m][ph] = median(p.us[ph], p.rounds);
+                free(p.us[ph]);
+            }
+            printf("%6ld %-11s %9.1f %9.1f %9.1f %9.1f | %7.1f %7.1f %7.1f |", Cs[ci], m ? "full-sweep" : "incremental",
+                   med[m][0], med[m][1], med[m][2], med[m][0] + med[m][1] + med[m][2], tot_calls(&p, 0) / n,
+                   tot_calls(&p, 1) / n, tot_calls(&p, 2) / n);
+            for (int k = 0; k < K_N; k++)
+                if (p.calls[0][k]) printf(" %s %.1f", k_names[k], (double)p.calls[0][k] / n);
+            printf("\n");
+        }
+        printf("%6ld %-11s %9.2f %9s %9.2f %9.2f   (full-sweep / incremental, medians)\n", Cs[ci], "ratio",
+               med[0][0] > 0 ? med[1][0] / med[0][0] : 0.0, "", med[0][2] > 0 ? med[1][2] / med[0][2] : 0.0,
+               (med[1][0] + med[1][1] + med[1][2]) / (med[0][0] + med[0][1] + med[0][2]));
+        fflush(stdout);
+    }
+    return 0;
+}

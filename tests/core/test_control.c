@@ -1,0 +1,374 @@
+/* test_control.c - the round path's incremental host work: housekeeping's
+ * work list and fence memo (residency.c), checked against the full sweep it
+ * replaced.
+ *
+ * 1. Differential: the same random sequence (opens, host and device imports,
+ *    rounds over random subsets with speculation, row writes, resolves of
+ *    both groups, acceptance, closes) runs on two contexts, one with the full
+ *    sweep (dhs_ctx.full_sweep) and one incremental, on CPU backends whose
+ *    copies complete 0..3 rounds late. After every call both satisfy
+ *    dhs_check_invariants (which checks that every request with a copy in
+ *    flight or rows to back up is on the work list); every location of every
+ *    resolve holds the row's bytes in both, and is the same in both while
+ *    copies complete at most a round late (later, a wait for one batched
+ *    backup completes several requests' rows at once, so tail windows may
+ *    move at other rounds); rounds, commits and resolved entries agree.
+ * 2. Backups by housekeeping alone: a round's tail backup still in flight
+ *    when the next round ends leaves that round's rows due; housekeeping
+ *    must back them up without dhs_sync. After the rounds and a few empty
+ *    ones every committed row of every source has been backed up (backup
+ *    rows counted, backed_hi = hist_rows); a request dropped from the work
+ *    list while rows were due fails this.
+ * 3. dhs_round_begin's duplicate check across its stamp's wrap.
+ * 4. A round's backup that fails part-way leaves every request of the round
+ *    on the work list.
+ */
+#include "test_help.h"
+
+#include "core/internal.h"
+
+#define NREQ 4
+#define KSEL 8
+#define KMAX 2
+#define RB 32
+
+typedef struct {
+    dhs_backend *be;
+    dhs_ctx *ctx;
+} side;
+
+static dhs_arch arch2(void)
+{
+    dhs_arch a = dhs_arch_default();
+    a.n_groups = 2;
+    a.n_sources = 3;
+    a.sources[0] = (dhs_source_desc){RB, 1, 0};
+    a.sources[1] = (dhs_source_desc){RB, 1, 1};
+    a.sources[2] = (dhs_source_desc){RB, 1, 1};
+    a.n_consumers = 0;
+    return a;
+}
+
+static int64_t g_max_rows = 400; /* backup_fault_lists_all needs more */
+
+static dhs_config cfg2(void)
+{
+    dhs_config c = dhs_config_default();
+    c.max_requests = NREQ;
+    c.sel_k = KSEL;
+    c.spec_width = KMAX;
+    c.page_rows = 4;
+    c.hot_rows = 16;
+    c.tail_rows = 8;
+    c.max_rows = g_max_rows;
+    c.policy = DHS_POLICY_CLOCK;
+    c.repop_pages = 2;
+    c.device_bytes = (uint64_t)RB * 4 * 120; /* 120 pages: admissions reclaim, pages repopulate */
+    return c;
+}
+
+static int make(side *s, int delay, int full)
+{
+    dhs_cpu_options o = {0};
+    o.async_delay = delay;
+    dhs_arch a = arch2();
+    dhs_config c = cfg2();
+    if (dhs_backend_cpu_create(&o, &s->be) != DHS_OK) return -1;
+    if (dhs_ctx_create(&a, &c, s->be, &s->ctx) != DHS_OK) return -1;
+    s->ctx->full_sweep = full;
+    return 0;
+}
+
+static void drop(side *s)
+{
+    dhs_ctx_destroy(s->ctx);
+    dhs_backend_destroy(s->be);
+}
+
+static void fill(uint8_t *out, uint64_t uid, int32_t src, int64_t row) { th_fill_row(out, RB, uid, src, row, 0); }
+
+/* every location of a resolve holds its row's bytes */
+static void check_bytes(dhs_ctx *ctx, const int32_t *sel, const int32_t *loc, int32_t nq, uint64_t uid, int32_t g)
+{
+    uint8_t got[RB], want[RB];
+    const int32_t srcs[2][2] = {{0, -1}, {1, 2}};
+    for (int32_t si = 0; si < (g ? 2 : 1); si++)
+        for (int32_t e = 0; e < nq * KSEL; e++) {
+            if (sel[e] < 0) continue;
+            int32_t l = loc[si * nq * KSEL + e];
+            CHECKF(l >= 0, "row %d unresolved", sel[e]);
+            if (l < 0 || dhs_read_location(ctx, srcs[g][si], l, got) != DHS_OK) continue;
+            fill(want, uid, srcs[g][si], sel[e]);
+            CHECKF(!memcmp(got, want, RB), "source %d row %d at location %d holds other bytes", srcs[g][si], sel[e], l);
+        }
+}
+
+static void differential(uint64_t seed, int delay, long events)
+{
+    side s[2];
+    if (make(&s[0], delay, 1) || make(&s[1], delay, 0)) {
+        CHECKF(0, "setup (delay %d)", delay);
+        return;
+    }
+    uint64_t rng = seed;
+    dhs_req rq[2][NREQ];
+    int live[NREQ] = {0};
+    uint64_t uid[NREQ] = {0}, next_uid = 1;
+    int64_t n[NREQ] = {0};
+    uint8_t *rows[3];
+    for (int i = 0; i < 3; i++) rows[i] = aligned_alloc(64, (size_t)RB * 400);
+    int32_t sel[NREQ][KMAX * KSEL], loc[2][NREQ][2 * KMAX * KSEL];
+    long rounds = 0, loc_diff = 0;
+    for (long ev = 0; ev < events; ev++) {
+        uint32_t what = (uint32_t)dhs_rng_below(&rng, 10);
+        int32_t slot = (int32_t)dhs_rng_below(&rng, NREQ);
+        if (what == 0 && !live[slot]) { /* open + import */
+            int64_t np = 20 + (int64_t)dhs_rng_below(&rng, 200);
+            uint64_t u = next_uid++;
+            for (int32_t src = 0; src < 3; src++)
+                for (int64_t r = 0; r < np; r++) fill(rows[src] + r * RB, u, src, r);
+            const void *rp[3] = {rows[0], rows[1], rows[2]};
+            unsigned fl = dhs_rng_below(&rng, 2) ? DHS_IMPORT_DEVICE : DHS_IMPORT_HOST;
+            dhs_status st[2];
+            for (int k = 0; k < 2; k++) {
+                st[k] = dhs_request_open(s[k].ctx, np + 120, &rq[k][slot]);
+                if (st[k] == DHS_OK) st[k] = dhs_request_import(s[k].ctx, rq[k][slot], np, rp, fl);
+                CHECK_INV(s[k].ctx);
+            }
+            CHECKF(st[0] == st[1], "open/import: %s vs %s", dhs_status_str(st[0]), dhs_status_str(st[1]));
+            if (st[0] == DHS_OK && st[1] == DHS_OK) {
+                live[slot] = 1;
+                uid[slot] = u;
+                n[slot] = np;
+            } else {
+                for (int k = 0; k < 2; k++)
+                    if (st[k] != DHS_WAIT) dhs_request_close(s[k].ctx, rq[k][slot]);
+            }
+        } else if ((what == 1 || n[slot] + KMAX >= 390) && live[slot]) { /* close (and make room) */
+            for (int k = 0; k < 2; k++) {
+                CHECK_ST(dhs_request_close(s[k].ctx, rq[k][slot]), DHS_OK);
+                CHECK_INV(s[k].ctx);
+            }
+            live[slot] = 0;
+        } else { /* a round over a random subset of the live requests */
+            int32_t ids[NREQ], K[NREQ], nr = 0;
+            dhs_req rr[2][NREQ];
+            for (int32_t i = 0; i < NREQ; i++)
+                if (live[i] && n[i] + KMAX < 390 && dhs_rng_below(&rng, 4)) {
+                    ids[nr] = i;
+                    K[nr] = 1 + (int32_t)dhs_rng_below(&rng, KMAX);
+                    rr[0][nr] = rq[0][i];
+                    rr[1][nr] = rq[1][i];
+                    nr++;
+                }
+            dhs_status bs[2];
+            for (int k = 0; k < 2; k++) {
+                bs[k] = dhs_round_begin(s[k].ctx, nr, rr[k], K);
+                CHECK_INV(s[k].ctx);
+            }
+            CHECKF(bs[0] == bs[1] && bs[0] == DHS_OK, "round_begin: %s vs %s", dhs_status_str(bs[0]), dhs_status_str(bs[1]));
+            if (bs[0] != DHS_OK || bs[1] != DHS_OK) break;
+            for (int32_t b = 0; b < nr; b++) {
+                const int32_t i = ids[b];
+                uint8_t buf[KMAX * RB];
+                for (int32_t src = 0; src < 3; src++) {
+                    for (int32_t j = 0; j < K[b]; j++) fill(buf + j * RB, uid[i], src, n[i] + j);
+                    for (int k = 0; k < 2; k++) CHECK_ST(dhs_write_rows(s[k].ctx, rr[k][b], src, n[i], K[b], buf), DHS_OK);
+                }
+            }
+            for (int32_t g = 0; g < 2; g++) {
+                /* one call per group over the round's requests, as an engine makes it */
+                dhs_resolve_item it[2][NREQ];
+                for (int32_t b = 0; b < nr; b++) {
+                    const int32_t i = ids[b];
+                    int32_t *sb = sel[b];
+                    for (int32_t j = 0; j < K[b]; j++)
+                        for (int32_t e = 0; e < KSEL; e++) {
+                            int32_t v = dhs_rng_below(&rng, 5) ? (int32_t)dhs_rng_below(&rng, (uint64_t)(n[i] + j + 1)) : -1;
+                            for (int32_t f = 0; f < e && v >= 0; f++) /* distinct rows per query */
+                                if (sb[j * KSEL + f] == v) v = -1;
+                            sb[j * KSEL + e] = v;
+                        }
+                    for (int k = 0; k < 2; k++) it[k][b] = (dhs_resolve_item){rr[k][b], K[b], sb, loc[k][b]};
+                }
+                for (int k = 0; k < 2; k++) {
+                    CHECK_ST(dhs_resolve(s[k].ctx, g, KSEL, nr, it[k]), DHS_OK);
+                    for (int32_t b = 0; b < nr; b++) check_bytes(s[k].ctx, sel[b], loc[k][b], K[b], uid[ids[b]], g);
+                }
+                for (int32_t b = 0; b < nr; b++)
+                    loc_diff += memcmp(loc[0][b], loc[1][b], sizeof(int32_t) * (size_t)((g ? 2 : 1) * K[b] * KSEL)) != 0;
+                if (dhs_rng_below(&rng, 2))
+                    for (int k = 0; k < 2; k++) CHECK_ST(dhs_group_done(s[k].ctx, g), DHS_OK);
+            }
+            int32_t acc[NREQ];
+            for (int32_t b = 0; b < nr; b++) acc[b] = (int32_t)dhs_rng_below(&rng, (uint64_t)K[b]);
+            for (int k = 0; k < 2; k++) {
+                CHECK_ST(dhs_round_end(s[k].ctx, acc), DHS_OK);
+                CHECK_INV(s[k].ctx);
+            }
+            for (int32_t b = 0; b < nr; b++) n[ids[b]] += acc[b] + 1;
+            rounds++;
+        }
+    }
+    dhs_stats st[2];
+    for (int k = 0; k < 2; k++) CHECK_ST(dhs_get_stats(s[k].ctx, &st[k]), DHS_OK);
+    /* The same rounds, commits and resolved entries. Where a row is served may differ: one batched backup
+       is one ticket, so a wait for it (tail room, reclaim) completes every request's rows in it at once,
+       where the full sweep's per-request copies complete one by one; tail windows then move at other
+       rounds (from a copy delay of 2 rounds on). The bytes at every location are checked above. */
+    CHECKF(st[0].rounds == st[1].rounds && st[0].accepted == st[1].accepted && st[0].rejected_rows == st[1].rejected_rows &&
+               st[0].entries == st[1].entries && st[0].admissions == st[1].admissions,
+           "delay %d: rounds %llu vs %llu, entries %llu vs %llu, admissions %llu vs %llu", delay,
+           (unsigned long long)st[0].rounds, (unsigned long long)st[1].rounds, (unsigned long long)st[0].entries,
+           (unsigned long long)st[1].entries, (unsigned long long)st[0].admissions, (unsigned long long)st[1].admissions);
+    if (delay <= 1) CHECKF(loc_diff == 0, "%ld resolves located rows differently with the full sweep (delay %d)", loc_diff, delay);
+    CHECKF(rounds > events / 2, "only %ld rounds", rounds);
+    printf("differential: delay %d, %ld events, %ld rounds, %llu rows backed up, %llu reclaims, %llu pages repopulated, "
+           "%ld resolves located differently\n", delay, events, rounds, (unsigned long long)st[1].backup_rows,
+           (unsigned long long)st[1].reclaims, (unsigned long long)st[1].repopulated_pages, loc_diff);
+    for (int i = 0; i < 3; i++) free(rows[i]);
+    drop(&s[0]);
+    drop(&s[1]);
+}
+
+/* every committed row backed up by housekeeping alone (no dhs_sync) */
+static void backups_without_sync(int delay, int full)
+{
+    side s;
+    if (make(&s, delay, full)) {
+        CHECKF(0, "setup");
+        return;
+    }
+    dhs_req r[3];
+    int32_t K[3] = {1, 1, 1}, acc[3] = {0, 0, 0};
+    const void *rp[3] = {NULL, NULL, NULL};
+    uint8_t *rows = calloc(64, RB);
+    rp[0] = rp[1] = rp[2] = rows;
+    for (int i = 0; i < 3; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64 + 100, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    dhs_stats st0;
+    CHECK_ST(dhs_get_stats(s.ctx, &st0), DHS_OK);
+    const int R = 40;
+    for (int t = 0; t < R; t++) {
+        CHECK_ST(dhs_round_begin(s.ctx, 3, r, K), DHS_OK);
+        CHECK_INV(s.ctx);
+        for (int i = 0; i < 3; i++)
+            for (int32_t src = 0; src < 3; src++) CHECK_ST(dhs_write_rows(s.ctx, r[i], src, 64 + t, 1, rows), DHS_OK);
+        CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+        CHECK_INV(s.ctx);
+    }
+    for (int t = 0; t < delay + 3; t++) { /* empty rounds: housekeeping only */
+        CHECK_ST(dhs_round_begin(s.ctx, 0, NULL, NULL), DHS_OK);
+        CHECK_ST(dhs_round_end(s.ctx, NULL), DHS_OK);
+        CHECK_INV(s.ctx);
+    }
+    dhs_stats st;
+    CHECK_ST(dhs_get_stats(s.ctx, &st), DHS_OK);
+    CHECKF(st.backup_rows - st0.backup_rows == (uint64_t)R * 3 * 3, "delay %d, full sweep %d: %llu rows backed up, want %d",
+           delay, full, (unsigned long long)(st.backup_rows - st0.backup_rows), R * 3 * 3);
+    for (int i = 0; i < 3; i++)
+        for (int32_t g = 0; g < 2; g++) {
+            const grp_state *gs = &s.ctx->req[r[i].id].g[g];
+            CHECKF(gs->backed_hi == gs->hist_rows, "delay %d, full sweep %d: request %d group %d backed up to %lld of %lld",
+                   delay, full, i, g, (long long)gs->backed_hi, (long long)gs->hist_rows);
+        }
+    CHECKF(full || s.ctx->n_work == 0, "delay %d: %d requests left on the work list with nothing to do", delay, s.ctx->n_work);
+    free(rows);
+    drop(&s);
+}
+
+/* dhs_round_begin's duplicate check stamps slots; across the stamp's wrap a slot never named must not
+   look named, and a request named twice is still refused */
+static void named_stamp_wrap(void)
+{
+    side s;
+    if (make(&s, 0, 0)) {
+        CHECKF(0, "setup");
+        return;
+    }
+    dhs_req r[3];
+    uint8_t *rows = calloc(64, RB);
+    const void *rp[3] = {rows, rows, rows};
+    for (int i = 0; i < 3; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64 + 10, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0};
+    s.ctx->named_stamp = UINT32_MAX - 1;
+    s.ctx->named[r[2].id] = 1; /* as if named 2^32 rounds ago, with the stamp the wrap restarts from */
+    dhs_req ab[2] = {r[0], r[1]}, ca[2] = {r[2], r[0]}, cc[2] = {r[2], r[2]};
+    CHECK_ST(dhs_round_begin(s.ctx, 2, ab, K), DHS_OK); /* stamp UINT32_MAX */
+    for (int i = 0; i < 2; i++)
+        for (int32_t src = 0; src < 3; src++) CHECK_ST(dhs_write_rows(s.ctx, ab[i], src, 64, 1, rows), DHS_OK);
+    CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+    CHECK_ST(dhs_round_begin(s.ctx, 2, ca, K), DHS_OK); /* the stamp wraps here: r[2] is not named yet */
+    CHECK_INV(s.ctx);
+    for (int i = 0; i < 2; i++)
+        for (int32_t src = 0; src < 3; src++) CHECK_ST(dhs_write_rows(s.ctx, ca[i], src, 64 + (i ? 1 : 0), 1, rows), DHS_OK);
+    CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+    CHECK_ST(dhs_round_begin(s.ctx, 2, cc, K), DHS_ERR_INVALID_ARG);
+    CHECK_INV(s.ctx);
+    free(rows);
+    drop(&s);
+}
+
+/* A round's tail backup that fails part-way (a host-row allocation for the second 1,024-row chunk of the
+   first request) leaves every request of the round due and on the work list: housekeeping retries them
+   all, without dhs_sync */
+static void backup_fault_lists_all(void)
+{
+    side s;
+    g_max_rows = 1100;
+    int bad_make = make(&s, 0, 0);
+    g_max_rows = 400;
+    if (bad_make) {
+        CHECKF(0, "setup");
+        return;
+    }
+    dhs_req r[2];
+    uint8_t *rows = calloc(64, RB);
+    const void *rp[3] = {rows, rows, rows};
+    for (int i = 0; i < 2; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64, &r[i]), DHS_OK); /* host rows for 1,024: a later row allocates */
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0};
+    long bad = 0;
+    for (int64_t t = 64; t < 1030; t++) {
+        if (dhs_round_begin(s.ctx, 2, r, K) != DHS_OK) { bad++; break; }
+        for (int i = 0; i < 2; i++)
+            for (int32_t src = 0; src < 3; src++) bad += dhs_write_rows(s.ctx, r[i], src, t, 1, rows) != DHS_OK;
+        if (t == 1023) dhs_backend_fault_at(s.be, DHS_FAULT_HOST_ALLOC, 1); /* the backup of row 1,023 allocates */
+        bad += dhs_round_end(s.ctx, acc) != DHS_OK;
+        char msg[256];
+        if (dhs_check_invariants(s.ctx, msg, sizeof msg)) {
+            CHECKF(0, "after the round of row %lld: %s", (long long)t, msg);
+            break;
+        }
+    }
+    CHECKF(bad == 0, "%ld calls failed", bad);
+    CHECKF(dhs_backend_faults_injected(s.be) == 1, "the fault was %s", dhs_backend_faults_injected(s.be) ? "hit" : "not hit");
+    for (int i = 0; i < 2; i++)
+        for (int32_t g = 0; g < 2; g++) {
+            const grp_state *gs = &s.ctx->req[r[i].id].g[g];
+            CHECKF(gs->backed_hi == gs->hist_rows, "request %d group %d backed up to %lld of %lld", i, g,
+                   (long long)gs->backed_hi, (long long)gs->hist_rows);
+        }
+    free(rows);
+    drop(&s);
+}
+
+int main(void)
+{
+    uint64_t seed = th_seed("test_control");
+    long events = (long)(3000 * th_scale());
+    if (events < 300) events = 300;
+    for (int d = 0; d <= 3; d++) differential(dhs_mix64(seed + (uint64_t)d), d, events);
+    for (int d = 0; d <= 3; d++)
+        for (int full = 0; full < 2; full++) backups_without_sync(d, full);
+    named_stamp_wrap();
+    backup_fault_lists_all();
+    return th_summary();
+}
