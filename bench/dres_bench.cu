@@ -721,11 +721,8 @@ static void set_round(world *w, int32_t N, int32_t K)
     rd->n_round = N;
     rd->epoch = 1;
     rd->n_groups = 1;
-    rd->off_slot = 256;
-    rd->off_K = rd->off_slot + DHS_BENCH_MAX_BATCH * 4;
-    rd->off_n = rd->off_K + DHS_BENCH_MAX_BATCH * 4;
-    rd->off_tail_lo = rd->off_n + DHS_BENCH_MAX_BATCH * 8;
-    rd->bytes = rd->off_tail_lo + DHS_BENCH_MAX_BATCH * 8;
+    /* the library's layout (the plan kernel reads round position b's fields at it with the header) */
+    rd->bytes = dres_rd_layout(N, 1, &rd->off_slot, &rd->off_K, &rd->off_n, &rd->off_tail_lo);
     for (int32_t b = 0; b < N; b++) {
         ((int32_t *)(buf + rd->off_slot))[b] = b;
         ((int32_t *)(buf + rd->off_K))[b] = K;

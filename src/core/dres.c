@@ -139,24 +139,16 @@ static size_t mir_layout(dres_grp *dg, uint8_t *base)
 
 static size_t rd_layout(dres_round *rd, int32_t N, int32_t G)
 {
-    size_t off = ALIGN64(sizeof(dres_round));
-    const size_t slot = off;
-    off += 4 * (size_t)N;
-    const size_t K = off;
-    off += 4 * (size_t)N;
-    off = (off + 7) & ~(size_t)7;
-    const size_t n = off;
-    off += 8 * (size_t)N;
-    const size_t tl = off;
-    off += 8 * (size_t)N * (size_t)G;
+    int64_t slot, K, n, tl;
+    const int64_t bytes = dres_rd_layout(N, G, &slot, &K, &n, &tl);
     if (rd) {
-        rd->off_slot = (int64_t)slot;
-        rd->off_K = (int64_t)K;
-        rd->off_n = (int64_t)n;
-        rd->off_tail_lo = (int64_t)tl;
-        rd->bytes = (int64_t)off;
+        rd->off_slot = slot;
+        rd->off_K = K;
+        rd->off_n = n;
+        rd->off_tail_lo = tl;
+        rd->bytes = bytes;
     }
-    return off;
+    return (size_t)bytes;
 }
 
 /* shared device block: error word, staging owner, round descriptor, the

@@ -60,7 +60,8 @@
 #endif
 
 #define DRES_PROMO_BIT 0x80000000u /* used[q] = epoch ^ this: promoted in this pass */
-#define DRES_PLAN_BLOCK_ONLY 1     /* dres_state.plan_flags: never the few-miss path of the CUDA plan kernel */
+#define DRES_PLAN_BLOCK_ONLY 1     /* dres_state.plan_flags: the CUDA plan kernel's block-only variant (the
+                                      previous hit pass, never the few-miss path) */
 #define DRES_PLAN_FUSED_COPY 2     /* dres_state.plan_flags: the few-miss path copies its own rows (payload, not split) */
 
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
@@ -213,6 +214,28 @@ DHS_HD uint64_t dres_host_row(const dres_state *st, int32_t r, int32_t si, int64
    round's epoch when resolving: not selected this round; epoch ^
    DRES_PROMO_BIT when promoting: not promoted in this pass). */
 DHS_HD int dres_eligible(uint32_t used, uint32_t mark) { return used != mark; }
+
+/* The descriptor layout the library publishes (dres.c): the arrays after the
+   header, from N request slots and G groups. The CUDA plan kernel reads
+   round position b's fields at these offsets in the same round trip as the
+   header and re-reads them from the header's offsets when these differ (a
+   descriptor of another layout must not be smaller than this one). */
+DHS_HD int64_t dres_rd_layout(int64_t N, int64_t G, int64_t *o_slot, int64_t *o_K, int64_t *o_n, int64_t *o_tl)
+{
+    int64_t off = ((int64_t)sizeof(dres_round) + 63) & ~(int64_t)63;
+    *o_slot = off;
+    off += 4 * N;
+    *o_K = off;
+    off += 4 * N;
+    off = (off + 7) & ~(int64_t)7;
+    *o_n = off;
+    off += 8 * N;
+    *o_tl = off;
+    return off + 8 * N * G;
+}
+
+/* the slot array's offset in the library's layout (dres_rd_layout) */
+DHS_HD int64_t dres_rd_off_slot0(void) { return ((int64_t)sizeof(dres_round) + 63) & ~(int64_t)63; }
 
 /* round descriptor fields of round position b */
 DHS_HD int32_t dres_rd_slot(const dres_round *rd, int32_t b)

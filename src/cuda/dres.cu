@@ -41,7 +41,12 @@
  * of the miss entries built after the pass, distinct misses ranked by warp 0
  * while every warp loads one chunk of the CLOCK sweep, the chunk decided by
  * every warp from shared window masks, then assignment and locations
- * together. dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false.
+ * together. The same variant also shortens step 1's chain: the descriptor header, round position b's
+ * fields (prefetched at the library's layout), the selection and the request's counters are in flight
+ * before the first barrier (cp.async / prefetch, no registers across it), slot_of is loaded with the
+ * direct lookup, and a request's first call of the round takes the protecting atomic without reading
+ * `used` first: four dependent round trips to the end of the hits instead of six to eight.
+ * dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false (the previous step 1 too).
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
@@ -132,6 +137,23 @@ static __device__ __forceinline__ int block_excl_scan(int v, int *sw, int nwarp,
     __syncthreads();
     return r;
 }
+
+/* 4-byte asynchronous copy global -> shared (no register holds the value; cp.async.wait_all) */
+static __device__ __forceinline__ void cp_async4(void *smem, const void *gmem)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(sa), "l"(gmem));
+}
+
+static __device__ __forceinline__ void cp_async8(void *smem, const void *gmem)
+{
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa), "l"(gmem));
+}
+
+static __device__ __forceinline__ void prefetch_l1(const void *gmem) { asm volatile("prefetch.global.L1 [%0];" ::"l"(gmem)); }
+
+static __device__ __forceinline__ void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 /* position of the k-th (1-based) set bit of m (m has at least k) */
 static __device__ __forceinline__ int nth_bit(uint32_t m, int k)
@@ -407,9 +429,11 @@ template <int V> struct dres_ic {
 static_assert(FEW_WIN % NWARP == 0 && FEW_WIN == 64, "few-miss chunk: two windows per lane of one warp");
 static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
 
-/* FEW = false: the block-wide miss path only (steps 2-4 of the header); FEW = true: a request whose
-   miss entries fit FEW_MAX takes the few-miss path instead (plan_fewmiss below), others the
-   block-wide one. The launcher picks FEW = false for states with DRES_PLAN_BLOCK_ONLY. */
+/* FEW = false (the block-only variant): the previous hit pass and the block-wide miss path only (steps
+   2-4 of the header); FEW = true (the library's): the hit pass with its loads moved before the first
+   barrier (see f_rs below), and a request whose miss entries fit FEW_MAX takes the few-miss path
+   instead, others the block-wide one. The launcher picks FEW = false for states with
+   DRES_PLAN_BLOCK_ONLY. */
 template <bool FEW>
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
@@ -421,6 +445,10 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
     __shared__ int s_nprot0, s_filled, s_hand, s_nstaged, s_arena0;
+    __shared__ int s_meta[DRES_META]; /* FEW: PROT_EPOCH and NPROT of slot r (cp.async) */
+    /* FEW: the descriptor's offsets (cp.async) */
+    __shared__ long long s_rdh[4];
+    __shared__ int32_t s_sel[FEW ? 2 * DT : 1]; /* FEW: the request's selection when it has <= 2 T entries */
     __shared__ unsigned long long s_err;
     /* few-miss path: the request's miss entries (e, s) in no order, their distinct-miss index, the
        distinct misses in first-occurrence order, first-occurrence keys, the chunk's window masks,
@@ -445,6 +473,39 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     int left = 0; /* thread 0: this block leaves pairs to the copy kernel */
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch;
+    /* FEW (the library's variant): what the pass needs first is in flight before the barrier, and no
+       register holds it across (cp.async into shared, a prefetch into L1): the header's offsets;
+       round position b's fields at the library's layout (dres_rd_layout; read after the barrier at the
+       header's offsets, so another layout costs only the prefetch); the slot of round position tid
+       (for in_round, used only when the header has the library's layout); and, when the request has
+       at most two entries a thread, the selection (the whole [KK][k] row of a round position: entries
+       past K are dropped later). The block-only variant loads them one after another as before. */
+    int32_t f_rs = -1;
+    if (FEW) {
+        if (tid == 0) { /* the header's offsets into shared without registers (thread 0 waits for them
+                           before the barrier); round position b's fields at the library's layout into L1 */
+            int64_t p_slot, p_K, p_n, p_tl;
+            (void)dres_rd_layout(N, (int64_t)st.group + 1, &p_slot, &p_K, &p_n, &p_tl);
+            const char *rc = (const char *)rd;
+            cp_async8(&s_rdh[0], &rd->off_slot);
+            cp_async8(&s_rdh[1], &rd->off_K);
+            cp_async8(&s_rdh[2], &rd->off_n);
+            cp_async8(&s_rdh[3], &rd->off_tail_lo);
+            prefetch_l1(rc + p_slot + 4 * (int64_t)b);
+            prefetch_l1(rc + p_K + 4 * (int64_t)b);
+            prefetch_l1(rc + p_n + 8 * (int64_t)b);
+            prefetch_l1(rc + p_tl + 8 * ((int64_t)st.group * N + b));
+        }
+        if (N <= DT && tid < N) f_rs = *(const int32_t *)((const char *)rd + dres_rd_off_slot0() + 4 * (int64_t)tid);
+        if (all <= 2 * (int64_t)DT && b < __ldg(&rd->n_round)) { /* this thread's two selection entries into shared
+                                             (cp.async: no register lives across the barrier); it waits
+                                             before it. Only rows of the round: the buffer may end there */
+            const int32_t *selb0 = sel + (int64_t)b * KK * k;
+            if (tid < all) cp_async4(&s_sel[tid], selb0 + tid);
+            if (tid + DT < all) cp_async4(&s_sel[tid + DT], selb0 + tid + DT);
+            cp_async_wait_all();
+        }
+    }
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
@@ -452,11 +513,17 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         if (FEW) s_nm = 0;
         s_err = NO_ERR;
         if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
+        if (FEW) { /* the header's offsets: the library's layout, or read the fields from them */
+            cp_async_wait_all();
+        }
     }
     __syncthreads(); /* shared init */
     PH(1);
-    /* whether slot b is in the round: loads issued now, used at the end */
-    const int in_round = slot_in_round(rd, n_round);
+    /* whether slot b is in the round: loads issued now, used at the end (FEW with the library's
+       layout and N <= DT: loaded above) */
+    int in_round = 0;
+    if (FEW && s_rdh[0] == dres_rd_off_slot0() && N <= DT) in_round = tid < n_round && f_rs == b;
+    else in_round = slot_in_round(rd, n_round);
 
     if (b >= n_round) {
         for (int32_t si = 0; si < nsrc; si++) {
@@ -464,8 +531,14 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int64_t e = tid; e < all; e += DT) l[e] = -1;
         }
     } else {
-        const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
-        const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
+        /* FEW: the fields at the header's offsets (in shared); with the library's layout they are in L1
+           already (prefetched before the barrier) */
+        const char *rc = (const char *)rd;
+        const int32_t r = FEW ? __ldg((const int32_t *)(rc + s_rdh[0]) + b) : dres_rd_slot(rd, b);
+        const int32_t K = FEW ? __ldg((const int32_t *)(rc + s_rdh[1]) + b) : dres_rd_K(rd, b);
+        const int64_t n = FEW ? __ldg((const long long *)(rc + s_rdh[2]) + b) : dres_rd_n(rd, b);
+        const int64_t tail_lo = FEW ? __ldg((const long long *)(rc + s_rdh[3]) + (int64_t)st.group * N + b)
+                                    : dres_rd_tail_lo(rd, N, st.group, b);
         const int32_t *selb = sel + (int64_t)b * KK * k;
         const int64_t per_slot = (int64_t)KK * st.sel_k;
         int32_t *slot_of = st.slot_of + (int64_t)r * st.max_rows;
@@ -483,18 +556,33 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         /* this block's counters of slot r (only thread 0 of this block writes them): loads issued now */
         int32_t m_pe = 0, m_np = 0, m_filled = 0, m_hand = 0, m_nst = 0, m_ar0 = 0;
         if (tid == 0) {
-            m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
-            m_np = __ldcg(meta + DRES_M_NPROT);
-            m_filled = __ldcg(meta + DRES_M_FILLED);
-            m_hand = __ldcg(meta + DRES_M_HAND);
-            m_nst = __ldcg(meta + DRES_M_NSTAGED);
-            m_ar0 = __ldg(st.arena_page);
-            /* to shared now (this warp waits for these loads once, the others do not) */
-            s_filled = m_filled;
-            s_hand = m_hand;
-            s_nstaged = m_nst;
-            s_arena0 = m_ar0;
+            if (FEW) { /* into shared without registers (cp.async), in flight during the pass; the
+                          thread waits for them after it */
+                cp_async4(&s_meta[DRES_M_PROT_EPOCH], meta + DRES_M_PROT_EPOCH);
+                cp_async4(&s_meta[DRES_M_NPROT], meta + DRES_M_NPROT);
+                cp_async4(&s_filled, meta + DRES_M_FILLED);
+                cp_async4(&s_hand, meta + DRES_M_HAND);
+                cp_async4(&s_nstaged, meta + DRES_M_NSTAGED);
+                cp_async4(&s_arena0, st.arena_page);
+            } else {
+                m_pe = __ldcg(meta + DRES_M_PROT_EPOCH);
+                m_np = __ldcg(meta + DRES_M_NPROT);
+                m_filled = __ldcg(meta + DRES_M_FILLED);
+                m_hand = __ldcg(meta + DRES_M_HAND);
+                m_nst = __ldcg(meta + DRES_M_NSTAGED);
+                m_ar0 = __ldg(st.arena_page);
+                /* to shared now (this warp waits for these loads once, the others do not) */
+                s_filled = m_filled;
+                s_hand = m_hand;
+                s_nstaged = m_nst;
+                s_arena0 = m_ar0;
+            }
         }
+        /* FEW: this round's protection count of slot r is not started yet (the request's first call of
+           the round): every hit then takes the atomic, so it goes first, without the read of `used`
+           that would only say so (one dependent round trip less). Either order gives the same old
+           values, so this read only picks the faster one; it is issued with the slot_of loads. */
+        const int32_t f_pe = FEW ? __ldcg(meta + DRES_M_PROT_EPOCH) : 0;
         /* entries past the request's K queries: -1 in every source, nothing read */
         for (int32_t si = 0; si < nsrc; si++)
             for (int32_t e = (int32_t)nent + tid; e < (int32_t)all; e += DT) locb[si * lstride + e] = -1;
@@ -508,15 +596,19 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         unsigned long long my_err = NO_ERR;
         /* one pass: U entries of each thread (U = DU; 2 when the request has at most 2 T entries, so no
            thread runs empty slots); a generic lambda instantiated for both */
-        auto pass = [&](auto u_c, int64_t base) {
+        auto pass = [&](auto u_c, int64_t base, bool pre) { /* pre: entries u < 2 are in s_sel (U == 2) */
             constexpr int U = decltype(u_c)::value;
-            int32_t s[U], q[U];
+            int32_t s[U], q[U], qs[U];
             int64_t c[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
-                s[u] = e < nent ? __ldg(selb + e) : -1;
+                s[u] = e < nent ? (pre && u < 2 ? s_sel[u * DT + tid] : __ldg(selb + e)) : -1;
             }
+            /* FEW: slot_of of every entry in range now, in flight with the direct lookup's opt_ready
+               loads (the spec reads it only for entries that are not direct; the others drop it) */
+#pragma unroll
+            for (int u = 0; u < U; u++) qs[u] = FEW && U == 2 && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
@@ -533,7 +625,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 }
             }
 #pragma unroll
-            for (int u = 0; u < U; u++) q[u] = c[u] == 0 ? slot_of[s[u]] : -1;
+            for (int u = 0; u < U; u++) q[u] = c[u] == 0 ? (FEW && U == 2 ? qs[u] : slot_of[s[u]]) : -1;
 #pragma unroll
             for (int u = 0; u < U; u++)
                 if (c[u] == 0) c[u] = dres_hot(s[u], q[u], B);
@@ -541,16 +633,18 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                (a slot's used only moves to epoch in this phase, so a read of epoch is final) */
             uint32_t old[U];
             int32_t l0[U]; /* source 0's locations: their table loads in flight with `used` */
+            const bool fresh = FEW && f_pe != (int32_t)epoch; /* see f_pe */
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const bool hot = c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT;
-                old[u] = hot ? __ldcg(used + q[u]) : epoch;
+                old[u] = !hot ? epoch : fresh ? atomicExch(used + q[u], epoch) : __ldcg(used + q[u]);
                 l0[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, 0, c[u]);
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_HOT) {
-                    if (old[u] != epoch) old[u] = atomicExch(used + q[u], epoch); /* result used at the end */
+                    /* result used at the end */
+                    if (!fresh && old[u] != epoch) old[u] = atomicExch(used + q[u], epoch);
                     ref[q[u]] = 1;
                 }
                 if (c[u] > 0 && (DRES_KIND(c[u]) == DRES_K_HOT || DRES_KIND(c[u]) == DRES_K_STAGE)) c_hot++;
@@ -581,9 +675,9 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int u = 0; u < U; u++) c_prot += old[u] != epoch;
         };
         if (nent <= 2 * (int64_t)DT) {
-            if (nent > 0) pass(dres_ic<2>{}, 0);
+            if (nent > 0) pass(dres_ic<2>{}, 0, FEW && all <= 2 * (int64_t)DT);
         } else {
-            for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base);
+            for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base, false);
         }
         if (FEW) { /* the few-miss path's list of miss entries (e, s): one shared atomic per warp; entries
                       past FEW_MAX are counted, not stored (the request then takes the block-wide path).
@@ -598,6 +692,11 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             }
         }
         if (tid == 0) { /* meta is only touched by this thread before the next barrier */
+            if (FEW) {
+                cp_async_wait_all();
+                m_pe = s_meta[DRES_M_PROT_EPOCH];
+                m_np = s_meta[DRES_M_NPROT];
+            }
             int32_t np = m_np;
             if (m_pe != (int32_t)epoch) {
                 meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
