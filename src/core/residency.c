@@ -883,6 +883,14 @@ dhs_status res_admit(dhs_ctx *ctx, request *new_rq)
    have host copies. The pages of one pass go out in ONE copy with one
    ticket (they were one copy per page: up to repop_pages copies, and as many
    fence queries later, per round; bench/control_bench.c counts them). */
+/* the pass's page list is scratch: freed when the pass ends, so an idle context holds nothing for it */
+static void repop_release(dhs_ctx *ctx)
+{
+    ctx_free(ctx, ctx->repop, (size_t)ctx->repop_cap, sizeof(struct repop_ent));
+    ctx->repop = NULL;
+    ctx->repop_cap = 0;
+}
+
 void res_repopulate(dhs_ctx *ctx)
 {
     int32_t budget = ctx->cfg.repop_pages, N = ctx->cfg.max_requests, p = ctx->cfg.page_rows;
@@ -945,6 +953,7 @@ void res_repopulate(dhs_ctx *ctx)
                 opt_set(rq, gs, ctx->repop[i].hp, OPT_ABSENT);
                 gs->opt_held--;
             }
+            repop_release(ctx);
             return;
         }
         for (int32_t i = 0; i < nl; i++) {
@@ -960,6 +969,7 @@ void res_repopulate(dhs_ctx *ctx)
             }
         }
     }
+    repop_release(ctx);
     if (!stop) ctx->repop_cursor = (ctx->repop_cursor + 1) % N;
 }
 
