@@ -577,6 +577,9 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
     ec.deploy = c.deploy;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
+    /* the device step indexes its per-request arrays by the library's request slot: a shared prefix's
+       holder takes one slot more than there are sessions */
+    if (ec.ctx_requests > ec.max_slots) ec.max_slots = ec.ctx_requests;
     if (acc_a && c.oracle) {
         ec.oracle = c.oracle;
         ec.oracle_n = c.oracle_n;
