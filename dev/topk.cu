@@ -306,7 +306,9 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
  *     to tk_query, the one-block algorithm, for that query.
  * The keys and their order are the fused kernel's, so the output is the same
  * bit for bit. The workspace (dhs_cuda_topk_split_ws) is zero before a call and
- * zero after it: graph-capturable, no memset per call. */
+ * zero after it: graph-capturable, no memset per call. It is an array of one
+ * ts_qws per query, so query q's state and histogram are at the same place
+ * whatever the call's batch. */
 #define TS_THREADS 256
 #define TS_PER 16
 #define TS_CHUNK (TS_THREADS * TS_PER)
@@ -318,32 +320,20 @@ struct ts_state {
     uint32_t arrive, digit, rem, nan, gt, eq, pad[2];
 };
 
-struct ts_ws {
-    ts_state *st;
-    uint32_t *hist; /* [batch][TS_BINS] */
-    uint64_t *sure; /* [batch][DHS_TOPK_MAX_K] */
-    uint64_t *tie;  /* [batch][TS_TIECAP] */
+/* one query's part of the workspace. Query q's part sits at q * sizeof(ts_qws)
+   whatever the call's batch, so a call with more queries than the last finds
+   every state and histogram it uses zero (a layout carved by batch would put
+   them over the last call's sure and tie lists). */
+struct ts_qws {
+    ts_state st;
+    uint32_t hist[TS_BINS];
+    uint64_t sure[DHS_TOPK_MAX_K];
+    uint64_t tie[TS_TIECAP];
 };
 
-static size_t ts_ws_bytes(int64_t batch)
-{
-    return (size_t)batch * (sizeof(ts_state) + sizeof(uint32_t) * TS_BINS + sizeof(uint64_t) * DHS_TOPK_MAX_K +
-                            sizeof(uint64_t) * TS_TIECAP);
-}
+static_assert(sizeof(ts_qws) % 16 == 0, "every query's part 16-byte aligned");
 
-static ts_ws ts_carve(void *ws, int32_t batch)
-{
-    ts_ws w;
-    char *p = (char *)ws;
-    w.st = (ts_state *)p;
-    p += sizeof(ts_state) * (size_t)batch;
-    w.hist = (uint32_t *)p;
-    p += sizeof(uint32_t) * TS_BINS * (size_t)batch;
-    w.sure = (uint64_t *)p;
-    p += sizeof(uint64_t) * DHS_TOPK_MAX_K * (size_t)batch;
-    w.tie = (uint64_t *)p;
-    return w;
-}
+static size_t ts_ws_bytes(int64_t batch) { return (size_t)batch * sizeof(ts_qws); }
 
 /* this block's TS_PER scores (chunk blockIdx.x of query blockIdx.y), loaded before use */
 __device__ static void ts_load(const float *__restrict__ s, uint32_t n, uint32_t c0, float (&v)[TS_PER])
@@ -357,7 +347,7 @@ __device__ static void ts_load(const float *__restrict__ s, uint32_t n, uint32_t
 
 __global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__restrict__ scores, int64_t score_ld,
                                                              uint32_t n_max, const int64_t *__restrict__ n_of,
-                                                             int64_t n_add, int32_t k, ts_ws w)
+                                                             int64_t n_add, int32_t k, ts_qws *w)
 {
     __shared__ uint32_t hist[TS_BINS];
     __shared__ uint32_t wsum[TS_THREADS / 32];
@@ -383,20 +373,20 @@ __global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__rest
     }
     if (my_nan) atomicAdd(&s_nan, my_nan);
     __syncthreads();
-    uint32_t *gh = w.hist + (size_t)q * TS_BINS;
+    uint32_t *gh = w[q].hist;
     for (int b = tid; b < TS_BINS; b += TS_THREADS)
         if (hist[b]) atomicAdd(gh + b, hist[b]);
-    if (tid == 0 && s_nan) atomicAdd(&w.st[q].nan, s_nan);
+    if (tid == 0 && s_nan) atomicAdd(&w[q].st.nan, s_nan);
     __syncthreads();
     if (tid == 0) {
         __threadfence();
-        s_last = atomicAdd(&w.st[q].arrive, 1u) == nchunks - 1;
+        s_last = atomicAdd(&w[q].st.arrive, 1u) == nchunks - 1;
     }
     __syncthreads();
     if (!s_last) return;
     /* the query's last chunk: every other chunk's counts are in gh */
     __threadfence();
-    const bool bad = __ldcg(&w.st[q].nan) != 0;
+    const bool bad = __ldcg(&w[q].st.nan) != 0;
     /* suffix scan, highest bin first: thread t owns bins TS_BINS-1-t*per-j */
     const int per = TS_BINS / TS_THREADS;
     uint32_t h[TS_BINS / TS_THREADS], local = 0;
@@ -422,14 +412,14 @@ __global__ void __launch_bounds__(TS_THREADS) ts_hist_kernel(const float *__rest
 #pragma unroll
         for (int j = 0; j < per; j++) { /* unrolled: h stays in registers */
             if (!found && rem <= above + h[j]) {
-                w.st[q].digit = (uint32_t)(TS_BINS - 1 - tid * per - j);
-                w.st[q].rem = rem - above;
+                w[q].st.digit = (uint32_t)(TS_BINS - 1 - tid * per - j);
+                w[q].st.rem = rem - above;
                 found = true;
             }
             above += h[j];
         }
     }
-    if (tid == 0) w.st[q].arrive = 0;
+    if (tid == 0) w[q].st.arrive = 0;
 }
 
 /* append the keys where take is set to list[base..), base from one atomic per warp */
@@ -450,24 +440,24 @@ __device__ static void ts_append(bool take, uint64_t key, uint32_t *counter, uin
 
 __global__ void __launch_bounds__(TS_THREADS) ts_collect_kernel(const float *__restrict__ scores, int64_t score_ld,
                                                                 uint32_t n_max, const int64_t *__restrict__ n_of,
-                                                                int64_t n_add, int32_t k, ts_ws w)
+                                                                int64_t n_add, int32_t k, ts_qws *w)
 {
     const int q = blockIdx.y, tid = threadIdx.x;
     const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
     if (nq <= (int64_t)k) return;
     const uint32_t n = (uint32_t)nq, c0 = blockIdx.x * TS_CHUNK;
-    if (c0 >= n || w.st[q].nan) return; /* uniform over the block */
-    const uint32_t d = w.st[q].digit;
+    if (c0 >= n || w[q].st.nan) return; /* uniform over the block */
+    const uint32_t d = w[q].st.digit;
     float v[TS_PER];
     ts_load(scores + (int64_t)q * score_ld, n, c0, v);
-    uint64_t *sure = w.sure + (size_t)q * DHS_TOPK_MAX_K, *tie = w.tie + (size_t)q * TS_TIECAP;
+    uint64_t *sure = w[q].sure, *tie = w[q].tie;
 #pragma unroll
     for (int j = 0; j < TS_PER; j++) {
         const uint32_t i = c0 + j * TS_THREADS + tid; /* every lane runs every j: the ballots are warp-wide */
         const uint32_t key = dhs_topk_score_key(v[j]), dig = key >> TS_SHIFT;
         const uint64_t k64 = ((uint64_t)key << 32) | (uint64_t)(0xffffffffu - i);
-        ts_append(i < n && dig > d, k64, &w.st[q].gt, sure, DHS_TOPK_MAX_K);
-        ts_append(i < n && dig == d, k64, &w.st[q].eq, tie, TS_TIECAP);
+        ts_append(i < n && dig > d, k64, &w[q].st.gt, sure, DHS_TOPK_MAX_K);
+        ts_append(i < n && dig == d, k64, &w[q].st.eq, tie, TS_TIECAP);
     }
 }
 
@@ -500,7 +490,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
                                                               int64_t n_add, int32_t k,
                                                               const int32_t *__restrict__ slot_of, int64_t slot_ld,
                                                               int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
-                                                              int32_t *__restrict__ nan_count, ts_ws w)
+                                                              int32_t *__restrict__ nan_count, ts_qws *w)
 {
     __shared__ tk_shared sh;
     const int q = blockIdx.x, tid = threadIdx.x;
@@ -517,7 +507,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
         tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp);
         return;
     }
-    ts_state *st = w.st + q;
+    ts_state *st = &w[q].st;
     const uint32_t nan = st->nan, gt = st->gt, eq = st->eq, need = st->rem;
     __syncthreads(); /* every thread has read the state before thread 0 clears it */
     if (tid == 0) st->nan = 0, st->gt = 0, st->eq = 0, st->digit = 0, st->rem = 0;
@@ -534,7 +524,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
         return;
     }
     if (tid == 0 && nanp) *nanp = 0;
-    const uint64_t *sure = w.sure + (size_t)q * DHS_TOPK_MAX_K, *tie = w.tie + (size_t)q * TS_TIECAP;
+    const uint64_t *sure = w[q].sure, *tie = w[q].tie;
     for (uint32_t i = tid; i < gt; i += TK_THREADS) sh.key[i] = __ldcg(sure + i);
     if (tid == 0) sh.eq = 0;
     __syncthreads();
@@ -631,7 +621,7 @@ extern "C" int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int3
         return -1;
     if (batch == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
-    const ts_ws w = ts_carve(ws, batch);
+    ts_qws *const w = (ts_qws *)ws;
     if (n > k) {
         const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
         ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);

@@ -161,6 +161,9 @@ int dhs_cuda_topk_fused_n(const float *scores, int64_t score_ld, int32_t batch, 
  *   dhs_cuda_topk_split_ws(batch) bytes (about 164 KiB per query), 16-byte
  *   aligned, ZEROED before its first use (cudaMemset); every call leaves it
  *   zero again, so no per-call memset and the launches can be graph-captured.
+ *   Query q's part of it sits at the same offset in every call, so a
+ *   workspace of dhs_cuda_topk_split_ws(B) serves calls of any batch <= B in
+ *   any order (the model's batch changes from round to round).
  *   One workspace serves one call at a time (not two streams at once); a call
  *   that fails on the device leaves it undefined (zero it again). batch <=
  *   65535. Returns -1 for bad arguments (those of dhs_cuda_topk_fused_n, a NULL,
