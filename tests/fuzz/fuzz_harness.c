@@ -1038,7 +1038,7 @@ static void op_resolve(fz *F, int clean)
                             if (sel[i][e2] >= 0 && sel[i][e2] != row && l[e2] == l[e]) fz_fail(F, "rows %lld and %lld share location %d", (long long)sel[i][e2], (long long)row, l[e]);
                         }
                         check_loc_bytes(F, slots[i], src, row, l[e], "resolved location");
-                        /* one location per row for the round (until group_done), none shared */
+                        /* one location per row for the round (until group_done), none shared but a shared prefix's page */
                         int found = 0;
                         for (int x = 0; x < F->nlive; x++) {
                             const fz_live *lv = &F->live[x];
@@ -1048,7 +1048,13 @@ static void op_resolve(fz *F, int clean)
                                 if (lv->loc != l[e])
                                     fz_fail(F, "slot %d group %d source %d row %lld moved from location %d to %d within the round", slots[i], g, src,
                                             (long long)row, lv->loc, l[e]);
-                            } else if (lv->loc == l[e]) {
+                            } else if (lv->loc == l[e] &&
+                                       !(lv->g == g && lv->si == si && lv->row == row &&
+                                         F->rq[lv->slot].wuid[src][row] == r->wuid[src][row] &&
+                                         F->rq[lv->slot].ver[src][row] == r->ver[src][row])) {
+                                /* one location for two requests only where both hold the same row of one
+                                   shared prefix (a reference-counted device page): same source, row and
+                                   origin of the bytes */
                                 fz_fail(F, "location %d handed to slot %d group %d source %d row %lld while slot %d group %d source index %d row %lld holds it",
                                         l[e], slots[i], g, src, (long long)row, lv->slot, lv->g, lv->si, (long long)lv->row);
                             }
