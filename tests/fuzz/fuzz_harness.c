@@ -424,6 +424,10 @@ static void op_open_shared(fz *F)
                         r->known[src][row] = pr->known[src][row];
                         r->wuid[src][row] = pr->wuid[src][row];
                     }
+                    /* an incomplete compressed row at the boundary (P is all of the parent's positions): the
+                       library copies the parent's bytes of it, which its last round wrote, and counts it as
+                       written, as an import of P positions does (the parent itself rewrites it next round) */
+                    if (P % F->m[g]) r->known[src][all - 1] = 1;
                 }
             }
             if (F->cnt) F->cnt->shared++;
