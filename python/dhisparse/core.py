@@ -253,7 +253,8 @@ class SpecAuto:
         check(_lib.dhs_spec_auto_estimate(self._h, slot, ctypes.byref(a)), "dhs_spec_auto_estimate")
         return a.value
 
-    def choose(self, slots, query_us, fixed_us, draft_us, cap=None):
+    def _choose(self, fn, name, slots, query_us, fixed_us, draft_us, cap, room=()):
+        """the two choose calls: their arguments checked alike, room_rows (choose_round) before K"""
         sl = _host_i32(slots, "slots")
         n = sl.shape[0]
         q = np.ascontiguousarray(np.asarray(query_us, dtype=np.float64))
@@ -263,10 +264,13 @@ class SpecAuto:
         K = np.empty(n, dtype=np.int32)
         tpu = ctypes.c_double()
         i32 = ctypes.POINTER(ctypes.c_int32)
-        check(_lib.dhs_spec_auto_choose(self._h, n, sl.ctypes.data_as(i32), None if cp is None else cp.ctypes.data_as(i32),
-                                        q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us,
-                                        K.ctypes.data_as(i32), ctypes.byref(tpu)), "dhs_spec_auto_choose")
+        check(fn(self._h, n, sl.ctypes.data_as(i32), None if cp is None else cp.ctypes.data_as(i32),
+                 q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us, *room,
+                 K.ctypes.data_as(i32), ctypes.byref(tpu)), name)
         return K, tpu.value
+
+    def choose(self, slots, query_us, fixed_us, draft_us, cap=None):
+        return self._choose(_lib.dhs_spec_auto_choose, "dhs_spec_auto_choose", slots, query_us, fixed_us, draft_us, cap)
 
     def observe_round(self, requests, queries, host_rows, copy_us=-1.0):
         check(_lib.dhs_spec_auto_observe_round(self._h, requests, queries, host_rows, copy_us),
@@ -282,21 +286,8 @@ class SpecAuto:
         return f.value, e.value, r.value
 
     def choose_round(self, slots, query_us, fixed_us, draft_us, room_rows=-1.0, cap=None):
-        sl = _host_i32(slots, "slots")
-        n = sl.shape[0]
-        q = np.ascontiguousarray(np.asarray(query_us, dtype=np.float64))
-        if q.shape != (n,):
-            raise ValueError(f"query_us: shape {q.shape}, expected ({n},)")
-        cp = None if cap is None else _host_i32(cap, "cap", (n,))
-        K = np.empty(n, dtype=np.int32)
-        tpu = ctypes.c_double()
-        i32 = ctypes.POINTER(ctypes.c_int32)
-        check(_lib.dhs_spec_auto_choose_round(self._h, n, sl.ctypes.data_as(i32),
-                                              None if cp is None else cp.ctypes.data_as(i32),
-                                              q.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), fixed_us, draft_us,
-                                              room_rows, K.ctypes.data_as(i32), ctypes.byref(tpu)),
-              "dhs_spec_auto_choose_round")
-        return K, tpu.value
+        return self._choose(_lib.dhs_spec_auto_choose_round, "dhs_spec_auto_choose_round", slots, query_us, fixed_us,
+                            draft_us, cap, (room_rows,))
 
 
 # ------------------------------------------------------------------ buffers
