@@ -57,3 +57,20 @@ def test_miss_cost():
         sa.observe_round(2, 1, 0.0)
     with pytest.raises(dhs.DhsError):
         sa.set_row_us(-1.0)
+
+
+def test_choose_round_matches_choose_without_misses():
+    """before any observe_round there is no miss model: choose_round (room unbounded) answers as choose;
+    its caps and argument checks are the same"""
+    sa = dhs.SpecAuto(4, spec_max=6, prior_weight=0)
+    for _ in range(10):
+        sa.observe(0, 6, 0)
+        sa.observe(1, 6, 5)
+    assert list(sa.choose_round([0, 1], [10.0, 10.0], 1000.0, 1.0)[0]) == list(sa.choose([0, 1], [10.0, 10.0], 1000.0, 1.0)[0]) == [1, 6]
+    K, _ = sa.choose_round([0, 1], [10.0, 10.0], 1000.0, 1.0, room_rows=-1.0, cap=[1, 3])
+    assert list(K) == [1, 3]
+    with pytest.raises(ValueError):
+        sa.choose_round([0, 1], [1.0], 10.0, 0.0)
+    with pytest.raises(dhs.DhsError):
+        sa.choose_round([1, 1], [1.0, 1.0], 10.0, 0.0)
+    sa.close()
