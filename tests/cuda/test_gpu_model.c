@@ -18,6 +18,11 @@
  *   (dhs_cuda_topk_fused_n) instead of the model's k_topk gives byte-identical
  *   logits and tokens, per step (host, device, graph), engine level and
  *   through dhs_ref_run (same tokens digest).
+ * - projection shapes (model/prep_kern.cuh: 8 threads per dot, outputs in
+ *   tiles of 64 or 128): d_model, d_v, MLP, vocabulary and indexer sizes that
+ *   are not multiples of 8 (the dots' serial tails) nor of a tile (partly
+ *   filled tiles, an indexer tile holding queries and head weights), 2 heads
+ *   (a RoPE tile per head), exp_portable: logits bit for bit, tokens equal.
  * Without a CUDA device (or built without CUDA) it prints SKIP and exits 77
  * (CTest SKIP_RETURN_CODE). Env: DHS_TEST_SEED.
  */
@@ -396,17 +401,28 @@ int main(void)
     glm.seed = ds.seed = tiny.seed = seed;
     glm.n_layers = 10; /* producers 0, 1, 2, 6: FOLLOW groups of 1 and 4 */
     ds.n_layers = 6;
+    dhs_ref_cfg odd = tiny; /* projection shapes off every multiple of 8 and of a tile (see the top) */
+    odd.d_model = 60;
+    odd.n_heads = 2;
+    odd.d_v = 20;
+    odd.mlp_hidden = 100;
+    odd.vocab = 250;
+    odd.idx_heads = 3;
+    odd.idx_dim = 20;
+    odd.exp_portable = 1; /* the CPU's expf twin: every other step is exact, so bit for bit */
     if (th_scale() < 0.05) { /* the size compute-sanitizer can run (bench/gpu_volume.sh): every kernel, small */
         glm.n_layers = 3;
         printf("reduced run (DHS_TEST_SCALE %.3g): glm-5.3 3 layers at 600 positions, tiny; no full runs\n", th_scale());
         test_engines("glm-5.3 (3 layers)", glm, 600, 2, 1);
         test_engines("tiny", tiny, 300, 2, 0);
+        test_engines("odd shapes (exp_portable)", odd, 300, 2, 1);
         test_fused_engines("glm-5.3 (3 layers)", glm, 600, 2);
         return th_summary();
     }
     test_engines("glm-5.3 (10 layers)", glm, 3000, 4, 1);
     test_engines("deepseek-v3.2 (6 layers)", ds, 2500, 4, 1);
     test_engines("tiny", tiny, 300, 4, 0);
+    test_engines("odd shapes (exp_portable)", odd, 300, 4, 1);
     test_runs(DHS_REF_GEOM_GLM53, 78, seed);
     test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1);
     test_steps(DHS_REF_GEOM_GLM53, 78, seed + 2);
