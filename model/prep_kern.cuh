@@ -238,7 +238,7 @@ static __device__ __forceinline__ void pk_prefetch_l2(const void *p, size_t byte
 /* rows (+ keys) of one layer: block (query, part): parts 0..3 the latent's FP8 tiles (128 values, their
    scale), part 4 its RoPE values (bf16), part 5 (producers only) the indexer key. Every block takes the
    rmsnorm of x (64 values: cheaper than a launch); part 0 writes it to xn_out. */
-static __global__ void __launch_bounds__(PR_THREADS) k_rows(g_dims g, g_layer w, int producer, const int64_t *pos,
+static __global__ void __launch_bounds__(PR_THREADS, 1) k_rows(g_dims g, g_layer w, int producer, const int64_t *pos,
                                                             const float *cs, const float *x, float *xn_out,
                                                             uint8_t *const *rowdst, uint8_t *stage, void *const *kcodes,
                                                             float *const *kscales)
@@ -247,8 +247,8 @@ static __global__ void __launch_bounds__(PR_THREADS) k_rows(g_dims g, g_layer w,
     __shared__ float s_r, s_sc;
     const int q = blockIdx.x, part = blockIdx.y, tid = threadIdx.x, d = g.d;
     const int64_t t = pos[q];
+    for (int i = tid; i < d; i += blockDim.x) xs[i] = x[(int64_t)q * d + i]; /* beside pos: no chain */
     if (t < 0) return;
-    for (int i = tid; i < d; i += blockDim.x) xs[i] = x[(int64_t)q * d + i];
     __syncthreads();
     pk_rmsnorm(xs, xn, d, &s_r);
     if (part == 0)
@@ -310,6 +310,8 @@ static __global__ void __launch_bounds__(PK_THREADS) k_iq(g_dims g, g_layer w, c
 {
     __shared__ float xn[G_MAX_D];
     const int q = blockIdx.x, tid = threadIdx.x, HD = g.H * g.D;
+    if (!z.on)
+        for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i]; /* beside pos */
     if (pos[q] < 0) return;
     if (z.on) { /* q[o] = (a u[o] + b z_t[o]) + d z_{t-1}[o], each product and sum rounded, as the CPU */
         const int64_t t = pos[q];
@@ -320,7 +322,6 @@ static __global__ void __launch_bounds__(PK_THREADS) k_iq(g_dims g, g_layer w, c
         if (tid < PK_TILE && o >= HD && o < HD + g.H) iw[(int64_t)q * g.H + (o - HD)] = z.w;
         return;
     }
-    for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i];
     __syncthreads();
     const int o0 = blockIdx.y * PK_TILE, n = HD + g.H - o0 < PK_TILE ? HD + g.H - o0 : PK_TILE;
     pk_matvec(
@@ -347,6 +348,8 @@ static __global__ void __launch_bounds__(PK_THREADS) k_att_prep(g_dims g, g_laye
     __shared__ float xn[G_MAX_D], qt[PK_TILE];
     __shared__ int cnt[PK_THREADS];
     const int q = blockIdx.x, tid = threadIdx.x, tiles = g.nh * (G_LAT / PK_TILE);
+    if (blockIdx.y < (unsigned)tiles)
+        for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i]; /* beside pos */
     if (pos[q] < 0) {
         if (blockIdx.y == (unsigned)tiles && tid == 0) anv[q] = -1;
         return;
@@ -372,7 +375,6 @@ static __global__ void __launch_bounds__(PK_THREADS) k_att_prep(g_dims g, g_laye
         if (tid == 0) anv[q] = cnt[PK_THREADS - 1];
         return;
     }
-    for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i];
     __syncthreads();
     const int h = blockIdx.y / (G_LAT / PK_TILE), part = blockIdx.y % (G_LAT / PK_TILE);
     const int d = g.d;
@@ -396,7 +398,7 @@ static __global__ void __launch_bounds__(PK_THREADS) k_att_prep(g_dims g, g_laye
 
 /* block per query: per head v = wuv o, then x += alpha wo v (when any entry was valid), then the MLP:
    x += alpha w2 relu(w1 rmsnorm(x)) */
-static __global__ void __launch_bounds__(PO_THREADS) k_att_out(g_dims g, g_layer w, const int32_t *anv, const float *ao,
+static __global__ void __launch_bounds__(PO_THREADS, 1) k_att_out(g_dims g, g_layer w, const int32_t *anv, const float *ao,
                                                                float *x_g)
 {
     __shared__ float o[G_MAX_HEADS * G_NOPE], v[G_MAX_HEADS * G_MAX_DV];
@@ -408,11 +410,12 @@ static __global__ void __launch_bounds__(PO_THREADS) k_att_out(g_dims g, g_layer
     pk_prefetch_l2(w.wo, sizeof(float) * (size_t)d * nh * dv);
     pk_prefetch_l2(w.w1, sizeof(float) * (size_t)g.hid * d);
     pk_prefetch_l2(w.w2, sizeof(float) * (size_t)d * g.hid);
+    /* x and the attention output loaded beside the count (not after it: one memory round trip, not two);
+       o is used only when nv > 0 */
     const int nv = anv[q];
-    if (nv < 0) return; /* no query in this slot */
     for (int i = tid; i < d; i += blockDim.x) xs[i] = x_g[(int64_t)q * d + i];
-    if (nv > 0)
-        for (int i = tid; i < nh * G_NOPE; i += blockDim.x) o[i] = ao[(int64_t)q * nh * G_NOPE + i];
+    for (int i = tid; i < nh * G_NOPE; i += blockDim.x) o[i] = ao[(int64_t)q * nh * G_NOPE + i];
+    if (nv < 0) return; /* no query in this slot */
     __syncthreads();
     if (nv > 0) {
         pk_matvec(
@@ -440,8 +443,8 @@ static __global__ void __launch_bounds__(PK_THREADS) k_logits(g_dims g, const fl
 {
     __shared__ float xs[G_MAX_D], xn[G_MAX_D], s_r;
     const int q = blockIdx.x, d = g.d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) xs[i] = x_g[(int64_t)q * d + i]; /* beside pos */
     if (pos[q] < 0) return;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) xs[i] = x_g[(int64_t)q * d + i];
     __syncthreads();
     pk_rmsnorm(xs, xn, d, &s_r);
     const int v0 = blockIdx.y * PK_TILE, n = g.V - v0 < PK_TILE ? g.V - v0 : PK_TILE;
