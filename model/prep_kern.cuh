@@ -147,7 +147,7 @@ static __device__ float pk_fp8_scale(const float *v, int n)
 }
 
 /* ------------------------------------------------------------------ the 8-lane dot */
-#define PK_U 16 /* weight loads of one lane in flight together */
+#define PK_U 32 /* weight loads of one lane in flight together */
 
 /* lane sums of U steps at a time (U loads in flight) while U whole steps remain; returns where it stopped */
 template <int U, bool GW>
@@ -174,9 +174,10 @@ static __device__ __forceinline__ float pk_dot8(const float *w, const float *x, 
 {
     const int n8 = n & ~7;
     float acc = 0.0f;
-    if (live) { /* 16 steps at a time, then 8, 4, 1: the same left-to-right order */
+    if (live) { /* 32 steps at a time, then 16, 8, 4, 1: the same left-to-right order */
         const float *wl = w + lane, *xl = x + lane;
         int i = pk_lane_sum<PK_U, GW>(acc, wl, xl, 0, n8);
+        i = pk_lane_sum<16, GW>(acc, wl, xl, i, n8);
         i = pk_lane_sum<8, GW>(acc, wl, xl, i, n8);
         i = pk_lane_sum<4, GW>(acc, wl, xl, i, n8);
         pk_lane_sum<1, GW>(acc, wl, xl, i, n8);
