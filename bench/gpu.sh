@@ -49,8 +49,8 @@ export PATH=$PATH:/usr/local/cuda/bin
 b=${DHS_GPU_BUILD:-$root/build-gpu}
 out=${OUT:-$b/out}
 mkdir -p "$out"
-[ $# -gt 0 ] || { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-case "$1" in -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -gt 0 ] || { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+case "$1" in -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 suites=("$@")
 [ "${suites[0]}" = all ] && suites=(test exact resolve gather import fo overlap prefill step kernels serve sanitize)
 for s in "${suites[@]}"; do
