@@ -14,8 +14,9 @@
  * C = 2 on the H200, with one block per query. Here the 8 lanes of a dot
  * are 8 threads (pk_dot8): lane l sums i = l, l+8, ... in order (its
  * weights loaded up to PK_U at a time, all in flight together), and three
- * xor shuffles combine the lanes in exactly that tree (IEEE addition is commutative, so every lane ends with the same
- * bits). A block holds 64 or 128 such dots at once, and the outputs of one
+ * xor shuffles combine the lanes in exactly that tree (IEEE addition is
+ * commutative, so every lane ends with the same bits). A block holds 64 or
+ * 128 such dots at once, and the outputs of one
  * query are spread over a grid of (query, output tile) where the stages are
  * independent (rows, indexer query, attention query, logits); k_att_out's
  * stages depend on each other (v, then wo v, then the MLP), so it stays one
