@@ -32,7 +32,8 @@
 #             to resident
 #   kernels   kern_bench: the GPU model's split-K attention against its floor
 #             (bytes / HBM measured here, FLOPs / tensor peak) at 100K and 32K,
-#             C = 2, 8, 20
+#             C = 2, 8, 20; the indexer scores and top-k; the per-query
+#             projections against the previous kernels (checked bit-equal)
 #   serve     dhs bench serve at 100K (GLM-5.3 geometry), resident and
 #             adaptive, C = 1, 2 (minutes)
 #   sanitize  compute-sanitizer memcheck/racecheck/synccheck on reduced runs
@@ -48,8 +49,8 @@ export PATH=$PATH:/usr/local/cuda/bin
 b=${DHS_GPU_BUILD:-$root/build-gpu}
 out=${OUT:-$b/out}
 mkdir -p "$out"
-[ $# -gt 0 ] || { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
-case "$1" in -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+[ $# -gt 0 ] || { awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+case "$1" in -h|--help) awk 'NR > 1 && /^#/ { print; next } NR > 1 { exit }' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 suites=("$@")
 [ "${suites[0]}" = all ] && suites=(test exact resolve gather import fo overlap prefill step kernels serve sanitize)
 for s in "${suites[@]}"; do

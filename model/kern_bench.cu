@@ -35,7 +35,19 @@
  * those scores, floor = the scores read once. Calls rotate over enough
  * layers of keys / scores to leave L2.
  *
- * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] */
+ * Per-query projections (model/prep_kern.cuh: the latent row + indexer key,
+ * the indexer query, the attention queries + RoPE + compaction, the value /
+ * output projections + MLP, the logits) at the glm-5.3 hidden side over 78
+ * layers of weights, against the previous kernels (prep_kern_r1.cuh, one
+ * block per query, every dot serial in one thread) in the same process:
+ * first both on the same inputs, bit for bit (a realistic case and one with
+ * an empty slot, a query without valid locations, differing positions and
+ * the synthetic indexer query; exit 1 on any difference), then p50 and b2b
+ * of each kernel, floor = max(weights + activations / HBM, an empty kernel's
+ * back-to-back time), and the 78 layers + logits captured in one graph as
+ * the graph step issues them, beside the same number of empty launches.
+ *
+ * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] [--proj-only] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +61,8 @@
 #include "model/attn_kern_r1.cuh" /* the first split-K kernel, timed beside it */
 #include "model/gpu.h"
 #include "model/model.h"
+#include "model/prep_kern.cuh"    /* the per-query projections (rows, indexer query, attention prep/out, logits) */
+#include "model/prep_kern_r1.cuh" /* the previous ones, timed beside them */
 
 #define TENSOR_PEAK 989e12 /* H200 SXM dense BF16 FLOP/s, stated */
 #define STEP_LAYERS 78     /* glm-5.3 */
@@ -463,20 +477,420 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
 }
 
+/* ------------------------------------------------------------ per-query projections */
+/* The glm-5.3 geometry's hidden side (d_model 64, MLP 128, d_v 32, vocab 256, indexer 4 x 128, k 2048;
+   heads from --heads) over 78 layers of random weights (IndexShare producers 0, 1, 2, 6, 10, ...: the
+   indexer key and query only there), C queries at position context - 1. */
+#define PJ_D 64
+#define PJ_DV 32
+#define PJ_HID 128
+#define PJ_V 256
+#define PJ_NK 5 /* kernels: rows, iq, prep, out, logits */
+static const char *const pj_name[PJ_NK] = {"rows", "iq", "att_prep", "att_out", "logits"};
+
+static int pj_producer(int l) { return l < 3 || (l >= 6 && (l - 6) % 4 == 0); }
+
+__global__ void k_fill_loc(int32_t *loc, int64_t n, int64_t ctx, uint64_t seed)
+{
+    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x) {
+        const uint64_t h = hmix(seed ^ (uint64_t)j * 0x9e3779b97f4a7c15ull);
+        loc[j] = (h & 7) == 0 ? -1 : (int32_t)((h >> 3) % (uint64_t)ctx); /* an eighth skipped (-1) */
+    }
+}
+
+__global__ void k_nop(int *p)
+{
+    if (p && threadIdx.x == 1024) p[0] = 0; /* never */
+}
+
+typedef struct pj_state {
+    int C, L, which, r1; /* which: a pj_name index; r1: the previous kernels */
+    g_dims g;
+    g_layer *lw; /* host [L] */
+    int64_t *pos;
+    float *cs, *x, *xn, *iq, *iw, *aq, *ao, *logits, *w_out;
+    uint8_t *stage;
+    void **kc;
+    float **ks;
+    int32_t *loc, *aidx, *anv;
+    g_iqs z;
+    cudaStream_t st;
+} pj_state;
+
+static void pj_call(void *arg, int r)
+{
+    pj_state *s = (pj_state *)arg;
+    const int l = r % s->L, C = s->C, p = pj_producer(l);
+    const g_layer *w = &s->lw[l];
+    g_iqs z = s->z;
+    z.l = l;
+    switch (s->which) {
+    case 0:
+        CK(s->r1 ? pk_launch_rows_r1(s->st, C, &s->g, w, p, s->pos, s->cs, s->x, s->xn, NULL, s->stage, s->kc, s->ks)
+                 : pk_launch_rows(s->st, C, &s->g, w, p, s->pos, s->cs, s->x, s->xn, NULL, s->stage, s->kc, s->ks));
+        break;
+    case 1:
+        CK(s->r1 ? pk_launch_iq_r1(s->st, C, &s->g, w, s->pos, s->xn, s->iq, s->iw, z)
+                 : pk_launch_iq(s->st, C, &s->g, w, s->pos, s->xn, s->iq, s->iw, z));
+        break;
+    case 2:
+        CK(s->r1 ? pk_launch_prep_r1(s->st, C, &s->g, w, s->pos, s->cs, s->xn, s->loc, s->aq, s->aidx, s->anv)
+                 : pk_launch_prep(s->st, C, &s->g, w, s->pos, s->cs, s->xn, s->loc, s->aq, s->aidx, s->anv));
+        break;
+    case 3:
+        CK(s->r1 ? pk_launch_out_r1(s->st, C, &s->g, w, s->anv, s->ao, s->x)
+                 : pk_launch_out(s->st, C, &s->g, w, s->anv, s->ao, s->x));
+        break;
+    default:
+        CK(s->r1 ? pk_launch_logits_r1(s->st, C, &s->g, s->w_out, s->pos, s->x, s->logits)
+                 : pk_launch_logits(s->st, C, &s->g, s->w_out, s->pos, s->x, s->logits));
+    }
+}
+
+/* one layer's kernels as the step issues them (the indexer query on producers only) */
+static void pj_layer(pj_state *s, int l)
+{
+    const int which = s->which;
+    for (int k = 0; k < 4; k++) {
+        if (k == 1 && !pj_producer(l)) continue;
+        s->which = k;
+        pj_call(s, l);
+    }
+    s->which = which;
+}
+
+/* bytes one call moves: weights read + activations read and written (the floor's numerator) */
+static double pj_bytes(const pj_state *s, int which, int producer)
+{
+    const g_dims *g = &s->g;
+    const double C = s->C, d = g->d, nh = g->nh;
+    switch (which) {
+    case 0:
+        return 4.0 * (G_LAT + (producer ? g->D : 0)) * d + C * (4.0 * (2 * d + 64) + G_ROW + (producer ? g->D + 4 : 0));
+    case 1: return 4.0 * (g->H * g->D + g->H) * d + C * 4.0 * (d + g->H * g->D + g->H);
+    case 2: return 4.0 * nh * G_LAT * d + C * (4.0 * (d + 64 + nh * G_LAT + 1) + 8.0 * g->k);
+    case 3:
+        return 4.0 * (nh * g->dv * G_NOPE + d * nh * g->dv + 2.0 * g->hid * d) + C * 4.0 * (nh * G_NOPE + 2 * d + 1);
+    default: return 4.0 * g->V * d + C * 4.0 * (d + g->V);
+    }
+}
+
+/* the outputs one version leaves (host copies), compared bit for bit */
+typedef struct pj_out {
+    uint8_t *stage, *codes;
+    float *xn, *kscale, *iq, *iw, *aq, *x, *logits;
+    int32_t *aidx, *anv;
+} pj_out;
+
+/* layers l (a producer) then l2 (not one): rows, iq, prep, out of each, then the logits, from the same x */
+static void pj_run_check(pj_state *s, const float *x0, int l, int l2, const int64_t *hpos, uint8_t *const *hkc,
+                         float *const *hks, pj_out *o)
+{
+    const int C = s->C;
+    const g_dims *g = &s->g;
+    const size_t nx = (size_t)C * g->d;
+    CK(cudaMemcpyAsync(s->x, x0, nx * 4, cudaMemcpyDeviceToDevice, s->st));
+    CK(cudaMemsetAsync(s->xn, 0x5a, nx * 4, s->st));
+    CK(cudaMemsetAsync(s->stage, 0x5a, (size_t)C * G_ROW, s->st));
+    CK(cudaMemsetAsync(s->iq, 0x5a, (size_t)C * g->H * g->D * 4, s->st));
+    CK(cudaMemsetAsync(s->iw, 0x5a, (size_t)C * g->H * 4, s->st));
+    CK(cudaMemsetAsync(s->aq, 0x5a, (size_t)C * g->nh * G_LAT * 4, s->st));
+    CK(cudaMemsetAsync(s->aidx, 0x5a, (size_t)C * g->k * 4, s->st));
+    CK(cudaMemsetAsync(s->anv, 0x5a, (size_t)C * 4, s->st));
+    CK(cudaMemsetAsync(s->logits, 0x5a, (size_t)C * g->V * 4, s->st));
+    for (int q = 0; q < C; q++) { /* the key group each query writes (t = 0's when pos < 0: never written) */
+        const int64_t t = hpos[q] < 0 ? 0 : hpos[q];
+        CK(cudaMemsetAsync(hkc[q] + (size_t)(t / 8) * g->D * 8, 0x5a, (size_t)g->D * 8, s->st));
+        CK(cudaMemsetAsync(hks[q] + t, 0x5a, 4, s->st));
+    }
+    const int which = s->which;
+    pj_layer(s, l);
+    /* the producer layer's results before the next layer overwrites them */
+    CK(cudaMemcpyAsync(o->stage, s->stage, (size_t)C * G_ROW, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->xn, s->xn, nx * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->iq, s->iq, (size_t)C * g->H * g->D * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->iw, s->iw, (size_t)C * g->H * 4, cudaMemcpyDeviceToHost, s->st));
+    for (int q = 0; q < C; q++) {
+        const int64_t t = hpos[q] < 0 ? 0 : hpos[q]; /* the key group of t (untouched when pos < 0) */
+        CK(cudaMemcpyAsync(o->codes + (size_t)q * g->D * 8, hkc[q] + (size_t)(t / 8) * g->D * 8, (size_t)g->D * 8,
+                           cudaMemcpyDeviceToHost, s->st));
+        CK(cudaMemcpyAsync(o->kscale + q, hks[q] + t, 4, cudaMemcpyDeviceToHost, s->st));
+    }
+    pj_layer(s, l2);
+    s->which = 4;
+    pj_call(s, 0);
+    s->which = which;
+    CK(cudaMemcpyAsync(o->aq, s->aq, (size_t)C * g->nh * G_LAT * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->aidx, s->aidx, (size_t)C * g->k * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->anv, s->anv, (size_t)C * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->x, s->x, nx * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaMemcpyAsync(o->logits, s->logits, (size_t)C * g->V * 4, cudaMemcpyDeviceToHost, s->st));
+    CK(cudaStreamSynchronize(s->st));
+}
+
+static void pj_out_alloc(pj_out *o, int C, const g_dims *g)
+{
+    o->stage = (uint8_t *)malloc((size_t)C * G_ROW);
+    o->codes = (uint8_t *)malloc((size_t)C * g->D * 8);
+    o->xn = (float *)malloc((size_t)C * g->d * 4);
+    o->kscale = (float *)malloc((size_t)C * 4);
+    o->iq = (float *)malloc((size_t)C * g->H * g->D * 4);
+    o->iw = (float *)malloc((size_t)C * g->H * 4);
+    o->aq = (float *)malloc((size_t)C * g->nh * G_LAT * 4);
+    o->x = (float *)malloc((size_t)C * g->d * 4);
+    o->logits = (float *)malloc((size_t)C * g->V * 4);
+    o->aidx = (int32_t *)malloc((size_t)C * g->k * 4);
+    o->anv = (int32_t *)malloc((size_t)C * 4);
+}
+
+static void pj_out_free(pj_out *o)
+{
+    free(o->stage), free(o->codes), free(o->xn), free(o->kscale), free(o->iq), free(o->iw), free(o->aq), free(o->x);
+    free(o->logits), free(o->aidx), free(o->anv);
+}
+
+/* the first output that differs ("" when none) */
+static const char *pj_diff(const pj_out *a, const pj_out *b, int C, const g_dims *g)
+{
+    if (memcmp(a->stage, b->stage, (size_t)C * G_ROW)) return "rows (FP8 latent, scales, RoPE bf16)";
+    if (memcmp(a->xn, b->xn, (size_t)C * g->d * 4)) return "rmsnorm (xn)";
+    if (memcmp(a->codes, b->codes, (size_t)C * g->D * 8) || memcmp(a->kscale, b->kscale, (size_t)C * 4))
+        return "indexer keys";
+    if (memcmp(a->iq, b->iq, (size_t)C * g->H * g->D * 4) || memcmp(a->iw, b->iw, (size_t)C * g->H * 4))
+        return "indexer query / head weights";
+    if (memcmp(a->aq, b->aq, (size_t)C * g->nh * G_LAT * 4)) return "attention queries";
+    if (memcmp(a->aidx, b->aidx, (size_t)C * g->k * 4) || memcmp(a->anv, b->anv, (size_t)C * 4))
+        return "compacted locations";
+    if (memcmp(a->x, b->x, (size_t)C * g->d * 4)) return "x after attention output + MLP";
+    if (memcmp(a->logits, b->logits, (size_t)C * g->V * 4)) return "logits";
+    return "";
+}
+
+static double pj_step_new, pj_step_r1; /* the last (context, C)'s 78-layer figures, for the summary */
+static int pj_checks;
+
+/* 78 layers (+ the logits) captured once and replayed: median of 5, us */
+static double pj_graph(pj_state *s, int nop_only, int *launches)
+{
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    int n = 0;
+    CK(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < s->L; l++) {
+        const int nk = pj_producer(l) ? 4 : 3;
+        if (nop_only) {
+            for (int k = 0; k < nk; k++) k_nop<<<s->C, 32, 0, s->st>>>(NULL);
+        } else {
+            pj_layer(s, l);
+        }
+        n += nk;
+    }
+    if (nop_only) k_nop<<<s->C, 32, 0, s->st>>>(NULL);
+    else {
+        const int which = s->which;
+        s->which = 4;
+        pj_call(s, 0);
+        s->which = which;
+    }
+    n++;
+    CK(cudaGetLastError());
+    CK(cudaStreamEndCapture(s->st, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaGraphLaunch(exec, s->st));
+    float gms[5];
+    for (int r = 0; r < 5; r++) {
+        CK(cudaEventRecord(e0, s->st));
+        CK(cudaGraphLaunch(exec, s->st));
+        CK(cudaEventRecord(e1, s->st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&gms[r], e0, e1));
+    }
+    qsort(gms, 5, sizeof(float), cmp_f);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    if (launches) *launches = n;
+    return gms[2] * 1e3;
+}
+
+static void nop_call(void *arg, int r)
+{
+    (void)r;
+    const pj_state *s = (const pj_state *)arg;
+    k_nop<<<s->C, 32, 0, s->st>>>(NULL);
+    CK(cudaGetLastError());
+}
+
+static void bench_proj(int64_t ctx, int C, int nh, int reps, double hbm_gbs, cudaStream_t st)
+{
+    pj_state s;
+    memset(&s, 0, sizeof s);
+    s.C = C, s.L = STEP_LAYERS, s.st = st;
+    g_dims *g = &s.g;
+    g->V = PJ_V, g->d = PJ_D, g->nh = nh, g->dv = PJ_DV, g->hid = PJ_HID, g->H = IDX_H, g->D = IDX_D, g->k = ATT_MAXK;
+    g->alpha = 0.012f, g->logit_scale = 4.0f, g->wscale = 1.0f / 32.0f, g->att_scale = 1.0f / 24.0f;
+    g->exp_portable = 1, g->key_fp8 = 1, g->maxpos = ctx;
+    const int d = g->d;
+    /* weights: every layer's matrices in one buffer */
+    const size_t per[11] = {(size_t)G_NOPE * d, (size_t)64 * d, (size_t)nh * G_NOPE * d, (size_t)nh * 64 * d,
+                            (size_t)nh * g->dv * G_NOPE, (size_t)d * nh * g->dv, (size_t)g->hid * d, (size_t)d * g->hid,
+                            (size_t)g->D * d, (size_t)g->H * g->D * d, (size_t)g->H * d};
+    size_t per_layer = 0;
+    for (int i = 0; i < 11; i++) per_layer += per[i];
+    float *wts;
+    CK(cudaMalloc((void **)&wts, sizeof(float) * (per_layer * s.L + (size_t)g->V * d)));
+    k_fill_f<<<1024, 256, 0, st>>>(wts, (int64_t)(per_layer * s.L + (size_t)g->V * d), 31337u);
+    CK(cudaGetLastError());
+    s.lw = (g_layer *)malloc(sizeof(g_layer) * (size_t)s.L);
+    for (int l = 0; l < s.L; l++) {
+        const float *p = wts + per_layer * l, *m[11];
+        for (int i = 0; i < 11; i++) m[i] = p, p += per[i];
+        const g_layer one = {m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10]};
+        s.lw[l] = one;
+    }
+    s.w_out = wts + per_layer * s.L;
+    /* activations */
+    float *x0;
+    CK(cudaMalloc((void **)&x0, sizeof(float) * (size_t)C * d));
+    CK(cudaMalloc((void **)&s.x, sizeof(float) * (size_t)C * d));
+    CK(cudaMalloc((void **)&s.xn, sizeof(float) * (size_t)C * d));
+    CK(cudaMalloc((void **)&s.cs, sizeof(float) * (size_t)C * 64));
+    CK(cudaMalloc((void **)&s.ao, sizeof(float) * (size_t)C * nh * G_NOPE));
+    k_fill_f<<<64, 256, 0, st>>>(x0, (int64_t)C * d, 11u);
+    k_fill_f<<<64, 256, 0, st>>>(s.cs, (int64_t)C * 64, 12u);
+    k_fill_f<<<64, 256, 0, st>>>(s.ao, (int64_t)C * nh * G_NOPE, 13u);
+    CK(cudaGetLastError());
+    CK(cudaMemcpyAsync(s.x, x0, sizeof(float) * (size_t)C * d, cudaMemcpyDeviceToDevice, st));
+    CK(cudaMalloc((void **)&s.stage, (size_t)C * G_ROW));
+    CK(cudaMalloc((void **)&s.iq, sizeof(float) * (size_t)C * g->H * g->D));
+    CK(cudaMalloc((void **)&s.iw, sizeof(float) * (size_t)C * g->H));
+    CK(cudaMalloc((void **)&s.aq, sizeof(float) * (size_t)C * nh * G_LAT));
+    CK(cudaMalloc((void **)&s.aidx, sizeof(int32_t) * (size_t)C * g->k));
+    CK(cudaMalloc((void **)&s.anv, sizeof(int32_t) * (size_t)C));
+    CK(cudaMalloc((void **)&s.logits, sizeof(float) * (size_t)C * g->V));
+    CK(cudaMalloc((void **)&s.loc, sizeof(int32_t) * (size_t)C * g->k));
+    k_fill_loc<<<256, 256, 0, st>>>(s.loc, (int64_t)C * g->k, ctx, 4711u + (uint64_t)C);
+    CK(cudaGetLastError());
+    /* keys: each query its own session's codes and scales over the whole context */
+    const size_t code_bytes = (size_t)((ctx + 7) / 8) * 8 * g->D;
+    uint8_t *codes;
+    float *scales;
+    CK(cudaMalloc((void **)&codes, code_bytes * (size_t)C));
+    CK(cudaMalloc((void **)&scales, sizeof(float) * (size_t)ctx * C));
+    uint8_t **hkc = (uint8_t **)malloc(sizeof(void *) * (size_t)C);
+    float **hks = (float **)malloc(sizeof(void *) * (size_t)C);
+    for (int q = 0; q < C; q++) hkc[q] = codes + code_bytes * q, hks[q] = scales + (size_t)ctx * q;
+    CK(cudaMalloc((void **)&s.kc, sizeof(void *) * (size_t)C));
+    CK(cudaMalloc((void **)&s.ks, sizeof(void *) * (size_t)C));
+    CK(cudaMemcpy(s.kc, hkc, sizeof(void *) * (size_t)C, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(s.ks, hks, sizeof(void *) * (size_t)C, cudaMemcpyHostToDevice));
+    int64_t *hpos = (int64_t *)malloc(sizeof(int64_t) * (size_t)C);
+    CK(cudaMalloc((void **)&s.pos, sizeof(int64_t) * (size_t)C));
+    float *hcs = (float *)malloc(sizeof(float) * 64 * (size_t)C);
+
+    /* bit-equality: the previous and the new kernels on the same inputs. Case 0: every query at context - 1,
+       the model's own indexer query; case 1: edge cases: positions differ, the last query is an empty slot
+       (pos -1), the first has no valid location (nv = 0), the synthetic indexer query (iqsynth.h) */
+    pj_out out[2];
+    pj_out_alloc(&out[0], C, g);
+    pj_out_alloc(&out[1], C, g);
+    for (int cs = 0; cs < 2; cs++) {
+        for (int q = 0; q < C; q++) hpos[q] = cs ? ctx - 1 - 13 * q : ctx - 1;
+        if (cs && C > 1) hpos[C - 1] = -1;
+        for (int q = 0; q < C; q++)
+            if (hpos[q] >= 0) dhs_ref_rope_cs(hpos[q], hcs + 64 * q, hcs + 64 * q + 32);
+        CK(cudaMemcpy(s.pos, hpos, sizeof(int64_t) * (size_t)C, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(s.cs, hcs, sizeof(float) * 64 * (size_t)C, cudaMemcpyHostToDevice));
+        if (cs) CK(cudaMemset(s.loc, 0xff, sizeof(int32_t) * (size_t)g->k)); /* query 0: every entry -1 */
+        const g_iqs synth = {1, 0, 0x5eedull, 0.5f, 0.75f, 0.25f, 1.0f / 16.0f}, own = {0, 0, 0, 0, 0, 0, 0};
+        s.z = cs ? synth : own;
+        for (int v = 0; v < 2; v++) {
+            s.r1 = v;
+            pj_run_check(&s, x0, 6, 7, hpos, hkc, hks, &out[v]);
+        }
+        const char *diff = pj_diff(&out[0], &out[1], C, g);
+        if (*diff) {
+            fprintf(stderr, "kern_bench: projections: the new kernels' %s differ from the previous ones' (context %lld, C %d, "
+                            "heads %d, case %d)\n",
+                    diff, (long long)ctx, C, nh, cs);
+            exit(1);
+        }
+        pj_checks++;
+    }
+    pj_out_free(&out[0]);
+    pj_out_free(&out[1]);
+    /* timing: every query at context - 1, the model's indexer query, an eighth of the locations -1 */
+    for (int q = 0; q < C; q++) hpos[q] = ctx - 1;
+    for (int q = 0; q < C; q++) dhs_ref_rope_cs(hpos[q], hcs + 64 * q, hcs + 64 * q + 32);
+    CK(cudaMemcpy(s.pos, hpos, sizeof(int64_t) * (size_t)C, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(s.cs, hcs, sizeof(float) * 64 * (size_t)C, cudaMemcpyHostToDevice));
+    k_fill_loc<<<256, 256, 0, st>>>(s.loc, (int64_t)C * g->k, ctx, 4711u + (uint64_t)C);
+    CK(cudaGetLastError());
+    const g_iqs own = {0, 0, 0, 0, 0, 0, 0};
+    s.z = own;
+    double nop_p50, nop_b2b;
+    time_calls(nop_call, &s, reps, st, &nop_p50, &nop_b2b);
+    for (int k = 0; k < PJ_NK; k++) {
+        double p50[2], b2b[2];
+        s.which = k;
+        for (int v = 0; v < 2; v++) {
+            s.r1 = v;
+            CK(cudaMemcpyAsync(s.x, x0, sizeof(float) * (size_t)C * d, cudaMemcpyDeviceToDevice, st));
+            time_calls(pj_call, &s, reps, st, &p50[v], &b2b[v]);
+        }
+        /* the mean bytes of a call over the layers the calls rotate through */
+        double bytes = 0;
+        for (int l = 0; l < s.L; l++) bytes += pj_bytes(&s, k, pj_producer(l));
+        bytes /= s.L;
+        const double fb = bytes / (hbm_gbs * 1e9) * 1e6, fl = fb > nop_b2b ? fb : nop_b2b;
+        printf("%-10s %7lld %3d %8.3f %8.1f %8.1f %8.2f %8.1f %7.2f %7.2f %8.1f %8.1f %7.1fx\n", pj_name[k], (long long)ctx, C,
+               bytes / 1e6, p50[0], b2b[0], fb, nop_b2b, p50[0] / fl, b2b[0] / fl, p50[1], b2b[1], b2b[1] / b2b[0]);
+    }
+    /* a step's projections as the graph step issues them */
+    int launches = 0;
+    s.r1 = 0;
+    const double g_new = pj_graph(&s, 0, &launches);
+    s.r1 = 1;
+    const double g_r1 = pj_graph(&s, 0, NULL);
+    const double g_nop = pj_graph(&s, 1, NULL);
+    double step_bytes = pj_bytes(&s, 4, 0);
+    for (int l = 0; l < s.L; l++)
+        for (int k = 0; k < 4; k++)
+            if (k != 1 || pj_producer(l)) step_bytes += pj_bytes(&s, k, pj_producer(l));
+    const double fstep = step_bytes / (hbm_gbs * 1e9) * 1e6;
+    printf("  %d layers + logits in one graph (%d kernels): %.0f us (%.1f per layer) against %.0f us before (%.1fx);"
+           " floor: %.1f us of bytes (%.1f MB), %.0f us of %d empty launches in a graph (%.2fx of the larger)\n",
+           s.L, launches, g_new, g_new / s.L, g_r1, g_r1 / g_new, fstep, step_bytes / 1e6, g_nop, launches,
+           g_new / (fstep > g_nop ? fstep : g_nop));
+    pj_step_new = g_new, pj_step_r1 = g_r1;
+    CK(cudaStreamSynchronize(st));
+    void *bufs[] = {wts, x0, s.x, s.xn, s.cs, s.ao, s.stage, s.iq, s.iw, s.aq, s.aidx, s.anv, s.logits, s.loc, codes, scales,
+                    s.kc, s.ks, s.pos};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
+    free(s.lw), free(hkc), free(hks), free(hpos), free(hcs);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R] [--attention-only]\n"
+               "                  [--proj-only]\n"
                "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
                "  peak), with HBM measured by a device-to-device copy in the same process; then the indexer\n"
                "  scores and the top-k (the model's, the library's fused and its split form) against reading\n"
-               "  their bytes once.\n"
+               "  their bytes once; then the per-query projections (rows, indexer query, attention prep/out, logits)\n"
+               "  against the previous kernels, checked bit-equal, and a 78-layer step of them in one graph.\n"
+               "  --attention-only: the attention alone; --proj-only: the projections alone.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
 }
 
 int main(int argc, char **argv)
 {
     int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20};
-    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0;
+    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0, proj_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -490,6 +904,8 @@ int main(int argc, char **argv)
             if (nh < 1 || nh > ATT_MAXH) return usage(stderr), 2;
         } else if (!strcmp(argv[i], "--attention-only")) {
             no_select = 1;
+        } else if (!strcmp(argv[i], "--proj-only")) {
+            proj_only = 1;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
             if (reps < 5 || reps > 100000) return usage(stderr), 2;
@@ -526,15 +942,39 @@ int main(int argc, char **argv)
            "  queries sharing their keys (speculative positions), keys read once per session (the model's\n"
            "  launch); indexer4-1: the same with each query reading the keys alone (before the grouping)\n",
            IDX_H, IDX_D, IDX_D + 4);
-    printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
-    for (int i = 0; i < nctx; i++)
-        for (int j = 0; j < nb; j++) {
-            bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
-            if (!no_select) bench_select(ctxs[i], (int)batch[j], 1, reps, hbm, d_lut, st);
-            if (!no_select) bench_select(ctxs[i], 4 * (int)batch[j], 4, reps, hbm, d_lut, st);
-        }
-    printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
-    printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)\n", worst_ratio);
+    if (!proj_only) {
+        printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
+        for (int i = 0; i < nctx; i++)
+            for (int j = 0; j < nb; j++) {
+                bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
+                if (!no_select) bench_select(ctxs[i], (int)batch[j], 1, reps, hbm, d_lut, st);
+                if (!no_select) bench_select(ctxs[i], 4 * (int)batch[j], 4, reps, hbm, d_lut, st);
+            }
+        printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
+    }
+    if (!no_select) {
+        int n_prod = 0;
+        for (int l = 0; l < STEP_LAYERS; l++) n_prod += pj_producer(l);
+        printf("projections (glm-5.3 hidden side: d_model %d, %d head(s), d_v %d, MLP %d, vocab %d, indexer %d x %d; %d "
+               "layers of weights, %d of them producers): the kernels of prep_kern.cuh (8 threads per dot, outputs\n"
+               "  spread over (query, tile) blocks) against the previous ones (prep_kern_r1.cuh: one block per query,\n"
+               "  each dot in one thread), checked bit-equal first. MB = weights + activations of one call (mean over\n"
+               "  the layers); floor_B = MB / HBM; launch = an empty kernel's b2b time (the launch floor); /fl = time /\n"
+               "  max(floor_B, launch); prev_*: the previous kernels; x = prev_b2b / b2b\n",
+               PJ_D, nh, PJ_DV, PJ_HID, PJ_V, IDX_H, IDX_D, STEP_LAYERS, n_prod);
+        printf("kernel     context   C       MB      p50      b2b  floor_B   launch p50/fl  b2b/fl prev_p50 prev_b2b       x\n");
+        for (int i = 0; i < nctx; i++)
+            for (int j = 0; j < nb; j++) bench_proj(ctxs[i], (int)batch[j], nh, reps, hbm, st);
+        printf("projections: new and previous kernels bit-equal in %d checks (rows, keys, indexer query, attention queries, "
+               "compaction, x, logits)\n",
+               pj_checks);
+    }
+    if (!proj_only) printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)", worst_ratio);
+    else printf("kern_bench: projections only");
+    if (!no_select)
+        printf("; projections per step %.0f us (previous %.0f us, %.1fx) at context %lld, C %lld\n", pj_step_new, pj_step_r1,
+               pj_step_r1 / pj_step_new, (long long)ctxs[nctx - 1], (long long)batch[nb - 1]);
+    else printf("\n");
     CK(cudaFree(d_lut));
     CK(cudaStreamDestroy(st));
     return 0;

@@ -2,7 +2,7 @@
  * model/gpu.h): rows + FP8 keys, indexer scores, top-k, sparse attention +
  * MLP, logits. C-style CUDA, extern "C" launchers.
  *
- * Determinism: one block per query; every sum runs in the CPU model's order
+ * Determinism: every sum runs in the CPU model's order
  * (docs/MODEL.md "Determinism") with one IEEE operation per step
  * (__fmul_rn / __fadd_rn / __fdiv_rn / __fsqrt_rn: nvcc may not contract
  * them into FMAs), max reductions are order-free, top-k histograms count with
@@ -20,91 +20,10 @@
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "model/attn_kern.cuh" /* the split-K attention: shared with model/kern_bench.cu */
 #include "model/gpu.h"
-#include "model/iqsynth.h" /* the locality device's synthetic indexer query */
-#define G_MAX_TOPK 2048
-#define G_MAX_HEADS 2
-#define G_MAX_D 1024
-#define G_MAX_HID 1024
-#define G_MAX_DV 256
-#define G_MAX_IH 16
+#include "model/prep_kern.cuh" /* the per-query projections (rows, indexer query, attention prep/out, logits) */
 static_assert(G_MAX_TOPK <= ATT_MAXK && G_MAX_HEADS <= ATT_MAXH, "attn_kern.cuh holds the model's k and heads");
-#define G_MAX_ID 256
 
 /* ------------------------------------------------------------------ numerics */
-/* dhs_ref_dot: 8 lanes over i mod 8, combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail */
-__device__ float g_dot(const float *a, const float *b, int n)
-{
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-#pragma unroll
-        for (int l = 0; l < 8; l++) acc[l] = fa(acc[l], fm(a[i + l], b[i + l]));
-    float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
-    for (; i < n; i++) s = fa(s, fm(a[i], b[i]));
-    return s;
-}
-
-__device__ uint8_t g_fp8_enc(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    uint8_t sign = (u >> 31) ? 0x80 : 0;
-    float a = fabsf(x);
-    if (isnan(x)) return 0x7f;
-    if (a >= 448.0f) return sign | 0x7e;
-    if (a < 0.015625f) {
-        float q = rintf(fm(a, 512.0f));
-        return sign | (uint8_t)q;
-    }
-    uint32_t ua = __float_as_uint(a);
-    int e = (int)((ua >> 23) & 255) - 127;
-    uint32_t mant = ua & 0x7fffff;
-    uint32_t keep = mant >> 20, rem = mant & 0xfffff;
-    if (rem > 0x80000 || (rem == 0x80000 && (keep & 1))) keep++;
-    if (keep == 8) {
-        keep = 0;
-        e++;
-    }
-    uint32_t code = ((uint32_t)(e + 7) << 3) | keep;
-    if (code > 0x7e) code = 0x7e;
-    return sign | (uint8_t)code;
-}
-
-__device__ uint16_t g_bf16_enc(float x)
-{
-    uint32_t u = __float_as_uint(x);
-    if (isnan(x)) return 0x7fc0;
-    u += 0x7fff + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
-}
-
-/* dhs_ref_fp8_scale: the smallest power of two >= max(amax, 1e-4) / 448 */
-__device__ float g_fp8_scale(const float *v, int n)
-{
-    float amax = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float a = fabsf(v[i]);
-        if (a > amax) amax = a;
-    }
-    if (amax < 1e-4f) amax = 1e-4f;
-    float r = __fdiv_rn(amax, 448.0f);
-    uint32_t u = __float_as_uint(r);
-    if (!(u & 0x7fffff)) return r;
-    return __uint_as_float(((u >> 23) + 1) << 23);
-}
-
-/* rmsnorm of x (d floats, shared) into xn (shared); one thread sums */
-__device__ void g_rmsnorm(const float *x, float *xn, int d, float *s_r)
-{
-    if (threadIdx.x == 0) {
-        float ss = g_dot(x, x, d);
-        *s_r = __fdiv_rn(1.0f, __fsqrt_rn(fa(__fdiv_rn(ss, (float)d), 1e-6f)));
-    }
-    __syncthreads();
-    float r = *s_r;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) xn[i] = fm(x[i], r);
-    __syncthreads();
-}
-
 __device__ __forceinline__ uint64_t g_topk_key(float score, uint32_t s)
 {
     uint32_t u = __float_as_uint(score == 0.0f ? 0.0f : score);
@@ -113,91 +32,11 @@ __device__ __forceinline__ uint64_t g_topk_key(float score, uint32_t s)
 }
 
 /* ------------------------------------------------------------------ kernels */
-typedef struct g_layer {
-    const float *wdkv, *wkr, *wq, *wqr, *wuv, *wo, *w1, *w2, *wik, *wiq, *wiw;
-} g_layer;
-
-typedef struct g_dims {
-    int V, d, nh, dv, hid, H, D, k;
-    float alpha, logit_scale, wscale, att_scale;
-    int exp_portable, key_fp8;
-    int64_t maxpos;
-} g_dims;
-
 __global__ void k_embed(const float *emb, const int32_t *tok, const int64_t *pos, float *x, int d)
 {
     int q = blockIdx.x;
     if (pos[q] < 0) return;
     for (int i = threadIdx.x; i < d; i += blockDim.x) x[(int64_t)q * d + i] = emb[(int64_t)tok[q] * d + i];
-}
-
-/* rows (+ keys) of layer l: block per query, 256 threads */
-__global__ void k_rows(g_dims g, g_layer w, int producer, const int64_t *pos, const float *cs, const float *x,
-                       float *xn_out, uint8_t *const *rowdst, uint8_t *stage, void *const *kcodes,
-                       float *const *kscales)
-{
-    __shared__ float xn[G_MAX_D], lat[G_LAT], key[G_MAX_ID], sc[4], s_r, ksc;
-    int q = blockIdx.x;
-    int64_t t = pos[q];
-    if (t < 0) return;
-    const float *xq = x + (int64_t)q * g.d;
-    g_rmsnorm(xq, xn, g.d, &s_r);
-    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xn_out[(int64_t)q * g.d + i] = xn[i];
-    for (int o = threadIdx.x; o < G_LAT; o += blockDim.x)
-        lat[o] = o < G_NOPE ? g_dot(w.wdkv + (int64_t)o * g.d, xn, g.d) : g_dot(w.wkr + (int64_t)(o - G_NOPE) * g.d, xn, g.d);
-    __syncthreads();
-    const float *c = cs + (int64_t)q * 64;
-    for (int i = threadIdx.x; i < 32; i += blockDim.x) {
-        float a = lat[G_NOPE + i], b = lat[G_NOPE + 32 + i];
-        lat[G_NOPE + i] = fs(fm(a, c[i]), fm(b, c[32 + i]));
-        lat[G_NOPE + 32 + i] = fa(fm(a, c[32 + i]), fm(b, c[i]));
-    }
-    __syncthreads();
-    if (threadIdx.x < 4) sc[threadIdx.x] = g_fp8_scale(lat + threadIdx.x * 128, 128);
-    __syncthreads();
-    uint8_t *dst = rowdst ? rowdst[q] : stage + (int64_t)q * G_ROW;
-    for (int i = threadIdx.x; i < G_NOPE; i += blockDim.x) dst[i] = g_fp8_enc(__fdiv_rn(lat[i], sc[i / 128]));
-    if (threadIdx.x < 4) ((float *)(dst + G_NOPE))[threadIdx.x] = sc[threadIdx.x];
-    for (int i = threadIdx.x; i < 64; i += blockDim.x) ((uint16_t *)(dst + G_NOPE + 16))[i] = g_bf16_enc(lat[G_NOPE + i]);
-    if (!producer) return;
-    for (int o = threadIdx.x; o < g.D; o += blockDim.x) key[o] = g_dot(w.wik + (int64_t)o * g.d, xn, g.d);
-    __syncthreads();
-    size_t off = (size_t)((t / 8) * g.D * 8 + t % 8);
-    if (g.key_fp8) {
-        if (threadIdx.x == 0) ksc = g_fp8_scale(key, g.D);
-        __syncthreads();
-        uint8_t *codes = (uint8_t *)kcodes[q];
-        for (int i = threadIdx.x; i < g.D; i += blockDim.x) codes[off + (size_t)i * 8] = g_fp8_enc(__fdiv_rn(key[i], ksc));
-        if (threadIdx.x == 0) kscales[q][t] = ksc;
-    } else {
-        float *kf = (float *)kcodes[q];
-        for (int i = threadIdx.x; i < g.D; i += blockDim.x) kf[off + (size_t)i * 8] = key[i];
-    }
-}
-
-/* the locality device of layer l (model/iqsynth.h; on = 0: the model's own query) */
-struct g_iqs {
-    int on, l;
-    uint64_t seed;
-    float a, b, d, w;
-};
-
-/* indexer queries and head weights: block per query */
-__global__ void k_iq(g_dims g, g_layer w, const int64_t *pos, const float *xn, float *iq, float *iw, g_iqs z)
-{
-    int q = blockIdx.x;
-    if (pos[q] < 0) return;
-    if (z.on) { /* q[o] = (a u[o] + b z_t[o]) + d z_{t-1}[o], each product and sum rounded, as the CPU */
-        const int64_t t = pos[q];
-        for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x)
-            iq[(int64_t)q * g.H * g.D + o] = fa(fa(fm(z.a, dhs_iq_unit(z.seed, z.l, -1, o)), fm(z.b, dhs_iq_unit(z.seed, z.l, t, o))),
-                                                fm(z.d, dhs_iq_unit(z.seed, z.l, t - 1, o)));
-        for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = z.w;
-        return;
-    }
-    const float *x = xn + (int64_t)q * g.d;
-    for (int o = threadIdx.x; o < g.H * g.D; o += blockDim.x) iq[(int64_t)q * g.H * g.D + o] = g_dot(w.wiq + (int64_t)o * g.d, x, g.d);
-    for (int h = threadIdx.x; h < g.H; h += blockDim.x) iw[(int64_t)q * g.H + h] = fm(g_dot(w.wiw + (int64_t)h * g.d, x, g.d), g.wscale);
 }
 
 /* scores of query blockIdx.x over positions blockIdx.y*256 + tid */
@@ -416,117 +255,13 @@ __global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_
 }
 
 /* attention over the located rows + MLP: k_att_prep (queries, RoPE,
-   compaction), the split-K attention of attn_kern.cuh (k_att_part: each row
-   read once for all heads, and the query's last chunk merges all chunks in
-   chunk order),
-   k_att_out (wuv, wo, MLP). Every value runs in the CPU model's order
+   compaction; prep_kern.cuh), the split-K attention of attn_kern.cuh
+   (k_att_part: each row read once for all heads, and the query's last chunk
+   merges all chunks in chunk order), k_att_out (wuv, wo, MLP;
+   prep_kern.cuh). Every value runs in the CPU model's order
    (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK), so the bits do not depend on the
-   batch or where the rows live. The scratch (aq, aidx, anv, apm, aps, apo, acnt, ao)
-   is the model's, sized at create for maxq queries. */
-#define ATT_THREADS 512
-
-/* queries [nh][576] (RoPE on the last 64) into aq; the valid locations in
-   entry order (-1 skipped) into aidx, their count into anv (-1: no query) */
-__global__ void __launch_bounds__(ATT_THREADS) k_att_prep(g_dims g, g_layer w, const int64_t *pos, const float *cs,
-                                                          const float *xn_g, const int32_t *loc, float *aq,
-                                                          int32_t *aidx, int32_t *anv)
-{
-    __shared__ float xn[G_MAX_D];
-    __shared__ int cnt[ATT_THREADS];
-    int q = blockIdx.x, tid = threadIdx.x;
-    if (pos[q] < 0) {
-        if (tid == 0) anv[q] = -1;
-        return;
-    }
-    for (int i = tid; i < g.d; i += blockDim.x) xn[i] = xn_g[(int64_t)q * g.d + i];
-    __syncthreads();
-    float *qv = aq + (int64_t)q * g.nh * G_LAT;
-    for (int oi = tid; oi < g.nh * G_LAT; oi += blockDim.x) {
-        int h = oi / G_LAT, r = oi % G_LAT;
-        qv[oi] = r < G_NOPE ? g_dot(w.wq + ((int64_t)h * G_NOPE + r) * g.d, xn, g.d)
-                            : g_dot(w.wqr + ((int64_t)h * 64 + (r - G_NOPE)) * g.d, xn, g.d);
-    }
-    __syncthreads(); /* global writes of this block, read back below by other threads */
-    const float *c = cs + (int64_t)q * 64;
-    for (int i = tid; i < g.nh * 32; i += blockDim.x) {
-        float *qr = qv + (i / 32) * G_LAT + G_NOPE;
-        int j = i % 32;
-        float a = qr[j], b = qr[32 + j];
-        qr[j] = fs(fm(a, c[j]), fm(b, c[32 + j]));
-        qr[32 + j] = fa(fm(a, c[32 + j]), fm(b, c[j]));
-    }
-    const int32_t *lq = loc + (int64_t)q * g.k;
-    int chunk = (g.k + ATT_THREADS - 1) / ATT_THREADS;
-    int c0 = tid * chunk, c1 = c0 + chunk < g.k ? c0 + chunk : g.k, my = 0;
-    for (int e = c0; e < c1; e++) my += lq[e] >= 0;
-    cnt[tid] = my;
-    __syncthreads();
-    for (int off = 1; off < ATT_THREADS; off <<= 1) {
-        int add = tid >= off ? cnt[tid - off] : 0;
-        __syncthreads();
-        cnt[tid] += add;
-        __syncthreads();
-    }
-    int wpos = cnt[tid] - my;
-    int32_t *iq = aidx + (int64_t)q * g.k;
-    for (int e = c0; e < c1; e++)
-        if (lq[e] >= 0) iq[wpos++] = lq[e];
-    if (tid == 0) anv[q] = cnt[ATT_THREADS - 1];
-}
-
-/* block per query: per head v = wuv o, then x += alpha wo v (when any entry was
-   valid), then the MLP */
-__global__ void __launch_bounds__(ATT_THREADS) k_att_out(g_dims g, g_layer w, const int32_t *anv, const float *ao,
-                                                         float *x_g)
-{
-    __shared__ float o[G_NOPE];
-    __shared__ float v[G_MAX_HEADS * G_MAX_DV];
-    __shared__ float xs[G_MAX_D], xn[G_MAX_D];
-    __shared__ float hid[G_MAX_HID];
-    __shared__ float red[ATT_THREADS];
-    __shared__ float s_r;
-    int q = blockIdx.x, tid = threadIdx.x;
-    int nv = anv[q];
-    if (nv < 0) return; /* no query in this slot */
-    for (int i = tid; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
-    __syncthreads();
-    if (nv > 0) {
-        for (int h = 0; h < g.nh; h++) {
-            for (int i = tid; i < G_NOPE; i += blockDim.x) o[i] = ao[((int64_t)q * g.nh + h) * G_NOPE + i];
-            __syncthreads();
-            for (int j = tid; j < g.dv; j += blockDim.x)
-                v[h * g.dv + j] = g_dot(w.wuv + ((int64_t)h * g.dv + j) * G_NOPE, o, G_NOPE);
-            __syncthreads();
-        }
-        for (int i = tid; i < g.d; i += blockDim.x) red[i] = g_dot(w.wo + (int64_t)i * g.nh * g.dv, v, g.nh * g.dv);
-        __syncthreads();
-        for (int i = tid; i < g.d; i += blockDim.x) xs[i] = fa(xs[i], fm(g.alpha, red[i]));
-        __syncthreads();
-    }
-    /* MLP */
-    g_rmsnorm(xs, xn, g.d, &s_r);
-    for (int j = tid; j < g.hid; j += blockDim.x) {
-        float hv = g_dot(w.w1 + (int64_t)j * g.d, xn, g.d);
-        hid[j] = hv > 0.0f ? hv : 0.0f;
-    }
-    __syncthreads();
-    for (int i = tid; i < g.d; i += blockDim.x) {
-        float tv = g_dot(w.w2 + (int64_t)i * g.hid, hid, g.hid);
-        x_g[(int64_t)q * g.d + i] = fa(xs[i], fm(g.alpha, tv));
-    }
-}
-
-__global__ void k_logits(g_dims g, const float *w_out, const int64_t *pos, const float *x_g, float *logits)
-{
-    __shared__ float xs[G_MAX_D], xn[G_MAX_D], s_r;
-    int q = blockIdx.x;
-    if (pos[q] < 0) return;
-    for (int i = threadIdx.x; i < g.d; i += blockDim.x) xs[i] = x_g[(int64_t)q * g.d + i];
-    __syncthreads();
-    g_rmsnorm(xs, xn, g.d, &s_r);
-    for (int vv = threadIdx.x; vv < g.V; vv += blockDim.x)
-        logits[(int64_t)q * g.V + vv] = fm(g_dot(w_out + (int64_t)vv * g.d, xn, g.d), g.logit_scale);
-}
+   batch or where the rows live. The scratch (aq, aidx, anv, apm, aps, apo,
+   acnt, ao) is the model's, sized at create for maxq queries. */
 
 /* ------------------------------------------------------------------ host side */
 struct dhs_ref_gpu {
@@ -681,8 +416,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     if (!d || !out || d->max_queries < 1 || d->max_positions < 1 || !d->fp8_lut || !d->rope_cs) return DHS_ERR_INVALID_ARG;
     *out = NULL;
     if (d->topk > G_MAX_TOPK || d->n_heads > G_MAX_HEADS || d->d_model > G_MAX_D || d->mlp_hidden > G_MAX_HID ||
-        d->d_v > G_MAX_DV || d->idx_heads > G_MAX_IH || d->idx_dim > G_MAX_ID || d->n_heads * d->d_v > G_MAX_D ||
-        d->d_model > ATT_THREADS /* k_att_out's reduction buffer */)
+        d->d_v > G_MAX_DV || d->idx_heads > G_MAX_IH || d->idx_dim > G_MAX_ID || d->n_heads * d->d_v > G_MAX_D)
         return DHS_ERR_UNSUPPORTED;
     if (!dhs_ref_gpu_available()) return DHS_ERR_UNSUPPORTED;
     dhs_ref_gpu *g = (dhs_ref_gpu *)calloc(1, sizeof *g);
@@ -938,9 +672,9 @@ extern "C" dhs_status dhs_ref_gpu_rows(dhs_ref_gpu *g, int32_t l, void *const *r
         if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
         if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
     }
-    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->producer[l], g->pos, g->cs, g->x, g->xn, (uint8_t *const *)rd,
-                                      g->stage, kc, (float *const *)ks);
-    CK(cudaGetLastError(), "k_rows");
+    CK(pk_launch_rows(g->st, g->nq, &g->dims, &g->lw[l], g->producer[l], g->pos, g->cs, g->x, g->xn, (uint8_t *const *)rd,
+                      g->stage, kc, (float *const *)ks),
+       "k_rows");
     if (rows_host) {
         CK(cudaMemcpyAsync(rows_host, g->stage, (size_t)g->nq * G_ROW, cudaMemcpyDeviceToHost, g->st), "rows back");
         CK(cudaStreamSynchronize(g->st), "rows sync");
@@ -1007,8 +741,7 @@ extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const 
     dhs_status st;
     if ((st = put_ptrs(g, 1, kcodes, &kc)) != DHS_OK) return st;
     if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
-    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l));
-    CK(cudaGetLastError(), "k_iq");
+    CK(pk_launch_iq(g->st, g->nq, &g->dims, &g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l)), "k_iq");
     dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
     CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores), "k_scores");
     if ((st = launch_topk(g, l)) != DHS_OK) return st;
@@ -1083,13 +816,11 @@ extern "C" dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
 static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const *base, const int32_t *loc)
 {
     const g_dims *m = &g->dims;
-    k_att_prep<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv);
-    CK(cudaGetLastError(), "k_att_prep");
+    CK(pk_launch_prep(g->st, g->nq, m, &g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv), "k_att_prep");
     CK(att_launch(g->st, g->nq, m->nh, m->k, m->att_scale, m->exp_portable, base, g->aq, g->aidx, g->anv, g->lut,
                   g->apm, g->aps, g->apo, g->acnt, g->ao),
        "k_att_part");
-    k_att_out<<<g->nq, ATT_THREADS, 0, g->st>>>(*m, g->lw[l], g->anv, g->ao, g->x);
-    CK(cudaGetLastError(), "k_att_out");
+    CK(pk_launch_out(g->st, g->nq, m, &g->lw[l], g->anv, g->ao, g->x), "k_att_out");
     return DHS_OK;
 }
 
@@ -1112,8 +843,7 @@ extern "C" dhs_status dhs_ref_gpu_attend(dhs_ref_gpu *g, int32_t l, const void *
 
 extern "C" dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host)
 {
-    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
-    CK(cudaGetLastError(), "k_logits");
+    CK(pk_launch_logits(g->st, g->nq, &g->dims, g->w_out, g->pos, g->x, g->logits), "k_logits");
     CK(cudaMemcpyAsync(logits_host, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
                        g->st),
        "logits back");
@@ -1182,17 +912,16 @@ extern "C" dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
 {
     if (l < 0 || l >= g->L) return DHS_ERR_INVALID_ARG;
     int p = g->producer[l];
-    k_rows<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], p, g->pos, g->cs, g->x, g->xn, (uint8_t *const *)tab_at(g, 0, l),
-                                      g->stage, p ? tab_at(g, 2, l) : NULL, p ? (float *const *)tab_at(g, 3, l) : NULL);
-    CK(cudaGetLastError(), "k_rows");
+    CK(pk_launch_rows(g->st, g->nq, &g->dims, &g->lw[l], p, g->pos, g->cs, g->x, g->xn, (uint8_t *const *)tab_at(g, 0, l),
+                      g->stage, p ? tab_at(g, 2, l) : NULL, p ? (float *const *)tab_at(g, 3, l) : NULL),
+       "k_rows");
     return DHS_OK;
 }
 
 extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
 {
     if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
-    k_iq<<<g->nq, 256, 0, g->st>>>(g->dims, g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l));
-    CK(cudaGetLastError(), "k_iq");
+    CK(pk_launch_iq(g->st, g->nq, &g->dims, &g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l)), "k_iq");
     /* every position a query may see (blocks past a query's position return at once): the
        grid does not depend on the round, so a captured step stays valid as positions grow */
     dim3 grid((unsigned)g->nq, (unsigned)((g->dims.maxpos + 255) / 256));
@@ -1213,8 +942,7 @@ extern "C" dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const i
 
 extern "C" dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
 {
-    k_logits<<<g->nq, 256, 0, g->st>>>(g->dims, g->w_out, g->pos, g->x, g->logits);
-    CK(cudaGetLastError(), "k_logits");
+    CK(pk_launch_logits(g->st, g->nq, &g->dims, g->w_out, g->pos, g->x, g->logits), "k_logits");
     CK(cudaMemcpyAsync(g->logits_h, g->logits, sizeof(float) * (size_t)g->nq * (size_t)g->dims.V, cudaMemcpyDeviceToHost,
                        g->st),
        "step logits back");

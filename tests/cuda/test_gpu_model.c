@@ -18,6 +18,16 @@
  *   (dhs_cuda_topk_fused_n) instead of the model's k_topk gives byte-identical
  *   logits and tokens, per step (host, device, graph), engine level and
  *   through dhs_ref_run (same tokens digest).
+ * - projection shapes (model/prep_kern.cuh: 8 threads per dot, outputs in
+ *   tiles of 64 or 128): d_model, d_v, MLP, vocabulary and indexer sizes that
+ *   are not multiples of 8 (the dots' serial tails) nor of a tile (partly
+ *   filled tiles, an indexer tile holding queries and head weights), 2 heads
+ *   (a RoPE tile per head), exp_portable: logits bit for bit, tokens equal.
+ * - attention edges through the per-call API (layer 0): a query with no valid
+ *   location (nv = 0), an empty slot (pos -1) in the batch, -1 gaps and
+ *   a lone last entry: rows and logits bit for bit against the CPU's
+ *   dhs_ref_latent / dhs_ref_attend_mlp / dhs_ref_logits, for glm-5.3 and
+ *   the odd shapes.
  * Without a CUDA device (or built without CUDA) it prints SKIP and exits 77
  * (CTest SKIP_RETURN_CODE). Env: DHS_TEST_SEED.
  */
@@ -384,6 +394,104 @@ static void test_fused_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     dhs_ref_run_result_free(&base);
 }
 
+/* The attention prep / output kernels' edge cases through the per-call API (dhs_ref_gpu_begin, _rows,
+   _attend, _logits) on layer 0, against the CPU's dhs_ref_latent + dhs_ref_row_encode (the rows) and
+   dhs_ref_attend_mlp + dhs_ref_logits, bit for bit: a query whose locations are all -1 (nv = 0: the
+   residual and the MLP only), an empty slot (pos -1) beside them, a query with -1 between valid
+   locations (some repeated), and one whose only valid location is the last entry. */
+static void test_attend_edges(const char *name, dhs_ref_cfg mc, uint64_t seed)
+{
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    enum { NQ = 4, NR = 40, ROW = DHS_REF_ROW_BYTES };
+    const int32_t K = mc.topk, V = mc.vocab, D = mc.idx_dim;
+    const int64_t cap = 64; /* key store positions */
+    const int32_t tokens[NQ] = {3, 5, 7, 11};
+    const int64_t pos[NQ] = {10, -1, 20, 5};
+    dhs_ref_gpu_desc *desc = calloc(1, sizeof *desc);
+    uint8_t *rows = malloc((size_t)NR * ROW), *rows_gpu = malloc((size_t)NQ * ROW), row[DHS_REF_ROW_BYTES];
+    int32_t *loc = malloc(sizeof(int32_t) * (size_t)NQ * (size_t)K);
+    float *lg = malloc(sizeof(float) * (size_t)NQ * (size_t)V), *lc = malloc(sizeof(float) * (size_t)V);
+    dhs_ref_scratch *sc = dhs_ref_scratch_create(m);
+    dhs_ref_gpu *g = NULL;
+    void *pool = NULL, *kc[NQ] = {0}, *ks[NQ] = {0};
+    const void *base[NQ];
+    if (!desc || !rows || !rows_gpu || !loc || !lg || !lc || !sc) {
+        CHECKF(0, "%s: out of memory", name);
+        goto done;
+    }
+    dhs_ref_model_gpu_desc(m, desc);
+    desc->max_queries = NQ;
+    desc->max_positions = cap;
+    dhs_status st = dhs_ref_gpu_create(desc, NULL, &g);
+    CHECKF(st == DHS_OK, "%s: dhs_ref_gpu_create: %s", name, dhs_status_str(st));
+    if (st != DHS_OK) goto done;
+    uint64_t h = seed;
+    for (int32_t r = 0; r < NR; r++) { /* rows of random latents, magnitudes up to 4 */
+        float lat[DHS_REF_LAT];
+        for (int i = 0; i < DHS_REF_LAT; i++) {
+            h = h * 6364136223846793005ull + 1442695040888963407ull;
+            lat[i] = (float)((int)((h >> 33) % 2001) - 1000) / 250.0f;
+        }
+        dhs_ref_row_encode(lat, rows + (size_t)r * ROW);
+    }
+    CHECK_ST(dhs_ref_gpu_alloc(g, (uint64_t)NR * ROW, &pool), DHS_OK);
+    CHECK_ST(dhs_ref_gpu_upload(g, pool, rows, (uint64_t)NR * ROW), DHS_OK);
+    const uint64_t kbytes = (uint64_t)cap * (uint64_t)D * (mc.key_fp8 ? 1u : 4u);
+    for (int q = 0; q < NQ; q++) {
+        CHECK_ST(dhs_ref_gpu_alloc(g, kbytes, &kc[q]), DHS_OK);
+        CHECK_ST(dhs_ref_gpu_alloc(g, (uint64_t)cap * 4, &ks[q]), DHS_OK);
+        if (!kc[q] || !ks[q]) goto done;
+        CHECK_ST(dhs_ref_gpu_memset(g, kc[q], 0, kbytes), DHS_OK);
+        CHECK_ST(dhs_ref_gpu_memset(g, ks[q], 0, (uint64_t)cap * 4), DHS_OK);
+        base[q] = pool;
+    }
+    memset(loc, 0xff, sizeof(int32_t) * (size_t)NQ * (size_t)K); /* query 0: every entry -1 */
+    for (int32_t e = 0; e < 30 && e < K; e++) loc[2 * K + e] = e % 3 == 1 ? -1 : (e * 7) % NR;
+    loc[3 * K + K - 1] = 17;
+    CHECK_ST(dhs_ref_gpu_begin(g, NQ, tokens, pos), DHS_OK);
+    st = dhs_ref_gpu_rows(g, 0, NULL, kc, ks, rows_gpu);
+    CHECKF(st == DHS_OK, "%s: rows: %s", name, dhs_ref_gpu_error(g));
+    st = dhs_ref_gpu_attend(g, 0, base, loc);
+    CHECKF(st == DHS_OK, "%s: attend: %s", name, dhs_ref_gpu_error(g));
+    st = dhs_ref_gpu_logits(g, lg);
+    CHECKF(st == DHS_OK, "%s: logits: %s", name, dhs_ref_gpu_error(g));
+    if (st != DHS_OK) goto done;
+    int rows_differ = 0, logits_differ = 0;
+    for (int q = 0; q < NQ; q++) {
+        const float *gq = lg + (size_t)q * (size_t)V;
+        if (pos[q] < 0) continue; /* the empty slot: the copy back brings whatever the device slot holds */
+        float x[DHS_REF_MAX_D], xn[DHS_REF_MAX_D], lat[DHS_REF_LAT];
+        dhs_ref_embed(m, tokens[q], x);
+        dhs_ref_rmsnorm(m, x, xn);
+        dhs_ref_latent(m, 0, pos[q], xn, lat);
+        dhs_ref_row_encode(lat, row);
+        if (memcmp(row, rows_gpu + (size_t)q * ROW, ROW)) rows_differ++;
+        dhs_ref_attend_mlp(m, 0, pos[q], xn, rows, ROW, loc + (size_t)q * (size_t)K, x, sc);
+        dhs_ref_logits(m, x, lc);
+        if (memcmp(lc, gq, sizeof(float) * (size_t)V)) {
+            logits_differ++;
+            printf("  %s: query %d (position %lld) logits differ from the CPU's\n", name, q, (long long)pos[q]);
+        }
+    }
+    CHECKF(rows_differ == 0, "%s: %d rows differ from the CPU's", name, rows_differ);
+    CHECKF(logits_differ == 0, "%s: %d queries' logits differ from the CPU's (nv = 0, -1 gaps, last entry only)", name,
+           logits_differ);
+    printf("  %-26s attention edges (nv = 0, empty slot, -1 gaps, last entry only): rows and logits %s the CPU's\n",
+           name, rows_differ + logits_differ ? "DIFFER from" : "equal to");
+done:
+    for (int q = 0; q < NQ; q++) {
+        if (kc[q]) dhs_ref_gpu_free(g, kc[q]);
+        if (ks[q]) dhs_ref_gpu_free(g, ks[q]);
+    }
+    if (pool) dhs_ref_gpu_free(g, pool);
+    dhs_ref_gpu_destroy(g);
+    dhs_ref_scratch_destroy(sc);
+    dhs_ref_model_destroy(m);
+    free(desc), free(rows), free(rows_gpu), free(loc), free(lg), free(lc);
+}
+
 int main(void)
 {
     if (!dhs_ref_gpu_available()) {
@@ -396,17 +504,32 @@ int main(void)
     glm.seed = ds.seed = tiny.seed = seed;
     glm.n_layers = 10; /* producers 0, 1, 2, 6: FOLLOW groups of 1 and 4 */
     ds.n_layers = 6;
+    dhs_ref_cfg odd = tiny; /* projection shapes off every multiple of 8 and of a tile (see the top) */
+    odd.d_model = 60;
+    odd.n_heads = 2;
+    odd.d_v = 20;
+    odd.mlp_hidden = 100;
+    odd.vocab = 250;
+    odd.idx_heads = 3;
+    odd.idx_dim = 20;
+    odd.exp_portable = 1; /* the CPU's expf twin: every other step is exact, so bit for bit */
     if (th_scale() < 0.05) { /* the size compute-sanitizer can run (bench/gpu_volume.sh): every kernel, small */
         glm.n_layers = 3;
         printf("reduced run (DHS_TEST_SCALE %.3g): glm-5.3 3 layers at 600 positions, tiny; no full runs\n", th_scale());
         test_engines("glm-5.3 (3 layers)", glm, 600, 2, 1);
         test_engines("tiny", tiny, 300, 2, 0);
+        test_engines("odd shapes (exp_portable)", odd, 300, 2, 1);
+        test_attend_edges("glm-5.3 (3 layers)", glm, seed);
+        test_attend_edges("odd shapes (exp_portable)", odd, seed);
         test_fused_engines("glm-5.3 (3 layers)", glm, 600, 2);
         return th_summary();
     }
     test_engines("glm-5.3 (10 layers)", glm, 3000, 4, 1);
     test_engines("deepseek-v3.2 (6 layers)", ds, 2500, 4, 1);
     test_engines("tiny", tiny, 300, 4, 0);
+    test_engines("odd shapes (exp_portable)", odd, 300, 4, 1);
+    test_attend_edges("glm-5.3 (10 layers)", glm, seed);
+    test_attend_edges("odd shapes (exp_portable)", odd, seed);
     test_runs(DHS_REF_GEOM_GLM53, 78, seed);
     test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1);
     test_steps(DHS_REF_GEOM_GLM53, 78, seed + 2);
