@@ -99,8 +99,10 @@ typedef struct gh_totals {
 
 typedef dhs_status (*gh_backend_fn)(uint64_t seed, dhs_backend **out);
 
-/* returns 0 when every check held (failures are counted by CHECK as well) */
-static int gh_equivalence(int resolver, uint64_t seed, gh_backend_fn mk, const char *be_name, gh_totals *tot)
+/* base_rounds (times th_scale, plus 20) rounds; returns 0 when every check held (failures are counted
+   by CHECK as well) */
+static int gh_equivalence(int resolver, uint64_t seed, gh_backend_fn mk, const char *be_name, long base_rounds,
+                          gh_totals *tot)
 {
     const dhs_arch a = arch3();
     dhs_backend *be[NCTX];
@@ -133,7 +135,7 @@ static int gh_equivalence(int resolver, uint64_t seed, gh_backend_fn mk, const c
     long calls = 0, compared = 0, bad_bytes = 0, diff_census = 0, inv_fail = 0;
     memset(tot, 0, sizeof *tot);
     const long failed0 = th_failed;
-    const long rounds = (long)(600 * th_scale()) + 20;
+    const long rounds = (long)((double)base_rounds * th_scale()) + 20;
     for (long round = 0; round < rounds; round++) {
         for (int32_t i = 0; i < N; i++) {
             if (rq[i].open && (dhs_rng_below(&rng, 30) == 0 || rq[i].n + KK + 1 >= 700)) {

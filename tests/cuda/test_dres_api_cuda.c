@@ -79,9 +79,10 @@ static void test_group_hot(void)
 {
     const uint64_t seed = th_seed("test_dres_api_cuda group_hot");
     gh_totals tc, tg;
-    gh_equivalence(DHS_RESOLVER_HOST, seed, cuda_backend, "cuda", &tg);
-    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cpu_backend, "cpu", &tc);
-    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cuda_backend, "cuda", &tg);
+    /* every location is read back with dhs_read_location (one synchronous copy each): 200 rounds */
+    gh_equivalence(DHS_RESOLVER_HOST, seed, cuda_backend, "cuda", 200, &tg);
+    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cpu_backend, "cpu", 200, &tc);
+    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cuda_backend, "cuda", 200, &tg);
     /* the kernels and the CPU reference make the same decisions: the same census per group and context */
     CHECK(tc.calls == tg.calls && tc.compared == tg.compared);
     CHECKF(!memcmp(tc.hot, tg.hot, sizeof tc.hot) && !memcmp(tc.host, tg.host, sizeof tc.host) &&
