@@ -520,19 +520,9 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
-        if (c.group_hot_rows) { /* per-group sizes: the derived budget swaps the uniform required bytes for these */
-            if (c.n_group_hot != arch.n_groups || c.n_group_hot > DHS_MAX_SOURCES)
-                FAIL("--group-hot-rows: %d sizes for a model of %d groups", c.n_group_hot, arch.n_groups);
-            const uint64_t st0 = dhs_ref_hier_staging_bytes(m, &r->lib_cfg), rq0 = dhs_ref_hier_required_bytes(m, &r->lib_cfg);
-            for (int32_t g = 0; g < c.n_group_hot; g++) r->lib_cfg.group_hot_rows[g] = c.group_hot_rows[g];
-            dhs_sizes zs;
-            dhs_status zst = dhs_config_sizes(&arch, &r->lib_cfg, &zs);
-            if (zst != DHS_OK)
-                FAIL("--group-hot-rows: %s (each a multiple of the page rows %d, at least one page)", dhs_status_str(zst),
-                     r->lib_cfg.page_rows);
-            r->lib_cfg.device_bytes = r->lib_cfg.device_bytes - st0 - (uint64_t)r->lib_cfg.max_requests * rq0 +
-                                      zs.staging_bytes + (uint64_t)r->lib_cfg.max_requests * zs.request_bytes;
-        }
+        if (c.group_hot_rows && dhs_ref_hier_set_group_hot(m, &r->lib_cfg, c.group_hot_rows, c.n_group_hot) != DHS_OK)
+            FAIL("--group-hot-rows: %d sizes for a model of %d groups, each 0 or a multiple of the page rows %d (at "
+                 "least one page)", c.n_group_hot, arch.n_groups, r->lib_cfg.page_rows);
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
         dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);

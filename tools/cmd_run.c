@@ -319,22 +319,8 @@ int cmd_run(int argc, char **argv)
     c.locality = o.locality ? &lm : NULL;
     static int32_t ghot[DHS_MAX_SOURCES];
     if (o.group_hot) {
-        const char *q = o.group_hot;
-        int32_t n = 0;
-        while (*q) {
-            char *end;
-            long v = strtol(q, &end, 10);
-            if (end == q || v < 0 || v > (1L << 30) || (*end && *end != ',') || n == DHS_MAX_SOURCES)
-                return args_fail(PROG, "--group-hot-rows wants up to %d row counts 0..2^30, comma-separated: '%s'",
-                                 DHS_MAX_SOURCES, o.group_hot);
-            ghot[n++] = (int32_t)v;
-            q = *end ? end + 1 : end;
-        }
-        if (!n) return args_fail(PROG, "--group-hot-rows is empty");
-        for (int32_t g = 0; g < n; g++)
-            if (ghot[g] % o.page_rows)
-                return args_fail(PROG, "--group-hot-rows: %d (group %d) is not a multiple of --page-rows %d", ghot[g], g,
-                                 o.page_rows);
+        int32_t n = tool_group_hot_rows(PROG, o.group_hot, o.page_rows, ghot);
+        if (n < 0) return EXIT_USAGE;
         c.group_hot_rows = ghot;
         c.n_group_hot = n;
     }
