@@ -168,7 +168,8 @@ typedef struct dhs_config {
     int32_t max_requests;      /* request slots N */
     int32_t sel_k;             /* largest selection length k (rows a query selects) */
     int32_t spec_width;        /* largest queries per request per round (K_max), 1 = no speculation */
-    int32_t hot_rows;          /* B, hot-cache rows per request and group (multiple of page_rows) */
+    int32_t hot_rows;          /* B, hot-cache rows per request and group (multiple of page_rows);
+                                  group_hot_rows overrides it per group */
     int32_t tail_rows;         /* tail ring rows per request and source (multiple of page_rows) */
     int32_t page_rows;         /* p */
     int64_t max_rows;          /* largest history rows per request (reverse-index size) */
@@ -191,6 +192,15 @@ typedef struct dhs_config {
     int32_t copy_threads;      /* host threads an import copies its rows into host rows with (0, the
                                   default: as many as the machine has cores with 32 MiB or more each;
                                   1: the calling thread; at most 8); negative: DHS_ERR_INVALID_ARG */
+    int32_t group_hot_rows[DHS_MAX_SOURCES]; /* per-group hot-cache rows: entry g (g < n_groups)
+                                  0 = hot_rows (the default: every entry 0, one size for every
+                                  group), else that group's B (a multiple of page_rows, page_rows
+                                  to 2^30); entries g >= n_groups must be 0. Admission, the
+                                  required bytes, staging (automatic staging_arenas compares
+                                  with the smallest B), both resolvers and dhs_config_sizes use
+                                  each group's own B. Anything else: DHS_ERR_INVALID_ARG from
+                                  dhs_ctx_create and dhs_config_sizes (docs/API.md "Per-group
+                                  hot-cache sizes") */
 } dhs_config;
 
 dhs_config dhs_config_default(void);

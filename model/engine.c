@@ -1175,6 +1175,22 @@ uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c)
     return hier_sizes(m, c).staging_bytes;
 }
 
+dhs_status dhs_ref_hier_set_group_hot(const dhs_ref_model *m, dhs_config *c, const int32_t *rows, int32_t n)
+{
+    dhs_arch a;
+    dhs_ref_arch(m, &a);
+    if (!rows || n != a.n_groups || n > DHS_MAX_SOURCES) return DHS_ERR_INVALID_ARG;
+    dhs_config d = *c;
+    for (int32_t g = 0; g < n; g++) d.group_hot_rows[g] = rows[g];
+    dhs_sizes z0, z1;
+    if (dhs_config_sizes(&a, c, &z0) != DHS_OK || dhs_config_sizes(&a, &d, &z1) != DHS_OK) return DHS_ERR_INVALID_ARG;
+    const uint64_t old_fixed = z0.staging_bytes + (uint64_t)c->max_requests * z0.request_bytes;
+    const uint64_t hist = c->device_bytes > old_fixed ? c->device_bytes - old_fixed : 0;
+    d.device_bytes = z1.staging_bytes + (uint64_t)d.max_requests * z1.request_bytes + hist;
+    *c = d;
+    return DHS_OK;
+}
+
 dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t positions, int32_t k_max,
                                double history_sessions, int64_t history_positions, int32_t page_rows)
 {

@@ -528,6 +528,11 @@ dhs_config dhs_ref_hier_config(const dhs_ref_model *m, int32_t slots, int64_t po
    caches + tails) and of all staging arenas, for a config from above */
 uint64_t dhs_ref_hier_required_bytes(const dhs_ref_model *m, const dhs_config *c);
 uint64_t dhs_ref_hier_staging_bytes(const dhs_ref_model *m, const dhs_config *c);
+/* Per-group hot-cache sizes for a config from dhs_ref_hier_config: n entries (one per group of the
+   model) into c->group_hot_rows, and the budget's required allocations and staging swapped for the
+   ones these sizes take (the history part stays). DHS_ERR_INVALID_ARG (with *c unchanged) when n is
+   not the model's group count or the library refuses a size (dhs_config_sizes). */
+dhs_status dhs_ref_hier_set_group_hot(const dhs_ref_model *m, dhs_config *c, const int32_t *rows, int32_t n);
 
 /* shadow mode: located rows whose bytes differed from the row the model wrote,
    and a description of the first one ("" if none) */

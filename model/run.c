@@ -520,6 +520,9 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
+        if (c.group_hot_rows && dhs_ref_hier_set_group_hot(m, &r->lib_cfg, c.group_hot_rows, c.n_group_hot) != DHS_OK)
+            FAIL("--group-hot-rows: %d sizes for a model of %d groups, each 0 or a multiple of the page rows %d (at "
+                 "least one page)", c.n_group_hot, arch.n_groups, r->lib_cfg.page_rows);
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
         dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);

@@ -121,6 +121,11 @@ typedef struct dhs_ref_run_cfg {
                                 calibrated at start so that the top-k's consecutive-step overlap is
                                 dhs_locality_alpha(locality, l, prompt of session 0, k); the result's
                                 loc_* give target, calibration and measurement per layer */
+    const int32_t *group_hot_rows; /* NULL: one hot-cache size (2 topk) for every group; else n_group_hot
+                                entries, one per group of the model, each a multiple of page_rows
+                                (dhs_config.group_hot_rows; 0 = the default); the derived device budget
+                                follows them */
+    int32_t n_group_hot;
     const char *trace;       /* selection trace file or NULL */
     void (*progress)(void *user, const dhs_ref_progress *p);
     void *user;

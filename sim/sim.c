@@ -326,12 +326,17 @@ static void sim_arch(const dhs_sim_trace_info *info, dhs_arch *a)
    decision: no victim and no staging overflow is ever needed below it. With
    a pool size fixed by the caller the required bytes would change what
    optional history fits, so B is kept as given then. */
-int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *c)
+int32_t dhs_sim_effective_hot_rows(const dhs_sim_trace_info *info, const dhs_sim_config *c, int32_t B)
 {
     int32_t p = c->page_rows > 0 ? c->page_rows : 1;
     int64_t cap = (info->max_positions + 1 + p - 1) / p * p;
-    if (c->device_bytes || c->hot_rows <= cap || cap > INT32_MAX) return c->hot_rows;
+    if (c->device_bytes || B <= cap || cap > INT32_MAX) return B;
     return (int32_t)cap;
+}
+
+int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *c)
+{
+    return dhs_sim_effective_hot_rows(info, c, c->hot_rows);
 }
 
 static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_config *c)
@@ -342,6 +347,8 @@ static dhs_config sim_core_config(const dhs_sim_trace_info *info, const dhs_sim_
     d.sel_k = info->max_k;
     d.spec_width = info->hdr.k_max;
     d.hot_rows = dhs_sim_effective_hot(info, c);
+    for (int32_t g = 0; g < DHS_MAX_SOURCES; g++)
+        d.group_hot_rows[g] = c->group_hot_rows[g] ? dhs_sim_effective_hot_rows(info, c, c->group_hot_rows[g]) : 0;
     d.page_rows = p;
     int32_t t = c->tail_rows;
     if (t <= 0) t = 2 * info->hdr.k_max > 128 ? 2 * info->hdr.k_max : 128;
@@ -370,7 +377,7 @@ static int probe_pages(const dhs_sim_trace_info *info, const dhs_sim_config *c, 
         int32_t ns = 0;
         for (int32_t s = 0; s < a.n_sources; s++) ns += a.sources[s].group == g;
         if (ns > max_nsrc) max_nsrc = ns;
-        req_up += (int64_t)ns * (d.hot_rows + d.tail_rows) / d.page_rows;
+        req_up += (int64_t)ns * ((d.group_hot_rows[g] ? d.group_hot_rows[g] : d.hot_rows) + d.tail_rows) / d.page_rows;
     }
     int64_t arena_up = (int64_t)max_nsrc * (((int64_t)d.max_requests * d.spec_width * d.sel_k + d.page_rows - 1) / d.page_rows);
     int64_t pages = arena_up + 2 * req_up + 16;
@@ -521,6 +528,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
     memset(res, 0, sizeof *res);
     res->policy = policy;
     res->hot_rows = cfg->hot_rows;
+    for (int32_t g = 0; g < DHS_MAX_SOURCES; g++) res->per_group |= cfg->group_hot_rows[g] != 0;
     replay R;
     memset(&R, 0, sizeof R);
     R.info = info;
@@ -730,6 +738,7 @@ static int replay_run(const char *path, const dhs_sim_trace_info *info, const dh
         double ent = (double)st->entries, hotpath = (double)(st->census_hot + st->census_host);
         res->host_rows_per_token = info->tokens ? (double)res->host_rows / (double)info->tokens : 0;
         res->miss_ratio = hotpath > 0 ? (double)st->census_host / hotpath : 0;
+        res->hit_rate = hotpath > 0 ? (double)st->census_hot / hotpath : 0;
         res->direct_share = ent > 0 ? (double)st->census_direct / ent : 0;
         res->hot_share = ent > 0 ? (double)st->census_hot / ent : 0;
         res->host_share = ent > 0 ? (double)st->census_host / ent : 0;
@@ -756,6 +765,15 @@ int dhs_sim_replay(const char *path, const dhs_sim_trace_info *info, const dhs_s
     if (cfg->page_rows < 1 || cfg->hot_rows < cfg->page_rows || cfg->hot_rows % cfg->page_rows) {
         dhs_errf(err, err_len, "hot-cache rows %d must be a positive multiple of the page rows %d", cfg->hot_rows, cfg->page_rows);
         return -1;
+    }
+    for (int32_t g = 0; g < DHS_MAX_SOURCES; g++) {
+        const int32_t b = cfg->group_hot_rows[g];
+        if (!b) continue;
+        if (g >= info->hdr.n_groups || b < cfg->page_rows || b % cfg->page_rows) {
+            dhs_errf(err, err_len, "group %d hot-cache rows %d: the trace has %d groups, sizes are positive multiples of the "
+                     "page rows %d", g, b, info->hdr.n_groups, cfg->page_rows);
+            return -1;
+        }
     }
     if (policy != DHS_SIM_OPT) return replay_run(path, info, cfg, policy, NULL, RUN_PLAIN, NULL, NULL, res, err, err_len);
     /* OPT. Which references reach the hot cache (not served from the tail or
@@ -899,7 +917,7 @@ int dhs_plot_svg(const char *path, const char *title, const char *xlabel, const 
 const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows)
 {
     for (int i = 0; i < n_res; i++)
-        if (res[i].policy == policy && res[i].hot_rows == hot_rows) return &res[i];
+        if (res[i].policy == policy && res[i].hot_rows == hot_rows && !res[i].per_group) return &res[i];
     return NULL;
 }
 
@@ -909,7 +927,7 @@ int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot
     if (!lru) return -1;
     const dhs_sim_result *best = NULL;
     for (int i = 0; i < n_res; i++)
-        if (res[i].hot_rows == hot_rows && res[i].policy != DHS_SIM_OPT && (!best || res[i].host_rows < best->host_rows))
+        if (res[i].hot_rows == hot_rows && !res[i].per_group && res[i].policy != DHS_SIM_OPT && (!best || res[i].host_rows < best->host_rows))
             best = &res[i];
     const dhs_sim_result *opt = dhs_sim_find(res, n_res, DHS_SIM_OPT, hot_rows);
     const dhs_sim_result *dbl = hot_rows <= INT32_MAX / 2 ? dhs_sim_find(res, n_res, DHS_POLICY_LRU, 2 * hot_rows) : NULL;

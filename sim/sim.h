@@ -101,6 +101,8 @@ void dhs_sim_oracle_free(dhs_sim_oracle *o);
 /* ------------------------------------------------------------- replay */
 typedef struct dhs_sim_config {
     int32_t hot_rows;          /* B (multiple of page_rows) */
+    int32_t group_hot_rows[DHS_MAX_SOURCES]; /* per trace group: 0 = hot_rows, else that group's B
+                                  (a multiple of page_rows; dhs_config.group_hot_rows); all 0 by default */
     int32_t page_rows;         /* p (64) */
     int32_t tail_rows;         /* 0 = max(128, 2 k_max) rounded up to pages */
     double opt_fit;            /* device pool beyond required allocations, as a share of the
@@ -122,6 +124,8 @@ dhs_sim_config dhs_sim_config_default(void);
 typedef struct dhs_sim_result {
     int policy;
     int32_t hot_rows;
+    int per_group;             /* 1: the run had per-group sizes (cfg.group_hot_rows) */
+    double hit_rate;           /* census hot / (census hot + census host) = 1 - miss_ratio */
     dhs_stats st;              /* the core's counters over the whole replay */
     uint64_t device_bytes;     /* pool M the context had */
     uint64_t selected_entries; /* non-padding entries resolved */
@@ -169,13 +173,15 @@ typedef struct dhs_sim_pvc {
 } dhs_sim_pvc;
 /* 0 and *out filled when res holds an LRU run at B, else -1. */
 int dhs_sim_policy_vs_capacity(const dhs_sim_result *res, int n_res, int32_t hot_rows, dhs_sim_pvc *out);
-/* The run of `policy` at `hot_rows` in res, or NULL. */
+/* The run of `policy` at `hot_rows` (uniform, not per-group) in res, or NULL. */
 const dhs_sim_result *dhs_sim_find(const dhs_sim_result *res, int n_res, int policy, int32_t hot_rows);
 
 /* The hot-cache rows a replay gives the core: B, or, when the pool is
    derived (device_bytes 0) and no request of the trace can hold B rows, the
-   largest request's rows rounded up to pages (same decisions, less state). */
+   largest request's rows rounded up to pages (same decisions, less state).
+   dhs_sim_effective_hot_rows: the same for any B (a per-group size). */
 int32_t dhs_sim_effective_hot(const dhs_sim_trace_info *info, const dhs_sim_config *cfg);
+int32_t dhs_sim_effective_hot_rows(const dhs_sim_trace_info *info, const dhs_sim_config *cfg, int32_t B);
 
 uint64_t dhs_sim_device_bytes(const dhs_sim_trace_info *info, const dhs_sim_config *cfg, char *err, size_t err_len);
 

@@ -454,3 +454,105 @@ out:
     dhs_trace_reader_close(r);
     return st;
 }
+
+/* ------------------------------------------------------------ per-group sizing */
+int dhs_trace_hot_split_compute(const dhs_trace_loc_stats *S, int64_t budget, int64_t min_rows, dhs_trace_hot_split *out,
+                                char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const int32_t NG = S->n_groups;
+    if (min_rows < 0 || budget < 0 || NG < 1 || NG > DHS_TRACE_MAX_GROUPS) {
+        dhs_errf(err, errlen, "bad sizing input (budget %lld, floor %lld, %d groups)", (long long)budget,
+                 (long long)min_rows, NG);
+        return -1;
+    }
+    if (budget / NG < min_rows) {
+        dhs_errf(err, errlen, "a budget of %lld rows cannot give each of %d groups its %lld rows", (long long)budget, NG,
+                 (long long)min_rows);
+        return -1;
+    }
+    /* levels: 0 = min_rows, i >= 1 = the i-th smallest size of S above it */
+    int32_t ord[DHS_TRACE_LOC_MAX_B], nl = 0, base = -1;
+    for (int32_t b = 0; b < S->n_b; b++) {
+        if (S->B[b] == min_rows) base = b;
+        if (S->B[b] <= min_rows) continue;
+        int dup = 0;
+        for (int32_t i = 0; i < nl; i++) dup |= S->B[ord[i]] == S->B[b];
+        if (!dup) ord[nl++] = b;
+    }
+    for (int32_t i = 1; i < nl; i++)
+        for (int32_t j = i; j > 0 && S->B[ord[j]] < S->B[ord[j - 1]]; j--) {
+            int32_t x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+#define HITL(g, i)                                                                                                   \
+    ((i) == 0 ? (base < 0 || isnan(S->hit[g][base]) ? 0.0 : S->hit[g][base])                                         \
+              : (isnan(S->hit[g][ord[(i) - 1]]) ? 0.0 : S->hit[g][ord[(i) - 1]]))
+#define BL(i) ((i) == 0 ? min_rows : S->B[ord[(i) - 1]])
+    int32_t even = 0, lev[DHS_TRACE_MAX_GROUPS];
+    for (int32_t i = 1; i <= nl; i++)
+        if (BL(i) <= budget / NG) even = i;
+    out->budget = budget;
+    out->min_rows = min_rows;
+    out->even_rows = BL(even);
+    int64_t used = (int64_t)NG * min_rows;
+    for (int32_t g = 0; g < NG; g++) {
+        lev[g] = 0;
+        out->even_hit += HITL(g, even) / NG;
+    }
+    for (;;) { /* the upgrade with the most hit per row that fits */
+        int32_t bg = -1, bi = 0;
+        double best = 0;
+        for (int32_t g = 0; g < NG; g++)
+            for (int32_t i = lev[g] + 1; i <= nl; i++) {
+                int64_t d = BL(i) - BL(lev[g]);
+                double r = (HITL(g, i) - HITL(g, lev[g])) / (double)d;
+                if (used + d <= budget && r > best) {
+                    best = r;
+                    bg = g;
+                    bi = i;
+                }
+            }
+        if (bg < 0) break;
+        used += BL(bi) - BL(lev[bg]);
+        lev[bg] = bi;
+    }
+    out->used = used;
+    for (int32_t g = 0; g < NG; g++) {
+        out->rows[g] = BL(lev[g]);
+        out->sized_hit += HITL(g, lev[g]) / NG;
+    }
+#undef HITL
+#undef BL
+    return 0;
+}
+
+dhs_trace_status dhs_trace_hot_plan(const char *path, int64_t B, int32_t page_rows, dhs_trace_loc_stats *S,
+                                    dhs_trace_hot_split *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (page_rows < 1 || B < page_rows || B % page_rows || B > (INT64_C(1) << 30)) {
+        dhs_errf(err, errlen, "hot rows %lld must be a positive multiple of the page rows %d (at most 2^30)", (long long)B,
+                 page_rows);
+        return DHS_TRACE_ERR_INVALID_ARG;
+    }
+    int64_t lv[DHS_TRACE_LOC_MAX_B], want[5] = {page_rows, B / 2, B, 2 * B, 4 * B};
+    int32_t nb = 0;
+    for (int i = 0; i < 5; i++) {
+        int64_t v = want[i] / page_rows * page_rows;
+        int dup = v < page_rows;
+        for (int32_t j = 0; j < nb; j++) dup |= lv[j] == v;
+        if (!dup) lv[nb++] = v;
+    }
+    dhs_trace_loc_stats *own = S ? S : malloc(sizeof *own);
+    if (!own) {
+        dhs_errf(err, errlen, "out of memory");
+        return DHS_TRACE_ERR_NOMEM;
+    }
+    dhs_trace_status st = dhs_trace_loc_stats_compute(path, lv, nb, own, err, errlen);
+    if (st == DHS_TRACE_OK && dhs_trace_hot_split_compute(own, (int64_t)own->n_groups * B, page_rows, out, err, errlen))
+        st = DHS_TRACE_ERR_INVALID_ARG;
+    if (!S) free(own);
+    return st;
+}

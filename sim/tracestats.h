@@ -63,4 +63,33 @@ typedef struct dhs_trace_loc_stats {
 dhs_trace_status dhs_trace_loc_stats_compute(const char *path, const int64_t *B, int32_t n_b, dhs_trace_loc_stats *out,
                                              char *err, size_t errlen);
 
+/* Hot-cache rows per group from measured LRU curves (what `dhs trace stats
+   --budget`, `dhs plan --hot-per-layer` and `dhs sim --hot-per-layer` use).
+   Every group starts at min_rows (0: no cache) and is raised, greedily by
+   measured hit gain per row, to one of S's cache sizes above min_rows while
+   the total stays within budget; a greedy, not guaranteed optimal where a
+   curve is not concave. A group's hit at min_rows is S's measured hit when
+   min_rows is one of S's sizes, else 0. The even split gives every group the
+   largest size of S (or min_rows) of which n_groups fit the budget. Hit
+   rates are means over groups (each group weighs the same). */
+typedef struct dhs_trace_hot_split {
+    int64_t budget, min_rows;
+    int64_t even_rows;                     /* per group, the even split */
+    double even_hit, sized_hit;            /* mean LRU hit rate over groups */
+    int64_t used;                          /* rows the per-group split takes, <= budget */
+    int64_t rows[DHS_TRACE_MAX_GROUPS];    /* per group */
+} dhs_trace_hot_split;
+/* 0, or -1 with err (budget below n_groups * min_rows, min_rows < 0). */
+int dhs_trace_hot_split_compute(const dhs_trace_loc_stats *S, int64_t budget, int64_t min_rows, dhs_trace_hot_split *out,
+                                char *err, size_t errlen);
+
+/* The per-layer plan of a hot cache of B rows per group on average, from the
+   LRU curves of the trace at `path`: candidate sizes page_rows, B/2, B, 2B, 4B
+   (multiples of page_rows, at most DHS_TRACE_LOC_MAX_B), budget n_groups * B,
+   every group at least page_rows (the library's smallest hot cache). B must
+   be a positive multiple of page_rows. Fills *S (the curves, may be NULL to
+   discard) and *out. DHS_TRACE_OK or an error with err. */
+dhs_trace_status dhs_trace_hot_plan(const char *path, int64_t B, int32_t page_rows, dhs_trace_loc_stats *S,
+                                    dhs_trace_hot_split *out, char *err, size_t errlen);
+
 #endif

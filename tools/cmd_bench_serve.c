@@ -141,6 +141,11 @@ int bench_serve_sizes(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32
     z->keys_session = dhs_ref_engine_model_bytes(m, positions, 0, ring);
     z->host_session = (uint64_t)dhs_ref_n_sources(m) * (uint64_t)positions * DHS_REF_ROW_BYTES;
     dhs_config c = dhs_ref_hier_config(m, C, max_pos, base->spec, 0.0, base->context, base->page_rows);
+    if (base->group_hot_rows && dhs_ref_hier_set_group_hot(m, &c, base->group_hot_rows, base->n_group_hot) != DHS_OK) {
+        snprintf(why, wn, "--group-hot-rows: %d sizes for a model of %d groups (or a size the library refuses)",
+                 base->n_group_hot, dhs_ref_n_groups(m));
+        return -1;
+    }
     c.resolver = base->step != DHS_REF_STEP_HOST ? DHS_RESOLVER_DEVICE : base->resolver;
     c.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : base->policy; /* as dhs_ref_run */
     dhs_arch a;
@@ -181,6 +186,7 @@ typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
     const char *deployment; /* NULL or "none": no weight reads */
     const char *locality;   /* NULL: the model's own indexer queries */
+    const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
     int32_t copy_queue_blocks;
     int64_t contexts[MAXL];
     int n_contexts;
@@ -648,6 +654,10 @@ int cmd_bench_serve(int argc, char **argv)
          .help = "benchmark device, default off: the model's indexer queries become synthetic, calibrated so its own "
                  "top-k has the consecutive-step overlap of random, dsv32-swe or a JSON model per layer; every record "
                  "gets target, calibrated and measured overlap and LRU hit per layer (docs/LOCALITY.md)"},
+        {.name = "--group-hot-rows", .type = ARG_STR, .dest = &o.group_hot, .meta = "B0,B1,..",
+         .help = "hot-cache rows per group (layer) of the hierarchical modes, one per group, multiples of the page "
+                 "rows (0 = the default 2 topk): dhs_config.group_hot_rows; the sizing and the fixed budget follow "
+                 "them; dhs plan --hot-per-layer prints such a list"},
         A_U64("--seed", &o.seed, "model weights, prompts"),
         A_OUT("--plot", &o.plot, "write the latency-throughput plot (SVG) to FILE"),
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &o.quiet, .help = "no progress on stderr"},
@@ -797,10 +807,22 @@ int cmd_bench_serve(int argc, char **argv)
         }
         base.locality = &lm;
     }
+    static int32_t ghot[DHS_MAX_SOURCES];
+    if (o.group_hot) {
+        int32_t n = tool_group_hot_rows(PROG, o.group_hot, base.page_rows, ghot);
+        if (n < 0) return EXIT_USAGE;
+        base.group_hot_rows = ghot;
+        base.n_group_hot = n;
+    }
     dhs_ref_model *m = NULL; /* sizing only (each run makes its own): one model for every context */
     if (dhs_ref_model_create(&base.model, &m) != DHS_OK) {
         fprintf(stderr, PROG ": cannot create the model\n");
         return EXIT_RUNTIME;
+    }
+    if (o.group_hot && base.n_group_hot != dhs_ref_n_groups(m)) {
+        fprintf(stderr, PROG ": --group-hot-rows: %d sizes for a model of %d groups\n", base.n_group_hot, dhs_ref_n_groups(m));
+        dhs_ref_model_destroy(m);
+        return EXIT_USAGE;
     }
     double hbm = base.cuda ? dhs_ref_gpu_hbm_gbps(1ull << 30) : 0;
 
@@ -1058,6 +1080,10 @@ int cmd_bench_serve(int argc, char **argv)
                 cJSON_AddItemToArray(wb, cJSON_CreateNumber(dhs_deploy_step_bytes(deploy, (double)o.concs[i] * o.spec, NULL)));
         }
         cJSON_AddNumberToObject(cf, "copy_queue_blocks", o.copy_queue_blocks);
+        if (o.group_hot) {
+            cJSON *gh = cJSON_AddArrayToObject(cf, "group_hot_rows");
+            for (int32_t g = 0; gh && g < base.n_group_hot; g++) cJSON_AddItemToArray(gh, cJSON_CreateNumber(ghot[g]));
+        }
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
         cJSON_AddNumberToObject(cf, "shared_prefix", (double)o.shared_prefix);

@@ -13,13 +13,14 @@
 #include "cmds.h"
 #include "tool.h"
 #include "sim/plan.h"
+#include "sim/tracestats.h"
 
 #define PROG "dhs plan"
 
 static const char *const drafters[] = {"none", "dflash2", NULL};
 
 typedef struct opts {
-    const char *preset, *arch, *output;
+    const char *preset, *arch, *output, *hot_trace;
     int drafter;
     int json, show_arch, list_presets;
     dhs_plan_params p;
@@ -43,6 +44,11 @@ static int parse_args(int argc, char **argv, opts *o)
          .help = "B, hot-cache rows per request and group (at least one page)", .def = "2*k"},
         {.name = "--tail-rows", .type = ARG_INT, .dest = &o->p.tail_rows, .ilo = 0, .ihi = 1 << 26,
          .help = "T, tail rows per request and source", .def = "p"},
+        A_IN("--hot-per-layer", &o->hot_trace,
+             "also size the hot cache per group (layer) from this selection trace's LRU curves: the same rows per "
+             "request as B in every group, each group one page or p, B/2, B, 2B, 4B, greedy by hit gain per row; "
+             "prints the sizes (dhs_config.group_hot_rows) and the curves' hit rate against the even split "
+             "(docs/LOCALITY.md)"),
         {.name = "--k", .type = ARG_INT, .dest = &o->p.k, .ilo = 1, .ihi = 1 << 20, .help = "selection length",
          .def = "the model's"},
         {.name = "--kmax", .type = ARG_INT, .dest = &o->p.k_max, .ilo = 1, .ihi = 1024, .seen = &o->set_kmax,
@@ -131,7 +137,16 @@ static cJSON *num(cJSON *o, const char *k, double v)
     return cJSON_AddNumberToObject(o, k, v);
 }
 
-static int print_json(const dhs_plan_arch *a, const dhs_plan_params *p, const dhs_plan_result *r)
+/* the per-layer hot-cache plan (--hot-per-layer), when asked for */
+typedef struct hot_layers {
+    const char *trace;
+    dhs_trace_hot_split z;
+    int32_t n_groups;      /* the trace's */
+    uint64_t even_bytes;   /* hot-cache bytes per session: B in every group, and the per-layer sizes */
+    uint64_t layer_bytes;  /* (0 when the trace's groups are not the architecture's) */
+} hot_layers;
+
+static int print_json(const dhs_plan_arch *a, const dhs_plan_params *p, const dhs_plan_result *r, const hot_layers *hl)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return -1;
@@ -204,6 +219,23 @@ static int print_json(const dhs_plan_arch *a, const dhs_plan_params *p, const dh
         num(o, "host_gib", p->host_gib);
         num(o, "sessions_host", (double)r->sessions_host);
     }
+    if (hl) {
+        cJSON *h = cJSON_AddObjectToObject(o, "hot_per_layer");
+        if (!h) { cJSON_Delete(o); return -1; }
+        cJSON_AddStringToObject(h, "trace", hl->trace);
+        num(h, "groups", hl->n_groups);
+        num(h, "budget_rows", (double)hl->z.budget);
+        num(h, "rows_used", (double)hl->z.used);
+        num(h, "even_rows_per_group", (double)hl->z.even_rows);
+        num(h, "even_hit_rate", hl->z.even_hit);
+        num(h, "per_layer_hit_rate", hl->z.sized_hit);
+        if (hl->layer_bytes) {
+            num(h, "even_hot_bytes", (double)hl->even_bytes);
+            num(h, "per_layer_hot_bytes", (double)hl->layer_bytes);
+        }
+        cJSON *ra = cJSON_AddArrayToObject(h, "rows_per_group");
+        for (int32_t g = 0; ra && g < hl->n_groups; g++) cJSON_AddItemToArray(ra, cJSON_CreateNumber((double)hl->z.rows[g]));
+    }
     char *s = cJSON_Print(o);
     cJSON_Delete(o);
     if (!s) return -1;
@@ -219,7 +251,7 @@ static void line(const char *label, uint64_t bytes, const char *note)
            note ? note : "");
 }
 
-static void print_table(const dhs_plan_arch *a, const dhs_plan_params *p, const dhs_plan_result *r)
+static void print_table(const dhs_plan_arch *a, const dhs_plan_params *p, const dhs_plan_result *r, const hot_layers *hl)
 {
     char note[160];
     printf("dhs plan: %s: %d payload sources in %d groups, %d index producers (%d key stores), k=%d\n",
@@ -265,6 +297,21 @@ static void print_table(const dhs_plan_arch *a, const dhs_plan_params *p, const 
            (long long)r->sessions_hier);
     if (r->sessions_host >= 0)
         printf("  %.1f GiB of host memory holds %lld sessions\n", p->host_gib, (long long)r->sessions_host);
+    if (hl) {
+        printf("\nhot cache per layer, from the LRU curves of %s (%d groups):\n", hl->trace, hl->n_groups);
+        printf("  %lld rows per request (B=%d in every group), %lld used\n", (long long)hl->z.budget, r->hot_rows,
+               (long long)hl->z.used);
+        printf("  LRU hit rate on the trace: even %.4f, per layer %.4f (%+.2f points)\n", hl->z.even_hit, hl->z.sized_hit,
+               100 * (hl->z.sized_hit - hl->z.even_hit));
+        if (hl->layer_bytes)
+            printf("  hot caches per session: even %.4f GiB, per layer %.4f GiB\n", dhs_plan_gib(hl->even_bytes),
+                   dhs_plan_gib(hl->layer_bytes));
+        else
+            printf("  (the trace's %d groups are not the model's %d: no byte figures)\n", hl->n_groups, a->n_groups);
+        printf("  group_hot_rows:");
+        for (int32_t g = 0; g < hl->n_groups; g++) printf("%s%lld", g ? "," : " ", (long long)hl->z.rows[g]);
+        printf("\n");
+    }
 }
 
 static int print_arch(const char *name, const char *path)
@@ -351,13 +398,36 @@ int cmd_plan(int argc, char **argv)
         fprintf(stderr, "dhs plan: %s\n", err);
         return 2;
     }
+    hot_layers hl, *hlp = NULL;
+    if (o.hot_trace) {
+        memset(&hl, 0, sizeof hl);
+        hl.trace = o.hot_trace;
+        dhs_trace_loc_stats *LS = malloc(sizeof *LS);
+        if (!LS) {
+            fprintf(stderr, "dhs plan: out of memory\n");
+            return EXIT_RUNTIME;
+        }
+        dhs_trace_status ts = dhs_trace_hot_plan(o.hot_trace, r.hot_rows, r.page_rows, LS, &hl.z, err, sizeof err);
+        hl.n_groups = LS->n_groups;
+        free(LS);
+        if (ts != DHS_TRACE_OK) {
+            fprintf(stderr, "dhs plan: --hot-per-layer %s: %s\n", o.hot_trace, err);
+            return ts == DHS_TRACE_ERR_NOMEM ? EXIT_RUNTIME : 2;
+        }
+        if (hl.n_groups == arch.n_groups)
+            for (int32_t g = 0; g < arch.n_groups; g++) {
+                hl.even_bytes += (uint64_t)r.hot_rows * arch.groups[g].sum_row_bytes;
+                hl.layer_bytes += (uint64_t)hl.z.rows[g] * arch.groups[g].sum_row_bytes;
+            }
+        hlp = &hl;
+    }
     if (o.json) {
-        if (print_json(&arch, &o.p, &r)) {
+        if (print_json(&arch, &o.p, &r, hlp)) {
             fprintf(stderr, "dhs plan: out of memory building JSON\n");
             return EXIT_RUNTIME;
         }
     } else {
-        print_table(&arch, &o.p, &r);
+        print_table(&arch, &o.p, &r, hlp);
     }
     return fflush(stdout) == 0 ? 0 : EXIT_RUNTIME;
 }

@@ -38,6 +38,7 @@ typedef struct run_opts {
     const char *trace, *output;
     const char *deployment; /* NULL or "none" */
     const char *locality;   /* NULL: the model's own indexer queries */
+    const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
     int32_t topk;
     int32_t threads;
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
@@ -160,6 +161,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                "after every round: dhs_check_invariants, and every located row compared with the model's own copy"),
         A_BOOL("--fetch-rows", &o->fetch_rows, "read located rows with dhs_read_location (the CUDA path) on the CPU too"),
         A_OUT("--trace", &o->trace, "write every round's selections (docs/TRACE.md)"),
+        {.name = "--group-hot-rows", .type = ARG_STR, .dest = &o->group_hot, .meta = "B0,B1,..",
+         .help = "hot-cache rows per group (layer) of the hierarchy, one per group, multiples of --page-rows (0 = the "
+                 "default 2 topk): dhs_config.group_hot_rows; dhs plan --hot-per-layer prints such a list"},
         {.name = "--locality", .type = ARG_STR, .dest = &o->locality, .meta = "PRESET|FILE.json",
          .help = "benchmark device, default off: the indexer's queries become synthetic, calibrated so the model's "
                  "own top-k has the consecutive-step overlap of random, dsv32-swe or a JSON model per layer; prints "
@@ -313,6 +317,13 @@ int cmd_run(int argc, char **argv)
     c.share_private = o.prefix == 1;
     c.trace = out_path(o.trace); /* a temporary renamed into place on success */
     c.locality = o.locality ? &lm : NULL;
+    static int32_t ghot[DHS_MAX_SOURCES];
+    if (o.group_hot) {
+        int32_t n = tool_group_hot_rows(PROG, o.group_hot, o.page_rows, ghot);
+        if (n < 0) return EXIT_USAGE;
+        c.group_hot_rows = ghot;
+        c.n_group_hot = n;
+    }
     c.progress = progress;
     c.user = &prog;
     tool_progress_msg(&prog, 1, "dhs run: prefill of %d prompts of ~%" PRId64 " positions on %d threads ...", o.sessions,
@@ -464,6 +475,12 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "seed", (double)o.seed);
         cJSON_AddNumberToObject(cf, "slots", R.lib_cfg.max_requests);
         cJSON_AddNumberToObject(cf, "hot_rows", R.lib_cfg.hot_rows);
+        if (o.group_hot) {
+            cJSON *gh = cJSON_AddArrayToObject(cf, "group_hot_rows");
+            for (int32_t g = 0; gh && g < c.n_group_hot; g++)
+                cJSON_AddItemToArray(gh, cJSON_CreateNumber(R.lib_cfg.group_hot_rows[g] ? R.lib_cfg.group_hot_rows[g]
+                                                                                         : R.lib_cfg.hot_rows));
+        }
         cJSON_AddNumberToObject(cf, "tail_rows", R.lib_cfg.tail_rows);
         cJSON_AddNumberToObject(cf, "page_rows", R.lib_cfg.page_rows);
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);

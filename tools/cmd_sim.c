@@ -12,6 +12,7 @@
 #include "args.h"
 #include "cmds.h"
 #include "sim/sim.h"
+#include "sim/tracestats.h"
 #include "outfile.h"
 #include "tool.h"
 
@@ -115,9 +116,56 @@ static void print_result_json(FILE *f, const dhs_sim_result *r, int check, int32
     fprintf(f, "}");
 }
 
+/* even (res[i]) vs per-layer (res[n_res + i]) at the same total rows per request */
+static void print_per_layer(FILE *f, int json, const char *src, const dhs_sim_result *res, int n_res, int n_pol,
+                            const int64_t *hot, int n_hot, const dhs_trace_hot_split *plan, int32_t n_groups)
+{
+    if (json) {
+        fprintf(f, " \"per_layer\": {\"planned_from\": ");
+        json_str(f, src);
+        fprintf(f, ", \"runs\": [");
+    } else {
+        fprintf(f, "\nper-layer hot cache: sizes planned from the LRU curves of %s (greedy by hit gain per row, every\n"
+                   "layer at least one page), the same rows per request as the even split; replayed through the core:\n",
+                src);
+        fprintf(f, "%-6s %7s %9s %9s | %10s %8s | %10s %8s | %9s  %s\n", "policy", "hot", "rows/req", "used", "even r/tok",
+                "even hit", "layer r/tok", "layer hit", "r/tok cut", "curves: even / per-layer hit");
+    }
+    for (int hi = 0, k = 0; hi < n_hot; hi++)
+        for (int pi = 0; pi < n_pol; pi++, k++) {
+            const dhs_sim_result *e = &res[hi * n_pol + pi], *l = &res[n_res + hi * n_pol + pi];
+            const double cut = e->host_rows_per_token > 0 ? 1 - l->host_rows_per_token / e->host_rows_per_token : 0;
+            if (json) {
+                fprintf(f, "%s\n  {\"policy\": \"%s\", \"hot\": %" PRId64 ", \"budget_rows\": %" PRId64
+                           ", \"rows_used\": %" PRId64 ", \"curve_even_hit_rate\": %.4f, \"curve_per_layer_hit_rate\": %.4f,"
+                           " \"even\": {\"host_rows\": %" PRIu64 ", \"host_rows_per_token\": %.4f, \"hit_rate\": %.6f},"
+                           " \"per_layer\": {\"host_rows\": %" PRIu64 ", \"host_rows_per_token\": %.4f, \"hit_rate\": %.6f},"
+                           " \"host_rows_per_token_cut_pct\": %.2f, \"rows_per_group\": [",
+                        k ? "," : "", dhs_sim_policy_str(e->policy), hot[hi], plan[hi].budget, plan[hi].used,
+                        plan[hi].even_hit, plan[hi].sized_hit, e->host_rows, e->host_rows_per_token, e->hit_rate,
+                        l->host_rows, l->host_rows_per_token, l->hit_rate, 100 * cut);
+                for (int32_t g = 0; g < n_groups; g++) fprintf(f, "%s%" PRId64, g ? ", " : "", plan[hi].rows[g]);
+                fprintf(f, "]}");
+            } else {
+                fprintf(f, "%-6s %7" PRId64 " %9" PRId64 " %9" PRId64 " | %10.2f %8.4f | %10.2f %8.4f | %8.2f%%  %.4f / %.4f\n",
+                        dhs_sim_policy_str(e->policy), hot[hi], plan[hi].budget, plan[hi].used, e->host_rows_per_token,
+                        e->hit_rate, l->host_rows_per_token, l->hit_rate, 100 * cut, plan[hi].even_hit, plan[hi].sized_hit);
+            }
+        }
+    if (json) {
+        fprintf(f, "\n ]},\n");
+        return;
+    }
+    for (int hi = 0; hi < n_hot; hi++) {
+        fprintf(f, "rows per layer at B=%" PRId64 ":", hot[hi]);
+        for (int32_t g = 0; g < n_groups; g++) fprintf(f, " %" PRId64, plan[hi].rows[g]);
+        fprintf(f, "\n");
+    }
+}
+
 int cmd_sim(int argc, char **argv)
 {
-    const char *trace = NULL, *csv = NULL, *plot = NULL, *pol_list = NULL, *output = NULL;
+    const char *trace = NULL, *csv = NULL, *plot = NULL, *pol_list = NULL, *output = NULL, *per_layer = NULL;
     int policies[DHS_SIM_POLICIES], n_pol = 0, json = 0, quiet = 0, import = 0, reclaim = 0, jobs = 0;
     int64_t hot[MAX_SIZES] = {2048, 4096, 8192, 16384}, devmib = 0;
     int n_hot = 4;
@@ -129,6 +177,10 @@ int cmd_sim(int argc, char **argv)
          .def = "lru,clock,fifo,lfu,opt"},
         {.name = "--hot", .type = ARG_I64_LIST, .dest = hot, .ilo = 1, .ihi = 1 << 24, .count = &n_hot, .max = MAX_SIZES,
          .help = "hot-cache rows B per request and group (multiples of --page-rows)"},
+        A_IN("--hot-per-layer", &per_layer,
+             "also replay, for every --hot B and policy, a hot cache sized per group (layer) at the same total "
+             "rows per request: the sizes are planned from this trace's LRU curves (it may be the --trace itself "
+             "or another; docs/LOCALITY.md); prints even vs per-layer side by side"),
         A_INT("--page-rows", &cfg.page_rows, 1, 1 << 16, "rows per page"),
         {.name = "--tail-rows", .type = ARG_INT, .dest = &cfg.tail_rows, .ilo = 0, .ihi = 1 << 20,
          .help = "tail rows per request and source (0 = max(128, 2 K_max))"},
@@ -210,14 +262,40 @@ int cmd_sim(int argc, char **argv)
             return EXIT_RUNTIME;
         }
     }
-    int n_res = n_pol * n_hot;
-    dhs_sim_result *res = calloc((size_t)n_res, sizeof *res);
-    if (!res) { dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return EXIT_RUNTIME; }
+    int n_res = n_pol * n_hot, n_pl = per_layer ? n_res : 0;
+    /* per-layer plans, one per --hot size (sim/tracestats.h: the greedy `dhs trace stats --budget` uses) */
+    dhs_trace_hot_split *plan = per_layer ? calloc((size_t)n_hot, sizeof *plan) : NULL;
+    if (per_layer) {
+        if (!plan) { dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return EXIT_RUNTIME; }
+        dhs_trace_loc_stats *LS = malloc(sizeof *LS);
+        int bad_plan = !LS;
+        if (!LS) snprintf(err, sizeof err, "out of memory");
+        for (int hi = 0; hi < n_hot && !bad_plan; hi++) {
+            tool_progress_msg(&prog, 1, "dhs sim: planning per-layer sizes for B=%" PRId64 " from %s", hot[hi], per_layer);
+            if (dhs_trace_hot_plan(per_layer, hot[hi], cfg.page_rows, LS, &plan[hi], err, sizeof err)) bad_plan = 1;
+            else if (LS->n_groups != info.hdr.n_groups || LS->n_groups > DHS_MAX_SOURCES) {
+                snprintf(err, sizeof err, "%s has %d groups, the trace %d (at most %d)", per_layer, LS->n_groups,
+                         info.hdr.n_groups, DHS_MAX_SOURCES);
+                bad_plan = 1;
+            }
+        }
+        free(LS);
+        if (bad_plan) {
+            tool_progress_end(&prog);
+            fprintf(stderr, "dhs sim: --hot-per-layer: %s\n", err);
+            free(plan);
+            dhs_sim_oracle_free(oracle);
+            dhs_sim_trace_info_free(&info);
+            return EXIT_USAGE;
+        }
+    }
+    dhs_sim_result *res = calloc((size_t)(n_res + n_pl), sizeof *res);
+    if (!res) { free(plan); dhs_sim_trace_info_free(&info); dhs_sim_oracle_free(oracle); fprintf(stderr, "dhs sim: out of memory\n"); return EXIT_RUNTIME; }
     double tot_s = 0;
     uint64_t tot_e = 0;
     int rc = 0;
     {
-        sim_job *jb = calloc((size_t)n_res, sizeof *jb);
+        sim_job *jb = calloc((size_t)(n_res + n_pl), sizeof *jb);
         if (!jb) { fprintf(stderr, "dhs sim: out of memory\n"); rc = EXIT_RUNTIME; goto done; }
         int k = 0;
         for (int hi = 0; hi < n_hot; hi++)
@@ -229,21 +307,29 @@ int cmd_sim(int argc, char **argv)
                 jb[k].res = &res[k];
                 snprintf(jb[k].tag, sizeof jb[k].tag, "%s B=%" PRId64, dhs_sim_policy_str(policies[pi]), hot[hi]);
             }
+        for (int hi = 0; hi < n_hot && per_layer; hi++) /* results n_res.. : per-layer, same order */
+            for (int pi = 0; pi < n_pol; pi++, k++) {
+                jb[k] = jb[k - n_res];
+                jb[k].res = &res[k];
+                for (int32_t g = 0; g < info.hdr.n_groups; g++) jb[k].cfg.group_hot_rows[g] = (int32_t)plan[hi].rows[g];
+                snprintf(jb[k].tag, sizeof jb[k].tag, "%s B=%" PRId64 " per layer", dhs_sim_policy_str(policies[pi]), hot[hi]);
+            }
         if (!jobs) {
             long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
             jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
         }
-        sim_pool P = {jb, n_res, 0, 0, 0, &prog, trace, &info, oracle, PTHREAD_MUTEX_INITIALIZER};
-        for (int i = 0; i < n_res; i++) jb[i].cfg.progress_user = &P;
-        int nt = jobs < n_res ? jobs : n_res;
-        tool_progress_msg(&prog, 1, "dhs sim: %d replays of %" PRIu64 " rounds on %d threads ...", n_res, info.rounds, nt);
+        const int n_jobs = n_res + n_pl;
+        sim_pool P = {jb, n_jobs, 0, 0, 0, &prog, trace, &info, oracle, PTHREAD_MUTEX_INITIALIZER};
+        for (int i = 0; i < n_jobs; i++) jb[i].cfg.progress_user = &P;
+        int nt = jobs < n_jobs ? jobs : n_jobs;
+        tool_progress_msg(&prog, 1, "dhs sim: %d replays of %" PRIu64 " rounds on %d threads ...", n_jobs, info.rounds, nt);
         pthread_t th[64];
         int started = 0;
         for (int i = 1; i < nt; i++)
             if (pthread_create(&th[started], NULL, sim_worker, &P) == 0) started++;
         sim_worker(&P);
         for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-        for (int i = 0; i < n_res && !rc; i++) {
+        for (int i = 0; i < n_jobs && !rc; i++) {
             if (jb[i].rc) {
                 tool_progress_end(&prog);
                 fprintf(stderr, "dhs sim: %s: %s\n", jb[i].tag, jb[i].err);
@@ -299,6 +385,7 @@ int cmd_sim(int argc, char **argv)
             first = 0;
         }
         printf("\n ],\n");
+        if (per_layer) print_per_layer(stdout, 1, per_layer, res, n_res, n_pol, hot, n_hot, plan, h->n_groups);
         if (oracle)
             printf(" \"opt_oracle\": {\"references\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"build_s\": %.3f},\n",
                    dhs_sim_oracle_refs(oracle), dhs_sim_oracle_bytes(oracle), dhs_sim_oracle_build_s(oracle));
@@ -336,16 +423,17 @@ int cmd_sim(int argc, char **argv)
             }
             printf("\n");
         }
+        if (per_layer) print_per_layer(stdout, 0, per_layer, res, n_res, n_pol, hot, n_hot, plan, h->n_groups);
         if (cfg.check_invariants) {
             uint64_t v = 0;
-            for (int i = 0; i < n_res; i++) v += res[i].invariant_violations;
+            for (int i = 0; i < n_res + n_pl; i++) v += res[i].invariant_violations;
             printf("invariants checked after every event: %" PRIu64 " violation(s)\n", v);
         }
         for (int i = 0; i < n_res; i++)
             if (res[i].policy == DHS_SIM_OPT && res[i].opt_fallback_unknown)
                 printf("note: OPT B=%d: %" PRIu64 " keys of rows promoted from staging were not exact\n", res[i].hot_rows,
                        res[i].opt_fallback_unknown);
-        printf("\nreplay: %.1f M selected entries/s (%" PRIu64 " entries in %.2f s over %d runs); by policy:", mps, tot_e, tot_s, n_res);
+        printf("\nreplay: %.1f M selected entries/s (%" PRIu64 " entries in %.2f s over %d runs); by policy:", mps, tot_e, tot_s, n_res + n_pl);
         for (int pi = 0; pi < n_pol; pi++) {
             double e = 0, t = 0;
             for (int i = 0; i < n_res; i++)
@@ -357,10 +445,10 @@ int cmd_sim(int argc, char **argv)
             printf("OPT oracle: %" PRIu64 " references numbered in %.2f s, %.1f MiB\n", dhs_sim_oracle_refs(oracle),
                    dhs_sim_oracle_build_s(oracle), (double)dhs_sim_oracle_bytes(oracle) / 1048576.0);
     }
-    for (int i = 0; i < n_res; i++)
+    for (int i = 0; i < n_res + n_pl; i++)
         if (res[i].invariant_violations) {
-            fprintf(stderr, "dhs sim: %s B=%d: %" PRIu64 " invariant violation(s)\n", dhs_sim_policy_str(res[i].policy),
-                    res[i].hot_rows, res[i].invariant_violations);
+            fprintf(stderr, "dhs sim: %s B=%d%s: %" PRIu64 " invariant violation(s)\n", dhs_sim_policy_str(res[i].policy),
+                    res[i].hot_rows, res[i].per_group ? " per layer" : "", res[i].invariant_violations);
             rc = 1;
         }
     if (csv) {
@@ -401,6 +489,7 @@ int cmd_sim(int argc, char **argv)
         }
     }
 done:
+    free(plan);
     free(res);
     dhs_sim_oracle_free(oracle);
     dhs_sim_trace_info_free(&info);

@@ -343,41 +343,12 @@ static int trace_stats(int argc, char **argv)
         free(S);
         return st == DHS_TRACE_ERR_NOMEM ? EXIT_RUNTIME : EXIT_USAGE;
     }
-    /* per-group sizing: levels 0 (no cache, hit 0) and the sorted --cache sizes */
-    int32_t lev[DHS_TRACE_MAX_GROUPS];
-    int32_t ord[DHS_TRACE_LOC_MAX_B];
-    double even_hit = 0, sized_hit = 0;
-    int64_t even_B = 0, used = 0;
-    if (budget > 0) {
-        for (int32_t b = 0; b < nb; b++) ord[b] = b;
-        for (int32_t i = 1; i < nb; i++)
-            for (int32_t j = i; j > 0 && S->B[ord[j]] < S->B[ord[j - 1]]; j--) {
-                int32_t x = ord[j]; ord[j] = ord[j - 1]; ord[j - 1] = x;
-            }
-        int32_t NG = S->n_groups, even = 0; /* levels: 0 = none, i = ord[i-1] */
-        for (int32_t i = 1; i <= nb; i++)
-            if (S->B[ord[i - 1]] * NG <= budget) even = i;
-        even_B = even ? S->B[ord[even - 1]] : 0;
-#define HITL(g, i) ((i) == 0 || isnan(S->hit[g][ord[(i) - 1]]) ? 0.0 : S->hit[g][ord[(i) - 1]])
-#define BL(i) ((i) == 0 ? 0 : S->B[ord[(i) - 1]])
-        for (int32_t g = 0; g < NG; g++) {
-            lev[g] = 0;
-            even_hit += HITL(g, even) / NG;
-        }
-        for (;;) { /* the upgrade with the most hit per row that fits */
-            int32_t bg = -1, bi = 0;
-            double best = 0;
-            for (int32_t g = 0; g < NG; g++)
-                for (int32_t i = lev[g] + 1; i <= nb; i++) {
-                    int64_t d = BL(i) - BL(lev[g]);
-                    double r = (HITL(g, i) - HITL(g, lev[g])) / (double)d;
-                    if (used + d <= budget && r > best) { best = r; bg = g; bi = i; }
-                }
-            if (bg < 0) break;
-            used += BL(bi) - BL(lev[bg]);
-            lev[bg] = bi;
-        }
-        for (int32_t g = 0; g < NG; g++) sized_hit += HITL(g, lev[g]) / NG;
+    /* per-group sizing: every group 0 (no cache) or one of the --cache sizes (sim/tracestats.h) */
+    dhs_trace_hot_split Z;
+    if (budget > 0 && dhs_trace_hot_split_compute(S, budget, 0, &Z, err, sizeof err)) {
+        fprintf(stderr, "dhs trace stats: %s\n", err);
+        free(S);
+        return EXIT_USAGE;
     }
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -387,12 +358,12 @@ static int trace_stats(int argc, char **argv)
         if (budget > 0) {
             cJSON *z = cJSON_AddObjectToObject(o, "sizing");
             cJSON_AddNumberToObject(z, "budget_rows", (double)budget);
-            cJSON_AddNumberToObject(z, "even_rows_per_group", (double)even_B);
-            cJSON_AddNumberToObject(z, "even_hit_rate", even_hit);
-            cJSON_AddNumberToObject(z, "sized_rows", (double)used);
-            cJSON_AddNumberToObject(z, "sized_hit_rate", sized_hit);
+            cJSON_AddNumberToObject(z, "even_rows_per_group", (double)Z.even_rows);
+            cJSON_AddNumberToObject(z, "even_hit_rate", Z.even_hit);
+            cJSON_AddNumberToObject(z, "sized_rows", (double)Z.used);
+            cJSON_AddNumberToObject(z, "sized_hit_rate", Z.sized_hit);
             cJSON *za = cJSON_AddArrayToObject(z, "rows_per_group");
-            for (int32_t g = 0; g < S->n_groups; g++) cJSON_AddItemToArray(za, cJSON_CreateNumber((double)BL(lev[g])));
+            for (int32_t g = 0; g < S->n_groups; g++) cJSON_AddItemToArray(za, cJSON_CreateNumber((double)Z.rows[g]));
         }
         cJSON_AddNumberToObject(o, "request_rounds", (double)S->request_rounds);
         cJSON *ba = cJSON_AddArrayToObject(o, "cache_rows");
@@ -434,14 +405,12 @@ static int trace_stats(int argc, char **argv)
         printf("\n");
         if (budget > 0) {
             printf("sizing: %" PRId64 " rows per request over %d groups\n", budget, S->n_groups);
-            printf("  even      %" PRId64 " rows per group: hit rate %.4f\n", even_B, even_hit);
-            printf("  per group %" PRId64 " rows used:      hit rate %.4f   rows per group:", used, sized_hit);
-            for (int32_t g = 0; g < S->n_groups; g++) printf(" %" PRId64, BL(lev[g]));
+            printf("  even      %" PRId64 " rows per group: hit rate %.4f\n", Z.even_rows, Z.even_hit);
+            printf("  per group %" PRId64 " rows used:      hit rate %.4f   rows per group:", Z.used, Z.sized_hit);
+            for (int32_t g = 0; g < S->n_groups; g++) printf(" %" PRId64, Z.rows[g]);
             printf("\n");
         }
     }
-#undef HITL
-#undef BL
     free(S);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* tool.c - provenance, --output, backend check and progress lines (tool.h). */
 #include "tool.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,4 +173,31 @@ void tool_progress_end(tool_progress *p)
 {
     if (p->on && p->tty && p->dirty) fprintf(stderr, "\r%79s\r", "");
     p->dirty = 0;
+}
+
+int tool_group_hot_rows(const char *prog, const char *list, int32_t page_rows, int32_t *out)
+{
+    const char *q = list;
+    int32_t n = 0;
+    while (*q) {
+        char *end;
+        long v = strtol(q, &end, 10);
+        if (end == q || v < 0 || v > (1L << 30) || (*end && *end != ',') || n == DHS_MAX_SOURCES) {
+            args_fail(prog, "--group-hot-rows wants up to %d row counts 0..2^30, comma-separated: '%s'", DHS_MAX_SOURCES,
+                      list);
+            return -1;
+        }
+        out[n++] = (int32_t)v;
+        q = *end ? end + 1 : end;
+    }
+    if (!n) {
+        args_fail(prog, "--group-hot-rows is empty");
+        return -1;
+    }
+    for (int32_t g = 0; g < n; g++)
+        if (page_rows < 1 || out[g] % page_rows) {
+            args_fail(prog, "--group-hot-rows: %d (group %d) is not a multiple of --page-rows %d", out[g], g, page_rows);
+            return -1;
+        }
+    return n;
 }

@@ -35,6 +35,9 @@ int tool_output(const char *prog, const char *path);
    message on stderr and EXIT_USAGE (nothing was started). Every command
    returns this EXIT_USAGE for "not available here" (dhs --help says so). */
 int tool_check_backend(const char *prog, const char *backend);
+/* --group-hot-rows B0,B1,..: up to DHS_MAX_SOURCES row counts 0..2^30, each a multiple of page_rows, into
+   out; the count, or -1 after printing the reason (args_fail) */
+int tool_group_hot_rows(const char *prog, const char *list, int32_t page_rows, int32_t *out);
 
 /* Progress on stderr: on a terminal one line rewritten in place; off a
    terminal a full line at most every `every_s` seconds. quiet: nothing. */

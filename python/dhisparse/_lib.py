@@ -76,6 +76,7 @@ class dhs_config(ctypes.Structure):
         ("resolver", c_enum),
         ("host_cache_bytes", c_uint64),
         ("copy_threads", c_int32),
+        ("group_hot_rows", c_int32 * DHS_MAX_SOURCES),
     ]
 
 

@@ -132,10 +132,21 @@ class Arch:
 _ENUM_FIELDS = {"policy": Policy, "reclaim_order": ReclaimOrder, "resolver": Resolver}
 
 
+# array fields of dhs_config: a Python list of at most DHS_MAX_SOURCES ints, the rest 0
+# (group_hot_rows: entry g is group g's hot-cache rows, 0 = hot_rows; [] = one size for every group)
+_LIST_FIELDS = ("group_hot_rows",)
+
+
 def _config_fields():
     out = []
     for name, _ in _lib.dhs_config._fields_:
         v = getattr(_C_CONFIG, name)
+        if name in _LIST_FIELDS:
+            default = [int(x) for x in v]
+            while default and default[-1] == 0:
+                default.pop()
+            out.append((name, list, field(default_factory=lambda d=tuple(default): list(d))))
+            continue
         typ = _ENUM_FIELDS.get(name, int)
         out.append((name, typ, field(default=typ(v))))
     return out
@@ -144,7 +155,16 @@ def _config_fields():
 def _config_to_c(self):
     c = _lib.dhs_config()
     for f in fields(self):
-        setattr(c, f.name, int(getattr(self, f.name)))
+        v = getattr(self, f.name)
+        if f.name in _LIST_FIELDS:
+            v = list(v)
+            if len(v) > _lib.DHS_MAX_SOURCES:
+                raise ValueError(f"{f.name}: at most {_lib.DHS_MAX_SOURCES} entries, got {len(v)}")
+            arr = getattr(c, f.name)
+            for i, x in enumerate(v):
+                arr[i] = int(x)
+            continue
+        setattr(c, f.name, int(v))
     return c
 
 

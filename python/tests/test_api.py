@@ -23,6 +23,9 @@ def test_defaults_come_from_c():
     c_cfg = _lib.dhs_config_default()
     cfg = dhs.Config()
     for name, _ in _lib.dhs_config._fields_:
+        if name == "group_hot_rows":  # a list: [] for the C default (every entry 0)
+            assert cfg.group_hot_rows == [] and list(c_cfg.group_hot_rows) == [0] * _lib.DHS_MAX_SOURCES
+            continue
         assert int(getattr(cfg, name)) == getattr(c_cfg, name), name
     c_arch = _lib.dhs_arch_default()
     a = dhs.Arch()
@@ -53,6 +56,33 @@ def test_sizing_helpers():
     assert dhs.SpecSchedule("4@0,2@10").width(11) == 2
     with pytest.raises(ValueError):
         dhs.SpecSchedule("nonsense")
+
+
+def test_group_hot_rows():
+    """dhs_config.group_hot_rows as a list: per-group request bytes, admission, bad entries refused."""
+    arch = dhs.Arch(n_groups=2, sources=[dhs.SourceDesc(RB, 1, 0), dhs.SourceDesc(RB, 1, 1)],
+                    consumers=[dhs.ConsumerDesc(dhs.ConsumerKind.OWN, 0, 0), dhs.ConsumerDesc(dhs.ConsumerKind.OWN, 1, 1)])
+    base = dict(max_requests=2, sel_k=16, hot_rows=32, tail_rows=32, page_rows=8, max_rows=600)
+    uni = dhs.config_sizes(arch, dhs.Config(**base))
+    assert dhs.config_sizes(arch, dhs.Config(**base, group_hot_rows=[32, 32])) == uni
+    per = dhs.config_sizes(arch, dhs.Config(**base, group_hot_rows=[16, 64]))
+    assert per.request_bytes == ((16 + 32) // 8 + (64 + 32) // 8) * per.page_bytes
+    assert uni.request_bytes == 2 * (32 + 32) // 8 * uni.page_bytes
+    for bad in ([12], [-8], [0, 0, 16]):  # not a multiple of page_rows, negative, a group past n_groups
+        with pytest.raises(dhs.InvalidArgError):
+            dhs.config_sizes(arch, dhs.Config(**base, group_hot_rows=bad))
+    with pytest.raises(ValueError):
+        dhs.Config(**base, group_hot_rows=[8] * (_lib.DHS_MAX_SOURCES + 1)).to_c()
+    cfg = dhs.Config(**base, group_hot_rows=[16, 64])
+    cfg.device_bytes = per.staging_bytes + per.request_bytes
+    be = dhs.CpuBackend()
+    ctx = dhs.Context(arch, cfg, be)
+    r = ctx.open(100)
+    assert ctx.mem().required_bytes == per.staging_bytes + per.request_bytes
+    assert ctx.try_open(100) is None  # the pool holds one per-group request
+    r.close()
+    ctx.close()
+    be.close()
 
 
 def small_config(**kw):

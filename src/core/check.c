@@ -46,7 +46,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
     if (msg && msg_len) msg[0] = 0;
     if (!ctx) return 0;
     const dhs_config *c = &ctx->cfg;
-    int32_t B = c->hot_rows, p = c->page_rows;
+    int32_t p = c->page_rows;
     /* I4: page census equals the counters and fits */
     int64_t cnt[PAGE_DEFERRED + 1] = {0};
     for (int64_t i = 0; i < ctx->n_pages; i++) cnt[ctx->page_use[i] <= PAGE_DEFERRED ? ctx->page_use[i] : 0]++;
@@ -135,7 +135,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
         }
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
-            int32_t nsrc = ctx->grp_nsrc[g];
+            int32_t nsrc = ctx->grp_nsrc[g], B = grp_hot_rows(ctx, g);
             /* reverse index and slot table agree */
             int32_t occupied = 0;
             for (int32_t q = 0; q < B; q++) {

@@ -157,8 +157,16 @@ static void ctx_free_all(dhs_ctx *ctx)
     free(ctx);
 }
 
-static int config_valid(const dhs_config *c)
+static int config_valid(const dhs_arch *a, const dhs_config *c)
 {
+    /* per-group hot-cache sizes: 0 (hot_rows) or a multiple of page_rows in
+       [page_rows, 2^30] for a group of the architecture, 0 past n_groups */
+    for (int g = 0; g < DHS_MAX_SOURCES; g++) {
+        int32_t b = c->group_hot_rows[g];
+        if (b == 0) continue;
+        if (g >= a->n_groups || b < 0 || b > (1 << 30) || c->page_rows < 1 || b < c->page_rows || b % c->page_rows)
+            return 0;
+    }
     /* bounds first: no arithmetic below may overflow */
     if (c->sel_k > (1 << 24) || c->max_requests > (1 << 20) || c->spec_width > (1 << 16) || c->hot_rows > (1 << 30) ||
         c->tail_rows > (1 << 30) || c->max_rows > INT32_MAX)
@@ -209,14 +217,19 @@ static dhs_status derive_sizes(const dhs_arch *a, const dhs_config *c, dhs_sizes
     z->page_bytes = (uint64_t)c->page_rows * stride; /* < 2^62 */
     uint64_t res_pages = c->reserve_bytes / z->page_bytes + (c->reserve_bytes % z->page_bytes != 0);
     if (__builtin_mul_overflow(res_pages, z->page_bytes, &z->reserve_bytes)) return DHS_ERR_TOO_LARGE;
-    /* pages per request: n_sources * (B + T) / p < 2^8 * 2^31 */
-    uint64_t req_pages = (uint64_t)a->n_sources * ((uint64_t)c->hot_rows + (uint64_t)c->tail_rows) / (uint64_t)c->page_rows;
+    /* pages per request: sum over sources of (B_g + T) / p < 2^8 * 2^31 */
+    uint64_t req_pages = 0;
+    int32_t hot_min = INT32_MAX;
+    for (int i = 0; i < a->n_sources; i++)
+        req_pages += ((uint64_t)cfg_hot_rows(c, a->sources[i].group) + (uint64_t)c->tail_rows) / (uint64_t)c->page_rows;
+    for (int g = 0; g < a->n_groups; g++)
+        if (cfg_hot_rows(c, g) < hot_min) hot_min = cfg_hot_rows(c, g);
     if (__builtin_mul_overflow(req_pages, z->page_bytes, &z->request_bytes)) return DHS_ERR_TOO_LARGE;
     z->staging_rows_per_slot = (int64_t)c->spec_width * c->sel_k * calls;
     /* chi: one arena per source of the widest group unless set; none when a
-       round's union can never exceed the hot cache */
+       round's union can never exceed any group's hot cache */
     if (c->staging_arenas > 0) z->staging_arenas = c->staging_arenas;
-    else if (c->staging_arenas == 0 && z->staging_rows_per_slot > c->hot_rows) z->staging_arenas = widest;
+    else if (c->staging_arenas == 0 && z->staging_rows_per_slot > hot_min) z->staging_arenas = widest;
     int64_t arena_pages = ((int64_t)c->max_requests * z->staging_rows_per_slot + c->page_rows - 1) / c->page_rows; /* < 2^51 */
     if (__builtin_mul_overflow((uint64_t)z->staging_arenas, (uint64_t)arena_pages, &t1) ||
         __builtin_mul_overflow(t1, z->page_bytes, &z->staging_bytes))
@@ -233,7 +246,7 @@ dhs_status dhs_config_sizes(const dhs_arch *arch, const dhs_config *cfg, dhs_siz
     if (!arch || !cfg || !out) return DHS_ERR_INVALID_ARG;
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
-    if (!config_valid(cfg)) return DHS_ERR_INVALID_ARG;
+    if (!config_valid(arch, cfg)) return DHS_ERR_INVALID_ARG;
     dhs_sizes z; /* *out untouched on error */
     s = derive_sizes(arch, cfg, &z);
     if (s == DHS_OK) *out = z;
@@ -248,7 +261,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     dhs_status s = dhs_arch_validate(arch);
     if (s != DHS_OK) return s;
     const dhs_config *c = cfg;
-    if (!config_valid(c)) return DHS_ERR_INVALID_ARG;
+    if (!config_valid(arch, c)) return DHS_ERR_INVALID_ARG;
     /* the device resolver's data plane moves bytes: no placement simulation */
     if (c->resolver == DHS_RESOLVER_DEVICE && be->payload_free) return DHS_ERR_INVALID_ARG;
     if (be_fault(be, DHS_FAULT_HOST_ALLOC)) return DHS_ERR_NOMEM;

@@ -72,7 +72,7 @@ static void shape(const dhs_config *c, int32_t g, int32_t nsrc, int32_t m, int64
     memset(st, 0, sizeof *st);
     st->group = g;
     st->N = c->max_requests;
-    st->B = c->hot_rows;
+    st->B = cfg_hot_rows(c, g);
     st->T = c->tail_rows;
     st->p = c->page_rows;
     st->nsrc = nsrc;
@@ -776,9 +776,13 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
         if (d->split[g] && (!ctx->round_open || ctx->grp_nsrc[g] < 2))
             dfail(&v, "device: group %d has split copies outstanding %s", g,
                   ctx->round_open ? "with one source" : "outside a round");
-    const int32_t B = ctx->cfg.hot_rows;
     for (int32_t g = 0; g < d->G; g++) {
         const dres_state *st = &d->g[g].st;
+        const int32_t B = st->B; /* the group's own hot-cache size */
+        if (B != grp_hot_rows(ctx, g)) {
+            dfail(&v, "device: group %d state has B = %d, the configuration %d", g, B, grp_hot_rows(ctx, g));
+            continue;
+        }
         const int64_t mr = st->max_rows, ns = st->nsrc;
         int32_t *slot_of = malloc(sizeof(int32_t) * (size_t)mr), *row_of = malloc(sizeof(int32_t) * (size_t)B);
         uint32_t *used = malloc(sizeof(uint32_t) * (size_t)B);

@@ -237,6 +237,13 @@ static inline uint8_t *host_row(const dhs_ctx *ctx, const src_state *ss, int64_t
     return ss->host_chunks[row / HOST_CHUNK_ROWS] + (uint64_t)(row % HOST_CHUNK_ROWS) * ctx->row_stride;
 }
 
+/* B of group g: dhs_config.group_hot_rows[g] when set, else hot_rows (a valid config) */
+static inline int32_t cfg_hot_rows(const dhs_config *c, int32_t g)
+{
+    return c->group_hot_rows[g] > 0 ? c->group_hot_rows[g] : c->hot_rows;
+}
+static inline int32_t grp_hot_rows(const dhs_ctx *ctx, int32_t g) { return cfg_hot_rows(&ctx->cfg, g); }
+
 static inline int bit_get(const uint64_t *b, int64_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1u); }
 static inline void bit_set(uint64_t *b, int64_t i) { b[i >> 6] |= (uint64_t)1 << (i & 63); }
 static inline void bit_clr(uint64_t *b, int64_t i) { b[i >> 6] &= ~((uint64_t)1 << (i & 63)); }

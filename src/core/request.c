@@ -12,7 +12,7 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
 {
     grp_state *gs = &rq->g[g];
     const dhs_config *c = &ctx->cfg;
-    int32_t B = c->hot_rows, p = c->page_rows;
+    int32_t B = grp_hot_rows(ctx, g), p = c->page_rows;
     int64_t mr = ctx->grp_max_rows[g];
     if (gs->src) {
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
@@ -71,12 +71,13 @@ void request_free_all(dhs_ctx *ctx, request *rq)
 static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
 {
     const dhs_config *c = &ctx->cfg;
-    int32_t B = c->hot_rows, p = c->page_rows;
+    int32_t p = c->page_rows;
     rq->g = ctx_calloc(ctx, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     if (!rq->g) return DHS_ERR_NOMEM;
     rq->in_use = 1; /* so request_free_all frees partial state */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
+        const int32_t B = grp_hot_rows(ctx, g);
         int64_t mr = ctx->grp_max_rows[g];
         gs->staged_row = ctx_calloc(ctx, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
         if (!gs->staged_row) return DHS_ERR_NOMEM;

@@ -152,7 +152,7 @@ static dhs_status group_release_staging(dhs_ctx *ctx, int32_t g)
     int32_t a0 = ctx->grp_arena[g];
     if (a0 < 0) return DHS_OK;
     const dhs_config *c = &ctx->cfg;
-    int32_t p = c->page_rows, B = c->hot_rows, nsrc = ctx->grp_nsrc[g];
+    int32_t p = c->page_rows, B = grp_hot_rows(ctx, g), nsrc = ctx->grp_nsrc[g];
     /* promotion: staged rows become hot rows now that the round's protection
        is over; victims are chosen by the policy as for a miss */
     /* a protection mark no round uses for 2^31 rounds */
@@ -360,7 +360,7 @@ static void rollback_call(dhs_ctx *ctx, int32_t g, int32_t n_items, const dhs_re
     for (int32_t it = 0; it < n_items; it++) {
         request *rq = &ctx->req[items[it].req.id];
         grp_state *gs = &rq->g[g];
-        for (int32_t q = 0; q < ctx->cfg.hot_rows; q++) {
+        for (int32_t q = 0; q < grp_hot_rows(ctx, g); q++) {
             if (gs->fill[q] != ctx->call_id || gs->row_of[q] < 0) continue;
             gs->slot_of[gs->row_of[q]] = -1;
             gs->row_of[q] = -1;
@@ -391,7 +391,7 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     }
     if (ctx->dres) return dres_resolve_items(ctx, group, k, n_items, items);
     const dhs_config *c = &ctx->cfg;
-    const int32_t g = group, p = c->page_rows, B = c->hot_rows, T = c->tail_rows, nsrc = ctx->grp_nsrc[g];
+    const int32_t g = group, p = c->page_rows, B = grp_hot_rows(ctx, group), T = c->tail_rows, nsrc = ctx->grp_nsrc[g];
     const int64_t m = ctx->grp_m[g];
     const uint32_t epoch = ctx->epoch, call = ++ctx->call_id;
     const int payload = !ctx->be->payload_free;

@@ -143,4 +143,13 @@ if ! "$DHS" bench resolve --backend cuda --batch 1 --hot 2048 --misses 0 --queri
     [ -s "$T/out" ] && fail "bench serve --backend cuda without a GPU wrote to stdout"
 fi
 
+# ---------------------------------------------------------------- per-layer hot-cache sizes
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes fixed --concurrency 2 \
+    --group-hot-rows 64,64,64,256 --json -q
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d["records"]
+assert d["config"]["group_hot_rows"] == [64, 64, 64, 256] and r and all(x["token_mismatches"] == 0 and x["completed"] > 0 for x in r), r' \
+    "$T/out" || fail "bench serve --group-hot-rows: $(head -c 600 "$T/out")"
+expect 2 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --group-hot-rows 64,64 -q
+grep -q "2 sizes for a model of 4 groups" "$T/err" || fail "bench serve --group-hot-rows count: $(cat "$T/err")"
+
 finish bench_serve

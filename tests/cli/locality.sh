@@ -78,6 +78,41 @@ r = z["rows_per_group"]
 assert r[0] == 0 and r[1] == 0 and r[40] > 0, r[:3]
 assert z["sized_rows"] <= 61 * 128 and z["sized_hit_rate"] >= z["even_hit_rate"], z' "$T/out" || fail "per-group sizing"
 
+# per-layer hot cache through the core: dhs sim --hot-per-layer plans the sizes from a trace's curves (the
+# greedy above, every layer at least one page) and replays even vs per-layer at the same rows per request;
+# dhs plan --hot-per-layer gives the same sizes from the same trace
+expect 0 "$DHS" sim --trace "$T/n.dht" --policies lru --hot 128 --page-rows 16 --hot-per-layer "$T/n.dht" --json -q
+cp "$T/out" "$T/pl.json"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+run = d["per_layer"]["runs"][0]
+r = run["rows_per_group"]
+assert run["policy"] == "lru" and run["hot"] == 128 and run["budget_rows"] == 61 * 128, run
+assert len(r) == 61 and all(x >= 16 and x % 16 == 0 for x in r) and sum(r) == run["rows_used"] <= 61 * 128, r
+assert r[0] == 16 and r[1] == 16 and max(r[20:]) > 128, r[:3]
+even = [x for x in d["results"] if x["policy"] == "lru" and x["hot"] == 128][0]
+assert run["even"]["host_rows"] == even["host_rows"], (run["even"], even["host_rows"])
+assert run["per_layer"]["host_rows"] != even["host_rows"] and 0 < run["per_layer"]["hit_rate"] < 1, run' "$T/pl.json" \
+    || fail "sim --hot-per-layer: $(head -c 600 "$T/pl.json")"
+expect 0 "$DHS" sim --trace "$T/n.dht" --policies lru --hot 128 --page-rows 16 --hot-per-layer "$T/n.dht" -q
+grep -q "rows per layer at B=128: 16 16 " "$T/out" || fail "sim --hot-per-layer text: $(tail -5 "$T/out")"
+expect 0 "$DHS" plan --preset deepseek-v3.2 --hot 128 --page-rows 16 --hot-per-layer "$T/n.dht" --json
+python3 -c '
+import json, sys
+h = json.load(open(sys.argv[1]))["hot_per_layer"]
+s = json.load(open(sys.argv[2]))["per_layer"]["runs"][0]
+assert h["rows_per_group"] == s["rows_per_group"] and h["budget_rows"] == s["budget_rows"], (h, s)
+assert abs(h["per_layer_hit_rate"] - s["curve_per_layer_hit_rate"]) < 1e-4 and h["per_layer_hot_bytes"] <= h["even_hot_bytes"]' \
+    "$T/out" "$T/pl.json" || fail "plan --hot-per-layer: $(head -c 600 "$T/out")"
+expect 0 "$DHS" plan --preset deepseek-v3.2 --hot 128 --page-rows 16 --hot-per-layer "$T/n.dht"
+grep -q "group_hot_rows: 16,16," "$T/out" || fail "plan --hot-per-layer text: $(tail -4 "$T/out")"
+# a trace of other groups than the replayed one, a missing file: refused with the reason, exit 2
+expect 2 "$DHS" sim --trace "$T/n.dht" --policies lru --hot 128 --page-rows 16 --hot-per-layer "$T/a.dht" -q
+grep -q "groups" "$T/err" || fail "sim --hot-per-layer: group mismatch named: $(cat "$T/err")"
+expect 2 "$DHS" plan --preset deepseek-v3.2 --hot-per-layer "$T/nosuch.dht"
+expect 2 "$DHS" sim --trace "$T/n.dht" --hot-per-layer "$T/nosuch.dht"
+
 # valid selections: the reader checks rows lie in the visible range; no
 # duplicate within a query
 expect 0 "$DHS" trace info "$T/d.dht" --json
@@ -138,5 +173,15 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); L=d["locality"]["la
 assert d["identical"] and d["locality"]["preset"]=="random" and len(L)==4, d.get("locality")
 assert all(abs(x["target"]-64/512)<0.01 and x["draft"]>=0 and 0<=x["lru_hit"]<=1 for x in L), L' "$T/out" \
     || fail "run --locality random: $(head -c 600 "$T/out")"
+
+# dhs run --group-hot-rows: the hierarchy with a hot-cache size per layer stays identical to all-resident
+expect 0 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --json --group-hot-rows 64,64,64,256
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
+assert d["identical"] and d["config"]["group_hot_rows"] == [64, 64, 64, 256], d["config"]' "$T/out" \
+    || fail "run --group-hot-rows: $(head -c 400 "$T/out")"
+expect 3 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --group-hot-rows 64,64,64
+grep -q "3 sizes for a model of 4 groups" "$T/err" || fail "run --group-hot-rows count: $(cat "$T/err")"
+expect 2 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --group-hot-rows 64,32,64,64
+grep -q "not a multiple" "$T/err" || fail "run --group-hot-rows multiple: $(cat "$T/err")"
 
 finish locality

@@ -698,7 +698,8 @@ static void c_open(cw *w, int32_t slot)
     r->open = 1;
 }
 
-static void test_cross(uint64_t seed)
+/* hot_g[g] > 0: group g's own hot-cache size (dhs_config.group_hot_rows), 0: hot_rows */
+static void test_cross(uint64_t seed, const int32_t *hot_g, double frac)
 {
     cw w;
     memset(&w, 0, sizeof w);
@@ -731,6 +732,7 @@ static void test_cross(uint64_t seed)
     c.max_rows = 2000 + 4000;
     c.repop_pages = 4;
     c.reserve_bytes = 2 * 8 * C_ROWB;
+    for (int g = 0; g < 2; g++) c.group_hot_rows[g] = hot_g[g];
     dhs_sizes z;
     c.policy = DHS_POLICY_CLOCK;
     c.resolver = DHS_RESOLVER_DEVICE;
@@ -761,7 +763,7 @@ static void test_cross(uint64_t seed)
         for (int i = 0; i < 2; i++) loc[g][i] = malloc(sizeof(int32_t) * (size_t)(w.N * C_SRC * per_b));
     }
     for (int i = 0; i < 2; i++) ploc[i] = malloc(sizeof(int32_t) * (size_t)(w.N * C_SRC * per_b));
-    const long target = (long)(100000 * th_scale());
+    const long target = (long)(100000 * th_scale() * frac);
     long rounds = 0;
     while (w.calls < target) {
         rounds++;
@@ -898,9 +900,10 @@ static void test_cross(uint64_t seed)
     dhs_stats s0, s1;
     dhs_get_stats(w.ctx[0], &s0);
     dhs_get_stats(w.ctx[1], &s1);
-    printf("cross: %ld rounds, %ld resolve calls per context, %ld entries compared (host LRU vs device CLOCK-epoch): "
+    printf("cross (group B %d/%d): %ld rounds, %ld resolve calls per context, %ld entries compared (host LRU vs device CLOCK-epoch): "
            "%ld mismatches; device census %llu/%llu/%llu, misses %llu, staging rows %llu (host %llu); waits %llu, reclaims %llu\n",
-           rounds, w.calls, w.compared, w.mismatches, (unsigned long long)s1.census_direct, (unsigned long long)s1.census_hot,
+           hot_g[0] ? hot_g[0] : c.hot_rows, hot_g[1] ? hot_g[1] : c.hot_rows, rounds, w.calls, w.compared, w.mismatches,
+           (unsigned long long)s1.census_direct, (unsigned long long)s1.census_hot,
            (unsigned long long)s1.census_host, (unsigned long long)s1.distinct_misses, (unsigned long long)s1.staging_rows,
            (unsigned long long)s0.staging_rows, (unsigned long long)s1.waits, (unsigned long long)s1.reclaims);
     CHECK(w.mismatches == 0);
@@ -1790,7 +1793,9 @@ int main(void)
     test_window(seed);
     test_spec(seed);
     test_api();
-    test_cross(seed);
+    test_cross(seed, (const int32_t[2]){0, 0}, 1.0);
+    /* per-group sizes: group 0 below K * k (staging), group 1 above the uniform 32 */
+    test_cross(seed ^ 0x9, (const int32_t[2]){24, 64}, 0.3);
     test_round_end_pending();
     test_import_pinning();
     test_split_resolve();

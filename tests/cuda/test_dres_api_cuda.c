@@ -2,6 +2,10 @@
  * black-box test's findings: a gapped or overflowing dhs_tail_locations, a host-item dhs_resolve that
  * took a device call's error word) through the public API on the CUDA backend. The same sequences run
  * on the CPU backend in test_dres.
+ * Per-group hot-cache sizes (tests/common/test_group_hot.h): the per-group context resolves every group
+ * as the uniform context at that group's size, on the CUDA backend (host and device resolver), and the
+ * CUDA kernels decide as the CPU reference of the device resolver does (the same per-group census over
+ * the whole run).
  * No GPU (or built without CUDA): exits 77, which CMake maps to a skip. */
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +61,35 @@ static dhs_status seq_device_resolve(dhs_ctx *ctx, int32_t g, int32_t k, const i
 }
 
 #include "test_dres_seq.h"
+#include "test_group_hot.h"
+
+static dhs_status cuda_backend(uint64_t seed, dhs_backend **out)
+{
+    (void)seed;
+    return dhs_backend_cuda_create(0, out);
+}
+
+static dhs_status cpu_backend(uint64_t seed, dhs_backend **out)
+{
+    const dhs_cpu_options co = {.async_delay = 1, .random_order = 0, .seed = seed};
+    return dhs_backend_cpu_create(&co, out);
+}
+
+static void test_group_hot(void)
+{
+    const uint64_t seed = th_seed("test_dres_api_cuda group_hot");
+    gh_totals tc, tg;
+    /* every location is read back with dhs_read_location (one synchronous copy each): 200 rounds */
+    gh_equivalence(DHS_RESOLVER_HOST, seed, cuda_backend, "cuda", 200, &tg);
+    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cpu_backend, "cpu", 200, &tc);
+    gh_equivalence(DHS_RESOLVER_DEVICE, seed, cuda_backend, "cuda", 200, &tg);
+    /* the kernels and the CPU reference make the same decisions: the same census per group and context */
+    CHECK(tc.calls == tg.calls && tc.compared == tg.compared);
+    CHECKF(!memcmp(tc.hot, tg.hot, sizeof tc.hot) && !memcmp(tc.host, tg.host, sizeof tc.host) &&
+               !memcmp(tc.direct, tg.direct, sizeof tc.direct) && !memcmp(tc.staged, tg.staged, sizeof tc.staged),
+           "per-group census on cuda differs from the cpu reference (group 0 hot %llu vs %llu)",
+           (unsigned long long)tg.hot[0][0], (unsigned long long)tc.hot[0][0]);
+}
 
 int main(void)
 {
@@ -68,6 +101,7 @@ int main(void)
     test_device_sequences_on(be, cuda_write_loc);
     dhs_backend_destroy(be);
     printf("test_dres_api_cuda: sequences 1-3 on %s\n", "the CUDA backend");
+    test_group_hot();
     return th_summary();
 }
 #endif

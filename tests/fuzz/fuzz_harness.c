@@ -1306,7 +1306,15 @@ static int decode_setup(fz *F, int *expect_invalid)
     c.sel_k = 1 + (int32_t)(u8(F) % FZ_MAXK);
     c.spec_width = 1 + (int32_t)(u8(F) % FZ_KMAX);
     c.page_rows = ms[u8(F) % 3];
-    c.hot_rows = c.page_rows * (1 + (int32_t)(u8(F) % 4));
+    const uint32_t hb = u8(F);
+    c.hot_rows = c.page_rows * (1 + (int32_t)(hb % 4));
+    /* sometimes a hot-cache size per group (dhs_config.group_hot_rows) from the same byte's high bits:
+       group g's two bits 0 = hot_rows, else 1, 2 or 5 pages (5: above every uniform size drawn) */
+    if ((hb >> 2) % 4 == 2) /* never in the committed corpus and regress/ inputs: they replay as before */
+        for (int32_t g = 0; g < F->ng; g++) {
+            static const int32_t gp[4] = {0, 1, 2, 5};
+            c.group_hot_rows[g] = c.page_rows * gp[(hb >> (4 + g)) % 4];
+        }
     int32_t t = 2 * c.spec_width;
     t = (t + c.page_rows - 1) / c.page_rows * c.page_rows;
     c.tail_rows = t + c.page_rows * (int32_t)(u8(F) % 3);
@@ -1339,7 +1347,10 @@ static int decode_setup(fz *F, int *expect_invalid)
         switch ((b / 24) % 10) {
         case 0: c.spec_width = 0; break;
         case 1: c.page_rows = 0; break;
-        case 2: c.hot_rows = c.page_rows > 1 ? c.hot_rows + 1 : 0; break;
+        case 2:
+            if (c.group_hot_rows[0]) c.group_hot_rows[F->ng - 1] = c.page_rows > 1 ? c.page_rows + 1 : -1;
+            else c.hot_rows = c.page_rows > 1 ? c.hot_rows + 1 : 0;
+            break;
         case 3: c.tail_rows = 2 * c.spec_width - 1; break;
         case 4: c.max_rows = 0; break;
         case 5: c.policy = (dhs_policy)99; break;
@@ -1381,6 +1392,9 @@ int fz_run(const uint8_t *data, size_t size, fz_counts *counts)
     int inval = 0;
     int sel = decode_setup(F, &inval);
     if (sel < 0) { free(F); return 0; }
+    if (F->trace && F->cfg.group_hot_rows[0] + F->cfg.group_hot_rows[1] + F->cfg.group_hot_rows[2])
+        fprintf(stderr, "setup: group hot rows %d %d %d\n", F->cfg.group_hot_rows[0], F->cfg.group_hot_rows[1],
+                F->cfg.group_hot_rows[2]);
     if (F->trace)
         fprintf(stderr, "setup: %d groups, %d sources, N %d max_k %d k_max %d p %d B %d T %d max_rows %lld policy %d reclaim %d repop %d resident %d staging %d resolver %d device %llu, delay %d random %d twin %d\n",
                 F->ng, F->ns, F->cfg.max_requests, F->cfg.sel_k, F->cfg.spec_width, F->cfg.page_rows, F->cfg.hot_rows, F->cfg.tail_rows,

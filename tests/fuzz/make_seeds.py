@@ -24,12 +24,13 @@ def op(kind, nargs):
     return [kind + 20 * rng.randrange(12)] + [rng.randrange(256) for _ in range(nargs)]
 
 
-def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault, extra=None):
+def setup(ng, ns, m, p, k_max, max_k, nreq, twin, delay, rnd, fault, extra=None, hot=None):
     b = [ng - 1, ns - ng]
     b += [{1: 0, 2: 1, 4: 2}[m[g]] for g in range(ng)]
     b += [rng.randrange(256) for _ in range(ns)]           # groups of extra sources, row bytes
     b += [rng.randrange(256)]                               # REINDEX / REUSE consumers
-    b += [nreq - 1, max_k - 1, k_max - 1, {1: 0, 2: 1, 4: 2}[p], rng.randrange(4), rng.randrange(3), rng.randrange(128)]
+    b += [nreq - 1, max_k - 1, k_max - 1, {1: 0, 2: 1, 4: 2}[p], rng.randrange(4) if hot is None else hot,
+          rng.randrange(3), rng.randrange(128)]  # hot: bits 0-1 hot_rows, bits 2-3 = 2 per-group sizes
     b += [rng.randrange(256)]                               # policy, reclaim order, repop, resident
     b += [rng.randrange(256)]                               # staging arenas, reserve
     b += [rng.randrange(40) if extra is None else extra, 1 + rng.randrange(3)]  # extra pages; no half page
@@ -126,6 +127,20 @@ def main():
                      0 if twin else variant % 3, variant % 2, fault, extra=39)
         data += body_share(30 + rng.randrange(30), not twin)
         with open(os.path.join(OUT, "share-%02d" % variant), "wb") as f:
+            f.write(bytes(x & 255 for x in data))
+        n += 1
+    # per-group hot-cache sizes (bits 4-7 of the hot byte: two bits per group), after the others
+    for variant in range(6):
+        ng = 2 + variant % 2
+        ns = min(4, ng + variant % 2)
+        m = [rng.choice([1, 2, 4]) for _ in range(ng)]
+        twin = variant % 3 == 0
+        fault = "none" if twin else ["host", "device"][variant % 2]
+        hot = rng.randrange(4) | (2 << 2) | (rng.randrange(1, 16) << 4)
+        data = setup(ng, ns, m, rng.choice([1, 2, 4]), 1 + variant % 4, 1 + rng.randrange(8), 2 + variant % 3, twin,
+                     0 if twin else variant % 3, variant % 2, fault, hot=hot)
+        data += body(30 + rng.randrange(30), not twin)
+        with open(os.path.join(OUT, "grouphot-%02d" % variant), "wb") as f:
             f.write(bytes(x & 255 for x in data))
         n += 1
     print("%d seeds in %s" % (n, OUT))

@@ -18,9 +18,15 @@
  * - a long trace of short requests (4 live): the core's host bytes, requests
  *   open and OPT's per-request arrays at most at once do not grow with the
  *   number of requests (40 vs 4,000).
+ * - per-group hot-cache sizes (dhs_sim_config.group_hot_rows): every group at
+ *   hot_rows replays exactly as the uniform configuration; varied sizes replay
+ *   with the same decisions payload-free and with payload, invariants checked
+ *   after every event; bad sizes are refused; the greedy split of
+ *   dhs_trace_hot_split_compute on hand-made curves (with and without a floor).
  * Env: DHS_TEST_SEED, DHS_TEST_SCALE (see test_help.h).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +37,7 @@
 #include "sim/sim.h"
 #include "sim/trace.h"
 #include "sim/tracegen.h"
+#include "sim/tracestats.h"
 #include "test_help.h"
 
 /* ------------------------------------------------------------- brute force */
@@ -487,6 +494,79 @@ static void test_errors(void)
     CHECK(dhs_plot_svg("/nonexistent/dir/x.svg", "t", "x", "y", &s, 1, 0) == -1);
 }
 
+/* ------------------------------------------------------------- per-group sizes */
+static void test_per_group(uint64_t seed)
+{
+    char path[128], err[256];
+    th_tmp_path(path, sizeof path, "sim_pg");
+    if (gen_trace(path, seed, 2, 3, 6, 40, 64, 1024, 3)) return;
+    dhs_sim_trace_info info;
+    if (dhs_sim_scan(path, &info, err, sizeof err)) { CHECKF(0, "%s", err); return; }
+    CHECK(info.hdr.n_groups == 3);
+    const int pols[2] = {DHS_POLICY_LRU, DHS_POLICY_CLOCK};
+    for (int pi = 0; pi < 2; pi++) {
+        dhs_sim_config c = dhs_sim_config_default();
+        c.hot_rows = 128;
+        c.page_rows = 16;
+        dhs_sim_result u, e, v, vp;
+        int ok = dhs_sim_replay(path, &info, &c, pols[pi], NULL, &u, err, sizeof err) == 0;
+        for (int g = 0; g < 3; g++) c.group_hot_rows[g] = 128;
+        ok &= dhs_sim_replay(path, &info, &c, pols[pi], NULL, &e, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        CHECKF(ok && !memcmp(&u.st, &e.st, sizeof u.st) && u.device_bytes == e.device_bytes && !u.per_group && e.per_group,
+               "%s: every group at hot_rows differs from uniform", dhs_sim_policy_str(pols[pi]));
+        c.group_hot_rows[0] = 32;
+        c.group_hot_rows[2] = 256;
+        ok = dhs_sim_replay(path, &info, &c, pols[pi], NULL, &v, err, sizeof err) == 0;
+        c.payload = 1;
+        c.check_invariants = 1;
+        ok &= dhs_sim_replay(path, &info, &c, pols[pi], NULL, &vp, err, sizeof err) == 0;
+        CHECKF(ok, "%s", err);
+        if (!ok) continue;
+        CHECK(vp.invariant_violations == 0);
+        CHECKF(v.st.census_hot == vp.st.census_hot && v.st.census_host == vp.st.census_host &&
+                   v.st.distinct_misses == vp.st.distinct_misses && v.st.staging_rows == vp.st.staging_rows,
+               "%s per group: payload-free and payload replays decide differently", dhs_sim_policy_str(pols[pi]));
+        CHECK(v.st.census_host != u.st.census_host); /* the sizes reach the core */
+        CHECK(v.hit_rate > 0 && v.hit_rate < 1 && fabs(v.hit_rate + v.miss_ratio - 1) < 1e-12);
+    }
+    dhs_sim_config c = dhs_sim_config_default();
+    c.hot_rows = 128;
+    c.page_rows = 16;
+    dhs_sim_result r;
+    c.group_hot_rows[3] = 64; /* the trace has 3 groups */
+    CHECK(dhs_sim_replay(path, &info, &c, DHS_POLICY_LRU, NULL, &r, err, sizeof err) == -1 && strstr(err, "3 groups"));
+    c.group_hot_rows[3] = 0;
+    c.group_hot_rows[1] = 40; /* not a multiple of 16 */
+    CHECK(dhs_sim_replay(path, &info, &c, DHS_POLICY_LRU, NULL, &r, err, sizeof err) == -1);
+    dhs_sim_trace_info_free(&info);
+    unlink(path);
+
+    /* the greedy on hand-made curves */
+    static dhs_trace_loc_stats S;
+    memset(&S, 0, sizeof S);
+    S.n_groups = 3;
+    S.n_b = 3;
+    S.B[0] = 16, S.B[1] = 32, S.B[2] = 64;
+    const double h[3][3] = {{0, 0, 0}, {0.5, 0.6, 0.7}, {0.2, 0.5, 0.9}};
+    for (int g = 0; g < 3; g++)
+        for (int b = 0; b < 3; b++) S.hit[g][b] = h[g][b];
+    dhs_trace_hot_split z;
+    /* floor 16 (measured): group 2 16 -> 32 (0.3 per 16 rows), then 32 -> 64 (0.4 per 32) fills 96 */
+    CHECK(dhs_trace_hot_split_compute(&S, 96, 16, &z, err, sizeof err) == 0);
+    CHECKF(z.rows[0] == 16 && z.rows[1] == 16 && z.rows[2] == 64 && z.used == 96 && z.even_rows == 32,
+           "rows %lld %lld %lld used %lld even %lld", (long long)z.rows[0], (long long)z.rows[1], (long long)z.rows[2],
+           (long long)z.used, (long long)z.even_rows);
+    CHECK(fabs(z.even_hit - 1.1 / 3) < 1e-12 && fabs(z.sized_hit - 1.4 / 3) < 1e-12);
+    /* no floor (dhs trace stats --budget): group 1 first (0.5 at 16 rows), group 2 to 32 and 64, group 1 to 32 */
+    CHECK(dhs_trace_hot_split_compute(&S, 96, 0, &z, err, sizeof err) == 0);
+    CHECKF(z.rows[0] == 0 && z.rows[1] == 32 && z.rows[2] == 64 && z.used == 96, "rows %lld %lld %lld",
+           (long long)z.rows[0], (long long)z.rows[1], (long long)z.rows[2]);
+    CHECK(fabs(z.sized_hit - 1.5 / 3) < 1e-12);
+    CHECK(dhs_trace_hot_split_compute(&S, 40, 16, &z, err, sizeof err) == -1 && err[0]); /* 3 x 16 > 40 */
+    CHECK(dhs_trace_hot_split_compute(&S, 96, -1, &z, err, sizeof err) == -1);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_sim");
@@ -497,5 +577,6 @@ int main(void)
     test_determinism_and_payload(seed);
     test_long_trace_bounded(seed);
     test_errors();
+    test_per_group(seed);
     return th_summary();
 }
