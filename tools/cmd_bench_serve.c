@@ -574,6 +574,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.geometry = 1;
     o.step = 2;
     o.copy_overlap = 1;
+    o.topk_impl = DHS_REF_TOPK_SPLIT;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
     o.n_contexts = 2;
     o.budget_gib = 12;
@@ -637,8 +638,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
-               "the decode top-k: the model's own kernel, the library's fused top-k, or its many-blocks-per-query "
-               "form (dhs run --topk-impl)"),
+               "the decode top-k, the same selections and tokens each (dhs run --topk-impl): split (default): the "
+               "library's fused top-k in its many-blocks-per-query form; fused: one block per query; model: the "
+               "model's own kernel"),
         {.name = "--deployment", .type = ARG_STR, .dest = &o.deployment, .meta = "NAME",
          .help = "cuda, device/graph step: each step also reads the HBM bytes of weights one GPU of this "
                  "deployment reads at the step's tokens (glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); "

@@ -88,6 +88,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->temperature = 1.0;
     o->prefill_chunk = 2048;
     o->copy_overlap = 1;
+    o->topk_impl = DHS_REF_TOPK_SPLIT;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
          .help = "model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)"},
@@ -134,11 +135,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
          .def = "none"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--topk-impl", .type = ARG_ENUM, .dest = &o->topk_impl, .choices = topk_impls,
-         .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
-                 "fused: the library's fused top-k, selection only (dhs_topk_fused_ref on the CPU, "
-                 "dhs_cuda_topk_fused_n on the GPU, every --step): the same selections and tokens; a NaN index "
-                 "score is an error (docs/MODEL.md \"Top-k\"); split: the same with the library's "
-                 "many-blocks-per-query form on the GPU (dhs_cuda_topk_split_n)"},
+         .help = "the decode rounds' top-k, all three with the same selections and tokens (docs/MODEL.md "
+                 "\"Top-k\"): split (default): the library's fused top-k, selection only, in its "
+                 "many-blocks-per-query form on the GPU (dhs_cuda_topk_split_n; dhs_topk_fused_ref on the CPU; "
+                 "every --step; a NaN index score is an error); fused: the same, one block per query on the GPU "
+                 "(dhs_cuda_topk_fused_n); model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU)"},
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
         A_DBL("--history", &o->history, 0.0, 1e6,
@@ -555,10 +556,15 @@ int cmd_run(int argc, char **argv)
                        steps[o.step], w ? "hierarchical" : "resident", 1e6 * st->control_s / (double)nr,
                        1e6 * st->launch_s / (double)nr, 1e6 * st->wait_s / (double)nr, nr, st->captures);
             }
-        if (o.topk_impl != 0)
+        if (o.topk_impl != DHS_REF_TOPK_MODEL)
             printf("  top-k        %s: the decode rounds select with the library's fused top-k (%s), selection only\n",
                    topk_impls[o.topk_impl],
-                   !R.gpu_model ? "dhs_topk_fused_ref" : o.topk_impl == 2 ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n");
+                   !R.gpu_model ? "dhs_topk_fused_ref"
+                   : o.topk_impl == DHS_REF_TOPK_SPLIT ? "dhs_cuda_topk_split_n"
+                                                       : "dhs_cuda_topk_fused_n");
+        else
+            printf("  top-k        model: the decode rounds select with the model's own top-k (%s)\n",
+                   R.gpu_model ? "k_topk" : "dhs_ref_topk");
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",

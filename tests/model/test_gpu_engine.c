@@ -660,7 +660,8 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = m; /* same config: same weights as the run's own model */
     c.gpu_model = 1;
     c.step = step;
-    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects;
+    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects,
+        split0 = g_split_creates;
     int r2 = dhs_ref_run(&c, &gpu);
     CHECKF(r1 == 0 && r2 == 0, "%s: %s / %s", c.geometry, cpu.errmsg, gpu.errmsg);
     if (r1 == 0 && r2 == 0) {
@@ -685,11 +686,15 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
         } else {
             CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
         }
-        if (topk_impl == DHS_REF_TOPK_FUSED)
+        if (topk_impl != DHS_REF_TOPK_MODEL)
             CHECKF(g_fused_selects - fused0 >= (int)(2 * gpu.rounds), "%s: the fused top-k was not used (%d selections)",
                    c.geometry, g_fused_selects - fused0);
         else
             CHECKF(g_fused_selects == fused0, "%s: the model top-k run used the fused top-k", c.geometry);
+        /* both engines' GPU models in split mode with split, none otherwise */
+        CHECKF((g_split_creates - split0 >= 2) == (topk_impl == DHS_REF_TOPK_SPLIT) &&
+                   (topk_impl == DHS_REF_TOPK_SPLIT || g_split_creates == split0),
+               "%s: %d split GPU models with top-k %s", c.geometry, g_split_creates - split0, dhs_ref_topk_str(topk_impl));
         CHECKF(gpu.identical, "%s: emulated-GPU hier vs resident: %" PRIu64 " logit rows differ", c.geometry, gpu.logit_mismatches);
         CHECKF(gpu.st.reclaims > 0 && gpu.st.census_host > 0, "%s: no reclaim / host recovery", c.geometry);
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
@@ -971,6 +976,10 @@ int main(void)
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
     test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);
+    /* split, the default (dhs_ref_run_cfg_default): the same twin, the GPU models in split mode */
+    CHECKF(dhs_ref_run_cfg_default().topk_impl == DHS_REF_TOPK_SPLIT, "the run's default top-k is %s, not split",
+           dhs_ref_topk_str(dhs_ref_run_cfg_default().topk_impl));
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_SPLIT, seed + 11, 1);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
     free(g_qrec);
