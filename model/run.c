@@ -880,6 +880,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     }
 done:
     r->sessions_done = (uint64_t)n_done;
+    dhs_ref_engine_meter_flush(er); /* the meter's last probe (device step) before it is read */
+    dhs_ref_engine_meter_flush(eh);
     if (ctx) {
         dhs_sync(ctx);
         dhs_get_stats(ctx, &r->st);

@@ -444,6 +444,18 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "draft", 1e6 * st->draft_s / nr);
                 cJSON_AddNumberToObject(e, "round_begin", 1e6 * st->begin_s / nr);
                 cJSON_AddNumberToObject(e, "round_end", 1e6 * st->end_s / nr);
+                cJSON_AddNumberToObject(e, "verify", 1e6 * st->verify_s / nr);
+                cJSON_AddNumberToObject(e, "meter", 1e6 * st->meter_s / nr);
+                /* the host's time around the target by part (model.h dhs_ref_step_times host_rounds); with
+                   both engines in one run, "between" holds the other engine's round */
+                const double hr = (double)st->host_rounds;
+                cJSON *hp = cJSON_AddObjectToObject(e, "parts");
+                cJSON_AddNumberToObject(hp, "rounds", hr);
+                cJSON_AddNumberToObject(hp, "tail", hr > 0 ? 1e6 * st->tail_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "between", hr > 0 ? 1e6 * st->between_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "head", hr > 0 ? 1e6 * st->head_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "control", hr > 0 ? 1e6 * st->xcontrol_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "prelaunch", hr > 0 ? 1e6 * st->prelaunch_s / hr : 0.0);
             }
         }
         if (o.check) {
