@@ -6,7 +6,8 @@
 # libcjson-dev, bench/gpu_lib.sh), checks the graph step once (identical to resident), then
 #   1. context 100000, resident + adaptive at concurrency 1, 2 (equal batch) and each mode's capacity
 #   2. context 100000, fixed hot cache, concurrency 2 and its capacity
-#   2b. context 100000, resident + adaptive at C = 2 with --topk-impl fused (the top-k phase against 1.)
+#   2b. context 100000, resident + adaptive at C = 2 with --topk-impl model (the model's k_topk against
+#       1., which runs the default split top-k)
 #   3. context 32768, all modes (when time is left)
 # each with --json and --plot into $OUT, and prints one line per configuration and the summary; then
 # `dhs serve-sim --calibrate` on the 100K file (simulated vs measured).
@@ -27,10 +28,10 @@ model_build "$out/gserve_build.log" dhs_tool
 free -g | sed -n 2p | sed 's/^/host memory (GiB): /'
 rc=0
 "$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \
-    --step graph --json > "$out/gserve_sanity.json" 2> "$out/gserve_sanity.err" || rc=1
+    --step graph --topk-impl model --json > "$out/gserve_sanity.json" 2> "$out/gserve_sanity.err" || rc=1
 python3 -c "import json; d=json.load(open('$out/gserve_sanity.json')); print('graph step sanity: identical', d['identical'], \
 'logit_mismatches', d['logit_mismatches'], 'tokens_digest', d['tokens_digest']); assert d['identical']" || rc=1
-# the same with the library's fused top-k in both engines (issue 14): identical, and the same tokens
+# the same with the library's fused top-k in both engines: identical, and the same tokens
 "$b/dhs" run --backend cuda --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 --spec 4 --compare resident \
     --step graph --topk-impl fused --json > "$out/gserve_fused.json" 2> "$out/gserve_fused.err" || rc=1
 python3 -c "import json; d=json.load(open('$out/gserve_fused.json')); m=json.load(open('$out/gserve_sanity.json')); \
@@ -84,9 +85,9 @@ serve() { # name, then bench serve flags
 }
 serve 100k --context 100000 --modes resident,adaptive --concurrency 1,2 --and-capacity
 serve 100k_fixed --context 100000 --modes fixed --concurrency 2 --and-capacity
-# the library's fused top-k in the model at k = 2048 over 100K candidates: its top-k phase against the
-# model's k_topk in the 100k records (issue 14)
-serve 100k_fused --context 100000 --modes resident,adaptive --concurrency 2 --topk-impl fused
+# the model's own k_topk at k = 2048 over 100K candidates: its top-k phase against the default split
+# top-k's in the 100k records
+serve 100k_model_topk --context 100000 --modes resident,adaptive --concurrency 2 --topk-impl model
 serve 32k --context 32768
 # serve-sim calibrated from the measured 100K sweep, simulated vs measured side by side (docs/SIM.md)
 if [ -s "$out/gserve_100k.json" ]; then

@@ -118,6 +118,15 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 
 __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
 
+/* a query's answer when it has none (a NaN score): -1 in all k rows and locations */
+__device__ static void tk_write_none(int32_t k, int32_t *__restrict__ orow, int32_t *__restrict__ oloc)
+{
+    for (int32_t i = threadIdx.x; i < k; i += TK_THREADS) {
+        orow[i] = -1;
+        if (oloc) oloc[i] = -1;
+    }
+}
+
 /* bitonic sort of sh.key[0..m) descending (padded to a power of two), then
    the answer: the first cnt keys' positions with the fused lookup, -1 after */
 __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, int32_t k, const int32_t *__restrict__ so,
@@ -254,10 +263,7 @@ __device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint
     __syncthreads();
     if (tid == 0 && nanp) *nanp = (int32_t)sh.nan;
     if (sh.nan) {
-        for (int32_t i = tid; i < k; i += TK_THREADS) {
-            orow[i] = -1;
-            if (oloc) oloc[i] = -1;
-        }
+        tk_write_none(k, orow, oloc);
         return;
     }
     tk_sort_write(sh, m, cnt, k, so, orow, oloc);
@@ -513,10 +519,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
     if (tid == 0) st->nan = 0, st->gt = 0, st->eq = 0, st->digit = 0, st->rem = 0;
     if (nan) {
         if (tid == 0 && nanp) *nanp = (int32_t)nan;
-        for (int32_t i = tid; i < k; i += TK_THREADS) {
-            orow[i] = -1;
-            if (oloc) oloc[i] = -1;
-        }
+        tk_write_none(k, orow, oloc);
         return;
     }
     if (eq > TS_TIECAP) { /* the tie list overflowed: the one-block algorithm for this query */

@@ -85,6 +85,9 @@ struct dhs_ref_engine {
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     dhs_ref_step_times stt; /* device step host times */
     double gpu_idle_since;  /* when the last plain round's step wait returned (0: none, or not comparable) */
+    /* the host parts of a round (dhs_ref_step_times host_rounds): when the last round returned (0:
+       none, failed, or a session started since), its tail, and this round's call and target times */
+    double x_exit, x_tail, x_enter, x_done;
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
@@ -98,15 +101,38 @@ struct dhs_ref_engine {
     char shadow_first[256];
     uint64_t rounds;
     int32_t *probe_h;       /* device step with a locmeter: pinned [ng][kmax][k] queries of batch item 0 */
+    /* the last step's probe, copied out when its wait returns and fed to the meter after the next
+       launch (the GPU then runs the next step; the meter's work is not on the critical path), or
+       before a session ends or the meter is read (dhs_ref_engine_meter_flush) */
+    int32_t *probe_snap;
+    int32_t snap_id, snap_K; /* the probe's session and queries; snap_K 0: nothing pending */
+    int64_t snap_n;          /* that session's positions then */
+    uint64_t snap_round;     /* e->rounds then */
 };
 
-/* the locality meter: the K queries of session id in group g (host selections, k apart) */
-static void loc_observe(dhs_ref_engine *e, int32_t id, int32_t g, const int32_t *sel, int32_t K)
+/* the locality meter: the K queries of session id in group g (host selections, k apart) in round
+   `round`, the session then at n positions */
+static void loc_observe_at(dhs_ref_engine *e, int32_t id, int32_t g, const int32_t *sel, int32_t K, int64_t n,
+                           uint64_t round)
 {
     if (!e->cfg.locmeter) return;
-    const sess *s = &e->s[id];
-    int64_t visible = (s->n + 1) / dhs_ref_group_m(e->m, g);
-    (void)dhs_ref_locmeter_observe(e->cfg.locmeter, id, e->rounds, g, sel, K, visible);
+    const double t = dhs_wall_s();
+    int64_t visible = (n + 1) / dhs_ref_group_m(e->m, g);
+    (void)dhs_ref_locmeter_observe(e->cfg.locmeter, id, round, g, sel, K, visible);
+    e->stt.meter_s += dhs_wall_s() - t;
+}
+
+static void loc_observe(dhs_ref_engine *e, int32_t id, int32_t g, const int32_t *sel, int32_t K)
+{
+    loc_observe_at(e, id, g, sel, K, e->s[id].n, e->rounds);
+}
+
+void dhs_ref_engine_meter_flush(dhs_ref_engine *e)
+{
+    if (!e || !e->snap_K) return;
+    for (int32_t g = 0; g < e->ng; g++)
+        loc_observe_at(e, e->snap_id, g, e->probe_snap + (int64_t)g * e->kmax * e->k, e->snap_K, e->snap_n, e->snap_round);
+    e->snap_K = 0;
 }
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
@@ -311,9 +337,11 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     }
     if (cfg->gpu) {
         dhs_status st = gpu_create(e);
-        if (st == DHS_OK && cfg->locmeter && cfg->step != DHS_REF_STEP_HOST)
-            st = dhs_ref_gpu_host_alloc(e->gpu, sizeof(int32_t) * (uint64_t)e->ng * (uint64_t)e->kmax * (uint64_t)e->k,
-                                        (void **)&e->probe_h);
+        if (st == DHS_OK && cfg->locmeter && cfg->step != DHS_REF_STEP_HOST) {
+            const uint64_t pb = sizeof(int32_t) * (uint64_t)e->ng * (uint64_t)e->kmax * (uint64_t)e->k;
+            st = dhs_ref_gpu_host_alloc(e->gpu, pb, (void **)&e->probe_h);
+            if (st == DHS_OK && !(e->probe_snap = malloc((size_t)pb))) st = DHS_ERR_NOMEM;
+        }
         if (st != DHS_OK) {
             dhs_ref_engine_destroy(e);
             return st;
@@ -379,6 +407,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->gtail);
     if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
     if (e->probe_h) dhs_ref_gpu_host_free(e->gpu, e->probe_h);
+    free(e->probe_snap);
     dhs_ref_gpu_destroy(e->gpu);
     free(e);
 }
@@ -401,6 +430,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     const dhs_ref_model *m = e->m;
     const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
     e->gpu_idle_since = 0; /* an import between rounds is not a round's exposed host time */
+    e->x_exit = 0;
     if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
         p->n + e->kmax + 1 > e->cfg.max_positions || shared < 0 || shared > p->n)
         return DHS_ERR_INVALID_ARG;
@@ -491,6 +521,7 @@ dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id)
         if (st != DHS_OK) set_err(e, "dhs_request_close", st);
     }
     if (e->cfg.trace) dhs_trace_write_end((dhs_trace_writer *)e->cfg.trace, (uint32_t)id);
+    dhs_ref_engine_meter_flush(e); /* the session's last probe first */
     dhs_ref_locmeter_forget(e->cfg.locmeter, id);
     sess_free(e, s);
     return st;
@@ -828,6 +859,18 @@ void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], ui
     *wall_s = e->prof_wall_s;
 }
 
+/* one round's host parts (dhs_ref_step_times host_rounds): the last round's tail, the caller's
+   time between the rounds, this round's head up to t_target, the control plane and prelaunch */
+static void host_parts(dhs_ref_engine *e, double t_target, double control, double prelaunch)
+{
+    e->stt.host_rounds++;
+    e->stt.tail_s += e->x_tail;
+    e->stt.between_s += e->x_enter - e->x_exit;
+    e->stt.head_s += t_target - e->x_enter;
+    e->stt.xcontrol_s += control;
+    e->stt.prelaunch_s += prelaunch;
+}
+
 /* the target pass as one device step: the host control plane once per round
    (tail locations, pointer tables of every layer, one upload), then the step
    (eager, or a CUDA graph), then the logits */
@@ -926,15 +969,26 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         if (st != DHS_OK) return st;
     }
     double t2 = dhs_wall_s();
+    dhs_ref_engine_meter_flush(e); /* the last step's probe, while the GPU runs this one */
     const float *lg = NULL;
     if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
     double t3 = dhs_wall_s();
-    if (e->probe_h)
-        for (int32_t g = 0; g < e->ng; g++) loc_observe(e, ids[0], g, e->probe_h + (int64_t)g * e->kmax * e->k, K[0]);
-    if (!prof && !captured && e->gpu_idle_since > 0) { /* the GPU waited for the host since the last round */
+    if (e->probe_h) { /* batch item 0's queries, fed to the meter after the next launch */
+        const double tm = dhs_wall_s();
+        dhs_ref_engine_meter_flush(e); /* a launch failed in between: nothing may be lost */
+        memcpy(e->probe_snap, e->probe_h, sizeof(int32_t) * (size_t)e->ng * (size_t)e->kmax * (size_t)e->k);
+        e->snap_id = ids[0];
+        e->snap_K = K[0];
+        e->snap_n = e->s[ids[0]].n;
+        e->snap_round = e->rounds;
+        e->stt.meter_s += dhs_wall_s() - tm;
+    }
+    if (!prof && !captured && e->gpu_idle_since > 0 && e->x_exit > 0) { /* the GPU waited for the host since the last round */
         e->stt.exposed_rounds++;
         e->stt.exposed_s += t_launch - e->gpu_idle_since;
+        host_parts(e, t0, t1 - t0, t_launch - t1);
     }
+    e->x_done = t3;
     e->gpu_idle_since = !prof && !captured ? t3 : 0;
     for (int32_t i = 0; i < n; i++)
         memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
@@ -975,6 +1029,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     }
     /* 1. proposals */
     double ta = dhs_wall_s();
+    e->x_enter = ta;
     for (int32_t i = 0; i < n; i++) draft(e, &e->s[ids[i]], i, K[i]);
     double tb = dhs_wall_s();
     e->stt.all_rounds++;
@@ -990,9 +1045,21 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         }
     }
     /* 3. the target, layer by layer over the batch */
-    if (e->gpu) {
-        st = e->cfg.step != DHS_REF_STEP_HOST ? gpu_step(e, n, ids, K, out->logits) : gpu_target(e, n, ids, K, out->logits);
+    if (e->gpu && e->cfg.step != DHS_REF_STEP_HOST) {
+        st = gpu_step(e, n, ids, K, out->logits); /* its host parts: gpu_step */
+        e->x_exit = 0;
         if (st != DHS_OK) return st;
+        goto verification;
+    }
+    {
+        const double tt = dhs_wall_s();
+        if (e->x_exit > 0) host_parts(e, tt, 0, 0);
+        e->x_exit = 0;
+    }
+    if (e->gpu) {
+        st = gpu_target(e, n, ids, K, out->logits);
+        if (st != DHS_OK) return st;
+        e->x_done = dhs_wall_s();
         goto verification;
     }
     for (int32_t i = 0; i < n; i++)
@@ -1092,14 +1159,17 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < K[i]; j++)
             dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
+    e->x_done = dhs_wall_s();
 verification:
     if (out->block)
         for (int32_t i = 0; i < n; i++)
             memcpy(out->block + (int64_t)i * kmax, e->blk + (int64_t)i * kmax, sizeof(int32_t) * (size_t)K[i]);
     /* 4. verification */
+    const double tv = dhs_wall_s();
     for (int32_t i = 0; i < n; i++)
         out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
                                   out->emitted + (int64_t)i * kmax);
+    e->stt.verify_s += dhs_wall_s() - tv;
     /* 5. close the round, commit the accepted prefix */
     if (ctx) {
         double te = dhs_wall_s();
@@ -1139,6 +1209,8 @@ verification:
             dhs_ref_keys_clear(&s->keys[g], n1 / mm, (n0 + K[i] - 1) / mm + 1);
         }
     }
+    e->x_exit = dhs_wall_s();
+    e->x_tail = e->x_exit - e->x_done;
     return DHS_OK;
 }
 

@@ -6,7 +6,8 @@
  * the model made. The engine feeds it (dhs_ref_engine_cfg.locmeter): the CPU
  * model and the GPU host step every session's query 0; the GPU device and
  * graph steps the queries of the round's first batch item (copied back each
- * round), so a session is measured while it is first in the batch.
+ * round and fed after the next round's launch, beside the GPU's step), so a
+ * session is measured while it is first in the batch.
  *
  * alpha = |S_r ∩ S_{r-1}| / k of query 0 over pairs of consecutive rounds of
  * a session whose selections hold k rows (no padding; with speculation the

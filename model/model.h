@@ -445,7 +445,8 @@ typedef struct dhs_ref_engine_cfg {
                                consecutive-step overlap and LRU hit rate of query 0's selections, per
                                group; the CPU model and the host step feed every session, the device
                                and graph steps the round's first batch item (one k-entry copy back per
-                               producer and round, in the step) */
+                               producer and round, in the step, fed to the meter after the next round's
+                               launch: dhs_ref_engine_meter_flush) */
 } dhs_ref_engine_cfg;
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
@@ -474,6 +475,24 @@ typedef struct dhs_ref_step_times {
        dhs_round_end, the drafter, dhs_round_begin and the control plane before the launch */
     uint64_t exposed_rounds;
     double exposed_s;
+    /* the same window by part, over host_rounds: rounds that follow a round of the same engine with
+       no session started in between (device step: exactly the exposed rounds, and the five parts
+       sum to exposed_s; host step: every such round, control and prelaunch 0, the target's compute
+       in between instead of the GPU's step):
+       tail      after the target's logits are on the host, to the round's return: the logits
+                 copied out, the locality meter (device step), verification, dhs_round_end, the
+                 commit of the accepted tokens (of the round before);
+       between   from that return to the next round's call: the caller's loop (dhs_ref_run: round
+                 times, counters, memory peaks, the spec-auto controller, completions, admissions;
+                 with both engines in one run, the other engine's round);
+       head      from the call to the target: the drafter, dhs_round_begin;
+       control   the device step's control plane (control_s of the round);
+       prelaunch the upload's end to the launch: dhs_round_may_miss, the deployment's bytes */
+    uint64_t host_rounds;
+    double tail_s, between_s, head_s, xcontrol_s, prelaunch_s;
+    /* every round: the locality meter's host work (dhs_ref_engine_cfg.locmeter; in tail on the
+       device step, in the compute on the host step) and the verification of the round's blocks */
+    double meter_s, verify_s;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;
@@ -539,6 +558,10 @@ dhs_status dhs_ref_hier_set_group_hot(const dhs_ref_model *m, dhs_config *c, con
 uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first);
 /* the device step's host times (all zero for the host step) */
 void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t);
+/* device step with a locmeter: the last step's probe is fed to the meter after the next launch (off
+   the critical path); this feeds it now. dhs_ref_engine_finish does so itself; call it before reading
+   the meter */
+void dhs_ref_engine_meter_flush(dhs_ref_engine *e);
 
 /* the phases of a profiled device-step round (the marks: model/gpu.h) */
 enum {

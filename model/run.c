@@ -42,6 +42,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.async_delay = 1;
     c.threads = 1;
     c.copy_overlap = 1;
+    c.topk_impl = DHS_REF_TOPK_SPLIT; /* the fastest on the H200, the same selections as the others */
     c.accept_hi = -1;
     return c;
 }
@@ -882,6 +883,8 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     }
 done:
     r->sessions_done = (uint64_t)n_done;
+    dhs_ref_engine_meter_flush(er); /* the meter's last probe (device step) before it is read */
+    dhs_ref_engine_meter_flush(eh);
     if (ctx) {
         dhs_sync(ctx);
         dhs_get_stats(ctx, &r->st);

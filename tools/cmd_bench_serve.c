@@ -203,6 +203,9 @@ typedef struct sv_opts {
     int and_cap;             /* --and-capacity */
 } sv_opts;
 
+/* a host part of record q, in us per measured round (dhs_ref_step_times host_rounds) */
+#define HP(q, f) ((q)->st.host_rounds ? 1e6 * (q)->st.f / (double)(q)->st.host_rounds : 0.0)
+
 static void progress(void *user, const dhs_ref_progress *p)
 {
     tool_progress *tp = ((void **)user)[0];
@@ -453,6 +456,20 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
         cJSON_AddNumberToObject(h, "exposed_rounds", (double)r->st.exposed_rounds);
     }
+    if (r->st.host_rounds) { /* the host's time around the target by part, any step (model.h dhs_ref_step_times) */
+        cJSON *h = cJSON_AddObjectToObject(o, "host_parts_us");
+        const double n = (double)r->st.host_rounds, na = r->st.all_rounds ? (double)r->st.all_rounds : 1.0;
+        cJSON_AddNumberToObject(h, "rounds", n);
+        cJSON_AddNumberToObject(h, "tail", 1e6 * r->st.tail_s / n);
+        cJSON_AddNumberToObject(h, "between", 1e6 * r->st.between_s / n);
+        cJSON_AddNumberToObject(h, "head", 1e6 * r->st.head_s / n);
+        cJSON_AddNumberToObject(h, "control", 1e6 * r->st.xcontrol_s / n);
+        cJSON_AddNumberToObject(h, "prelaunch", 1e6 * r->st.prelaunch_s / n);
+        cJSON_AddNumberToObject(h, "total", 1e6 * (r->st.tail_s + r->st.between_s + r->st.head_s + r->st.xcontrol_s + r->st.prelaunch_s) / n);
+        /* every round */
+        cJSON_AddNumberToObject(h, "meter", 1e6 * r->st.meter_s / na);
+        cJSON_AddNumberToObject(h, "verify", 1e6 * r->st.verify_s / na);
+    }
     if (r->prof_rounds) {
         cJSON *b = cJSON_AddObjectToObject(o, "step_us");
         double tot = 0;
@@ -580,6 +597,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.geometry = 1;
     o.step = 2;
     o.copy_overlap = 1;
+    o.topk_impl = DHS_REF_TOPK_SPLIT;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
     o.n_contexts = 2;
     o.budget_gib = 12;
@@ -643,8 +661,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
-               "the decode top-k: the model's own kernel, the library's fused top-k, or its many-blocks-per-query "
-               "form (dhs run --topk-impl)"),
+               "the decode top-k, the same selections and tokens each (dhs run --topk-impl): split (default): the "
+               "library's fused top-k in its many-blocks-per-query form; fused: one block per query; model: the "
+               "model's own kernel"),
         {.name = "--deployment", .type = ARG_STR, .dest = &o.deployment, .meta = "NAME",
          .help = "cuda, device/graph step: each step also reads the HBM bytes of weights one GPU of this "
                  "deployment reads at the step's tokens (glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); "
@@ -922,12 +941,14 @@ int cmd_bench_serve(int argc, char **argv)
                                       PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
                                       "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
-                                      "round_begin %.0f, round_end %.0f, exposed %.0f", mode_names[mode], prefix_tags[prefix], L, cs[i],
+                                      "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
+                                      "control %.0f, prelaunch %.0f)", mode_names[mode], prefix_tags[prefix], L, cs[i],
                                       q->duration_s, q->prefill_s, q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
                                       q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
-                                      q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0);
+                                      q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0,
+                                      HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s), HP(q, prelaunch_s));
                 nr++;
                 if (o.output && o.json) write_partial(o.output, R, nr);
             }

@@ -89,6 +89,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->temperature = 1.0;
     o->prefill_chunk = 2048;
     o->copy_overlap = 1;
+    o->topk_impl = DHS_REF_TOPK_SPLIT;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
          .help = "model dims (tiny: d 64, 4 layers, indexer 4x16, V 256)"},
@@ -135,11 +136,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
          .def = "none"},
         A_INT("--topk", &o->topk, 1, 65536, "selection length k"),
         {.name = "--topk-impl", .type = ARG_ENUM, .dest = &o->topk_impl, .choices = topk_impls,
-         .help = "the decode rounds' top-k: model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU); "
-                 "fused: the library's fused top-k, selection only (dhs_topk_fused_ref on the CPU, "
-                 "dhs_cuda_topk_fused_n on the GPU, every --step): the same selections and tokens; a NaN index "
-                 "score is an error (docs/MODEL.md \"Top-k\"); split: the same with the library's "
-                 "many-blocks-per-query form on the GPU (dhs_cuda_topk_split_n)"},
+         .help = "the decode rounds' top-k, all three with the same selections and tokens (docs/MODEL.md "
+                 "\"Top-k\"): split (default): the library's fused top-k, selection only, in its "
+                 "many-blocks-per-query form on the GPU (dhs_cuda_topk_split_n; dhs_topk_fused_ref on the CPU; "
+                 "every --step; a NaN index score is an error); fused: the same, one block per query on the GPU "
+                 "(dhs_cuda_topk_fused_n); model: the model's own (dhs_ref_topk on the CPU, k_topk on the GPU)"},
         {.name = "--slots", .type = ARG_INT, .dest = &o->slots, .ilo = 1, .ihi = 4096,
          .help = "request slots: sessions served at once", .def = "sessions/2"},
         A_DBL("--history", &o->history, 0.0, 1e6,
@@ -454,6 +455,18 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "draft", 1e6 * st->draft_s / nr);
                 cJSON_AddNumberToObject(e, "round_begin", 1e6 * st->begin_s / nr);
                 cJSON_AddNumberToObject(e, "round_end", 1e6 * st->end_s / nr);
+                cJSON_AddNumberToObject(e, "verify", 1e6 * st->verify_s / nr);
+                cJSON_AddNumberToObject(e, "meter", 1e6 * st->meter_s / nr);
+                /* the host's time around the target by part (model.h dhs_ref_step_times host_rounds); with
+                   both engines in one run, "between" holds the other engine's round */
+                const double hr = (double)st->host_rounds;
+                cJSON *hp = cJSON_AddObjectToObject(e, "parts");
+                cJSON_AddNumberToObject(hp, "rounds", hr);
+                cJSON_AddNumberToObject(hp, "tail", hr > 0 ? 1e6 * st->tail_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "between", hr > 0 ? 1e6 * st->between_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "head", hr > 0 ? 1e6 * st->head_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "control", hr > 0 ? 1e6 * st->xcontrol_s / hr : 0.0);
+                cJSON_AddNumberToObject(hp, "prelaunch", hr > 0 ? 1e6 * st->prelaunch_s / hr : 0.0);
             }
         }
         if (o.check) {
@@ -572,10 +585,15 @@ int cmd_run(int argc, char **argv)
                        steps[o.step], w ? "hierarchical" : "resident", 1e6 * st->control_s / (double)nr,
                        1e6 * st->launch_s / (double)nr, 1e6 * st->wait_s / (double)nr, nr, st->captures);
             }
-        if (o.topk_impl != 0)
+        if (o.topk_impl != DHS_REF_TOPK_MODEL)
             printf("  top-k        %s: the decode rounds select with the library's fused top-k (%s), selection only\n",
                    topk_impls[o.topk_impl],
-                   !R.gpu_model ? "dhs_topk_fused_ref" : o.topk_impl == 2 ? "dhs_cuda_topk_split_n" : "dhs_cuda_topk_fused_n");
+                   !R.gpu_model ? "dhs_topk_fused_ref"
+                   : o.topk_impl == DHS_REF_TOPK_SPLIT ? "dhs_cuda_topk_split_n"
+                                                       : "dhs_cuda_topk_fused_n");
+        else
+            printf("  top-k        model: the decode rounds select with the model's own top-k (%s)\n",
+                   R.gpu_model ? "k_topk" : "dhs_ref_topk");
         if (o.check)
             printf("  checks       after every round: %" PRIu64 " invariant violations; every located row against the "
                    "model's copy: %" PRIu64 " differ\n",

@@ -64,6 +64,16 @@ for r in recs:
     for k in ("duration", "mean_tpot_ms", "admission_waits", "reclaims", "decode_rounds", "mean_batch"):
         assert k in r, (k, r)
 assert sorted(modes) == ["adaptive", "fixed", "resident"], modes
+assert c["topk_impl"] == "split", c  # the default decode top-k
+# the host's time around the target by part (rounds after a round with no import between): the host
+# step has no control plane or launch, and the parts add up to the total
+hp = [r["host_parts_us"] for r in recs if "host_parts_us" in r]
+assert hp, "no record has host_parts_us"
+for h in hp:
+    parts = ("tail", "between", "head", "control", "prelaunch")
+    assert h["rounds"] >= 1 and all(h[k] >= 0 for k in parts + ("meter", "verify")), h
+    assert h["control"] == 0 and h["prelaunch"] == 0 and h["tail"] > 0 and h["head"] > 0, h
+    assert abs(sum(h[k] for k in parts) - h["total"]) <= 1e-6 * h["total"] + 1e-9, h
 # exactness across the sweep: a session's tokens depend on its prompt only, not on the batch or the storage
 assert d["tokens_identical"] is True and d["token_mismatches"] == 0, d["token_mismatches"]
 assert all(r["token_mismatches"] == 0 for r in recs), [r["token_mismatches"] for r in recs]

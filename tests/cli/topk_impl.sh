@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # CLI test of `dhs run --topk-impl model|fused|split` (docs/MODEL.md "Top-k"): what
 # the CPU can check. A bad value or a missing one is bad usage (exit 2, nothing
-# on stdout); --help lists the flag. On the CPU backend fused runs the CPU
+# on stdout); --help lists the flag and its default (split). On the CPU backend fused and split run the CPU
 # model with the library's fused top-k reference (dhs_topk_fused_ref): every
 # layout gives the same tokens (tokens_digest) as the model's top-k, identical
-# to resident, and the JSON says which top-k ran (config.topk_impl). The
+# to resident, and the JSON says which top-k ran (config.topk_impl); a run
+# without the flag runs split with the same digest. The
 # digest changes with the seed, so equal digests are not vacuous. The GPU
 # model's fused path (dhs_cuda_topk_fused_n) is checked by test_gpu_model and
 # bench/gpu_step.sh on a GPU.
@@ -51,10 +52,19 @@ done
 read -r _ _ d <<<"$(run --topk-impl model | keys)"
 read -r _ _ s <<<"$(run --topk-impl fused --seed 7 | keys)"
 [ -n "$d" ] && [ "$d" != "$s" ] || fail "tokens_digest did not change with the seed ('$d', '$s')"
-read -r _ tb _ <<<"$(run | keys)"
-[ "$tb" = model ] || fail "the default top-k is not model ('$tb')"
+read -r ib tb db <<<"$(run | keys)"
+[ "$tb" = split ] || fail "the default top-k is not split ('$tb')"
+[ "$ib" = true ] || fail "the default top-k's run is not identical to resident"
+[ "$db" = "$d" ] || fail "the default top-k's tokens $db differ from the model top-k's $d"
+"$DHS" run --help 2>&1 | grep -A8 -- '--topk-impl' | grep -q 'split (default)' || fail "dhs run --help does not say split is the default"
+"$DHS" bench serve --help 2>&1 | grep -A6 -- '--topk-impl' | grep -q 'split (default)' ||
+    fail "dhs bench serve --help does not say split is the default"
 "$DHS" run --backend cpu --sessions 2 --context 200 --tokens 3 --topk-impl fused -q 2>/dev/null | grep -q "top-k        fused" ||
     fail "the human output does not say the fused top-k ran"
+"$DHS" run --backend cpu --sessions 2 --context 200 --tokens 3 -q 2>/dev/null | grep -q "top-k        split" ||
+    fail "the human output does not say the split top-k ran by default"
+"$DHS" run --backend cpu --sessions 2 --context 200 --tokens 3 --topk-impl model -q 2>/dev/null | grep -q "top-k        model" ||
+    fail "the human output does not say the model's top-k ran"
 
 if [ $fails -eq 0 ]; then echo "topk_impl: all checks passed"; else echo "topk_impl: $fails failed"; fi
 [ $fails -eq 0 ]

@@ -28,6 +28,7 @@
  * Env: DHS_TEST_SEED.
  */
 #include <inttypes.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 #include "model/lsprefill.h"
 #include "model/model.h"
 #include "model/run.h"
+#include "sim/tracegen.h"
 
 #include "test_help.h"
 #include "test_prefill.h"
@@ -129,6 +131,8 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
     g->fused = d->topk_fused != 0;
     g_split_creates += d->topk_fused == 2;
+    /* the locality device: the run set it on its model after creating ours (same config) */
+    if (d->iq_synth) dhs_ref_model_set_iq_synth((dhs_ref_model *)(uintptr_t)g_model, d->iq_synth);
     g->maxpos = d->max_positions;
     if (g->fused) {
         g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
@@ -294,7 +298,8 @@ static dhs_status fused_select(dhs_ref_gpu *g, int32_t l, void *const *kc, void 
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
         dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
-        dhs_ref_index_scores(g->m, l, g->xn + (int64_t)q * g->d, &kv, g->pos[q] + 1, g->scores + (int64_t)q * g->maxpos);
+        dhs_ref_index_scores_at(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, &kv, g->pos[q] + 1,
+                                g->scores + (int64_t)q * g->maxpos);
     }
     dhs_status st = dhs_topk_fused_ref_batch(g->scores, g->maxpos, g->nq, g->maxpos, g->pos, 1, g->k, NULL, 0, g->sel, NULL,
                                              g->nanc);
@@ -556,6 +561,92 @@ dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
 
 /* ---------------------------------------------------------------- tests */
 /* engines side by side: CPU resident vs emulated-GPU resident, per round */
+/* the locality meter on the device step: batch item 0's selections are copied back in the step and
+   fed to the meter after the next round's launch (off the critical path), the last one when its
+   session ends or the run reads the meter (dhs_ref_engine_meter_flush). With one slot, batch item 0
+   is every round's only session, so the device step's meter must see what the CPU model's sees:
+   every figure of every layer equal, speculative rounds included (the draft pairs), and the tokens
+   equal */
+static void test_meter(uint64_t seed)
+{
+    dhs_locality_model lm;
+    memset(&lm, 0, sizeof lm);
+    snprintf(lm.preset, sizeof lm.preset, "custom:test");
+    const double a[4] = {0.05, 0.25, 0.44, 0.60};
+    lm.n_layers = 4;
+    for (int i = 0; i < 4; i++) lm.alpha[i] = a[i];
+    lm.alpha_exp[0] = 1;
+    lm.ref_context = 68665;
+    lm.ref_k = 2048;
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_DSV32);
+    c.model.n_layers = 4;
+    c.model.topk = 192;
+    c.model.seed = seed;
+    c.geometry = "deepseek-v3.2";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 700;
+    c.tokens = 9;
+    c.spec = 2;
+    c.seed = seed;
+    c.slots = 1;
+    c.history = 0.5;
+    c.arrival = 1;
+    c.locality = &lm;
+    c.compare = 0; /* the hierarchical engine alone: its host parts are its own and the run loop's */
+    dhs_ref_run_result cpu, gpu;
+    int r1 = dhs_ref_run(&c, &cpu);
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    g_model = m;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    int r2 = dhs_ref_run(&c, &gpu);
+    CHECKF(r1 == 0 && r2 == 0, "meter runs: %s / %s", cpu.errmsg, gpu.errmsg);
+    if (r1 == 0 && r2 == 0) {
+        CHECKF(cpu.loc_on && gpu.loc_on && gpu.gpu_model == 1 && gpu.step_hier.rounds == gpu.rounds, "meter: locality %d / %d, "
+               "GPU model %d, device-step rounds %" PRIu64 " of %" PRIu64, cpu.loc_on, gpu.loc_on, gpu.gpu_model,
+               gpu.step_hier.rounds, gpu.rounds);
+        for (int32_t i = 0; i < c.sessions; i++)
+            CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "meter: session %d: tokens differ from the CPU run", i);
+        uint64_t pairs = 0;
+        for (int32_t l = 0; l < c.model.n_layers; l++) {
+            pairs += gpu.loc_pairs[l] + gpu.loc_draft_pairs[l];
+            CHECKF(cpu.loc_pairs[l] == gpu.loc_pairs[l] && cpu.loc_draft_pairs[l] == gpu.loc_draft_pairs[l] &&
+                       cpu.loc_accesses[l] == gpu.loc_accesses[l] && cpu.loc_alpha[l] == gpu.loc_alpha[l] &&
+                       cpu.loc_hit[l] == gpu.loc_hit[l] && cpu.loc_draft[l] == gpu.loc_draft[l] &&
+                       cpu.loc_random[l] == gpu.loc_random[l],
+                   "meter layer %d: CPU pairs %" PRIu64 " draft pairs %" PRIu64 " accesses %" PRIu64 " alpha %.6f hit %.6f "
+                   "draft %.6f; device step %" PRIu64 " %" PRIu64 " %" PRIu64 " %.6f %.6f %.6f",
+                   l, cpu.loc_pairs[l], cpu.loc_draft_pairs[l], cpu.loc_accesses[l], cpu.loc_alpha[l], cpu.loc_hit[l],
+                   cpu.loc_draft[l], gpu.loc_pairs[l], gpu.loc_draft_pairs[l], gpu.loc_accesses[l], gpu.loc_alpha[l],
+                   gpu.loc_hit[l], gpu.loc_draft[l]);
+        }
+        CHECKF(pairs > 0, "meter: no pairs measured");
+        CHECKF(gpu.step_hier.meter_s > 0 && gpu.step_hier.host_rounds > 0, "meter: host time %.6f s over %" PRIu64 " rounds",
+               gpu.step_hier.meter_s, gpu.step_hier.host_rounds);
+        const dhs_ref_step_times *t = &gpu.step_hier;
+        const double hr = (double)t->host_rounds;
+        printf("  locality meter, device step (fed after the next launch) == CPU model: %d layers, %" PRIu64
+               " pairs; host us per round (%" PRIu64 " of %" PRIu64 " rounds): tail %.1f, between %.1f, head %.1f, "
+               "control %.1f, prelaunch %.1f = exposed %.1f; meter %.1f per round\n",
+               c.model.n_layers, pairs, t->host_rounds, gpu.rounds, 1e6 * t->tail_s / hr, 1e6 * t->between_s / hr,
+               1e6 * t->head_s / hr, 1e6 * t->xcontrol_s / hr, 1e6 * t->prelaunch_s / hr,
+               t->exposed_rounds ? 1e6 * t->exposed_s / (double)t->exposed_rounds : 0.0,
+               1e6 * t->meter_s / (double)(t->all_rounds ? t->all_rounds : 1));
+        /* the parts cover the exposed window exactly */
+        CHECKF(t->host_rounds == t->exposed_rounds &&
+                   fabs(t->tail_s + t->between_s + t->head_s + t->xcontrol_s + t->prelaunch_s - t->exposed_s) <= 1e-6 + 1e-9 * hr,
+               "meter: host parts %.9f s over %" PRIu64 " rounds, exposed %.9f s over %" PRIu64, t->tail_s + t->between_s +
+               t->head_s + t->xcontrol_s + t->prelaunch_s, t->host_rounds, t->exposed_s, t->exposed_rounds);
+    }
+    dhs_ref_run_result_free(&cpu);
+    dhs_ref_run_result_free(&gpu);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 /* CPU engine (the model's top-k) vs the emulated-GPU engine with topk_impl */
 static void test_rounds(dhs_ref_cfg mc, const char *name, int topk_impl)
 {
@@ -660,7 +751,8 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = m; /* same config: same weights as the run's own model */
     c.gpu_model = 1;
     c.step = step;
-    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects;
+    int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects,
+        split0 = g_split_creates;
     int r2 = dhs_ref_run(&c, &gpu);
     CHECKF(r1 == 0 && r2 == 0, "%s: %s / %s", c.geometry, cpu.errmsg, gpu.errmsg);
     if (r1 == 0 && r2 == 0) {
@@ -685,11 +777,15 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
         } else {
             CHECKF(g_step_calls == step0, "%s: the host step launched the device step", c.geometry);
         }
-        if (topk_impl == DHS_REF_TOPK_FUSED)
+        if (topk_impl != DHS_REF_TOPK_MODEL)
             CHECKF(g_fused_selects - fused0 >= (int)(2 * gpu.rounds), "%s: the fused top-k was not used (%d selections)",
                    c.geometry, g_fused_selects - fused0);
         else
             CHECKF(g_fused_selects == fused0, "%s: the model top-k run used the fused top-k", c.geometry);
+        /* both engines' GPU models in split mode with split, none otherwise */
+        CHECKF((g_split_creates - split0 >= 2) == (topk_impl == DHS_REF_TOPK_SPLIT) &&
+                   (topk_impl == DHS_REF_TOPK_SPLIT || g_split_creates == split0),
+               "%s: %d split GPU models with top-k %s", c.geometry, g_split_creates - split0, dhs_ref_topk_str(topk_impl));
         CHECKF(gpu.identical, "%s: emulated-GPU hier vs resident: %" PRIu64 " logit rows differ", c.geometry, gpu.logit_mismatches);
         CHECKF(gpu.st.reclaims > 0 && gpu.st.census_host > 0, "%s: no reclaim / host recovery", c.geometry);
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
@@ -971,6 +1067,11 @@ int main(void)
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
     test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);
+    /* split, the default (dhs_ref_run_cfg_default): the same twin, the GPU models in split mode */
+    CHECKF(dhs_ref_run_cfg_default().topk_impl == DHS_REF_TOPK_SPLIT, "the run's default top-k is %s, not split",
+           dhs_ref_topk_str(dhs_ref_run_cfg_default().topk_impl));
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_SPLIT, seed + 11, 1);
+    test_meter(seed + 12);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
     free(g_qrec);

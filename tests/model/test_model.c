@@ -589,7 +589,8 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
    resident CPU engines serve the same sessions; every round's logits and
    tokens byte-identical. Contexts below and above k (n < k padding, ties of
    the radix select), K_i varying. Then whole runs (hierarchical vs resident,
-   the layout's sources): same tokens digest as the model top-k's run. */
+   the layout's sources) with model, fused and split (the run's default;
+   dhs_topk_fused_ref on the CPU too): the same tokens digest each. */
 static void test_topk_impl(dhs_ref_layout layout, uint64_t seed)
 {
     dhs_ref_cfg c = small_model(layout, seed);
@@ -657,21 +658,23 @@ done:
     dhs_ref_model_destroy(m);
     /* whole runs */
     dhs_ref_run_cfg rc = small_run(layout, seed);
-    dhs_ref_run_result R[2];
-    int ok[2];
-    for (int f = 0; f < 2; f++) {
-        rc.topk_impl = f ? DHS_REF_TOPK_FUSED : DHS_REF_TOPK_MODEL;
+    CHECKF(rc.topk_impl == DHS_REF_TOPK_SPLIT, "the run's default top-k is %s, not split", dhs_ref_topk_str(rc.topk_impl));
+    dhs_ref_run_result R[3];
+    int ok[3];
+    for (int f = 0; f < 3; f++) { /* f: DHS_REF_TOPK_MODEL, _FUSED, _SPLIT */
+        rc.topk_impl = f;
         ok[f] = dhs_ref_run(&rc, &R[f]) == 0;
-        CHECKF(ok[f] && R[f].identical, "%s run topk %s: %s", dhs_ref_layout_str(layout), dhs_ref_topk_str(f), R[f].errmsg);
+        CHECKF(ok[f] && R[f].identical && R[f].topk_impl == f, "%s run topk %s: %s", dhs_ref_layout_str(layout),
+               dhs_ref_topk_str(f), R[f].errmsg);
     }
-    if (ok[0] && ok[1])
-        CHECKF(R[0].tokens_digest == R[1].tokens_digest && R[1].topk_impl == DHS_REF_TOPK_FUSED,
-               "%s run: fused tokens digest %016" PRIx64 ", model %016" PRIx64, dhs_ref_layout_str(layout),
-               R[1].tokens_digest, R[0].tokens_digest);
-    printf("  topk fused vs model (%-10s): %" PRIu64 " logit rows, %" PRIu64 " differ; runs: digests %016" PRIx64 " / %016" PRIx64 "\n",
-           dhs_ref_layout_str(layout), rows, differ, R[0].tokens_digest, R[1].tokens_digest);
-    dhs_ref_run_result_free(&R[0]);
-    dhs_ref_run_result_free(&R[1]);
+    for (int f = 1; f < 3; f++)
+        if (ok[0] && ok[f])
+            CHECKF(R[0].tokens_digest == R[f].tokens_digest, "%s run: %s tokens digest %016" PRIx64 ", model %016" PRIx64,
+                   dhs_ref_layout_str(layout), dhs_ref_topk_str(f), R[f].tokens_digest, R[0].tokens_digest);
+    printf("  topk fused vs model (%-10s): %" PRIu64 " logit rows, %" PRIu64 " differ; runs: digests %016" PRIx64
+           " / %016" PRIx64 " / %016" PRIx64 " (model / fused / split)\n",
+           dhs_ref_layout_str(layout), rows, differ, R[0].tokens_digest, R[1].tokens_digest, R[2].tokens_digest);
+    for (int f = 0; f < 3; f++) dhs_ref_run_result_free(&R[f]);
 }
 
 int main(void)
@@ -696,7 +699,7 @@ int main(void)
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_spec_equals_plain((dhs_ref_layout)l, sd + 10 + (uint64_t)l);
         test_compare_all(sd + 100);
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_topk_impl((dhs_ref_layout)l, sd + 200 + (uint64_t)l);
-        printf("top-k implementation fused == model (engines and runs, 3 layouts): %s\n", (int)th_failed ? "FAILED" : "ok");
+        printf("top-k implementation fused == model (engines), model == fused == split (runs), 3 layouts: %s\n", (int)th_failed ? "FAILED" : "ok");
     }
     printf("test_model: %s (%d failures, seed %" PRIu64 ")\n", (int)th_failed ? "FAILED" : "PASSED", (int)th_failed, seed);
     return (int)th_failed ? 1 : 0;
