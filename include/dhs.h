@@ -309,6 +309,23 @@ dhs_status dhs_request_open(dhs_ctx *ctx, int64_t expected_positions, dhs_req *o
 dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
                               const void *const *rows, unsigned flags);
 
+/* Pins host rows ahead of imports: adds `count` spans to the host-row cache
+   (dhs_config.host_cache_bytes), each able to hold `rows` rows of one source
+   (rounded up to whole 1,024-row host chunks), pinned and touched, so that the
+   next imports of up to `count` source histories of at most `rows` rows each
+   copy at memory speed instead of pinning their own (an import takes the
+   smallest cached span that holds a source's rows, as for a closed request's).
+   A server calls it at start (or while idle) to move the pinning out of the
+   imports on its critical path. The spans count in
+   dhs_mem.host_bytes_allocated and host_bytes_cached, and an allocation that
+   fails later drops the cache as before. DHS_OK; DHS_ERR_INVALID_ARG (ctx
+   NULL, rows < 1, count < 0, rows past every group's rows (max_rows / m + 1), or the spans
+   would pass host_cache_bytes or the cache's span slots: 2 per source of
+   each request slot) or DHS_ERR_NOMEM / DHS_ERR_BACKEND (an allocation
+   failed), with nothing added. count = 0 and a payload-free backend add
+   nothing and return DHS_OK. */
+dhs_status dhs_host_cache_fill(dhs_ctx *ctx, int64_t rows, int32_t count);
+
 /* Two-phase host import, for a transport that receives the prefill rows
    straight into the host tier (docs/API.md "Two-phase import"):
    dhs_request_import_begin allocates the request's host backing (pinned,

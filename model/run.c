@@ -521,6 +521,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         r->lib_cfg.policy = c.resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : c.policy;
         r->lib_cfg.resolver = c.resolver;
         r->lib_cfg.host_cache_bytes = c.host_cache_bytes;
+        if (c.host_cache_fill && !c.host_cache_bytes) r->lib_cfg.host_cache_bytes = UINT64_MAX; /* what the spans take */
         if (c.group_hot_rows && dhs_ref_hier_set_group_hot(m, &r->lib_cfg, c.group_hot_rows, c.n_group_hot) != DHS_OK)
             FAIL("--group-hot-rows: %d sizes for a model of %d groups, each 0 or a multiple of the page rows %d (at "
                  "least one page)", c.n_group_hot, arch.n_groups, r->lib_cfg.page_rows);
@@ -535,6 +536,16 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             r->budget_too_small = st == DHS_ERR_TOO_LARGE && c.device_bytes != 0;
             FAIL("cannot create the hierarchy (device budget %.2f MiB): %s", (double)r->lib_cfg.device_bytes / 1048576.0,
                  dhs_status_str(st));
+        }
+        if (c.host_cache_fill) { /* every slot's host rows pinned now, not in the imports */
+            double tf = dhs_wall_s();
+            for (int32_t s = 0; s < arch.n_sources; s++) {
+                const int32_t ms = dhs_ref_source_m(m, s);
+                dhs_status fs = dhs_host_cache_fill(ctx, (max_pos + ms - 1) / ms, r->lib_cfg.max_requests);
+                if (fs != DHS_OK) FAIL("pinning the host rows of %d sessions ahead (--host-cache-fill): %s",
+                                       r->lib_cfg.max_requests, dhs_status_str(fs));
+            }
+            r->t_host_fill = dhs_wall_s() - tf;
         }
         r->bytes_hier_hot_tail = dhs_ref_hier_required_bytes(m, &r->lib_cfg);
         r->bytes_hier_staging_share = dhs_ref_hier_staging_bytes(m, &r->lib_cfg) / (uint64_t)r->lib_cfg.max_requests;

@@ -72,6 +72,10 @@ typedef struct dhs_ref_run_cfg {
     int32_t copy_queue_blocks; /* cuda: dhs_cuda_set_copy_queue_blocks (0: the default) */
     uint64_t host_cache_bytes; /* the hierarchy's dhs_config.host_cache_bytes: closed sessions' host rows
                                   reused by later imports (0: off) */
+    int host_cache_fill;     /* 1: at the hierarchy's creation, dhs_host_cache_fill pins one span per
+                                source of every request slot, each the rows of the longest session, so
+                                that imports copy into pinned memory (t_host_fill; host_cache_bytes 0 is
+                                then raised to what the spans take) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
@@ -154,6 +158,7 @@ typedef struct dhs_ref_run_result {
     uint64_t prefill_buffer_bytes;  /* ... its R buffers' rows (largest prompt) */
     uint64_t prefill_resident_bytes; /* ... every layer's rows at once (full residency, largest prompt) */
     double t_start;                     /* seconds in dhs_ref_engine_start (history imports) */
+    double t_host_fill;                 /* seconds in dhs_host_cache_fill (host_cache_fill) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
     int step;                           /* the target pass's step (DHS_REF_STEP_*) */

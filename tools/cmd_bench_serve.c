@@ -72,6 +72,7 @@ typedef struct sv_rec {
     uint64_t sessions, held, waits, decode_tokens, rounds;
     double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, duration_s;
     double prefill_s, start_s, decode_s; /* of duration_s: generating histories, importing them, rounds */
+    double host_fill_s;                  /* --host-cache-fill: pinning every slot's host rows at the start */
     int32_t synth_parallel;  /* histories generated at once */
     dhs_ref_step_times st;   /* device step: the engine's host times (control, launch, wait, graph captures) */
     double prof_wall_s;      /* the profiled (eager) rounds' wall time, not in st */
@@ -183,7 +184,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill;
     const char *deployment; /* NULL or "none": no weight reads */
     const char *locality;   /* NULL: the model's own indexer queries */
     const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
@@ -359,6 +360,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     r->decode_tokens = tok;
     r->prefill_s = R.t_prefill;
     r->start_s = R.t_start;
+    r->host_fill_s = R.t_host_fill;
     r->decode_s = c.hier ? R.t_hier : R.t_resident;
     r->st = c.hier ? R.step_hier : R.step_res;
     r->prof_wall_s = R.prof_wall_s[c.hier ? 1 : 0];
@@ -409,6 +411,7 @@ static cJSON *rec_json(const sv_rec *r)
     }
     cJSON_AddNumberToObject(o, "prefill_s", r->prefill_s);
     cJSON_AddNumberToObject(o, "start_s", r->start_s);
+    cJSON_AddNumberToObject(o, "host_fill_s", r->host_fill_s);
     cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
     cJSON_AddNumberToObject(o, "histories_at_once", r->synth_parallel);
     cJSON_AddNumberToObject(o, "completed", (double)r->sessions);
@@ -658,6 +661,10 @@ int cmd_bench_serve(int argc, char **argv)
         A_DBL("--host-cache-gib", &o.host_cache_gib, 0, 1 << 20,
               "the hierarchy keeps closed sessions' pinned host rows, up to this many GiB, for the next sessions' "
               "imports (dhs_config.host_cache_bytes; 0: freed at close)"),
+        {.name = "--host-cache-fill", .type = ARG_BOOL, .dest = &o.host_fill,
+         .help = "the hierarchy pins every slot's host rows when it starts (dhs_host_cache_fill, one span per "
+                 "source and slot), so that imports copy into pinned memory; the pinning is reported apart "
+                 "(host_fill_s); with --host-cache-gib 0 the cache takes what the spans need"},
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
@@ -805,6 +812,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.deploy = deploy;
     base.copy_queue_blocks = o.copy_queue_blocks;
     base.host_cache_bytes = (uint64_t)(o.host_cache_gib * 1073741824.0);
+    base.host_cache_fill = o.host_fill;
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -938,12 +946,13 @@ int cmd_bench_serve(int argc, char **argv)
                             cs[i], q->why);
                 if (q->ok)
                     tool_progress_msg(&tp, 1,
-                                      PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; imports "
-                                      "%.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
+                                      PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; pinned "
+                                      "ahead %.1f s; imports %.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
                                       "control %.0f, prelaunch %.0f)", mode_names[mode], prefix_tags[prefix], L, cs[i],
-                                      q->duration_s, q->prefill_s, q->synth_parallel, q->start_s, q->decode_s, q->held, q->tok_s,
+                                      q->duration_s, q->prefill_s, q->synth_parallel, q->host_fill_s, q->start_s, q->decode_s,
+                                      q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
                                       q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
@@ -1094,6 +1103,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddNumberToObject(cf, "host_cache_bytes", o.host_cache_gib * 1073741824.0);
+        cJSON_AddBoolToObject(cf, "host_cache_fill", o.host_fill);
         cJSON_AddStringToObject(cf, "deployment", deploy ? deploy->name : "none");
         if (deploy) {
             cJSON *wb = cJSON_AddArrayToObject(cf, "weight_bytes_per_step"); /* at each --concurrency, spec tokens each */

@@ -998,6 +998,11 @@ class Context:
     def reset_stats(self):
         check(_lib.dhs_reset_stats(self.handle), "dhs_reset_stats")
 
+    def host_cache_fill(self, rows, count):
+        """dhs_host_cache_fill: pin `count` host-row spans of `rows` rows each into the
+        host-row cache ahead of imports (needs Config.host_cache_bytes)."""
+        check(_lib.dhs_host_cache_fill(self.handle, rows, count), "dhs_host_cache_fill")
+
     def mem(self):
         m = _lib.dhs_mem()
         check(_lib.dhs_get_mem(self.handle, ctypes.byref(m)), "dhs_get_mem")

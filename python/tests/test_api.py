@@ -339,3 +339,38 @@ def test_open_shared_reads_the_parents_rows():
             rnd.accepted = [0]
         child.close()
         assert ctx.check_invariants() == (0, "")
+
+
+def test_host_cache_fill():
+    """host_cache_fill pins spans ahead: they count as cached host bytes, an import of rows that fit
+    takes them (the cache empties, the rows read back), and bad arguments raise, changing nothing."""
+    arch = make_arch("own", RB)
+    cfg = small_config(max_rows=4096)
+    cfg.host_cache_bytes = 4096 * RB
+    with dhs.CpuBackend() as be, dhs.Context(arch, cfg, be) as ctx:
+        m0 = ctx.mem()
+        # rows 0; rows past max_rows + 1; count < 0; three spans over a two-span limit
+        for rows, count in ((0, 1), (4096 + 2, 1), (2000, -1), (2000, 3)):
+            with pytest.raises(dhs.DhsError):
+                ctx.host_cache_fill(rows, count)
+            m = ctx.mem()
+            assert m.host_bytes_allocated == m0.host_bytes_allocated and m.host_bytes_cached == 0, (rows, count)
+        ctx.host_cache_fill(2000, 2)  # two spans of 2 chunks of 1,024 rows
+        m1 = ctx.mem()
+        assert m1.host_bytes_cached == 2 * 2048 * RB
+        assert m1.host_bytes_allocated == m0.host_bytes_allocated + 2 * 2048 * RB
+        assert ctx.check_invariants() == (0, "")
+        n = 1500
+        r = ctx.open(n + 10)
+        r.import_rows(n, row_bytes_of(5, 0, np.arange(n), np.zeros(n), RB), device=False)
+        m2 = ctx.mem()
+        assert m2.host_bytes_cached == 2048 * RB  # one source: one span taken
+        assert m2.host_bytes_allocated < m1.host_bytes_allocated + 1024 * RB
+        with ctx.round([r]) as rnd:
+            r.write_rows(0, n, row_bytes_of(5, 0, [n], [1], RB))
+            loc, = ctx.resolve(0, [(r, [[0, 1023, 1024, n - 1]])])
+            for i, row in enumerate([0, 1023, 1024, n - 1]):
+                assert np.array_equal(ctx.read_location(0, loc[0, 0, i]), row_bytes_of(5, 0, [row], [0], RB)[0])
+            rnd.accepted = [0]
+        assert ctx.check_invariants() == (0, "")
+        r.close()

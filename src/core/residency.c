@@ -87,6 +87,39 @@ static void sspan_ref(dhs_ctx *ctx, void *p, size_t bytes)
     ctx->sspan_bytes += bytes;
 }
 
+dhs_status dhs_host_cache_fill(dhs_ctx *ctx, int64_t rows, int32_t count)
+{
+    if (!ctx || rows < 1 || count < 0) return DHS_ERR_INVALID_ARG;
+    int64_t max_rows = 0;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++)
+        if (ctx->grp_max_rows[g] > max_rows) max_rows = ctx->grp_max_rows[g];
+    if (rows > max_rows) return DHS_ERR_INVALID_ARG; /* no source could ever take such a span */
+    if (count == 0 || ctx->be->payload_free) return DHS_OK;
+    const uint64_t chunk = (uint64_t)HOST_CHUNK_ROWS * ctx->row_stride;
+    const uint64_t bytes = (uint64_t)((rows + HOST_CHUNK_ROWS - 1) / HOST_CHUNK_ROWS) * chunk;
+    if (count > ctx->hcache_cap - ctx->hcache_n || bytes > SIZE_MAX ||
+        (uint64_t)count > (ctx->cfg.host_cache_bytes - ctx->hcache_bytes) / bytes)
+        return DHS_ERR_INVALID_ARG;
+    const int32_t n0 = ctx->hcache_n;
+    for (int32_t i = 0; i < count; i++) {
+        void *p = NULL;
+        dhs_status s = be_host_alloc(ctx->be, (size_t)bytes, &p);
+        if (s != DHS_OK) { /* nothing added: this call's spans go back */
+            while (ctx->hcache_n > n0) {
+                const struct host_span sp = ctx->hcache[--ctx->hcache_n];
+                ctx->hcache_bytes -= sp.bytes;
+                be_host_free(ctx->be, sp.p, sp.bytes);
+            }
+            return s;
+        }
+        /* touched now, so that the import's copy does not fault the pages in */
+        memset(p, 0, (size_t)bytes);
+        ctx->hcache[ctx->hcache_n++] = (struct host_span){p, (size_t)bytes};
+        ctx->hcache_bytes += bytes;
+    }
+    return DHS_OK;
+}
+
 void host_cache_drop(dhs_ctx *ctx)
 {
     for (int32_t i = 0; i < ctx->hcache_n; i++) be_host_free(ctx->be, ctx->hcache[i].p, ctx->hcache[i].bytes);

@@ -147,6 +147,20 @@ r = [x for x in d["records"] if "skipped" not in x]
 assert d["tokens_identical"] is True and all(x["token_mismatches"] == 0 for x in r), r
 EOF
 
+# ---------------------------------------------------------------- host rows pinned ahead: same tokens, the time apart
+expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident,adaptive \
+    --concurrency 2 --waves 2 --host-cache-fill --json -q
+python3 - "$T/out" <<'EOF' || fail "bench serve --host-cache-fill: $(head -c 400 "$T/out")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["host_cache_fill"] is True, d["config"]
+r = [x for x in d["records"] if "skipped" not in x]
+assert d["tokens_identical"] is True and all(x["token_mismatches"] == 0 for x in r), r
+h = [x for x in r if x["mode"] == "adaptive"]
+assert h and all(x["host_fill_s"] > 0 for x in h), h
+assert all(x["host_fill_s"] == 0 for x in r if x["mode"] == "resident"), r
+EOF
+
 # ---------------------------------------------------------------- cuda without a GPU: a clean refusal
 if ! "$DHS" bench resolve --backend cuda --batch 1 --hot 2048 --misses 0 --queries 1 --reps 10 -q >/dev/null 2>&1; then
     expect 2 "$DHS" bench serve --backend cuda --geometry tiny --context 1024 --concurrency 1

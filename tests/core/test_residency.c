@@ -884,6 +884,89 @@ static void host_cache_case(uint64_t limit, int64_t rows_a, int64_t rows_b, int 
     th_env_free(&e); /* frees the cache too: ASan's leak check sees it */
 }
 
+/* dhs_host_cache_fill: spans pinned ahead of the imports. Bad arguments and a failed allocation add
+   nothing (host bytes and the cache exactly as before); filled spans count in host_bytes_allocated and
+   host_bytes_cached; an import of rows that fit takes them and allocates no host rows of its own, its rows
+   read back exactly from them; at close they return to the cache. */
+static void test_host_cache_fill(void)
+{
+    dhs_arch a = th_arch_two_groups(1);
+    dhs_config c = dhs_config_default();
+    c.max_requests = 2;
+    c.sel_k = 16;
+    c.spec_width = 1;
+    c.hot_rows = 16;
+    c.tail_rows = 16;
+    c.page_rows = 8;
+    c.max_rows = 5000;
+    c.repop_pages = 0;
+    c.resident_first = 0;
+    const int64_t rows = 3000;
+    const uint64_t span = (uint64_t)((rows + 1023) / 1024) * 1024u * 64u; /* 3 chunks of 1,024 rows x 64 B */
+    c.host_cache_bytes = 4 * span;                                      /* room for four spans */
+    dhs_sizes z;
+    CHECK_ST(dhs_config_sizes(&a, &c, &z), DHS_OK);
+    c.device_bytes = z.min_device_bytes + z.request_bytes;
+    th_env e;
+    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    if (!e.ctx) return;
+    dhs_mem m0, m;
+    CHECK_ST(dhs_get_mem(e.ctx, &m0), DHS_OK);
+    /* refused, nothing changed */
+    const struct { int64_t rows; int32_t count; const char *why; } bad[] = {
+        {0, 1, "rows 0"}, {-5, 1, "rows < 0"}, {rows, -1, "count < 0"}, {c.max_rows + 2, 1, "rows past a group's max_rows + 1"},
+        {rows, 5, "five spans over a four-span limit"}, {1, INT32_MAX, "more spans than slots"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(dhs_host_cache_fill(e.ctx, bad[i].rows, bad[i].count) == DHS_ERR_INVALID_ARG, "%s: not refused", bad[i].why);
+        CHECK_ST(dhs_get_mem(e.ctx, &m), DHS_OK);
+        CHECKF(m.host_bytes_allocated == m0.host_bytes_allocated && m.host_bytes_cached == 0,
+               "%s: host bytes %llu -> %llu, cached %llu", bad[i].why, (unsigned long long)m0.host_bytes_allocated,
+               (unsigned long long)m.host_bytes_allocated, (unsigned long long)m.host_bytes_cached);
+    }
+    CHECK(dhs_host_cache_fill(NULL, rows, 1) == DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_host_cache_fill(e.ctx, rows, 0), DHS_OK);
+    /* the second allocation fails: the first span goes back too */
+    dhs_backend_fault_at(e.be, DHS_FAULT_HOST_ALLOC, 2);
+    CHECK_ST(dhs_host_cache_fill(e.ctx, rows, 3), DHS_ERR_NOMEM);
+    dhs_backend_fault_at(e.be, DHS_FAULT_HOST_ALLOC, 0);
+    CHECK_ST(dhs_get_mem(e.ctx, &m), DHS_OK);
+    CHECKF(m.host_bytes_allocated == m0.host_bytes_allocated && m.host_bytes_cached == 0,
+           "a failed fill kept %llu host bytes (%llu cached)", (unsigned long long)(m.host_bytes_allocated - m0.host_bytes_allocated),
+           (unsigned long long)m.host_bytes_cached);
+    CHECK_INV(e.ctx);
+    /* one span per source */
+    CHECK_ST(dhs_host_cache_fill(e.ctx, rows, 3), DHS_OK);
+    CHECK_INV(e.ctx);
+    dhs_mem m1;
+    CHECK_ST(dhs_get_mem(e.ctx, &m1), DHS_OK);
+    CHECKF(m1.host_bytes_cached == 3 * span && m1.host_bytes_allocated == m0.host_bytes_allocated + 3 * span,
+           "filled: cached %llu, host bytes +%llu, want %llu both", (unsigned long long)m1.host_bytes_cached,
+           (unsigned long long)(m1.host_bytes_allocated - m0.host_bytes_allocated), (unsigned long long)(3 * span));
+    /* the import takes them: no host rows of its own */
+    CHECK_ST(th_open(&e, 0, rows), DHS_OK);
+    CHECK_ST(th_import(&e, 0, rows, DHS_IMPORT_HOST), DHS_OK);
+    CHECK_INV(e.ctx);
+    dhs_mem m2;
+    CHECK_ST(dhs_get_mem(e.ctx, &m2), DHS_OK);
+    CHECKF(m2.host_bytes_cached == 0, "the import left %llu bytes of filled spans unused", (unsigned long long)m2.host_bytes_cached);
+    CHECKF(m2.host_bytes_allocated < m1.host_bytes_allocated + span,
+           "the import allocated host rows although the cache held them: %llu -> %llu host bytes",
+           (unsigned long long)m1.host_bytes_allocated, (unsigned long long)m2.host_bytes_allocated);
+    long lost = th_sweep(&e, 0, 16);
+    CHECKF(lost == 0, "%ld rows read back wrong from filled spans", lost);
+    CHECK_ST(th_close(&e, 0), DHS_OK);
+    CHECK_ST(dhs_sync(e.ctx), DHS_OK);
+    CHECK_INV(e.ctx);
+    CHECK_ST(dhs_get_mem(e.ctx, &m), DHS_OK);
+    CHECKF(m.host_bytes_cached >= 3 * span && m.host_bytes_cached <= c.host_cache_bytes,
+           "at close %llu cached, want the %llu filled back (at most the limit %llu)", (unsigned long long)m.host_bytes_cached,
+           (unsigned long long)(3 * span), (unsigned long long)c.host_cache_bytes);
+    printf("host cache fill: 3 spans of %llu bytes; import grew host bytes by %lld; %llu cached after close\n",
+           (unsigned long long)span, (long long)(m2.host_bytes_allocated - m1.host_bytes_allocated),
+           (unsigned long long)m.host_bytes_cached);
+    th_env_free(&e);
+}
+
 static void test_host_cache(void)
 {
     host_cache_case(0, 3000, 3000, 0);            /* off: nothing kept */
@@ -902,6 +985,7 @@ int main(void)
     test_admission_during_round(0);
     test_admission_during_round(2);
     test_host_cache();
+    test_host_cache_fill();
     test_random_events(th_scale());
     printf("test_residency: %.2f s\n", th_now() - t0);
     return th_summary();
