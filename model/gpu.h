@@ -208,9 +208,9 @@ int32_t dhs_ref_gpu_attn_chunks(int32_t k);
    query scored alone (no sharing of keys between queries with the same
    kcodes/kscales pointers: the order before the grouping, same bits); 4:
    the scores of 0 by the previous kernel (k_scores_fp8: table decoding, one
-   position per thread; same bits; the model uses it when the environment
-   has DHS_REF_SCORES_PREV=1). Asynchronous on stream. DHS_ERR_INVALID_ARG
-   for sizes outside the model's limits. */
+   position per thread; same bits; with DHS_REF_SCORES_PREV=1 in the
+   environment the model, and 0 and 3 here, use it too). Asynchronous on
+   stream. DHS_ERR_INVALID_ARG for sizes outside the model's limits. */
 #define DHS_REF_GPU_SCORES 0
 #define DHS_REF_GPU_TOPK 1
 #define DHS_REF_GPU_TOPK_FUSED 2

@@ -1291,7 +1291,7 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
     if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE || which == DHS_REF_GPU_SCORES_PREV) {
         dim3 grid((unsigned)nq, (unsigned)((max_positions + 255) / 256));
         e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev,
-                          which == DHS_REF_GPU_SCORES_ALONE ? 1 : SC_MAXQ, which == DHS_REF_GPU_SCORES_PREV);
+                          which == DHS_REF_GPU_SCORES_ALONE ? 1 : SC_MAXQ, which == DHS_REF_GPU_SCORES_PREV ? 1 : -1);
     } else if (which == DHS_REF_GPU_TOPK) {
         k_topk<<<nq, 1024, 0, st>>>(d, pos_dev, scores_dev, sel_dev);
         e = cudaGetLastError();
