@@ -186,17 +186,18 @@ __global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *
 static_assert(SV_POS % 32 == 0 && (SV_GB / 4) % 32 == 4, "a warp's 16 groups start 4 banks apart");
 static_assert(SV_T >= 4, "the head weights are loaded by threads 0..3");
 
-template <bool BIG>
-static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const float *sqj, int D, float acc[4][4])
+/* dimensions d0..d1-1 of the 4 positions at mine added to acc (in order); ASY: the group's bytes as in
+   global memory (dimension i of the 4 positions at i * 8), else the two middle words of each 16 bytes
+   swapped (dimensions i and i + 1 at i * 8, 8 bytes) */
+template <bool BIG, bool ASY>
+static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const float *sqj, int d0, int d1, float acc[4][4])
 {
-#pragma unroll
-    for (int p = 0; p < 4; p++)
-#pragma unroll
-        for (int h = 0; h < 4; h++) acc[p][h] = 0.0f;
     uint32_t nan = 0;
 #pragma unroll 4
-    for (int i = 0; i < D; i += 2) {
-        const uint2 c = *(const uint2 *)(mine + i * 8); /* dimension i, then i + 1, of the 4 positions */
+    for (int i = d0; i < d1; i += 2) {
+        uint2 c; /* dimension i, then i + 1, of the 4 positions */
+        if (ASY) c = make_uint2(*(const uint32_t *)(mine + i * 8), *(const uint32_t *)(mine + i * 8 + 8));
+        else c = *(const uint2 *)(mine + i * 8);
         nan |= dhs_fp8_nan_mask(c.x) | dhs_fp8_nan_mask(c.y);
         float k[2][4];
 #pragma unroll
@@ -226,6 +227,26 @@ static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const fl
     return nan;
 }
 
+#define SV_GBA (SC_MAXD * 8 + 8) /* the same for ASY: groups 2 banks apart, for 4-byte reads */
+static_assert((SV_GBA / 4) % 32 == 2 && SV_GBA * (SV_POS / 8) <= SV_GB * (SV_POS / 8), "ASY layout");
+
+static __device__ __forceinline__ void sv_cp8(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+static __device__ __forceinline__ void sv_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void sv_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* ASY (the default): the codes come in by cp.async, the first half of the dimensions and the second as
+   two groups, so the block sums the first half while the second is in flight (at 100K x 2 queries the
+   blocks all fit in one wave and would otherwise load, then compute, all at once); the query is loaded
+   while the first half arrives. !ASY: the 16-byte register staging above, then the sums. Same bits. */
+template <bool ASY>
 __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *pos, const float *iq, const float *iw,
                                                      void *const *kcodes, float *const *kscales, float *scores,
                                                      int group, int nq)
@@ -253,7 +274,22 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
     const int64_t g0 = s0 / 8, glast = tmax / 8;
     const int ng = glast - g0 + 1 < SV_POS / 8 ? (int)(glast - g0 + 1) : SV_POS / 8;
     const uint8_t *src = codes + g0 * D * 8;
-    if (((uintptr_t)src & 15) == 0) {
+    const int GB = ASY ? SV_GBA : SV_GB;
+    if (ASY && ((uintptr_t)src & 7) == 0) { /* 8-byte pieces: dimension d of a group's 8 positions */
+        const int hd = D / 2, np = ng * hd;
+        for (int v = tid; v < np; v += SV_T) {
+            const int gl = v / hd, d = v % hd;
+            sv_cp8(kc + gl * SV_GBA + d * 8, src + ((int64_t)gl * D + d) * 8);
+        }
+        sv_commit();
+        for (int v = tid; v < np; v += SV_T) {
+            const int gl = v / hd, d = hd + v % hd;
+            sv_cp8(kc + gl * SV_GBA + d * 8, src + ((int64_t)gl * D + d) * 8);
+        }
+        sv_commit();
+    } else if (ASY) {
+        for (int v = tid; v < ng * D * 8; v += SV_T) kc[(v / (D * 8)) * SV_GBA + v % (D * 8)] = src[v];
+    } else if (((uintptr_t)src & 15) == 0) {
         const int per_group = D / 2, nv = ng * per_group; /* 16-byte vectors: 2 dimensions x 8 positions */
         for (int v0 = tid; v0 < nv; v0 += 8 * SV_T) {
             uint4 x[8];
@@ -275,7 +311,7 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
         }
     }
     const int64_t s = s0 + tid * 4;
-    const uint8_t *mine = kc + (tid >> 1) * SV_GB + (tid & 1) * 8;
+    const uint8_t *mine = kc + (tid >> 1) * GB + (tid & 1) * (ASY ? 4 : 8);
     float ksc[4];
 #pragma unroll
     for (int p = 0; p < 4; p++) ksc[p] = s + p <= tmax ? myks[s + p] : 0.0f;
@@ -294,11 +330,24 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
         big = __syncthreads_or(big);
         if (!big) /* each thread its own elements again: no other thread reads them before the barrier below */
             for (int i = tid; i < H * D; i += SV_T) sq[(i % D) * H + i / D] = fm(sq[(i % D) * H + i / D], 256.0f);
-        __syncthreads(); /* the query and, at j = 0, the keys */
+        if (ASY && j == 0) sv_wait<1>(); /* this thread's copies of the first half */
+        __syncthreads();                  /* the query and, at j = 0, the keys (ASY: their first half) */
         const int64_t t = pos[q + j];
-        if (s > t) continue; /* candidates 0..t */
         float acc[4][4];
-        const uint32_t nan = big ? sv_dot4<true>(mine, sq, D, acc) : sv_dot4<false>(mine, sq, D, acc);
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+            for (int h = 0; h < 4; h++) acc[p][h] = 0.0f;
+        const int dh = ASY ? D / 2 : D;
+        uint32_t nan = 0;
+        if (s <= t) /* candidates 0..t */
+            nan = big ? sv_dot4<true, ASY>(mine, sq, 0, dh, acc) : sv_dot4<false, ASY>(mine, sq, 0, dh, acc);
+        if (ASY && j == 0) {
+            sv_wait<0>();
+            __syncthreads(); /* the second half */
+        }
+        if (s > t) continue;
+        if (ASY) nan |= big ? sv_dot4<true, ASY>(mine, sq, dh, D, acc) : sv_dot4<false, ASY>(mine, sq, dh, D, acc);
         float out[4];
 #pragma unroll
         for (int p = 0; p < 4; p++) {
@@ -331,17 +380,33 @@ static int scores_prev(void)
     return prev;
 }
 
+/* DHS_REF_SCORES_SYNC=1: k_scores_fp8v<false> (register staging) instead of <true> (cp.async halves) */
+static int scores_sync(void)
+{
+    static int sync = -1;
+    if (sync < 0) {
+        const char *e = getenv("DHS_REF_SCORES_SYNC");
+        sync = e && e[0] && strcmp(e, "0") != 0;
+    }
+    return sync;
+}
+
 /* the indexer scores of one layer on stream st: the fast kernel where it applies; group: queries sharing
    their keys scored together, at most this many (1: each alone) */
 static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, const int64_t *pos, const float *iq,
                                  const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores,
-                                 int group = SC_MAXQ, int prev = -1)
+                                 int group = SC_MAXQ, int prev = -1) /* prev: -1 the environment's choice,
+                                                                        0 k_scores_fp8v<true>, 1 k_scores_fp8,
+                                                                        2 k_scores_fp8v<false> */
 {
-    if (prev < 0) prev = scores_prev();
-    if (d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD && prev)
+    if (prev < 0) prev = scores_prev() ? 1 : scores_sync() ? 2 : 0;
+    const bool fast = d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD;
+    if (fast && prev == 1)
         k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores, group, (int)grid.x);
-    else if (d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD)
-        k_scores_fp8v<<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
+    else if (fast && prev == 2)
+        k_scores_fp8v<false><<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
+    else if (fast)
+        k_scores_fp8v<true><<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
     else
         k_scores<<<grid, 256, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
     return cudaGetLastError();
@@ -1275,7 +1340,7 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
                                                 const float *lut_dev, float *scores_dev, int32_t *sel_dev,
                                                 int32_t *nanc_dev)
 {
-    if (which < 0 || which > 4 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
+    if (which < 0 || which > 5 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
         idx_dim > G_MAX_ID || idx_dim % 8 || k < 1 || k > G_MAX_TOPK || max_positions < 1 || max_positions > INT32_MAX)
         return DHS_ERR_INVALID_ARG;
     if (nq == 0) return DHS_OK;
@@ -1288,10 +1353,12 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
     d.maxpos = max_positions;
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
-    if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE || which == DHS_REF_GPU_SCORES_PREV) {
+    if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE || which == DHS_REF_GPU_SCORES_PREV ||
+        which == DHS_REF_GPU_SCORES_SYNC) {
         dim3 grid((unsigned)nq, (unsigned)((max_positions + 255) / 256));
         e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev,
-                          which == DHS_REF_GPU_SCORES_ALONE ? 1 : SC_MAXQ, which == DHS_REF_GPU_SCORES_PREV ? 1 : -1);
+                          which == DHS_REF_GPU_SCORES_ALONE ? 1 : SC_MAXQ,
+                          which == DHS_REF_GPU_SCORES_PREV ? 1 : which == DHS_REF_GPU_SCORES_SYNC ? 2 : -1);
     } else if (which == DHS_REF_GPU_TOPK) {
         k_topk<<<nq, 1024, 0, st>>>(d, pos_dev, scores_dev, sel_dev);
         e = cudaGetLastError();

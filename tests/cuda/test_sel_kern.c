@@ -17,7 +17,8 @@
  * multiply-add, heads summed in order, times the position's scale) and to the
  * same kernel with each query alone; every selection equal to dhs_ref_topk
  * entry for entry; untouched outputs of absent queries and past each query's
- * position; the same bits from the previous scores kernel (k_scores_fp8).
+ * position; the same bits from the previous scores kernel (k_scores_fp8)
+ * and from the new one with register staging (DHS_REF_GPU_SCORES_SYNC).
  * Edge cases (scores only): contexts of 1..5, 9, 258, 1023, 4099 positions,
  * NaN key codes, a query element above 2^119 and subnormal ones, key codes
  * 8 bytes off a 16-byte boundary.
@@ -164,6 +165,15 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
     CK(cudaMemcpy(scp, d_scp, scb, cudaMemcpyDeviceToHost));
     /* the previous kernel: the same bits everywhere (written and untouched alike) */
     CHECKF(memcmp(sc, scp, scb) == 0, "scores D %d P %lld nq %d edges %d: differ from the previous kernel's", D,
+           (long long)P, nq, edges);
+    /* the register-staged form of the new kernel: the same */
+    CK(cudaMemset(d_scp, 0xff, scb));
+    CHECK_ST(dhs_ref_gpu_select_kernel(NULL, DHS_REF_GPU_SCORES_SYNC, nq, H, D, k, P, d_pos, d_iq, d_iw, d_kc, d_ks, d_lut,
+                                       d_scp, NULL, NULL),
+             DHS_OK);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(scp, d_scp, scb, cudaMemcpyDeviceToHost));
+    CHECKF(memcmp(sc, scp, scb) == 0, "scores D %d P %lld nq %d edges %d: differ from the register-staged kernel's", D,
            (long long)P, nq, edges);
     int64_t cmp = 0, bad = -1, bad1 = -1, untouched = -1;
     for (int q = 0; q < nq; q++) /* positions past the query's (all, for an absent one): not written */
