@@ -206,13 +206,20 @@ int32_t dhs_ref_gpu_attn_chunks(int32_t k);
    into sel_dev [nq][k]; 2: the library's fused top-k (dhs_cuda_topk_fused_n)
    of the same, NaN counts into nanc_dev [nq]; 3: the scores of 0 with every
    query scored alone (no sharing of keys between queries with the same
-   kcodes/kscales pointers: the order before the grouping, same bits).
-   Asynchronous on stream. DHS_ERR_INVALID_ARG for sizes outside the model's
-   limits. */
+   kcodes/kscales pointers: the order before the grouping, same bits); 4:
+   the scores of 0 by the previous kernel (k_scores_fp8: table decoding, one
+   position per thread; same bits; with DHS_REF_SCORES_PREV=1 in the
+   environment the model, and 0 and 3 here, use it too); 5: the scores of 0
+   by the new kernel with its keys staged through registers instead of
+   cp.async (same bits; DHS_REF_SCORES_SYNC=1: the model uses it).
+   Asynchronous on stream. DHS_ERR_INVALID_ARG for sizes outside the
+   model's limits. */
 #define DHS_REF_GPU_SCORES 0
 #define DHS_REF_GPU_TOPK 1
 #define DHS_REF_GPU_TOPK_FUSED 2
 #define DHS_REF_GPU_SCORES_ALONE 3
+#define DHS_REF_GPU_SCORES_PREV 4
+#define DHS_REF_GPU_SCORES_SYNC 5
 dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int32_t nq, int32_t idx_heads, int32_t idx_dim,
                                      int32_t k, int64_t max_positions, const int64_t *pos_dev, const float *iq_dev,
                                      const float *iw_dev, void *const *kcodes_dev, float *const *kscales_dev,

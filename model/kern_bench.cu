@@ -27,9 +27,11 @@
  * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
  * about 153 us per layer, flat in C).
  *
- * Indexer scores (the model's launch_scores: k_scores_fp8 at the real
+ * Indexer scores (the model's launch_scores: k_scores_fp8v at the real
  * geometries' 4 x 128 FP8 keys) over every position of the context, floor
- * = keys read + scores written; top-k (the model's k_topk, and the library's
+ * = keys read + scores written; the previous kernel (k_scores_fp8,
+ * "idx-prev" rows) on the same keys must give the same bits (exit 1), and
+ * the "idx-new" line gives the speed-up over it; top-k (the model's k_topk, and the library's
  * fused dhs_cuda_topk_fused_n, one block per query, and its split form
  * dhs_cuda_topk_split_n, many blocks per query, checked equal to it here) of
  * those scores, floor = the scores read once. Calls rotate over enough
@@ -47,7 +49,8 @@
  * back-to-back time), and the 78 layers + logits captured in one graph as
  * the graph step issues them, beside the same number of empty launches.
  *
- * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] [--proj-only] */
+ * Usage: kern_bench [--contexts N,N] [--batch C,C] [--heads H] [--reps R] [--attention-only] [--proj-only]
+ *                   [--indexer-only] */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +227,9 @@ static void sel_call(void *arg, int r)
     }
 }
 
+static double idx_worst, idx_prev_worst, idx_sync_worst; /* the indexer rows' worst b2b / floor: the scores
+                                                            kernel, the previous, the register-staged */
+
 /* C queries; spec > 1: C / spec sessions of spec queries each sharing their keys (speculative
    positions of one request), scores only, grouped (the model's launch) and each query alone */
 static void bench_select(int64_t ctx, int C, int spec, int reps, double hbm_gbs, const float *d_lut, cudaStream_t st)
@@ -278,6 +284,43 @@ static void bench_select(int64_t ctx, int C, int spec, int reps, double hbm_gbs,
     time_calls(sel_call, &s, reps, st, &p50, &b2b);
     print_row(spec > 1 ? "indexer4" : "indexer", ctx, C, key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50, b2b,
               hbm_gbs, 0);
+    /* the previous kernel (k_scores_fp8, DHS_REF_GPU_SCORES_PREV) and the new one with register staging
+       (DHS_REF_GPU_SCORES_SYNC) on the same inputs: first the same bits (exit 1 on any difference), then
+       their times and the new kernel's speed-up over the previous one */
+    for (int alt = 0; alt < 2; alt++) {
+        const size_t scb = sizeof(float) * (size_t)C * ctx;
+        float *h1 = (float *)malloc(scb), *h2 = (float *)malloc(scb);
+        CK(cudaMemcpyAsync(h1, s.scores, scb, cudaMemcpyDeviceToHost, st)); /* buffer 0: the new kernel's */
+        CK(cudaMemsetAsync(s.scores, 0x5a, scb, st));
+        s.which = alt ? DHS_REF_GPU_SCORES_SYNC : DHS_REF_GPU_SCORES_PREV;
+        sel_call(&s, 0);
+        CK(cudaMemcpyAsync(h2, s.scores, scb, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        if (memcmp(h1, h2, scb)) {
+            int64_t at = 0;
+            while (at < (int64_t)C * ctx && !memcmp(h1 + at, h2 + at, 4)) at++;
+            fprintf(stderr, "kern_bench: indexer scores differ from the %s kernel's (context %lld, C %d): "
+                            "query %lld position %lld: %a vs %a\n",
+                    alt ? "register-staged" : "previous", (long long)ctx, C, (long long)(at / ctx),
+                    (long long)(at % ctx), (double)h1[at], (double)h2[at]);
+            exit(1);
+        }
+        free(h1), free(h2);
+        double p50p, b2bp;
+        time_calls(sel_call, &s, reps, st, &p50p, &b2bp);
+        print_row(alt ? (spec > 1 ? "idx4-sync" : "idx-sync") : (spec > 1 ? "idx4-prev" : "idx-prev"), ctx, C,
+                  key_bytes + sc_bytes, 2.0 * C * ctx * IDX_H * IDX_D, p50p, b2bp, hbm_gbs, 0);
+        const double fl = (key_bytes + sc_bytes) / (hbm_gbs * 1e9) * 1e6;
+        if (alt) {
+            if (b2bp / fl > idx_sync_worst) idx_sync_worst = b2bp / fl;
+            continue;
+        }
+        if (b2b / fl > idx_worst) idx_worst = b2b / fl;
+        if (b2bp / fl > idx_prev_worst) idx_prev_worst = b2bp / fl;
+        printf("%-10s %7lld %3d  scores bit-equal to the previous kernel; speed-up p50 %.2fx, b2b %.2fx\n",
+               spec > 1 ? "idx4-new" : "idx-new", (long long)ctx, C, p50p / p50, b2bp / b2b);
+    }
+    s.which = DHS_REF_GPU_SCORES;
     if (spec > 1) { /* the same scores with every query reading its keys alone: first the same bits */
         const size_t scb = sizeof(float) * (size_t)C * ctx;
         float *h1 = (float *)malloc(scb), *h2 = (float *)malloc(scb);
@@ -877,20 +920,21 @@ static void bench_proj(int64_t ctx, int C, int nh, int reps, double hbm_gbs, cud
 static void usage(FILE *f)
 {
     fprintf(f, "usage: kern_bench [--contexts N,N,...] [--batch C,C,...] [--heads 1|2] [--reps R] [--attention-only]\n"
-               "                  [--proj-only]\n"
+               "                  [--proj-only] [--indexer-only]\n"
                "  The GPU model's split-K sparse attention against its floor, max(bytes / HBM, FLOPs / tensor\n"
                "  peak), with HBM measured by a device-to-device copy in the same process; then the indexer\n"
                "  scores and the top-k (the model's, the library's fused and its split form) against reading\n"
                "  their bytes once; then the per-query projections (rows, indexer query, attention prep/out, logits)\n"
                "  against the previous kernels, checked bit-equal, and a 78-layer step of them in one graph.\n"
-               "  --attention-only: the attention alone; --proj-only: the projections alone.\n"
+               "  --attention-only: the attention alone; --proj-only: the projections alone; --indexer-only: the\n"
+               "  indexer scores and top-ks alone.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 1 --reps 200\n");
 }
 
 int main(int argc, char **argv)
 {
     int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20};
-    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0, proj_only = 0;
+    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0, proj_only = 0, idx_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
@@ -906,6 +950,8 @@ int main(int argc, char **argv)
             no_select = 1;
         } else if (!strcmp(argv[i], "--proj-only")) {
             proj_only = 1;
+        } else if (!strcmp(argv[i], "--indexer-only")) {
+            idx_only = 1;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
             if (reps < 5 || reps > 100000) return usage(stderr), 2;
@@ -940,17 +986,30 @@ int main(int argc, char **argv)
            "  dhs_cuda_topk_fused_n (one block per query), topk-split: dhs_cuda_topk_split_n (many blocks per\n"
            "  query; same output, checked); floor bytes = the scores read once. indexer4: C/4 sessions of 4\n"
            "  queries sharing their keys (speculative positions), keys read once per session (the model's\n"
-           "  launch); indexer4-1: the same with each query reading the keys alone (before the grouping)\n",
+           "  launch); indexer4-1: the same with each query reading the keys alone (before the grouping).\n"
+           "  idx-prev / idx4-prev: the previous scores kernel (table decoding, one position per thread) on the\n"
+           "  same keys, its scores checked bit-equal; idx-new / idx4-new: the speed-up over it; idx-sync /\n"
+           "  idx4-sync: the new kernel with its keys staged through registers instead of cp.async (checked)\n",
            IDX_H, IDX_D, IDX_D + 4);
     if (!proj_only) {
         printf("kernel     context   C       MB      p50      b2b  floor_B  floor_F p50/fl  b2b/fl\n");
         for (int i = 0; i < nctx; i++)
             for (int j = 0; j < nb; j++) {
-                bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
+                if (!idx_only) bench_attention(ctxs[i], (int)batch[j], nh, reps, hbm, d_lut, st);
                 if (!no_select) bench_select(ctxs[i], (int)batch[j], 1, reps, hbm, d_lut, st);
                 if (!no_select) bench_select(ctxs[i], 4 * (int)batch[j], 4, reps, hbm, d_lut, st);
             }
-        printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
+        if (!idx_only)
+            printf("previous five-kernel attention (bench/RESULTS.md): ~153 us per layer, ~12,000 us per 78-layer step\n");
+        if (!no_select)
+            printf("kern_bench: indexer scores worst b2b/floor %.2f (register-staged %.2f, previous kernel %.2f; bar "
+                   "2x), bit-equal\n",
+                   idx_worst, idx_sync_worst, idx_prev_worst);
+    }
+    if (idx_only) {
+        CK(cudaFree(d_lut));
+        CK(cudaStreamDestroy(st));
+        return 0;
     }
     if (!no_select) {
         int n_prod = 0;

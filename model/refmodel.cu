@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "model/attn_kern.cuh" /* the split-K attention: shared with model/kern_bench.cu */
+#include "model/fp8_f16.h"    /* FP8 codes to half bits without a table: the indexer scores */
 #include "model/gpu.h"
 #include "model/prep_kern.cuh" /* the per-query projections (rows, indexer query, attention prep/out, logits) */
 static_assert(G_MAX_TOPK <= ATT_MAXK && G_MAX_HEADS <= ATT_MAXH, "attn_kern.cuh holds the model's k and heads");
@@ -161,14 +163,250 @@ __global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *
     }
 }
 
+/* The scores of k_scores_fp8 (bit for bit), faster: there each of the 256 threads decodes its position
+   through a shared table (a random-bank load per code), after a byte-by-byte transpose into shared memory,
+   and the block holds 256 threads for 32 KB of codes; at 100K that ran at 3.5-5x the HBM floor. Here:
+   - the block's groups of 8 positions are copied with 16-byte loads (8 in flight per thread) and 16-byte
+     shared stores, only the two middle words of each vector swapped, so that a thread reading 8 bytes
+     gets dimensions i and i + 1 of 4 positions; a group takes 16 bytes more than its codes, so the 16
+     groups of a warp fall in distinct banks;
+   - a thread scores 4 positions (16 independent sums: 4 positions x 4 heads), 64 threads per block;
+   - codes decode without a table (model/fp8_f16.h): the half bits of 4 codes cost 5 integer operations,
+     then 4 half-to-float conversions; the value is the code's times 2^-8, so the query is stored times
+     2^8 (exact while |q| < 2^120: a block with a larger query keeps it unscaled and scales the keys
+     instead), and a NaN code, which that path decodes finite, is flagged per position: its sums are
+     NaN on the CPU whatever the other terms, so they are set to NaN before the head sum;
+   - the query sits in shared memory dimension-major: one 16-byte broadcast load gives the 4 heads; the
+     queries of a group (the same keys) take turns in it, so a block needs 35.3 KB and 6 fit on an SM.
+   Per query, head and position the sum still runs over i in order with one unfused multiply and add,
+   then the head sum and the scale as before. */
+#define SV_POS SC_POS            /* positions per block: the grid launch_scores' callers compute */
+#define SV_T (SV_POS / 4)        /* threads per block: 4 positions each */
+#define SV_GB (SC_MAXD * 8 + 16) /* shared bytes per group of 8 positions */
+static_assert(SV_POS % 32 == 0 && (SV_GB / 4) % 32 == 4, "a warp's 16 groups start 4 banks apart");
+static_assert(SV_T >= 4, "the head weights are loaded by threads 0..3");
+
+/* dimensions d0..d1-1 of the 4 positions at mine added to acc (in order); ASY: the group's bytes as in
+   global memory (dimension i of the 4 positions at i * 8), else the two middle words of each 16 bytes
+   swapped (dimensions i and i + 1 at i * 8, 8 bytes) */
+template <bool BIG, bool ASY>
+static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const float *sqj, int d0, int d1, float acc[4][4])
+{
+    uint32_t nan = 0;
+#pragma unroll 4
+    for (int i = d0; i < d1; i += 2) {
+        uint2 c; /* dimension i, then i + 1, of the 4 positions */
+        if (ASY) c = make_uint2(*(const uint32_t *)(mine + i * 8), *(const uint32_t *)(mine + i * 8 + 8));
+        else c = *(const uint2 *)(mine + i * 8);
+        nan |= dhs_fp8_nan_mask(c.x) | dhs_fp8_nan_mask(c.y);
+        float k[2][4];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            uint32_t h02, h13;
+            dhs_fp8x4_to_f16(e ? c.y : c.x, &h02, &h13);
+            k[e][0] = __half2float(__ushort_as_half((unsigned short)(h02 & 0xffffu)));
+            k[e][1] = __half2float(__ushort_as_half((unsigned short)(h13 & 0xffffu)));
+            k[e][2] = __half2float(__ushort_as_half((unsigned short)(h02 >> 16)));
+            k[e][3] = __half2float(__ushort_as_half((unsigned short)(h13 >> 16)));
+            if (BIG)
+#pragma unroll
+                for (int p = 0; p < 4; p++) k[e][p] = fm(k[e][p], 256.0f);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float4 qv = *(const float4 *)&sqj[(i + e) * 4];
+#pragma unroll
+            for (int p = 0; p < 4; p++) {
+                acc[p][0] = fa(acc[p][0], fm(qv.x, k[e][p]));
+                acc[p][1] = fa(acc[p][1], fm(qv.y, k[e][p]));
+                acc[p][2] = fa(acc[p][2], fm(qv.z, k[e][p]));
+                acc[p][3] = fa(acc[p][3], fm(qv.w, k[e][p]));
+            }
+        }
+    }
+    return nan;
+}
+
+#define SV_GBA (SC_MAXD * 8 + 8) /* the same for ASY: groups 2 banks apart, for 4-byte reads */
+static_assert((SV_GBA / 4) % 32 == 2 && SV_GBA * (SV_POS / 8) <= SV_GB * (SV_POS / 8), "ASY layout");
+
+static __device__ __forceinline__ void sv_cp8(void *dst, const void *src)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+static __device__ __forceinline__ void sv_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void sv_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/* ASY (the default): the codes come in by cp.async, the first half of the dimensions and the second as
+   two groups, so the block sums the first half while the second is in flight (at 100K x 2 queries the
+   blocks all fit in one wave and would otherwise load, then compute, all at once); the query is loaded
+   while the first half arrives. !ASY: the 16-byte register staging above, then the sums. Same bits. */
+template <bool ASY>
+__global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *pos, const float *iq, const float *iw,
+                                                     void *const *kcodes, float *const *kscales, float *scores,
+                                                     int group, int nq)
+{
+    enum { H = 4 };
+    /* one query at a time (35.3 KB in all: 6 blocks per SM, so that 100K x 2 queries fit in one wave) */
+    __shared__ __align__(16) float sq[SC_MAXD * H]; /* [i][h], times 2^8 unless big */
+    __shared__ float sw[H];
+    __shared__ __align__(16) uint8_t kc[(SV_POS / 8) * SV_GB];
+    const int q = blockIdx.x, tid = threadIdx.x, D = g.D;
+    const void *mykc = kcodes[q];
+    const float *myks = kscales[q];
+    /* the group this block leads, as in k_scores_fp8 (uniform returns) */
+    int r0 = q;
+    if (group > 1)
+        while (r0 > 0 && kcodes[r0 - 1] == mykc && kscales[r0 - 1] == myks) r0--;
+    if ((q - r0) % group) return;
+    int m = 1;
+    while (m < group && q + m < nq && kcodes[q + m] == mykc && kscales[q + m] == myks) m++;
+    int64_t tmax = -1;
+    for (int j = 0; j < m; j++) tmax = pos[q + j] > tmax ? pos[q + j] : tmax;
+    const int64_t s0 = (int64_t)blockIdx.y * SV_POS;
+    if (tmax < 0 || s0 > tmax) return;
+    const uint8_t *codes = (const uint8_t *)mykc;
+    const int64_t g0 = s0 / 8, glast = tmax / 8;
+    const int ng = glast - g0 + 1 < SV_POS / 8 ? (int)(glast - g0 + 1) : SV_POS / 8;
+    const uint8_t *src = codes + g0 * D * 8;
+    const int GB = ASY ? SV_GBA : SV_GB;
+    if (ASY && ((uintptr_t)src & 7) == 0) { /* 8-byte pieces: dimension d of a group's 8 positions */
+        const int hd = D / 2, np = ng * hd;
+        for (int v = tid; v < np; v += SV_T) {
+            const int gl = v / hd, d = v % hd;
+            sv_cp8(kc + gl * SV_GBA + d * 8, src + ((int64_t)gl * D + d) * 8);
+        }
+        sv_commit();
+        for (int v = tid; v < np; v += SV_T) {
+            const int gl = v / hd, d = hd + v % hd;
+            sv_cp8(kc + gl * SV_GBA + d * 8, src + ((int64_t)gl * D + d) * 8);
+        }
+        sv_commit();
+    } else if (ASY) {
+        for (int v = tid; v < ng * D * 8; v += SV_T) kc[(v / (D * 8)) * SV_GBA + v % (D * 8)] = src[v];
+    } else if (((uintptr_t)src & 15) == 0) {
+        const int per_group = D / 2, nv = ng * per_group; /* 16-byte vectors: 2 dimensions x 8 positions */
+        for (int v0 = tid; v0 < nv; v0 += 8 * SV_T) {
+            uint4 x[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (v0 + u * SV_T < nv) x[u] = __ldg((const uint4 *)src + v0 + u * SV_T);
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                const int v = v0 + u * SV_T;
+                if (v < nv)
+                    *(uint4 *)(kc + (v / per_group) * SV_GB + (v % per_group) * 16) =
+                        make_uint4(x[u].x, x[u].z, x[u].y, x[u].w);
+            }
+        }
+    } else {
+        for (int v = tid; v < ng * D * 8; v += SV_T) {
+            const int gl = v / (D * 8), r = v % (D * 8), w = (r & 15) >> 2;
+            kc[gl * SV_GB + (r >> 4) * 16 + (w == 1 ? 2 : w == 2 ? 1 : w) * 4 + (r & 3)] = src[v];
+        }
+    }
+    const int64_t s = s0 + tid * 4;
+    const uint8_t *mine = kc + (tid >> 1) * GB + (tid & 1) * (ASY ? 4 : 8);
+    float ksc[4];
+#pragma unroll
+    for (int p = 0; p < 4; p++) ksc[p] = s + p <= tmax ? myks[s + p] : 0.0f;
+    const float big_q = __int_as_float(0x7b000000); /* 2^119 */
+#pragma unroll 1
+    for (int j = 0; j < m; j++) {
+        /* query j into shared memory (every thread reaches the barriers: no return before the end) */
+        if (j) __syncthreads(); /* the previous query's sums are done with sq and sw */
+        int big = 0;
+        for (int i = tid; i < H * D; i += SV_T) {
+            const float x = iq[(int64_t)(q + j) * H * D + i]; /* [h][d] */
+            big |= fabsf(x) > big_q && fabsf(x) != __int_as_float(0x7f800000);
+            sq[(i % D) * H + i / D] = x;
+        }
+        if (tid < H) sw[tid] = iw[(int64_t)(q + j) * H + tid];
+        big = __syncthreads_or(big);
+        if (!big) /* each thread its own elements again: no other thread reads them before the barrier below */
+            for (int i = tid; i < H * D; i += SV_T) sq[(i % D) * H + i / D] = fm(sq[(i % D) * H + i / D], 256.0f);
+        if (ASY && j == 0) sv_wait<1>(); /* this thread's copies of the first half */
+        __syncthreads();                  /* the query and, at j = 0, the keys (ASY: their first half) */
+        const int64_t t = pos[q + j];
+        float acc[4][4];
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+#pragma unroll
+            for (int h = 0; h < 4; h++) acc[p][h] = 0.0f;
+        const int dh = ASY ? D / 2 : D;
+        uint32_t nan = 0;
+        if (s <= t) /* candidates 0..t */
+            nan = big ? sv_dot4<true, ASY>(mine, sq, 0, dh, acc) : sv_dot4<false, ASY>(mine, sq, 0, dh, acc);
+        if (ASY && j == 0) {
+            sv_wait<0>();
+            __syncthreads(); /* the second half */
+        }
+        if (s > t) continue;
+        if (ASY) nan |= big ? sv_dot4<true, ASY>(mine, sq, dh, D, acc) : sv_dot4<false, ASY>(mine, sq, dh, D, acc);
+        float out[4];
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            if (nan & (0x80u << (8 * p)))
+#pragma unroll
+                for (int h = 0; h < H; h++) acc[p][h] = __int_as_float(0x7fc00000);
+            float sc = 0.0f;
+#pragma unroll
+            for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[p][h] > 0.0f ? acc[p][h] : 0.0f));
+            out[p] = fm(sc, ksc[p]);
+        }
+        float *dst = scores + (int64_t)(q + j) * g.maxpos + s;
+        if (s + 3 <= t && ((uintptr_t)dst & 15) == 0)
+            *(float4 *)dst = make_float4(out[0], out[1], out[2], out[3]);
+        else
+#pragma unroll
+            for (int p = 0; p < 4; p++)
+                if (s + p <= t) dst[p] = out[p];
+    }
+}
+
+/* DHS_REF_SCORES_PREV=1 in the environment: the model launches k_scores_fp8 instead (read once) */
+static int scores_prev(void)
+{
+    static int prev = -1;
+    if (prev < 0) {
+        const char *e = getenv("DHS_REF_SCORES_PREV");
+        prev = e && e[0] && strcmp(e, "0") != 0;
+    }
+    return prev;
+}
+
+/* DHS_REF_SCORES_SYNC=1: k_scores_fp8v<false> (register staging) instead of <true> (cp.async halves) */
+static int scores_sync(void)
+{
+    static int sync = -1;
+    if (sync < 0) {
+        const char *e = getenv("DHS_REF_SCORES_SYNC");
+        sync = e && e[0] && strcmp(e, "0") != 0;
+    }
+    return sync;
+}
+
 /* the indexer scores of one layer on stream st: the fast kernel where it applies; group: queries sharing
    their keys scored together, at most this many (1: each alone) */
 static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, const int64_t *pos, const float *iq,
                                  const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores,
-                                 int group = SC_MAXQ)
+                                 int group = SC_MAXQ, int prev = -1) /* prev: -1 the environment's choice,
+                                                                        0 k_scores_fp8v<true>, 1 k_scores_fp8,
+                                                                        2 k_scores_fp8v<false> */
 {
-    if (d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD)
+    if (prev < 0) prev = scores_prev() ? 1 : scores_sync() ? 2 : 0;
+    const bool fast = d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD;
+    if (fast && prev == 1)
         k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores, group, (int)grid.x);
+    else if (fast && prev == 2)
+        k_scores_fp8v<false><<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
+    else if (fast)
+        k_scores_fp8v<true><<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
     else
         k_scores<<<grid, 256, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores);
     return cudaGetLastError();
@@ -1102,7 +1340,7 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
                                                 const float *lut_dev, float *scores_dev, int32_t *sel_dev,
                                                 int32_t *nanc_dev)
 {
-    if (which < 0 || which > 3 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
+    if (which < 0 || which > 5 || nq < 0 || idx_heads < 1 || idx_heads > G_MAX_IH || idx_dim < 1 ||
         idx_dim > G_MAX_ID || idx_dim % 8 || k < 1 || k > G_MAX_TOPK || max_positions < 1 || max_positions > INT32_MAX)
         return DHS_ERR_INVALID_ARG;
     if (nq == 0) return DHS_OK;
@@ -1115,10 +1353,12 @@ extern "C" dhs_status dhs_ref_gpu_select_kernel(void *stream, int32_t which, int
     d.maxpos = max_positions;
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e;
-    if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE) {
+    if (which == DHS_REF_GPU_SCORES || which == DHS_REF_GPU_SCORES_ALONE || which == DHS_REF_GPU_SCORES_PREV ||
+        which == DHS_REF_GPU_SCORES_SYNC) {
         dim3 grid((unsigned)nq, (unsigned)((max_positions + 255) / 256));
         e = launch_scores(&d, grid, st, pos_dev, iq_dev, iw_dev, kcodes_dev, kscales_dev, lut_dev, scores_dev,
-                          which == DHS_REF_GPU_SCORES ? SC_MAXQ : 1);
+                          which == DHS_REF_GPU_SCORES_ALONE ? 1 : SC_MAXQ,
+                          which == DHS_REF_GPU_SCORES_PREV ? 1 : which == DHS_REF_GPU_SCORES_SYNC ? 2 : -1);
     } else if (which == DHS_REF_GPU_TOPK) {
         k_topk<<<nq, 1024, 0, st>>>(d, pos_dev, scores_dev, sel_dev);
         e = cudaGetLastError();

@@ -16,7 +16,12 @@
  * score bit-equal to the CPU order (per head the sum over i ascending, unfused
  * multiply-add, heads summed in order, times the position's scale) and to the
  * same kernel with each query alone; every selection equal to dhs_ref_topk
- * entry for entry; untouched outputs of absent queries.
+ * entry for entry; untouched outputs of absent queries and past each query's
+ * position; the same bits from the previous scores kernel (k_scores_fp8)
+ * and from the new one with register staging (DHS_REF_GPU_SCORES_SYNC).
+ * Edge cases (scores only): contexts of 1..5, 9, 258, 1023, 4099 positions,
+ * NaN key codes, a query element above 2^119 and subnormal ones, key codes
+ * 8 bytes off a 16-byte boundary.
  *
  * Exits 77 (CTest SKIP_RETURN_CODE) without CUDA or without a device. */
 #include <math.h>
@@ -48,7 +53,7 @@ static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f /
 typedef struct sess_keys {
     uint8_t *codes; /* host [(P+7)/8][D][8] */
     float *scales;  /* host [P] */
-    void *d_codes;
+    void *d_codes, *d_alloc; /* d_codes: d_alloc, or 8 bytes into it (edges) */
     float *d_scales;
 } sess_keys;
 
@@ -65,8 +70,11 @@ static float cpu_score(const float *iq, const float *iw, const sess_keys *k, int
     return sc * k->scales[s];
 }
 
+/* edges: NaN codes among the keys, a query with one element above 2^119 (the kernel keeps such a query
+   unscaled) and one with subnormal elements, key codes at addresses 8 bytes off a 16-byte boundary (the
+   byte-wise staging); scores only (the top-ks are checked on the other cases) */
 static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, const float *d_lut, void *ws, size_t ws_bytes,
-                        int *ncmp_sel)
+                        int *ncmp_sel, int edges)
 {
     const float *lut = dhs_ref_fp8_table();
     sess_keys sk[MAXQ];
@@ -92,10 +100,11 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
         sk[i].scales = th_alloc(sizeof(float) * (size_t)P);
         for (size_t b = 0; b < cb; b++) {
             uint8_t c = (uint8_t)dhs_rng_below(rng, 256);
-            sk[i].codes[b] = (c & 0x7f) == 0x7f ? 0 : c; /* no NaN codes */
+            sk[i].codes[b] = (c & 0x7f) == 0x7f && !(edges && dhs_rng_below(rng, 4) == 0) ? 0 : c; /* NaN codes: edges */
         }
         for (int64_t s = 0; s < P; s++) sk[i].scales[s] = ldexpf(1.0f, (int)dhs_rng_below(rng, 16) - 12);
-        CK(cudaMalloc(&sk[i].d_codes, cb));
+        CK(cudaMalloc(&sk[i].d_alloc, cb + 8));
+        sk[i].d_codes = (uint8_t *)sk[i].d_alloc + (edges && i % 2 ? 8 : 0);
         CK(cudaMalloc((void **)&sk[i].d_scales, sizeof(float) * (size_t)P));
         CK(cudaMemcpy(sk[i].d_codes, sk[i].codes, cb, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(sk[i].d_scales, sk[i].scales, sizeof(float) * (size_t)P, cudaMemcpyHostToDevice));
@@ -106,13 +115,19 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
     }
     float *iq = th_alloc(sizeof(float) * (size_t)nq * H * D), iw[MAXQ * H];
     for (int i = 0; i < nq * H * D; i++) iq[i] = unif(rng);
+    if (edges) {
+        const int qb = (int)dhs_rng_below(rng, (uint64_t)nq), qs = (int)dhs_rng_below(rng, (uint64_t)nq);
+        /* above 2^119 (the products stay finite: codes are below 2^9) */
+        iq[(size_t)qb * H * D + dhs_rng_below(rng, (uint64_t)(H * D))] = ldexpf(dhs_rng_below(rng, 2) ? 1.01f : -1.01f, 119);
+        for (int i = 0; i < H * D; i += 3) iq[(size_t)qs * H * D + i] = ldexpf(unif(rng), -128); /* subnormals */
+    }
     for (int q = 0; q < nq; q++) {
         const int kind = (int)dhs_rng_below(rng, 4); /* 0: all-zero weights (every score ties at 0); 1: positive */
         for (int h = 0; h < H; h++) iw[q * H + h] = kind == 0 ? 0.0f : kind == 1 ? fabsf(unif(rng)) : unif(rng);
     }
     /* device buffers */
     void **d_kc;
-    float **d_ks, *d_iq, *d_iw, *d_sc, *d_sc1;
+    float **d_ks, *d_iq, *d_iw, *d_sc, *d_sc1, *d_scp;
     int64_t *d_pos;
     int32_t *d_sel, *d_nan;
     const size_t scb = sizeof(float) * (size_t)nq * (size_t)P, selb = sizeof(int32_t) * (size_t)nq * (size_t)k;
@@ -123,6 +138,7 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
     CK(cudaMalloc((void **)&d_pos, sizeof(int64_t) * (size_t)nq));
     CK(cudaMalloc((void **)&d_sc, scb));
     CK(cudaMalloc((void **)&d_sc1, scb));
+    CK(cudaMalloc((void **)&d_scp, scb));
     CK(cudaMalloc((void **)&d_sel, selb));
     CK(cudaMalloc((void **)&d_nan, sizeof(int32_t) * (size_t)nq));
     CK(cudaMemcpy(d_kc, h_kc, sizeof(void *) * (size_t)nq, cudaMemcpyHostToDevice));
@@ -132,17 +148,43 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
     CK(cudaMemcpy(d_pos, pos, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice));
     CK(cudaMemset(d_sc, 0xff, scb));
     CK(cudaMemset(d_sc1, 0xff, scb));
+    CK(cudaMemset(d_scp, 0xff, scb));
     CHECK_ST(dhs_ref_gpu_select_kernel(NULL, DHS_REF_GPU_SCORES, nq, H, D, k, P, d_pos, d_iq, d_iw, d_kc, d_ks, d_lut, d_sc,
                                        NULL, NULL),
              DHS_OK);
     CHECK_ST(dhs_ref_gpu_select_kernel(NULL, DHS_REF_GPU_SCORES_ALONE, nq, H, D, k, P, d_pos, d_iq, d_iw, d_kc, d_ks, d_lut,
                                        d_sc1, NULL, NULL),
              DHS_OK);
+    CHECK_ST(dhs_ref_gpu_select_kernel(NULL, DHS_REF_GPU_SCORES_PREV, nq, H, D, k, P, d_pos, d_iq, d_iw, d_kc, d_ks, d_lut,
+                                       d_scp, NULL, NULL),
+             DHS_OK);
     CK(cudaDeviceSynchronize());
-    float *sc = th_alloc(scb), *sc1 = th_alloc(scb), *ref = th_alloc(scb);
+    float *sc = th_alloc(scb), *sc1 = th_alloc(scb), *scp = th_alloc(scb), *ref = th_alloc(scb);
     CK(cudaMemcpy(sc, d_sc, scb, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(sc1, d_sc1, scb, cudaMemcpyDeviceToHost));
-    int64_t cmp = 0, bad = -1, bad1 = -1;
+    CK(cudaMemcpy(scp, d_scp, scb, cudaMemcpyDeviceToHost));
+    /* the previous kernel: the same bits everywhere (written and untouched alike) */
+    CHECKF(memcmp(sc, scp, scb) == 0, "scores D %d P %lld nq %d edges %d: differ from the previous kernel's", D,
+           (long long)P, nq, edges);
+    /* the register-staged form of the new kernel: the same */
+    CK(cudaMemset(d_scp, 0xff, scb));
+    CHECK_ST(dhs_ref_gpu_select_kernel(NULL, DHS_REF_GPU_SCORES_SYNC, nq, H, D, k, P, d_pos, d_iq, d_iw, d_kc, d_ks, d_lut,
+                                       d_scp, NULL, NULL),
+             DHS_OK);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(scp, d_scp, scb, cudaMemcpyDeviceToHost));
+    CHECKF(memcmp(sc, scp, scb) == 0, "scores D %d P %lld nq %d edges %d: differ from the register-staged kernel's", D,
+           (long long)P, nq, edges);
+    int64_t cmp = 0, bad = -1, bad1 = -1, untouched = -1;
+    for (int q = 0; q < nq; q++) /* positions past the query's (all, for an absent one): not written */
+        for (int64_t s = pos[q] + 1; s < P && untouched < 0; s++) {
+            uint32_t u;
+            memcpy(&u, &sc[(size_t)q * (size_t)P + (size_t)s], 4);
+            if (u != 0xffffffffu) untouched = (int64_t)q * P + s;
+        }
+    CHECKF(untouched < 0, "scores D %d P %lld: query %lld position %lld past the query's %lld written", D, (long long)P,
+           (long long)(untouched < 0 ? 0 : untouched / P), (long long)(untouched < 0 ? 0 : untouched % P),
+           (long long)(untouched < 0 ? 0 : pos[untouched / P]));
     for (int q = 0; q < nq; q++)
         for (int64_t s = 0; s <= pos[q]; s++) {
             const size_t o = (size_t)q * (size_t)P + (size_t)s;
@@ -159,10 +201,11 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
            bad1 < 0 ? 0.0 : sc1[bad1]);
     /* the top-ks of the GPU's scores against dhs_ref_topk of the CPU's (equal, checked above) */
     int32_t *want = th_alloc(selb), *got = th_alloc(selb);
+    const int impls = edges ? 0 : 4;
     uint64_t *heap = th_alloc(sizeof(uint64_t) * (size_t)k);
     for (int q = 0; q < nq; q++)
         if (pos[q] >= 0) dhs_ref_topk(ref + (size_t)q * (size_t)P, pos[q] + 1, k, want + (size_t)q * k, heap);
-    for (int impl = 0; impl < 4; impl++) { /* k_topk, fused, split (twice: the workspace it left) */
+    for (int impl = 0; impl < impls; impl++) { /* k_topk, fused, split (twice: the workspace it left) */
         CK(cudaMemset(d_sel, 0x7f, selb));
         if (impl == 0 || impl == 1)
             CHECK_ST(dhs_ref_gpu_select_kernel(NULL, impl == 0 ? DHS_REF_GPU_TOPK : DHS_REF_GPU_TOPK_FUSED, nq, H, D, k, P,
@@ -189,14 +232,14 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
         (*ncmp_sel)++;
     }
     for (int i = 0; i < ns; i++) {
-        cudaFree(sk[i].d_codes);
+        cudaFree(sk[i].d_alloc);
         cudaFree(sk[i].d_scales);
         free(sk[i].codes);
         free(sk[i].scales);
     }
-    void *bufs[] = {d_kc, d_ks, d_iq, d_iw, d_pos, d_sc, d_sc1, d_sel, d_nan};
+    void *bufs[] = {d_kc, d_ks, d_iq, d_iw, d_pos, d_sc, d_sc1, d_scp, d_sel, d_nan};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cudaFree(bufs[i]);
-    free(iq), free(sc), free(sc1), free(ref), free(want), free(got), free(heap);
+    free(iq), free(sc), free(sc1), free(scp), free(ref), free(want), free(got), free(heap);
     return cmp;
 }
 
@@ -216,6 +259,8 @@ int main(void)
     CK(cudaMalloc(&ws, ws_bytes));
     CK(cudaMemset(ws, 0, ws_bytes));
     static const int64_t Ps[] = {1, 7, 255, 256, 257, 2048, 2049, 5000, 70000};
+    /* edge cases: tiny contexts, contexts not a multiple of a thread's 4 positions or a block's 256 */
+    static const int64_t Pe[] = {1, 2, 3, 4, 5, 9, 258, 1023, 4099};
     const int ncases = th_scale() < 0.5 ? 12 : 40;
     int64_t scores = 0;
     int topks = 0, cases = 0;
@@ -224,7 +269,13 @@ int main(void)
         const int64_t P = Ps[c < 9 ? c : (int)dhs_rng_below(&rng, 9)];
         const int nq = 1 + (int)dhs_rng_below(&rng, MAXQ);
         const int32_t k = dhs_rng_below(&rng, 2) ? K_MAX : 1 + (int32_t)dhs_rng_below(&rng, K_MAX);
-        scores += run_case(&rng, D, P, nq, k, d_lut, ws, ws_bytes, &topks);
+        scores += run_case(&rng, D, P, nq, k, d_lut, ws, ws_bytes, &topks, 0);
+        cases++;
+    }
+    for (int c = 0; c < 2 * 9; c++) { /* the edges, at both dimensions */
+        const int nq = 1 + (int)dhs_rng_below(&rng, MAXQ);
+        scores += run_case(&rng, c % 2 ? 64 : 128, Pe[c / 2], nq, 1 + (int32_t)dhs_rng_below(&rng, K_MAX), d_lut, ws,
+                           ws_bytes, &topks, 1);
         cases++;
     }
     cudaFree(ws);
