@@ -19,6 +19,9 @@
  *                  With a counter (the model's path) the query's last chunk
  *                  to finish (integer atomic; __threadfence before counting)
  *                  then merges the partials itself, as k_att_combine does.
+ *   k_att_pipe     the same per chunk, G blocks per query each taking every
+ *                  G-th chunk, the next chunk's rows loaded (cp.async) while
+ *                  the current one is computed; opt-in (DHS_ATT_PIPE, below).
  *   k_att_combine  grid (nq * nh), ATT_PT threads (2 values each): M = max mc,
  *                  w_c = exp(mc - M), S = sum_c w_c sc, A = sum_c w_c oc[i] in
  *                  chunk order, ao = A * (1 / S). The same bits as the merge
@@ -34,6 +37,7 @@
 #define DHS_CUDA_ATTN_KERN_CUH
 
 #include <stdint.h>
+#include <stdlib.h> /* getenv: the DHS_ATT_PIPE switch */
 
 #include <cuda_runtime.h>
 
@@ -337,6 +341,253 @@ static __global__ void __launch_bounds__(ATT_PT) k_att_combine(int nh, int k, in
     att_merge(q, h, nh, k, (nv + ATT_CH - 1) / ATT_CH, portable, pm, ps, po, ao);
 }
 
+/* ------------------------------------------------------------ pipelined variant
+   k_att_pipe: grid (nq, G), ATT_PT threads, 4 blocks per SM. Block y of query
+   q takes chunks y, y + G, y + 2G, ... of the query; while it computes chunk c
+   the rows of chunk c + G are already on their way into the other half of a
+   double buffer (cp.async, 16 bytes each, no registers held), and the
+   locations of chunk c + 2G are loaded (the index -> row dependency is one
+   chunk ahead, not on the critical path). Per chunk the arithmetic is
+   k_att_part's, line for line (att_chunk_body), so the partials, and with the
+   same merge the outputs, are the same bits; the counter counts chunks, so the
+   last block to finish merges, as in k_att_part. Why: at C = 20 and k = 2048
+   k_att_part is 1,280 blocks of 32 rows over 4 x 132 slots, 2.4 waves each of
+   which loads, then computes, then waits; here C x G blocks fill one wave and
+   each overlaps its next chunk's load with the current chunk's arithmetic.
+   Switch (att_launch): environment DHS_ATT_PIPE unset or 0: k_att_part;
+   1: k_att_pipe where k_att_part needs more than one wave of blocks, G
+   chosen to fill one wave; g >= 2: k_att_pipe with G = g (tests). */
+#define ATT_PIPE_BPS 4 /* blocks per SM: 2 x 20,992 B of rows + 7.2 KB each (197 KB); 64 registers, no spill */
+#define ATT_PIPE_SMEM (2 * ATT_CH * G_ROW)
+
+static __device__ __forceinline__ void att_cp16(void *dst, const void *src)
+{
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void att_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+static __device__ __forceinline__ void att_cp_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+/* the locations of chunk c (entries below nv), -1 elsewhere */
+static __device__ __forceinline__ void att_pipe_locs(const int32_t *iq, int c, int nv, int32_t *loc)
+{
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        const int j = threadIdx.x + u * ATT_PT, e = j / ATT_RV, ee = c * ATT_CH + e;
+        loc[u] = (e < ATT_CH && ee < nv) ? __ldg(&iq[ee]) : -1;
+    }
+}
+/* the rows of chunk c into buf (n valid entries) */
+static __device__ __forceinline__ void att_pipe_issue(const uint8_t *b0, const int32_t *loc, int n, uint8_t *buf)
+{
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        const int j = threadIdx.x + u * ATT_PT, e = j / ATT_RV;
+        if (e < n) att_cp16(buf + (int64_t)e * G_ROW + 16 * (j % ATT_RV), b0 + (int64_t)loc[u] * G_ROW + 16 * (j % ATT_RV));
+    }
+}
+
+/* k_att_part after its rows are in shared memory: scores, the chunk's softmax,
+   the unnormalised values, partials of chunk c (n valid entries) */
+static __device__ __forceinline__ void att_chunk_body(const uint8_t (*rows)[G_ROW], int q, int c, int n, int nh, int k,
+                                                      float att_scale, int portable, const float (*qs)[G_LAT],
+                                                      const float *lut, float *pm, float *ps, float *po)
+{
+    __shared__ float sc[ATT_MAXH][ATT_CH];
+    __shared__ float p[ATT_MAXH][ATT_CH];
+    __shared__ float tfs[ATT_CH][G_NOPE / 128];
+    const int tid = threadIdx.x;
+    if (tid < nh * 4 * ATT_CH) {
+        const int qq = tid & 3, e = (tid >> 2) % ATT_CH, h = tid / (4 * ATT_CH);
+        float a0 = 0.0f, a1 = 0.0f;
+        uint32_t nan = 0;
+        const uint8_t *row = rows[e];
+        float tf[G_NOPE / 128];
+        bool fast = true;
+        if (e < n) {
+#pragma unroll
+            for (int tile = 0; tile < G_NOPE / 128; tile++) {
+                tf[tile] = att_fold(((const float *)(row + G_NOPE))[tile]);
+                fast = fast && tf[tile] != 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < G_NOPE / 64; u++) {
+                const uint4 x = ((const uint4 *)row)[4 * u + qq];
+                nan |= att_nan4(x.x) | att_nan4(x.y) | att_nan4(x.z) | att_nan4(x.w);
+            }
+        }
+        nan |= __shfl_xor_sync(0xffffffffu, nan, 1);
+        nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
+        fast = fast && !nan;
+        if (e < n) {
+            if (fast)
+                att_lanes2<true>(row, qs[h], lut, tf, qq, &a0, &a1);
+            else
+                att_lanes2<false>(row, qs[h], lut, tf, qq, &a0, &a1);
+            if (h == 0) tfs[e][qq] = fast ? att_fold(((const float *)(row + G_NOPE))[qq]) : 0.0f;
+        }
+        float s = fa(a0, a1);
+        s = fa(s, __shfl_xor_sync(0xffffffffu, s, 1));
+        s = fa(s, __shfl_xor_sync(0xffffffffu, s, 2));
+        if (qq == 0 && e < n) sc[h][e] = fm(s, att_scale);
+    }
+    __syncthreads();
+    const int w = tid >> 5, lane = tid & 31;
+    if (w < nh) {
+        float s = lane < n ? sc[w][lane] : -__int_as_float(0x7f800000);
+        float m = s;
+        for (int off = 16; off > 0; off >>= 1) {
+            float o = __shfl_xor_sync(0xffffffffu, m, off);
+            m = (o > m || m != m) ? o : m;
+        }
+        p[w][lane] = lane < n ? g_expf(fs(s, m), portable) : 0.0f;
+        __syncwarp();
+        if (lane == 0) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int e = 0; e < ATT_CH; e++) sum = fa(sum, p[w][e]);
+            const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh + w;
+            pm[pi] = m;
+            ps[pi] = sum;
+        }
+    }
+    __syncthreads();
+    {
+        const int i = 2 * tid, tile = i / 128;
+        float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
+#pragma unroll 4
+        for (int e = 0; e < n; e++) {
+            const uint32_t cc = *(const uint16_t *)&rows[e][i];
+            const float tf = tfs[e][tile];
+            float v0, v1;
+            if (tf != 0.0f) {
+                v0 = fm(att_raw(cc, 0), tf), v1 = fm(att_raw(cc, 1), tf);
+            } else {
+                const float ts = ((const float *)(rows[e] + G_NOPE))[tile];
+                v0 = fm(lut[cc & 255u], ts), v1 = fm(lut[cc >> 8], ts);
+            }
+            const float p0 = p[0][e];
+            a00 = fa(a00, fm(p0, v0));
+            a01 = fa(a01, fm(p0, v1));
+            if (nh > 1) {
+                const float p1 = p[1][e];
+                a10 = fa(a10, fm(p1, v0));
+                a11 = fa(a11, fm(p1, v1));
+            }
+        }
+        const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh;
+        *(float2 *)&po[pi * G_NOPE + i] = make_float2(a00, a01);
+        if (nh > 1) *(float2 *)&po[(pi + 1) * G_NOPE + i] = make_float2(a10, a11);
+    }
+    __syncthreads(); /* rows, sc, p, tfs free for the next chunk */
+}
+
+static __global__ void __launch_bounds__(ATT_PT, ATT_PIPE_BPS)
+    k_att_pipe(int nh, int k, float att_scale, int portable, const uint8_t *const *base, const float *aq,
+               const int32_t *aidx, const int32_t *anv, const float *lut_g, float *pm, float *ps, float *po,
+               int32_t *cnt, float *ao)
+{
+    extern __shared__ __align__(16) uint8_t att_dyn[]; /* rows [2][ATT_CH][G_ROW] */
+    __shared__ __align__(16) float qs[ATT_MAXH][G_LAT];
+    __shared__ float lut[256];
+    __shared__ int s_last;
+    const int q = blockIdx.x, G = gridDim.y, tid = threadIdx.x;
+    const int nv = anv[q];
+    if (nv <= 0) return;
+    const int nc = att_chunks(nv < k ? nv : k);
+    int c = blockIdx.y;
+    if (c >= nc) return; /* the whole block: no chunk of its own */
+    const int32_t *iq = aidx + (int64_t)q * k;
+    const uint8_t *b0 = base[q];
+    int32_t loc[ATT_VPT];
+    att_pipe_locs(iq, c, nv, loc);
+    att_pipe_issue(b0, loc, nv - c * ATT_CH < ATT_CH ? nv - c * ATT_CH : ATT_CH, att_dyn);
+    att_cp_commit();
+    if (c + G < nc) att_pipe_locs(iq, c + G, nv, loc);
+    for (int i = tid; i < 256; i += ATT_PT) lut[i] = lut_g[i];
+    for (int i = tid; i < nh * G_LAT; i += ATT_PT) qs[i / G_LAT][i % G_LAT] = aq[(int64_t)q * nh * G_LAT + i];
+    int done = 0;
+    for (int it = 0; c < nc; it++, c += G) {
+        uint8_t *cur = att_dyn + (it & 1) * (ATT_CH * G_ROW), *nxt = att_dyn + ((it & 1) ^ 1) * (ATT_CH * G_ROW);
+        const int cn = c + G;
+        if (cn < nc) att_pipe_issue(b0, loc, nv - cn * ATT_CH < ATT_CH ? nv - cn * ATT_CH : ATT_CH, nxt);
+        att_cp_commit(); /* an empty group past the last chunk: wait_group 1 still means chunk c */
+        if (cn + G < nc) att_pipe_locs(iq, cn + G, nv, loc);
+        att_cp_wait1();
+        __syncthreads(); /* chunk c's rows (every thread's copies), lut, qs */
+        const int n = nv - c * ATT_CH < ATT_CH ? nv - c * ATT_CH : ATT_CH;
+        att_chunk_body((const uint8_t(*)[G_ROW])cur, q, c, n, nh, k, att_scale, portable, qs, lut, pm, ps, po);
+        done++;
+    }
+    if (!cnt) return;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) s_last = atomicAdd(&cnt[q], done) + done == nc;
+    __syncthreads();
+    if (!s_last) return;
+    if (tid == 0) cnt[q] = 0;
+    __threadfence();
+    for (int h = 0; h < nh; h++) att_merge(q, h, nh, k, nc, portable, pm, ps, po, ao);
+}
+
+/* blocks per query filling one wave of k_att_pipe (at least 1, at most the
+   chunks), chunks spread evenly: ceil(chunks / per-block) blocks */
+static inline int att_pipe_blocks(int nq, int k, int sms)
+{
+    const int nch = att_chunks(k), slots = ATT_PIPE_BPS * sms;
+    int g = (slots + nq - 1) / nq;
+    if (g < 1) g = 1;
+    if (g > nch) g = nch;
+    const int per = (nch + g - 1) / g;
+    return (nch + per - 1) / per;
+}
+
+/* k_att_pipe with G blocks per query (G >= 1; the same partials, counter and
+   merge as att_launch) */
+static inline cudaError_t att_launch_pipe(cudaStream_t st, int G, int nq, int nh, int k, float att_scale, int portable,
+                                          const uint8_t *const *base, const float *aq, const int32_t *aidx,
+                                          const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
+                                          int32_t *cnt, float *ao)
+{
+    if (nq < 1) return cudaSuccess;
+    if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK || G < 1) return cudaErrorInvalidValue;
+    static int attr_set; /* per translation unit; the attribute is per function */
+    if (!attr_set) {
+        cudaError_t e = cudaFuncSetAttribute(k_att_pipe, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_PIPE_SMEM);
+        if (e != cudaSuccess) return e;
+        attr_set = 1;
+    }
+    if (G > att_chunks(k)) G = att_chunks(k);
+    k_att_pipe<<<dim3(nq, G), ATT_PT, ATT_PIPE_SMEM, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm, ps,
+                                                          po, cnt, ao);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess || cnt) return e;
+    k_att_combine<<<nq * nh, ATT_PT, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
+    return cudaGetLastError();
+}
+
+/* the DHS_ATT_PIPE switch, read once: 0 off, 1 auto, g >= 2 forced G */
+static inline int att_pipe_env(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *s = getenv("DHS_ATT_PIPE");
+        v = s ? atoi(s) : 0;
+        if (v < 0) v = 0;
+    }
+    return v;
+}
+/* SMs of the current device, read once (0 on an error: auto then keeps k_att_part) */
+static inline int att_sms(void)
+{
+    static int n = -1;
+    if (n < 0) {
+        int d = 0, m = 0;
+        n = (cudaGetDevice(&d) == cudaSuccess && cudaDeviceGetAttribute(&m, cudaDevAttrMultiProcessorCount, d) == cudaSuccess) ? m : 0;
+    }
+    return n;
+}
+
 /* the attention on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512].
    cnt (int32 [nq], zero before the first launch, left zero by each): one
    launch, the last chunk of each query merges (the model's path); cnt NULL:
@@ -348,6 +599,12 @@ static inline cudaError_t att_launch(cudaStream_t st, int nq, int nh, int k, flo
 {
     if (nq < 1) return cudaSuccess;
     if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return cudaErrorInvalidValue;
+    const int pipe = att_pipe_env();
+    if (pipe >= 2)
+        return att_launch_pipe(st, pipe, nq, nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm, ps, po, cnt, ao);
+    if (pipe == 1 && (int64_t)nq * att_chunks(k) > 4 * (int64_t)att_sms() && att_sms() > 0)
+        return att_launch_pipe(st, att_pipe_blocks(nq, k, att_sms()), nq, nh, k, att_scale, portable, base, aq, aidx,
+                               anv, lut, pm, ps, po, cnt, ao);
     k_att_part<<<dim3(nq, att_chunks(k)), ATT_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
                                                           ps, po, cnt, ao);
     cudaError_t e = cudaGetLastError();
