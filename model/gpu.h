@@ -196,9 +196,7 @@ double dhs_ref_gpu_hbm_gbps(uint64_t bytes);
    ao_dev [nq][nh][512]. cnt_dev: int32 [nq], zero before the first call and
    left zero by each: one launch whose last chunk per query merges (the
    model's path); NULL: a second kernel merges (the same bits). Asynchronous on stream (NULL: the default stream).
-   DHS_ERR_INVALID_ARG for nh outside 1..2 or k outside 1..2048. The kernel is
-   k_att_part, or k_att_pipe under the environment's DHS_ATT_PIPE (read once;
-   docs/MODEL.md "Attention kernels"): the same bits. */
+   DHS_ERR_INVALID_ARG for nh outside 1..2 or k outside 1..2048. */
 int32_t dhs_ref_gpu_attn_chunks(int32_t k);
 /* The selection kernels alone, on device buffers, for benchmarks: which = 0:
    the indexer scores of nq queries over positions 0..pos_dev[q] (FP8 keys

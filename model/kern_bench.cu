@@ -22,13 +22,6 @@
  * The first split-K kernel (attn_kern_r1.cuh: table decoding, one thread per
  * score lane, a serial merge) runs in the same process on the same rows as
  * the baseline ("attn-r1" rows) and must give the same bits.
- * The pipelined variant (k_att_pipe of attn_kern.cuh: a wave of blocks, each
- * taking several chunks, the next chunk's rows loaded while the current one
- * is computed; the model's opt-in DHS_ATT_PIPE) runs beside it ("attn-pipe"
- * rows) with G chosen as the model's auto mode chooses it, and with half
- * those blocks ("attn-pip2": twice the chunks per block), then a line of
- * pipe vs part; it must give the same bits (and with G = 1 and 2). Run
- * kern_bench without DHS_ATT_PIPE so that "attention" is k_att_part.
  *
  * The five-kernel attention this replaces is not built here; its figures are
  * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
@@ -154,8 +147,6 @@ static int cmp_f(const void *a, const void *b)
 }
 
 static double worst_ratio;
-static double worst_pipe; /* k_att_pipe: the worst over (context, C) of its better G's b2b / floor */
-static int pipe_bad;      /* k_att_pipe checks that differed from k_att_part (reported; the exit status at the end) */
 
 /* p50 of single calls between events and the mean of a back-to-back stream, in us; call(arg, r) issues call r */
 typedef void (*call_fn)(void *arg, int r);
@@ -393,7 +384,6 @@ typedef struct att_state {
     int C, NL, nh, k, which; /* 0: the model's launch (one kernel, last chunk merges), 1: k_att_part then
                                 k_att_combine, 2: k_att_combine alone */
     int r1;                  /* the first kernels (attn_kern_r1.cuh) instead */
-    int pipe;                /* > 0: k_att_pipe with this many blocks per query instead of k_att_part */
     int32_t *cnt;
     const uint8_t *const *base;
     const float *aq;
@@ -412,9 +402,6 @@ static void att_call(void *arg, int r)
     if (a->which <= 1 && a->r1) {
         CK(att_launch_r1(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps,
                          a->po, a->which == 0 ? a->cnt : NULL, a->ao));
-    } else if (a->which <= 1 && a->pipe > 0) {
-        CK(att_launch_pipe(a->st, a->pipe, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm,
-                           a->ps, a->po, a->which == 0 ? a->cnt : NULL, a->ao));
     } else if (a->which <= 1) {
         CK(att_launch(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps, a->po,
                       a->which == 0 ? a->cnt : NULL, a->ao));
@@ -467,45 +454,29 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     int32_t *cnt;
     CK(cudaMalloc((void **)&cnt, sizeof(int32_t) * (size_t)C));
     CK(cudaMemset(cnt, 0, sizeof(int32_t) * (size_t)C));
-    int sms = 0, dev = 0;
-    CK(cudaGetDevice(&dev));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int gp = att_pipe_blocks(C, k, sms); /* k_att_pipe's blocks per query */
-    att_state a = {C, NL, nh, k, 0, 0, 0, cnt, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
+    att_state a = {C, NL, nh, k, 0, 0, cnt, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
     /* the two merges and the first kernels give the same bits (a check, not a test: test_att_kern is the test) */
     const size_t nao = (size_t)C * nh * G_NOPE;
     float *h1 = (float *)malloc(nao * 4), *h2 = (float *)malloc(nao * 4);
-    const int chk[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {0, 0, gp}, {1, 0, gp}, {0, 0, 2}, {0, 0, 1}}; /* which, r1, pipe */
-    for (int v = 0; v < 8; v++) {
-        a.which = chk[v][0], a.r1 = chk[v][1], a.pipe = chk[v][2];
+    static const int chk[][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* which, r1 */
+    for (int v = 0; v < 4; v++) {
+        a.which = chk[v][0], a.r1 = chk[v][1];
         CK(cudaMemsetAsync(ao, 0, nao * 4, st));
         att_call(&a, 0);
         CK(cudaMemcpyAsync(v ? h2 : h1, ao, nao * 4, cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
-        if (v >= 4 && memcmp(h1, h2, nao * 4)) { /* the opt-in kernel: reported, the timings still run */
-            fprintf(stderr, "kern_bench: MISMATCH k_att_pipe (G %d, which %d) differs from k_att_part (context %lld, C %d)\n",
-                    chk[v][2], chk[v][0], (long long)ctx, C);
-            pipe_bad++;
-        } else if (v && memcmp(h1, h2, nao * 4)) {
-            fprintf(stderr, "kern_bench: attention variant %d%s (pipe %d) differs from the model's launch (context %lld, C %d)\n",
-                    chk[v][0], chk[v][1] ? " (first kernels)" : "", chk[v][2], (long long)ctx, C);
+        if (v && memcmp(h1, h2, nao * 4)) {
+            fprintf(stderr, "kern_bench: attention variant %d%s differs from the model's launch (context %lld, C %d)\n",
+                    chk[v][0], chk[v][1] ? " (first kernels)" : "", (long long)ctx, C);
             exit(1);
         }
     }
     free(h1), free(h2);
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
     const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
-    printf("  attention bits: k_att_part, k_att_combine, the first kernels: identical; k_att_pipe (%d blocks per query; "
-           "and 2, 1): %s\n",
-           gp, pipe_bad ? "MISMATCH (so far)" : "identical");
-    /* k_att_pipe also with half the blocks (twice the chunks per block): the choice at C = 8 */
-    const int gp2 = (att_chunks(k) + 2 * ((att_chunks(k) + gp - 1) / gp) - 1) / (2 * ((att_chunks(k) + gp - 1) / gp));
-    double gr[4] = {0, 0, 0, 0}, br[4] = {0, 0, 0, 0};
-    for (int vv = 0; vv < 4; vv++) { /* k_att_part (the model's default), k_att_pipe (G gp, gp2), the first kernels */
-        const int r1 = vv == 3;
+    for (int r1 = 0; r1 < 2; r1++) { /* the kernels of attn_kern.cuh, then the first ones */
         double p50, b2b, p50p, b2bp, p50c, b2bc;
         a.r1 = r1;
-        a.pipe = vv == 1 ? gp : vv == 2 ? gp2 : 0;
         a.which = 0;
         time_calls(att_call, &a, reps, st, &p50, &b2b);
         a.which = 1;
@@ -534,9 +505,7 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         }
         qsort(gms, 5, sizeof(float), cmp_f);
         const double graph_us = gms[2] * 1e3;
-        static const char *const vname[4] = {"attention", "attn-pipe", "attn-pip2", "attn-r1"};
-        print_row(vname[vv], ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, vv == 0);
-        gr[vv] = graph_us, br[vv] = b2b;
+        print_row(r1 ? "attn-r1" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, !r1);
         printf("  two kernels (part + combine) p50 %.1f b2b %.1f; combine alone p50 %.1f b2b %.1f; %d layers in one "
                "graph %.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
                p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
@@ -546,12 +515,6 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
     }
-    printf("  attn-pipe (G %d; attn-pip2: G %d) vs attention (k_att_part): b2b %.1f, %.1f vs %.1f us (%.2fx, %.2fx); %d layers "
-           "%.0f, %.0f vs %.0f us (%.2fx, %.2fx); floor %.2f us: pipe %.1fx, %.1fx, part %.1fx\n",
-           gp, gp2, br[1], br[2], br[0], br[0] / br[1], br[0] / br[2], STEP_LAYERS, gr[1], gr[2], gr[0], gr[0] / gr[1],
-           gr[0] / gr[2], fb, br[1] / fb, br[2] / fb, br[0] / fb);
-    const double bp = (br[1] < br[2] ? br[1] : br[2]) / fb;
-    if (bp > worst_pipe) worst_pipe = bp;
     free(hb), free(hnv);
     void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao, cnt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
@@ -1065,9 +1028,7 @@ int main(int argc, char **argv)
                "compaction, x, logits)\n",
                pj_checks);
     }
-    if (!proj_only)
-        printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2; k_att_pipe %.2f, bits %s)",
-               worst_ratio, worst_pipe, pipe_bad ? "MISMATCH" : "identical");
+    if (!proj_only) printf("kern_bench: attention worst b2b/floor %.2f (bars: 2x at C >= 8, 3x at C = 2)", worst_ratio);
     else printf("kern_bench: projections only");
     if (!no_select)
         printf("; projections per step %.0f us (previous %.0f us, %.1fx) at context %lld, C %lld\n", pj_step_new, pj_step_r1,
@@ -1075,6 +1036,5 @@ int main(int argc, char **argv)
     else printf("\n");
     CK(cudaFree(d_lut));
     CK(cudaStreamDestroy(st));
-    if (pipe_bad) fprintf(stderr, "kern_bench: k_att_pipe differed from k_att_part in %d checks\n", pipe_bad);
-    return pipe_bad ? 1 : 0;
+    return 0;
 }

@@ -18,9 +18,6 @@
  *   - outputs of queries with nv <= 0 are left untouched (a sentinel);
  *   - exp_portable 0 (the device's expf): within the tolerance;
  *   - argument errors.
- * CTest runs it twice: as is (k_att_part) and as test_att_kern_pipe2 with
- * DHS_ATT_PIPE=2 (k_att_pipe, two blocks per query, each taking every other
- * chunk through the double buffer): the same checks, the same bits.
  * Exits 77 (CTest SKIP_RETURN_CODE) when built without CUDA or when no device
  * is present: it never passes without running. Prints its seed. */
 #include <math.h>
