@@ -807,25 +807,36 @@ static void test_admission_during_round(int async_delay)
    exactly from reused memory; the limit holds; a failed host allocation drops the cache and retries;
    with 0 nothing is kept. The history lives in host memory only (DHS_IMPORT_HOST, no device room for
    optional pages), so every sweep reads rows recovered from the reused memory. */
+/* the host-row cache cases' context: two request slots, three sources of 64-byte rows, room on the device for
+   the requests' hot caches and tails only (no history), so every imported row lives on the host */
+static dhs_status host_cache_env(th_env *e, dhs_arch *a, dhs_config *c, uint64_t limit)
+{
+    *e = (th_env){0}; /* e->ctx NULL until th_env_init succeeds */
+    *a = th_arch_two_groups(1);
+    *c = dhs_config_default();
+    c->max_requests = 2;
+    c->sel_k = 16;
+    c->spec_width = 1;
+    c->hot_rows = 16;
+    c->tail_rows = 16;
+    c->page_rows = 8;
+    c->max_rows = 5000;
+    c->repop_pages = 0;
+    c->resident_first = 0;
+    c->host_cache_bytes = limit;
+    dhs_sizes z;
+    dhs_status st = dhs_config_sizes(a, c, &z);
+    if (st != DHS_OK) return st;
+    c->device_bytes = z.min_device_bytes + z.request_bytes;
+    return th_env_init(e, a, c, NULL);
+}
+
 static void host_cache_case(uint64_t limit, int64_t rows_a, int64_t rows_b, int fault)
 {
-    dhs_arch a = th_arch_two_groups(1);
-    dhs_config c = dhs_config_default();
-    c.max_requests = 2;
-    c.sel_k = 16;
-    c.spec_width = 1;
-    c.hot_rows = 16;
-    c.tail_rows = 16;
-    c.page_rows = 8;
-    c.max_rows = 5000;
-    c.repop_pages = 0;
-    c.resident_first = 0;
-    c.host_cache_bytes = limit;
-    dhs_sizes z;
-    CHECK_ST(dhs_config_sizes(&a, &c, &z), DHS_OK);
-    c.device_bytes = z.min_device_bytes + z.request_bytes; /* two requests' hot caches and tails, no history */
+    dhs_arch a;
+    dhs_config c;
     th_env e;
-    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    CHECK_ST(host_cache_env(&e, &a, &c, limit), DHS_OK);
     if (!e.ctx) return;
     dhs_mem m0, m1, m2, m3;
     CHECK_ST(dhs_get_mem(e.ctx, &m0), DHS_OK);
@@ -890,25 +901,12 @@ static void host_cache_case(uint64_t limit, int64_t rows_a, int64_t rows_b, int 
    read back exactly from them; at close they return to the cache. */
 static void test_host_cache_fill(void)
 {
-    dhs_arch a = th_arch_two_groups(1);
-    dhs_config c = dhs_config_default();
-    c.max_requests = 2;
-    c.sel_k = 16;
-    c.spec_width = 1;
-    c.hot_rows = 16;
-    c.tail_rows = 16;
-    c.page_rows = 8;
-    c.max_rows = 5000;
-    c.repop_pages = 0;
-    c.resident_first = 0;
     const int64_t rows = 3000;
     const uint64_t span = (uint64_t)((rows + 1023) / 1024) * 1024u * 64u; /* 3 chunks of 1,024 rows x 64 B */
-    c.host_cache_bytes = 4 * span;                                      /* room for four spans */
-    dhs_sizes z;
-    CHECK_ST(dhs_config_sizes(&a, &c, &z), DHS_OK);
-    c.device_bytes = z.min_device_bytes + z.request_bytes;
+    dhs_arch a;
+    dhs_config c;
     th_env e;
-    CHECK_ST(th_env_init(&e, &a, &c, NULL), DHS_OK);
+    CHECK_ST(host_cache_env(&e, &a, &c, 4 * span), DHS_OK); /* room for four spans */
     if (!e.ctx) return;
     dhs_mem m0, m;
     CHECK_ST(dhs_get_mem(e.ctx, &m0), DHS_OK);
