@@ -319,10 +319,10 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions,
    imports on its critical path. The spans count in
    dhs_mem.host_bytes_allocated and host_bytes_cached, and an allocation that
    fails later drops the cache as before. DHS_OK; DHS_ERR_INVALID_ARG (ctx
-   NULL, rows < 1, count < 0, rows past every group's rows (max_rows / m + 1), or the spans
-   would pass host_cache_bytes or the cache's span slots: 2 per source of
-   each request slot) or DHS_ERR_NOMEM / DHS_ERR_BACKEND (an allocation
-   failed), with nothing added. count = 0 and a payload-free backend add
+   NULL, rows < 1, count < 0, rows past every group's rows (max_rows / m +
+   1), or the spans would pass host_cache_bytes or the cache's span slots: 2
+   per source of each request slot) or DHS_ERR_NOMEM / DHS_ERR_BACKEND (an
+   allocation failed), with nothing added. count = 0 and a payload-free backend add
    nothing and return DHS_OK. */
 dhs_status dhs_host_cache_fill(dhs_ctx *ctx, int64_t rows, int32_t count);
 
