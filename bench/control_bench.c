@@ -20,8 +20,18 @@
  * kept for this comparison only), then with the library's incremental path.
  * Figures are medians over the rounds; ratios are full / incremental.
  *
+ * On the CUDA backend (--backend cuda) the same rounds run against real
+ * pinned host rows (imported from one zero buffer) and device pools, so the
+ * backend calls cost what they cost on the serving host; the host time of
+ * each call kind is summed apart (us per round by kind). --resolver device
+ * adds the device resolver's control plane (the round descriptor and table
+ * publishes in dhs_round_begin, the error-word wait and the batched promote
+ * in dhs_round_end); no resolves are issued, so no selection changes the
+ * caches and only the control plane is timed.
+ *
  * Usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N]
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
+ *                      [--backend cpu|cuda] [--resolver host|device]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -42,43 +52,60 @@ static double now_s(void)
 }
 
 /* ------------------------------------------------ a counting backend */
-enum { K_DONE, K_WAIT, K_RECORD, K_COPY_ASYNC, K_GATHER, K_COPY_SYNC, K_PUBLISH, K_N };
-static const char *k_names[K_N] = {"done", "wait", "record", "copy_async", "gather", "copy_sync", "publish"};
+enum { K_DONE, K_WAIT, K_RECORD, K_COPY_ASYNC, K_GATHER, K_COPY_SYNC, K_PUBLISH, K_PROMOTE, K_N };
+static const char *k_names[K_N] = {"done", "wait", "record", "copy_async", "gather", "copy_sync", "publish", "promote"};
 static const dhs_backend_ops *inner;
 static dhs_backend_ops counting;
 static uint64_t calls[K_N];
+static double call_s[K_N]; /* host seconds inside each kind of call */
 static double call_us;
 
-static void cost(int k)
+/* counts the call; returns its start time (after the modelled cost) */
+static double cost(int k)
 {
     calls[k]++;
-    if (call_us <= 0) return;
-    double t = now_s() + 1e-6 * call_us;
-    while (now_s() < t) {
+    double t0 = now_s();
+    if (call_us > 0) {
+        double t = t0 + 1e-6 * call_us;
+        while (now_s() < t) {
+        }
     }
+    return t0;
 }
-static int c_done(dhs_backend *be, dhs_ticket t) { cost(K_DONE); return inner->done(be, t); }
-static dhs_status c_wait(dhs_backend *be, dhs_ticket t) { cost(K_WAIT); return inner->wait(be, t); }
-static dhs_status c_record(dhs_backend *be, dhs_ticket *t) { cost(K_RECORD); return inner->record_readers(be, t); }
+#define TIMED(k, expr)                                                                                              \
+    do {                                                                                                            \
+        double t0_ = cost(k);                                                                                       \
+        __typeof__(expr) r_ = (expr);                                                                               \
+        call_s[k] += now_s() - t0_;                                                                                 \
+        return r_;                                                                                                  \
+    } while (0)
+static int c_done(dhs_backend *be, dhs_ticket t) { TIMED(K_DONE, inner->done(be, t)); }
+static dhs_status c_wait(dhs_backend *be, dhs_ticket t) { TIMED(K_WAIT, inner->wait(be, t)); }
+static dhs_status c_record(dhs_backend *be, dhs_ticket *t) { TIMED(K_RECORD, inner->record_readers(be, t)); }
 static dhs_status c_copy_async(dhs_backend *be, const dhs_copy_pair *p, int64_t n, uint32_t rb, dhs_ticket *t)
 {
-    cost(K_COPY_ASYNC);
-    return inner->copy_rows_async(be, p, n, rb, t);
+    TIMED(K_COPY_ASYNC, inner->copy_rows_async(be, p, n, rb, t));
 }
 static dhs_status c_gather(dhs_backend *be, const dhs_copy_pair *p, int64_t n, uint32_t rb)
 {
-    cost(K_GATHER);
-    return inner->gather_h2d(be, p, n, rb);
+    TIMED(K_GATHER, inner->gather_h2d(be, p, n, rb));
 }
 static dhs_status c_copy_sync(dhs_backend *be, void *d, const void *s, size_t b)
 {
-    cost(K_COPY_SYNC);
-    return inner->copy_sync(be, d, s, b);
+    TIMED(K_COPY_SYNC, inner->copy_sync(be, d, s, b));
 }
 static dhs_status c_publish(dhs_backend *be, void *d, const void *s, size_t b)
 {
-    cost(K_PUBLISH);
-    return inner->publish(be, d, s, b);
+    TIMED(K_PUBLISH, inner->publish(be, d, s, b));
+}
+static dhs_status c_promote_all(dhs_backend *be, const dres_state *sd, const dres_state *sh, int32_t G,
+                                const dres_round *rd, int payload)
+{
+    TIMED(K_PROMOTE, inner->dres_promote_all(be, sd, sh, G, rd, payload));
+}
+static dhs_status c_promote(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload)
+{
+    TIMED(K_PROMOTE, inner->dres_promote(be, st, rd, payload));
 }
 
 /* ------------------------------------------------ geometry */
@@ -103,6 +130,7 @@ static dhs_arch glm53(void)
 typedef struct {
     double *us[3];         /* begin, caller, end: per round */
     uint64_t calls[3][K_N];
+    double call_s[3][K_N]; /* host seconds in each kind of backend call */
     int64_t rounds;
 } phase_sum;
 
@@ -133,13 +161,22 @@ static int parse_list(const char *s, long *out, int max)
     return n;
 }
 
-static int run_one(long C, long context, long rounds, double hist_frac, long async_delay, int full, phase_sum *ps)
+static int run_one(long C, long context, long rounds, double hist_frac, long async_delay, int full, int cuda,
+                   int dev_res, phase_sum *ps)
 {
-    dhs_cpu_options o = {0};
-    o.payload_free = 1;
-    o.async_delay = (int32_t)async_delay;
     dhs_backend *be;
-    if (dhs_backend_cpu_create(&o, &be) != DHS_OK) return -1;
+    if (cuda) {
+        dhs_status bs = dhs_backend_cuda_create(0, &be);
+        if (bs != DHS_OK) {
+            fprintf(stderr, "control_bench: dhs_backend_cuda_create: %s\n", dhs_status_str(bs));
+            return -1;
+        }
+    } else {
+        dhs_cpu_options o = {0};
+        o.payload_free = !dev_res; /* the device resolver needs payloads */
+        o.async_delay = (int32_t)async_delay;
+        if (dhs_backend_cpu_create(&o, &be) != DHS_OK) return -1;
+    }
     inner = be->ops;
     counting = *inner;
     counting.done = c_done;
@@ -149,6 +186,8 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     counting.gather_h2d = c_gather;
     counting.copy_sync = c_copy_sync;
     if (inner->publish) counting.publish = c_publish;
+    if (inner->dres_promote_all) counting.dres_promote_all = c_promote_all;
+    if (inner->dres_promote) counting.dres_promote = c_promote;
     be->ops = &counting;
     dhs_arch a = glm53();
     dhs_config c = dhs_config_default();
@@ -161,6 +200,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     c.max_rows = context + rounds + 16;
     c.policy = DHS_POLICY_CLOCK;
     c.staging_arenas = 4;
+    c.resolver = dev_res ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
     dhs_sizes z;
     if (dhs_config_sizes(&a, &c, &z) != DHS_OK) return -1;
     uint64_t hist = (uint64_t)(context / 64) * 64 * 78 * z.row_stride;
@@ -171,6 +211,15 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     int32_t *K = malloc(sizeof(int32_t) * (size_t)C), *acc = calloc((size_t)C, sizeof(int32_t));
     int32_t loc[1];
     const void *rows[DHS_MAX_SOURCES] = {0};
+    /* with payloads: every source imports the same zero rows (read only) */
+    uint8_t *zero = be->payload_free ? NULL : calloc((size_t)context, z.row_stride);
+    if (!be->payload_free && !zero) {
+        dhs_ctx_destroy(ctx);
+        dhs_backend_destroy(be);
+        free(r), free(K), free(acc);
+        return -1;
+    }
+    for (int32_t s = 0; s < a.n_sources; s++) rows[s] = zero;
     int rc = 0;
     char msg[256];
     for (long i = 0; i < C && !rc; i++) {
@@ -182,7 +231,9 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     ctx->full_sweep = full;
     for (long t = 0; t < rounds + 4 && !rc; t++) {
         uint64_t c0[K_N], c1[K_N], c2[K_N], c3[K_N];
+        double s0[K_N], s1[K_N], s2[K_N], s3[K_N];
         memcpy(c0, calls, sizeof calls);
+        memcpy(s0, call_s, sizeof call_s);
         double t0 = now_s();
         dhs_status bs = dhs_round_begin(ctx, (int32_t)C, r, K);
         if (bs != DHS_OK) {
@@ -192,6 +243,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         }
         double t1 = now_s();
         memcpy(c1, calls, sizeof calls);
+        memcpy(s1, call_s, sizeof call_s);
         int mm = 0;
         if (dhs_round_may_miss(ctx, -1, &mm) != DHS_OK) { rc = -3; break; }
         int64_t n = 0;
@@ -202,9 +254,11 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         }
         double t2 = now_s();
         memcpy(c2, calls, sizeof calls);
+        memcpy(s2, call_s, sizeof call_s);
         if (rc || dhs_round_end(ctx, acc) != DHS_OK) { rc = rc ? rc : -4; break; }
         double t3 = now_s();
         memcpy(c3, calls, sizeof calls);
+        memcpy(s3, call_s, sizeof call_s);
         if (t < 4) continue; /* warm-up: the first backups, the ring's first wrap */
         ps->us[0][ps->rounds] = 1e6 * (t1 - t0);
         ps->us[1][ps->rounds] = 1e6 * (t2 - t1);
@@ -213,6 +267,9 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
             ps->calls[0][k] += c1[k] - c0[k];
             ps->calls[1][k] += c2[k] - c1[k];
             ps->calls[2][k] += c3[k] - c2[k];
+            ps->call_s[0][k] += s1[k] - s0[k];
+            ps->call_s[1][k] += s2[k] - s1[k];
+            ps->call_s[2][k] += s3[k] - s2[k];
         }
         ps->rounds++;
     }
@@ -224,6 +281,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     free(K);
     free(acc);
     dhs_ctx_destroy(ctx);
+    free(zero);
     dhs_backend_destroy(be);
     return rc;
 }
@@ -239,11 +297,13 @@ int main(int argc, char **argv)
 {
     long Cs[16] = {2, 20, 64, 256}, nC = 4, context = 100000, rounds = 32, async_delay = 2;
     double hist_frac = 0.1;
+    int cuda = 0, dev_res = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
-                 "                     [--history-on-device F] [--async-delay N]\n"
+                 "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
+                 "                     [--resolver host|device]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -251,7 +311,11 @@ int main(int argc, char **argv)
                  "  configuration runs the full-sweep baseline, then the incremental path (medians;\n"
                  "  ratios in the same process). --call-us: a busy wait per backend call (what a CUDA call costs on the\n"
                  "  serving host); --history-on-device: the fraction of the C histories the device\n"
-                 "  budget holds (default 0.1); --async-delay: rounds a copy takes (default 2)");
+                 "  budget holds (default 0.1); --async-delay: rounds a copy takes (default 2);\n"
+                 "  --backend cuda: the CUDA backend with real pinned host rows (an import of C x context x 78\n"
+                 "  rows of 656 B: keep C x context small enough for host memory), host time per call kind\n"
+                 "  printed; --resolver device: the device resolver's control plane (publishes, the\n"
+                 "  round end's wait and promote; no resolves are issued)");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -268,6 +332,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--async-delay")) {
             async_delay = strtol(v, &end, 10);
             if (*end || async_delay < 0 || async_delay > 64) { fprintf(stderr, "control_bench: bad --async-delay\n"); return 2; }
+        } else if (!strcmp(a, "--backend")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda")) { fprintf(stderr, "control_bench: bad --backend %s\n", v); return 2; }
+            cuda = !strcmp(v, "cuda");
+        } else if (!strcmp(a, "--resolver")) {
+            if (strcmp(v, "host") && strcmp(v, "device")) { fprintf(stderr, "control_bench: bad --resolver %s\n", v); return 2; }
+            dev_res = !strcmp(v, "device");
         } else if (!strcmp(a, "--call-us")) {
             call_us = strtod(v, &end);
             if (*end || call_us < 0 || call_us > 1000) { fprintf(stderr, "control_bench: bad --call-us\n"); return 2; }
@@ -280,8 +350,9 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    printf("control_bench: context %ld, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld\n",
-           context, rounds, call_us, hist_frac, async_delay);
+    printf("control_bench: context %ld, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
+           "backend %s, resolver %s\n",
+           context, rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu", dev_res ? "device" : "host");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode", "begin_us",
            "caller_us", "end_us", "total_us", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
@@ -290,7 +361,7 @@ int main(int argc, char **argv)
             phase_sum p;
             memset(&p, 0, sizeof p);
             for (int ph = 0; ph < 3; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
-            int rc = run_one(Cs[ci], context, rounds, hist_frac, async_delay, m, &p);
+            int rc = run_one(Cs[ci], context, rounds, hist_frac, async_delay, m, cuda, dev_res, &p);
             if (rc) { fprintf(stderr, "control_bench: C = %ld failed (%d)\n", Cs[ci], rc); return 1; }
             double n = (double)p.rounds;
             for (int ph = 0; ph < 3; ph++) {
@@ -303,6 +374,19 @@ int main(int argc, char **argv)
             for (int k = 0; k < K_N; k++)
                 if (p.calls[0][k]) printf(" %s %.1f", k_names[k], (double)p.calls[0][k] / n);
             printf("\n");
+            /* host us per round inside the backend's calls, by phase and kind (means) */
+            for (int ph = 0; ph < 3; ph++) {
+                double tot = 0;
+                for (int k = 0; k < K_N; k++) tot += p.call_s[ph][k];
+                if (tot <= 0) continue;
+                printf("%6s %-11s %s in calls %.1f us/round:", "", "", ph == 0 ? "begin" : ph == 1 ? "caller" : "end",
+                       1e6 * tot / n);
+                for (int k = 0; k < K_N; k++)
+                    if (p.calls[ph][k])
+                        printf(" %s %.1f x %.2f", k_names[k], (double)p.calls[ph][k] / n,
+                               1e6 * p.call_s[ph][k] / (double)p.calls[ph][k]);
+                printf("\n");
+            }
         }
         printf("%6ld %-11s %9.2f %9s %9.2f %9.2f   (full-sweep / incremental, medians)\n", Cs[ci], "ratio",
                med[0][0] > 0 ? med[1][0] / med[0][0] : 0.0, "", med[0][2] > 0 ? med[1][2] / med[0][2] : 0.0,
