@@ -588,6 +588,34 @@ typedef struct dhs_stats {
     uint64_t resolve_calls;
 } dhs_stats;
 
+/* Host time the library spends inside its own calls, by phase (monotonic
+   clock; nanoseconds and calls since the context was created or
+   dhs_reset_stats). What an engine's critical path pays between two steps is
+   its own work plus these; the backend's calls (CUDA copies, fence queries)
+   are inside the phase that makes them. The sub-phases of a call are part of
+   its total: BEGIN holds HOUSEKEEPING (completions, reclaim, backups;
+   REPOPULATE of it), TAIL_ROOM and PUBLISH (the device resolver's round
+   descriptor and tables); END holds DEVICE (the device resolver's promote
+   launch and the round's one wait) and BACKUP (the committed tail rows'
+   copy). */
+typedef enum dhs_host_phase {
+    DHS_HP_BEGIN = 0,        /* dhs_round_begin */
+    DHS_HP_HOUSEKEEPING = 1, /* of BEGIN */
+    DHS_HP_REPOPULATE = 2,   /* of HOUSEKEEPING */
+    DHS_HP_TAIL_ROOM = 3,    /* of BEGIN */
+    DHS_HP_PUBLISH = 4,      /* of BEGIN (device resolver) */
+    DHS_HP_END = 5,          /* dhs_round_end */
+    DHS_HP_DEVICE = 6,       /* of END (device resolver) */
+    DHS_HP_BACKUP = 7,       /* of END */
+    DHS_HP_RESOLVE = 8,      /* dhs_resolve and dhs_resolve_device */
+    DHS_HP_TAIL_LOCATIONS = 9, /* dhs_tail_locations */
+    DHS_HP_COUNT_
+} dhs_host_phase;
+const char *dhs_host_phase_str(dhs_host_phase p);
+/* ns[DHS_HP_COUNT_] and calls[DHS_HP_COUNT_] (either may be NULL);
+   DHS_ERR_INVALID_ARG for a NULL ctx. Reads host state only. */
+dhs_status dhs_get_host_time(const dhs_ctx *ctx, uint64_t *ns, uint64_t *calls);
+
 /* Device resolver: the resolver counters (entries, census, misses, copies,
    staging rows, resolve calls) live in device memory; dhs_get_stats waits
    for the compute stream and reads them back (a synchronisation: not for

@@ -899,6 +899,7 @@ done:
     if (ctx) {
         dhs_sync(ctx);
         dhs_get_stats(ctx, &r->st);
+        dhs_get_host_time(ctx, r->hp_ns, r->hp_calls);
         dhs_get_mem(ctx, &r->mem);
     }
     r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;

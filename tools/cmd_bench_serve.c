@@ -71,6 +71,7 @@ typedef struct sv_rec {
     uint64_t device_bytes;  /* what this configuration holds on the device (model) */
     uint64_t sessions, held, waits, decode_tokens, rounds;
     double tok_s, tpot_p50_ms, tpot_p99_ms, tpot_mean_ms, step_mean_ms, duration_s;
+    uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* the library's host time by phase (dhs_get_host_time) */
     double prefill_s, start_s, decode_s; /* of duration_s: generating histories, importing them, rounds */
     double host_fill_s;                  /* --host-cache-fill: pinning every slot's host rows at the start */
     int32_t synth_parallel;  /* histories generated at once */
@@ -206,6 +207,8 @@ typedef struct sv_opts {
 
 /* a host part of record q, in us per measured round (dhs_ref_step_times host_rounds) */
 #define HP(q, f) ((q)->st.host_rounds ? 1e6 * (q)->st.f / (double)(q)->st.host_rounds : 0.0)
+/* the library's host time of phase p in record q, in us per round (dhs_get_host_time) */
+#define LHP(q, p) ((q)->hp_calls[DHS_HP_BEGIN] ? 1e-3 * (double)(q)->hp_ns[p] / (double)(q)->hp_calls[DHS_HP_BEGIN] : 0.0)
 
 static void progress(void *user, const dhs_ref_progress *p)
 {
@@ -359,6 +362,8 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     }
     r->decode_tokens = tok;
     r->prefill_s = R.t_prefill;
+    memcpy(r->hp_ns, R.hp_ns, sizeof r->hp_ns);
+    memcpy(r->hp_calls, R.hp_calls, sizeof r->hp_calls);
     r->start_s = R.t_start;
     r->host_fill_s = R.t_host_fill;
     r->decode_s = c.hier ? R.t_hier : R.t_resident;
@@ -458,6 +463,15 @@ static cJSON *rec_json(const sv_rec *r)
            one's launch (the critical path; host CPU time is the figures above) */
         cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
         cJSON_AddNumberToObject(h, "exposed_rounds", (double)r->st.exposed_rounds);
+    }
+    if (r->hp_calls[DHS_HP_BEGIN]) { /* the library's own host time by phase: us per round (per call of
+                                        resolve and tail_locations summed over the round) */
+        cJSON *h = cJSON_AddObjectToObject(o, "lib_host_us");
+        const double n = (double)r->hp_calls[DHS_HP_BEGIN];
+        cJSON_AddNumberToObject(h, "rounds", n);
+        for (int p = 0; p < DHS_HP_COUNT_; p++) cJSON_AddNumberToObject(h, dhs_host_phase_str((dhs_host_phase)p), 1e-3 * (double)r->hp_ns[p] / n);
+        cJSON_AddNumberToObject(h, "resolve_calls", (double)r->hp_calls[DHS_HP_RESOLVE] / n);
+        cJSON_AddNumberToObject(h, "tail_locations_calls", (double)r->hp_calls[DHS_HP_TAIL_LOCATIONS] / n);
     }
     if (r->st.host_rounds) { /* the host's time around the target by part, any step (model.h dhs_ref_step_times) */
         cJSON *h = cJSON_AddObjectToObject(o, "host_parts_us");
@@ -950,14 +964,19 @@ int cmd_bench_serve(int argc, char **argv)
                                       "ahead %.1f s; imports %.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
-                                      "control %.0f, prelaunch %.0f)", mode_names[mode], prefix_tags[prefix], L, cs[i],
+                                      "control %.0f, prelaunch %.0f); library us per round: housekeeping %.0f (repopulate %.0f), "
+                                      "tail_room %.0f, publish %.0f, end's device %.0f, backup %.0f, resolve %.0f, tail_locations %.0f",
+                                      mode_names[mode], prefix_tags[prefix], L, cs[i],
                                       q->duration_s, q->prefill_s, q->synth_parallel, q->host_fill_s, q->start_s, q->decode_s,
                                       q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
                                       q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
                                       q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0,
-                                      HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s), HP(q, prelaunch_s));
+                                      HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s), HP(q, prelaunch_s),
+                                      LHP(q, DHS_HP_HOUSEKEEPING), LHP(q, DHS_HP_REPOPULATE), LHP(q, DHS_HP_TAIL_ROOM),
+                                      LHP(q, DHS_HP_PUBLISH), LHP(q, DHS_HP_DEVICE), LHP(q, DHS_HP_BACKUP), LHP(q, DHS_HP_RESOLVE),
+                                      LHP(q, DHS_HP_TAIL_LOCATIONS));
                 nr++;
                 if (o.output && o.json) write_partial(o.output, R, nr);
             }

@@ -998,6 +998,14 @@ class Context:
     def reset_stats(self):
         check(_lib.dhs_reset_stats(self.handle), "dhs_reset_stats")
 
+    def host_time(self):
+        """dhs_get_host_time: {phase name: (ns, calls)}, the library's own host time by phase
+        since creation or reset_stats (docs/API.md section 11)."""
+        n = _lib.DHS_HP_COUNT
+        ns, calls = (ctypes.c_uint64 * n)(), (ctypes.c_uint64 * n)()
+        check(_lib.dhs_get_host_time(self.handle, ns, calls), "dhs_get_host_time")
+        return {_lib.dhs_host_phase_str(p).decode(): (int(ns[p]), int(calls[p])) for p in range(n)}
+
     def host_cache_fill(self, rows, count):
         """dhs_host_cache_fill: pin `count` host-row spans of `rows` rows each into the
         host-row cache ahead of imports (needs Config.host_cache_bytes)."""

@@ -341,6 +341,33 @@ def test_open_shared_reads_the_parents_rows():
         assert ctx.check_invariants() == (0, "")
 
 
+def test_host_time():
+    """host_time counts one begin and one end per round and resets with reset_stats; its phase names
+    are the C enum's, in order, and 'unknown' past them (the count matches the header)."""
+    arch = make_arch("own", RB)
+    with dhs.CpuBackend(payload_free=True) as be, dhs.Context(arch, small_config(), be) as ctx:
+        h = ctx.host_time()
+        assert list(h) == ["begin", "housekeeping", "repopulate", "tail_room", "publish", "end", "device",
+                           "backup", "resolve", "tail_locations"]
+        assert all(v == (0, 0) for v in h.values())
+        r = ctx.open(64)
+        for t in range(3):
+            ctx.round_begin([r], [1])
+            for src in range(len(arch.sources)):
+                r.write_rows(src, t, np.zeros((1, RB), np.uint8))
+                r.tail_locations(src, t)
+            ctx.round_end([0])
+        h = ctx.host_time()
+        for p in ("begin", "housekeeping", "repopulate", "tail_room", "end", "backup"):
+            assert h[p][1] == 3, (p, h[p])
+        assert h["publish"][1] == 0 and h["begin"][0] > 0
+        assert h["tail_locations"][1] == 3 * len(arch.sources)
+        assert h["housekeeping"][0] + h["tail_room"][0] <= h["begin"][0]
+        assert _lib.dhs_host_phase_str(_lib.DHS_HP_COUNT) == b"unknown"
+        ctx.reset_stats()
+        assert all(v == (0, 0) for v in ctx.host_time().values())
+
+
 def test_host_cache_fill():
     """host_cache_fill pins spans ahead: they count as cached host bytes, an import of rows that fit
     takes them (the cache empties, the rows read back), and bad arguments raise, changing nothing."""

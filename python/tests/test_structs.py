@@ -140,7 +140,7 @@ def _header_prototypes():
     return out
 
 
-_ENUMS = {"dhs_status", "dhs_consumer_kind", "dhs_policy", "dhs_reclaim_order", "dhs_resolver", "dhs_fault_kind"}
+_ENUMS = {"dhs_status", "dhs_consumer_kind", "dhs_policy", "dhs_reclaim_order", "dhs_resolver", "dhs_fault_kind", "dhs_host_phase"}
 _OPAQUE = {"dhs_backend", "dhs_ctx", "dhs_spec_auto"}
 _FNPTRS = {"dhs_cuda_mark_fn"}  # function-pointer typedefs: bound as ctypes.CFUNCTYPE
 _SCALARS = {"int32_t": ("i", 4), "uint32_t": ("u", 4), "int64_t": ("i", 8), "uint64_t": ("u", 8), "int": ("i", 4),

@@ -426,6 +426,23 @@ dhs_status dhs_reset_stats(dhs_ctx *ctx)
         if (s != DHS_OK) return s;
     }
     memset(&ctx->st, 0, sizeof ctx->st);
+    memset(ctx->hp_ns, 0, sizeof ctx->hp_ns);
+    memset(ctx->hp_calls, 0, sizeof ctx->hp_calls);
+    return DHS_OK;
+}
+
+const char *dhs_host_phase_str(dhs_host_phase p)
+{
+    static const char *const n[DHS_HP_COUNT_] = {"begin", "housekeeping", "repopulate", "tail_room", "publish",
+                                                 "end",   "device",       "backup",     "resolve",   "tail_locations"};
+    return (unsigned)p < DHS_HP_COUNT_ ? n[p] : "unknown";
+}
+
+dhs_status dhs_get_host_time(const dhs_ctx *ctx, uint64_t *ns, uint64_t *calls)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (ns) memcpy(ns, ctx->hp_ns, sizeof ctx->hp_ns);
+    if (calls) memcpy(calls, ctx->hp_calls, sizeof ctx->hp_calls);
     return DHS_OK;
 }
 

@@ -600,7 +600,10 @@ dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int3
                               unsigned flags)
 {
     if (!ctx || (flags & ~(unsigned)DHS_RESOLVE_SPLIT)) return DHS_ERR_INVALID_ARG;
-    return resolve_device(ctx, group, k, sel_dev, loc_dev, (flags & DHS_RESOLVE_SPLIT) != 0);
+    const uint64_t t = hp_now();
+    dhs_status s = resolve_device(ctx, group, k, sel_dev, loc_dev, (flags & DHS_RESOLVE_SPLIT) != 0);
+    hp_add(ctx, DHS_HP_RESOLVE, t);
+    return s;
 }
 
 dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si)

@@ -15,6 +15,7 @@
 #define DHS_CORE_INTERNAL_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include "core/backend.h"
 #include "core/policy.h"
@@ -222,8 +223,22 @@ struct dhs_ctx {
        group, as before the work list (residency.c advance_all); only bench/control_bench.c sets it,
        to time the incremental path against it in one process */
     int full_sweep;
+    uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* dhs_get_host_time */
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
+
+/* monotonic ns for the host-phase timers (dhs_get_host_time) */
+static inline uint64_t hp_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+static inline void hp_add(dhs_ctx *ctx, dhs_host_phase p, uint64_t t0)
+{
+    ctx->hp_ns[p] += hp_now() - t0;
+    ctx->hp_calls[p]++;
+}
 
 static inline uint8_t *pool_row(const dhs_ctx *ctx, int64_t loc)
 {

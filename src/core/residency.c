@@ -1110,7 +1110,9 @@ void res_housekeeping(dhs_ctx *ctx)
     deferred_sweep(ctx, 0);
     advance_all(ctx, 0);
     ctx->memo_on = 0;
+    const uint64_t t = hp_now();
     res_repopulate(ctx);
+    hp_add(ctx, DHS_HP_REPOPULATE, t);
 }
 
 /* Within an open round the requests of the round only have their copies

@@ -45,9 +45,8 @@ static inline void unprotect(grp_state *gs, int32_t q, uint32_t epoch)
 }
 
 /* ------------------------------------------------------------- rounds */
-dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K)
+static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K)
 {
-    if (!ctx) return DHS_ERR_INVALID_ARG;
     if (ctx->round_open) return DHS_ERR_STATE;
     if (n < 0 || n > ctx->cfg.max_requests || (n > 0 && (!reqs || !K))) return DHS_ERR_INVALID_ARG;
     /* a request named twice: a stamp per slot instead of comparing every pair (O(n^2): 32,640 pairs at
@@ -67,7 +66,10 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         if (ctx->named[reqs[i].id] == ctx->named_stamp) return DHS_ERR_INVALID_ARG;
         ctx->named[reqs[i].id] = ctx->named_stamp;
     }
+    uint64_t t = hp_now();
     res_housekeeping(ctx);
+    hp_add(ctx, DHS_HP_HOUSEKEEPING, t);
+    t = hp_now();
     /* The tail ring of a request in the round must hold, for the whole
        round, every row from tail_lo to the end of the block: rows the round
        may hand out as tail locations, rows still being backed up and the
@@ -87,6 +89,7 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
             if (s != DHS_OK) return s;
         }
     }
+    hp_add(ctx, DHS_HP_TAIL_ROOM, t);
     ctx->epoch++;
     ctx->n_round = n;
     for (int32_t i = 0; i < n; i++) {
@@ -97,11 +100,22 @@ dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const i
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].n_staged = 0;
     }
     if (ctx->dres) { /* publishes the round; on failure the round stays closed */
+        t = hp_now();
         dhs_status ds = dres_round_begin(ctx);
+        hp_add(ctx, DHS_HP_PUBLISH, t);
         if (ds != DHS_OK) return ds;
     }
     ctx->round_open = 1;
     return DHS_OK;
+}
+
+dhs_status dhs_round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, const int32_t *K)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    const uint64_t t = hp_now();
+    dhs_status s = round_begin(ctx, n, reqs, K);
+    hp_add(ctx, DHS_HP_BEGIN, t);
+    return s;
 }
 
 /* Takes grp_nsrc[g] free arenas for group g; -1 when none are free. An
@@ -257,9 +271,8 @@ dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss)
     return DHS_OK;
 }
 
-dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
+static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
 {
-    if (!ctx) return DHS_ERR_INVALID_ARG;
     if (!ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
     if (ctx->n_round > 0 && !accepted) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < ctx->n_round; i++) {
@@ -273,7 +286,9 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
         }
     }
     if (ctx->dres) { /* promotion, the round's one sync, the device error word */
+        const uint64_t t = hp_now();
         dhs_status ds = dres_round_end(ctx);
+        hp_add(ctx, DHS_HP_DEVICE, t);
         if (ds != DHS_OK) return ds;
     }
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) group_release_staging(ctx, g);
@@ -291,7 +306,9 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
     }
     /* the committed tail rows of every request and group to the host, in one copy (a
        failure is retried at the next round) */
+    const uint64_t tb = hp_now();
     (void)backup_issue_round(ctx);
+    hp_add(ctx, DHS_HP_BACKUP, tb);
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         rq->n = rq->n + accepted[i] + 1;
@@ -302,6 +319,15 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
     ctx->n_round = 0;
     ctx->round_open = 0;
     return DHS_OK;
+}
+
+dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    const uint64_t t = hp_now();
+    dhs_status s = round_end(ctx, accepted);
+    hp_add(ctx, DHS_HP_END, t);
+    return s;
 }
 
 /* ------------------------------------------------------------- resolver */
@@ -374,7 +400,7 @@ static void rollback_call(dhs_ctx *ctx, int32_t g, int32_t n_items, const dhs_re
     }
 }
 
-dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, const dhs_resolve_item *items)
+static dhs_status resolve_call(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, const dhs_resolve_item *items)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (group < 0 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
@@ -552,4 +578,13 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, 
     for (int32_t it = 0; it < n_items; it++) cur_staged += (uint64_t)ctx->req[items[it].req.id].g[g].n_staged;
     if (cur_staged > ctx->st.staging_rows_peak) ctx->st.staging_rows_peak = cur_staged;
     return DHS_OK;
+}
+
+dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items, const dhs_resolve_item *items)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    const uint64_t t = hp_now();
+    dhs_status s = resolve_call(ctx, group, k, n_items, items);
+    hp_add(ctx, DHS_HP_RESOLVE, t);
+    return s;
 }

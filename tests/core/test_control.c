@@ -22,6 +22,9 @@
  * 3. dhs_round_begin's duplicate check across its stamp's wrap.
  * 4. A round's backup that fails part-way leaves every request of the round
  *    on the work list.
+ * 5. dhs_get_host_time: one call counted per call of each timed function and
+ *    per sub-phase of a round, a sub-phase's time within its call's, nothing
+ *    after dhs_reset_stats, refusals for NULL.
  */
 #include "test_help.h"
 
@@ -360,6 +363,72 @@ static void backup_fault_lists_all(void)
     drop(&s);
 }
 
+/* the host-phase timers count what ran: per round one begin with its housekeeping, repopulation and tail
+   room, one end with its backup; every tail_locations and resolve call; no publish without the device
+   resolver; sub-phases within their call's time */
+static void host_time(void)
+{
+    side s;
+    if (make(&s, 1, 0)) {
+        CHECKF(0, "setup");
+        return;
+    }
+    uint64_t ns[DHS_HP_COUNT_], calls[DHS_HP_COUNT_];
+    CHECK_ST(dhs_get_host_time(NULL, ns, calls), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_get_host_time(s.ctx, NULL, NULL), DHS_OK);
+    CHECK_ST(dhs_get_host_time(s.ctx, ns, calls), DHS_OK);
+    for (int p = 0; p < DHS_HP_COUNT_; p++) CHECKF(calls[p] == 0 && ns[p] == 0, "phase %d before any call", p);
+    for (int p = 0; p < DHS_HP_COUNT_; p++)
+        for (int q = 0; q < p; q++)
+            CHECKF(strcmp(dhs_host_phase_str((dhs_host_phase)p), dhs_host_phase_str((dhs_host_phase)q)) != 0,
+                   "phases %d and %d share a name", p, q);
+    CHECKF(!strcmp(dhs_host_phase_str(DHS_HP_COUNT_), "unknown"), "out of range name");
+    dhs_req r[2];
+    uint8_t *rows = calloc(64, RB);
+    const void *rp[3] = {rows, rows, rows};
+    for (int i = 0; i < 2; i++) {
+        CHECK_ST(dhs_request_open(s.ctx, 64, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(s.ctx, r[i], 64, rp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0}, sel[KSEL], loc[2][KSEL], tl[1];
+    const long R = 40;
+    long tls = 0, res = 0;
+    for (long t = 0; t < R; t++) {
+        CHECK_ST(dhs_round_begin(s.ctx, 2, r, K), DHS_OK);
+        for (int i = 0; i < 2; i++)
+            for (int32_t src = 0; src < 3; src++) {
+                CHECK_ST(dhs_write_rows(s.ctx, r[i], src, 64 + t, 1, rows), DHS_OK);
+                CHECK_ST(dhs_tail_locations(s.ctx, r[i], src, 64 + t, 1, tl), DHS_OK);
+                tls++;
+            }
+        for (int j = 0; j < KSEL; j++) sel[j] = (int32_t)((t * 7 + j * 5) % (64 + t));
+        dhs_resolve_item it[2] = {{r[0], 1, sel, loc[0]}, {r[1], 1, sel, loc[1]}};
+        CHECK_ST(dhs_resolve(s.ctx, 0, KSEL, 2, it), DHS_OK);
+        res++;
+        CHECK_ST(dhs_round_end(s.ctx, acc), DHS_OK);
+        CHECK_INV(s.ctx);
+    }
+    CHECK_ST(dhs_round_end(s.ctx, acc), DHS_ERR_STATE); /* a refused call is still a call */
+    CHECK_ST(dhs_get_host_time(s.ctx, ns, calls), DHS_OK);
+    const uint64_t want[DHS_HP_COUNT_] = {(uint64_t)R, (uint64_t)R, (uint64_t)R, (uint64_t)R, 0,
+                                          (uint64_t)R + 1, 0, (uint64_t)R, (uint64_t)res, (uint64_t)tls};
+    for (int p = 0; p < DHS_HP_COUNT_; p++)
+        CHECKF(calls[p] == want[p], "%s: %llu calls, want %llu", dhs_host_phase_str((dhs_host_phase)p),
+               (unsigned long long)calls[p], (unsigned long long)want[p]);
+    CHECKF(ns[DHS_HP_BEGIN] > 0 && ns[DHS_HP_END] > 0 && ns[DHS_HP_RESOLVE] > 0, "no time counted");
+    CHECKF(ns[DHS_HP_HOUSEKEEPING] + ns[DHS_HP_TAIL_ROOM] + ns[DHS_HP_PUBLISH] <= ns[DHS_HP_BEGIN],
+           "begin's parts %llu + %llu + %llu > %llu", (unsigned long long)ns[DHS_HP_HOUSEKEEPING],
+           (unsigned long long)ns[DHS_HP_TAIL_ROOM], (unsigned long long)ns[DHS_HP_PUBLISH],
+           (unsigned long long)ns[DHS_HP_BEGIN]);
+    CHECKF(ns[DHS_HP_REPOPULATE] <= ns[DHS_HP_HOUSEKEEPING], "repopulate beyond housekeeping");
+    CHECKF(ns[DHS_HP_DEVICE] + ns[DHS_HP_BACKUP] <= ns[DHS_HP_END], "end's parts beyond end");
+    CHECK_ST(dhs_reset_stats(s.ctx), DHS_OK);
+    CHECK_ST(dhs_get_host_time(s.ctx, ns, calls), DHS_OK);
+    for (int p = 0; p < DHS_HP_COUNT_; p++) CHECKF(calls[p] == 0 && ns[p] == 0, "phase %d after the reset", p);
+    free(rows);
+    drop(&s);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -370,5 +439,6 @@ int main(void)
         for (int full = 0; full < 2; full++) backups_without_sync(d, full);
     named_stamp_wrap();
     backup_fault_lists_all();
+    host_time();
     return th_summary();
 }
