@@ -375,10 +375,21 @@ static void matvec(const float *w, const float *x, int32_t rows, int32_t cols, f
     for (int32_t r = 0; r < rows; r++) y[r] = dhs_ref_dot(w + (int64_t)r * cols, x, cols);
 }
 
+/* the angles' frequencies 10000^(-i/32), the same pow() calls as before they were kept: the angles are
+   bit-identical, and a decode round no longer pays 32 pow() per query on the host (at 64 queries a
+   round these and the trigonometry were most of the device step's host control plane) */
+static double rope_freq[DHS_REF_ROPE / 2];
+static pthread_once_t rope_once = PTHREAD_ONCE_INIT;
+static void rope_freq_init(void)
+{
+    for (int i = 0; i < DHS_REF_ROPE / 2; i++) rope_freq[i] = pow(10000.0, -(double)i / (DHS_REF_ROPE / 2));
+}
+
 void dhs_ref_rope_cs(int64_t pos, float c[DHS_REF_ROPE / 2], float s[DHS_REF_ROPE / 2])
 {
+    pthread_once(&rope_once, rope_freq_init);
     for (int i = 0; i < DHS_REF_ROPE / 2; i++) {
-        double th = (double)pos * pow(10000.0, -(double)i / (DHS_REF_ROPE / 2));
+        double th = (double)pos * rope_freq[i];
         c[i] = (float)cos(th);
         s[i] = (float)sin(th);
     }

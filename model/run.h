@@ -178,8 +178,9 @@ typedef struct dhs_ref_run_result {
     uint64_t n_round_s;
     dhs_config lib_cfg;         /* the library configuration used */
     dhs_stats st;               /* library statistics at the end */
-    uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* dhs_get_host_time at the end (the
-                                           context's whole life: imports' rounds none, decode rounds) */
+    uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* dhs_get_host_time over the hierarchical
+                                           engine's rounds from its second on (the first follows the
+                                           imports); zero without a hierarchy */
     dhs_mem mem;
     uint64_t bytes_resident_session;    /* at context + tokens positions */
     uint64_t bytes_hier_hot_tail;       /* library required allocations per request */

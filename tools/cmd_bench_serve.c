@@ -464,14 +464,13 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
         cJSON_AddNumberToObject(h, "exposed_rounds", (double)r->st.exposed_rounds);
     }
-    if (r->hp_calls[DHS_HP_BEGIN]) { /* the library's own host time by phase: us per round (per call of
-                                        resolve and tail_locations summed over the round) */
+    if (r->hp_calls[DHS_HP_BEGIN]) { /* the library's own host time by phase: us per round (resolve:
+                                        its calls of the round summed) */
         cJSON *h = cJSON_AddObjectToObject(o, "lib_host_us");
         const double n = (double)r->hp_calls[DHS_HP_BEGIN];
         cJSON_AddNumberToObject(h, "rounds", n);
         for (int p = 0; p < DHS_HP_COUNT_; p++) cJSON_AddNumberToObject(h, dhs_host_phase_str((dhs_host_phase)p), 1e-3 * (double)r->hp_ns[p] / n);
         cJSON_AddNumberToObject(h, "resolve_calls", (double)r->hp_calls[DHS_HP_RESOLVE] / n);
-        cJSON_AddNumberToObject(h, "tail_locations_calls", (double)r->hp_calls[DHS_HP_TAIL_LOCATIONS] / n);
     }
     if (r->st.host_rounds) { /* the host's time around the target by part, any step (model.h dhs_ref_step_times) */
         cJSON *h = cJSON_AddObjectToObject(o, "host_parts_us");
@@ -965,7 +964,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
                                       "control %.0f, prelaunch %.0f); library us per round: housekeeping %.0f (repopulate %.0f), "
-                                      "tail_room %.0f, publish %.0f, end's device %.0f, backup %.0f, resolve %.0f, tail_locations %.0f",
+                                      "tail_room %.0f, publish %.0f, end's device %.0f, backup %.0f, resolve %.0f",
                                       mode_names[mode], prefix_tags[prefix], L, cs[i],
                                       q->duration_s, q->prefill_s, q->synth_parallel, q->host_fill_s, q->start_s, q->decode_s,
                                       q->held, q->tok_s,
@@ -975,8 +974,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0,
                                       HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s), HP(q, prelaunch_s),
                                       LHP(q, DHS_HP_HOUSEKEEPING), LHP(q, DHS_HP_REPOPULATE), LHP(q, DHS_HP_TAIL_ROOM),
-                                      LHP(q, DHS_HP_PUBLISH), LHP(q, DHS_HP_DEVICE), LHP(q, DHS_HP_BACKUP), LHP(q, DHS_HP_RESOLVE),
-                                      LHP(q, DHS_HP_TAIL_LOCATIONS));
+                                      LHP(q, DHS_HP_PUBLISH), LHP(q, DHS_HP_DEVICE), LHP(q, DHS_HP_BACKUP), LHP(q, DHS_HP_RESOLVE));
                 nr++;
                 if (o.output && o.json) write_partial(o.output, R, nr);
             }

@@ -348,7 +348,7 @@ def test_host_time():
     with dhs.CpuBackend(payload_free=True) as be, dhs.Context(arch, small_config(), be) as ctx:
         h = ctx.host_time()
         assert list(h) == ["begin", "housekeeping", "repopulate", "tail_room", "publish", "end", "device",
-                           "backup", "resolve", "tail_locations"]
+                           "backup", "resolve"]
         assert all(v == (0, 0) for v in h.values())
         r = ctx.open(64)
         for t in range(3):
@@ -361,7 +361,6 @@ def test_host_time():
         for p in ("begin", "housekeeping", "repopulate", "tail_room", "end", "backup"):
             assert h[p][1] == 3, (p, h[p])
         assert h["publish"][1] == 0 and h["begin"][0] > 0
-        assert h["tail_locations"][1] == 3 * len(arch.sources)
         assert h["housekeeping"][0] + h["tail_room"][0] <= h["begin"][0]
         assert _lib.dhs_host_phase_str(_lib.DHS_HP_COUNT) == b"unknown"
         ctx.reset_stats()

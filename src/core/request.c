@@ -323,8 +323,5 @@ static dhs_status tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_
 dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
-    const uint64_t t = hp_now();
-    dhs_status s = tail_locations(ctx, r, source, first_row, n_rows, loc);
-    hp_add(ctx, DHS_HP_TAIL_LOCATIONS, t);
-    return s;
+    return tail_locations(ctx, r, source, first_row, n_rows, loc);
 }
