@@ -48,6 +48,8 @@ typedef struct sess {
     int64_t dn;            /* drafter KV valid for positions < dn (from max(0, dn - W)) */
     uint64_t rng;
     uint64_t orng;         /* the acceptance model's draws (cfg.oracle) */
+    int64_t rope_pos;      /* device step: rope_cs holds this position's RoPE values (-1: none) */
+    float rope_cs[64];     /* computed while the GPU ran the round before (a plain item's next query) */
 } sess;
 
 struct dhs_ref_engine {
@@ -444,6 +446,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     sess *s = &e->s[id];
     memset(s, 0, sizeof *s);
     s->slot = -1;
+    s->rope_pos = -1;
     s->tokens = malloc(sizeof(int32_t) * (size_t)(e->cfg.max_positions + 1));
     if (!s->tokens) goto nomem;
     for (int32_t g = 0; g < e->ng && !e->gpu; g++) {
@@ -888,8 +891,18 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < kmax; j++) {
             int32_t q = i * kmax + j;
+            sess *s = &e->s[ids[i]];
             in.tokens[q] = j < K[i] ? e->blk[q] : 0;
-            in.pos[q] = j < K[i] ? e->s[ids[i]].n + j : -1;
+            in.pos[q] = j < K[i] ? s->n + j : -1;
+            if (j >= K[i]) continue;
+            float *r = in.rope + (int64_t)q * 64;
+            if (s->rope_pos == in.pos[q]) { /* computed during the last step */
+                memcpy(r, s->rope_cs, sizeof s->rope_cs);
+                e->stt.rope_ahead++;
+            } else {
+                dhs_ref_rope_cs(in.pos[q], r, r + 32);
+                e->stt.rope_now++;
+            }
         }
     /* where the block's rows go (they count as written; the step writes them) */
     if (ctx)
@@ -970,6 +983,14 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     }
     double t2 = dhs_wall_s();
     dhs_ref_engine_meter_flush(e); /* the last step's probe, while the GPU runs this one */
+    /* the next round's RoPE values while the GPU runs this one: a plain item's next query is at n + 1
+       (a speculative item's depends on its acceptance: computed before its upload) */
+    for (int32_t i = 0; i < n; i++) {
+        sess *s = &e->s[ids[i]];
+        if (K[i] != 1) continue;
+        s->rope_pos = s->n + 1;
+        dhs_ref_rope_cs(s->rope_pos, s->rope_cs, s->rope_cs + 32);
+    }
     const float *lg = NULL;
     if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
     double t3 = dhs_wall_s();

@@ -125,8 +125,10 @@ dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host);
    (q < nq; pos < 0: no query) and, for every layer l, the device pointer
    tables at [l * stride + q]: rowdst (where query q's row of layer l goes),
    base (the rows its locations index), kcodes / kscales (its key store; read
-   on producers) -> dhs_ref_gpu_step_upload(nq): RoPE tables, then one copy
-   per array (asynchronous). Then the step (launches only):
+   on producers), and rope[q * 64 ..]: position pos[q]'s 32 cos then 32 sin
+   (dhs_ref_rope_cs; the engine computes a plain item's next one while the
+   GPU runs the step before) -> dhs_ref_gpu_step_upload(nq): one copy per
+   array (asynchronous). Then the step (launches only):
      embed; per layer: rows(l), on a producer select(l) (selections into
      dhs_ref_gpu_step_sel(): [q][topk] int32, -1 padding, i.e. the layout of
      dhs_resolve_device when q = b * k_max + j), attend(l, loc_dev: [q][topk]
@@ -142,6 +144,7 @@ typedef struct dhs_ref_gpu_step_in {
     int32_t *tokens;
     int64_t *pos;
     void **rowdst, **base, **kcodes, **kscales; /* [n_layers][stride] */
+    float *rope;                                /* [stride][64]: cos, sin of pos[q] (dhs_ref_rope_cs) */
     int32_t stride;                             /* max_queries */
 } dhs_ref_gpu_step_in;
 

@@ -490,6 +490,9 @@ typedef struct dhs_ref_step_times {
        prelaunch the upload's end to the launch: dhs_round_may_miss, the deployment's bytes */
     uint64_t host_rounds;
     double tail_s, between_s, head_s, xcontrol_s, prelaunch_s;
+    /* device step: queries whose RoPE values were computed during the step before (a plain item's
+       next position) and those computed in the control plane */
+    uint64_t rope_ahead, rope_now;
     /* every round: the locality meter's host work (dhs_ref_engine_cfg.locmeter; in tail on the
        device step, in the compute on the host step) and the verification of the round's blocks */
     double meter_s, verify_s;

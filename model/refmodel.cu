@@ -1110,6 +1110,7 @@ extern "C" dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_i
     in->base = g->tab_h + LQ;
     in->kcodes = g->tab_h + 2 * LQ;
     in->kscales = g->tab_h + 3 * LQ;
+    in->rope = g->cs_h;
     in->stride = g->maxq;
     return DHS_OK;
 }
@@ -1120,11 +1121,8 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     if (g->capturing) return DHS_ERR_STATE;
     g->nq = nq;
     g->max_t = -1;
-    for (int q = 0; q < nq; q++) {
-        int64_t t = g->pos_h[q];
-        if (t > g->max_t) g->max_t = t;
-        if (t >= 0) g->rope_cs(t, g->cs_h + (int64_t)q * 64, g->cs_h + (int64_t)q * 64 + 32);
-    }
+    for (int q = 0; q < nq; q++) /* the RoPE values are the engine's (in.rope) */
+        if (g->pos_h[q] > g->max_t) g->max_t = g->pos_h[q];
     if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
     CK(cudaMemcpyAsync(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step tokens");
     CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step positions");

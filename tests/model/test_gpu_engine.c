@@ -71,7 +71,11 @@ struct dhs_ref_gpu {
     int64_t maxpos;
     float *scores;          /* fused: [maxq][maxpos] */
     int32_t *nanc;          /* fused: [maxq] */
+    float *cs_h;            /* device step: the engine's RoPE values [maxq][64] */
 };
+
+/* the device step's uploaded RoPE rows that differ from dhs_ref_rope_cs of their position */
+static uint64_t g_rope_bad, g_rope_rows;
 
 int dhs_ref_gpu_available(void) { return 1; }
 const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
@@ -99,6 +103,7 @@ void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->logits_h);
     free(g->scores);
     free(g->nanc);
+    free(g->cs_h);
     free(g);
 }
 
@@ -129,6 +134,7 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     g->tab_h = calloc(4 * (size_t)g->L * Q, sizeof(void *));
     g->tab = calloc(4 * (size_t)g->L * Q, sizeof(void *));
     g->logits_h = calloc(Q * (size_t)g->V, sizeof(float));
+    g->cs_h = calloc(Q * 64, sizeof(float));
     g->fused = d->topk_fused != 0;
     g_split_creates += d->topk_fused == 2;
     /* the locality device: the run set it on its model after creating ours (same config) */
@@ -366,6 +372,7 @@ dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
     in->base = g->tab_h + LQ;
     in->kcodes = g->tab_h + 2 * LQ;
     in->kscales = g->tab_h + 3 * LQ;
+    in->rope = g->cs_h;
     in->stride = g->maxq;
     return DHS_OK;
 }
@@ -376,6 +383,14 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     g->nq = nq;
     memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
     memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
+    for (int32_t q = 0; q < nq; q++) { /* what refmodel.cu uploads as RoPE: the engine's values */
+        if (g->pos_h[q] < 0) continue;
+        float want[64];
+        dhs_ref_rope_cs(g->pos_h[q], want, want + 32);
+        g_rope_bad += memcmp(g->cs_h + (int64_t)q * 64, want, sizeof want) != 0;
+        g_rope_rows++;
+    }
+    memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
     for (size_t r = 0; r < 4 * (size_t)g->L; r++) /* the first nq of every row, as the 2D copy */
         memcpy(g->tab + r * (size_t)g->maxq, g->tab_h + r * (size_t)g->maxq, sizeof(void *) * (size_t)nq);
     /* the host may rewrite its mirrors now (the GPU's copy is asynchronous; the engine must not
@@ -875,6 +890,49 @@ static void test_profile(uint64_t seed)
 /* a deployment's weight reads (dhs_ref_engine_cfg.deploy): every device step reads, after each layer,
    the deployment's bytes for the round's queries divided over the layers, in both engines; the tokens
    and logits do not change (the reads compute nothing) */
+/* RoPE values of the device step: every uploaded row equals dhs_ref_rope_cs of its position; with spec
+   1 the engine computed every plain item's next one during the step before (dhs_ref_step_times
+   rope_ahead), so only each session's first round computes its own in the control plane (rope_now) */
+static void test_rope_ahead(uint64_t seed)
+{
+    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    c.model.n_layers = 4;
+    c.model.topk = 128;
+    c.model.seed = seed;
+    c.geometry = "glm-5.3";
+    c.synthetic = 1;
+    c.sessions = 3;
+    c.context = 400;
+    c.tokens = 6;
+    c.spec = 1;
+    c.seed = seed;
+    c.slots = 2;
+    c.history = 0.5;
+    c.check = 1;
+    c.gpu_model = 1;
+    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    g_rope_bad = g_rope_rows = 0;
+    dhs_ref_run_result r;
+    int rc = dhs_ref_run(&c, &r);
+    CHECKF(rc == 0 && r.identical, "spec 1 device step: %s", r.errmsg);
+    CHECKF(g_rope_rows > 0 && g_rope_bad == 0, "%" PRIu64 " of %" PRIu64 " uploaded RoPE rows differ", g_rope_bad, g_rope_rows);
+    const dhs_ref_step_times *t[2] = {&r.step_res, &r.step_hier};
+    for (int k = 0; k < 2; k++)
+        CHECKF(t[k]->rope_now == (uint64_t)c.sessions && t[k]->rope_ahead + t[k]->rope_now == g_rope_rows / 2,
+               "engine %d: RoPE ahead %" PRIu64 ", now %" PRIu64 " (uploaded %" PRIu64 " over both)", k,
+               t[k]->rope_ahead, t[k]->rope_now, g_rope_rows);
+    printf("  rope ahead     spec 1: %" PRIu64 " of %" PRIu64 " queries' RoPE computed during the step before, values equal\n",
+           r.step_hier.rope_ahead, r.step_hier.rope_ahead + r.step_hier.rope_now);
+    dhs_ref_run_result_free(&r);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 static void test_deploy_step(uint64_t seed)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
@@ -1063,6 +1121,7 @@ int main(void)
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0);
     test_profile(seed + 4);
+    test_rope_ahead(seed + 12);
     test_deploy_step(seed + 10);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
     test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
