@@ -911,6 +911,7 @@ done:
     if (er) dhs_ref_engine_step_times(er, &r->step_res);
     if (eh) dhs_ref_engine_step_times(eh, &r->step_hier);
     if (eh || er) dhs_ref_engine_import_times(eh ? eh : er, &r->imp);
+    r->opt_filling_at_end = r->rounds > 0 && r->opt_fill_rounds == r->rounds;
     if (er) dhs_ref_engine_profile(er, r->prof_us[0], &r->prof_rounds[0], &r->prof_wall_s[0]);
     if (eh) dhs_ref_engine_profile(eh, r->prof_us[1], &r->prof_rounds[1], &r->prof_wall_s[1]);
     if (r->tokens_of) {

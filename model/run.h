@@ -170,9 +170,11 @@ typedef struct dhs_ref_run_result {
                                            GPU setup (index keys) apart (resident engine: keys_s only,
                                            when the hierarchy does not run) */
     uint64_t opt_bytes_peak;            /* hierarchy: largest dhs_mem.optional_bytes after an admission or round */
-    uint64_t opt_fill_rounds;           /* ... decode rounds run when optional_bytes last reached a new peak
-                                           (0: at the imports, before any round; equal to rounds: still
-                                           growing when the run ended) */
+    uint64_t opt_fill_rounds;           /* ... decode rounds (rounds, profiled ones included) run when
+                                           optional_bytes last reached a new peak (0: at the imports, before
+                                           any round) */
+    int opt_filling_at_end;             /* 1: the run's last round still raised that peak (the optional
+                                           pages were still being filled when the run ended) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
     int step;                           /* the target pass's step (DHS_REF_STEP_*) */

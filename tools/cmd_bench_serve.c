@@ -78,6 +78,7 @@ typedef struct sv_rec {
                                             (import_s), the GPU session setup apart (keys_s) */
     uint64_t repop_pages;                /* optional pages repopulated from host over the run */
     uint64_t opt_peak, opt_fill_rounds;  /* optional device bytes at their peak, decode rounds to reach it */
+    int opt_filling;                     /* the last round still raised the peak */
     int32_t synth_parallel;  /* histories generated at once */
     dhs_ref_step_times st;   /* device step: the engine's host times (control, launch, wait, graph captures) */
     double prof_wall_s;      /* the profiled (eager) rounds' wall time, not in st */
@@ -372,6 +373,7 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     r->repop_pages = mode ? R.st.repopulated_pages : 0;
     r->opt_peak = R.opt_bytes_peak;
     r->opt_fill_rounds = R.opt_fill_rounds;
+    r->opt_filling = R.opt_filling_at_end;
     r->decode_s = c.hier ? R.t_hier : R.t_resident;
     r->st = c.hier ? R.step_hier : R.step_res;
     r->prof_wall_s = R.prof_wall_s[c.hier ? 1 : 0];
@@ -434,6 +436,7 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "repopulated_pages", (double)r->repop_pages);
     cJSON_AddNumberToObject(o, "optional_bytes_peak", (double)r->opt_peak);
     cJSON_AddNumberToObject(o, "optional_fill_rounds", (double)r->opt_fill_rounds);
+    cJSON_AddBoolToObject(o, "optional_filling_at_end", r->opt_filling);
     cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
     cJSON_AddNumberToObject(o, "histories_at_once", r->synth_parallel);
     cJSON_AddNumberToObject(o, "completed", (double)r->sessions);
@@ -989,7 +992,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; pinned "
                                       "ahead %.1f s; starts %.1f s: imports (%s) %.3f s per session, %.2f GB/s, keys %.1f s; "
                                       "decode %.1f s; %" PRIu64 " pages repopulated, optional pages peaked after %" PRIu64
-                                      " rounds): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
+                                      " rounds%s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
                                       "control %.0f, prelaunch %.0f)", mode_names[mode], prefix_tags[prefix], L, cs[i],
@@ -998,6 +1001,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       q->imp.imports ? q->imp.import_s / (double)q->imp.imports : 0.0,
                                       q->imp.import_s > 0 ? (double)q->imp.import_bytes / q->imp.import_s / 1e9 : 0.0,
                                       q->imp.keys_s, q->decode_s, q->repop_pages, q->opt_fill_rounds,
+                                      q->opt_filling ? ", still filling at the end" : "",
                                       q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,

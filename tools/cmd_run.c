@@ -450,6 +450,7 @@ int cmd_run(int argc, char **argv)
             cJSON_AddNumberToObject(ij, "repop_pages_per_round", R.lib_cfg.repop_pages);
             cJSON_AddNumberToObject(ij, "optional_bytes_peak", (double)R.opt_bytes_peak);
             cJSON_AddNumberToObject(ij, "optional_fill_rounds", (double)R.opt_fill_rounds);
+            cJSON_AddBoolToObject(ij, "optional_filling_at_end", R.opt_filling_at_end);
         }
         cJSON_AddNumberToObject(t, "resident_decode_s", R.t_resident);
         cJSON_AddNumberToObject(t, "hier_decode_s", R.t_hier);
@@ -594,12 +595,12 @@ int cmd_run(int argc, char **argv)
                    mib(R.lib_cfg.device_bytes), R.lib_cfg.max_requests, R.st.admissions, R.st.waits, R.st.reclaims,
                    R.st.reclaimed_pages, R.st.repopulated_pages, R.st.staging_rows, R.st.staging_rows_peak);
             printf("  imports      %s: %" PRIu64 " histories, %.1f MiB in %.3f s of dhs_request_import (%.4f s per session, "
-                   "%.2f GB/s); optional device pages peaked at %.1f MiB after %" PRIu64 " decode rounds (%d repopulated "
-                   "per round)\n",
+                   "%.2f GB/s); optional device pages peaked at %.1f MiB after %" PRIu64 " decode rounds%s (%d "
+                   "repopulated per round)\n",
                    imports[o.import_mode], R.imp.imports, mib(R.imp.import_bytes), R.imp.import_s,
                    R.imp.imports ? R.imp.import_s / (double)R.imp.imports : 0.0,
                    R.imp.import_s > 0 ? (double)R.imp.import_bytes / R.imp.import_s / 1e9 : 0.0, mib(R.opt_bytes_peak),
-                   R.opt_fill_rounds, R.lib_cfg.repop_pages);
+                   R.opt_fill_rounds, R.opt_filling_at_end ? ", still filling at the end" : "", R.lib_cfg.repop_pages);
             printf("  bytes moved  recover %.1f MiB (%.1f KiB per token), backup %.1f MiB, refill %.1f MiB\n",
                    mib(R.st.host_bytes_copied), R.decode_tokens ? (double)R.st.host_bytes_copied / 1024.0 / (double)R.decode_tokens : 0.0,
                    mib(R.st.backup_bytes), mib(R.st.populate_bytes));

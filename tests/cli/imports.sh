@@ -63,10 +63,21 @@ assert h["imports"]["bytes"] == d["imports"]["bytes"], (h["imports"], d["imports
 # host: every device page of the history came through repopulation, a round at a time; device: the
 # budget (2 sessions' history) took the imported pages at once, nothing to repopulate
 assert h["repopulated_pages"] > 0 and h["imports"]["optional_fill_rounds"] >= 1, h["imports"]
+assert d["imports"]["optional_filling_at_end"] is False, d["imports"]
 assert h["bytes"]["refill_host_to_device"] > 0, h["bytes"]
 assert d["repopulated_pages"] == 0 and d["bytes"]["refill_host_to_device"] == 0, (d["repopulated_pages"], d["bytes"])
 EOF
 done
+
+# the device resolver (its tables published at the import, the repopulated pages at round begin)
+expect 0 "$DHS" run $RUN --import host --resolver device
+cp "$T/out" "$T/run_dres.json"
+python3 - "$T/run_dres.json" "$T/run_own_host.json" <<'EOF' || fail "dhs run --import host --resolver device: $(head -c 400 "$T/run_dres.json")"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["identical"] is True and a["invariant_violations"] == 0 and a["imports"]["imports"] == 4, a
+assert a["repopulated_pages"] > 0 and a["tokens_digest"] == b["tokens_digest"], (a["repopulated_pages"], a["tokens_digest"])
+EOF
 
 # --repop-pages reaches the library: one page per round fills more slowly than 64
 expect 0 "$DHS" run $RUN --import host --repop-pages 1
@@ -117,6 +128,8 @@ assert hr["import_bytes"] == dr["import_bytes"], (hr["import_bytes"], dr["import
 # host: the device pages come a round at a time; device: at the imports
 assert hr["repopulated_pages"] > 0 and hr["optional_fill_rounds"] >= 1 and hr["optional_bytes_peak"] > 0, hr
 assert dr["repopulated_pages"] == 0 and dr["optional_fill_rounds"] == 0 and dr["optional_bytes_peak"] > 0, dr
+# 2 sessions x 78 sources x 16 pages at 64 a round: still filling after the 3 decode rounds
+assert hr["optional_filling_at_end"] is True and dr["optional_filling_at_end"] is False, (hr, dr)
 assert hr["pcie_gbps"] > 0, hr
 EOF
 # the table has the imports' column: "-" for resident, seconds per session for the hierarchy
