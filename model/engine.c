@@ -785,15 +785,6 @@ int dhs_ref_topk_parse(const char *s, int *out)
 
 const char *dhs_ref_import_str(int mode) { return mode == DHS_REF_IMPORT_HOST ? "host" : "device"; }
 
-int dhs_ref_import_parse(const char *s, int *out)
-{
-    if (!s) return -1;
-    if (!strcmp(s, "device")) *out = DHS_REF_IMPORT_DEVICE;
-    else if (!strcmp(s, "host")) *out = DHS_REF_IMPORT_HOST;
-    else return -1;
-    return 0;
-}
-
 void dhs_ref_engine_import_times(const dhs_ref_engine *e, dhs_ref_import_times *t) { *t = e->imp; }
 
 const char *dhs_ref_step_str(int step)

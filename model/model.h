@@ -461,7 +461,6 @@ enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
 const char *dhs_ref_step_str(int step);
 enum { DHS_REF_IMPORT_DEVICE = 0, DHS_REF_IMPORT_HOST = 1 };
 const char *dhs_ref_import_str(int mode);      /* "device" | "host" */
-int dhs_ref_import_parse(const char *s, int *out); /* 0 on success */
 enum { DHS_REF_TOPK_MODEL = 0, DHS_REF_TOPK_FUSED = 1, DHS_REF_TOPK_SPLIT = 2 };
 const char *dhs_ref_topk_str(int topk);      /* "model" | "fused" | "split" */
 int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
