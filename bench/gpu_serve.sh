@@ -55,11 +55,16 @@ for r in d["records"]:
     f = lambda k: "%.0f" % s[k] if k in s else "-"
     print("%-9s %7d %3d held %3d  tok/s %8.1f  TPOT p50 %7.2f p99 %7.2f ms  step %7.2f ms  waits %3d  host rows/tok %8.1f"
           "  PCIe %5.2f GB/s  reclaims %3d | us: indexer %s topk %s resolve %s copy %s attention %s (roofline %.0f) other %s"
-          " | s: histories %.1f (%d at once) imports %.1f decode %.1f"
+          " | s: histories %.1f (%d at once) starts %.1f (imports %.3f per session, %.2f GB/s; keys %.1f) decode %.1f"
           % (r["mode"], r["context"], r["max_concurrency"], r["sessions_held"], r["output_throughput"], r["median_tpot_ms"],
              r["p99_tpot_ms"], r["step_mean_ms"], r["admission_waits"], r["host_rows_per_token"], r["pcie_gbps"],
              r["reclaims"], f("indexer"), f("topk"), f("resolve"), f("miss_copy"), f("attention"),
-             r.get("attention_roofline_us", 0), f("other"), r["prefill_s"], r["histories_at_once"], r["start_s"], r["decode_s"]))
+             r.get("attention_roofline_us", 0), f("other"), r["prefill_s"], r["histories_at_once"], r["start_s"],
+             r.get("import_s_per_session", 0), r.get("import_gbps", 0), r.get("keys_s", 0), r["decode_s"]))
+    if r.get("repopulated_pages"):
+        print("          repopulated %d pages; optional device pages peaked at %.2f GiB after %d of %d decode rounds"
+              % (r["repopulated_pages"], r.get("optional_bytes_peak", 0) / 2**30, r.get("optional_fill_rounds", 0),
+                 r["decode_rounds"]))
     h = r.get("step_host")
     if h:
         print("          host us per round: control %.0f launch %.0f wait %.0f outside the step %.0f (draft %.0f, round_begin %.0f,"

@@ -9,7 +9,9 @@
  * Sessions are imported one after another into one context (each closed
  * before the next opens, so every session pins afresh unless memory is
  * reused), first with DHS_IMPORT_HOST (rows in host memory), then, on CUDA,
- * DHS_IMPORT_DEVICE (rows in device memory, as a prefill leaves them).
+ * DHS_IMPORT_DEVICE (rows in device memory, as a prefill leaves them), then
+ * DHS_IMPORT_DEVICE with the rows in (pageable) host memory: what `dhs bench
+ * serve --import device` does with its synthetic histories.
  *
  * Usage: import_bench [--backend cpu|cuda] [--rows N] [--sources S]
  *                     [--row-bytes B] [--sessions N]
@@ -154,7 +156,10 @@ int main(int argc, char **argv)
 #endif
 
     int rc = 0;
-    const unsigned flags[2] = {DHS_IMPORT_HOST, DHS_IMPORT_DEVICE};
+    /* the variants: the flag, and whether the rows are copied to device memory first */
+    const unsigned flags[3] = {DHS_IMPORT_HOST, DHS_IMPORT_DEVICE, DHS_IMPORT_DEVICE};
+    const int on_dev[3] = {0, 1, 0};
+    const char *const names[3] = {"HOST", "DEVICE", "DEVICE/host rows"};
     /* the same sessions twice: host rows freed at close (the baseline), then kept for the next import
        (dhs_config.host_cache_bytes = one session's host rows and then some) */
     for (int cache = 0; cache < 2 && !rc; cache++) {
@@ -169,12 +174,13 @@ int main(int argc, char **argv)
             rc = 3;
             break;
         }
-        for (int f = 0; f < (cuda ? 2 : 1) && !rc; f++) {
+        for (int f = 0; f < 3 && !rc; f++) {
+            if (on_dev[f] && !cuda) continue; /* the CPU backend has no device memory of its own */
             const void **src = rp;
             const void **dp = NULL;
     #ifdef DHS_HAVE_CUDA
             void *dev = NULL;
-            if (flags[f] == DHS_IMPORT_DEVICE) {
+            if (on_dev[f]) {
                 if (cudaMalloc(&dev, total) != cudaSuccess || cudaMemcpy(dev, hist, total, cudaMemcpyHostToDevice) != cudaSuccess) {
                     printf("DHS_IMPORT_DEVICE: no device memory for the history (%.2f GB)\n", (double)total / 1e9);
                     break;
@@ -201,7 +207,7 @@ int main(int argc, char **argv)
                     break;
                 }
                 char label[64];
-                snprintf(label, sizeof label, "%s import, session %ld", flags[f] == DHS_IMPORT_HOST ? "HOST" : "DEVICE", n);
+                snprintf(label, sizeof label, "%s import, session %ld", names[f], n);
                 printf("%-34s %9.3f s  %7.2f GB/s  (open %.3f, import %.3f, sync %.3f s; %.2f of memcpy's rate)\n",
                        label, d - a, (double)total / (d - a) / 1e9, b - a, c - b, d - c, t_memcpy / (d - a));
                 if (t_pin > 0) printf("%-34s %9s    pinning alone would take %.0f %% of it\n", "", "", 100.0 * t_pin / (d - a));

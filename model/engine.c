@@ -86,6 +86,7 @@ struct dhs_ref_engine {
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     dhs_ref_step_times stt; /* device step host times */
+    dhs_ref_import_times imp; /* session starts: imports and the GPU setup */
     double gpu_idle_since;  /* when the last plain round's step wait returned (0: none, or not comparable) */
     /* the host parts of a round (dhs_ref_step_times host_rounds): when the last round returned (0:
        none, failed, or a session started since), its tail, and this round's call and target times */
@@ -281,6 +282,7 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
 {
     if (!m || !cfg || !out || cfg->max_sessions < 1 || cfg->max_slots < 1 || cfg->k_max < 1 ||
         cfg->max_positions < 1 || cfg->page_rows < 1 ||
+        (cfg->import_mode != DHS_REF_IMPORT_DEVICE && cfg->import_mode != DHS_REF_IMPORT_HOST) ||
         (cfg->oracle && (!cfg->oracle_n || !cfg->oracle_accept || cfg->verify != DHS_REF_VERIFY_GREEDY)))
         return DHS_ERR_INVALID_ARG;
     *out = NULL;
@@ -478,7 +480,9 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
         }
     }
     if (e->gpu) {
+        const double tk = dhs_wall_s();
         dhs_status st = gpu_start(e, s, p);
+        e->imp.keys_s += dhs_wall_s() - tk;
         if (st != DHS_OK) {
             set_err(e, "GPU session start", st);
             sess_free(e, s);
@@ -487,10 +491,22 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     }
     if (e->cfg.ctx) {
         const void *rows[DHS_MAX_SOURCES];
+        uint64_t bytes = 0;
         /* on a shared prefix: the rows after it (from the boundary row) */
-        for (int32_t src = 0; src < e->ns; src++)
-            rows[src] = p->rows[src] + (size_t)(shared / dhs_ref_source_m(m, src)) * DHS_REF_ROW_BYTES;
-        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
+        for (int32_t src = 0; src < e->ns; src++) {
+            const int64_t mm = dhs_ref_source_m(m, src), r0 = shared / mm;
+            rows[src] = p->rows[src] + (size_t)r0 * DHS_REF_ROW_BYTES;
+            bytes += (uint64_t)((p->n + mm - 1) / mm - r0) * DHS_REF_ROW_BYTES;
+        }
+        const unsigned flags = e->cfg.import_mode == DHS_REF_IMPORT_HOST ? DHS_IMPORT_HOST : DHS_IMPORT_DEVICE;
+        const double ti = dhs_wall_s();
+        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, flags);
+        const double dt = dhs_wall_s() - ti;
+        if (st == DHS_OK) {
+            e->imp.imports++;
+            e->imp.import_bytes += bytes;
+            e->imp.import_s += dt;
+        }
         if (st != DHS_OK) {
             set_err(e, "dhs_request_import", st);
             sess_free(e, s);
@@ -769,6 +785,10 @@ int dhs_ref_topk_parse(const char *s, int *out)
     else return -1;
     return 0;
 }
+
+const char *dhs_ref_import_str(int mode) { return mode == DHS_REF_IMPORT_HOST ? "host" : "device"; }
+
+void dhs_ref_engine_import_times(const dhs_ref_engine *e, dhs_ref_import_times *t) { *t = e->imp; }
 
 const char *dhs_ref_step_str(int step)
 {

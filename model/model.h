@@ -441,6 +441,14 @@ typedef struct dhs_ref_engine_cfg {
     const int32_t *const *oracle;
     const int64_t *oracle_n;
     const double *oracle_accept;
+    int import_mode;        /* hierarchical: how a session's prefill rows enter the library
+                               (docs/SERVE.md "Imports"): DHS_REF_IMPORT_DEVICE (0, the default):
+                               dhs_request_import(DHS_IMPORT_DEVICE), the rows treated as the
+                               device tier's, complete pages copied straight into optional device
+                               pages while the budget allows, their host backups deferred;
+                               DHS_REF_IMPORT_HOST: DHS_IMPORT_HOST, the rows copied into the host
+                               tier only (on threads) and the optional device pages filled later by
+                               the library's repopulation, a bounded number per round */
     struct dhs_ref_locmeter *locmeter; /* optional (model/locmeter.h, owned by the caller): the
                                consecutive-step overlap and LRU hit rate of query 0's selections, per
                                group; the CPU model and the host step feed every session, the device
@@ -451,6 +459,8 @@ typedef struct dhs_ref_engine_cfg {
 
 enum { DHS_REF_STEP_HOST = 0, DHS_REF_STEP_DEVICE = 1, DHS_REF_STEP_GRAPH = 2 };
 const char *dhs_ref_step_str(int step);
+enum { DHS_REF_IMPORT_DEVICE = 0, DHS_REF_IMPORT_HOST = 1 };
+const char *dhs_ref_import_str(int mode);      /* "device" | "host" */
 enum { DHS_REF_TOPK_MODEL = 0, DHS_REF_TOPK_FUSED = 1, DHS_REF_TOPK_SPLIT = 2 };
 const char *dhs_ref_topk_str(int topk);      /* "model" | "fused" | "split" */
 int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
@@ -505,7 +515,8 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e);
 
 /* Starts session `id` from its prefill (copies what it needs; p may be freed
    afterwards). Hierarchical: `req` is an admitted request; the prefill rows are
-   imported with DHS_IMPORT_DEVICE. The first generated token (the first
+   imported with DHS_IMPORT_DEVICE, or DHS_IMPORT_HOST with cfg.import_mode
+   DHS_REF_IMPORT_HOST. The first generated token (the first
    anchor) is chosen from the prefill logits by the verification rule. */
 dhs_status dhs_ref_engine_start(dhs_ref_engine *e, int32_t id, const dhs_ref_prefill *p, dhs_req req);
 /* As dhs_ref_engine_start for a request opened on a shared prefix of `shared` positions
@@ -559,6 +570,18 @@ dhs_status dhs_ref_hier_set_group_hot(const dhs_ref_model *m, dhs_config *c, con
 /* shadow mode: located rows whose bytes differed from the row the model wrote,
    and a description of the first one ("" if none) */
 uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **first);
+/* what starting sessions cost (dhs_ref_engine_start*), summed over the engine's life:
+   imports      hierarchical: dhs_request_import calls that succeeded
+   import_bytes the history bytes they imported (every source's rows x 656; on a shared prefix the
+                rows after it)
+   import_s     wall seconds inside those dhs_request_import calls only (the library's figure)
+   keys_s       GPU model: wall seconds of the session's device setup (index keys uploaded; resident:
+                its rows too), kept apart from import_s */
+typedef struct dhs_ref_import_times {
+    uint64_t imports, import_bytes;
+    double import_s, keys_s;
+} dhs_ref_import_times;
+void dhs_ref_engine_import_times(const dhs_ref_engine *e, dhs_ref_import_times *t);
 /* the device step's host times (all zero for the host step) */
 void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t);
 /* device step with a locmeter: the last step's probe is fed to the meter after the next launch (off

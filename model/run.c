@@ -237,7 +237,7 @@ static dhs_status shared_holder(const dhs_ref_model *m, const dhs_ref_run_cfg *c
     if (st == DHS_OK) {
         const void *rows[DHS_MAX_SOURCES];
         for (int32_t src = 0; src < dhs_ref_n_sources(m); src++) rows[src] = pf.rows[src];
-        st = dhs_request_import(ctx, *h, n, rows, DHS_IMPORT_DEVICE);
+        st = dhs_request_import(ctx, *h, n, rows, c->import_mode == DHS_REF_IMPORT_HOST ? DHS_IMPORT_HOST : DHS_IMPORT_DEVICE);
         if (st != DHS_OK) dhs_request_close(ctx, *h);
     }
     dhs_ref_prefill_free(&pf);
@@ -328,6 +328,10 @@ static void mem_peaks(const dhs_ctx *ctx, dhs_ref_run_result *r, int64_t session
     if (mm.host_bytes_allocated > r->host_bytes_peak) r->host_bytes_peak = mm.host_bytes_allocated;
     if (mm.host_bytes_shared > r->host_shared_peak) r->host_shared_peak = mm.host_bytes_shared;
     if ((uint64_t)sessions > r->sessions_peak) r->sessions_peak = (uint64_t)sessions;
+    if (mm.optional_bytes > r->opt_bytes_peak) { /* optional pages still being filled (imports, repopulation) */
+        r->opt_bytes_peak = mm.optional_bytes;
+        r->opt_fill_rounds = r->rounds;
+    }
 }
 
 #define FAIL(...)                                             \
@@ -528,6 +532,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             FAIL("--group-hot-rows: %d sizes for a model of %d groups, each 0 or a multiple of the page rows %d (at "
                  "least one page)", c.n_group_hot, arch.n_groups, r->lib_cfg.page_rows);
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
+        if (c.repop_pages > 0) r->lib_cfg.repop_pages = c.repop_pages;
         dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
         if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));
@@ -591,6 +596,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
+    ec.import_mode = c.import_mode;
     if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
     ec.deploy = c.deploy;
     ec.ctx_requests = use_hier ? r->lib_cfg.max_requests : 0;
@@ -913,6 +919,8 @@ done:
     r->identical = er && eh && !r->error && r->logit_mismatches == 0 && r->token_mismatches == 0 && n_done == S;
     if (er) dhs_ref_engine_step_times(er, &r->step_res);
     if (eh) dhs_ref_engine_step_times(eh, &r->step_hier);
+    if (eh || er) dhs_ref_engine_import_times(eh ? eh : er, &r->imp);
+    r->opt_filling_at_end = r->rounds > 0 && r->opt_fill_rounds == r->rounds;
     if (er) dhs_ref_engine_profile(er, r->prof_us[0], &r->prof_rounds[0], &r->prof_wall_s[0]);
     if (eh) dhs_ref_engine_profile(eh, r->prof_us[1], &r->prof_rounds[1], &r->prof_wall_s[1]);
     if (r->tokens_of) {

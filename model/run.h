@@ -76,6 +76,12 @@ typedef struct dhs_ref_run_cfg {
                                 source of every request slot, each the rows of the longest session, so
                                 that imports copy into pinned memory (t_host_fill; host_cache_bytes 0 is
                                 then raised to what the spans take) */
+    int import_mode;         /* hierarchical: DHS_REF_IMPORT_DEVICE (0, the default) | DHS_REF_IMPORT_HOST:
+                                the flag every session's (and a shared prefix holder's) import passes;
+                                the prefill's rows are in host memory either way (dhs_ref_engine_cfg.import_mode,
+                                docs/SERVE.md "Imports") */
+    int32_t repop_pages;     /* hierarchical: dhs_config.repop_pages, optional pages repopulated per round
+                                (0: the library's default) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
@@ -159,6 +165,16 @@ typedef struct dhs_ref_run_result {
     uint64_t prefill_resident_bytes; /* ... every layer's rows at once (full residency, largest prompt) */
     double t_start;                     /* seconds in dhs_ref_engine_start (history imports) */
     double t_host_fill;                 /* seconds in dhs_host_cache_fill (host_cache_fill) */
+    dhs_ref_import_times imp;           /* the hierarchical engine's session starts: dhs_request_import
+                                           calls, bytes and seconds (only the library call), and the
+                                           GPU setup (index keys) apart (resident engine: keys_s only,
+                                           when the hierarchy does not run) */
+    uint64_t opt_bytes_peak;            /* hierarchy: largest dhs_mem.optional_bytes after an admission or round */
+    uint64_t opt_fill_rounds;           /* ... decode rounds (rounds, profiled ones included) run when
+                                           optional_bytes last reached a new peak (0: at the imports, before
+                                           any round) */
+    int opt_filling_at_end;             /* 1: the run's last round still raised that peak (the optional
+                                           pages were still being filled when the run ended) */
     uint64_t synthetic_positions;       /* history positions imported synthetic (all sessions) */
     int gpu_model;                      /* 1: the model computed on the GPU */
     int step;                           /* the target pass's step (DHS_REF_STEP_*) */

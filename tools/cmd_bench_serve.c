@@ -53,6 +53,7 @@ static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", 
 static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
+static const char *const sv_imports[] = {"device", "host", NULL}; /* DHS_REF_IMPORT_* order */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
 static const char *const prefix_tags[] = {"", "+shared", "+private"}; /* sv_rec.prefix */
 static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention",
@@ -74,6 +75,11 @@ typedef struct sv_rec {
     uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* the library's host time by phase (dhs_get_host_time) */
     double prefill_s, start_s, decode_s; /* of duration_s: generating histories, importing them, rounds */
     double host_fill_s;                  /* --host-cache-fill: pinning every slot's host rows at the start */
+    dhs_ref_import_times imp;            /* the hierarchy's imports: only the dhs_request_import calls timed
+                                            (import_s), the GPU session setup apart (keys_s) */
+    uint64_t repop_pages;                /* optional pages repopulated from host over the run */
+    uint64_t opt_peak, opt_fill_rounds;  /* optional device bytes at their peak, decode rounds to reach it */
+    int opt_filling;                     /* the last round still raised the peak */
     int32_t synth_parallel;  /* histories generated at once */
     dhs_ref_step_times st;   /* device step: the engine's host times (control, launch, wait, graph captures) */
     double prof_wall_s;      /* the profiled (eager) rounds' wall time, not in st */
@@ -186,6 +192,8 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill;
+    int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
+    int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
     const char *locality;   /* NULL: the model's own indexer queries */
     const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
@@ -366,6 +374,11 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     memcpy(r->hp_calls, R.hp_calls, sizeof r->hp_calls);
     r->start_s = R.t_start;
     r->host_fill_s = R.t_host_fill;
+    r->imp = R.imp;
+    r->repop_pages = mode ? R.st.repopulated_pages : 0;
+    r->opt_peak = R.opt_bytes_peak;
+    r->opt_fill_rounds = R.opt_fill_rounds;
+    r->opt_filling = R.opt_filling_at_end;
     r->decode_s = c.hier ? R.t_hier : R.t_resident;
     r->st = c.hier ? R.step_hier : R.step_res;
     r->prof_wall_s = R.prof_wall_s[c.hier ? 1 : 0];
@@ -417,6 +430,18 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "prefill_s", r->prefill_s);
     cJSON_AddNumberToObject(o, "start_s", r->start_s);
     cJSON_AddNumberToObject(o, "host_fill_s", r->host_fill_s);
+    /* the hierarchy's imports (resident: none): seconds inside dhs_request_import per session, history
+       bytes over those seconds; keys_s the GPU model's session setup (index keys), apart */
+    cJSON_AddNumberToObject(o, "imports", (double)r->imp.imports);
+    cJSON_AddNumberToObject(o, "import_bytes", (double)r->imp.import_bytes);
+    cJSON_AddNumberToObject(o, "import_s", r->imp.import_s);
+    cJSON_AddNumberToObject(o, "import_s_per_session", r->imp.imports ? r->imp.import_s / (double)r->imp.imports : 0.0);
+    cJSON_AddNumberToObject(o, "import_gbps", r->imp.import_s > 0 ? (double)r->imp.import_bytes / r->imp.import_s / 1e9 : 0.0);
+    cJSON_AddNumberToObject(o, "keys_s", r->imp.keys_s);
+    cJSON_AddNumberToObject(o, "repopulated_pages", (double)r->repop_pages);
+    cJSON_AddNumberToObject(o, "optional_bytes_peak", (double)r->opt_peak);
+    cJSON_AddNumberToObject(o, "optional_fill_rounds", (double)r->opt_fill_rounds);
+    cJSON_AddBoolToObject(o, "optional_filling_at_end", r->opt_filling);
     cJSON_AddNumberToObject(o, "decode_s", r->decode_s);
     cJSON_AddNumberToObject(o, "histories_at_once", r->synth_parallel);
     cJSON_AddNumberToObject(o, "completed", (double)r->sessions);
@@ -527,8 +552,8 @@ static void print_table(const sv_rec *R, int n, FILE *f)
     int sp = 0;
     for (int i = 0; i < n; i++) sp |= R[i].prefix != 0;
     const int w = sp ? 17 : 9;
-    fprintf(f, "%-*s %7s %4s %4s | %5s %6s %4s %9s %9s %9s %7s %8s %8s%s | %s\n", w, "mode", "context", "C", "K", "held",
-            "mean K", "acc", "tok/s", "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", sp ? "  host GiB" : "",
+    fprintf(f, "%-*s %7s %4s %4s | %5s %6s %4s %9s %9s %9s %7s %8s %8s %8s%s | %s\n", w, "mode", "context", "C", "K", "held",
+            "mean K", "acc", "tok/s", "TPOT p50", "TPOT p99", "waits", "host/tok", "PCIe", "import", sp ? "  host GiB" : "",
             "step us: indexer topk resolve copy attention(roofline) weights other");
     for (int i = 0; i < n; i++) {
         const sv_rec *r = &R[i];
@@ -543,6 +568,10 @@ static void print_table(const sv_rec *R, int n, FILE *f)
         fprintf(f, "%-*s %7" PRId64 " %4d %4s | %5" PRIu64 " %6.2f %3.0f%% %9.1f %7.2fms %7.2fms %7" PRIu64 " %8.1f %5.2fGB/s", w,
                 mn, r->context, r->conc, ks, r->held, r->mean_k, 100 * r->accept, r->tok_s, r->tpot_p50_ms, r->tpot_p99_ms,
                 r->waits, r->host_rows_per_token, r->pcie_gbps);
+        if (r->imp.imports) /* seconds in dhs_request_import per session */
+            fprintf(f, " %7.3fs", r->imp.import_s / (double)r->imp.imports);
+        else
+            fprintf(f, " %8s", "-");
         if (sp) fprintf(f, " %9.2f", (double)r->host_peak / 1073741824.0);
         fprintf(f, " |");
         if (r->prof_rounds)
@@ -678,6 +707,18 @@ int cmd_bench_serve(int argc, char **argv)
          .help = "the hierarchy pins every slot's host rows when it starts (dhs_host_cache_fill, one span per "
                  "source and slot), so that imports copy into pinned memory; the pinning is reported apart "
                  "(host_fill_s); with --host-cache-gib 0 the cache takes what the spans need"},
+        A_ENUM("--import", &o.import_mode, sv_imports,
+               "how the hierarchical modes import each session's history, which the prefill (synthetic for the real "
+               "geometries) leaves in host memory: device (default): dhs_request_import(DHS_IMPORT_DEVICE), the rows taken as the device "
+               "tier's, complete pages copied straight into device pages while the budget has room (on cuda: "
+               "pageable host -> device, and device -> host backups later); host: DHS_IMPORT_HOST, the rows copied "
+               "into the host tier on threads (what a decode node that receives KV into host memory does) and the "
+               "device pages filled by repopulation over the rounds (--repop-pages). Records give import_s_per_session "
+               "and import_gbps (the library call only), keys_s, repopulated_pages and optional_fill_rounds "
+               "(docs/SERVE.md \"Imports\")"),
+        A_INT("--repop-pages", &o.repop_pages, 0, 1 << 24,
+              "optional pages the hierarchy repopulates from host per round (dhs_config.repop_pages; 0: the "
+              "library's default, 64)"),
         A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
               "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
@@ -826,6 +867,8 @@ int cmd_bench_serve(int argc, char **argv)
     base.copy_queue_blocks = o.copy_queue_blocks;
     base.host_cache_bytes = (uint64_t)(o.host_cache_gib * 1073741824.0);
     base.host_cache_fill = o.host_fill;
+    base.import_mode = o.import_mode;
+    base.repop_pages = o.repop_pages;
     base.async_delay = 0;
     base.threads = 1;
     base.resolver = o.step != 0 ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
@@ -960,13 +1003,20 @@ int cmd_bench_serve(int argc, char **argv)
                 if (q->ok)
                     tool_progress_msg(&tp, 1,
                                       PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; pinned "
-                                      "ahead %.1f s; imports %.1f s; decode %.1f s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
+                                      "ahead %.1f s; starts %.1f s: imports (%s) %.3f s per session, %.2f GB/s, keys %.1f s; "
+                                      "decode %.1f s; %" PRIu64 " pages repopulated, optional pages peaked after %" PRIu64
+                                      " rounds%s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
                                       "control %.0f, prelaunch %.0f); library us per round: housekeeping %.0f (repopulate %.0f), "
                                       "tail_room %.0f, publish %.0f, end's device %.0f, backup %.0f, resolve %.0f",
                                       mode_names[mode], prefix_tags[prefix], L, cs[i],
-                                      q->duration_s, q->prefill_s, q->synth_parallel, q->host_fill_s, q->start_s, q->decode_s,
+                                      q->duration_s, q->prefill_s, q->synth_parallel, q->host_fill_s, q->start_s,
+                                      sv_imports[o.import_mode],
+                                      q->imp.imports ? q->imp.import_s / (double)q->imp.imports : 0.0,
+                                      q->imp.import_s > 0 ? (double)q->imp.import_bytes / q->imp.import_s / 1e9 : 0.0,
+                                      q->imp.keys_s, q->decode_s, q->repop_pages, q->opt_fill_rounds,
+                                      q->opt_filling ? ", still filling at the end" : "",
                                       q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
@@ -1121,6 +1171,8 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddNumberToObject(cf, "host_cache_bytes", o.host_cache_gib * 1073741824.0);
         cJSON_AddBoolToObject(cf, "host_cache_fill", o.host_fill);
+        cJSON_AddStringToObject(cf, "import", sv_imports[o.import_mode]);
+        cJSON_AddNumberToObject(cf, "repop_pages", o.repop_pages ? o.repop_pages : dhs_config_default().repop_pages);
         cJSON_AddStringToObject(cf, "deployment", deploy ? deploy->name : "none");
         if (deploy) {
             cJSON *wb = cJSON_AddArrayToObject(cf, "weight_bytes_per_step"); /* at each --concurrency, spec tokens each */

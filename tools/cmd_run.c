@@ -29,6 +29,8 @@ typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
     int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap;
+    int import_mode;        /* DHS_REF_IMPORT_* (the imports' flag) */
+    int32_t repop_pages;    /* dhs_config.repop_pages (0: the library's default) */
     int32_t sessions;
     int64_t context;
     int32_t tokens;
@@ -68,6 +70,7 @@ static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const topk_impls[] = {"model", "fused", "split", NULL};      /* DHS_REF_TOPK_* order */
+static const char *const imports[] = {"device", "host", NULL};                   /* DHS_REF_IMPORT_* order */
 
 #define PROG "dhs run"
 
@@ -148,6 +151,15 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--device-mb", .type = ARG_DOUBLE, .dest = &o->device_mb, .dlo = 0.001, .dhi = 1e7,
          .help = "device budget in MiB (overrides --history)", .def = "from --history"},
         A_INT("--page-rows", &o->page_rows, 1, 65536, "rows per page"),
+        {.name = "--import", .type = ARG_ENUM, .dest = &o->import_mode, .choices = imports,
+         .help = "how each prompt's rows (the prefill's or the synthetic history's, in host memory either way) enter "
+                 "the hierarchy: device (default): dhs_request_import(DHS_IMPORT_DEVICE), the rows taken as the device "
+                 "tier's, complete pages copied straight into device pages while the budget has room; host: "
+                 "DHS_IMPORT_HOST, copied into the host tier only, device pages filled later by repopulation "
+                 "(--repop-pages per round). The tokens are the same (docs/SERVE.md \"Imports\")"},
+        A_INT("--repop-pages", &o->repop_pages, 0, 1 << 24,
+              "optional pages the hierarchy repopulates from host per round (dhs_config.repop_pages; 0: the "
+              "library's default, 64)"),
         A_INT("--arrival", &o->arrival, 0, 1 << 20, "rounds between session arrivals"),
         A_INT("--async-delay", &o->async_delay, 0, 1000, "CPU backend: side copies complete D rounds late"),
         {.name = "--threads", .type = ARG_INT, .dest = &o->threads, .ilo = 1, .ihi = 256, .help = "prefill threads",
@@ -308,6 +320,8 @@ int cmd_run(int argc, char **argv)
     c.step = o.step;
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
+    c.import_mode = o.import_mode;
+    c.repop_pages = o.repop_pages;
     c.deploy = deploy;
     c.threads = o.threads;
     c.prefill_buffers = o.prefill_buffers;
@@ -424,6 +438,20 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddStringToObject(pj, "on", R.gpu_model ? "gpu" : "cpu");
             }
         }
+        if (hier) { /* the hierarchical engine's imports: only the dhs_request_import calls are timed */
+            cJSON *ij = cJSON_AddObjectToObject(j, "imports");
+            cJSON_AddStringToObject(ij, "mode", imports[o.import_mode]);
+            cJSON_AddNumberToObject(ij, "imports", (double)R.imp.imports);
+            cJSON_AddNumberToObject(ij, "bytes", (double)R.imp.import_bytes);
+            cJSON_AddNumberToObject(ij, "import_s", R.imp.import_s);
+            cJSON_AddNumberToObject(ij, "import_s_per_session", R.imp.imports ? R.imp.import_s / (double)R.imp.imports : 0.0);
+            cJSON_AddNumberToObject(ij, "import_gbps", R.imp.import_s > 0 ? (double)R.imp.import_bytes / R.imp.import_s / 1e9 : 0.0);
+            cJSON_AddNumberToObject(ij, "keys_s", R.imp.keys_s);
+            cJSON_AddNumberToObject(ij, "repop_pages_per_round", R.lib_cfg.repop_pages);
+            cJSON_AddNumberToObject(ij, "optional_bytes_peak", (double)R.opt_bytes_peak);
+            cJSON_AddNumberToObject(ij, "optional_fill_rounds", (double)R.opt_fill_rounds);
+            cJSON_AddBoolToObject(ij, "optional_filling_at_end", R.opt_filling_at_end);
+        }
         cJSON_AddNumberToObject(t, "resident_decode_s", R.t_resident);
         cJSON_AddNumberToObject(t, "hier_decode_s", R.t_hier);
         cJSON_AddNumberToObject(t, "total_s", R.t_total);
@@ -499,6 +527,8 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "async_delay", o.async_delay);
         cJSON_AddStringToObject(cf, "step", steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", topk_impls[o.topk_impl]);
+        cJSON_AddStringToObject(cf, "import", imports[o.import_mode]);
+        cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
         if (o.prefill_buffers) cJSON_AddNumberToObject(cf, "prefill_chunk", o.prefill_chunk);
@@ -564,6 +594,13 @@ int cmd_run(int argc, char **argv)
                    "               pages of a session's imported history given back, its rows then served from host)\n",
                    mib(R.lib_cfg.device_bytes), R.lib_cfg.max_requests, R.st.admissions, R.st.waits, R.st.reclaims,
                    R.st.reclaimed_pages, R.st.repopulated_pages, R.st.staging_rows, R.st.staging_rows_peak);
+            printf("  imports      %s: %" PRIu64 " histories, %.1f MiB in %.3f s of dhs_request_import (%.4f s per session, "
+                   "%.2f GB/s); optional device pages peaked at %.1f MiB after %" PRIu64 " decode rounds%s (%d "
+                   "repopulated per round)\n",
+                   imports[o.import_mode], R.imp.imports, mib(R.imp.import_bytes), R.imp.import_s,
+                   R.imp.imports ? R.imp.import_s / (double)R.imp.imports : 0.0,
+                   R.imp.import_s > 0 ? (double)R.imp.import_bytes / R.imp.import_s / 1e9 : 0.0, mib(R.opt_bytes_peak),
+                   R.opt_fill_rounds, R.opt_filling_at_end ? ", still filling at the end" : "", R.lib_cfg.repop_pages);
             printf("  bytes moved  recover %.1f MiB (%.1f KiB per token), backup %.1f MiB, refill %.1f MiB\n",
                    mib(R.st.host_bytes_copied), R.decode_tokens ? (double)R.st.host_bytes_copied / 1024.0 / (double)R.decode_tokens : 0.0,
                    mib(R.st.backup_bytes), mib(R.st.populate_bytes));

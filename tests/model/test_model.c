@@ -521,6 +521,39 @@ static void test_compare_all(uint64_t seed)
         refill += a.refill;
     }
     CHECKF(refill > 0, "no page was refilled in any run");
+    /* DHS_IMPORT_HOST (import_mode host): the rows go to the host tier only and every device page of the
+       history comes from repopulation (copies completing two rounds late, in random order); the logits
+       equal the resident engine's and the tokens those of the same run with device imports */
+    for (int li = 0; li < 3; li++) {
+        dhs_ref_run_cfg ch = small_run(layouts[li], seed + 50 + (uint64_t)li);
+        ch.async_delay = 2;
+        dhs_ref_run_result r[2];
+        for (int hm = 0; hm < 2; hm++) {
+            ch.import_mode = hm ? DHS_REF_IMPORT_HOST : DHS_REF_IMPORT_DEVICE;
+            char what[80];
+            snprintf(what, sizeof what, "%s imports %s", dhs_ref_layout_str(layouts[li]), dhs_ref_import_str(ch.import_mode));
+            run_compare(&ch, what, NULL);
+            CHECKF(dhs_ref_run(&ch, &r[hm]) == 0, "%s: %s", what, r[hm].errmsg);
+            CHECKF(r[hm].imp.imports == (uint64_t)ch.sessions && r[hm].imp.import_bytes > 0 && r[hm].imp.import_s > 0,
+                   "%s: %" PRIu64 " imports, %" PRIu64 " bytes, %g s", what, r[hm].imp.imports, r[hm].imp.import_bytes,
+                   r[hm].imp.import_s);
+        }
+        const char *ln = dhs_ref_layout_str(layouts[li]);
+        CHECKF(r[1].st.repopulated_pages > 0, "%s: host imports repopulated no page", ln);
+        /* host: every optional page the run held was populated by a repopulation (populate_bytes counts
+           them as issued, one page per source); device: the imports placed pages themselves */
+        CHECKF(r[1].opt_bytes_peak > 0 && r[1].opt_bytes_peak <= r[1].st.populate_bytes,
+               "%s: host imports: optional bytes peaked at %" PRIu64 ", only %" PRIu64 " repopulated", ln,
+               r[1].opt_bytes_peak, r[1].st.populate_bytes);
+        CHECKF(r[0].opt_bytes_peak > r[0].st.populate_bytes,
+               "%s: device imports: optional bytes peaked at %" PRIu64 ", %" PRIu64 " repopulated (the imports placed none?)",
+               ln, r[0].opt_bytes_peak, r[0].st.populate_bytes);
+        CHECKF(r[0].imp.import_bytes == r[1].imp.import_bytes, "%s: import bytes %" PRIu64 " (device) vs %" PRIu64 " (host)",
+               ln, r[0].imp.import_bytes, r[1].imp.import_bytes);
+        CHECKF(r[0].tokens_digest == r[1].tokens_digest, "%s: tokens digest %016" PRIx64 " (device) vs %016" PRIx64 " (host)",
+               ln, r[0].tokens_digest, r[1].tokens_digest);
+        for (int hm = 0; hm < 2; hm++) dhs_ref_run_result_free(&r[hm]);
+    }
     /* speculative sampling through the hierarchy */
     dhs_ref_run_cfg c = small_run(DHS_REF_LAYOUT_FOLLOW, seed + 7);
     c.verify = DHS_REF_VERIFY_SAMPLE;
@@ -617,6 +650,11 @@ static void test_topk_impl(dhs_ref_layout layout, uint64_t seed)
     dhs_ref_engine *bad = NULL;
     CHECK_ST(dhs_ref_engine_create(m, &ec, &bad), DHS_ERR_INVALID_ARG);
     CHECK(bad == NULL);
+    ec.topk_impl = DHS_REF_TOPK_MODEL;
+    ec.import_mode = DHS_REF_IMPORT_HOST + 1; /* neither device nor host */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &bad), DHS_ERR_INVALID_ARG);
+    CHECK(bad == NULL);
+    ec.import_mode = DHS_REF_IMPORT_DEVICE;
     float *L[2] = {calloc((size_t)S * KM * (size_t)V, sizeof(float)), calloc((size_t)S * KM * (size_t)V, sizeof(float))};
     int32_t A[2][3], E[2][9], ids[3] = {0, 1, 2}, K[3];
     uint64_t rows = 0, differ = 0, tok_differ = 0;
