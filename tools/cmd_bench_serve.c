@@ -189,6 +189,7 @@ typedef struct sv_opts {
     const char *locality;   /* NULL: the model's own indexer queries */
     const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
     int32_t copy_queue_blocks;
+    int32_t layers;          /* 0: the geometry's; else its first N layers */
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
@@ -617,6 +618,10 @@ int cmd_bench_serve(int argc, char **argv)
                  "the same driver on the CPU backend (small sizes; what CI checks)"},
         {.name = "--geometry", .type = ARG_ENUM, .dest = &o.geometry, .choices = sv_geometries, .seen = &seen_geom,
          .help = "KV geometry (docs/MODEL.md): the real ones import a synthetic history (DESIGN §12)"},
+        {.name = "--layers", .type = ARG_INT, .dest = &o.layers, .ilo = 1, .ihi = DHS_REF_MAX_LAYERS,
+         .def = "the geometry's",
+         .help = "the geometry's stack cut to its first N layers: the same row and key formats, producer schedule "
+                 "and k with fewer payload sources (long contexts on a small machine)"},
         {.name = "--context", .type = ARG_I64_LIST, .dest = o.contexts, .ilo = 256, .ihi = 1 << 22,
          .count = &o.n_contexts, .max = MAXL, .def = "32768,100000", .help = "prompt lengths, one sweep each"},
         {.name = "--concurrency", .type = ARG_I64_LIST, .dest = o.concs, .ilo = 1, .ihi = 4096, .count = &o.n_concs,
@@ -801,6 +806,10 @@ int cmd_bench_serve(int argc, char **argv)
     dhs_ref_geometry_parse(sv_geometries[o.geometry], &g);
     dhs_ref_run_set_geometry(&base, g);
     base.model.seed = o.seed;
+    if (o.layers > base.model.n_layers)
+        return args_fail(PROG, "--layers %d: the %s geometry has %d layers", o.layers, sv_geometries[o.geometry],
+                         base.model.n_layers);
+    if (o.layers) base.model.n_layers = o.layers;
     base.tokens = o.tokens;
     base.spec = o.spec;
     base.seed = o.seed;
