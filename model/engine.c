@@ -434,6 +434,8 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
         p->n + e->kmax + 1 > e->cfg.max_positions || shared < 0 || shared > p->n)
         return DHS_ERR_INVALID_ARG;
+    /* rows in the request's open import: only the hierarchy without a shadow copy reads none of them here */
+    if (p->in_import && (!e->cfg.ctx || e->cfg.shadow || shared)) return DHS_ERR_INVALID_ARG;
     int32_t slot = -1;
     for (int32_t i = 0; i < e->cfg.max_slots; i++)
         if (!e->slot_used[i]) {
@@ -486,10 +488,11 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
         const void *rows[DHS_MAX_SOURCES];
         /* on a shared prefix: the rows after it (from the boundary row) */
         for (int32_t src = 0; src < e->ns; src++)
-            rows[src] = p->rows[src] + (size_t)(shared / dhs_ref_source_m(m, src)) * DHS_REF_ROW_BYTES;
-        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
+            rows[src] = p->in_import ? NULL : p->rows[src] + (size_t)(shared / dhs_ref_source_m(m, src)) * DHS_REF_ROW_BYTES;
+        dhs_status st = p->in_import ? dhs_request_import_commit(e->cfg.ctx, req)
+                                     : dhs_request_import(e->cfg.ctx, req, p->n, rows, DHS_IMPORT_DEVICE);
         if (st != DHS_OK) {
-            set_err(e, "dhs_request_import", st);
+            set_err(e, p->in_import ? "dhs_request_import_commit" : "dhs_request_import", st);
             sess_free(e, s);
             return st;
         }
