@@ -964,8 +964,7 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
     for (int32_t s = 0; s < m->n_sources; s++) {
         int32_t mm = dhs_ref_source_m(m, s);
         if (ext) {
-            R[s] = ext[s];
-            memset(R[s], 0, (size_t)((n + mm - 1) / mm) * RS); /* as dhs_ref_rows_alloc's */
+            R[s] = ext[s]; /* every row [0, ceil(n / m)) is written below: no zeroing (53.7 GB at 1M GLM-5.3) */
         } else if (!(R[s] = out->rows[s] = dhs_ref_rows_alloc((n + mm - 1) / mm, 0))) {
             goto done;
         }

@@ -369,7 +369,8 @@ dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *toke
 dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                             int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out);
 /* The same with the rows written to rows[src] + row * stride (stride >= 656,
-   a multiple of 16; 16-byte aligned; zeroed first) instead of out->rows (left
+   a multiple of 16; 16-byte aligned; the first 656 bytes of every row written,
+   the rest untouched) instead of out->rows (left
    NULL; out->in_import set): e.g. the host rows of a request's open
    dhs_request_import_begin(DHS_IMPORT_DEVICE), so that the history's bytes
    exist once; dhs_ref_engine_start then commits that import. */
