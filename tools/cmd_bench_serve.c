@@ -947,8 +947,10 @@ int cmd_bench_serve(int argc, char **argv)
             return EXIT_RUNTIME;
         }
         int32_t cap_res = (int32_t)(res_budget / z1.resident_session);
-        char res_note[64] = "";
-        if (res_budget != budget) snprintf(res_note, sizeof res_note, " under its %.2f GiB", o.res_budget_gib);
+        char res_note[96] = "";
+        if (res_budget != budget)
+            snprintf(res_note, sizeof res_note, " under its %.2f GiB (%d under the hierarchy's %.2f GiB)", o.res_budget_gib,
+                     (int32_t)(budget / z1.resident_session), o.budget_gib);
         int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
         int32_t cap_host_priv = cap_host;
         if (o.shared_prefix > 0) { /* the prefix's complete host chunks once, the rest per session */

@@ -102,7 +102,7 @@ print("context %d: tokens %s in every path; peak RSS once %.2f GiB, twice %.2f G
 EOF
 # the capacity line (stderr without -q): resident under its own budget, the cap host memory sets
 cap=$(python3 -c "print(int(4 * 2**30 // (($L + 3) * 656)))")
-grep -q "context $L: resident .* -> holds $(cat "$T/rescap" 2>/dev/null) under its 2.00 GiB; the hierarchy holds [0-9]* on the device, host memory (4.0 GiB, .* GiB of history per session) caps it at $cap" \
+grep -q "context $L: resident .* -> holds $(cat "$T/rescap" 2>/dev/null) under its 2.00 GiB (0 under the hierarchy's .* GiB); the hierarchy holds [0-9]* on the device, host memory (4.0 GiB, .* GiB of history per session) caps it at $cap" \
     "$T/both.err" || fail "capacity line: $(grep "context $L:" "$T/both.err" | head -2)"
 
 finish long_context

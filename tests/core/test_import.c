@@ -461,6 +461,30 @@ static void test_payload_free(void)
     CHECK_ST(dhs_request_positions(e.ctx, e.rq[0].h, &pos), DHS_OK);
     CHECK(pos == 150);
     th_env_free(&e);
+    /* DHS_IMPORT_DEVICE: the same placement as on a payload backend (the same pages on the device, the same
+       stats and pool accounting) */
+    th_env a, b;
+    CHECK_ST(th_env_init(&a, &arch, &cfg, NULL), DHS_OK);
+    CHECK_ST(th_env_init(&b, &arch, &cfg, &pf), DHS_OK);
+    CHECK_ST(th_open(&a, 0, 400), DHS_OK);
+    CHECK_ST(th_open(&b, 0, 400), DHS_OK);
+    CHECK_ST(two_phase_flags(&a, 0, 300, DHS_IMPORT_DEVICE), DHS_OK);
+    CHECK_ST(dhs_request_import_begin(b.ctx, b.rq[0].h, 300, DHS_IMPORT_DEVICE, hr), DHS_OK);
+    CHECK_ST(dhs_request_import_commit(b.ctx, b.rq[0].h), DHS_OK);
+    CHECK_INV(b.ctx);
+    dhs_stats sa, sb;
+    dhs_mem ma, mb;
+    CHECK_ST(dhs_get_stats(a.ctx, &sa), DHS_OK);
+    CHECK_ST(dhs_get_stats(b.ctx, &sb), DHS_OK);
+    CHECK_ST(dhs_get_mem(a.ctx, &ma), DHS_OK);
+    CHECK_ST(dhs_get_mem(b.ctx, &mb), DHS_OK);
+    CHECK(!memcmp(&sa, &sb, sizeof sa));
+    CHECKF(ma.optional_bytes > 0 && ma.optional_bytes == mb.optional_bytes && ma.pages_free == mb.pages_free,
+           "device import, payload and payload-free: optional bytes %llu / %llu, free pages %lld / %lld",
+           (unsigned long long)ma.optional_bytes, (unsigned long long)mb.optional_bytes, (long long)ma.pages_free,
+           (long long)mb.pages_free);
+    th_env_free(&a);
+    th_env_free(&b);
 }
 
 int main(void)
