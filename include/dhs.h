@@ -339,7 +339,10 @@ dhs_status dhs_host_cache_fill(dhs_ctx *ctx, int64_t rows, int32_t count);
    dhs_request_import_commit: completes the import exactly as
      dhs_request_import(DHS_IMPORT_HOST) of the same rows (host rows valid,
      the last partial page copied into the tail ring, optional pages
-     populated later by repopulation); or
+     populated later by repopulation); with flags DHS_IMPORT_DEVICE at begin,
+     exactly as dhs_request_import(DHS_IMPORT_DEVICE) of the same rows (the
+     leading complete pages also copied from the host rows into optional
+     pages while capacity allows; every host row valid at once); or
    dhs_request_import_abort: frees what begin took; the request is as
      before begin (not imported, so any import may follow).
    Between begin and commit/abort nothing of the import is visible: the
@@ -349,7 +352,7 @@ dhs_status dhs_host_cache_fill(dhs_ctx *ctx, int64_t rows, int32_t count);
    transport must have stopped writing). Statuses: begin as
    dhs_request_import (DHS_ERR_STATE: imported, after a round, in the
    round, or an import open; DHS_ERR_INVALID_ARG: flags other than
-   DHS_IMPORT_HOST or host_rows NULL; DHS_ERR_ROW_RANGE; DHS_ERR_NOMEM: nothing
+   DHS_IMPORT_HOST or DHS_IMPORT_DEVICE, or host_rows NULL; DHS_ERR_ROW_RANGE; DHS_ERR_NOMEM: nothing
    taken); commit and abort answer DHS_ERR_STATE when no import is open;
    commit answers DHS_ERR_BACKEND when a copy into the tail ring fails: the
    import stays open and the commit may be retried (or aborted). */

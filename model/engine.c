@@ -438,6 +438,8 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     if (id < 0 || id >= e->cfg.max_sessions || e->s[id].active || !p || p->n < 1 ||
         p->n + e->kmax + 1 > e->cfg.max_positions || shared < 0 || shared > p->n)
         return DHS_ERR_INVALID_ARG;
+    /* rows in the request's open import: only the hierarchy without a shadow copy reads none of them here */
+    if (p->in_import && (!e->cfg.ctx || e->cfg.shadow || shared)) return DHS_ERR_INVALID_ARG;
     int32_t slot = -1;
     for (int32_t i = 0; i < e->cfg.max_slots; i++)
         if (!e->slot_used[i]) {
@@ -495,12 +497,15 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
         /* on a shared prefix: the rows after it (from the boundary row) */
         for (int32_t src = 0; src < e->ns; src++) {
             const int64_t mm = dhs_ref_source_m(m, src), r0 = shared / mm;
-            rows[src] = p->rows[src] + (size_t)r0 * DHS_REF_ROW_BYTES;
+            rows[src] = p->in_import ? NULL : p->rows[src] + (size_t)r0 * DHS_REF_ROW_BYTES;
             bytes += (uint64_t)((p->n + mm - 1) / mm - r0) * DHS_REF_ROW_BYTES;
         }
         const unsigned flags = e->cfg.import_mode == DHS_REF_IMPORT_HOST ? DHS_IMPORT_HOST : DHS_IMPORT_DEVICE;
         const double ti = dhs_wall_s();
-        dhs_status st = dhs_request_import(e->cfg.ctx, req, p->n, rows, flags);
+        /* a history generated into the request's host rows (dhs_ref_prefill_synthetic_into): its open
+           import, begun with the same flag, commits (the rows are already there) */
+        dhs_status st = p->in_import ? dhs_request_import_commit(e->cfg.ctx, req)
+                                     : dhs_request_import(e->cfg.ctx, req, p->n, rows, flags);
         const double dt = dhs_wall_s() - ti;
         if (st == DHS_OK) {
             e->imp.imports++;
@@ -508,7 +513,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
             e->imp.import_s += dt;
         }
         if (st != DHS_OK) {
-            set_err(e, "dhs_request_import", st);
+            set_err(e, p->in_import ? "dhs_request_import_commit" : "dhs_request_import", st);
             sess_free(e, s);
             return st;
         }

@@ -891,6 +891,8 @@ static void synth_key(uint64_t st, dhs_ref_keys *k, int64_t s)
 typedef struct synth_job {
     const dhs_ref_model *m;
     dhs_ref_prefill *out;
+    uint8_t *const *rows;  /* per source: where row t goes, at rows[s] + t * stride */
+    size_t stride;
     int64_t from;
     uint64_t stream;
     int64_t shared_n;      /* positions [0, shared_n) from shared_stream (a shared prompt prefix) */
@@ -909,7 +911,7 @@ static void *synth_worker(void *arg)
         if (it < 0) return NULL;
         if (it < J->m->n_sources) {
             for (int64_t t = 0; t < J->from; t++)
-                synth_row(synth_state(t < J->shared_n ? J->shared_stream : J->stream, it, t), J->out->rows[it] + t * DHS_REF_ROW_BYTES);
+                synth_row(synth_state(t < J->shared_n ? J->shared_stream : J->stream, it, t), J->rows[it] + (size_t)t * J->stride);
         } else {
             int32_t g = it - J->m->n_sources;
             for (int64_t t = 0; t < J->from; t++)
@@ -918,10 +920,11 @@ static void *synth_worker(void *arg)
     }
 }
 
-static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from, uint64_t stream, int64_t shared_n,
-                      uint64_t shared_stream)
+static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, uint8_t *const *rows, size_t stride, int64_t from,
+                      uint64_t stream, int64_t shared_n, uint64_t shared_stream)
 {
-    synth_job J = {m, out, from, stream, shared_n, shared_stream, 0, m->n_sources + m->n_groups, PTHREAD_MUTEX_INITIALIZER};
+    synth_job J = {m, out, rows, stride, from, stream, shared_n, shared_stream, 0, m->n_sources + m->n_groups,
+                   PTHREAD_MUTEX_INITIALIZER};
     long np = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = np < 1 ? 1 : np > 16 ? 16 : (int)np;
     if ((int64_t)from * J.items < 65536) nt = 1; /* small: not worth a thread */
@@ -935,15 +938,19 @@ static void synth_all(const dhs_ref_model *m, dhs_ref_prefill *out, int64_t from
 }
 
 /* positions [0, from) synthetic (from > 0 needs m = 1 everywhere), the rest
-   computed by the model */
+   computed by the model; ext: the rows go to ext[s] + row * ext_stride (NULL:
+   to out->rows, allocated here) */
 static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, int64_t n, int64_t from, uint64_t stream,
-                               int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out)
+                               int64_t shared_n, uint64_t shared_stream, void *const *ext, size_t ext_stride,
+                               dhs_ref_prefill *out)
 {
     const dhs_ref_cfg *c = &m->cfg;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(out, 0, sizeof *out);
-    if (n < 1 || from < 0 || from >= n) return DHS_ERR_INVALID_ARG;
+    if (n < 1 || from < 0 || from >= n || (ext && (ext_stride < DHS_REF_ROW_BYTES || ext_stride % 16))) return DHS_ERR_INVALID_ARG;
+    for (int32_t s = 0; ext && s < m->n_sources; s++)
+        if (!ext[s] || (uintptr_t)ext[s] % 16) return DHS_ERR_INVALID_ARG;
     if (from > 0)
         for (int32_t s = 0; s < m->n_sources; s++)
             if (dhs_ref_source_m(m, s) != 1) return DHS_ERR_INVALID_ARG;
@@ -963,20 +970,27 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
     dhs_ref_scratch *sc = dhs_ref_scratch_create(m);
     if (!out->tokens || !out->logits || !X || !XN || !sel || !lat || !key || !sc) goto done;
     memcpy(out->tokens, tokens, sizeof(int32_t) * (size_t)n);
+    uint8_t *R[DHS_MAX_SOURCES]; /* where each source's rows go, RS bytes apart */
+    const size_t RS = ext ? ext_stride : DHS_REF_ROW_BYTES;
     for (int32_t s = 0; s < m->n_sources; s++) {
         int32_t mm = dhs_ref_source_m(m, s);
-        if (!(out->rows[s] = dhs_ref_rows_alloc((n + mm - 1) / mm, 0))) goto done;
+        if (ext) {
+            R[s] = ext[s]; /* every row [0, ceil(n / m)) is written below: no zeroing (53.7 GB at 1M GLM-5.3) */
+        } else if (!(R[s] = out->rows[s] = dhs_ref_rows_alloc((n + mm - 1) / mm, 0))) {
+            goto done;
+        }
     }
+    out->in_import = ext != NULL;
     for (int32_t g = 0; g < m->n_groups; g++) {
         int32_t mm = dhs_ref_group_m(m, g);
         if (dhs_ref_keys_init_model(m, &out->keys[g], (n + mm - 1) / mm)) goto done;
     }
-    if (from > 0) synth_all(m, out, from, stream, shared_n, shared_stream);
+    if (from > 0) synth_all(m, out, R, RS, from, stream, shared_n, shared_stream);
     for (int64_t t = from; t < n; t++) dhs_ref_embed(m, tokens[t], X + (t - from) * d);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = &m->layer[l];
         int32_t mm = li->m;
-        uint8_t *rows = out->rows[li->source];
+        uint8_t *rows = R[li->source];
         dhs_ref_keys *keys = &out->keys[li->group];
         for (int64_t t = from; t < n; t++) dhs_ref_rmsnorm(m, X + (t - from) * d, XN + (t - from) * d);
         /* this layer's rows (and index keys) for every computed position */
@@ -1001,11 +1015,11 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
                 }
             }
             if (mm == 1) {
-                dhs_ref_row_encode(lat, rows + s * DHS_REF_ROW_BYTES);
+                dhs_ref_row_encode(lat, rows + (size_t)s * RS);
                 if (li->producer) dhs_ref_keys_set(keys, s, key);
             } else {
                 dhs_ref_mean(lp, cnt, DHS_REF_LAT, mean_lat);
-                dhs_ref_row_encode(mean_lat, rows + s * DHS_REF_ROW_BYTES);
+                dhs_ref_row_encode(mean_lat, rows + (size_t)s * RS);
                 if (li->producer) {
                     dhs_ref_mean(kp, cnt, c->idx_dim, mean_key);
                     dhs_ref_keys_set(keys, s, mean_key);
@@ -1016,7 +1030,7 @@ static dhs_status prefill_impl(const dhs_ref_model *m, const int32_t *tokens, in
         for (int64_t t = from; t < n; t++) {
             int64_t q = t - from;
             if (li->producer && dhs_ref_select(m, l, t, XN + q * d, keys, sel + q * k, sc) < 0) goto done;
-            dhs_ref_attend_mlp(m, l, t, XN + q * d, rows, DHS_REF_ROW_BYTES, sel + q * k, X + q * d, sc);
+            dhs_ref_attend_mlp(m, l, t, XN + q * d, rows, RS, sel + q * k, X + q * d, sc);
         }
     }
     dhs_ref_logits(m, X + (nq - 1) * d, out->logits);
@@ -1065,19 +1079,27 @@ void dhs_ref_model_gpu_desc(const dhs_ref_model *m, dhs_ref_gpu_desc *d)
 
 dhs_status dhs_ref_prefill_run(const dhs_ref_model *m, const int32_t *tokens, int64_t n, dhs_ref_prefill *out)
 {
-    return prefill_impl(m, tokens, n, 0, 0, 0, 0, out);
+    return prefill_impl(m, tokens, n, 0, 0, 0, 0, NULL, 0, out);
 }
 
 dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                      dhs_ref_prefill *out)
 {
-    return prefill_impl(m, tokens, n, n - 1, stream, 0, 0, out);
+    return prefill_impl(m, tokens, n, n - 1, stream, 0, 0, NULL, 0, out);
 }
 
 dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                             int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out)
 {
-    return prefill_impl(m, tokens, n, n - 1, stream, shared_n, shared_stream, out);
+    return prefill_impl(m, tokens, n, n - 1, stream, shared_n, shared_stream, NULL, 0, out);
+}
+
+dhs_status dhs_ref_prefill_synthetic_into(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                          int64_t shared_n, uint64_t shared_stream, void *const *rows, size_t stride,
+                                          dhs_ref_prefill *out)
+{
+    if (!rows) return DHS_ERR_INVALID_ARG;
+    return prefill_impl(m, tokens, n, n - 1, stream, shared_n, shared_stream, rows, stride, out);
 }
 
 /* ------------------------------------------------------------- locality device */

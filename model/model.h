@@ -343,6 +343,9 @@ typedef struct dhs_ref_prefill {
     float *tail_key[DHS_MAX_SOURCES];        /* per group [n mod m][idx_dim] or NULL */
     float *logits;                           /* [V] at position n-1 */
     int64_t synthetic;                       /* positions [0, synthetic) hold a synthetic history */
+    int in_import;                           /* rows[] NULL: the rows were written into a request's open
+                                                import (dhs_ref_prefill_synthetic_into), which
+                                                dhs_ref_engine_start commits */
     double seconds;
 } dhs_ref_prefill;
 
@@ -365,6 +368,15 @@ dhs_status dhs_ref_prefill_synthetic(const dhs_ref_model *m, const int32_t *toke
    (sessions that share a prompt prefix hold the same rows there) */
 dhs_status dhs_ref_prefill_synthetic_shared(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
                                             int64_t shared_n, uint64_t shared_stream, dhs_ref_prefill *out);
+/* The same with the rows written to rows[src] + row * stride (stride >= 656,
+   a multiple of 16; 16-byte aligned; the first 656 bytes of every row written,
+   the rest untouched) instead of out->rows (left
+   NULL; out->in_import set): e.g. the host rows of a request's open
+   dhs_request_import_begin(DHS_IMPORT_DEVICE), so that the history's bytes
+   exist once; dhs_ref_engine_start then commits that import. */
+dhs_status dhs_ref_prefill_synthetic_into(const dhs_ref_model *m, const int32_t *tokens, int64_t n, uint64_t stream,
+                                          int64_t shared_n, uint64_t shared_stream, void *const *rows, size_t stride,
+                                          dhs_ref_prefill *out);
 /* prompt tokens of a session: a deterministic function of (seed, session) */
 void dhs_ref_prompt(uint64_t seed, int32_t session, int32_t vocab, int64_t n, int32_t *tokens);
 

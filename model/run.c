@@ -183,6 +183,8 @@ typedef struct prefill_job {
     const int32_t *ids;    /* the sessions to prefill, or NULL: all */
     int32_t n;             /* how many */
     int synthetic;         /* dhs_ref_prefill_synthetic (its stream from the seed and session) */
+    void *(*into)[DHS_MAX_SOURCES]; /* [sessions]: synthetic rows written there (a request's open import), or NULL */
+    size_t into_stride;
     int32_t next;
     dhs_status failed;     /* the first failure's status (DHS_OK: none) */
     dhs_ref_run_result *r; /* streamed prefill counts (prefill_loads, ...) */
@@ -259,8 +261,12 @@ static void *prefill_worker(void *arg)
         memset(&ls, 0, sizeof ls);
         if (tok) {
             run_prompt(J->c, i, dhs_ref_model_cfg(J->m)->vocab, J->len[i], tok);
-            st = J->synthetic ? dhs_ref_prefill_synthetic_shared(J->m, tok, J->len[i], J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1),
-                                                                 J->c->shared_prefix, J->c->seed ^ SHARED_STREAM, &J->pf[i])
+            const uint64_t stream = J->c->seed ^ 0x5EEDull * (uint64_t)(i + 1);
+            st = J->synthetic && J->into ? dhs_ref_prefill_synthetic_into(J->m, tok, J->len[i], stream, J->c->shared_prefix,
+                                                                          J->c->seed ^ SHARED_STREAM, J->into[i],
+                                                                          J->into_stride, &J->pf[i])
+                 : J->synthetic ? dhs_ref_prefill_synthetic_shared(J->m, tok, J->len[i], stream, J->c->shared_prefix,
+                                                                   J->c->seed ^ SHARED_STREAM, &J->pf[i])
                               : prefill_one(J->m, J->c, tok, J->len[i], &J->pf[i], &ls);
             free(tok);
         }
@@ -279,11 +285,14 @@ static void *prefill_worker(void *arg)
    included); each prefill is a pure function of its session, so the bytes do
    not depend on nt; the GPU model's streamed prefill runs one prompt at a time
    (the model's scratch is shared). Returns the first failure's status. */
-static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
-                               const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
+static dhs_status prefill_list_into(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
+                                    const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r,
+                                    void *(*into)[DHS_MAX_SOURCES], size_t into_stride)
 {
     prefill_job J;
     memset(&J, 0, sizeof J);
+    J.into = into;
+    J.into_stride = into_stride;
     J.m = m;
     J.c = c;
     J.pf = pf;
@@ -304,6 +313,12 @@ static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c,
     for (int32_t t = 0; t < started; t++) pthread_join(th[t], NULL);
     pthread_mutex_destroy(&J.mu);
     return J.failed;
+}
+
+static dhs_status prefill_list(const dhs_ref_model *m, const dhs_ref_run_cfg *c, const int64_t *len, dhs_ref_prefill *pf,
+                               const int32_t *ids, int32_t n, int32_t nt, int synthetic, dhs_ref_run_result *r)
+{
+    return prefill_list_into(m, c, len, pf, ids, n, nt, synthetic, r, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- the run */
@@ -362,6 +377,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     int64_t *arrive = NULL, *len = NULL;
     float *L_res = NULL, *L_hier = NULL;
     dhs_ref_prefill *pf = NULL;
+    void *(*into_rows)[DHS_MAX_SOURCES] = NULL; /* [sessions]: the host rows of a session's open import */
     int32_t n_done = 0;
     /* spec_auto: the controller, its caps and query costs, the acceptance model's rates; the round-time
        fit (decayed sums of weight, Q, Q^2, t, Q t over rounds: t = fixed + per_query * Q, Q the round's
@@ -388,6 +404,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     arrive = calloc((size_t)S, sizeof *arrive);
     len = calloc((size_t)S, sizeof *len);
     pf = calloc((size_t)S, sizeof *pf);
+    into_rows = calloc((size_t)S, sizeof *into_rows);
     ids = calloc((size_t)S, sizeof *ids);
     adm = calloc((size_t)S, sizeof *adm);
     adm_req = calloc((size_t)S, sizeof *adm_req);
@@ -430,7 +447,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         sa_q = calloc((size_t)S, sizeof *sa_q);
         if (!sa_cap || !sa_q) FAIL("out of memory");
     }
-    if (!state || !arrive || !len || !pf || !ids || !adm || !adm_req || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
+    if (!state || !arrive || !len || !pf || !into_rows || !ids || !adm || !adm_req || !Kv || !L_res || !L_hier || !A_res || !A_hier || !E_res || !E_hier ||
         !r->tokens_of)
         FAIL("out of memory");
     int64_t max_len = 0;
@@ -679,7 +696,18 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             if (na == 0) break;
             if (c.synthetic) {
                 double tp = dhs_wall_s();
-                if (prefill_list(m, &c, len, pf, adm, na, na, 1, NULL)) FAIL("synthetic prefill of session %d: out of memory", adm[0]);
+                /* the hierarchy alone: each history generated straight into its request's host rows */
+                const int into = !c.import_twice && eh && !er && !holder_open && !ec.shadow;
+                for (int32_t a = 0; into && a < na; a++) {
+                    dhs_status bs = dhs_request_import_begin(ctx, adm_req[a], len[adm[a]],
+                                                             c.import_mode == DHS_REF_IMPORT_HOST ? DHS_IMPORT_HOST
+                                                                                                  : DHS_IMPORT_DEVICE,
+                                                             into_rows[adm[a]]);
+                    if (bs != DHS_OK) FAIL("session %d: dhs_request_import_begin: %s", adm[a], dhs_status_str(bs));
+                }
+                dhs_status ps = prefill_list_into(m, &c, len, pf, adm, na, na, 1, NULL, into ? into_rows : NULL,
+                                                  into ? dhs_pool_row_stride(ctx) : 0);
+                if (ps != DHS_OK) FAIL("synthetic prefill of session %d: %s", adm[0], dhs_status_str(ps));
                 r->t_prefill += dhs_wall_s() - tp;
             }
             double ts = dhs_wall_s();
@@ -957,6 +985,7 @@ done:
     free(arrive);
     free(len);
     free(pf);
+    free(into_rows);
     free(ids);
     free(adm);
     free(adm_req);

@@ -100,6 +100,12 @@ typedef struct dhs_ref_run_cfg {
                                 in one round are generated at once, each then started in arrival
                                 order (0 or 1: one at a time, open-generate-start per session); every
                                 one in flight holds its whole history in host memory */
+    int import_twice;        /* synthetic histories into the hierarchy alone (no resident engine, no
+                                --check shadow, no shared prefix): 0 (default): generated straight into
+                                the request's host rows (dhs_request_import_begin with
+                                DHS_IMPORT_DEVICE, then commit), so the history's bytes exist once;
+                                1: into the prefill's own buffers, then dhs_request_import (twice
+                                while importing) */
     int32_t profile_every;   /* device step: every this many rounds one round runs eagerly with
                                 events between its phases (result prof_*); 0: never */
     int keep_round_times;    /* 1: result round_t, one entry per decode round (profiled

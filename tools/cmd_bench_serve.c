@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <cjson/cJSON.h>
 
@@ -54,6 +55,7 @@ static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const sv_imports[] = {"device", "host", NULL}; /* DHS_REF_IMPORT_* order */
+static const char *const sv_copies[] = {"once", "twice", NULL}; /* dhs_ref_run_cfg.import_twice */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
 static const char *const prefix_tags[] = {"", "+shared", "+private"}; /* sv_rec.prefix */
 static const char *const phase_names[DHS_REF_PH_N] = {"other", "indexer", "topk", "resolve", "miss_copy", "attention",
@@ -91,6 +93,9 @@ typedef struct sv_rec {
     int32_t token_mismatches; /* sessions whose tokens differ from the same session in an earlier run */
     int prefix;             /* --shared-prefix: 0 none (or resident), 1 the hierarchy holds it once, 2 private copies */
     uint64_t host_peak, host_shared_peak; /* the hierarchy's host bytes at their peak, and of them held by several */
+    uint64_t rss_peak;      /* the process's peak resident set after this run (getrusage; monotone over a sweep) */
+    uint64_t tok_digest;    /* FNV-1a over every session's token hash in session order: equal across processes
+                               for the same sessions (a session's tokens depend only on its prompt and history) */
     dhs_ref_run_result *loc;  /* --locality: the run's result (loc_* and st), pointers cleared; free() */
     int32_t n_layers;
 } sv_rec;
@@ -191,18 +196,20 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
     const char *locality;   /* NULL: the model's own indexer queries */
     const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
     int32_t copy_queue_blocks;
+    int32_t layers;          /* 0: the geometry's; else its first N layers */
     int64_t contexts[MAXL];
     int n_contexts;
     int64_t concs[MAXC];
     int n_concs;
     double budget_gib, host_gib, host_cache_gib;
+    double res_budget_gib;   /* resident mode's device budget (0: budget_gib) */
     int64_t shared_prefix;   /* every prompt begins with the same positions (0: none) */
     int32_t tokens, spec, profile_every; /* spec: the widest width run (the capacity lines' spec_width) */
     int32_t specs[MAXS], n_specs, spec_max; /* --spec: widths (0: auto), auto's widest */
@@ -294,12 +301,16 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     /* synthetic histories of the sessions admitted together are generated at once, as many as
        host memory holds beside the host tier's histories (a margin of 8 GiB), at most 8 */
     double spare = (double)o->mem - 8.0 * 1073741824.0 - (mode ? host_b : 0.0);
-    double per = (double)z.resident_session + (double)z.host_session; /* rows and keys, generous */
+    /* what one history in generation holds beside the host tier's rows: its rows and keys, generous (twice),
+       or its keys (once: the rows go straight into the request's host rows, counted in host_b) */
+    double per = mode && !o->import_twice ? (double)z.keys_session
+                                          : (double)z.resident_session + (double)z.host_session;
     int32_t par = spare > per ? (int32_t)(spare / per) : 1;
     if (par > 8) par = 8;
     c.synth_parallel = par < 1 ? 1 : par > C ? C : par;
     r->synth_parallel = c.synth_parallel;
     c.keep_round_times = 1;
+    c.import_twice = o->import_twice;
     c.profile_every = o->backend == 1 && c.step != DHS_REF_STEP_HOST ? o->profile_every : 0;
     char tag[96], ks[16];
     if (spec) snprintf(ks, sizeof ks, "%d", spec);
@@ -313,6 +324,8 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
     double t0 = dhs_wall_s();
     int rc = dhs_ref_run(&c, &R);
     r->duration_s = dhs_wall_s() - t0;
+    struct rusage ru;
+    if (!getrusage(RUSAGE_SELF, &ru)) r->rss_peak = (uint64_t)ru.ru_maxrss * 1024u;
     if (rc) {
         snprintf(r->why, sizeof r->why, "failed: %s", R.errmsg);
         dhs_ref_run_result_free(&R);
@@ -325,6 +338,9 @@ static void run_one(const sv_opts *o, const dhs_ref_model *m, const dhs_ref_run_
         r->loc->round_t = NULL;
         r->n_layers = c.model.n_layers;
     }
+    r->tok_digest = 0xcbf29ce484222325ull;
+    for (int32_t i = 0; i < c.sessions; i++)
+        for (int b = 0; b < 8; b++) r->tok_digest = (r->tok_digest ^ (uint8_t)(R.tokens_of[i] >> (8 * b))) * 0x100000001b3ull;
     for (int32_t i = 0; i < c.sessions && i < tk->n; i++) {
         if (!tk->seen[i]) {
             tk->seen[i] = 1;
@@ -423,6 +439,7 @@ static cJSON *rec_json(const sv_rec *r)
     }
     /* the keys of vLLM's `bench serve` result, then ours */
     cJSON_AddNumberToObject(o, "duration", r->duration_s);
+    cJSON_AddNumberToObject(o, "peak_rss_bytes", (double)r->rss_peak);
     if (r->mode) {
         cJSON_AddNumberToObject(o, "host_bytes_peak", (double)r->host_peak);
         cJSON_AddNumberToObject(o, "host_bytes_shared_peak", (double)r->host_shared_peak);
@@ -464,6 +481,9 @@ static cJSON *rec_json(const sv_rec *r)
     cJSON_AddNumberToObject(o, "pcie_gbps", r->pcie_gbps);
     cJSON_AddNumberToObject(o, "device_bytes", (double)r->device_bytes);
     cJSON_AddNumberToObject(o, "token_mismatches", r->token_mismatches);
+    char dg[20];
+    snprintf(dg, sizeof dg, "%016" PRIx64, r->tok_digest);
+    cJSON_AddStringToObject(o, "tokens_digest", dg);
     if (r->loc) dhs_ref_run_json_locality(o, r->loc, r->n_layers); /* target, calibrated, measured per layer */
     if (r->st.rounds) { /* where a round's wall time goes on the host (device step) */
         cJSON *h = cJSON_AddObjectToObject(o, "step_host");
@@ -659,6 +679,10 @@ int cmd_bench_serve(int argc, char **argv)
                  "the same driver on the CPU backend (small sizes; what CI checks)"},
         {.name = "--geometry", .type = ARG_ENUM, .dest = &o.geometry, .choices = sv_geometries, .seen = &seen_geom,
          .help = "KV geometry (docs/MODEL.md): the real ones import a synthetic history (DESIGN §12)"},
+        {.name = "--layers", .type = ARG_INT, .dest = &o.layers, .ilo = 1, .ihi = DHS_REF_MAX_LAYERS,
+         .def = "the geometry's",
+         .help = "the geometry's stack cut to its first N layers: the same row and key formats, producer schedule "
+                 "and k with fewer payload sources (long contexts on a small machine)"},
         {.name = "--context", .type = ARG_I64_LIST, .dest = o.contexts, .ilo = 256, .ihi = 1 << 22,
          .count = &o.n_contexts, .max = MAXL, .def = "32768,100000", .help = "prompt lengths, one sweep each"},
         {.name = "--concurrency", .type = ARG_I64_LIST, .dest = o.concs, .ilo = 1, .ihi = 4096, .count = &o.n_concs,
@@ -670,6 +694,14 @@ int cmd_bench_serve(int argc, char **argv)
         A_STR("--modes", &modes_s, "LIST", "storage modes to sweep: resident, fixed, adaptive (comma-separated)"),
         A_DBL("--device-budget-gib", &o.budget_gib, 0.001, 1 << 16,
               "device KV budget (GiB): rows, hot caches, tails, staging, index keys; the room a large MoE's weights leave"),
+        {.name = "--resident-budget-gib", .type = ARG_DOUBLE, .dest = &o.res_budget_gib, .dlo = 0.001, .dhi = 1 << 16,
+         .def = "--device-budget-gib",
+         .help = "the resident mode's device budget (GiB): a resident run on a larger device than the hierarchy's, "
+                 "e.g. the reference tokens of contexts resident cannot hold under the hierarchy's budget"},
+        A_ENUM("--history-copies", &o.import_twice, sv_copies,
+               "the hierarchical modes' synthetic histories: once (default): generated straight into the "
+               "request's host rows (dhs_request_import_begin with the --import flag), the bytes held once; "
+               "twice: into the prefill's buffers, then dhs_request_import (both copies while importing)"),
         A_DBL("--host-budget-gib", &o.host_gib, 0, 1 << 20,
               "pinned host memory for the histories (GiB); 0: 90% of this machine's RAM"),
         A_I64("--shared-prefix", &o.shared_prefix, 0, (int64_t)1 << 24,
@@ -844,6 +876,8 @@ int cmd_bench_serve(int argc, char **argv)
     if (tool_check_backend(PROG, sv_backends[o.backend])) return EXIT_USAGE;
     if (tool_output(PROG, o.output)) return EXIT_USAGE;
     uint64_t budget = (uint64_t)(o.budget_gib * 1073741824.0);
+    if (o.res_budget_gib <= 0) o.res_budget_gib = o.budget_gib;
+    const uint64_t res_budget = (uint64_t)(o.res_budget_gib * 1073741824.0);
     uint64_t mem = host_mem_total();
     o.mem = mem;
     double host_gib = o.host_gib > 0 ? o.host_gib : 0.9 * (double)mem / 1073741824.0;
@@ -855,6 +889,10 @@ int cmd_bench_serve(int argc, char **argv)
     dhs_ref_geometry_parse(sv_geometries[o.geometry], &g);
     dhs_ref_run_set_geometry(&base, g);
     base.model.seed = o.seed;
+    if (o.layers > base.model.n_layers)
+        return args_fail(PROG, "--layers %d: the %s geometry has %d layers", o.layers, sv_geometries[o.geometry],
+                         base.model.n_layers);
+    if (o.layers) base.model.n_layers = o.layers;
     base.tokens = o.tokens;
     base.spec = o.spec;
     base.seed = o.seed;
@@ -929,6 +967,22 @@ int cmd_bench_serve(int argc, char **argv)
         dhs_ref_model_destroy(m);
         return EXIT_RUNTIME;
     }
+    /* not even one session's history fits the host budget: refused before any work */
+    for (int li = 0; li < o.n_contexts && (use[1] || use[2]); li++) {
+        sv_size z1;
+        char why[200];
+        base.context = o.contexts[li];
+        if (bench_serve_sizes(m, &base, 1, &z1, why, sizeof why) == 0 && host_need(m, &z1, 1, o.shared_prefix, o.shared_prefix > 0) >
+                                                                               host_gib * 1073741824.0) {
+            fprintf(stderr, PROG ": context %" PRId64 ": host memory holds no session: one session's history is %.2f GiB, the "
+                            "host budget %.1f GiB (--host-budget-gib; this machine has %.1f GiB)\n",
+                    o.contexts[li], host_need(m, &z1, 1, o.shared_prefix, o.shared_prefix > 0) / 1073741824.0, host_gib,
+                    (double)mem / 1073741824.0);
+            free(R), tk_free(&tk);
+            dhs_ref_model_destroy(m);
+            return EXIT_USAGE;
+        }
+    }
     uint64_t mism_total = 0;
     for (int li = 0; li < o.n_contexts; li++) {
         int64_t L = o.contexts[li];
@@ -948,7 +1002,11 @@ int cmd_bench_serve(int argc, char **argv)
             dhs_ref_model_destroy(m);
             return EXIT_RUNTIME;
         }
-        int32_t cap_res = (int32_t)(budget / z1.resident_session);
+        int32_t cap_res = (int32_t)(res_budget / z1.resident_session);
+        char res_note[96] = "";
+        if (res_budget != budget)
+            snprintf(res_note, sizeof res_note, " under its %.2f GiB (%d under the hierarchy's %.2f GiB)", o.res_budget_gib,
+                     (int32_t)(budget / z1.resident_session), o.budget_gib);
         int32_t cap_host = (int32_t)(host_gib * 1073741824.0 / (double)z1.host_session);
         int32_t cap_host_priv = cap_host;
         if (o.shared_prefix > 0) { /* the prefix's complete host chunks once, the rest per session */
@@ -966,9 +1024,9 @@ int cmd_bench_serve(int argc, char **argv)
         held_max[li][1] = held_max[li][2] = cap_hier;
         caps[li][0] = cap_dev, caps[li][1] = cap_host;
         snprintf(cap_line[li], sizeof cap_line[li],
-                 "context %" PRId64 ": resident %.2f GiB/session -> holds %d; the hierarchy holds %d on the device, host "
+                 "context %" PRId64 ": resident %.2f GiB/session -> holds %d%s; the hierarchy holds %d on the device, host "
                  "memory (%.1f GiB, %.2f GiB of history per session) caps it at %d%s",
-                 L, (double)z1.resident_session / 1073741824.0, cap_res, cap_dev, host_gib,
+                 L, (double)z1.resident_session / 1073741824.0, cap_res, res_note, cap_dev, host_gib,
                  (double)z1.host_session / 1073741824.0, cap_host, cap_host < cap_dev ? " (binds)" : "");
         if (o.shared_prefix > 0) {
             size_t ln = strlen(cap_line[li]);
@@ -994,7 +1052,8 @@ int cmd_bench_serve(int argc, char **argv)
             for (int k = 0; k < nc * (twice ? 2 : 1); k++)
             for (int si = 0; si < o.n_specs; si++) {
                 const int prefix = twice ? 1 + k % 2 : 0, i = twice ? k / 2 : k;
-                run_one(&o, m, &base, mode, prefix, L, (int32_t)cs[i], o.specs[si], budget, hbm, &tp, &tk, &R[nr]);
+                run_one(&o, m, &base, mode, prefix, L, (int32_t)cs[i], o.specs[si], mode ? budget : res_budget, hbm, &tp, &tk,
+                        &R[nr]);
                 mism_total += (uint64_t)R[nr].token_mismatches;
                 const sv_rec *q = &R[nr];
                 if (!q->ok && o.n_concs == 0 && cap >= 1 && cs[i] <= cap && prefix != 2 && si == 0)
@@ -1005,7 +1064,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       PROG ": %s%s L=%" PRId64 " C=%" PRId64 ": %.1f s (histories %.1f s, %d at once; pinned "
                                       "ahead %.1f s; starts %.1f s: imports (%s) %.3f s per session, %.2f GB/s, keys %.1f s; "
                                       "decode %.1f s; %" PRIu64 " pages repopulated, optional pages peaked after %" PRIu64
-                                      " rounds%s): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
+                                      " rounds%s; peak RSS %.2f GiB): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
                                       "control %.0f, prelaunch %.0f); library us per round: housekeeping %.0f (repopulate %.0f), "
@@ -1017,7 +1076,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       q->imp.import_s > 0 ? (double)q->imp.import_bytes / q->imp.import_s / 1e9 : 0.0,
                                       q->imp.keys_s, q->decode_s, q->repop_pages, q->opt_fill_rounds,
                                       q->opt_filling ? ", still filling at the end" : "",
-                                      q->held, q->tok_s,
+                                      (double)q->rss_peak / 1073741824.0, q->held, q->tok_s,
                                       q->step_mean_ms, q->waits, q->reclaims, q->st.captures, 1e3 * q->st.capture_s,
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
                                       q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
@@ -1185,6 +1244,8 @@ int cmd_bench_serve(int argc, char **argv)
             for (int32_t g = 0; gh && g < base.n_group_hot; g++) cJSON_AddItemToArray(gh, cJSON_CreateNumber(ghot[g]));
         }
         cJSON_AddNumberToObject(cf, "device_budget_bytes", (double)budget);
+        cJSON_AddNumberToObject(cf, "resident_budget_bytes", (double)res_budget);
+        cJSON_AddStringToObject(cf, "history_copies", sv_copies[o.import_twice]);
         cJSON_AddNumberToObject(cf, "host_budget_bytes", host_gib * 1073741824.0);
         cJSON_AddNumberToObject(cf, "shared_prefix", (double)o.shared_prefix);
         cJSON_AddNumberToObject(cf, "host_mem_total_bytes", (double)mem);
@@ -1232,6 +1293,8 @@ int cmd_bench_serve(int argc, char **argv)
                "%.2f GiB, host %.1f GiB; %d tokens per session, spec %s%s, acceptance %s, %d sessions per slot\n",
                be, sv_geometries[o.geometry], hid, sv_steps[o.step], o.budget_gib, host_gib, o.tokens, spec_s, auto_s,
                accept_s, o.waves);
+        if (res_budget != budget) printf("resident mode's device budget %.2f GiB\n", o.res_budget_gib);
+        if (o.layers) printf("the geometry cut to its first %d layers (--layers)\n", o.layers);
         if (hbm > 0) printf("HBM (D2D copy, read + write) %.0f GB/s: the attention roofline\n", hbm);
         if (deploy) {
             printf("deployment %s (%s): weights read per step", deploy->name, deploy->about);

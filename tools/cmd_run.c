@@ -42,6 +42,7 @@ typedef struct run_opts {
     const char *locality;   /* NULL: the model's own indexer queries */
     const char *group_hot;  /* NULL: one hot-cache size; else a comma list, one per group */
     int32_t topk;
+    int32_t layers;         /* 0: the geometry's; else its first N layers */
     int32_t threads;
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
     int64_t shared_prefix;  /* positions every prompt begins with (0: none) */
@@ -99,6 +100,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--geometry", .type = ARG_ENUM, .dest = &o->geometry, .choices = geometries,
          .help = "KV geometry (docs/MODEL.md; the real ones: k 2048, 132-B keys, small hidden size, synthetic "
                  "history; --layout and --topk apply to tiny only)"},
+        {.name = "--layers", .type = ARG_INT, .dest = &o->layers, .ilo = 1, .ihi = DHS_REF_MAX_LAYERS,
+         .def = "the geometry's",
+         .help = "the geometry's stack cut to its first N layers: the same row and key formats, producer schedule "
+                 "and k with fewer payload sources (long contexts on a small machine)"},
         {.name = "--layout", .type = ARG_ENUM, .dest = &o->layout, .choices = layouts,
          .help = "OWN per layer (V3.2), FOLLOW (GLM IndexShare), COMPRESSED (odd layers read m=4 rows)"},
         A_INT("--sessions", &o->sessions, 1, 4096, "sessions over the run"),
@@ -296,6 +301,11 @@ int cmd_run(int argc, char **argv)
     dhs_ref_geometry geometry;
     dhs_ref_geometry_parse(geometries[o.geometry], &geometry);
     dhs_ref_run_set_geometry(&c, geometry); /* real geometries replace --layout and --topk */
+    if (o.layers > c.model.n_layers) {
+        fprintf(stderr, PROG ": --layers %d: the %s geometry has %d layers\n", o.layers, geometries[o.geometry], c.model.n_layers);
+        return EXIT_USAGE;
+    }
+    if (o.layers) c.model.n_layers = o.layers;
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;

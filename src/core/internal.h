@@ -90,6 +90,7 @@ typedef struct request {
     int importing;      /* a two-phase import is open (dhs_request_import_begin .. commit/abort):
                            host backing allocated, nothing of it visible, no round may use the request */
     int64_t import_n;   /* positions of the open two-phase import */
+    int import_dev;     /* its commit places as DHS_IMPORT_DEVICE (leading pages to optional pages) */
     int in_round;
     int32_t K;          /* queries this round */
     int64_t n;          /* committed positions n_r */

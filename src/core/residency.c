@@ -341,16 +341,19 @@ static dhs_status import_to_host(dhs_ctx *ctx, request *rq, int32_t g, const voi
 }
 
 /* Places an import whose allocations import_alloc made. dev (DHS_IMPORT_DEVICE):
-   the rows are in the engine's buffers `rows`; complete pages go to optional
-   pages while I4 allows (resident-first), the rest to host. Otherwise the
-   rows [0, ceil(n / m)) of every source are already in the host backing
-   (import_fill_host, or a transport after dhs_request_import_begin): they
-   only become valid, and the ring is filled from there. On success the
+   complete pages go to optional pages while I4 allows (resident-first), the
+   rest to host, from the engine's buffers `rows` (host_filled 0). host_filled:
+   the rows [0, ceil(n / m)) of every source are already in the host backing
+   (import_fill_host, or a transport after dhs_request_import_begin; rows
+   unused): they only become valid (with dev the device pages' too: their host
+   copy exists, nothing is deferred), and the device pages and the ring are
+   filled from there. (A payload-free backend's import passes rows NULL with
+   host_filled 0: its device pages' host copies stay deferred.) On success the
    request holds n_positions committed positions. On a failed copy every
    optional page the call took is given back and the request holds nothing
    committed (its allocations stay: the caller releases them or retries). */
 static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t n_positions, const void *const *rows,
-                               int dev)
+                               int dev, int host_filled)
 {
     const dhs_config *c = &ctx->cfg;
     int32_t p = c->page_rows;
@@ -382,8 +385,10 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
                 while (dense && e < n_dev && op[e] == op[e - 1] + 1) e++;
                 int64_t rows_n = (e - hp) * p; /* one copy when dense, else row by row (one page) */
                 for (int64_t i = 0; i < rows_n; i += dense ? rows_n : 1) {
-                    dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)op[hp] * p + i),
-                                                (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb,
+                    /* host rows of a source are one allocation, row_stride apart */
+                    const uint8_t *from = host_filled ? host_row(ctx, &gs->src[si], hp * p + i)
+                                                      : (const uint8_t *)rows[src] + (uint64_t)(hp * p + i) * rb;
+                    dhs_status s = be_copy_sync(ctx->be, pool_row(ctx, (int64_t)op[hp] * p + i), from,
                                                 (size_t)(dense ? rows_n : 1) * rb);
                     if (s != DHS_OK) { st = s; goto fail; }
                 }
@@ -394,11 +399,15 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
             opt_set(rq, gs, hp, OPT_READY);
             gs->opt_held++;
         }
-        if (n_dev < gs->n_opt_pages) {
-            dhs_status s = import_to_host(ctx, rq, g, dev ? rows : NULL, n_dev * p, gs->n_opt_pages * p);
+        if (n_dev > 0 && host_filled) { /* filled host rows: the device pages' host copy exists already */
+            dhs_status s = import_to_host(ctx, rq, g, NULL, 0, n_dev * p);
             if (s != DHS_OK) { st = s; goto fail; }
         }
-        dhs_status s = import_to_host(ctx, rq, g, dev ? rows : NULL, gs->n_opt_pages * p, hist);
+        if (n_dev < gs->n_opt_pages) {
+            dhs_status s = import_to_host(ctx, rq, g, dev && !host_filled ? rows : NULL, n_dev * p, gs->n_opt_pages * p);
+            if (s != DHS_OK) { st = s; goto fail; }
+        }
+        dhs_status s = import_to_host(ctx, rq, g, dev && !host_filled ? rows : NULL, gs->n_opt_pages * p, hist);
         if (s != DHS_OK) { st = s; goto fail; }
         /* the ring starts at the last partial page (its rows also went to the
            host above), so that a selection of them is direct; an incomplete
@@ -414,7 +423,8 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
                 int64_t run = rb == ctx->row_stride ? p - t % p : 1;
                 if (run > rows_all - row) run = rows_all - row;
                 int64_t loc = (int64_t)gs->src[si].tail_pages[t / p] * p + t % p;
-                const uint8_t *from = dev ? (const uint8_t *)rows[src] + (uint64_t)row * rb : host_row(ctx, &gs->src[si], row);
+                const uint8_t *from = dev && !host_filled ? (const uint8_t *)rows[src] + (uint64_t)row * rb
+                                                          : host_row(ctx, &gs->src[si], row);
                 s = be_copy_sync(ctx->be, pool_row(ctx, loc), from, (size_t)run * rb);
                 if (s != DHS_OK) { st = s; goto fail; }
                 row += run;
@@ -489,7 +499,7 @@ dhs_status dhs_request_import(dhs_ctx *ctx, dhs_req r, int64_t n_positions, cons
     if (s != DHS_OK) return s;
     const int dev = flags == DHS_IMPORT_DEVICE;
     if (!dev) s = import_fill_host(ctx, rq, n_positions, rows);
-    if (s == DHS_OK) s = import_place(ctx, rq, (int32_t)r.id, n_positions, dev ? rows : NULL, dev);
+    if (s == DHS_OK) s = import_place(ctx, rq, (int32_t)r.id, n_positions, dev ? rows : NULL, dev, !dev);
     if (s != DHS_OK) import_release(ctx, rq); /* nothing of the import remains */
     return s;
 }
@@ -500,12 +510,13 @@ dhs_status dhs_request_import_begin(dhs_ctx *ctx, dhs_req r, int64_t n_positions
     request *rq = req_get(ctx, r, &err);
     if (!rq) return err;
     if (import_state_ok(rq) != DHS_OK) return DHS_ERR_STATE;
-    if (flags != DHS_IMPORT_HOST || !host_rows) return DHS_ERR_INVALID_ARG;
+    if ((flags != DHS_IMPORT_HOST && flags != DHS_IMPORT_DEVICE) || !host_rows) return DHS_ERR_INVALID_ARG;
     if (n_positions < 0 || n_positions > ctx->cfg.max_rows) return DHS_ERR_ROW_RANGE;
     dhs_status s = import_alloc(ctx, rq, n_positions);
     if (s != DHS_OK) return s;
     rq->importing = 1;
     rq->import_n = n_positions;
+    rq->import_dev = flags == DHS_IMPORT_DEVICE;
     for (int32_t src = 0; src < ctx->arch.n_sources; src++) {
         const dhs_source_desc *d = &ctx->arch.sources[src];
         const src_state *ss = &rq->g[d->group].src[ctx->src_grp_idx[src]];
@@ -522,10 +533,11 @@ dhs_status dhs_request_import_commit(dhs_ctx *ctx, dhs_req r)
     if (!rq) return err;
     if (!rq->importing) return DHS_ERR_STATE;
     /* a failed copy (the ring's rows) leaves the import open: retry or abort */
-    dhs_status s = import_place(ctx, rq, (int32_t)r.id, rq->import_n, NULL, 0);
+    dhs_status s = import_place(ctx, rq, (int32_t)r.id, rq->import_n, NULL, rq->import_dev, 1);
     if (s != DHS_OK) return s;
     rq->importing = 0;
     rq->import_n = 0;
+    rq->import_dev = 0;
     return DHS_OK;
 }
 
@@ -538,6 +550,7 @@ dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r)
     import_release(ctx, rq);
     rq->importing = 0;
     rq->import_n = 0;
+    rq->import_dev = 0;
     return DHS_OK;
 }
 
@@ -1237,7 +1250,7 @@ dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int
         }
     }
     /* the prefix rows are on host in the child's table: place them as a host import does */
-    dhs_status s = import_place(ctx, cq, slot, P, NULL, 0);
+    dhs_status s = import_place(ctx, cq, slot, P, NULL, 0, 1);
     if (s != DHS_OK) return s;
     /* the parent's ready optional pages of the prefix: one more holder each */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {

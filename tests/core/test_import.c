@@ -3,11 +3,13 @@
  *
  * A transport receives a request's prefill rows straight into the host
  * tier: begin hands out where each source's rows go, commit completes the
- * import as dhs_request_import(DHS_IMPORT_HOST) does, abort leaves the
+ * import as dhs_request_import(DHS_IMPORT_HOST or _DEVICE, the begin's flag) does, abort leaves the
  * request as if no import had happened. Checked here, with the invariant
  * checker after every call:
  *   - begin + fill + commit equals dhs_request_import(HOST) of the same rows:
- *     identical stats, memory figures and pool bytes, every row read back
+ *     identical stats, memory figures and pool bytes, every row read back;
+ *     with DEVICE the same (the same leading pages on the device, the same
+ *     pool bytes, at least one optional page placed)
  *     (two groups, rows narrower than the pool stride, a compressed group
  *     with an incomplete last row), on the host and the device resolver;
  *   - nothing of an open import is visible: 0 positions, dhs_round_begin
@@ -63,10 +65,10 @@ static void scribble(th_env *e, int64_t n, void *const *host_rows)
     }
 }
 
-static dhs_status two_phase(th_env *e, int slot, int64_t n)
+static dhs_status two_phase_flags(th_env *e, int slot, int64_t n, unsigned flags)
 {
     void *hr[DHS_MAX_SOURCES];
-    dhs_status s = dhs_request_import_begin(e->ctx, e->rq[slot].h, n, DHS_IMPORT_HOST, hr);
+    dhs_status s = dhs_request_import_begin(e->ctx, e->rq[slot].h, n, flags, hr);
     CHECK_INV(e->ctx);
     if (s != DHS_OK) return s;
     fill_host_rows(e, slot, n, hr);
@@ -75,6 +77,8 @@ static dhs_status two_phase(th_env *e, int slot, int64_t n)
     if (s == DHS_OK) e->rq[slot].n = n;
     return s;
 }
+
+static dhs_status two_phase(th_env *e, int slot, int64_t n) { return two_phase_flags(e, slot, n, DHS_IMPORT_HOST); }
 
 static void check_same(const th_env *a, const th_env *b, const char *when)
 {
@@ -87,8 +91,8 @@ static void check_same(const th_env *a, const th_env *b, const char *when)
     th_snap_free(&y);
 }
 
-/* ------------------------------------------------------------ equivalence with dhs_request_import(HOST) */
-static void test_equivalence(int resolver)
+/* ------------------------------------------------------------ equivalence with dhs_request_import(flags) */
+static void test_equivalence(int resolver, unsigned flags)
 {
     dhs_arch arch = th_arch_two_groups(4); /* 64 / 48 B rows in group 0, 32 B rows with m = 4 in group 1 */
     dhs_config cfg = small_cfg();
@@ -105,10 +109,15 @@ static void test_equivalence(int resolver)
         CHECK_ST(th_env_init(&b, &arch, &cfg, NULL), DHS_OK);
         CHECK_ST(th_open(&a, 0, n + 40), DHS_OK);
         CHECK_ST(th_open(&b, 0, n + 40), DHS_OK);
-        CHECK_ST(th_import(&a, 0, n, DHS_IMPORT_HOST), DHS_OK);
+        CHECK_ST(th_import(&a, 0, n, flags), DHS_OK);
         CHECK_INV(a.ctx);
-        CHECK_ST(two_phase(&b, 0, n), DHS_OK);
+        CHECK_ST(two_phase_flags(&b, 0, n, flags), DHS_OK);
         check_same(&a, &b, "after the import");
+        if (flags == DHS_IMPORT_DEVICE && n >= 8 * 4 * 9) { /* the leading pages went to the device at once */
+            dhs_mem mem;
+            CHECK_ST(dhs_get_mem(b.ctx, &mem), DHS_OK);
+            CHECKF(mem.optional_bytes > 0, "n %lld: a device import placed no optional page", (long long)n);
+        }
         int64_t pos = -1;
         CHECK_ST(dhs_request_positions(b.ctx, b.rq[0].h, &pos), DHS_OK);
         CHECK(pos == n);
@@ -274,7 +283,6 @@ static void test_misuse(void)
     dhs_req r = e.rq[0].h;
     CHECK_ST(dhs_request_import_begin(NULL, r, 10, DHS_IMPORT_HOST, hr), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_request_import_begin(e.ctx, r, 10, DHS_IMPORT_HOST, NULL), DHS_ERR_INVALID_ARG);
-    CHECK_ST(dhs_request_import_begin(e.ctx, r, 10, DHS_IMPORT_DEVICE, hr), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_request_import_begin(e.ctx, r, 10, 0, hr), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_request_import_begin(e.ctx, r, 10, DHS_IMPORT_HOST | DHS_IMPORT_DEVICE, hr), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_request_import_begin(e.ctx, r, -1, DHS_IMPORT_HOST, hr), DHS_ERR_ROW_RANGE);
@@ -453,12 +461,38 @@ static void test_payload_free(void)
     CHECK_ST(dhs_request_positions(e.ctx, e.rq[0].h, &pos), DHS_OK);
     CHECK(pos == 150);
     th_env_free(&e);
+    /* DHS_IMPORT_DEVICE: the same placement as on a payload backend (the same pages on the device, the same
+       stats and pool accounting) */
+    th_env a, b;
+    CHECK_ST(th_env_init(&a, &arch, &cfg, NULL), DHS_OK);
+    CHECK_ST(th_env_init(&b, &arch, &cfg, &pf), DHS_OK);
+    CHECK_ST(th_open(&a, 0, 400), DHS_OK);
+    CHECK_ST(th_open(&b, 0, 400), DHS_OK);
+    CHECK_ST(two_phase_flags(&a, 0, 300, DHS_IMPORT_DEVICE), DHS_OK);
+    CHECK_ST(dhs_request_import_begin(b.ctx, b.rq[0].h, 300, DHS_IMPORT_DEVICE, hr), DHS_OK);
+    CHECK_ST(dhs_request_import_commit(b.ctx, b.rq[0].h), DHS_OK);
+    CHECK_INV(b.ctx);
+    dhs_stats sa, sb;
+    dhs_mem ma, mb;
+    CHECK_ST(dhs_get_stats(a.ctx, &sa), DHS_OK);
+    CHECK_ST(dhs_get_stats(b.ctx, &sb), DHS_OK);
+    CHECK_ST(dhs_get_mem(a.ctx, &ma), DHS_OK);
+    CHECK_ST(dhs_get_mem(b.ctx, &mb), DHS_OK);
+    CHECK(!memcmp(&sa, &sb, sizeof sa));
+    CHECKF(ma.optional_bytes > 0 && ma.optional_bytes == mb.optional_bytes && ma.pages_free == mb.pages_free,
+           "device import, payload and payload-free: optional bytes %llu / %llu, free pages %lld / %lld",
+           (unsigned long long)ma.optional_bytes, (unsigned long long)mb.optional_bytes, (long long)ma.pages_free,
+           (long long)mb.pages_free);
+    th_env_free(&a);
+    th_env_free(&b);
 }
 
 int main(void)
 {
-    test_equivalence(DHS_RESOLVER_HOST);
-    test_equivalence(DHS_RESOLVER_DEVICE);
+    test_equivalence(DHS_RESOLVER_HOST, DHS_IMPORT_HOST);
+    test_equivalence(DHS_RESOLVER_DEVICE, DHS_IMPORT_HOST);
+    test_equivalence(DHS_RESOLVER_HOST, DHS_IMPORT_DEVICE);
+    test_equivalence(DHS_RESOLVER_DEVICE, DHS_IMPORT_DEVICE);
     test_invisible();
     test_abort_retry();
     test_misuse();

@@ -235,6 +235,34 @@ static void test_synthetic(uint64_t seed)
         CHECKF(a.keys[0].scales[n - 1] == dhs_ref_fp8_scale(key, 128), "the last position's key is not the model's");
         /* ... and position n-1 of the longer prompt is synthetic, so it differs */
         CHECK(memcmp(e.rows[0] + (n - 1) * 656, a.rows[0] + (n - 1) * 656, 656) != 0);
+        /* written into rows of the caller's (a request's open import): the same bytes at its stride (here
+           wider than a row, and over garbage), the same keys and logits, and out->rows left NULL */
+        const size_t stride = 672;
+        uint8_t *buf = malloc(78 * (size_t)n * stride + 16);
+        void *into[DHS_MAX_SOURCES];
+        dhs_ref_prefill f;
+        if (buf) {
+            memset(buf, 0xA5, 78 * (size_t)n * stride + 16);
+            for (int32_t s = 0; s < 78; s++) into[s] = buf + (size_t)s * (size_t)n * stride;
+            CHECK_ST(dhs_ref_prefill_synthetic_into(m, tok, n, 11, 0, 0, into, stride, &f), DHS_OK);
+            CHECK(f.in_import == 1 && f.rows[0] == NULL && f.synthetic == n - 1 && a.in_import == 0);
+            int bad = 0;
+            for (int32_t s = 0; s < 78; s++)
+                for (int64_t t = 0; t < n; t++) bad += memcmp((uint8_t *)into[s] + (size_t)t * stride, a.rows[s] + t * 656, 656) != 0;
+            CHECKF(bad == 0, "%d rows written into the caller's rows differ", bad);
+            for (int32_t g = 0; g < 21 && f.keys[g].codes; g++)
+                CHECK(!memcmp(a.keys[g].codes, f.keys[g].codes, (size_t)a.keys[g].cap * 128) &&
+                      !memcmp(a.keys[g].scales, f.keys[g].scales, sizeof(float) * (size_t)n));
+            CHECK(f.logits && !memcmp(a.logits, f.logits, sizeof(float) * (size_t)c.vocab));
+            dhs_ref_prefill_free(&f);
+            /* a stride narrower than a row, unaligned rows, no rows: refused */
+            CHECK_ST(dhs_ref_prefill_synthetic_into(m, tok, n, 11, 0, 0, into, 640, &f), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_ref_prefill_synthetic_into(m, tok, n, 11, 0, 0, into, 664, &f), DHS_ERR_INVALID_ARG);
+            into[3] = buf + 8;
+            CHECK_ST(dhs_ref_prefill_synthetic_into(m, tok, n, 11, 0, 0, into, stride, &f), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_ref_prefill_synthetic_into(m, tok, n, 11, 0, 0, NULL, stride, &f), DHS_ERR_INVALID_ARG);
+            free(buf);
+        }
     }
     dhs_ref_prefill_free(&a);
     dhs_ref_prefill_free(&b);
