@@ -74,7 +74,7 @@ import json, sys
 t, L, B = sys.argv[1], int(sys.argv[2]), int(float(sys.argv[3]) * 2**30)
 both, once, twice = (json.load(open("%s/%s.json" % (t, n))) for n in ("both", "once", "twice"))
 c = both["config"]
-assert c["device_budget_bytes"] == B and c["resident_budget_bytes"] == 2 * 2**30 and c["import"] == "once", c
+assert c["device_budget_bytes"] == B and c["resident_budget_bytes"] == 2 * 2**30 and c["history_copies"] == "once", c
 assert c["layers"] == 1 and c["payload_sources"] == 1, c
 rec = {r["mode"]: r for r in both["records"]}
 for m in ("resident", "adaptive"):
@@ -93,7 +93,7 @@ open(t + "/rescap", "w").write("%d" % s["resident_capacity"])
 dg = {rec["resident"]["tokens_digest"], rec["adaptive"]["tokens_digest"], once["records"][0]["tokens_digest"],
       twice["records"][0]["tokens_digest"]}
 assert len(dg) == 1, dg
-assert once["config"]["import"] == "once" and twice["config"]["import"] == "twice"
+assert once["config"]["history_copies"] == "once" and twice["config"]["history_copies"] == "twice"
 # the history's rows once, not twice: once's peak RSS is lower by most of the rows' bytes
 ro, rt = once["records"][0]["peak_rss_bytes"], twice["records"][0]["peak_rss_bytes"]
 assert ro > 0 and ro + 0.6 * L * 656 < rt, ("peak RSS once %d, twice %d, rows %d" % (ro, rt, L * 656))
