@@ -11,7 +11,8 @@
 # the hierarchy's host bytes, histories and imports in s; a table at the end. Each run's JSON in $OUT.
 # Env: OUT (output dir), LONG_HOST_GIB (host budget for the histories, default 100 of the box's 128 GiB),
 # LONG_RES_GIB (resident's device budget, default 100), LONG_TOKENS (default 8), LONG_LIMIT_S (the whole
-# script, default 530), LONG_CONTEXTS (default "262144 524288 1048576").
+# script, default 530), LONG_CONTEXTS (default "262144 524288 1048576"), LONG_C256 / LONG_C512 (the
+# concurrency cap at 256K / 512K, default 4 / 2), LONG_TWICE (0: no --history-copies twice run).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/build-gpu/out}
@@ -68,7 +69,7 @@ PY
 }
 digest() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['records'][0]; print(r.get('tokens_digest', '-'))" "$1" 2>/dev/null || echo -; }
 for L in $contexts; do
-  case $L in 262144) C=4 ;; 524288) C=2 ;; *) C=1 ;; esac
+  case $L in 262144) C=${LONG_C256:-4} ;; 524288) C=${LONG_C512:-2} ;; *) C=1 ;; esac
   # as many as host memory allows (the history's bytes held once), at most C
   cap=$(python3 -c "print(int($host_gib * 2**30 // (78 * ($L + $tokens) * 656)))")
   [ "$cap" -lt "$C" ] && C=$cap
@@ -90,7 +91,7 @@ for L in $contexts; do
   fi
 done
 # before/after: the 256K hierarchy with the history through the prefill's buffers (held twice while importing)
-if [[ " $contexts " == *" 262144 "* ]]; then
+if [[ " $contexts " == *" 262144 "* ]] && [ "${LONG_TWICE:-1}" = 1 ]; then
   C=$(python3 -c "print(min(4, int($host_gib * 2**30 // (2 * 78 * (262144 + $tokens) * 656))))")
   [ "$C" -ge 1 ] && run 262144_adaptive_twice adaptive "$C" 262144 --history-copies twice
 fi
