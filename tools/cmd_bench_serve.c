@@ -690,7 +690,8 @@ int cmd_bench_serve(int argc, char **argv)
          .def = "1,2,4,... up to what each mode holds, and that maximum",
          .help = "request slots C of the closed loop (sessions held at once at most)"},
         A_BOOL("--and-capacity", &o.and_cap,
-               "with --concurrency: each mode also runs at what it holds (its capacity), when that exceeds the list"),
+               "with --concurrency: each mode also runs at what it holds (its capacity), in its place in the list "
+               "when the list does not have it"),
         A_STR("--modes", &modes_s, "LIST", "storage modes to sweep: resident, fixed, adaptive (comma-separated)"),
         A_DBL("--device-budget-gib", &o.budget_gib, 0.001, 1 << 16,
               "device KV budget (GiB): rows, hot caches, tails, staging, index keys; the room a large MoE's weights leave"),
@@ -1040,8 +1041,17 @@ int cmd_bench_serve(int argc, char **argv)
             int nc = 0;
             int32_t cap = held_max[li][mode];
             if (o.n_concs) {
-                for (int i = 0; i < o.n_concs; i++) cs[nc++] = o.concs[i];
-                if (o.and_cap && cap > o.concs[o.n_concs - 1]) cs[nc++] = cap;
+                /* the capacity in its place in the ascending list, unless it is there: a resident capacity
+                   below the list's largest C (which it cannot hold) is its best throughput */
+                int placed = !o.and_cap || cap < 1;
+                for (int i = 0; i < o.n_concs; i++) {
+                    if (!placed && cap <= o.concs[i]) {
+                        if (cap < o.concs[i]) cs[nc++] = cap;
+                        placed = 1;
+                    }
+                    cs[nc++] = o.concs[i];
+                }
+                if (!placed) cs[nc++] = cap;
             } else {
                 for (int64_t C = 1; C < cap && nc < MAXC; C *= 2) cs[nc++] = C;
                 if (cap >= 1) cs[nc++] = cap;

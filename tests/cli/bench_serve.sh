@@ -128,6 +128,21 @@ for x in r:
 assert d["tokens_identical"] is True and all(x["token_mismatches"] == 0 for x in r), r
 EOF
 
+# --and-capacity below the list's largest C: resident's capacity runs in its place (its best throughput),
+# the C it cannot hold is reported as not fitting
+expect 0 "$DHS" bench serve --geometry glm-5.3 --context 512 --device-budget-gib 0.5 --tokens 3 --modes resident \
+    --concurrency 1,200 --and-capacity --json -q --output "$T/ac.json"
+python3 - "$T/ac.json" <<'EOF' || fail "bench serve --and-capacity below the list: $(head -c 600 "$T/ac.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+cap = d["summary"][0]["resident_capacity"]
+r = d["records"]
+assert 1 < cap < 200, cap
+assert [x["max_concurrency"] for x in r] == [1, cap, 200], r
+assert "skipped" not in r[1] and "skipped" in r[2], r
+assert d["summary"][0]["resident_sessions_held"] == cap, d["summary"]
+EOF
+
 # ---------------------------------------------------------------- the table
 expect 0 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --modes resident,adaptive \
     --concurrency 1 -q
