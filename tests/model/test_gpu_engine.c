@@ -887,31 +887,36 @@ static void test_profile(uint64_t seed)
     g_model = NULL;
 }
 
-/* a deployment's weight reads (dhs_ref_engine_cfg.deploy): every device step reads, after each layer,
-   the deployment's bytes for the round's queries divided over the layers, in both engines; the tokens
-   and logits do not change (the reads compute nothing) */
-/* RoPE values of the device step: every uploaded row equals dhs_ref_rope_cs of its position; with spec
-   1 the engine computed every plain item's next one during the step before (dhs_ref_step_times
-   rope_ahead), so only each session's first round computes its own in the control plane (rope_now) */
-static void test_rope_ahead(uint64_t seed)
+/* a few GLM-5.3 layers on the device step over synthetic histories: 3 sessions in 2 slots, half the
+   history on the device, checked */
+static dhs_ref_run_cfg glm_device_cfg(uint64_t seed, int32_t layers, int32_t topk, int64_t context, int32_t spec)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
-    c.model.n_layers = 4;
-    c.model.topk = 128;
+    c.model.n_layers = layers;
+    c.model.topk = topk;
     c.model.seed = seed;
     c.geometry = "glm-5.3";
     c.synthetic = 1;
     c.sessions = 3;
-    c.context = 400;
+    c.context = context;
     c.tokens = 6;
-    c.spec = 1;
+    c.spec = spec;
     c.seed = seed;
     c.slots = 2;
     c.history = 0.5;
     c.check = 1;
     c.gpu_model = 1;
     c.step = DHS_REF_STEP_DEVICE;
+    return c;
+}
+
+/* RoPE values of the device step: every uploaded row equals dhs_ref_rope_cs of its position; with spec
+   1 the engine computed every plain item's next one during the step before (dhs_ref_step_times
+   rope_ahead), so only each session's first round computes its own in the control plane (rope_now) */
+static void test_rope_ahead(uint64_t seed)
+{
+    dhs_ref_run_cfg c = glm_device_cfg(seed, 4, 128, 400, 1);
     dhs_ref_model *m = NULL;
     CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
     if (!m) return;
@@ -933,25 +938,12 @@ static void test_rope_ahead(uint64_t seed)
     g_model = NULL;
 }
 
+/* a deployment's weight reads (dhs_ref_engine_cfg.deploy): every device step reads, after each layer,
+   the deployment's bytes for the round's queries divided over the layers, in both engines; the tokens
+   and logits do not change (the reads compute nothing) */
 static void test_deploy_step(uint64_t seed)
 {
-    dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-    c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
-    c.model.n_layers = 6;
-    c.model.topk = 192;
-    c.model.seed = seed;
-    c.geometry = "glm-5.3";
-    c.synthetic = 1;
-    c.sessions = 3;
-    c.context = 600;
-    c.tokens = 6;
-    c.spec = 3;
-    c.seed = seed;
-    c.slots = 2;
-    c.history = 0.5;
-    c.check = 1;
-    c.gpu_model = 1;
-    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_run_cfg c = glm_device_cfg(seed, 6, 192, 600, 3);
     dhs_ref_model *m = NULL;
     CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
     if (!m) return;
