@@ -597,7 +597,8 @@ typedef struct dhs_stats {
    its own work plus these; the backend's calls (CUDA copies, fence queries)
    are inside the phase that makes them. The sub-phases of a call are part of
    its total: BEGIN holds HOUSEKEEPING (completions, reclaim, backups;
-   REPOPULATE of it), TAIL_ROOM and PUBLISH (the device resolver's round
+   SWEEP, ADVANCE and REPOPULATE of it; FENCE within SWEEP and ADVANCE),
+   TAIL_ROOM and PUBLISH (the device resolver's round
    descriptor and tables); END holds DEVICE (the device resolver's promote
    launch and the round's one wait) and BACKUP (the committed tail rows'
    copy). dhs_tail_locations is not timed: an engine calls it once per
@@ -613,6 +614,10 @@ typedef enum dhs_host_phase {
     DHS_HP_DEVICE = 6,       /* of END (device resolver) */
     DHS_HP_BACKUP = 7,       /* of END */
     DHS_HP_RESOLVE = 8,      /* dhs_resolve and dhs_resolve_device */
+    DHS_HP_SWEEP = 9,        /* of HOUSEKEEPING: deferred frees whose readers completed */
+    DHS_HP_ADVANCE = 10,     /* of HOUSEKEEPING: the work list (completions, due backups issued) */
+    DHS_HP_FENCE = 11,       /* the backend's fence queries of the housekeeping's completion checks
+                                (one call per query the memo did not answer) */
     DHS_HP_COUNT_
 } dhs_host_phase;
 const char *dhs_host_phase_str(dhs_host_phase p);

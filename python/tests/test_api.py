@@ -348,7 +348,7 @@ def test_host_time():
     with dhs.CpuBackend(payload_free=True) as be, dhs.Context(arch, small_config(), be) as ctx:
         h = ctx.host_time()
         assert list(h) == ["begin", "housekeeping", "repopulate", "tail_room", "publish", "end", "device",
-                           "backup", "resolve"]
+                           "backup", "resolve", "sweep", "advance", "fence"]
         assert all(v == (0, 0) for v in h.values())
         r = ctx.open(64)
         for t in range(3):
@@ -358,7 +358,7 @@ def test_host_time():
                 r.tail_locations(src, t)
             ctx.round_end([0])
         h = ctx.host_time()
-        for p in ("begin", "housekeeping", "repopulate", "tail_room", "end", "backup"):
+        for p in ("begin", "housekeeping", "repopulate", "tail_room", "end", "backup", "sweep", "advance"):
             assert h[p][1] == 3, (p, h[p])
         assert h["publish"][1] == 0 and h["begin"][0] > 0
         assert h["housekeeping"][0] + h["tail_room"][0] <= h["begin"][0]

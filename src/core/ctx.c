@@ -434,7 +434,8 @@ dhs_status dhs_reset_stats(dhs_ctx *ctx)
 const char *dhs_host_phase_str(dhs_host_phase p)
 {
     static const char *const n[DHS_HP_COUNT_] = {"begin", "housekeeping", "repopulate", "tail_room", "publish",
-                                                 "end",   "device",       "backup",     "resolve"};
+                                                 "end",   "device",       "backup",     "resolve",   "sweep",
+                                                 "advance", "fence"};
     return (unsigned)p < DHS_HP_COUNT_ ? n[p] : "unknown";
 }
 

@@ -202,7 +202,9 @@ static int ticket_done(dhs_ctx *ctx, dhs_ticket t)
 {
     if (!t) return 1;
     if (ctx->memo_on && ctx->memo_t == t) return ctx->memo_done;
+    const uint64_t t0 = ctx->memo_on ? hp_now() : 0; /* housekeeping's queries (DHS_HP_FENCE) */
     int d = ctx->be->ops->done(ctx->be, t);
+    if (ctx->memo_on) hp_add(ctx, DHS_HP_FENCE, t0);
     if (ctx->memo_on) {
         ctx->memo_t = t;
         ctx->memo_done = d;
@@ -1120,10 +1122,14 @@ void res_housekeeping(dhs_ctx *ctx)
     if (ctx->be->ops->tick) ctx->be->ops->tick(ctx->be);
     ctx->memo_on = !ctx->full_sweep;
     ctx->memo_t = 0;
+    uint64_t t = hp_now();
     deferred_sweep(ctx, 0);
+    hp_add(ctx, DHS_HP_SWEEP, t);
+    t = hp_now();
     advance_all(ctx, 0);
+    hp_add(ctx, DHS_HP_ADVANCE, t);
     ctx->memo_on = 0;
-    const uint64_t t = hp_now();
+    t = hp_now();
     res_repopulate(ctx);
     hp_add(ctx, DHS_HP_REPOPULATE, t);
 }
