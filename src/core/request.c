@@ -294,7 +294,7 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
 
 /* Where the current block's rows go, so the engine's own KV-write kernel writes them in place (either
    resolver mode): the rows dhs_write_rows would take, counted as written. */
-static dhs_status tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
+dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
 {
     dhs_status err;
     request *rq = req_get(ctx, r, &err);
@@ -318,10 +318,4 @@ static dhs_status tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_
     src_state *sw = &gs->src[ctx->src_grp_idx[source]];
     if (first_row + n_rows > sw->written_hi) sw->written_hi = first_row + n_rows;
     return DHS_OK;
-}
-
-dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows, int32_t *loc)
-{
-    if (!ctx) return DHS_ERR_INVALID_ARG;
-    return tail_locations(ctx, r, source, first_row, n_rows, loc);
 }
