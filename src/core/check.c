@@ -180,11 +180,16 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
                          (long long)(gs->src[si].written_hi - gs->tail_lo), c->tail_rows);
             /* housekeeping's work list holds every request with something to complete or issue */
-            if ((gs->backup_ticket || gs->backup_hi < gs->hist_rows || gs->opt_busy > 0) && !ctx->work_on[slot])
+            if ((gs->backup_ticket || gs->backup_hi < backup_due_hi(ctx, gs) || gs->opt_busy > 0) && !ctx->work_on[slot])
                 fail(&v, "work: request %d group %d has a copy in flight or rows to back up (ticket %llu, backup_hi "
                      "%lld, hist %lld, %lld optional pages busy) but is not on the work list", slot, g,
                      (unsigned long long)gs->backup_ticket, (long long)gs->backup_hi, (long long)gs->hist_rows,
                      (long long)gs->opt_busy);
+            /* the round end looks at the request no later than the position at which the group has rows
+               due: a due_n above it would leave a completed page without its backup */
+            if (!rq->importing && backup_next_due_rows(ctx, gs) * ctx->grp_m[g] < rq->due_n)
+                fail(&v, "backup: request %d group %d has rows due at %lld positions, after due_n %lld", slot, g,
+                     (long long)(backup_next_due_rows(ctx, gs) * ctx->grp_m[g]), (long long)rq->due_n);
             /* optional pages */
             int64_t held = 0, ready = 0, busy = 0;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {

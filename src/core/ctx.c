@@ -269,6 +269,7 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     if (!ctx) return DHS_ERR_NOMEM;
     ctx->arch = *arch;
     ctx->cfg = *cfg;
+    ctx->page_backups = page_backups_fit(cfg);
     ctx->be = be;
     ctx->pol = dhs_policy_get(cfg->policy);
     int32_t ng = arch->n_groups, ns = arch->n_sources;

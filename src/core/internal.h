@@ -98,6 +98,10 @@ typedef struct request {
     int64_t shared_n;   /* dhs_request_open_shared: the prefix positions (0: not opened on a prefix); while
                            n == shared_n and no round is open for it, dhs_request_import appends the rest */
     uint64_t admit_seq; /* admission order */
+    int64_t due_n;      /* dhs_round_end looks at the request's groups for a tail backup only once its committed
+                           positions reach due_n: the first n at which some group has rows due (backup_due_hi
+                           above backup_hi; req_due_update). Never above that position (dhs_check_invariants);
+                           0 (a new request, an import) means "look at the next round end" */
     int reclaiming;     /* reclaim in progress (optional pages being given back) */
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
                            optional-page readiness) may have changed since dres_round_begin last
@@ -224,6 +228,12 @@ struct dhs_ctx {
        group, as before the work list (residency.c advance_all); only bench/control_bench.c sets it,
        to time the incremental path against it in one process */
     int full_sweep;
+    /* 1: the round end backs up the complete pages of the tail only (backup_due_hi), so a round that adds
+       rows inside a page costs no backup and no housekeeping; set at dhs_ctx_create when the ring leaves
+       room for it (tail_rows >= page_rows + 2 * spec_width, see page_backups_fit). 0: every committed row
+       is backed up at the round end that commits it (the policy before page backups; bench/control_bench.c
+       clears it to time that policy in the same process) */
+    int page_backups;
     uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* dhs_get_host_time */
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
@@ -259,6 +269,35 @@ static inline int32_t cfg_hot_rows(const dhs_config *c, int32_t g)
     return c->group_hot_rows[g] > 0 ? c->group_hot_rows[g] : c->hot_rows;
 }
 static inline int32_t grp_hot_rows(const dhs_ctx *ctx, int32_t g) { return cfg_hot_rows(&ctx->cfg, g); }
+
+/* Whether the tail ring has room for page backups: a page's backup goes out at the round end that
+   completes it, and dhs_round_begin's tail_room needs rows up to hist + rows_per_round - tail_rows backed
+   up. With hist mod page_rows <= page_rows - 1 unbacked rows, a round of at most spec_width rows (m >= 1)
+   needs no row past the last complete page while tail_rows >= page_rows + spec_width, and the page's copy
+   has at least spec_width more rows (one round or more) to complete before tail_room would wait for it:
+   tail_rows >= page_rows + 2 * spec_width (the default 128 / 64 / 1 leaves 63 rounds). */
+static inline int page_backups_fit(const dhs_config *c)
+{
+    return (int64_t)c->tail_rows >= (int64_t)c->page_rows + 2 * (int64_t)c->spec_width;
+}
+
+/* The committed rows of a group that are due for a host backup: the complete pages (page_backups), else
+   every committed row. Rows above it are backed up when something needs them on host (tail_room, dhs_sync,
+   sharing: backup_complete with force backs up every committed row). */
+static inline int64_t backup_due_hi(const dhs_ctx *ctx, const grp_state *gs)
+{
+    if (!ctx->page_backups) return gs->hist_rows;
+    const int64_t p = ctx->cfg.page_rows;
+    return gs->hist_rows / p * p;
+}
+
+/* The committed rows of a group at which its next rows fall due (backup_due_hi > backup_hi). */
+static inline int64_t backup_next_due_rows(const dhs_ctx *ctx, const grp_state *gs)
+{
+    if (!ctx->page_backups) return gs->backup_hi + 1;
+    const int64_t p = ctx->cfg.page_rows;
+    return (gs->backup_hi / p + 1) * p;
+}
 
 static inline int bit_get(const uint64_t *b, int64_t i) { return (int)((b[i >> 6] >> (i & 63)) & 1u); }
 static inline void bit_set(uint64_t *b, int64_t i) { b[i >> 6] |= (uint64_t)1 << (i & 63); }
@@ -299,8 +338,12 @@ void host_span_release(dhs_ctx *ctx, void *p, size_t bytes);
 void host_span_put(dhs_ctx *ctx, void *p, size_t bytes);
 /* frees every cached span */
 void host_cache_drop(dhs_ctx *ctx);
-dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g);
-dhs_status backup_issue_round(dhs_ctx *ctx);
+/* all: every committed row (else only backup_due_hi's) */
+dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g, int all);
+/* the due rows of the round's requests whose positions reached due_n, in one copy (dhs_round_end) */
+dhs_status backup_issue_round(dhs_ctx *ctx, const int32_t *accepted);
+/* recomputes rq->due_n from its groups */
+void req_due_update(const dhs_ctx *ctx, request *rq);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
 dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
 /* residency.c: shared prefixes (dhs_request_open_shared in request.c). sspan_reserve makes room for n

@@ -244,6 +244,7 @@ static void import_release(dhs_ctx *ctx, request *rq)
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
     rq->tables_dirty = TABLES_ALL;
+    rq->due_n = 0;
 }
 
 /* Allocates everything an import of n_positions needs, so that placing it
@@ -441,6 +442,7 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
     }
     rq->n = n_positions;
     rq->imported = 1;
+    req_due_update(ctx, rq);
     dres_publish_request(ctx, slot);
     return DHS_OK;
 fail:
@@ -461,6 +463,7 @@ fail:
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
+    rq->due_n = 0;
     return st;
 }
 
@@ -564,16 +567,18 @@ static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
 }
 
 
-/* Issues the host backups of committed tail rows [backup_hi, hist_rows) on the
+/* Issues the host backups of committed tail rows [backup_hi, hi) on the
    side stream, in one copy with one ticket (done and wait are idempotent on a
    ticket), for every (request, group) of the span that has rows to back up and
    no backup in flight: requests `one`, or else ctx->req[rqi[0..nr)], groups
-   [g0, g1). On failure nothing is marked: the next round, or
-   backup_complete, retries. */
-static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, int32_t nr, int32_t g0, int32_t g1)
+   [g0, g1); hi = hist_rows (all) or backup_due_hi (the complete pages). On
+   failure nothing is marked: the next round, or backup_complete, retries. */
+static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, int32_t nr, int32_t g0, int32_t g1,
+                              int all)
 {
 #define SPAN_RQ(i) (one ? one : &ctx->req[rqi[i]])
-#define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= (gs)->hist_rows)
+#define SPAN_HI(gs) (all ? (gs)->hist_rows : backup_due_hi(ctx, (gs)))
+#define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= SPAN_HI(gs))
     int64_t tot = 0, n = 0;
     /* every request with rows to back up is listed until its backup completed, before anything can
        fail: a host-row allocation failing for one request leaves the others due too */
@@ -588,10 +593,10 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                dhs_status s = host_ensure(ctx, SPAN_RQ(i), g, &gs->src[si], gs->hist_rows);
+                dhs_status s = host_ensure(ctx, SPAN_RQ(i), g, &gs->src[si], SPAN_HI(gs));
                 if (s != DHS_OK) return s;
             }
-            tot += (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
+            tot += (SPAN_HI(gs) - gs->backup_hi) * ctx->grp_nsrc[g];
         }
     if (tot == 0) return DHS_OK;
     if (!ctx->be->payload_free) {
@@ -601,8 +606,9 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             for (int32_t g = g0; g < g1; g++) {
                 grp_state *gs = &SPAN_RQ(i)->g[g];
                 if (SPAN_SKIP(gs)) continue;
+                const int64_t hi = SPAN_HI(gs);
                 for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
-                    for (int64_t row = gs->backup_hi; row < gs->hist_rows; row++)
+                    for (int64_t row = gs->backup_hi; row < hi; row++)
                         ctx->pairs[n++] = (dhs_copy_pair){pool_row(ctx, tail_loc(ctx, &gs->src[si], row)),
                                                           host_row(ctx, &gs->src[si], row)};
             }
@@ -614,9 +620,9 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
         for (int32_t g = g0; g < g1; g++) {
             grp_state *gs = &SPAN_RQ(i)->g[g];
             if (SPAN_SKIP(gs)) continue;
-            int64_t rows = (gs->hist_rows - gs->backup_hi) * ctx->grp_nsrc[g];
+            const int64_t hi = SPAN_HI(gs), rows = (hi - gs->backup_hi) * ctx->grp_nsrc[g];
             gs->backup_ticket = t;
-            gs->backup_hi = gs->hist_rows;
+            gs->backup_hi = hi;
             ctx->st.backup_rows += (uint64_t)rows;
             ctx->st.backup_bytes += (uint64_t)rows * ctx->row_stride;
             if (!t) { /* completed at once */
@@ -626,17 +632,41 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
         }
     return DHS_OK;
 #undef SPAN_RQ
+#undef SPAN_HI
 #undef SPAN_SKIP
 }
 
 /* one group of one request */
-dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g) { return backup_span(ctx, rq, NULL, 1, g, g + 1); }
-
-/* every request and group of the round: one launch per round instead of one per
-   request and group (21 x C for GLM-5.3) */
-dhs_status backup_issue_round(dhs_ctx *ctx)
+dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g, int all)
 {
-    return backup_span(ctx, NULL, ctx->round_reqs, ctx->n_round, 0, ctx->arch.n_groups);
+    return backup_span(ctx, rq, NULL, 1, g, g + 1, all);
+}
+
+void req_due_update(const dhs_ctx *ctx, request *rq)
+{
+    int64_t due = INT64_MAX;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        const int64_t n = backup_next_due_rows(ctx, &rq->g[g]) * ctx->grp_m[g];
+        if (n < due) due = n;
+    }
+    rq->due_n = due;
+}
+
+/* The round's requests whose committed positions reached due_n (a page of some group completed, or a
+   backup that could not go out before): their due rows of every group in one launch. The rest cost one
+   comparison each: with page backups a decode round adds a row inside a page for 63 of 64 rounds. Called
+   with the round's commits in place (hist_rows) and rq->n not yet advanced (accepted: the round's). */
+dhs_status backup_issue_round(dhs_ctx *ctx, const int32_t *accepted)
+{
+    int32_t n_due = 0;
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        if (rq->n + accepted[i] + 1 >= rq->due_n) ctx->work_tmp[n_due++] = ctx->round_reqs[i];
+    }
+    if (n_due == 0) return DHS_OK;
+    dhs_status s = backup_span(ctx, NULL, ctx->work_tmp, n_due, 0, ctx->arch.n_groups, 0);
+    for (int32_t i = 0; i < n_due; i++) req_due_update(ctx, &ctx->req[ctx->work_tmp[i]]);
+    return s;
 }
 
 /* Marks a completed backup (the rows stay in the ring: tail_room moves
@@ -655,7 +685,7 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
             gs->backup_ticket = 0;
         }
         if (!force || gs->backed_hi >= gs->hist_rows) return;
-        if (backup_issue(ctx, rq, g) != DHS_OK) return;
+        if (backup_issue(ctx, rq, g, 1) != DHS_OK) return;
     }
 }
 
@@ -1033,12 +1063,13 @@ static int opt_any_busy(const grp_state *gs)
 }
 
 /* Whether housekeeping has anything left to do for the request: a copy in flight or committed rows
-   without a backup. */
+   due for a backup (backup_due_hi: with page backups the rows of a page not complete yet are not; they
+   go out with their page, or when something needs them on host). */
 static int work_outstanding(const dhs_ctx *ctx, const request *rq)
 {
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         const grp_state *gs = &rq->g[g];
-        if (gs->backup_ticket || gs->backup_hi < gs->hist_rows || gs->opt_busy > 0) return 1;
+        if (gs->backup_ticket || gs->backup_hi < backup_due_hi(ctx, gs) || gs->opt_busy > 0) return 1;
     }
     return 0;
 }
@@ -1075,7 +1106,7 @@ static void advance_all(dhs_ctx *ctx, int force)
                 for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
                     grp_state *gs = &rq->g[g];
                     backup_complete(ctx, rq, g, 0);
-                    due |= !gs->backup_ticket && gs->backup_hi < gs->hist_rows;
+                    due |= !gs->backup_ticket && gs->backup_hi < backup_due_hi(ctx, gs);
                     if (gs->opt_busy <= 0) continue;
                     for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
                         if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 0);
@@ -1091,7 +1122,8 @@ static void advance_all(dhs_ctx *ctx, int force)
         ctx->n_work = keep;
         /* committed rows whose backup could not go out before (a failed copy, or the last one still in
            flight when the round ended): one copy for all of them; on failure they stay listed and due */
-        if (n_issue > 0) (void)backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups);
+        if (n_issue > 0) (void)backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups, 0);
+        for (int32_t i = 0; i < n_issue; i++) req_due_update(ctx, &ctx->req[ctx->work_tmp[i]]);
         return;
     }
     for (int32_t i = 0; i < ctx->cfg.max_requests; i++) {
@@ -1109,7 +1141,7 @@ static void advance_all(dhs_ctx *ctx, int force)
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             grp_state *gs = &rq->g[g];
             backup_complete(ctx, rq, g, force);
-            if (!force) backup_issue(ctx, rq, g); /* retries a failed issue; no-op otherwise */
+            if (!force) backup_issue(ctx, rq, g, 0); /* retries a failed issue; no-op otherwise */
             if (!opt_any_busy(gs)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
                 if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, force);
@@ -1402,6 +1434,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
     }
     rq->n = n;
     rq->tables_dirty = TABLES_ALL;
+    req_due_update(ctx, rq);
     dres_publish_request(ctx, slot);
     return DHS_OK;
 }

@@ -304,10 +304,10 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
         ctx->st.accepted += (uint64_t)accepted[i];
         ctx->st.rejected_rows += (uint64_t)(rq->K - 1 - accepted[i]);
     }
-    /* the committed tail rows of every request and group to the host, in one copy (a
-       failure is retried at the next round) */
+    /* the tail rows that fell due (complete pages, see backup_due_hi) of the requests that reached
+       their due_n, to the host in one copy (a failure is retried at the next round's housekeeping) */
     const uint64_t tb = hp_now();
-    (void)backup_issue_round(ctx);
+    (void)backup_issue_round(ctx, accepted);
     hp_add(ctx, DHS_HP_BACKUP, tb);
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];

@@ -25,6 +25,10 @@
  * 5. dhs_get_host_time: one call counted per call of each timed function and
  *    per sub-phase of a round, a sub-phase's time within its call's, nothing
  *    after dhs_reset_stats, refusals for NULL.
+ * 6. Page backups: a round end issues the backup of a page when it completes
+ *    and nothing else; the ring never waits when tail_rows leaves room; after
+ *    dhs_sync every committed row is on host with its bytes.
+ * 7. Sharing a prefix whose last page is incomplete gives the child every row.
  */
 #include "test_help.h"
 
@@ -53,6 +57,7 @@ static dhs_arch arch2(void)
 }
 
 static int64_t g_max_rows = 400; /* backup_fault_lists_all needs more */
+static int32_t g_tail_rows = 8;  /* page_backups: 16 leaves room for copies up to 3 rounds late */
 
 static dhs_config cfg2(void)
 {
@@ -62,7 +67,7 @@ static dhs_config cfg2(void)
     c.spec_width = KMAX;
     c.page_rows = 4;
     c.hot_rows = 16;
-    c.tail_rows = 8;
+    c.tail_rows = g_tail_rows;
     c.max_rows = g_max_rows;
     c.policy = DHS_POLICY_CLOCK;
     c.repop_pages = 2;
@@ -353,10 +358,12 @@ static void backup_fault_lists_all(void)
     }
     CHECKF(bad == 0, "%ld calls failed", bad);
     CHECKF(dhs_backend_faults_injected(s.be) == 1, "the fault was %s", dhs_backend_faults_injected(s.be) ? "hit" : "not hit");
+    /* every complete page backed up by housekeeping alone (the rows of the page not complete yet go out
+       with it, or when something needs them on host) */
     for (int i = 0; i < 2; i++)
         for (int32_t g = 0; g < 2; g++) {
             const grp_state *gs = &s.ctx->req[r[i].id].g[g];
-            CHECKF(gs->backed_hi == gs->hist_rows, "request %d group %d backed up to %lld of %lld", i, g,
+            CHECKF(gs->backed_hi == backup_due_hi(s.ctx, gs), "request %d group %d backed up to %lld of %lld", i, g,
                    (long long)gs->backed_hi, (long long)gs->hist_rows);
         }
     free(rows);
@@ -432,6 +439,166 @@ static void host_time(void)
     drop(&s);
 }
 
+/* ---------------------------------------------------------------- page backups */
+static const dhs_backend_ops *pb_inner;
+static dhs_backend_ops pb_ops;
+static uint64_t pb_waits;
+static dhs_status pb_wait(dhs_backend *be, dhs_ticket t)
+{
+    pb_waits++;
+    return pb_inner->wait(be, t);
+}
+
+/* every committed row of request r (rows < hist_rows of every source) on host with the bytes written */
+static void check_host_rows(dhs_ctx *ctx, const request *rq, uint64_t uid, const char *what)
+{
+    uint8_t want[RB];
+    long bad = 0;
+    for (int32_t g = 0; g < 2; g++) {
+        const grp_state *gs = &rq->g[g];
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+            for (int64_t row = 0; row < gs->hist_rows; row++) {
+                fill(want, uid, ctx->grp_srcs[g][si], row);
+                if (!bit_get(gs->host_valid, row) || memcmp(host_row(ctx, &gs->src[si], row), want, RB)) bad++;
+            }
+    }
+    CHECKF(bad == 0, "%s: %ld committed rows without their bytes on host", what, bad);
+}
+
+/* 6. Page backups. One request (an import of 6 rows: a partial page) runs rounds of random speculation
+   (K in 1..KMAX, a random number accepted) and writes distinct bytes per row and source. After every
+   round end, per group: the round end issues nothing or up to the end of the complete pages (backup_due_hi:
+   a round that completes no page issues nothing), and they are issued unless a backup is still in flight (then
+   housekeeping issues the rest); the rows counted in backup_rows are the rows issued. With tail_rows 16
+   (page 4, speculation 2: 10 rows of slack) dhs_round_begin never waits for a copy up to 3 rounds late;
+   with 8 it may wait but the ring never overwrites an unbacked row (the invariants). dhs_sync then puts
+   every committed row on host with its bytes. */
+static void page_backups(uint64_t seed, int delay, int32_t tail_rows)
+{
+    side s;
+    g_tail_rows = tail_rows;
+    int bad_make = make(&s, delay, 0);
+    g_tail_rows = 8;
+    if (bad_make) {
+        CHECKF(0, "setup");
+        return;
+    }
+    CHECKF(s.ctx->page_backups == 1, "tail_rows %d: page backups off", tail_rows);
+    pb_inner = s.be->ops;
+    pb_ops = *pb_inner;
+    pb_ops.wait = pb_wait;
+    s.be->ops = &pb_ops;
+    const uint64_t uid = 77;
+    uint8_t *rows = calloc(6, RB), buf[KMAX * RB];
+    const void *rp[3];
+    for (int32_t src = 0; src < 3; src++) {
+        uint8_t *b = calloc(6, RB);
+        for (int64_t row = 0; row < 6; row++) fill(b + row * RB, uid, src, row);
+        rp[src] = b;
+    }
+    dhs_req r;
+    CHECK_ST(dhs_request_open(s.ctx, 380, &r), DHS_OK);
+    CHECK_ST(dhs_request_import(s.ctx, r, 6, rp, DHS_IMPORT_HOST), DHS_OK);
+    const request *rq = &s.ctx->req[r.id];
+    uint64_t rng = seed;
+    long waited = 0, pages = 0, quiet = 0;
+    int64_t n = 6;
+    while (n + KMAX < 380) {
+        int32_t K = (int32_t)dhs_rng_range(&rng, 1, KMAX), acc = (int32_t)dhs_rng_below(&rng, K);
+        dhs_stats st0, st1;
+        CHECK_ST(dhs_get_stats(s.ctx, &st0), DHS_OK);
+        int64_t hi0[2] = {rq->g[0].backup_hi, rq->g[1].backup_hi};
+        const uint64_t w0 = pb_waits;
+        if (dhs_round_begin(s.ctx, 1, &r, &K) != DHS_OK) {
+            CHECKF(0, "dhs_round_begin at %lld positions", (long long)n);
+            break;
+        }
+        waited += pb_waits != w0;
+        CHECK_INV(s.ctx);
+        for (int32_t src = 0; src < 3; src++) {
+            for (int32_t j = 0; j < K; j++) fill(buf + j * RB, uid, src, n + j);
+            CHECK_ST(dhs_write_rows(s.ctx, r, src, n, K, buf), DHS_OK);
+        }
+        /* what the round end issues, counted from here: housekeeping's issues came before */
+        CHECK_ST(dhs_get_stats(s.ctx, &st0), DHS_OK);
+        hi0[0] = rq->g[0].backup_hi, hi0[1] = rq->g[1].backup_hi;
+        CHECK_ST(dhs_round_end(s.ctx, &acc), DHS_OK);
+        CHECK_INV(s.ctx);
+        n += acc + 1;
+        CHECK_ST(dhs_get_stats(s.ctx, &st1), DHS_OK);
+        uint64_t issued = 0;
+        for (int32_t g = 0; g < 2; g++) {
+            const grp_state *gs = &rq->g[g];
+            const int64_t due = backup_due_hi(s.ctx, gs);
+            CHECKF(gs->backup_hi == hi0[g] || gs->backup_hi == due, "delay %d, T %d, %lld positions, group %d: the "
+                   "round end issued rows %lld to %lld, the complete pages end at %lld", delay, tail_rows, (long long)n, g,
+                   (long long)hi0[g], (long long)gs->backup_hi, (long long)due);
+            CHECKF(gs->backup_hi >= due || gs->backup_ticket, "delay %d, T %d, %lld positions, group %d: complete "
+                   "pages to %lld, backups issued to %lld, none in flight", delay, tail_rows, (long long)n, g,
+                   (long long)due, (long long)gs->backup_hi);
+            issued += (uint64_t)(gs->backup_hi - hi0[g]) * (uint64_t)s.ctx->grp_nsrc[g];
+        }
+        CHECKF(st1.backup_rows - st0.backup_rows == issued, "%lld positions: %llu rows counted, %llu issued",
+               (long long)n, (unsigned long long)(st1.backup_rows - st0.backup_rows), (unsigned long long)issued);
+        if (issued) pages++;
+        else quiet++;
+    }
+    if (tail_rows >= 16) CHECKF(waited == 0, "delay %d, T %d: dhs_round_begin waited for a backup in %ld rounds", delay,
+                                tail_rows, waited);
+    CHECKF(pages > 0 && quiet > pages, "delay %d, T %d: %ld rounds issued a backup, %ld did not", delay, tail_rows, pages,
+           quiet);
+    CHECK_ST(dhs_sync(s.ctx), DHS_OK);
+    CHECK_INV(s.ctx);
+    for (int32_t g = 0; g < 2; g++)
+        CHECKF(rq->g[g].backed_hi == rq->g[g].hist_rows, "after dhs_sync: group %d backed up to %lld of %lld", g,
+               (long long)rq->g[g].backed_hi, (long long)rq->g[g].hist_rows);
+    check_host_rows(s.ctx, rq, uid, "after dhs_sync");
+    for (int32_t src = 0; src < 3; src++) free((void *)rp[src]);
+    free(rows);
+    drop(&s);
+}
+
+/* 7. A shared prefix of a parent whose last page is not complete (its rows not backed up by the round
+   ends): dhs_request_open_shared must still give the child every committed row, with its bytes */
+static void page_backups_share(int delay)
+{
+    side s;
+    if (make(&s, delay, 0)) {
+        CHECKF(0, "setup");
+        return;
+    }
+    const uint64_t uid = 91;
+    const void *rp[3];
+    for (int32_t src = 0; src < 3; src++) {
+        uint8_t *b = calloc(8, RB);
+        for (int64_t row = 0; row < 8; row++) fill(b + row * RB, uid, src, row);
+        rp[src] = b;
+    }
+    dhs_req r, c;
+    CHECK_ST(dhs_request_open(s.ctx, 100, &r), DHS_OK);
+    CHECK_ST(dhs_request_import(s.ctx, r, 8, rp, DHS_IMPORT_HOST), DHS_OK);
+    int32_t K = 1, acc = 0;
+    uint8_t buf[RB];
+    for (int64_t t = 8; t < 8 + 4 * 5 + 3; t++) { /* 5 pages and 3 rows */
+        CHECK_ST(dhs_round_begin(s.ctx, 1, &r, &K), DHS_OK);
+        for (int32_t src = 0; src < 3; src++) {
+            fill(buf, uid, src, t);
+            CHECK_ST(dhs_write_rows(s.ctx, r, src, t, 1, buf), DHS_OK);
+        }
+        CHECK_ST(dhs_round_end(s.ctx, &acc), DHS_OK);
+        CHECK_INV(s.ctx);
+    }
+    const request *pq = &s.ctx->req[r.id];
+    CHECKF(pq->g[0].backup_hi < pq->g[0].hist_rows, "the parent's last rows were backed up by the round ends (%lld of %lld)",
+           (long long)pq->g[0].backup_hi, (long long)pq->g[0].hist_rows);
+    CHECK_ST(dhs_request_open_shared(s.ctx, r, 31, 60, &c), DHS_OK);
+    CHECK_INV(s.ctx);
+    check_host_rows(s.ctx, pq, uid, "parent after sharing");
+    check_host_rows(s.ctx, &s.ctx->req[c.id], uid, "child");
+    for (int32_t src = 0; src < 3; src++) free((void *)rp[src]);
+    drop(&s);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -443,5 +610,10 @@ int main(void)
     named_stamp_wrap();
     backup_fault_lists_all();
     host_time();
+    for (int d = 0; d <= 3; d++) {
+        page_backups(dhs_mix64(seed + 11 + (uint64_t)d), d, 16);
+        page_backups(dhs_mix64(seed + 17 + (uint64_t)d), d, 8);
+        page_backups_share(d);
+    }
     return th_summary();
 }
