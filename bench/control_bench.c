@@ -14,11 +14,16 @@
  * launches, publishes): on the H200 host each such call costs host time the
  * CPU backend does not show (--call-us adds a busy wait per call to model it).
  *
- * Baseline in the same process: each configuration runs twice from the same
- * setup, first with the full sweep the incremental housekeeping replaced (every open request and group visited each
- * round, every fence queried per request and group: dhs_ctx's full_sweep,
- * kept for this comparison only), then with the library's incremental path.
- * Figures are medians over the rounds; ratios are full / incremental.
+ * Baselines in the same process: each configuration runs three times from the
+ * same setup: "full-sweep", the housekeeping before the work list (every open
+ * request and group visited each round, every fence queried per request and
+ * group: dhs_ctx's full_sweep) with every committed row backed up at its round
+ * end; "per-round", the work list with every committed row backed up at its
+ * round end (dhs_ctx.page_backups = 0: every request on the list every round);
+ * then the library's path, "per-page": a group's tail rows are backed up when
+ * their page completes. Both knobs are kept for this comparison only. Figures
+ * are medians over the rounds (bk_rows: mean rows backed up per round);
+ * ratios are per-round / per-page.
  *
  * On the CUDA backend (--backend cuda) the same rounds run against real
  * pinned host rows (imported from one zero buffer) and device pools, so the
@@ -32,6 +37,7 @@
  * Usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N]
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
  *                      [--backend cpu|cuda] [--resolver host|device]
+ *                      [--mode full-sweep|per-round|per-page]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -132,6 +138,7 @@ typedef struct {
     uint64_t calls[3][K_N];
     double call_s[3][K_N]; /* host seconds in each kind of backend call */
     int64_t rounds;
+    uint64_t bk0, bk1;     /* backup_rows after the warm-up and at the end */
 } phase_sum;
 
 static int cmp_d(const void *a, const void *b)
@@ -161,7 +168,7 @@ static int parse_list(const char *s, long *out, int max)
     return n;
 }
 
-static int run_one(long C, long context, long rounds, double hist_frac, long async_delay, int full, int cuda,
+static int run_one(long C, long context, long rounds, double hist_frac, long async_delay, int mode, int cuda,
                    int dev_res, phase_sum *ps)
 {
     dhs_backend *be;
@@ -207,6 +214,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     c.device_bytes = z.min_device_bytes + (uint64_t)(C - 1) * z.request_bytes + (uint64_t)(hist_frac * (double)C * (double)hist);
     dhs_ctx *ctx;
     if (dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK) { dhs_backend_destroy(be); return -1; }
+    ctx->page_backups = mode == 2 && ctx->page_backups; /* before any import: due_n follows the policy */
     dhs_req *r = calloc((size_t)C, sizeof *r);
     int32_t *K = malloc(sizeof(int32_t) * (size_t)C), *acc = calloc((size_t)C, sizeof(int32_t));
     int32_t loc[1];
@@ -228,7 +236,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
             dhs_request_import(ctx, r[i], context, rows, DHS_IMPORT_HOST) != DHS_OK)
             rc = -1;
     }
-    ctx->full_sweep = full;
+    ctx->full_sweep = mode == 0;
     for (long t = 0; t < rounds + 4 && !rc; t++) {
         uint64_t c0[K_N], c1[K_N], c2[K_N], c3[K_N];
         double s0[K_N], s1[K_N], s2[K_N], s3[K_N];
@@ -259,6 +267,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         double t3 = now_s();
         memcpy(c3, calls, sizeof calls);
         memcpy(s3, call_s, sizeof call_s);
+        if (t == 3) ps->bk0 = ctx->st.backup_rows;
         if (t < 4) continue; /* warm-up: the first backups, the ring's first wrap */
         ps->us[0][ps->rounds] = 1e6 * (t1 - t0);
         ps->us[1][ps->rounds] = 1e6 * (t2 - t1);
@@ -273,6 +282,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         }
         ps->rounds++;
     }
+    ps->bk1 = ctx->st.backup_rows;
     if (!rc && dhs_check_invariants(ctx, msg, sizeof msg) != 0) {
         fprintf(stderr, "control_bench: invariants: %s\n", msg);
         rc = -5;
@@ -297,25 +307,26 @@ int main(int argc, char **argv)
 {
     long Cs[16] = {2, 20, 64, 256}, nC = 4, context = 100000, rounds = 32, async_delay = 2;
     double hist_frac = 0.1;
-    int cuda = 0, dev_res = 0;
+    int cuda = 0, dev_res = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
-                 "                     [--resolver host|device]\n"
+                 "                     [--resolver host|device] [--mode full-sweep|per-round|per-page]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
                  "  geometry (78 sources, 21 groups, k 2048) on the payload-free CPU backend; each\n"
-                 "  configuration runs the full-sweep baseline, then the incremental path (medians;\n"
-                 "  ratios in the same process). --call-us: a busy wait per backend call (what a CUDA call costs on the\n"
+                 "  configuration runs the full-sweep and per-round baselines (every committed row backed\n"
+                 "  up at its round end), then the library's page backups (medians, means of begin and end,\n"
+                 "  rows backed up per round; ratios per-round / per-page in the same process). --call-us: a busy wait per backend call (what a CUDA call costs on the\n"
                  "  serving host); --history-on-device: the fraction of the C histories the device\n"
                  "  budget holds (default 0.1); --async-delay: rounds a copy takes (default 2);\n"
                  "  --backend cuda: the CUDA backend with real pinned host rows (an import of C x context x 78\n"
                  "  rows of 656 B: keep C x context small enough for host memory), host time per call kind\n"
                  "  printed; --resolver device: the device resolver's control plane (publishes, the\n"
-                 "  round end's wait and promote; no resolves are issued)");
+                 "  round end's wait and promote; no resolves are issued); --mode: that policy only");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -338,6 +349,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--resolver")) {
             if (strcmp(v, "host") && strcmp(v, "device")) { fprintf(stderr, "control_bench: bad --resolver %s\n", v); return 2; }
             dev_res = !strcmp(v, "device");
+        } else if (!strcmp(a, "--mode")) {
+            only = !strcmp(v, "full-sweep") ? 0 : !strcmp(v, "per-round") ? 1 : !strcmp(v, "per-page") ? 2 : -2;
+            if (only == -2) { fprintf(stderr, "control_bench: bad --mode %s\n", v); return 2; }
         } else if (!strcmp(a, "--call-us")) {
             call_us = strtod(v, &end);
             if (*end || call_us < 0 || call_us > 1000) { fprintf(stderr, "control_bench: bad --call-us\n"); return 2; }
@@ -353,11 +367,15 @@ int main(int argc, char **argv)
     printf("control_bench: context %ld, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
            "backend %s, resolver %s\n",
            context, rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu", dev_res ? "device" : "host");
-    printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode", "begin_us",
-           "caller_us", "end_us", "total_us", "b_calls", "c_calls", "e_calls");
+    printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
+           "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
-        double med[2][3];
-        for (int m = 1; m >= 0; m--) { /* the baseline first, then the incremental path, same setup */
+        double med[3][3], mean[3][3];
+        static const char *mode_name[3] = {"full-sweep", "per-round", "per-page"};
+        memset(med, 0, sizeof med);
+        memset(mean, 0, sizeof mean);
+        for (int m = 0; m < 3; m++) { /* the baselines first, then the library's path, same setup */
+            if (only >= 0 && m != only) continue;
             phase_sum p;
             memset(&p, 0, sizeof p);
             for (int ph = 0; ph < 3; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
@@ -365,12 +383,14 @@ int main(int argc, char **argv)
             if (rc) { fprintf(stderr, "control_bench: C = %ld failed (%d)\n", Cs[ci], rc); return 1; }
             double n = (double)p.rounds;
             for (int ph = 0; ph < 3; ph++) {
+                mean[m][ph] = 0;
+                for (int64_t i = 0; i < p.rounds; i++) mean[m][ph] += p.us[ph][i] / n;
                 med[m][ph] = median(p.us[ph], p.rounds);
                 free(p.us[ph]);
             }
-            printf("%6ld %-11s %9.1f %9.1f %9.1f %9.1f | %7.1f %7.1f %7.1f |", Cs[ci], m ? "full-sweep" : "incremental",
-                   med[m][0], med[m][1], med[m][2], med[m][0] + med[m][1] + med[m][2], tot_calls(&p, 0) / n,
-                   tot_calls(&p, 1) / n, tot_calls(&p, 2) / n);
+            printf("%6ld %-11s %9.1f %9.1f %9.1f %9.1f | %7.1f %7.1f %7.1f | %7.1f %7.1f %8.1f |", Cs[ci], mode_name[m],
+                   med[m][0], med[m][1], med[m][2], med[m][0] + med[m][1] + med[m][2], mean[m][0], mean[m][2],
+                   (double)(p.bk1 - p.bk0) / n, tot_calls(&p, 0) / n, tot_calls(&p, 1) / n, tot_calls(&p, 2) / n);
             for (int k = 0; k < K_N; k++)
                 if (p.calls[0][k]) printf(" %s %.1f", k_names[k], (double)p.calls[0][k] / n);
             printf("\n");
@@ -388,9 +408,11 @@ int main(int argc, char **argv)
                 printf("\n");
             }
         }
-        printf("%6ld %-11s %9.2f %9s %9.2f %9.2f   (full-sweep / incremental, medians)\n", Cs[ci], "ratio",
-               med[0][0] > 0 ? med[1][0] / med[0][0] : 0.0, "", med[0][2] > 0 ? med[1][2] / med[0][2] : 0.0,
-               (med[1][0] + med[1][1] + med[1][2]) / (med[0][0] + med[0][1] + med[0][2]));
+        if (only < 0)
+        printf("%6ld %-11s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-round / per-page: medians | means)\n", Cs[ci],
+               "ratio", med[2][0] > 0 ? med[1][0] / med[2][0] : 0.0, "", med[2][2] > 0 ? med[1][2] / med[2][2] : 0.0,
+               (med[1][0] + med[1][1] + med[1][2]) / (med[2][0] + med[2][1] + med[2][2]),
+               mean[2][0] > 0 ? mean[1][0] / mean[2][0] : 0.0, mean[2][2] > 0 ? mean[1][2] / mean[2][2] : 0.0);
         fflush(stdout);
     }
     return 0;

@@ -109,9 +109,9 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
            on host (a failed or aborted import gave it all back) */
         for (int32_t g = 0; !rq->imported && !rq->in_round && g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
-            if (gs->hist_rows || gs->tail_lo || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
+            if ((*gs->hist) || gs->tail_lo || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
                 fail(&v, "import: request %d group %d not imported holds rows (hist %lld, optional %lld)", slot, g,
-                     (long long)gs->hist_rows, (long long)gs->opt_held);
+                     (long long)(*gs->hist), (long long)gs->opt_held);
             for (int64_t w = 0; w <= ctx->grp_max_rows[g] / 64; w++)
                 if (gs->host_valid[w]) {
                     fail(&v, "import: request %d group %d not imported has host row %lld valid", slot, g, (long long)(w * 64));
@@ -123,7 +123,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                      slot, g, (long long)gs->n_opt_pages, (long long)rq->import_n, rq->importing);
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 const src_state *ss = &gs->src[si];
-                if (ss->written_hi) fail(&v, "import: request %d group %d not imported has rows written", slot, g);
+                if ((*ss->wr)) fail(&v, "import: request %d group %d not imported has rows written", slot, g);
                 if (!rq->importing && ss->n_host_chunks)
                     fail(&v, "import: request %d group %d holds %lld host chunks without an import", slot, g,
                          (long long)ss->n_host_chunks);
@@ -144,7 +144,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 occupied++;
                 if (row >= ctx->grp_max_rows[g] || gs->slot_of[row] != q)
                     fail(&v, "index: request %d group %d slot %d holds row %lld but slot_of disagrees", slot, g, q, (long long)row);
-                if (row >= gs->hist_rows) fail(&v, "hot slot %d of request %d holds uncommitted row %lld", q, slot, (long long)row);
+                if (row >= (*gs->hist)) fail(&v, "hot slot %d of request %d holds uncommitted row %lld", q, slot, (long long)row);
                 else if (!bit_get(gs->host_valid, row)) fail(&v, "hot row %lld of request %d has no host copy", (long long)row, slot);
             }
             if (gs->prot_epoch) {
@@ -166,9 +166,9 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             }
             if (mapped != occupied) fail(&v, "index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
             /* tail window */
-            if (!(gs->tail_lo <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= gs->hist_rows))
+            if (!(gs->tail_lo <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
                 fail(&v, "tail: request %d group %d tail_lo %lld backed_hi %lld backup_hi %lld hist %lld", slot, g,
-                     (long long)gs->tail_lo, (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)gs->hist_rows);
+                     (long long)gs->tail_lo, (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)(*gs->hist));
             /* rows the ring keeps after their backup completed have their host copy */
             for (int64_t row = gs->tail_lo; row < gs->backed_hi; row++)
                 if (!bit_get(gs->host_valid, row)) {
@@ -176,14 +176,14 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     break;
                 }
             for (int32_t si = 0; si < nsrc; si++)
-                if (gs->src[si].written_hi - gs->tail_lo > c->tail_rows)
+                if ((*gs->src[si].wr) - gs->tail_lo > c->tail_rows)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
-                         (long long)(gs->src[si].written_hi - gs->tail_lo), c->tail_rows);
+                         (long long)((*gs->src[si].wr) - gs->tail_lo), c->tail_rows);
             /* housekeeping's work list holds every request with something to complete or issue */
             if ((gs->backup_ticket || gs->backup_hi < backup_due_hi(ctx, gs) || gs->opt_busy > 0) && !ctx->work_on[slot])
                 fail(&v, "work: request %d group %d has a copy in flight or rows to back up (ticket %llu, backup_hi "
                      "%lld, hist %lld, %lld optional pages busy) but is not on the work list", slot, g,
-                     (unsigned long long)gs->backup_ticket, (long long)gs->backup_hi, (long long)gs->hist_rows,
+                     (unsigned long long)gs->backup_ticket, (long long)gs->backup_hi, (long long)(*gs->hist),
                      (long long)gs->opt_busy);
             /* the round end looks at the request no later than the position at which the group has rows
                due: a due_n above it would leave a completed page without its backup */
@@ -221,7 +221,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 fail(&v, "opt: request %d group %d has %lld pages with a copy in flight, counter %lld", slot, g,
                      (long long)busy, (long long)gs->opt_busy);
             /* I1: every committed row is ready on the device or has a host copy */
-            for (int64_t row = 0; row < gs->hist_rows; row++) {
+            for (int64_t row = 0; row < (*gs->hist); row++) {
                 if (row >= gs->tail_lo) break; /* tail rows are ready */
                 if (bit_get(gs->host_valid, row)) continue;
                 int64_t hp = row / p;
@@ -242,9 +242,9 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     }
                     if (!borrowed) continue;
                     const int64_t r1 = (i + 1) * HOST_CHUNK_ROWS;
-                    if (r1 > gs->hist_rows) {
+                    if (r1 > (*gs->hist)) {
                         fail(&v, "share: request %d group %d borrows host chunk %lld past its %lld committed rows", slot, g,
-                             (long long)i, (long long)gs->hist_rows);
+                             (long long)i, (long long)(*gs->hist));
                         break;
                     }
                     for (int64_t row = i * HOST_CHUNK_ROWS; row < r1; row++)

@@ -137,6 +137,7 @@ static void ctx_free_all(dhs_ctx *ctx)
     ctx_free(ctx, ctx->grp_nsrc, (size_t)ng, sizeof(int32_t));
     ctx_free(ctx, ctx->grp_max_rows, (size_t)ng, sizeof(int64_t));
     ctx_free(ctx, ctx->src_grp_idx, (size_t)ctx->arch.n_sources, sizeof(int32_t));
+    ctx_free(ctx, ctx->grp_src0, (size_t)ng, sizeof(int32_t));
     ctx_free(ctx, ctx->free_pages, (size_t)ctx->n_pages, sizeof(int32_t));
     ctx_free(ctx, ctx->page_use, (size_t)ctx->n_pages, 1);
     ctx_free(ctx, ctx->page_owner, (size_t)ctx->n_pages, sizeof(int32_t));
@@ -278,13 +279,16 @@ dhs_status dhs_ctx_create(const dhs_arch *arch, const dhs_config *cfg, dhs_backe
     ctx->grp_srcs = ctx_calloc(ctx, (size_t)ng, sizeof(int32_t *));
     ctx->grp_max_rows = ctx_calloc(ctx, (size_t)ng, sizeof(int64_t));
     ctx->src_grp_idx = ctx_calloc(ctx, (size_t)ns, sizeof(int32_t));
-    if (!ctx->grp_m || !ctx->grp_nsrc || !ctx->grp_srcs || !ctx->grp_max_rows || !ctx->src_grp_idx) goto nomem;
+    ctx->grp_src0 = ctx_calloc(ctx, (size_t)ng, sizeof(int32_t));
+    if (!ctx->grp_m || !ctx->grp_nsrc || !ctx->grp_srcs || !ctx->grp_max_rows || !ctx->src_grp_idx || !ctx->grp_src0)
+        goto nomem;
     for (int i = 0; i < ns; i++) {
         const dhs_source_desc *d = &arch->sources[i];
         ctx->src_grp_idx[i] = ctx->grp_nsrc[d->group]++;
         ctx->grp_m[d->group] = (int32_t)d->m;
         if (d->row_bytes > ctx->row_stride) ctx->row_stride = d->row_bytes;
     }
+    for (int g = 1; g < ng; g++) ctx->grp_src0[g] = ctx->grp_src0[g - 1] + ctx->grp_nsrc[g - 1];
     for (int g = 0; g < ng; g++) {
         ctx->grp_srcs[g] = ctx_calloc(ctx, (size_t)ctx->grp_nsrc[g], sizeof(int32_t));
         if (!ctx->grp_srcs[g]) goto nomem;

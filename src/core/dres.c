@@ -831,7 +831,7 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
                     dfail(&v, "device index: request %d group %d slot %d holds row %d but slot_of disagrees", r, g, q, row);
                     continue;
                 }
-                if (row >= gs->hist_rows) dfail(&v, "device: hot slot %d of request %d holds uncommitted row %d", q, r, row);
+                if (row >= (*gs->hist)) dfail(&v, "device: hot slot %d of request %d holds uncommitted row %d", q, r, row);
                 else if (!bit_get(gs->host_valid, row)) dfail(&v, "device: hot row %d of request %d has no host copy (I1)", row, r);
             }
             if (prot != meta[DRES_M_NPROT] && meta[DRES_M_PROT_EPOCH] != 0)

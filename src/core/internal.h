@@ -39,7 +39,8 @@ typedef struct src_state {
                               this request maps are in its table; every row of them is committed, valid on
                               host and never written again) */
     int64_t n_host_chunks;
-    int64_t written_hi;    /* rows < written_hi hold valid bytes for this source */
+    int64_t *wr;           /* rows < *wr hold valid bytes for this source (its written high-water mark); points
+                              into request.cm, so the round end's commit walks one array per request */
 } src_state;
 
 typedef struct grp_state {
@@ -54,7 +55,7 @@ typedef struct grp_state {
     int32_t n_free;
     void *pol;          /* policy state */
     /* history and tail (rows of this group's sources) */
-    int64_t hist_rows;     /* committed complete rows */
+    int64_t *hist;         /* committed complete rows (*hist); points into request.cm like src_state.wr */
     int64_t import_rows;   /* complete rows that came from import (optional-eligible) */
     /* the tail ring serves rows [tail_lo, written_hi) (at most tail_rows). It keeps
        committed rows after their host copy completed, until the ring needs their
@@ -110,6 +111,11 @@ typedef struct request {
                            whose grp_state.tables_dirty is set; TABLES_ALL: every group (a new request
                            in the slot, an import given back) */
     grp_state *g;       /* [n_groups] */
+    /* the fields the round end reads and writes for every group and source, contiguous so that a commit
+       touches a few cache lines per request instead of one per group and source: cm[g] is group g's
+       committed rows (grp_state.hist), cm[n_groups + ctx->grp_src0[g] + si] source si's written rows
+       (src_state.wr) */
+    int64_t *cm;        /* [n_groups + n_sources] */
 } request;
 
 typedef struct arena {
@@ -137,6 +143,8 @@ struct dhs_ctx {
     int32_t *grp_nsrc;      /* [n_groups] */
     int32_t **grp_srcs;     /* [n_groups][nsrc] source ids */
     int32_t *src_grp_idx;   /* [n_sources] index of the source within its group */
+    int32_t *grp_src0;      /* [n_groups] the first source of group g in request.cm's source part (sum of
+                               grp_nsrc before g) */
     uint32_t row_stride;    /* pool row bytes */
     int64_t *grp_max_rows;  /* [n_groups] */
 
@@ -286,9 +294,9 @@ static inline int page_backups_fit(const dhs_config *c)
    sharing: backup_complete with force backs up every committed row). */
 static inline int64_t backup_due_hi(const dhs_ctx *ctx, const grp_state *gs)
 {
-    if (!ctx->page_backups) return gs->hist_rows;
+    if (!ctx->page_backups) return *gs->hist;
     const int64_t p = ctx->cfg.page_rows;
-    return gs->hist_rows / p * p;
+    return *gs->hist / p * p;
 }
 
 /* The committed rows of a group at which its next rows fall due (backup_due_hi > backup_hi). */

@@ -62,6 +62,8 @@ void request_free_all(dhs_ctx *ctx, request *rq)
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g, t);
         ctx_free(ctx, rq->g, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     }
+    ctx_free(ctx, rq->cm, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    rq->cm = NULL;
     rq->g = NULL;
     rq->in_use = 0;
 }
@@ -75,6 +77,9 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     rq->g = ctx_calloc(ctx, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     if (!rq->g) return DHS_ERR_NOMEM;
     rq->in_use = 1; /* so request_free_all frees partial state */
+    rq->cm = ctx_calloc(ctx, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    if (!rq->cm) return DHS_ERR_NOMEM;
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].hist = &rq->cm[g];
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         const int32_t B = grp_hot_rows(ctx, g);
@@ -89,6 +94,8 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
         gs->host_valid = ctx_calloc(ctx, (size_t)(mr / 64 + 1), sizeof(uint64_t));
         gs->pol = ctx_calloc(ctx, ctx->pol->state_bytes(B), 1);
         gs->src = ctx_calloc(ctx, (size_t)ctx->grp_nsrc[g], sizeof(src_state));
+        for (int32_t si = 0; gs->src && si < ctx->grp_nsrc[g]; si++)
+            gs->src[si].wr = &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si];
         if (!gs->slot_of || !gs->row_of || !gs->prot || !gs->fill || !gs->free_slots || !gs->host_valid || !gs->pol ||
             !gs->src)
             return DHS_ERR_NOMEM;
@@ -242,11 +249,11 @@ dhs_status block_rows_check(const dhs_ctx *ctx, const request *rq, int32_t sourc
     const int64_t hi = (rq->n + rq->K + m - 1) / m; /* rows touched by the block */
     /* compared without forming first_row + n_rows: any int64 first_row and
        int32 n_rows are checked without overflow (hist_rows >= 0, hi small) */
-    if (n_rows < 0 || first_row < gs->hist_rows || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
+    if (n_rows < 0 || first_row < (*gs->hist) || first_row > hi || n_rows > hi - first_row) return DHS_ERR_ROW_RANGE;
     /* no gap: written_hi is a high-water mark, so a range starting past the
        first unwritten row would make the rows before it count as written
        (resolvable, committed) with bytes nobody wrote */
-    if (first_row > gs->src[ctx->src_grp_idx[source]].written_hi) return DHS_ERR_ROW_RANGE;
+    if (first_row > *gs->src[ctx->src_grp_idx[source]].wr) return DHS_ERR_ROW_RANGE;
     /* The tail ring holds rows [tail_lo, tail_lo + tail_rows): rows awaiting
        their host copy and rows handed out as tail locations this round are
        all >= tail_lo, which stays put for the whole round. dhs_round_begin
@@ -288,7 +295,7 @@ dhs_status dhs_write_rows(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first
         if (s != DHS_OK) return s;
         i += run;
     }
-    if (first_row + n_rows > gs->src[si].written_hi) gs->src[si].written_hi = first_row + n_rows;
+    if (first_row + n_rows > (*gs->src[si].wr)) (*gs->src[si].wr) = first_row + n_rows;
     return DHS_OK;
 }
 
@@ -316,6 +323,6 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
         loc[i] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
     }
     src_state *sw = &gs->src[ctx->src_grp_idx[source]];
-    if (first_row + n_rows > sw->written_hi) sw->written_hi = first_row + n_rows;
+    if (first_row + n_rows > (*sw->wr)) (*sw->wr) = first_row + n_rows;
     return DHS_OK;
 }

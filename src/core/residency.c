@@ -433,12 +433,12 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
                 row += run;
             }
         }
-        gs->hist_rows = hist;
+        (*gs->hist) = hist;
         gs->import_rows = hist;
         gs->tail_lo = ring_lo;
         gs->backed_hi = hist;
         gs->backup_hi = hist;
-        for (int32_t si = 0; si < nsrc; si++) gs->src[si].written_hi = rows_all;
+        for (int32_t si = 0; si < nsrc; si++) (*gs->src[si].wr) = rows_all;
     }
     rq->n = n_positions;
     rq->imported = 1;
@@ -459,8 +459,8 @@ fail:
             opt_set(rq, gs, hp, OPT_ABSENT);
         }
         gs->opt_held = 0;
-        gs->hist_rows = gs->import_rows = gs->tail_lo = gs->backed_hi = gs->backup_hi = 0;
-        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = 0;
+        (*gs->hist) = gs->import_rows = gs->tail_lo = gs->backed_hi = gs->backup_hi = 0;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
     rq->due_n = 0;
@@ -577,7 +577,7 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
                               int all)
 {
 #define SPAN_RQ(i) (one ? one : &ctx->req[rqi[i]])
-#define SPAN_HI(gs) (all ? (gs)->hist_rows : backup_due_hi(ctx, (gs)))
+#define SPAN_HI(gs) (all ? *(gs)->hist : backup_due_hi(ctx, (gs)))
 #define SPAN_SKIP(gs) ((gs)->backup_ticket || (gs)->backup_hi >= SPAN_HI(gs))
     int64_t tot = 0, n = 0;
     /* every request with rows to back up is listed until its backup completed, before anything can
@@ -684,7 +684,7 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
             gs->backed_hi = gs->backup_hi;
             gs->backup_ticket = 0;
         }
-        if (!force || gs->backed_hi >= gs->hist_rows) return;
+        if (!force || gs->backed_hi >= (*gs->hist)) return;
         if (backup_issue(ctx, rq, g, 1) != DHS_OK) return;
     }
 }
@@ -1191,7 +1191,7 @@ dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g)
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         backup_complete(ctx, rq, g, 1);
-        if (gs->backed_hi < gs->hist_rows) return DHS_ERR_BACKEND;
+        if (gs->backed_hi < (*gs->hist)) return DHS_ERR_BACKEND;
         for (int64_t hp = 0; hp < gs->n_opt_pages && hp * p < rows_g[g]; hp++) {
             if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 1);
             if (gs->opt_state[hp] != OPT_READY) continue;
@@ -1385,10 +1385,10 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 src_state *ss = &gs->src[si];
                 const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
-                for (int64_t row = gs->tail_lo; row < gs->hist_rows; row++)
+                for (int64_t row = gs->tail_lo; row < (*gs->hist); row++)
                     if (be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb) != DHS_OK)
                         gs->tail_lo = row + 1;
-                if (ss->written_hi > gs->hist_rows) ss->written_hi = gs->hist_rows;
+                if ((*ss->wr) > (*gs->hist)) (*ss->wr) = (*gs->hist);
             }
         }
         for (int32_t g = 0; g < ng; g++) {
@@ -1426,11 +1426,11 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
             }
             gs->n_opt_pages = nop_new[g];
         }
-        for (int64_t row = gs->hist_rows; row < hist; row++) bit_set(gs->host_valid, row);
-        gs->hist_rows = gs->import_rows = hist;
+        for (int64_t row = (*gs->hist); row < hist; row++) bit_set(gs->host_valid, row);
+        (*gs->hist) = gs->import_rows = hist;
         gs->tail_lo = nop_new[g] * p;
         gs->backed_hi = gs->backup_hi = hist;
-        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = rows_all;
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = rows_all;
     }
     rq->n = n;
     rq->tables_dirty = TABLES_ALL;

@@ -275,14 +275,18 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
 {
     if (!ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
     if (ctx->n_round > 0 && !accepted) return DHS_ERR_INVALID_ARG;
+    const int32_t G = ctx->arch.n_groups;
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         if (accepted[i] < 0 || accepted[i] > rq->K - 1) return DHS_ERR_ACCEPTED_RANGE;
-        int64_t n2 = rq->n + accepted[i] + 1;
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            int64_t h2 = n2 / ctx->grp_m[g];
-            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
-                if (rq->g[g].src[si].written_hi < h2) return DHS_ERR_STATE; /* committed rows never written */
+        const int64_t n2 = rq->n + accepted[i] + 1;
+        /* the request's written marks are one array (request.cm, sources in group order): a few cache
+           lines per request, not one per group and source */
+        const int64_t *wr = rq->cm + G;
+        for (int32_t g = 0, k = 0; g < G; g++) {
+            const int64_t h2 = n2 / ctx->grp_m[g];
+            for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
+                if (wr[k] < h2) return DHS_ERR_STATE; /* committed rows never written */
         }
     }
     if (ctx->dres) { /* promotion, the round's one sync, the device error word */
@@ -292,14 +296,16 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
         if (ds != DHS_OK) return ds;
     }
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) group_release_staging(ctx, g);
+    /* the commit: each group's committed rows and each source's written mark (rows past the accepted
+       ones no longer count as written), in request.cm only */
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
-        int64_t n2 = rq->n + accepted[i] + 1;
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            grp_state *gs = &rq->g[g];
-            int64_t h2 = n2 / ctx->grp_m[g];
-            gs->hist_rows = h2;
-            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) gs->src[si].written_hi = h2;
+        const int64_t n2 = rq->n + accepted[i] + 1;
+        int64_t *hist = rq->cm, *wr = rq->cm + G;
+        for (int32_t g = 0, k = 0; g < G; g++) {
+            const int64_t h2 = n2 / ctx->grp_m[g];
+            hist[g] = h2;
+            for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++) wr[k] = h2;
         }
         ctx->st.accepted += (uint64_t)accepted[i];
         ctx->st.rejected_rows += (uint64_t)(rq->K - 1 - accepted[i]);
@@ -347,7 +353,7 @@ static dhs_status validate_item(const dhs_ctx *ctx, int32_t g, int32_t k, const 
        (the producer's own layer); FOLLOW sources compute theirs at their own
        layer, after this call, and must write them before their attention
        reads the (tail) location; dhs_round_end refuses unwritten rows */
-    int64_t written = gs->src[0].written_hi;
+    int64_t written = (*gs->src[0].wr);
     for (int32_t j = 0; j < it->n_queries; j++) {
         const int32_t *sel = it->sel + (int64_t)j * k;
         int64_t vis = rq->n + j + 1; /* positions visible to query j */

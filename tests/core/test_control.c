@@ -279,8 +279,8 @@ static void backups_without_sync(int delay, int full)
     for (int i = 0; i < 3; i++)
         for (int32_t g = 0; g < 2; g++) {
             const grp_state *gs = &s.ctx->req[r[i].id].g[g];
-            CHECKF(gs->backed_hi == gs->hist_rows, "delay %d, full sweep %d: request %d group %d backed up to %lld of %lld",
-                   delay, full, i, g, (long long)gs->backed_hi, (long long)gs->hist_rows);
+            CHECKF(gs->backed_hi == (*gs->hist), "delay %d, full sweep %d: request %d group %d backed up to %lld of %lld",
+                   delay, full, i, g, (long long)gs->backed_hi, (long long)(*gs->hist));
         }
     CHECKF(full || s.ctx->n_work == 0, "delay %d: %d requests left on the work list with nothing to do", delay, s.ctx->n_work);
     free(rows);
@@ -364,7 +364,7 @@ static void backup_fault_lists_all(void)
         for (int32_t g = 0; g < 2; g++) {
             const grp_state *gs = &s.ctx->req[r[i].id].g[g];
             CHECKF(gs->backed_hi == backup_due_hi(s.ctx, gs), "request %d group %d backed up to %lld of %lld", i, g,
-                   (long long)gs->backed_hi, (long long)gs->hist_rows);
+                   (long long)gs->backed_hi, (long long)(*gs->hist));
         }
     free(rows);
     drop(&s);
@@ -457,7 +457,7 @@ static void check_host_rows(dhs_ctx *ctx, const request *rq, uint64_t uid, const
     for (int32_t g = 0; g < 2; g++) {
         const grp_state *gs = &rq->g[g];
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
-            for (int64_t row = 0; row < gs->hist_rows; row++) {
+            for (int64_t row = 0; row < (*gs->hist); row++) {
                 fill(want, uid, ctx->grp_srcs[g][si], row);
                 if (!bit_get(gs->host_valid, row) || memcmp(host_row(ctx, &gs->src[si], row), want, RB)) bad++;
             }
@@ -550,8 +550,8 @@ static void page_backups(uint64_t seed, int delay, int32_t tail_rows)
     CHECK_ST(dhs_sync(s.ctx), DHS_OK);
     CHECK_INV(s.ctx);
     for (int32_t g = 0; g < 2; g++)
-        CHECKF(rq->g[g].backed_hi == rq->g[g].hist_rows, "after dhs_sync: group %d backed up to %lld of %lld", g,
-               (long long)rq->g[g].backed_hi, (long long)rq->g[g].hist_rows);
+        CHECKF(rq->g[g].backed_hi == (*rq->g[g].hist), "after dhs_sync: group %d backed up to %lld of %lld", g,
+               (long long)rq->g[g].backed_hi, (long long)(*rq->g[g].hist));
     check_host_rows(s.ctx, rq, uid, "after dhs_sync");
     for (int32_t src = 0; src < 3; src++) free((void *)rp[src]);
     free(rows);
@@ -589,8 +589,8 @@ static void page_backups_share(int delay)
         CHECK_INV(s.ctx);
     }
     const request *pq = &s.ctx->req[r.id];
-    CHECKF(pq->g[0].backup_hi < pq->g[0].hist_rows, "the parent's last rows were backed up by the round ends (%lld of %lld)",
-           (long long)pq->g[0].backup_hi, (long long)pq->g[0].hist_rows);
+    CHECKF(pq->g[0].backup_hi < (*pq->g[0].hist), "the parent's last rows were backed up by the round ends (%lld of %lld)",
+           (long long)pq->g[0].backup_hi, (long long)(*pq->g[0].hist));
     CHECK_ST(dhs_request_open_shared(s.ctx, r, 31, 60, &c), DHS_OK);
     CHECK_INV(s.ctx);
     check_host_rows(s.ctx, pq, uid, "parent after sharing");
