@@ -185,6 +185,11 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                      "%lld, hist %lld, %lld optional pages busy) but is not on the work list", slot, g,
                      (unsigned long long)gs->backup_ticket, (long long)gs->backup_hi, (long long)(*gs->hist),
                      (long long)gs->opt_busy);
+            /* the commit's array: the group's and its sources' fields are request.cm's entries */
+            if (gs->hist != &rq->cm[g]) fail(&v, "layout: request %d group %d committed rows outside its array", slot, g);
+            for (int32_t si = 0; si < nsrc; si++)
+                if (gs->src[si].wr != &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si])
+                    fail(&v, "layout: request %d group %d source %d written mark outside its array", slot, g, si);
             /* the round end looks at the request no later than the position at which the group has rows
                due: a due_n above it would leave a completed page without its backup */
             if (!rq->importing && backup_next_due_rows(ctx, gs) * ctx->grp_m[g] < rq->due_n)
