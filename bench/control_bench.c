@@ -37,7 +37,7 @@
  * Usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N]
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
  *                      [--backend cpu|cuda] [--resolver host|device]
- *                      [--mode full-sweep|per-round|per-page]
+ *                      [--mode full-sweep|per-round|per-page] [--stagger]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -65,6 +65,7 @@ static dhs_backend_ops counting;
 static uint64_t calls[K_N];
 static double call_s[K_N]; /* host seconds inside each kind of call */
 static double call_us;
+static int stagger; /* --stagger: histories of context - (i * 64 / C) positions */
 
 /* counts the call; returns its start time (after the modelled cost) */
 static double cost(int k)
@@ -232,8 +233,9 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     char msg[256];
     for (long i = 0; i < C && !rc; i++) {
         K[i] = 1;
+        const long ci = stagger ? context - (i * 64 / C) % 64 : context;
         if (dhs_request_open(ctx, context, &r[i]) != DHS_OK ||
-            dhs_request_import(ctx, r[i], context, rows, DHS_IMPORT_HOST) != DHS_OK)
+            dhs_request_import(ctx, r[i], ci, rows, DHS_IMPORT_HOST) != DHS_OK)
             rc = -1;
     }
     ctx->full_sweep = mode == 0;
@@ -310,10 +312,14 @@ int main(int argc, char **argv)
     int cuda = 0, dev_res = 0, only = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--stagger")) { /* takes no value */
+            stagger = 1;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
-                 "                     [--resolver host|device] [--mode full-sweep|per-round|per-page]\n"
+                 "                     [--resolver host|device] [--mode full-sweep|per-round|per-page] [--stagger]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -326,7 +332,9 @@ int main(int argc, char **argv)
                  "  --backend cuda: the CUDA backend with real pinned host rows (an import of C x context x 78\n"
                  "  rows of 656 B: keep C x context small enough for host memory), host time per call kind\n"
                  "  printed; --resolver device: the device resolver's control plane (publishes, the\n"
-                 "  round end's wait and promote; no resolves are issued); --mode: that policy only");
+                 "  round end's wait and promote; no resolves are issued); --mode: that policy only;\n"
+                 "  --stagger: request i's history is context - (i * 64 / C) mod 64 positions, so its pages\n"
+                 "  complete at different rounds (by default every request completes a page in the same round)");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -364,9 +372,10 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    printf("control_bench: context %ld, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
+    printf("control_bench: context %ld%s, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
            "backend %s, resolver %s\n",
-           context, rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu", dev_res ? "device" : "host");
+           context, stagger ? " (staggered)" : "", rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
+           dev_res ? "device" : "host");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
