@@ -72,7 +72,48 @@ struct dhs_ref_gpu {
     float *scores;          /* fused: [maxq][maxpos] */
     int32_t *nanc;          /* fused: [maxq] */
     float *cs_h;            /* device step: the engine's RoPE values [maxq][64] */
+    int compact, rows_at_pos, n_rsrc; /* dhs_ref_gpu_step_compact */
+    int32_t *lsrc;          /* [L] */
+    int32_t *rloc_h, *rloc; /* [n_rsrc][maxq]: mirror and the "device" copy */
 };
+
+/* device allocations (dhs_ref_gpu_alloc): a freed one is poisoned and kept (never reused) until the
+   test's model goes, so a table entry naming a freed key store or freed rows is seen, not read */
+typedef struct { uint8_t *p; uint64_t bytes; int live; } g_block;
+static g_block *g_blocks;
+static int64_t g_nblocks, g_capblocks;
+static uint64_t g_dead_refs;  /* table pointers of valid queries into freed device memory */
+static uint64_t g_ptr_checks; /* table pointers checked */
+static uint64_t g_bad_rowdst; /* compact tables: valid queries with a negative row location (never uploaded: the
+                                 poison) or no row destination; their rows go to the staging buffer instead */
+
+/* -1: inside a freed block (that many bytes from p), 1: inside a live one, 0: not ours (the pool) */
+static int ptr_state(const void *ptr, uint64_t bytes)
+{
+    const uint8_t *x = ptr;
+    for (int64_t i = 0; i < g_nblocks; i++)
+        if (x >= g_blocks[i].p && x < g_blocks[i].p + g_blocks[i].bytes)
+            return g_blocks[i].live && x + bytes <= g_blocks[i].p + g_blocks[i].bytes ? 1 : -1;
+    return 0;
+}
+
+static void check_ptr(const void *ptr, uint64_t bytes)
+{
+    if (!ptr) return;
+    g_ptr_checks++;
+    g_dead_refs += ptr_state(ptr, bytes) < 0;
+}
+
+static void blocks_release(void)
+{
+    for (int64_t i = 0; i < g_nblocks; i++) free(g_blocks[i].p);
+    free(g_blocks);
+    g_blocks = NULL;
+    g_nblocks = g_capblocks = 0;
+}
+
+/* --bench-control: the step's launches do nothing (the control plane is what is timed) */
+static int g_noop;
 
 /* the device step's uploaded RoPE rows that differ from dhs_ref_rope_cs of their position */
 static uint64_t g_rope_bad, g_rope_rows;
@@ -104,6 +145,9 @@ void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->scores);
     free(g->nanc);
     free(g->cs_h);
+    free(g->lsrc);
+    free(g->rloc_h);
+    free(g->rloc);
     free(g);
 }
 
@@ -160,14 +204,31 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
 dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
 {
     (void)g;
-    *dev = aligned_alloc(16, (bytes + 15) / 16 * 16);
-    return *dev ? DHS_OK : DHS_ERR_DEVICE_NOMEM;
+    *dev = NULL;
+    if (g_nblocks == g_capblocks) {
+        int64_t cap = g_capblocks ? 2 * g_capblocks : 256;
+        g_block *nb = realloc(g_blocks, sizeof *nb * (size_t)cap);
+        if (!nb) return DHS_ERR_DEVICE_NOMEM;
+        g_blocks = nb;
+        g_capblocks = cap;
+    }
+    uint64_t b = (bytes + 15) / 16 * 16;
+    *dev = aligned_alloc(16, b ? b : 16);
+    if (!*dev) return DHS_ERR_DEVICE_NOMEM;
+    g_blocks[g_nblocks++] = (g_block){*dev, b ? b : 16, 1};
+    return DHS_OK;
 }
 
 void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
 {
     (void)g;
-    free(dev);
+    for (int64_t i = 0; i < g_nblocks; i++)
+        if (g_blocks[i].p == dev && g_blocks[i].live) {
+            g_blocks[i].live = 0;
+            memset(dev, 0xA5, g_blocks[i].bytes);
+            return;
+        }
+    free(dev); /* not a block of ours: cannot happen */
 }
 
 dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
@@ -374,6 +435,42 @@ dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
     in->kscales = g->tab_h + 3 * LQ;
     in->rope = g->cs_h;
     in->stride = g->maxq;
+    in->rloc = g->rloc_h;
+    return DHS_OK;
+}
+
+static uint64_t g_table_cols; /* columns copied by dhs_ref_gpu_step_tables */
+
+dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos)
+{
+    if (g->compact) return DHS_ERR_STATE;
+    if (!layer_src || n_src < 1) return DHS_ERR_INVALID_ARG;
+    for (int32_t l = 0; l < g->L; l++)
+        if (layer_src[l] < 0 || layer_src[l] >= n_src) return DHS_ERR_INVALID_ARG;
+    g->lsrc = malloc(sizeof(int32_t) * (size_t)g->L);
+    if (!g->lsrc) return DHS_ERR_NOMEM;
+    memcpy(g->lsrc, layer_src, sizeof(int32_t) * (size_t)g->L);
+    if (!rows_at_pos) {
+        g->rloc_h = malloc(sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+        g->rloc = malloc(sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+        if (!g->rloc_h || !g->rloc) return DHS_ERR_NOMEM;
+        memset(g->rloc_h, 0xA5, sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+    }
+    g->n_rsrc = n_src;
+    g->rows_at_pos = rows_at_pos;
+    g->compact = 1;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
+{
+    if (!g->compact) return DHS_ERR_STATE;
+    if (q0 < 0 || n < 1 || q0 + n > g->maxq) return DHS_ERR_INVALID_ARG;
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    for (size_t r = 0; r < 3 * (size_t)g->L; r++) /* base, kcodes, kscales of every layer: the 2D copy */
+        memcpy(g->tab + LQ + r * (size_t)g->maxq + (size_t)q0, g->tab_h + LQ + r * (size_t)g->maxq + (size_t)q0,
+               sizeof(void *) * (size_t)n);
+    g_table_cols += (uint64_t)n;
     return DHS_OK;
 }
 
@@ -391,6 +488,16 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
         g_rope_rows++;
     }
     memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
+    if (g->compact) { /* the row locations (rewritten every round: poisoned after the copy); the tables
+                         stay on the "device" as dhs_ref_gpu_step_tables left them */
+        if (!g->rows_at_pos) {
+            for (int32_t r = 0; r < g->n_rsrc; r++)
+                memcpy(g->rloc + (size_t)r * (size_t)g->maxq, g->rloc_h + (size_t)r * (size_t)g->maxq,
+                       sizeof(int32_t) * (size_t)nq);
+            memset(g->rloc_h, 0xA5, sizeof(int32_t) * (size_t)g->n_rsrc * (size_t)g->maxq);
+        }
+        return DHS_OK;
+    }
     for (size_t r = 0; r < 4 * (size_t)g->L; r++) /* the first nq of every row, as the 2D copy */
         memcpy(g->tab + r * (size_t)g->maxq, g->tab_h + r * (size_t)g->maxq, sizeof(void *) * (size_t)nq);
     /* the host may rewrite its mirrors now (the GPU's copy is asynchronous; the engine must not
@@ -428,6 +535,16 @@ dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     g_step_calls++;
     g_emulated_calls++;
+    if (g->compact) /* refmodel.cu k_rowdst: rowdst = base + (int64_t)row * 656 */
+        for (int32_t l = 0; l < g->L; l++)
+            for (int32_t q = 0; q < g->nq; q++) {
+                void **rd = tab_at(g, 0, l), **base = tab_at(g, 1, l);
+                const int64_t t = g->pos[q];
+                const int64_t r = g->rows_at_pos ? t : (int64_t)g->rloc[(size_t)g->lsrc[l] * (size_t)g->maxq + (size_t)q];
+                g_bad_rowdst += t >= 0 && r < 0;
+                rd[q] = t < 0 || r < 0 ? NULL : (uint8_t *)base[q] + r * DHS_REF_ROW_BYTES;
+            }
+    if (g_noop) return DHS_OK;
     if (g_deploy) {
         int32_t valid = 0;
         for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
@@ -446,10 +563,17 @@ dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
     float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
+        check_ptr(rd[q], DHS_REF_ROW_BYTES);
+        if (li->producer) {
+            check_ptr(kc[q], 1);
+            check_ptr(ks[q], 4);
+        }
+        if (g_noop) continue;
         float *xn = g->xn + (int64_t)q * g->d;
         dhs_ref_rmsnorm(g->m, g->x + (int64_t)q * g->d, xn);
         dhs_ref_latent(g->m, l, g->pos[q], xn, lat);
-        dhs_ref_row_encode(lat, (uint8_t *)rd[q]);
+        if (!rd[q]) g_bad_rowdst++;
+        dhs_ref_row_encode(lat, rd[q] ? (uint8_t *)rd[q] : g->stage + (int64_t)q * DHS_REF_ROW_BYTES);
         if (li->producer) {
             dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
             dhs_ref_index_key(g->m, l, xn, key);
@@ -509,6 +633,7 @@ dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
     dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK); /* as the kernel does, between scores and top-k */
     g_step_calls++;                          /* the top-k */
     void **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    if (g_noop) return DHS_OK; /* the selections --bench-control set once */
     for (int32_t q = 0; q < g->nq; q++) {
         int32_t *sq = g->sel + (int64_t)q * g->k;
         if (g->pos[q] < 0) { /* padding: the resolver must not read it */
@@ -532,6 +657,8 @@ dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc
     void **base = tab_at(g, 1, l);
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
+        check_ptr(base[q], 1);
+        if (g_noop) continue;
         dhs_ref_attend_mlp(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, base[q], DHS_REF_ROW_BYTES,
                            loc + (int64_t)q * g->k, g->x + (int64_t)q * g->d, g->sc);
     }
@@ -541,6 +668,7 @@ dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc
 dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
 {
     g_step_calls++;
+    if (g_noop) return DHS_OK;
     for (int32_t q = 0; q < g->nq; q++)
         if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits_h + (int64_t)q * g->V);
     return DHS_OK;
@@ -729,6 +857,106 @@ done:
     free(L2);
     dhs_ref_engine_destroy(a);
     dhs_ref_engine_destroy(b);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* compact tables (engine.c compact_tables, model/gpu.h dhs_ref_gpu_step_compact): the device step
+   re-uploads a batch item's pointer tables exactly when its session changed since its columns were
+   last uploaded: a session replaced at the same batch position, an id reused by a new session, items
+   moving between positions, a smaller then larger batch. The CPU engine, the compact device step and
+   the full-table device step (cfg.full_tables) give the same logits bit for bit every round, and no
+   step reads through a pointer into a finished session's freed key store or rows */
+static void test_tables(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    mc.n_layers = 6;
+    mc.topk = 128;
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int32_t S = 3, KM = 3, V = mc.vocab, R = 6;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 5;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = 400 + (int64_t)R * KM + 8;
+    ec.seed = mc.seed;
+    ec.page_rows = 64;
+    dhs_ref_engine *e[3] = {NULL, NULL, NULL}; /* CPU, compact, full tables */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[0]), DHS_OK);
+    ec.gpu = 1;
+    ec.step = DHS_REF_STEP_DEVICE;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[1]), DHS_OK);
+    ec.full_tables = 1;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[2]), DHS_OK);
+    float *Lg[3];
+    for (int k = 0; k < 3; k++) Lg[k] = calloc((size_t)S * KM * (size_t)V, sizeof(float));
+    /* per round: finish (-1: none), start (-1: none; a start reuses a finished id with a new prompt), the batch */
+    static const int32_t fin[6] = {-1, -1, 1, 0, -1, -1}, sta[6] = {-1, -1, 3, 0, -1, -1};
+    static const int32_t nb[6] = {3, 3, 3, 3, 2, 3};
+    static const int32_t bat[6][3] = {{0, 1, 2}, {0, 1, 2}, {0, 3, 2}, {0, 3, 2}, {2, 3, -1}, {2, 3, 0}};
+    const uint64_t want_items = 3 + 0 + 1 + 1 + 1 + 1, dead0 = g_dead_refs, checks0 = g_ptr_checks;
+    uint64_t rows = 0, differ = 0, cols0 = g_table_cols;
+    int32_t prompts = 0;
+    for (int k = 0; k < 3; k++)
+        if (!e[k] || !Lg[k]) goto done;
+    for (int32_t r = -1; r < R; r++) {
+        int32_t starts[3] = {-1, -1, -1};
+        if (r < 0) starts[0] = 0, starts[1] = 1, starts[2] = 2;
+        else starts[0] = sta[r];
+        if (r >= 0 && fin[r] >= 0)
+            for (int k = 0; k < 3; k++) CHECK_ST(dhs_ref_engine_finish(e[k], fin[r]), DHS_OK);
+        for (int32_t si = 0; si < 3 && starts[si] >= 0; si++, prompts++) {
+            const int64_t n = 300 + 13 * prompts;
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+            dhs_ref_prefill p;
+            dhs_ref_prompt(mc.seed + 17, prompts, V, n, tok);
+            dhs_status st = dhs_ref_prefill_synthetic(m, tok, n, 29 + (uint64_t)prompts, &p);
+            free(tok);
+            CHECK_ST(st, DHS_OK);
+            if (st != DHS_OK) goto done;
+            for (int k = 0; k < 3; k++) CHECK_ST(dhs_ref_engine_start(e[k], starts[si], &p, (dhs_req){0, 0}), DHS_OK);
+            dhs_ref_prefill_free(&p);
+        }
+        if (r < 0) continue;
+        int32_t K[3], A[3][3], E[3][9];
+        for (int32_t i = 0; i < nb[r]; i++) K[i] = 1 + (r + i) % KM;
+        for (int k = 0; k < 3; k++) {
+            dhs_ref_round_out o = {Lg[k], A[k], E[k], NULL};
+            CHECK_ST(dhs_ref_engine_round(e[k], nb[r], bat[r], K, &o), DHS_OK);
+        }
+        for (int32_t i = 0; i < nb[r]; i++) {
+            for (int32_t j = 0; j < K[i]; j++, rows++) {
+                const size_t at = ((size_t)i * KM + (size_t)j) * (size_t)V;
+                differ += memcmp(Lg[0] + at, Lg[1] + at, sizeof(float) * (size_t)V) != 0 ||
+                          memcmp(Lg[0] + at, Lg[2] + at, sizeof(float) * (size_t)V) != 0;
+            }
+            CHECKF(A[0][i] == A[1][i] && A[0][i] == A[2][i], "tables round %d item %d: accepted %d / %d / %d", r, i, A[0][i],
+                   A[1][i], A[2][i]);
+        }
+    }
+    dhs_ref_step_times tc, tf;
+    dhs_ref_engine_step_times(e[1], &tc);
+    dhs_ref_engine_step_times(e[2], &tf);
+    CHECKF(differ == 0, "tables: %" PRIu64 " of %" PRIu64 " logit rows differ (CPU / compact / full tables)", differ, rows);
+    CHECKF(tc.table_items == want_items && tc.all_items == 17, "compact tables: %" PRIu64 " of %" PRIu64
+           " items re-uploaded, expected %" PRIu64 " of 17", tc.table_items, tc.all_items, want_items);
+    CHECKF(g_table_cols - cols0 == want_items * (uint64_t)KM, "compact tables: %" PRIu64 " columns copied, expected %" PRIu64,
+           g_table_cols - cols0, want_items * (uint64_t)KM);
+    CHECKF(tf.table_items == 0 && tf.all_items == 0, "full tables counted %" PRIu64 " compact items", tf.table_items);
+    CHECKF(g_dead_refs == dead0 && g_ptr_checks > checks0, "tables: %" PRIu64 " pointers into freed device memory",
+           g_dead_refs - dead0);
+    printf("  tables         CPU == compact == full tables: %" PRIu64 " logit rows over %d rounds (sessions replaced, an id "
+           "reused, moves, n 3-2-3); %" PRIu64 " of %" PRIu64 " items re-uploaded\n", rows, R, tc.table_items, tc.all_items);
+done:
+    for (int k = 0; k < 3; k++) {
+        free(Lg[k]);
+        dhs_ref_engine_destroy(e[k]);
+    }
     dhs_ref_model_destroy(m);
     g_model = NULL;
 }
@@ -1107,6 +1335,7 @@ int main(void)
     test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
     test_rounds(tiny, "tiny follow split top-k", DHS_REF_TOPK_SPLIT);
     test_step_refusals(seed);
+    test_tables(seed + 13);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1);
@@ -1125,6 +1354,10 @@ int main(void)
     test_meter(seed + 12);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
+    CHECKF(g_bad_rowdst == 0, "%" PRIu64 " valid queries of the device step had no row destination", g_bad_rowdst);
+    CHECKF(g_dead_refs == 0 && g_ptr_checks > 0, "%" PRIu64 " of %" PRIu64 " table pointers named freed device memory",
+           g_dead_refs, g_ptr_checks);
     free(g_qrec);
+    blocks_release();
     return th_summary();
 }
