@@ -96,6 +96,7 @@ struct dhs_ref_engine {
     /* the host parts of a round (dhs_ref_step_times host_rounds): when the last round returned (0:
        none, failed, or a session started since), its tail, and this round's call and target times */
     double x_exit, x_tail, x_enter, x_done;
+    double x_tailloc;       /* this round's dhs_tail_locations time (step times tailloc_s) */
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
@@ -927,7 +928,8 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
     const int32_t L = dhs_ref_model_cfg(m)->n_layers, kmax = e->kmax;
     dhs_ctx *ctx = e->cfg.ctx;
     dhs_status st;
-    if (ctx)
+    if (ctx) {
+        const double t0 = dhs_wall_s();
         for (int32_t i = 0; i < n; i++) {
             const sess *s = &e->s[ids[i]];
             for (int32_t src = 0; src < e->ns; src++)
@@ -937,6 +939,8 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
                     return st;
                 }
         }
+        e->x_tailloc += dhs_wall_s() - t0;
+    }
     e->stt.all_items += (uint64_t)n;
     for (int32_t i = 0, run0 = -1; i <= n; i++) {
         const sess *s = i < n ? &e->s[ids[i]] : NULL;
@@ -977,6 +981,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     dhs_ref_gpu_step_in in;
     dhs_status st;
     double t0 = dhs_wall_s();
+    e->x_tailloc = 0;
     if (ctx && n > e->cfg.ctx_requests) return DHS_ERR_INVALID_ARG;
     if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
     for (int32_t i = 0; i < n; i++)
@@ -1000,7 +1005,8 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         goto upload;
     }
     /* where the block's rows go (they count as written; the step writes them) */
-    if (ctx)
+    if (ctx) {
+        const double tl = dhs_wall_s();
         for (int32_t i = 0; i < n; i++) {
             const sess *s = &e->s[ids[i]];
             for (int32_t src = 0; src < ns; src++)
@@ -1010,6 +1016,8 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                     return st;
                 }
         }
+        e->x_tailloc += dhs_wall_s() - tl;
+    }
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
         const int32_t g = li->group, src = li->source;
@@ -1124,6 +1132,7 @@ upload:
         e->stt.capture_s += t3 - t0;
     } else {
         e->stt.control_s += t1 - t0;
+        e->stt.tailloc_s += e->x_tailloc;
         e->stt.launch_s += t2 - t1;
         e->stt.wait_s += t3 - t2;
     }

@@ -526,6 +526,9 @@ typedef struct dhs_ref_step_times {
     /* device step, compact tables: batch items whose pointer tables were rewritten and uploaded
        (their session changed since their columns were last uploaded), of all items of the rounds */
     uint64_t table_items, all_items;
+    /* device step, hierarchical: the part of control_s spent in dhs_tail_locations (one call per
+       item and source: 4,992 a round at 64 GLM-5.3 sessions) */
+    double tailloc_s;
     /* every round: the locality meter's host work (dhs_ref_engine_cfg.locmeter; in tail on the
        device step, in the compute on the host step) and the verification of the round's blocks */
     double meter_s, verify_s;

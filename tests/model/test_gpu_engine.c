@@ -97,9 +97,11 @@ static int ptr_state(const void *ptr, uint64_t bytes)
     return 0;
 }
 
+static int g_noop;
+
 static void check_ptr(const void *ptr, uint64_t bytes)
 {
-    if (!ptr) return;
+    if (!ptr || g_noop) return;
     g_ptr_checks++;
     g_dead_refs += ptr_state(ptr, bytes) < 0;
 }
@@ -112,8 +114,7 @@ static void blocks_release(void)
     g_nblocks = g_capblocks = 0;
 }
 
-/* --bench-control: the step's launches do nothing (the control plane is what is timed) */
-static int g_noop;
+/* --bench-control (g_noop): the step's launches do nothing (the control plane is what is timed) */
 
 /* the device step's uploaded RoPE rows that differ from dhs_ref_rope_cs of their position */
 static uint64_t g_rope_bad, g_rope_rows;
@@ -184,6 +185,9 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     /* the locality device: the run set it on its model after creating ours (same config) */
     if (d->iq_synth) dhs_ref_model_set_iq_synth((dhs_ref_model *)(uintptr_t)g_model, d->iq_synth);
     g->maxpos = d->max_positions;
+    if (g_noop && g->sel) /* --bench-control: every query selects rows 0 .. k-1 (the step selects nothing) */
+        for (size_t q = 0; q < Q; q++)
+            for (int32_t i = 0; i < g->k; i++) g->sel[q * (size_t)g->k + (size_t)i] = i;
     if (g->fused) {
         g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
         g->nanc = calloc(Q, sizeof(int32_t));
@@ -1318,8 +1322,188 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
     g_model = NULL;
 }
 
-int main(void)
+/* ---------------------------------------------------------------- --bench-control */
+/* one hierarchical engine's device step (GLM-5.3 geometry, every layer; CPU backend, device resolver)
+   over C sessions of K = 1 with the step's launches doing nothing: the control plane's host time per
+   round (dhs_ref_step_times control_s: inputs, tail locations, pointer tables, the upload; tailloc_s:
+   its dhs_tail_locations calls) over `rounds` rounds after `warm` rounds; full: cfg.full_tables */
+static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, int32_t rounds, int64_t context,
+                     double *control_us, double *tailloc_us, double *items)
 {
+    const dhs_ref_cfg *mc = dhs_ref_model_cfg(m);
+    const int64_t max_pos = context + warm + rounds + 16;
+    dhs_arch arch;
+    dhs_ref_arch(m, &arch);
+    dhs_config cfg = dhs_ref_hier_config(m, C, max_pos, 1, (double)C, context, 16);
+    cfg.resolver = DHS_RESOLVER_DEVICE;
+    cfg.policy = DHS_POLICY_CLOCK;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_ref_engine *e = NULL;
+    int rc = -1;
+    int32_t *ids = calloc((size_t)C, sizeof(int32_t)), *K = calloc((size_t)C, sizeof(int32_t));
+    int32_t *A = calloc((size_t)C, sizeof(int32_t)), *E = calloc((size_t)C, sizeof(int32_t));
+    float *lg = calloc((size_t)C * (size_t)mc->vocab, sizeof(float));
+    int32_t *tok = calloc((size_t)context, sizeof(int32_t));
+    dhs_status st = dhs_backend_cpu_create(NULL, &be);
+    if (st == DHS_OK) st = dhs_ctx_create(&arch, &cfg, be, &ctx);
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = C;
+    ec.max_slots = C;
+    ec.k_max = 1;
+    ec.max_positions = max_pos;
+    ec.page_rows = 16;
+    ec.ctx = ctx;
+    ec.gpu = 1;
+    ec.step = DHS_REF_STEP_DEVICE;
+    ec.ctx_requests = cfg.max_requests;
+    ec.full_tables = full;
+    if (st == DHS_OK) st = dhs_ref_engine_create(m, &ec, &e);
+    if (st != DHS_OK || !ids || !K || !A || !E || !lg || !tok) {
+        fprintf(stderr, "bench-control: set-up failed: %s\n", dhs_status_str(st));
+        goto out;
+    }
+    for (int32_t i = 0; i < C; i++) {
+        dhs_req req;
+        dhs_ref_prefill p;
+        dhs_ref_prompt(7, i, mc->vocab, context, tok);
+        if ((st = dhs_request_open(ctx, max_pos, &req)) != DHS_OK ||
+            (st = dhs_ref_prefill_synthetic(m, tok, context, 11 + (uint64_t)i, &p)) != DHS_OK) {
+            fprintf(stderr, "bench-control: session %d: %s\n", i, dhs_status_str(st));
+            goto out;
+        }
+        st = dhs_ref_engine_start(e, i, &p, req);
+        dhs_ref_prefill_free(&p);
+        if (st != DHS_OK) {
+            fprintf(stderr, "bench-control: start %d: %s (%s)\n", i, dhs_status_str(st), dhs_ref_engine_error(e));
+            goto out;
+        }
+        ids[i] = i;
+        K[i] = 1;
+    }
+    dhs_ref_step_times t0, t1;
+    for (int32_t r = 0; r < warm + rounds; r++) {
+        if (r == warm) dhs_ref_engine_step_times(e, &t0);
+        dhs_ref_round_out o = {lg, A, E, NULL};
+        if ((st = dhs_ref_engine_round(e, C, ids, K, &o)) != DHS_OK) {
+            fprintf(stderr, "bench-control: round %d: %s (%s)\n", r, dhs_status_str(st), dhs_ref_engine_error(e));
+            goto out;
+        }
+    }
+    dhs_ref_engine_step_times(e, &t1);
+    const double nr = (double)(t1.rounds - t0.rounds);
+    *control_us = 1e6 * (t1.control_s - t0.control_s) / nr;
+    *tailloc_us = 1e6 * (t1.tailloc_s - t0.tailloc_s) / nr;
+    *items = (double)(t1.table_items - t0.table_items) / nr;
+    rc = 0;
+out:
+    dhs_ref_engine_destroy(e);
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    free(ids);
+    free(K);
+    free(A);
+    free(E);
+    free(lg);
+    free(tok);
+    return rc;
+}
+
+static int bench_control(int argc, char **argv)
+{
+    int32_t rounds = 200, warm = 5, reps = 3, layers = 0;
+    int64_t context = 64;
+    char conc[64] = "16,64";
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: test_gpu_engine --bench-control [--concurrency C1,C2,...] [--rounds N] [--reps N]\n"
+                   "                       [--context P] [--layers L]\n"
+                   "The device step's host control plane (engine.c gpu_step before the launch: inputs, tail\n"
+                   "locations, pointer tables, the upload) per round, GLM-5.3 geometry (78 layers = 78 sources,\n"
+                   "21 groups; --layers to cut), K = 1, hierarchical on the CPU backend with the device\n"
+                   "resolver, the GPU emulated with launches that do nothing. Both control planes in this\n"
+                   "process, alternating: full tables (every layer's tables rebuilt and uploaded each round,\n"
+                   "cfg.full_tables = 1) and compact tables (the default). Prints us per round (the best of\n"
+                   "--reps runs of --rounds rounds each, after 5 warm-up rounds): the control plane, its\n"
+                   "dhs_tail_locations calls, the rest (the engine's own work), and the batch items whose\n"
+                   "tables were re-uploaded per round. Defaults: 16,64; 200 rounds; 3 reps; P = 64.\n");
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "test_gpu_engine: %s needs a value (--help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--concurrency")) snprintf(conc, sizeof conc, "%s", v);
+        else if (!strcmp(a, "--rounds")) rounds = atoi(v);
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--context")) context = atoll(v);
+        else if (!strcmp(a, "--layers")) layers = atoi(v);
+        else {
+            fprintf(stderr, "test_gpu_engine: unknown option %s (--help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (rounds < 1 || reps < 1 || context < 32 || layers < 0) {
+        fprintf(stderr, "test_gpu_engine: --rounds and --reps >= 1, --context >= 32, --layers >= 0\n");
+        return 2;
+    }
+    dhs_ref_cfg mc = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    if (layers) mc.n_layers = layers;
+    mc.topk = 16;
+    mc.seed = 1;
+    dhs_ref_model *m = NULL;
+    if (dhs_ref_model_create(&mc, &m) != DHS_OK) {
+        fprintf(stderr, "test_gpu_engine: model\n");
+        return 1;
+    }
+    g_model = m;
+    g_noop = 1;
+    printf("control plane per round (us, best of %d x %d rounds), GLM-5.3 %d layers / %d sources / %d groups, K = 1\n",
+           reps, rounds, dhs_ref_model_cfg(m)->n_layers, dhs_ref_n_sources(m), dhs_ref_n_groups(m));
+    printf("%5s | %28s | %28s | %6s %8s\n", "", "full tables", "compact tables", "engine", "items");
+    printf("%5s | %8s %9s %9s | %8s %9s %9s | %6s %8s\n", "C", "control", "tail loc", "engine", "control", "tail loc",
+           "engine", "ratio", "uploaded");
+    int rc = 0;
+    for (char *p = conc; *p && !rc;) {
+        int32_t C = (int32_t)strtol(p, &p, 10);
+        if (*p == ',') p++;
+        if (C < 1) {
+            rc = 2;
+            break;
+        }
+        /* best of the reps by control time; the engine's own part (control minus tail locations) too */
+        double ctl[2] = {1e30, 1e30}, tl[2] = {0, 0}, own[2] = {1e30, 1e30}, items = 0;
+        for (int r = 0; r < reps && !rc; r++)
+            for (int full = 1; full >= 0 && !rc; full--) {
+                double us = 0, t = 0, it = 0;
+                if (bench_one(m, C, full, warm, rounds, context, &us, &t, &it)) rc = 1;
+                if (us < ctl[full]) ctl[full] = us, tl[full] = t;
+                if (us - t < own[full]) own[full] = us - t;
+                if (!full) items = it;
+            }
+        if (!rc)
+            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %5.1fx %8.2f\n", C, ctl[1], tl[1], own[1], ctl[0], tl[0],
+                   own[0], own[1] / own[0], items);
+        fflush(stdout);
+    }
+    g_noop = 0;
+    g_model = NULL;
+    dhs_ref_model_destroy(m);
+    blocks_release();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--bench-control")) return bench_control(argc, argv);
+    if (argc > 1) {
+        printf("usage: test_gpu_engine            the tests (env DHS_TEST_SEED)\n"
+               "       test_gpu_engine --bench-control [--help]   the control plane's host time per round\n");
+        return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
+    }
     uint64_t seed = th_seed("test_gpu_engine");
     dhs_ref_cfg glm = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53), ds = dhs_ref_cfg_geometry(DHS_REF_GEOM_DSV32),
                 tiny = dhs_ref_cfg_tiny();
