@@ -970,7 +970,8 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
 }
 
 /* the target pass as one device step: the host control plane once per round
-   (tail locations, pointer tables of every layer, one upload), then the step
+   (tail locations; compact tables: the changed items' pointer tables, else every
+   layer's tables; the upload), then the step
    (eager, or a CUDA graph), then the logits */
 static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
 {

@@ -16,6 +16,10 @@
  *   equal to the CPU run's, and no call of the per-layer host API. The CUDA
  *   graph (capture) is not emulated: the CPU backend executes library calls
  *   at once, so test_gpu_model checks --step graph on a GPU;
+ * - compact tables (the default control plane): a batch item's pointer tables are uploaded again
+ *   exactly when its session changed; the row destinations computed from the uploaded tail
+ *   locations; freed device blocks stay poisoned so a stale table entry is seen; the CPU engine,
+ *   compact and full tables (cfg.full_tables) equal bit for bit (test_tables);
  * - topk_impl fused (docs/MODEL.md "Top-k"): the emulation selects like
  *   refmodel.cu then does - one batched call of the fused top-k's CPU twin
  *   (dhs_topk_fused_ref_batch) over a [q][max_positions] scores buffer with
@@ -25,7 +29,8 @@
  *   queues emulated: copies at once, a wait must name a recorded event): history,
  *   keys and logits byte-identical to the CPU's full-residency prefill, and its
  *   cross-queue waits exactly the schedule's cross-queue dependencies.
- * Env: DHS_TEST_SEED.
+ * Env: DHS_TEST_SEED. `test_gpu_engine --bench-control --help`: the control plane's host time per
+ * round, full against compact tables, the step's launches doing nothing.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -470,11 +475,12 @@ dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
 {
     if (!g->compact) return DHS_ERR_STATE;
     if (q0 < 0 || n < 1 || q0 + n > g->maxq) return DHS_ERR_INVALID_ARG;
+    g_table_cols += (uint64_t)n;
+    if (g_noop) return DHS_OK;
     const size_t LQ = (size_t)g->L * (size_t)g->maxq;
     for (size_t r = 0; r < 3 * (size_t)g->L; r++) /* base, kcodes, kscales of every layer: the 2D copy */
         memcpy(g->tab + LQ + r * (size_t)g->maxq + (size_t)q0, g->tab_h + LQ + r * (size_t)g->maxq + (size_t)q0,
                sizeof(void *) * (size_t)n);
-    g_table_cols += (uint64_t)n;
     return DHS_OK;
 }
 
@@ -482,6 +488,7 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
 {
     if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
     g->nq = nq;
+    if (g_noop) return DHS_OK; /* --bench-control: a real upload is a DMA the host only issues */
     memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
     memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
     for (int32_t q = 0; q < nq; q++) { /* what refmodel.cu uploads as RoPE: the engine's values */
@@ -539,6 +546,7 @@ dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     g_step_calls++;
     g_emulated_calls++;
+    if (g_noop) return DHS_OK;
     if (g->compact) /* refmodel.cu k_rowdst: rowdst = base + (int64_t)row * 656 */
         for (int32_t l = 0; l < g->L; l++)
             for (int32_t q = 0; q < g->nq; q++) {
@@ -548,7 +556,6 @@ dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
                 g_bad_rowdst += t >= 0 && r < 0;
                 rd[q] = t < 0 || r < 0 ? NULL : (uint8_t *)base[q] + r * DHS_REF_ROW_BYTES;
             }
-    if (g_noop) return DHS_OK;
     if (g_deploy) {
         int32_t valid = 0;
         for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
@@ -1477,7 +1484,8 @@ static int bench_control(int argc, char **argv)
         /* best of the reps by control time; the engine's own part (control minus tail locations) too */
         double ctl[2] = {1e30, 1e30}, tl[2] = {0, 0}, own[2] = {1e30, 1e30}, items = 0;
         for (int r = 0; r < reps && !rc; r++)
-            for (int full = 1; full >= 0 && !rc; full--) {
+            for (int h = 0; h < 2 && !rc; h++) {
+                const int full = (r + h) % 2; /* alternating which goes first */
                 double us = 0, t = 0, it = 0;
                 if (bench_one(m, C, full, warm, rounds, context, &us, &t, &it)) rc = 1;
                 if (us < ctl[full]) ctl[full] = us, tl[full] = t;
