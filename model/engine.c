@@ -50,6 +50,7 @@ typedef struct sess {
     uint64_t orng;         /* the acceptance model's draws (cfg.oracle) */
     int64_t rope_pos;      /* device step: rope_cs holds this position's RoPE values (-1: none) */
     float rope_cs[64];     /* computed while the GPU ran the round before (a plain item's next query) */
+    uint64_t epoch;        /* device step, compact tables: this start's number (1, 2, ...) */
 } sess;
 
 struct dhs_ref_engine {
@@ -85,12 +86,17 @@ struct dhs_ref_engine {
     float *glog;            /* [slots*kmax][V] */
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
+    int compact;            /* device step with compact tables (cfg.full_tables 0) */
+    uint64_t epochs;        /* session starts so far (sess.epoch) */
+    uint64_t *tab_epoch;    /* compact: [max_slots] the session whose tables batch item i's columns
+                               hold on the device (its epoch; 0: none) */
     dhs_ref_step_times stt; /* device step host times */
     dhs_ref_import_times imp; /* session starts: imports and the GPU setup */
     double gpu_idle_since;  /* when the last plain round's step wait returned (0: none, or not comparable) */
     /* the host parts of a round (dhs_ref_step_times host_rounds): when the last round returned (0:
        none, failed, or a session started since), its tail, and this round's call and target times */
     double x_exit, x_tail, x_enter, x_done;
+    double x_tailloc;       /* this round's dhs_tail_locations time (step times tailloc_s) */
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
@@ -228,6 +234,16 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     e->glog = calloc(Q * (size_t)e->V, sizeof(float));
     if (!e->gtok || !e->gpos || !e->gp_rowdst || !e->gp_kc || !e->gp_ks || !e->gp_base || !e->gloc || !e->glog)
         return DHS_ERR_NOMEM;
+    if (e->cfg.step != DHS_REF_STEP_HOST && !e->cfg.full_tables) {
+        int32_t lsrc[DHS_REF_MAX_LAYERS];
+        for (int32_t l = 0; l < c->n_layers; l++) lsrc[l] = dhs_ref_layer(m, l)->source;
+        if (!(e->tab_epoch = calloc((size_t)e->cfg.max_slots, sizeof(uint64_t)))) return DHS_ERR_NOMEM;
+        if ((st = dhs_ref_gpu_step_compact(e->gpu, lsrc, e->ns, !e->cfg.ctx)) != DHS_OK) {
+            set_err(e, "dhs_ref_gpu_step_compact", st);
+            return st;
+        }
+        e->compact = 1;
+    }
     if (e->cfg.step != DHS_REF_STEP_HOST && e->cfg.ctx) {
         int32_t N = e->cfg.ctx_requests;
         if (N < 1 || N > e->cfg.max_slots || dhs_pool_row_stride(e->cfg.ctx) != DHS_REF_ROW_BYTES) {
@@ -235,8 +251,7 @@ static dhs_status gpu_create(dhs_ref_engine *e)
                      N, e->cfg.max_slots, DHS_REF_ROW_BYTES);
             return DHS_ERR_INVALID_ARG;
         }
-        e->gtail = calloc(Q * (size_t)e->ns, sizeof(int32_t));
-        if (!e->gtail) return DHS_ERR_NOMEM;
+        if (!e->compact && !(e->gtail = calloc(Q * (size_t)e->ns, sizeof(int32_t)))) return DHS_ERR_NOMEM;
         uint64_t lb = (uint64_t)e->nsrc_max * (uint64_t)N * (uint64_t)e->kmax * (uint64_t)e->k * sizeof(int32_t);
         if ((st = dhs_ref_gpu_alloc(e->gpu, lb, (void **)&e->gloc_dev)) != DHS_OK ||
             (st = dhs_ref_gpu_memset(e->gpu, e->gloc_dev, 0xff, lb)) != DHS_OK) {
@@ -409,6 +424,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->gloc);
     free(e->glog);
     free(e->gtail);
+    free(e->tab_epoch);
     if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
     if (e->probe_h) dhs_ref_gpu_host_free(e->gpu, e->probe_h);
     free(e->probe_snap);
@@ -526,6 +542,7 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
     s->tokens[s->n] = pick(e, s, p->logits); /* the first anchor */
     s->dn = p->n - c->draft_window > 0 ? p->n - c->draft_window : 0;
     s->slot = slot;
+    s->epoch = ++e->epochs; /* a new session: its batch item's tables are uploaded again */
     s->active = 1;
     e->slot_used[slot] = 1;
     if (e->cfg.trace) dhs_trace_write_start((dhs_trace_writer *)e->cfg.trace, (uint32_t)id, p->n);
@@ -899,8 +916,62 @@ static void host_parts(dhs_ref_engine *e, double t_target, double control, doubl
     e->stt.prelaunch_s += prelaunch;
 }
 
+/* compact tables (model/gpu.h dhs_ref_gpu_step_compact): the round's row locations, one
+   dhs_tail_locations per item and source straight into the mirror ([src][q], hierarchical only:
+   resident rows are at their positions), and the base / key-store pointers of every layer only
+   for the items whose session is not the one their device columns hold, uploaded per run of
+   consecutive such items */
+static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
+                                 const dhs_ref_gpu_step_in *in)
+{
+    const dhs_ref_model *m = e->m;
+    const int32_t L = dhs_ref_model_cfg(m)->n_layers, kmax = e->kmax;
+    dhs_ctx *ctx = e->cfg.ctx;
+    dhs_status st;
+    if (ctx) {
+        const double t0 = dhs_wall_s();
+        for (int32_t i = 0; i < n; i++) {
+            const sess *s = &e->s[ids[i]];
+            for (int32_t src = 0; src < e->ns; src++)
+                if ((st = dhs_tail_locations(ctx, s->req, src, s->n, K[i], in->rloc + (int64_t)src * in->stride +
+                                                                              (int64_t)i * kmax)) != DHS_OK) {
+                    set_err(e, "dhs_tail_locations", st);
+                    return st;
+                }
+        }
+        e->x_tailloc += dhs_wall_s() - t0;
+    }
+    e->stt.all_items += (uint64_t)n;
+    for (int32_t i = 0, run0 = -1; i <= n; i++) {
+        const sess *s = i < n ? &e->s[ids[i]] : NULL;
+        if (s && e->tab_epoch[i] != s->epoch) {
+            for (int32_t l = 0; l < L; l++) {
+                const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
+                const int32_t g = li->group, src = li->source;
+                void *base = ctx ? (void *)(uintptr_t)dhs_source_pool(ctx, src) : s->grows[src];
+                const int64_t o = (int64_t)l * in->stride + (int64_t)i * kmax;
+                for (int32_t j = 0; j < kmax; j++) {
+                    in->base[o + j] = base;
+                    in->kcodes[o + j] = s->gk_codes[g];
+                    in->kscales[o + j] = s->gk_scales[g];
+                }
+            }
+            if (run0 < 0) run0 = i;
+            continue;
+        }
+        if (run0 < 0) continue;
+        if ((st = dhs_ref_gpu_step_tables(e->gpu, run0 * kmax, (i - run0) * kmax)) != DHS_OK)
+            return step_gpu_fail(e, "tables", st);
+        for (int32_t r = run0; r < i; r++) e->tab_epoch[r] = e->s[ids[r]].epoch;
+        e->stt.table_items += (uint64_t)(i - run0);
+        run0 = -1;
+    }
+    return DHS_OK;
+}
+
 /* the target pass as one device step: the host control plane once per round
-   (tail locations, pointer tables of every layer, one upload), then the step
+   (tail locations; compact tables: the changed items' pointer tables, else every
+   layer's tables; the upload), then the step
    (eager, or a CUDA graph), then the logits */
 static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
 {
@@ -911,6 +982,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     dhs_ref_gpu_step_in in;
     dhs_status st;
     double t0 = dhs_wall_s();
+    e->x_tailloc = 0;
     if (ctx && n > e->cfg.ctx_requests) return DHS_ERR_INVALID_ARG;
     if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
     for (int32_t i = 0; i < n; i++)
@@ -929,8 +1001,13 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                 e->stt.rope_now++;
             }
         }
+    if (e->compact) {
+        if ((st = compact_tables(e, n, ids, K, &in)) != DHS_OK) return st;
+        goto upload;
+    }
     /* where the block's rows go (they count as written; the step writes them) */
-    if (ctx)
+    if (ctx) {
+        const double tl = dhs_wall_s();
         for (int32_t i = 0; i < n; i++) {
             const sess *s = &e->s[ids[i]];
             for (int32_t src = 0; src < ns; src++)
@@ -940,6 +1017,8 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                     return st;
                 }
         }
+        e->x_tailloc += dhs_wall_s() - tl;
+    }
     for (int32_t l = 0; l < c->n_layers; l++) {
         const dhs_ref_layer_info *li = dhs_ref_layer(m, l);
         const int32_t g = li->group, src = li->source;
@@ -960,6 +1039,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                 in.rowdst[o + q] = (uint8_t *)s->grows[src] + t * DHS_REF_ROW_BYTES;
         }
     }
+upload:
     if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
     double t1 = dhs_wall_s();
     int captured = 0;
@@ -1053,6 +1133,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
         e->stt.capture_s += t3 - t0;
     } else {
         e->stt.control_s += t1 - t0;
+        e->stt.tailloc_s += e->x_tailloc;
         e->stt.launch_s += t2 - t1;
         e->stt.wait_s += t3 - t2;
     }

@@ -146,10 +146,28 @@ typedef struct dhs_ref_gpu_step_in {
     void **rowdst, **base, **kcodes, **kscales; /* [n_layers][stride] */
     float *rope;                                /* [stride][64]: cos, sin of pos[q] (dhs_ref_rope_cs) */
     int32_t stride;                             /* max_queries */
+    int32_t *rloc;  /* compact tables with row locations: [n_src][stride], else NULL */
 } dhs_ref_gpu_step_in;
 
 dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in);
 dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
+/* Compact tables (set once, before the first step; the engine's default): the upload of a
+   round is O(what changed), not O(layers x queries).
+   - base / kcodes / kscales stay on the device between rounds; the host mirrors keep what the
+     engine wrote (the GPU never writes them). dhs_ref_gpu_step_tables(q0, n) copies columns
+     q0 .. q0+n-1 of every layer's three tables (one 2D copy, asynchronous): the engine calls
+     it for the queries whose session changed since their columns were last copied.
+   - rowdst is computed on the device at the start of every step (dhs_ref_gpu_step_embed): for
+     layer l and a valid query q, rowdst = base[l][q] + (int64_t)r * 656 with r = pos[q]
+     (rows_at_pos: resident rows, row = position) or r = rloc[layer_src[l]][q] (the rows'
+     locations: the library's dhs_tail_locations, written by the engine into in.rloc every
+     round: n_src x nq int32, one 2D copy in dhs_ref_gpu_step_upload); NULL for pos[q] < 0.
+   dhs_ref_gpu_step_upload then copies tokens, positions, RoPE values and rloc, not the tables.
+   layer_src: [n_layers] values in 0 .. n_src-1. DHS_ERR_STATE when called twice or while
+   capturing; DHS_ERR_INVALID_ARG for a bad source; step_tables outside compact mode:
+   DHS_ERR_STATE. */
+dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos);
+dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n);
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l);
 dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l);

@@ -117,6 +117,16 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     (void)g, (void)nq;
     return DHS_ERR_UNSUPPORTED;
 }
+dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos)
+{
+    (void)g, (void)layer_src, (void)n_src, (void)rows_at_pos;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
+{
+    (void)g, (void)q0, (void)n;
+    return DHS_ERR_UNSUPPORTED;
+}
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     (void)g;

@@ -418,6 +418,14 @@ typedef struct dhs_ref_engine_cfg {
                                DHS_REF_STEP_GRAPH (the device step captured once as a CUDA graph,
                                replayed every round; re-captured when the batch size changes).
                                Needs gpu; no trace (selections stay on the device) */
+    int full_tables;        /* device step: 0 (default): compact tables (model/gpu.h
+                               dhs_ref_gpu_step_compact): each round uploads the rows' tail
+                               locations (n x sources x k_max int32) and, only for batch items
+                               whose session changed, their base / key-store pointers of every
+                               layer; the row destinations are computed on the device. 1: the
+                               earlier control plane, every table of every layer rebuilt and
+                               uploaded each round (kept to measure against: test_gpu_engine
+                               --bench-control) */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
     int32_t profile_every;  /* device step: every this many rounds one round runs eagerly with
@@ -515,6 +523,12 @@ typedef struct dhs_ref_step_times {
     /* device step: queries whose RoPE values were computed during the step before (a plain item's
        next position) and those computed in the control plane */
     uint64_t rope_ahead, rope_now;
+    /* device step, compact tables: batch items whose pointer tables were rewritten and uploaded
+       (their session changed since their columns were last uploaded), of all items of the rounds */
+    uint64_t table_items, all_items;
+    /* device step, hierarchical: the part of control_s spent in dhs_tail_locations (one call per
+       item and source: 4,992 a round at 64 GLM-5.3 sessions) */
+    double tailloc_s;
     /* every round: the locality meter's host work (dhs_ref_engine_cfg.locmeter; in tail on the
        device step, in the compute on the host step) and the verification of the round's blocks */
     double meter_s, verify_s;

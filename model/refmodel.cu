@@ -540,6 +540,11 @@ struct dhs_ref_gpu {
     void **tab_h;     /* pinned host mirror */
     int32_t *tok_h;   /* pinned [maxq] */
     float *logits_h;  /* pinned [maxq][V] */
+    /* compact tables (dhs_ref_gpu_step_compact): rowdst computed on the device from base and rloc */
+    int compact, rows_at_pos, n_rsrc;
+    int32_t *lsrc;    /* device [L]: layer -> source (index into rloc) */
+    int32_t *rloc;    /* device [n_rsrc][maxq] row locations */
+    int32_t *rloc_h;  /* pinned mirror */
     cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
     int up_pending;
     cudaGraphExec_t exec;
@@ -633,6 +638,9 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFreeHost(g->cs_h);
     cudaFree(g->tab);
     cudaFreeHost(g->tab_h);
+    cudaFree(g->lsrc);
+    cudaFree(g->rloc);
+    cudaFreeHost(g->rloc_h);
     cudaFreeHost(g->tok_h);
     cudaFreeHost(g->logits_h);
     if (g->up_ev) cudaEventDestroy(g->up_ev);
@@ -1112,6 +1120,58 @@ extern "C" dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_i
     in->kscales = g->tab_h + 3 * LQ;
     in->rope = g->cs_h;
     in->stride = g->maxq;
+    in->rloc = g->rloc_h;
+    return DHS_OK;
+}
+
+/* compact tables: row destinations of every layer's queries from the (resident) bases and the
+   positions or the row locations; one thread per (layer, query), 64-bit byte offsets */
+__global__ void k_rowdst(void **tab, int32_t L, int32_t maxq, int32_t nq, const int64_t *pos, const int32_t *lsrc,
+                         const int32_t *rloc, int rows_at_pos)
+{
+    const int32_t q = blockIdx.x * blockDim.x + threadIdx.x, l = blockIdx.y;
+    if (q >= nq || l >= L) return;
+    const size_t LQ = (size_t)L * (size_t)maxq, at = (size_t)l * (size_t)maxq + (size_t)q;
+    const int64_t t = pos[q];
+    if (t < 0) {
+        tab[at] = NULL;
+        return;
+    }
+    const int64_t r = rows_at_pos ? t : (int64_t)rloc[(size_t)lsrc[l] * (size_t)maxq + (size_t)q];
+    tab[at] = (uint8_t *)tab[LQ + at] + r * (int64_t)G_ROW;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos)
+{
+    if (!g || g->capturing || g->compact) return DHS_ERR_STATE;
+    if (!layer_src || n_src < 1) return DHS_ERR_INVALID_ARG;
+    for (int l = 0; l < g->L; l++)
+        if (layer_src[l] < 0 || layer_src[l] >= n_src) return DHS_ERR_INVALID_ARG;
+    CK(cudaMalloc((void **)&g->lsrc, sizeof(int32_t) * (size_t)g->L), "cudaMalloc layer sources");
+    CK(cudaMemcpy(g->lsrc, layer_src, sizeof(int32_t) * (size_t)g->L, cudaMemcpyHostToDevice), "layer sources");
+    const size_t rb = sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq;
+    if (!rows_at_pos) {
+        CK(cudaMalloc((void **)&g->rloc, rb), "cudaMalloc row locations");
+        CK(cudaMallocHost((void **)&g->rloc_h, rb), "cudaMallocHost row locations");
+        memset(g->rloc_h, 0xff, rb);
+    }
+    g->n_rsrc = n_src;
+    g->rows_at_pos = rows_at_pos != 0;
+    g->compact = 1;
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
+{
+    if (!g || !g->compact || g->capturing) return DHS_ERR_STATE;
+    if (q0 < 0 || n < 1 || q0 + n > g->maxq) return DHS_ERR_INVALID_ARG;
+    /* columns q0 .. q0+n-1 of the base, kcodes and kscales rows of every layer: one 2D copy */
+    const size_t pitch = sizeof(void *) * (size_t)g->maxq, LQ = (size_t)g->L * (size_t)g->maxq;
+    CK(cudaMemcpy2DAsync(g->tab + LQ + (size_t)q0, pitch, g->tab_h + LQ + (size_t)q0, pitch, sizeof(void *) * (size_t)n,
+                         3 * (size_t)g->L, cudaMemcpyHostToDevice, g->st),
+       "step tables");
+    CK(cudaEventRecord(g->up_ev, g->st), "step tables event");
+    g->up_pending = 1;
     return DHS_OK;
 }
 
@@ -1127,11 +1187,18 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     CK(cudaMemcpyAsync(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step tokens");
     CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step positions");
     CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step rope");
-    /* the first nq entries of every [table][layer] row: one 2D copy */
-    const size_t pitch = sizeof(void *) * (size_t)g->maxq;
-    CK(cudaMemcpy2DAsync(g->tab, pitch, g->tab_h, pitch, sizeof(void *) * (size_t)nq, 4 * (size_t)g->L,
-                         cudaMemcpyHostToDevice, g->st),
-       "step pointer tables");
+    if (g->compact) { /* the row locations; the tables are on the device (dhs_ref_gpu_step_tables) */
+        const size_t rp = sizeof(int32_t) * (size_t)g->maxq;
+        if (!g->rows_at_pos)
+            CK(cudaMemcpy2DAsync(g->rloc, rp, g->rloc_h, rp, sizeof(int32_t) * (size_t)nq, (size_t)g->n_rsrc,
+                                 cudaMemcpyHostToDevice, g->st),
+               "step row locations");
+    } else { /* the first nq entries of every [table][layer] row: one 2D copy */
+        const size_t pitch = sizeof(void *) * (size_t)g->maxq;
+        CK(cudaMemcpy2DAsync(g->tab, pitch, g->tab_h, pitch, sizeof(void *) * (size_t)nq, 4 * (size_t)g->L,
+                             cudaMemcpyHostToDevice, g->st),
+           "step pointer tables");
+    }
     CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
     g->up_pending = 1;
     return DHS_OK;
@@ -1139,6 +1206,11 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
 
 extern "C" dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
+    if (g->compact) { /* every layer's row destinations (compact tables) */
+        dim3 grid((unsigned)((g->nq + 127) / 128), (unsigned)g->L);
+        k_rowdst<<<grid, 128, 0, g->st>>>(g->tab, g->L, g->maxq, g->nq, g->pos, g->lsrc, g->rloc, g->rows_at_pos);
+        CK(cudaGetLastError(), "k_rowdst");
+    }
     k_embed<<<g->nq, 64, 0, g->st>>>(g->emb, g->tok, g->pos, g->x, g->dims.d);
     CK(cudaGetLastError(), "k_embed");
     return DHS_OK;

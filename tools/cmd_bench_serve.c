@@ -525,6 +525,8 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "between", 1e6 * r->st.between_s / n);
         cJSON_AddNumberToObject(h, "head", 1e6 * r->st.head_s / n);
         cJSON_AddNumberToObject(h, "control", 1e6 * r->st.xcontrol_s / n);
+        /* of the control plane: the library's dhs_tail_locations calls (per device-step round) */
+        cJSON_AddNumberToObject(h, "control_tail_locations", r->st.rounds ? 1e6 * r->st.tailloc_s / (double)r->st.rounds : 0.0);
         cJSON_AddNumberToObject(h, "prelaunch", 1e6 * r->st.prelaunch_s / n);
         cJSON_AddNumberToObject(h, "total", 1e6 * (r->st.tail_s + r->st.between_s + r->st.head_s + r->st.xcontrol_s + r->st.prelaunch_s) / n);
         /* every round */
@@ -1077,7 +1079,7 @@ int cmd_bench_serve(int argc, char **argv)
                                       " rounds%s; peak RSS %.2f GiB): held %" PRIu64 ", %.1f tokens/s, step %.2f ms, waits %" PRIu64
                                       ", reclaims %.0f; graph captures %" PRIu64 " (%.1f ms); host us per round: "
                                       "round_begin %.0f, round_end %.0f, exposed %.0f (tail %.0f, between %.0f, head %.0f, "
-                                      "control %.0f, prelaunch %.0f); library us per round: housekeeping %.0f (advance %.0f, fence %.0f, "
+                                      "control %.0f (tail locations %.0f), prelaunch %.0f); library us per round: housekeeping %.0f (advance %.0f, fence %.0f, "
                                       "sweep %.0f, repopulate %.0f), "
                                       "tail_room %.0f, publish %.0f, end's device %.0f, backup %.0f, resolve %.0f",
                                       mode_names[mode], prefix_tags[prefix], L, cs[i],
@@ -1092,7 +1094,8 @@ int cmd_bench_serve(int argc, char **argv)
                                       q->st.all_rounds ? 1e6 * q->st.begin_s / (double)q->st.all_rounds : 0.0,
                                       q->st.all_rounds ? 1e6 * q->st.end_s / (double)q->st.all_rounds : 0.0,
                                       q->st.exposed_rounds ? 1e6 * q->st.exposed_s / (double)q->st.exposed_rounds : 0.0,
-                                      HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s), HP(q, prelaunch_s),
+                                      HP(q, tail_s), HP(q, between_s), HP(q, head_s), HP(q, xcontrol_s),
+                                      q->st.rounds ? 1e6 * q->st.tailloc_s / (double)q->st.rounds : 0.0, HP(q, prelaunch_s),
                                       LHP(q, DHS_HP_HOUSEKEEPING), LHP(q, DHS_HP_ADVANCE), LHP(q, DHS_HP_FENCE),
                                       LHP(q, DHS_HP_SWEEP), LHP(q, DHS_HP_REPOPULATE), LHP(q, DHS_HP_TAIL_ROOM),
                                       LHP(q, DHS_HP_PUBLISH), LHP(q, DHS_HP_DEVICE), LHP(q, DHS_HP_BACKUP), LHP(q, DHS_HP_RESOLVE));

@@ -16,6 +16,10 @@
  *   equal to the CPU run's, and no call of the per-layer host API. The CUDA
  *   graph (capture) is not emulated: the CPU backend executes library calls
  *   at once, so test_gpu_model checks --step graph on a GPU;
+ * - compact tables (the default control plane): a batch item's pointer tables are uploaded again
+ *   exactly when its session changed; the row destinations computed from the uploaded tail
+ *   locations; freed device blocks stay poisoned so a stale table entry is seen; the CPU engine,
+ *   compact and full tables (cfg.full_tables) equal bit for bit (test_tables);
  * - topk_impl fused (docs/MODEL.md "Top-k"): the emulation selects like
  *   refmodel.cu then does - one batched call of the fused top-k's CPU twin
  *   (dhs_topk_fused_ref_batch) over a [q][max_positions] scores buffer with
@@ -25,7 +29,8 @@
  *   queues emulated: copies at once, a wait must name a recorded event): history,
  *   keys and logits byte-identical to the CPU's full-residency prefill, and its
  *   cross-queue waits exactly the schedule's cross-queue dependencies.
- * Env: DHS_TEST_SEED.
+ * Env: DHS_TEST_SEED. `test_gpu_engine --bench-control --help`: the control plane's host time per
+ * round, full against compact tables, the step's launches doing nothing.
  */
 #include <inttypes.h>
 #include <stdint.h>
@@ -72,7 +77,49 @@ struct dhs_ref_gpu {
     float *scores;          /* fused: [maxq][maxpos] */
     int32_t *nanc;          /* fused: [maxq] */
     float *cs_h;            /* device step: the engine's RoPE values [maxq][64] */
+    int compact, rows_at_pos, n_rsrc; /* dhs_ref_gpu_step_compact */
+    int32_t *lsrc;          /* [L] */
+    int32_t *rloc_h, *rloc; /* [n_rsrc][maxq]: mirror and the "device" copy */
 };
+
+/* device allocations (dhs_ref_gpu_alloc): a freed one is poisoned and kept (never reused) until the
+   test's model goes, so a table entry naming a freed key store or freed rows is seen, not read */
+typedef struct { uint8_t *p; uint64_t bytes; int live; } g_block;
+static g_block *g_blocks;
+static int64_t g_nblocks, g_capblocks;
+static uint64_t g_dead_refs;  /* table pointers of valid queries into freed device memory */
+static uint64_t g_ptr_checks; /* table pointers checked */
+static uint64_t g_bad_rowdst; /* compact tables: valid queries with a negative row location (never uploaded: the
+                                 poison) or no row destination; their rows go to the staging buffer instead */
+
+/* -1: inside a freed block (that many bytes from p), 1: inside a live one, 0: not ours (the pool) */
+static int ptr_state(const void *ptr, uint64_t bytes)
+{
+    const uint8_t *x = ptr;
+    for (int64_t i = 0; i < g_nblocks; i++)
+        if (x >= g_blocks[i].p && x < g_blocks[i].p + g_blocks[i].bytes)
+            return g_blocks[i].live && x + bytes <= g_blocks[i].p + g_blocks[i].bytes ? 1 : -1;
+    return 0;
+}
+
+static int g_noop;
+
+static void check_ptr(const void *ptr, uint64_t bytes)
+{
+    if (!ptr || g_noop) return;
+    g_ptr_checks++;
+    g_dead_refs += ptr_state(ptr, bytes) < 0;
+}
+
+static void blocks_release(void)
+{
+    for (int64_t i = 0; i < g_nblocks; i++) free(g_blocks[i].p);
+    free(g_blocks);
+    g_blocks = NULL;
+    g_nblocks = g_capblocks = 0;
+}
+
+/* --bench-control (g_noop): the step's launches do nothing (the control plane is what is timed) */
 
 /* the device step's uploaded RoPE rows that differ from dhs_ref_rope_cs of their position */
 static uint64_t g_rope_bad, g_rope_rows;
@@ -104,6 +151,9 @@ void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     free(g->scores);
     free(g->nanc);
     free(g->cs_h);
+    free(g->lsrc);
+    free(g->rloc_h);
+    free(g->rloc);
     free(g);
 }
 
@@ -140,6 +190,9 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
     /* the locality device: the run set it on its model after creating ours (same config) */
     if (d->iq_synth) dhs_ref_model_set_iq_synth((dhs_ref_model *)(uintptr_t)g_model, d->iq_synth);
     g->maxpos = d->max_positions;
+    if (g_noop && g->sel) /* --bench-control: every query selects rows 0 .. k-1 (the step selects nothing) */
+        for (size_t q = 0; q < Q; q++)
+            for (int32_t i = 0; i < g->k; i++) g->sel[q * (size_t)g->k + (size_t)i] = i;
     if (g->fused) {
         g->scores = calloc(Q * (size_t)g->maxpos, sizeof(float));
         g->nanc = calloc(Q, sizeof(int32_t));
@@ -160,14 +213,31 @@ dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream, dhs_ref_g
 dhs_status dhs_ref_gpu_alloc(dhs_ref_gpu *g, uint64_t bytes, void **dev)
 {
     (void)g;
-    *dev = aligned_alloc(16, (bytes + 15) / 16 * 16);
-    return *dev ? DHS_OK : DHS_ERR_DEVICE_NOMEM;
+    *dev = NULL;
+    if (g_nblocks == g_capblocks) {
+        int64_t cap = g_capblocks ? 2 * g_capblocks : 256;
+        g_block *nb = realloc(g_blocks, sizeof *nb * (size_t)cap);
+        if (!nb) return DHS_ERR_DEVICE_NOMEM;
+        g_blocks = nb;
+        g_capblocks = cap;
+    }
+    uint64_t b = (bytes + 15) / 16 * 16;
+    *dev = aligned_alloc(16, b ? b : 16);
+    if (!*dev) return DHS_ERR_DEVICE_NOMEM;
+    g_blocks[g_nblocks++] = (g_block){*dev, b ? b : 16, 1};
+    return DHS_OK;
 }
 
 void dhs_ref_gpu_free(dhs_ref_gpu *g, void *dev)
 {
     (void)g;
-    free(dev);
+    for (int64_t i = 0; i < g_nblocks; i++)
+        if (g_blocks[i].p == dev && g_blocks[i].live) {
+            g_blocks[i].live = 0;
+            memset(dev, 0xA5, g_blocks[i].bytes);
+            return;
+        }
+    free(dev); /* not a block of ours: cannot happen */
 }
 
 dhs_status dhs_ref_gpu_upload(dhs_ref_gpu *g, void *dev, const void *host, uint64_t bytes)
@@ -374,6 +444,43 @@ dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
     in->kscales = g->tab_h + 3 * LQ;
     in->rope = g->cs_h;
     in->stride = g->maxq;
+    in->rloc = g->rloc_h;
+    return DHS_OK;
+}
+
+static uint64_t g_table_cols; /* columns copied by dhs_ref_gpu_step_tables */
+
+dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos)
+{
+    if (g->compact) return DHS_ERR_STATE;
+    if (!layer_src || n_src < 1) return DHS_ERR_INVALID_ARG;
+    for (int32_t l = 0; l < g->L; l++)
+        if (layer_src[l] < 0 || layer_src[l] >= n_src) return DHS_ERR_INVALID_ARG;
+    g->lsrc = malloc(sizeof(int32_t) * (size_t)g->L);
+    if (!g->lsrc) return DHS_ERR_NOMEM;
+    memcpy(g->lsrc, layer_src, sizeof(int32_t) * (size_t)g->L);
+    if (!rows_at_pos) {
+        g->rloc_h = malloc(sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+        g->rloc = malloc(sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+        if (!g->rloc_h || !g->rloc) return DHS_ERR_NOMEM;
+        memset(g->rloc_h, 0xA5, sizeof(int32_t) * (size_t)n_src * (size_t)g->maxq);
+    }
+    g->n_rsrc = n_src;
+    g->rows_at_pos = rows_at_pos;
+    g->compact = 1;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
+{
+    if (!g->compact) return DHS_ERR_STATE;
+    if (q0 < 0 || n < 1 || q0 + n > g->maxq) return DHS_ERR_INVALID_ARG;
+    g_table_cols += (uint64_t)n;
+    if (g_noop) return DHS_OK;
+    const size_t LQ = (size_t)g->L * (size_t)g->maxq;
+    for (size_t r = 0; r < 3 * (size_t)g->L; r++) /* base, kcodes, kscales of every layer: the 2D copy */
+        memcpy(g->tab + LQ + r * (size_t)g->maxq + (size_t)q0, g->tab_h + LQ + r * (size_t)g->maxq + (size_t)q0,
+               sizeof(void *) * (size_t)n);
     return DHS_OK;
 }
 
@@ -381,6 +488,7 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
 {
     if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
     g->nq = nq;
+    if (g_noop) return DHS_OK; /* --bench-control: a real upload is a DMA the host only issues */
     memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
     memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
     for (int32_t q = 0; q < nq; q++) { /* what refmodel.cu uploads as RoPE: the engine's values */
@@ -391,6 +499,16 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
         g_rope_rows++;
     }
     memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
+    if (g->compact) { /* the row locations (rewritten every round: poisoned after the copy); the tables
+                         stay on the "device" as dhs_ref_gpu_step_tables left them */
+        if (!g->rows_at_pos) {
+            for (int32_t r = 0; r < g->n_rsrc; r++)
+                memcpy(g->rloc + (size_t)r * (size_t)g->maxq, g->rloc_h + (size_t)r * (size_t)g->maxq,
+                       sizeof(int32_t) * (size_t)nq);
+            memset(g->rloc_h, 0xA5, sizeof(int32_t) * (size_t)g->n_rsrc * (size_t)g->maxq);
+        }
+        return DHS_OK;
+    }
     for (size_t r = 0; r < 4 * (size_t)g->L; r++) /* the first nq of every row, as the 2D copy */
         memcpy(g->tab + r * (size_t)g->maxq, g->tab_h + r * (size_t)g->maxq, sizeof(void *) * (size_t)nq);
     /* the host may rewrite its mirrors now (the GPU's copy is asynchronous; the engine must not
@@ -428,6 +546,16 @@ dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     g_step_calls++;
     g_emulated_calls++;
+    if (g_noop) return DHS_OK;
+    if (g->compact) /* refmodel.cu k_rowdst: rowdst = base + (int64_t)row * 656 */
+        for (int32_t l = 0; l < g->L; l++)
+            for (int32_t q = 0; q < g->nq; q++) {
+                void **rd = tab_at(g, 0, l), **base = tab_at(g, 1, l);
+                const int64_t t = g->pos[q];
+                const int64_t r = g->rows_at_pos ? t : (int64_t)g->rloc[(size_t)g->lsrc[l] * (size_t)g->maxq + (size_t)q];
+                g_bad_rowdst += t >= 0 && r < 0;
+                rd[q] = t < 0 || r < 0 ? NULL : (uint8_t *)base[q] + r * DHS_REF_ROW_BYTES;
+            }
     if (g_deploy) {
         int32_t valid = 0;
         for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
@@ -446,10 +574,17 @@ dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
     float lat[DHS_REF_LAT], key[DHS_REF_MAX_IDX_DIM];
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
+        check_ptr(rd[q], DHS_REF_ROW_BYTES);
+        if (li->producer) {
+            check_ptr(kc[q], 1);
+            check_ptr(ks[q], 4);
+        }
+        if (g_noop) continue;
         float *xn = g->xn + (int64_t)q * g->d;
         dhs_ref_rmsnorm(g->m, g->x + (int64_t)q * g->d, xn);
         dhs_ref_latent(g->m, l, g->pos[q], xn, lat);
-        dhs_ref_row_encode(lat, (uint8_t *)rd[q]);
+        if (!rd[q]) g_bad_rowdst++;
+        dhs_ref_row_encode(lat, rd[q] ? (uint8_t *)rd[q] : g->stage + (int64_t)q * DHS_REF_ROW_BYTES);
         if (li->producer) {
             dhs_ref_keys kv = keys_view(g->m, kc[q], ks[q]);
             dhs_ref_index_key(g->m, l, xn, key);
@@ -509,6 +644,7 @@ dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
     dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK); /* as the kernel does, between scores and top-k */
     g_step_calls++;                          /* the top-k */
     void **kc = tab_at(g, 2, l), **ks = tab_at(g, 3, l);
+    if (g_noop) return DHS_OK; /* the selections --bench-control set once */
     for (int32_t q = 0; q < g->nq; q++) {
         int32_t *sq = g->sel + (int64_t)q * g->k;
         if (g->pos[q] < 0) { /* padding: the resolver must not read it */
@@ -532,6 +668,8 @@ dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc
     void **base = tab_at(g, 1, l);
     for (int32_t q = 0; q < g->nq; q++) {
         if (g->pos[q] < 0) continue;
+        check_ptr(base[q], 1);
+        if (g_noop) continue;
         dhs_ref_attend_mlp(g->m, l, g->pos[q], g->xn + (int64_t)q * g->d, base[q], DHS_REF_ROW_BYTES,
                            loc + (int64_t)q * g->k, g->x + (int64_t)q * g->d, g->sc);
     }
@@ -541,6 +679,7 @@ dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc
 dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
 {
     g_step_calls++;
+    if (g_noop) return DHS_OK;
     for (int32_t q = 0; q < g->nq; q++)
         if (g->pos[q] >= 0) dhs_ref_logits(g->m, g->x + (int64_t)q * g->d, g->logits_h + (int64_t)q * g->V);
     return DHS_OK;
@@ -729,6 +868,106 @@ done:
     free(L2);
     dhs_ref_engine_destroy(a);
     dhs_ref_engine_destroy(b);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
+/* compact tables (engine.c compact_tables, model/gpu.h dhs_ref_gpu_step_compact): the device step
+   re-uploads a batch item's pointer tables exactly when its session changed since its columns were
+   last uploaded: a session replaced at the same batch position, an id reused by a new session, items
+   moving between positions, a smaller then larger batch. The CPU engine, the compact device step and
+   the full-table device step (cfg.full_tables) give the same logits bit for bit every round, and no
+   step reads through a pointer into a finished session's freed key store or rows */
+static void test_tables(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    mc.n_layers = 6;
+    mc.topk = 128;
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int32_t S = 3, KM = 3, V = mc.vocab, R = 6;
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 5;
+    ec.max_slots = S;
+    ec.k_max = KM;
+    ec.max_positions = 400 + (int64_t)R * KM + 8;
+    ec.seed = mc.seed;
+    ec.page_rows = 64;
+    dhs_ref_engine *e[3] = {NULL, NULL, NULL}; /* CPU, compact, full tables */
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[0]), DHS_OK);
+    ec.gpu = 1;
+    ec.step = DHS_REF_STEP_DEVICE;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[1]), DHS_OK);
+    ec.full_tables = 1;
+    CHECK_ST(dhs_ref_engine_create(m, &ec, &e[2]), DHS_OK);
+    float *Lg[3];
+    for (int k = 0; k < 3; k++) Lg[k] = calloc((size_t)S * KM * (size_t)V, sizeof(float));
+    /* per round: finish (-1: none), start (-1: none; a start reuses a finished id with a new prompt), the batch */
+    static const int32_t fin[6] = {-1, -1, 1, 0, -1, -1}, sta[6] = {-1, -1, 3, 0, -1, -1};
+    static const int32_t nb[6] = {3, 3, 3, 3, 2, 3};
+    static const int32_t bat[6][3] = {{0, 1, 2}, {0, 1, 2}, {0, 3, 2}, {0, 3, 2}, {2, 3, -1}, {2, 3, 0}};
+    const uint64_t want_items = 3 + 0 + 1 + 1 + 1 + 1, dead0 = g_dead_refs, checks0 = g_ptr_checks;
+    uint64_t rows = 0, differ = 0, cols0 = g_table_cols;
+    int32_t prompts = 0;
+    for (int k = 0; k < 3; k++)
+        if (!e[k] || !Lg[k]) goto done;
+    for (int32_t r = -1; r < R; r++) {
+        int32_t starts[3] = {-1, -1, -1};
+        if (r < 0) starts[0] = 0, starts[1] = 1, starts[2] = 2;
+        else starts[0] = sta[r];
+        if (r >= 0 && fin[r] >= 0)
+            for (int k = 0; k < 3; k++) CHECK_ST(dhs_ref_engine_finish(e[k], fin[r]), DHS_OK);
+        for (int32_t si = 0; si < 3 && starts[si] >= 0; si++, prompts++) {
+            const int64_t n = 300 + 13 * prompts;
+            int32_t *tok = malloc(sizeof(int32_t) * (size_t)n);
+            dhs_ref_prefill p;
+            dhs_ref_prompt(mc.seed + 17, prompts, V, n, tok);
+            dhs_status st = dhs_ref_prefill_synthetic(m, tok, n, 29 + (uint64_t)prompts, &p);
+            free(tok);
+            CHECK_ST(st, DHS_OK);
+            if (st != DHS_OK) goto done;
+            for (int k = 0; k < 3; k++) CHECK_ST(dhs_ref_engine_start(e[k], starts[si], &p, (dhs_req){0, 0}), DHS_OK);
+            dhs_ref_prefill_free(&p);
+        }
+        if (r < 0) continue;
+        int32_t K[3], A[3][3], E[3][9];
+        for (int32_t i = 0; i < nb[r]; i++) K[i] = 1 + (r + i) % KM;
+        for (int k = 0; k < 3; k++) {
+            dhs_ref_round_out o = {Lg[k], A[k], E[k], NULL};
+            CHECK_ST(dhs_ref_engine_round(e[k], nb[r], bat[r], K, &o), DHS_OK);
+        }
+        for (int32_t i = 0; i < nb[r]; i++) {
+            for (int32_t j = 0; j < K[i]; j++, rows++) {
+                const size_t at = ((size_t)i * KM + (size_t)j) * (size_t)V;
+                differ += memcmp(Lg[0] + at, Lg[1] + at, sizeof(float) * (size_t)V) != 0 ||
+                          memcmp(Lg[0] + at, Lg[2] + at, sizeof(float) * (size_t)V) != 0;
+            }
+            CHECKF(A[0][i] == A[1][i] && A[0][i] == A[2][i], "tables round %d item %d: accepted %d / %d / %d", r, i, A[0][i],
+                   A[1][i], A[2][i]);
+        }
+    }
+    dhs_ref_step_times tc, tf;
+    dhs_ref_engine_step_times(e[1], &tc);
+    dhs_ref_engine_step_times(e[2], &tf);
+    CHECKF(differ == 0, "tables: %" PRIu64 " of %" PRIu64 " logit rows differ (CPU / compact / full tables)", differ, rows);
+    CHECKF(tc.table_items == want_items && tc.all_items == 17, "compact tables: %" PRIu64 " of %" PRIu64
+           " items re-uploaded, expected %" PRIu64 " of 17", tc.table_items, tc.all_items, want_items);
+    CHECKF(g_table_cols - cols0 == want_items * (uint64_t)KM, "compact tables: %" PRIu64 " columns copied, expected %" PRIu64,
+           g_table_cols - cols0, want_items * (uint64_t)KM);
+    CHECKF(tf.table_items == 0 && tf.all_items == 0, "full tables counted %" PRIu64 " compact items", tf.table_items);
+    CHECKF(g_dead_refs == dead0 && g_ptr_checks > checks0, "tables: %" PRIu64 " pointers into freed device memory",
+           g_dead_refs - dead0);
+    printf("  tables         CPU == compact == full tables: %" PRIu64 " logit rows over %d rounds (sessions replaced, an id "
+           "reused, moves, n 3-2-3); %" PRIu64 " of %" PRIu64 " items re-uploaded\n", rows, R, tc.table_items, tc.all_items);
+done:
+    for (int k = 0; k < 3; k++) {
+        free(Lg[k]);
+        dhs_ref_engine_destroy(e[k]);
+    }
     dhs_ref_model_destroy(m);
     g_model = NULL;
 }
@@ -1090,8 +1329,189 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
     g_model = NULL;
 }
 
-int main(void)
+/* ---------------------------------------------------------------- --bench-control */
+/* one hierarchical engine's device step (GLM-5.3 geometry, every layer; CPU backend, device resolver)
+   over C sessions of K = 1 with the step's launches doing nothing: the control plane's host time per
+   round (dhs_ref_step_times control_s: inputs, tail locations, pointer tables, the upload; tailloc_s:
+   its dhs_tail_locations calls) over `rounds` rounds after `warm` rounds; full: cfg.full_tables */
+static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, int32_t rounds, int64_t context,
+                     double *control_us, double *tailloc_us, double *items)
 {
+    const dhs_ref_cfg *mc = dhs_ref_model_cfg(m);
+    const int64_t max_pos = context + warm + rounds + 16;
+    dhs_arch arch;
+    dhs_ref_arch(m, &arch);
+    dhs_config cfg = dhs_ref_hier_config(m, C, max_pos, 1, (double)C, context, 16);
+    cfg.resolver = DHS_RESOLVER_DEVICE;
+    cfg.policy = DHS_POLICY_CLOCK;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_ref_engine *e = NULL;
+    int rc = -1;
+    int32_t *ids = calloc((size_t)C, sizeof(int32_t)), *K = calloc((size_t)C, sizeof(int32_t));
+    int32_t *A = calloc((size_t)C, sizeof(int32_t)), *E = calloc((size_t)C, sizeof(int32_t));
+    float *lg = calloc((size_t)C * (size_t)mc->vocab, sizeof(float));
+    int32_t *tok = calloc((size_t)context, sizeof(int32_t));
+    dhs_status st = dhs_backend_cpu_create(NULL, &be);
+    if (st == DHS_OK) st = dhs_ctx_create(&arch, &cfg, be, &ctx);
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = C;
+    ec.max_slots = C;
+    ec.k_max = 1;
+    ec.max_positions = max_pos;
+    ec.page_rows = 16;
+    ec.ctx = ctx;
+    ec.gpu = 1;
+    ec.step = DHS_REF_STEP_DEVICE;
+    ec.ctx_requests = cfg.max_requests;
+    ec.full_tables = full;
+    if (st == DHS_OK) st = dhs_ref_engine_create(m, &ec, &e);
+    if (st != DHS_OK || !ids || !K || !A || !E || !lg || !tok) {
+        fprintf(stderr, "bench-control: set-up failed: %s\n", dhs_status_str(st));
+        goto out;
+    }
+    for (int32_t i = 0; i < C; i++) {
+        dhs_req req;
+        dhs_ref_prefill p;
+        dhs_ref_prompt(7, i, mc->vocab, context, tok);
+        if ((st = dhs_request_open(ctx, max_pos, &req)) != DHS_OK ||
+            (st = dhs_ref_prefill_synthetic(m, tok, context, 11 + (uint64_t)i, &p)) != DHS_OK) {
+            fprintf(stderr, "bench-control: session %d: %s\n", i, dhs_status_str(st));
+            goto out;
+        }
+        st = dhs_ref_engine_start(e, i, &p, req);
+        dhs_ref_prefill_free(&p);
+        if (st != DHS_OK) {
+            fprintf(stderr, "bench-control: start %d: %s (%s)\n", i, dhs_status_str(st), dhs_ref_engine_error(e));
+            goto out;
+        }
+        ids[i] = i;
+        K[i] = 1;
+    }
+    dhs_ref_step_times t0, t1;
+    for (int32_t r = 0; r < warm + rounds; r++) {
+        if (r == warm) dhs_ref_engine_step_times(e, &t0);
+        dhs_ref_round_out o = {lg, A, E, NULL};
+        if ((st = dhs_ref_engine_round(e, C, ids, K, &o)) != DHS_OK) {
+            fprintf(stderr, "bench-control: round %d: %s (%s)\n", r, dhs_status_str(st), dhs_ref_engine_error(e));
+            goto out;
+        }
+    }
+    dhs_ref_engine_step_times(e, &t1);
+    const double nr = (double)(t1.rounds - t0.rounds);
+    *control_us = 1e6 * (t1.control_s - t0.control_s) / nr;
+    *tailloc_us = 1e6 * (t1.tailloc_s - t0.tailloc_s) / nr;
+    *items = (double)(t1.table_items - t0.table_items) / nr;
+    rc = 0;
+out:
+    dhs_ref_engine_destroy(e);
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    free(ids);
+    free(K);
+    free(A);
+    free(E);
+    free(lg);
+    free(tok);
+    return rc;
+}
+
+static int bench_control(int argc, char **argv)
+{
+    int32_t rounds = 200, warm = 5, reps = 3, layers = 0;
+    int64_t context = 64;
+    char conc[64] = "16,64";
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: test_gpu_engine --bench-control [--concurrency C1,C2,...] [--rounds N] [--reps N]\n"
+                   "                       [--context P] [--layers L]\n"
+                   "The device step's host control plane (engine.c gpu_step before the launch: inputs, tail\n"
+                   "locations, pointer tables, the upload) per round, GLM-5.3 geometry (78 layers = 78 sources,\n"
+                   "21 groups; --layers to cut), K = 1, hierarchical on the CPU backend with the device\n"
+                   "resolver, the GPU emulated with launches that do nothing. Both control planes in this\n"
+                   "process, alternating: full tables (every layer's tables rebuilt and uploaded each round,\n"
+                   "cfg.full_tables = 1) and compact tables (the default). Prints us per round (the best of\n"
+                   "--reps runs of --rounds rounds each, after 5 warm-up rounds): the control plane, its\n"
+                   "dhs_tail_locations calls, the rest (the engine's own work), and the batch items whose\n"
+                   "tables were re-uploaded per round. Defaults: 16,64; 200 rounds; 3 reps; P = 64.\n");
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "test_gpu_engine: %s needs a value (--help)\n", a);
+            return 2;
+        }
+        if (!strcmp(a, "--concurrency")) snprintf(conc, sizeof conc, "%s", v);
+        else if (!strcmp(a, "--rounds")) rounds = atoi(v);
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--context")) context = atoll(v);
+        else if (!strcmp(a, "--layers")) layers = atoi(v);
+        else {
+            fprintf(stderr, "test_gpu_engine: unknown option %s (--help)\n", a);
+            return 2;
+        }
+        i++;
+    }
+    if (rounds < 1 || reps < 1 || context < 32 || layers < 0) {
+        fprintf(stderr, "test_gpu_engine: --rounds and --reps >= 1, --context >= 32, --layers >= 0\n");
+        return 2;
+    }
+    dhs_ref_cfg mc = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    if (layers) mc.n_layers = layers;
+    mc.topk = 16;
+    mc.seed = 1;
+    dhs_ref_model *m = NULL;
+    if (dhs_ref_model_create(&mc, &m) != DHS_OK) {
+        fprintf(stderr, "test_gpu_engine: model\n");
+        return 1;
+    }
+    g_model = m;
+    g_noop = 1;
+    printf("control plane per round (us, best of %d x %d rounds), GLM-5.3 %d layers / %d sources / %d groups, K = 1\n",
+           reps, rounds, dhs_ref_model_cfg(m)->n_layers, dhs_ref_n_sources(m), dhs_ref_n_groups(m));
+    printf("%5s | %28s | %28s | %6s %8s\n", "", "full tables", "compact tables", "engine", "items");
+    printf("%5s | %8s %9s %9s | %8s %9s %9s | %6s %8s\n", "C", "control", "tail loc", "engine", "control", "tail loc",
+           "engine", "ratio", "uploaded");
+    int rc = 0;
+    for (char *p = conc; *p && !rc;) {
+        int32_t C = (int32_t)strtol(p, &p, 10);
+        if (*p == ',') p++;
+        if (C < 1) {
+            rc = 2;
+            break;
+        }
+        /* best of the reps by control time; the engine's own part (control minus tail locations) too */
+        double ctl[2] = {1e30, 1e30}, tl[2] = {0, 0}, own[2] = {1e30, 1e30}, items = 0;
+        for (int r = 0; r < reps && !rc; r++)
+            for (int h = 0; h < 2 && !rc; h++) {
+                const int full = (r + h) % 2; /* alternating which goes first */
+                double us = 0, t = 0, it = 0;
+                if (bench_one(m, C, full, warm, rounds, context, &us, &t, &it)) rc = 1;
+                if (us < ctl[full]) ctl[full] = us, tl[full] = t;
+                if (us - t < own[full]) own[full] = us - t;
+                if (!full) items = it;
+            }
+        if (!rc)
+            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %5.1fx %8.2f\n", C, ctl[1], tl[1], own[1], ctl[0], tl[0],
+                   own[0], own[1] / own[0], items);
+        fflush(stdout);
+    }
+    g_noop = 0;
+    g_model = NULL;
+    dhs_ref_model_destroy(m);
+    blocks_release();
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--bench-control")) return bench_control(argc, argv);
+    if (argc > 1) {
+        printf("usage: test_gpu_engine            the tests (env DHS_TEST_SEED)\n"
+               "       test_gpu_engine --bench-control [--help]   the control plane's host time per round\n");
+        return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
+    }
     uint64_t seed = th_seed("test_gpu_engine");
     dhs_ref_cfg glm = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53), ds = dhs_ref_cfg_geometry(DHS_REF_GEOM_DSV32),
                 tiny = dhs_ref_cfg_tiny();
@@ -1107,6 +1527,7 @@ int main(void)
     test_rounds(tiny, "tiny follow fused top-k", DHS_REF_TOPK_FUSED);
     test_rounds(tiny, "tiny follow split top-k", DHS_REF_TOPK_SPLIT);
     test_step_refusals(seed);
+    test_tables(seed + 13);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1);
@@ -1125,6 +1546,10 @@ int main(void)
     test_meter(seed + 12);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
+    CHECKF(g_bad_rowdst == 0, "%" PRIu64 " valid queries of the device step had no row destination", g_bad_rowdst);
+    CHECKF(g_dead_refs == 0 && g_ptr_checks > 0, "%" PRIu64 " of %" PRIu64 " table pointers named freed device memory",
+           g_dead_refs, g_ptr_checks);
     free(g_qrec);
+    blocks_release();
     return th_summary();
 }
