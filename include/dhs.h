@@ -524,6 +524,18 @@ dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si);
 dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t first_row, int32_t n_rows,
                               int32_t *loc);
 
+/* dhs_tail_locations for every request of the open round and every source in one call (an
+   engine's per-round control plane: one call instead of requests x sources). For request i of
+   the round (dhs_round_begin's order) and source s, the block's rows [c, ceil((n_i + K_i) / m)),
+   c = the committed rows of the source's group and m its positions per row (rows n_i .. n_i + K_i
+   - 1 where m = 1), go to loc[s * src_stride + i * req_stride + j], j = row - c; the rest of each
+   req_stride run is left alone. The rows count as written, as with dhs_tail_locations.
+   DHS_ERR_INVALID_ARG when a block has more rows than req_stride, when src_stride < n_round x
+   req_stride (more than one source) or loc is NULL with requests in the round; the other errors
+   as dhs_tail_locations. Every request and source is checked before anything is written: an
+   error writes nothing and marks nothing. */
+dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);
+
 /* *may_miss = 1 when a selection of the open round may have to recover a row from host
    memory in `group` (-1: any group): some request of the round has a
    committed row below its tail window that is not in a ready optional page

@@ -930,14 +930,21 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
     dhs_status st;
     if (ctx) {
         const double t0 = dhs_wall_s();
-        for (int32_t i = 0; i < n; i++) {
-            const sess *s = &e->s[ids[i]];
-            for (int32_t src = 0; src < e->ns; src++)
-                if ((st = dhs_tail_locations(ctx, s->req, src, s->n, K[i], in->rloc + (int64_t)src * in->stride +
-                                                                              (int64_t)i * kmax)) != DHS_OK) {
-                    set_err(e, "dhs_tail_locations", st);
-                    return st;
-                }
+        if (e->cfg.tail_calls) { /* one call per item and source (the comparison: test_gpu_engine --bench-control) */
+            for (int32_t i = 0; i < n; i++) {
+                const sess *s = &e->s[ids[i]];
+                for (int32_t src = 0; src < e->ns; src++)
+                    if ((st = dhs_tail_locations(ctx, s->req, src, s->n, K[i], in->rloc + (int64_t)src * in->stride +
+                                                                                  (int64_t)i * kmax)) != DHS_OK) {
+                        set_err(e, "dhs_tail_locations", st);
+                        return st;
+                    }
+            }
+        } else if ((st = dhs_round_tail_locations(ctx, kmax, in->stride, in->rloc)) != DHS_OK) {
+            /* the round's items in dhs_round_begin's order (e->reqs), every source: rows n_i .. n_i + K_i - 1
+               (every source has one position per row here) */
+            set_err(e, "dhs_round_tail_locations", st);
+            return st;
         }
         e->x_tailloc += dhs_wall_s() - t0;
     }

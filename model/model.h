@@ -426,6 +426,10 @@ typedef struct dhs_ref_engine_cfg {
                                earlier control plane, every table of every layer rebuilt and
                                uploaded each round (kept to measure against: test_gpu_engine
                                --bench-control) */
+    int tail_calls;         /* hierarchical device step with compact tables: 1 = one dhs_tail_locations
+                               per batch item and source (78 x C calls a round for GLM-5.3); 0 (default):
+                               one dhs_round_tail_locations for the whole round (kept to measure
+                               against: test_gpu_engine --bench-control) */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
     int32_t profile_every;  /* device step: every this many rounds one round runs eagerly with

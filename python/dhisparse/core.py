@@ -918,6 +918,25 @@ class Context:
               "dhs_tail_locations", f"source {source} rows {first_row}..{first_row + n_rows - 1}")
         return out
 
+    def round_tail_locations(self, req_stride, out=None):
+        """dhs_round_tail_locations: every request of the open round and every source in one call.
+        Returns int32 [n_sources, round_size, req_stride]: out[s, i, j] is the pool row of row c + j of
+        source s of the round's request i (round_begin's order), c its group's committed rows, for the
+        block's rows (j < K_i where every position is a row); entries past a block are left as they
+        were (-1 in a new array). The rows count as written. out: an optional writable C-contiguous
+        int32 numpy array of that shape."""
+        n = self.round_size
+        shape = (len(self._row_bytes), n, int(req_stride))
+        if out is None:
+            out = np.full(shape, -1, dtype=np.int32)
+        elif not (isinstance(out, np.ndarray) and out.dtype == np.int32 and out.flags.c_contiguous
+                  and out.flags.writeable and out.shape == shape):
+            raise ValueError(f"out: expected a writable C-contiguous int32 numpy array of shape {shape}")
+        p = out.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)) if out.size else None
+        check(_lib.dhs_round_tail_locations(self.handle, int(req_stride), n * int(req_stride), p),
+              "dhs_round_tail_locations", f"req_stride {req_stride}")
+        return out
+
     def resolve_device(self, group, sel, loc, stream=None, split=False):
         """dhs_resolve_device: the graph-capturable per-layer resolve of the whole open round
         (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad

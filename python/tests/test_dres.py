@@ -71,10 +71,14 @@ def test_resolve_device_exact_on_cpu(layout, seed, split):
             n = [r.positions for r in rr]
             ctx.round_begin(rr, K)
             assert ctx.round_may_miss()  # the pressure keeps most history on host
-            # the engine writes the block's rows in place at their tail locations
+            # the engine writes the block's rows in place at their tail locations: the whole round's
+            # in one call, and the same per request and source
+            allt = ctx.round_tail_locations(KMAX)
+            assert allt.shape == (nsrc_all, len(rr), KMAX)
             for b, r in enumerate(rr):
                 for s in range(nsrc_all):
                     loc_t = ctx.tail_locations(r, s, n[b], K[b])
+                    assert (allt[s, b, :K[b]] == loc_t).all() and (allt[s, b, K[b]:] == -1).all()
                     assert loc_t.shape == (K[b],) and (loc_t >= 0).all() and (loc_t < ctx.pool_rows()).all()
                     pool[loc_t, :RB] = row_bytes_of(uu[b], s, np.arange(n[b], n[b] + K[b]), [t] * K[b], RB)
             for g in range(G):

@@ -190,6 +190,10 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             for (int32_t si = 0; si < nsrc; si++)
                 if (gs->src[si].wr != &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si])
                     fail(&v, "layout: request %d group %d source %d written mark outside its array", slot, g, si);
+            for (int32_t si = 0; si < nsrc; si++)
+                if (gs->src[si].tail_pages !=
+                    rq->tp + (size_t)(ctx->grp_src0[g] + si) * (size_t)(ctx->cfg.tail_rows / ctx->cfg.page_rows))
+                    fail(&v, "layout: request %d group %d source %d tail pages outside its array", slot, g, si);
             /* the round end looks at the request no later than the position at which the group has rows
                due: a due_n above it would leave a completed page without its backup */
             if (!rq->importing && backup_next_due_rows(ctx, gs) * ctx->grp_m[g] < rq->due_n)

@@ -31,7 +31,7 @@ enum page_use { PAGE_FREE = 0, PAGE_HOT, PAGE_TAIL, PAGE_OPT, PAGE_STAGING, PAGE
 /* per source of a group, per request: physical pages and host rows */
 typedef struct src_state {
     int32_t *hot_pages;    /* [B / p] */
-    int32_t *tail_pages;   /* [T / p] */
+    int32_t *tail_pages;   /* [T / p], inside request.tp */
     int32_t *opt_pages;    /* [n_opt_pages] physical page or -1 */
     uint8_t **host_chunks; /* [max_rows / HOST_CHUNK_ROWS + 1] pinned host chunks */
     int32_t *chunk_span;   /* [same] k > 0: chunks [i, i + k) are one allocation (one pinning call); 0: inside one;
@@ -116,6 +116,9 @@ typedef struct request {
        committed rows (grp_state.hist), cm[n_groups + ctx->grp_src0[g] + si] source si's written rows
        (src_state.wr) */
     int64_t *cm;        /* [n_groups + n_sources] */
+    int32_t *tp;        /* [n_sources][tail_rows / page_rows] every source's tail pages (src_state.tail_pages
+                           points into it at source grp_src0[g] + si), so a round's tail locations touch
+                           a few cache lines per request */
 } request;
 
 typedef struct arena {

@@ -33,7 +33,7 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
                                       (size_t)(ss->chunk_span[i] > 0 ? ss->chunk_span[i] : -ss->chunk_span[i]) *
                                           HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
-            ctx_free(ctx, ss->tail_pages, (size_t)(c->tail_rows / p), sizeof(int32_t));
+            ss->tail_pages = NULL; /* in request.tp, freed with it */
             ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
             ctx_free(ctx, ss->host_chunks, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
             ctx_free(ctx, ss->chunk_span, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(int32_t));
@@ -64,6 +64,8 @@ void request_free_all(dhs_ctx *ctx, request *rq)
     }
     ctx_free(ctx, rq->cm, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
     rq->cm = NULL;
+    ctx_free(ctx, rq->tp, (size_t)ctx->arch.n_sources * (size_t)(ctx->cfg.tail_rows / ctx->cfg.page_rows), sizeof(int32_t));
+    rq->tp = NULL;
     rq->g = NULL;
     rq->in_use = 0;
 }
@@ -80,6 +82,10 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     rq->cm = ctx_calloc(ctx, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
     if (!rq->cm) return DHS_ERR_NOMEM;
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].hist = &rq->cm[g];
+    const size_t tpp = (size_t)(c->tail_rows / p); /* tail pages per source */
+    rq->tp = ctx_calloc(ctx, (size_t)ctx->arch.n_sources * tpp, sizeof(int32_t));
+    if (!rq->tp) return DHS_ERR_NOMEM;
+    for (size_t i = 0; i < (size_t)ctx->arch.n_sources * tpp; i++) rq->tp[i] = -1;
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         const int32_t B = grp_hot_rows(ctx, g);
@@ -112,8 +118,7 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
                releases only pages this request took (calloc's 0 is a real page) */
             ss->hot_pages = ctx_calloc(ctx, (size_t)(B / p), sizeof(int32_t));
             for (int32_t i = 0; ss->hot_pages && i < B / p; i++) ss->hot_pages[i] = -1;
-            ss->tail_pages = ctx_calloc(ctx, (size_t)(c->tail_rows / p), sizeof(int32_t));
-            for (int32_t i = 0; ss->tail_pages && i < c->tail_rows / p; i++) ss->tail_pages[i] = -1;
+            ss->tail_pages = rq->tp + (size_t)(ctx->grp_src0[g] + si) * tpp; /* -1 already */
             ss->host_chunks = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
             ss->chunk_span = ctx_calloc(ctx, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(int32_t));
             if (!ss->hot_pages || !ss->tail_pages || !ss->host_chunks || !ss->chunk_span) return DHS_ERR_NOMEM;
@@ -324,5 +329,54 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
     }
     src_state *sw = &gs->src[ctx->src_grp_idx[source]];
     if (first_row + n_rows > (*sw->wr)) (*sw->wr) = first_row + n_rows;
+    return DHS_OK;
+}
+
+/* Every request of the open round and every source in one call: the block's rows of request i
+   (dhs_round_begin's order) for source s are rows [*hist, ceil((n + K) / m)) of its group, at
+   loc[s * src_stride + i * req_stride + j]. Checked first for every request and source (the
+   same checks as dhs_tail_locations), so an error writes nothing and marks nothing. The loop
+   walks each request's arrays in order: request.cm (committed / written rows) and request.tp
+   (tail pages) are one array each per request. */
+dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    const int32_t nr = ctx->n_round, ns = ctx->arch.n_sources, G = ctx->arch.n_groups;
+    if (req_stride < 0 || src_stride < 0 || (nr > 0 && !loc)) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    if (nr > 0 && src_stride < (int64_t)nr * req_stride && ns > 1) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < nr; i++) {
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        for (int32_t g = 0; g < G; g++) {
+            const int64_t m = ctx->grp_m[g], first = *rq->g[g].hist;
+            const int64_t hi = (rq->n + rq->K + m - 1) / m;
+            if (hi - first > req_stride) return DHS_ERR_INVALID_ARG;
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                const int32_t src = ctx->grp_srcs[g][si];
+                dhs_status bs = block_rows_check(ctx, rq, src, first, (int32_t)(hi - first));
+                if (bs != DHS_OK) return bs;
+            }
+        }
+    }
+    const int32_t p = ctx->cfg.page_rows, T = ctx->cfg.tail_rows;
+    for (int32_t i = 0; i < nr; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        for (int32_t g = 0; g < G; g++) {
+            grp_state *gs = &rq->g[g];
+            const int64_t m = ctx->grp_m[g], first = *gs->hist;
+            const int64_t hi = (rq->n + rq->K + m - 1) / m;
+            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
+                const int32_t src = ctx->grp_srcs[g][si];
+                const src_state *ss = &gs->src[si];
+                int32_t *out = loc + (int64_t)src * src_stride + (int64_t)i * req_stride;
+                for (int64_t row = first; row < hi; row++) {
+                    const int32_t t = (int32_t)(row % T);
+                    out[row - first] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
+                }
+                if (hi > *ss->wr) *ss->wr = hi;
+            }
+        }
+    }
     return DHS_OK;
 }

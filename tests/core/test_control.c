@@ -29,6 +29,11 @@
  *    and nothing else; the ring never waits when tail_rows leaves room; after
  *    dhs_sync every committed row is on host with its bytes.
  * 7. Sharing a prefix whose last page is incomplete gives the child every row.
+ * 8. dhs_round_tail_locations against dhs_tail_locations per request and
+ *    source (groups of 1, 2 sources and a compressed m = 4 source), random
+ *    rounds: the same locations, nothing written past a block's rows, the
+ *    rows counted as written; a too-small stride or an overlapping source
+ *    stride writes and marks nothing; outside a round it is refused.
  */
 #include "test_help.h"
 
@@ -599,6 +604,107 @@ static void page_backups_share(int delay)
     drop(&s);
 }
 
+
+/* 8. the batched tail locations: the same answer as one dhs_tail_locations per request and source */
+static void round_tail_locations(uint64_t seed)
+{
+    printf("round_tail_locations: seed %llu\n", (unsigned long long)seed);
+    dhs_arch a = dhs_arch_default();
+    a.n_groups = 3;
+    a.n_sources = 4;
+    a.sources[0] = (dhs_source_desc){RB, 1, 1}; /* group 1: sources 0 and 3 (not contiguous ids) */
+    a.sources[1] = (dhs_source_desc){RB, 1, 0};
+    a.sources[2] = (dhs_source_desc){RB, 4, 2};
+    a.sources[3] = (dhs_source_desc){RB, 1, 1};
+    a.n_consumers = 0;
+    dhs_config c = cfg2();
+    c.tail_rows = 16;
+    c.device_bytes = (uint64_t)RB * 4 * 400; /* every request's hot and tail pages, some optional ones */
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_cpu_options o = {0};
+    if (dhs_backend_cpu_create(&o, &be) != DHS_OK || dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK) {
+        CHECKF(0, "setup");
+        if (be) dhs_backend_destroy(be);
+        return;
+    }
+    uint64_t rng = seed;
+    dhs_req r[NREQ];
+    static uint8_t hist[4][64 * RB];
+    const void *hp[4] = {hist[0], hist[1], hist[2], hist[3]};
+    for (int i = 0; i < NREQ; i++) {
+        CHECK_ST(dhs_request_open(ctx, 200, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(ctx, r[i], 61 + i, hp, DHS_IMPORT_HOST), DHS_OK); /* m = 4: partial last rows */
+        CHECK_INV(ctx);
+    }
+    enum { RS = 3, SENT = -7 };
+    int32_t buf[4 * NREQ * RS], one[RS];
+    CHECK_ST(dhs_round_tail_locations(ctx, RS, NREQ * RS, buf), DHS_ERR_NOT_IN_ROUND);
+    for (int round = 0; round < 120; round++) {
+        dhs_req rr[NREQ];
+        int32_t K[NREQ], acc[NREQ], n = 0;
+        for (int i = 0; i < NREQ; i++)
+            if (dhs_rng_next(&rng) % 4 != 0) {
+                rr[n] = r[i];
+                K[n] = 1 + (int32_t)(dhs_rng_next(&rng) % KMAX);
+                acc[n] = (int32_t)(dhs_rng_next(&rng) % (uint64_t)K[n]); /* drafts accepted: 0..K-1 */
+                n++;
+            }
+        CHECK_ST(dhs_round_begin(ctx, n, rr, K), DHS_OK);
+        CHECK_INV(ctx);
+        /* refusals first: nothing written, nothing marked */
+        int64_t cm0[NREQ][8];
+        for (int i = 0; i < n; i++) memcpy(cm0[i], ctx->req[ctx->round_reqs[i]].cm, sizeof(int64_t) * 7);
+        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) buf[j] = SENT;
+        if (n > 0) {
+            CHECK_ST(dhs_round_tail_locations(ctx, 0, 0, buf), DHS_ERR_INVALID_ARG);         /* blocks have rows */
+            CHECK_ST(dhs_round_tail_locations(ctx, RS, RS * n - 1, buf), DHS_ERR_INVALID_ARG); /* sources overlap */
+            CHECK_ST(dhs_round_tail_locations(ctx, RS, RS * n, NULL), DHS_ERR_INVALID_ARG);
+        }
+        int untouched = 1;
+        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) untouched &= buf[j] == SENT;
+        CHECKF(untouched, "round %d: a refused call wrote locations", round);
+        for (int i = 0; i < n; i++)
+            CHECKF(!memcmp(cm0[i], ctx->req[ctx->round_reqs[i]].cm, sizeof(int64_t) * 7),
+                   "round %d: a refused call marked rows written", round);
+        CHECK_INV(ctx);
+        CHECK_ST(dhs_round_tail_locations(ctx, RS, (int64_t)RS * NREQ, buf), DHS_OK);
+        CHECK_INV(ctx);
+        for (int i = 0; i < n; i++) { /* counted as written by the batched call alone */
+            int64_t pos = -1;
+            CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
+            const request *rq = &ctx->req[ctx->round_reqs[i]];
+            for (int32_t src = 0; src < a.n_sources; src++) {
+                const int64_t m = a.sources[src].m, hi = (pos + K[i] + m - 1) / m;
+                CHECKF(*rq->g[a.sources[src].group].src[ctx->src_grp_idx[src]].wr >= hi,
+                       "round %d request %d source %d: rows below %lld not marked written", round, i, src, (long long)hi);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            int64_t pos = -1;
+            CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
+            for (int32_t src = 0; src < a.n_sources; src++) {
+                const int64_t m = a.sources[src].m, c0 = pos / m, hi = (pos + K[i] + m - 1) / m;
+                const int32_t *got = buf + (int64_t)src * RS * NREQ + (int64_t)i * RS;
+                for (int j = 0; j < RS; j++) one[j] = SENT;
+                CHECK_ST(dhs_tail_locations(ctx, rr[i], src, c0, (int32_t)(hi - c0), one), DHS_OK);
+                int same = 1;
+                for (int j = 0; j < RS; j++) same &= got[j] == one[j];
+                CHECKF(same, "round %d request %d source %d (rows %lld..%lld): %d %d %d, per call %d %d %d", round, i, src,
+                       (long long)c0, (long long)hi - 1, got[0], got[1], got[2], one[0], one[1], one[2]);
+            }
+        }
+        CHECK_ST(dhs_round_end(ctx, acc), DHS_OK);
+        CHECK_INV(ctx);
+    }
+    /* the written marks alone let the round commit: a round whose rows only the batched call marked */
+    dhs_stats st;
+    CHECK_ST(dhs_get_stats(ctx, &st), DHS_OK);
+    CHECKF(st.rounds == 120, "%llu rounds", (unsigned long long)st.rounds);
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -615,5 +721,6 @@ int main(void)
         page_backups(dhs_mix64(seed + 17 + (uint64_t)d), d, 8);
         page_backups_share(d);
     }
+    round_tail_locations(dhs_mix64(seed + 23));
     return th_summary();
 }

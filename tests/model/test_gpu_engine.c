@@ -1333,7 +1333,9 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
 /* one hierarchical engine's device step (GLM-5.3 geometry, every layer; CPU backend, device resolver)
    over C sessions of K = 1 with the step's launches doing nothing: the control plane's host time per
    round (dhs_ref_step_times control_s: inputs, tail locations, pointer tables, the upload; tailloc_s:
-   its dhs_tail_locations calls) over `rounds` rounds after `warm` rounds; full: cfg.full_tables */
+   its tail locations) over `rounds` rounds after `warm` rounds; full: 1 cfg.full_tables (per-call tail
+   locations), 2 compact tables with one dhs_tail_locations per item and source (cfg.tail_calls), 0
+   compact tables with one dhs_round_tail_locations (the default) */
 static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, int32_t rounds, int64_t context,
                      double *control_us, double *tailloc_us, double *items)
 {
@@ -1365,7 +1367,8 @@ static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, 
     ec.gpu = 1;
     ec.step = DHS_REF_STEP_DEVICE;
     ec.ctx_requests = cfg.max_requests;
-    ec.full_tables = full;
+    ec.full_tables = full == 1;
+    ec.tail_calls = full != 0; /* the full tables' path always calls per item and source */
     if (st == DHS_OK) st = dhs_ref_engine_create(m, &ec, &e);
     if (st != DHS_OK || !ids || !K || !A || !E || !lg || !tok) {
         fprintf(stderr, "bench-control: set-up failed: %s\n", dhs_status_str(st));
@@ -1430,12 +1433,14 @@ static int bench_control(int argc, char **argv)
                    "The device step's host control plane (engine.c gpu_step before the launch: inputs, tail\n"
                    "locations, pointer tables, the upload) per round, GLM-5.3 geometry (78 layers = 78 sources,\n"
                    "21 groups; --layers to cut), K = 1, hierarchical on the CPU backend with the device\n"
-                   "resolver, the GPU emulated with launches that do nothing. Both control planes in this\n"
-                   "process, alternating: full tables (every layer's tables rebuilt and uploaded each round,\n"
-                   "cfg.full_tables = 1) and compact tables (the default). Prints us per round (the best of\n"
-                   "--reps runs of --rounds rounds each, after 5 warm-up rounds): the control plane, its\n"
-                   "dhs_tail_locations calls, the rest (the engine's own work), and the batch items whose\n"
-                   "tables were re-uploaded per round. Defaults: 16,64; 200 rounds; 3 reps; P = 64.\n");
+                   "resolver, the GPU emulated with launches that do nothing. Three control planes in this\n"
+                   "process, rotating: full tables (every layer's tables rebuilt and uploaded each round,\n"
+                   "cfg.full_tables = 1), compact tables with one dhs_tail_locations per item and source\n"
+                   "(cfg.tail_calls = 1) and compact tables with one dhs_round_tail_locations per round (the\n"
+                   "default). Prints us per round (the best of --reps runs of --rounds rounds each, after 5\n"
+                   "warm-up rounds): the control plane, its tail locations, the rest (the engine's own work),\n"
+                   "and the batch items whose tables were re-uploaded per round. Defaults: 16,64; 200 rounds;\n"
+                   "3 reps; P = 64.\n");
             return 0;
         }
         if (!v) {
@@ -1470,9 +1475,10 @@ static int bench_control(int argc, char **argv)
     g_noop = 1;
     printf("control plane per round (us, best of %d x %d rounds), GLM-5.3 %d layers / %d sources / %d groups, K = 1\n",
            reps, rounds, dhs_ref_model_cfg(m)->n_layers, dhs_ref_n_sources(m), dhs_ref_n_groups(m));
-    printf("%5s | %28s | %28s | %6s %8s\n", "", "full tables", "compact tables", "engine", "items");
-    printf("%5s | %8s %9s %9s | %8s %9s %9s | %6s %8s\n", "C", "control", "tail loc", "engine", "control", "tail loc",
-           "engine", "ratio", "uploaded");
+    printf("%5s | %28s | %28s | %28s | %8s\n", "", "full tables, per-call loc", "compact, per-call loc",
+           "compact, one call (default)", "items");
+    printf("%5s | %8s %9s %9s | %8s %9s %9s | %8s %9s %9s | %8s\n", "C", "control", "tail loc", "engine", "control",
+           "tail loc", "engine", "control", "tail loc", "engine", "uploaded");
     int rc = 0;
     for (char *p = conc; *p && !rc;) {
         int32_t C = (int32_t)strtol(p, &p, 10);
@@ -1482,19 +1488,19 @@ static int bench_control(int argc, char **argv)
             break;
         }
         /* best of the reps by control time; the engine's own part (control minus tail locations) too */
-        double ctl[2] = {1e30, 1e30}, tl[2] = {0, 0}, own[2] = {1e30, 1e30}, items = 0;
+        double ctl[3] = {1e30, 1e30, 1e30}, tl[3] = {0, 0, 0}, own[3] = {1e30, 1e30, 1e30}, items = 0;
         for (int r = 0; r < reps && !rc; r++)
-            for (int h = 0; h < 2 && !rc; h++) {
-                const int full = (r + h) % 2; /* alternating which goes first */
+            for (int h = 0; h < 3 && !rc; h++) {
+                const int mode = (r + h) % 3; /* rotating which goes first */
                 double us = 0, t = 0, it = 0;
-                if (bench_one(m, C, full, warm, rounds, context, &us, &t, &it)) rc = 1;
-                if (us < ctl[full]) ctl[full] = us, tl[full] = t;
-                if (us - t < own[full]) own[full] = us - t;
-                if (!full) items = it;
+                if (bench_one(m, C, mode, warm, rounds, context, &us, &t, &it)) rc = 1;
+                if (us < ctl[mode]) ctl[mode] = us, tl[mode] = t;
+                if (us - t < own[mode]) own[mode] = us - t;
+                if (!mode) items = it;
             }
         if (!rc)
-            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %5.1fx %8.2f\n", C, ctl[1], tl[1], own[1], ctl[0], tl[0],
-                   own[0], own[1] / own[0], items);
+            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.2f\n", C, ctl[1], tl[1], own[1],
+                   ctl[2], tl[2], own[2], ctl[0], tl[0], own[0], items);
         fflush(stdout);
     }
     g_noop = 0;
