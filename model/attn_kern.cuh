@@ -61,7 +61,7 @@
 #define ATT_VPT ((ATT_CH * ATT_RV + ATT_PT - 1) / ATT_PT) /* row vectors per thread */
 #define ATT_DS (G_LAT + 8) /* decoded row stride in floats: 584 = 8 mod 32, 4 rows of 8 floats on 32 banks */
 #define ATT_MSL 8          /* merge slices per head: 64 values each, one warp */
-#define ATT_MB 16          /* chunk partials in flight per merge lane */
+#define ATT_MB 32          /* chunk partials in flight per merge lane: 2 batches at k 2048 */
 /* dynamic shared memory of k_att_part: dec [ATT_CH][ATT_DS], qs [ATT_MAXH][576],
    sc, p [ATT_MAXH][ATT_CH], tsc [ATT_CH][4]; the merge reuses dec */
 #define ATT_SM_DEC 0
@@ -150,7 +150,7 @@ static __device__ __forceinline__ void att_merge_warp(int q, int h, int sl, int 
     *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 64 * sl + 2 * lane] = make_float2(fm(A0, inv), fm(A1, inv));
 }
 
-/* 2 blocks per SM (80 KB of shared memory each): 128 registers, no spill (sm_90, ptxas --resource-usage) */
+/* 2 blocks per SM (80 KB of shared memory each): at most 128 registers (124), no spill (sm_90, ptxas --resource-usage) */
 static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
                                                      const int32_t *aidx, const int32_t *anv, float *pm, float *ps,
