@@ -1,6 +1,7 @@
 /* attn_kern.cuh - the reference model's sparse MLA decode attention on the
  * GPU, split-K over the located rows (refmodel.cu runs it between k_att_prep
- * and k_att_out; model/kern_bench.cu times it against its HBM floor).
+ * and k_att_out; model/kern_bench.cu times it against its HBM floor and
+ * against the previous kernel, attn_kern_r2.cuh).
  *
  * Input per query q: its queries aq[q][nh][576] (RoPE applied), its valid
  * locations aidx[q][0..nv) in entry order (-1 already dropped), nv = anv[q]
@@ -8,26 +9,35 @@
  *
  *   k_att_part     grid (nq, ceil(k / ATT_CH)), ATT_PT threads: chunk c holds
  *                  valid entries [c ATT_CH, c ATT_CH + n). The chunk's rows
- *                  are read from HBM once for all heads (16-byte loads, all in
- *                  flight) into shared memory; each (entry, head) score is the
- *                  8-lane dot of attn_row.cuh (4 threads, 2 lanes each), codes
- *                  decoded by bit placement (att_raw), not the FP8 table, in
- *                  the common case; per head the chunk max mc, the
- *                  exps p = exp(s - mc), their sum in entry order and the
- *                  unnormalised values oc[i] = sum_e p_e v_e[i] in entry order
- *                  go to the partials pm / ps / po.
- *                  With a counter (the model's path) the query's last chunk
- *                  to finish (integer atomic; __threadfence before counting)
- *                  then merges the partials itself, as k_att_combine does.
- *   k_att_combine  grid (nq * nh), ATT_PT threads (2 values each): M = max mc,
- *                  w_c = exp(mc - M), S = sum_c w_c sc, A = sum_c w_c oc[i] in
- *                  chunk order, ao = A * (1 / S). The same bits as the merge
- *                  inside k_att_part (kern_bench compares them).
+ *                  are read from HBM once (16-byte loads, all in flight) and
+ *                  DECODED ONCE into shared memory as f32 (the FP8 codes by
+ *                  the hardware's e4m3x2 -> f16x2 conversion, exact, then
+ *                  times the tile scale: the CPU's lut[code] * scale; the
+ *                  bf16 RoPE values by a shift), shared by both heads and by
+ *                  the score and value passes. Scores: 2 threads per
+ *                  (entry, head), each 4 of the 8 lanes of dhs_ref_dot_fma
+ *                  (one fma per step, float4 loads), the lane tree by a
+ *                  shuffle. Per head the chunk max mc, the exps
+ *                  p = exp(s - mc), their sum in entry order and the
+ *                  unnormalised values oc[i] = fma(p_e, v_e[i], oc[i]) in
+ *                  entry order (each thread 2 values of both heads) go to the
+ *                  partials pm / ps / po.
+ *                  With a counter the query's last chunk to finish (integer
+ *                  atomic; __threadfence before counting) then merges the
+ *                  partials itself, as k_att_merge does (8 warps, 64 values
+ *                  each).
+ *   k_att_merge    grid (nq * nh * ATT_MSL), one warp: values
+ *                  [64 s, 64 s + 64) of (q, h): M = max mc, w_c = exp(mc - M),
+ *                  S = fma(w_c, sc, S), A = fma(w_c, oc[i], A) in chunk order,
+ *                  ao = A * (1 / S). Many blocks per query: the partials
+ *                  (64 chunks x 2 heads x 2 KB at k 2048) are read from L2 by
+ *                  many SMs, not one.
  *
- * The order is the CPU model's (dhs_ref_attend_mlp, DHS_REF_ATT_CHUNK): one
- * IEEE operation per step, so with exp_portable the bits are the CPU's and do
- * not depend on the batch, the grid, the order blocks finish in or where the
- * rows live. No float atomics.
+ * The order is the CPU model's (dhs_ref_attention, DHS_REF_ATT_CHUNK,
+ * docs/MODEL.md "Attention order"): one IEEE operation per step (a fused
+ * multiply-add where the CPU calls fmaf), so with exp_portable the bits are
+ * the CPU's and do not depend on the batch, the grid, the order blocks finish
+ * in or where the rows live. No float atomics.
  * Bytes read per query: nv x 656 (the rows) + the partials, which stay in L2.
  * Row offsets: (int64_t)loc * 656. */
 #ifndef DHS_CUDA_ATTN_KERN_CUH
@@ -35,6 +45,8 @@
 
 #include <stdint.h>
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "model/attn_row.cuh"
@@ -47,77 +59,77 @@
 #define ATT_MAXC (ATT_MAXK / ATT_CH)
 #define ATT_RV (G_ROW / 16)                              /* 16-byte vectors per row: 41 */
 #define ATT_VPT ((ATT_CH * ATT_RV + ATT_PT - 1) / ATT_PT) /* row vectors per thread */
+#define ATT_DS (G_LAT + 8) /* decoded row stride in floats: 584 = 8 mod 32, 4 rows of 8 floats on 32 banks */
+#define ATT_MSL 8          /* merge slices per head: 64 values each, one warp */
+#define ATT_MB 32          /* chunk partials in flight per merge lane: 2 batches at k 2048 */
+/* dynamic shared memory of k_att_part: dec [ATT_CH][ATT_DS], qs [ATT_MAXH][576],
+   sc, p [ATT_MAXH][ATT_CH], tsc [ATT_CH][4]; the merge reuses dec */
+#define ATT_SM_DEC 0
+#define ATT_SM_Q (ATT_SM_DEC + ATT_CH * ATT_DS)
+#define ATT_SM_SC (ATT_SM_Q + ATT_MAXH * G_LAT)
+#define ATT_SM_P (ATT_SM_SC + ATT_MAXH * ATT_CH)
+#define ATT_SM_TS (ATT_SM_P + ATT_MAXH * ATT_CH)
+#define ATT_SMEM ((ATT_SM_TS + ATT_CH * 4) * (int)sizeof(float)) /* 80,384 bytes: 2 blocks per SM */
 
 static_assert(ATT_CH == 32, "k_att_part's softmax warp handles one chunk of 32 entries");
-static_assert(ATT_MAXH * 4 * ATT_CH <= ATT_PT && 4 * ATT_CH % 32 == 0, "score tasks: 4 threads per (entry, head), whole warps");
-static_assert(ATT_MAXC % 32 == 0, "the merge's max: whole warps of chunk maxima");
-static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
+static_assert(ATT_MAXH * 2 * ATT_CH <= ATT_PT, "score tasks: 2 threads per (entry, head)");
+static_assert(2 * ATT_PT == G_NOPE, "values: two per thread");
+static_assert(ATT_MAXC == 64 && ATT_MAXC % ATT_MB == 0, "the merge's max: two chunk maxima per lane");
+static_assert(ATT_MSL * 64 == G_NOPE && ATT_MSL * 32 == ATT_PT, "merge slices: one warp of k_att_part each");
+static_assert(G_ROW % 16 == 0 && G_NOPE % 16 == 0 && ATT_DS % 4 == 0, "rows are 16-byte vectors");
+static_assert(ATT_SM_DEC + ATT_MSL * 2 * ATT_MAXC <= ATT_SM_Q, "the merge's scratch fits in dec");
 
 /* number of chunks of a query with k entries (the partials' stride) */
 static inline __host__ __device__ int att_chunks(int k) { return (k + ATT_CH - 1) / ATT_CH; }
 
-/* FP8 E4M3 without the table: the byte's sign and its 7 exponent-mantissa
-   bits placed at f32 bits 31 and 26..20 are the code's value times 2^-120,
-   exactly, subnormal codes included (an f32 denormal then; no flush to zero
-   in this build). Times ts 2^120 (exact: a scaling by a power of two while it
-   does not overflow) the one rounding is that of lut[code] * ts, so the bits
-   are fm(lut[code], ts). Codes 0x7f / 0xff (NaN) and scales with
-   ts 2^120 >= 2^128 take the table. */
-#define ATT_P120 1.329227995784916e36f /* 2^120 */
-static __device__ __forceinline__ float att_raw(uint32_t w, int k) /* byte k of w (k constant) */
+/* two FP8 E4M3 codes (the low byte first) times the tile scale ts: the
+   conversion to f16 and then f32 is exact (every E4M3 value, subnormals
+   included, is an f16; NaN codes give NaN), so the one rounding is that of
+   lut[code] * ts, as dhs_ref_row_decode */
+static __device__ __forceinline__ float2 att_dec2(uint32_t w16, float ts)
 {
-    const uint32_t t = w << (24 - 8 * k);
-    return __uint_as_float((t & 0x80000000u) | ((t >> 4) & 0x07f00000u));
-}
-/* nonzero if a byte of w is a NaN code */
-static __device__ __forceinline__ uint32_t att_nan4(uint32_t w) { return ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u; }
-/* ts 2^120 if the folded product is exact, else 0 (the table's way) */
-static __device__ __forceinline__ float att_fold(float ts)
-{
-    const float f = fm(ts, ATT_P120);
-    return fabsf(f) <= 3.40282347e38f ? f : 0.0f;
+    const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)w16, __NV_E4M3);
+    const float2 f = __half22float2(__half2(hr));
+    return make_float2(fm(f.x, ts), fm(f.y, ts));
 }
 
-/* the merge of query q, head h, by the block's ATT_PT threads: M = max mc
-   (every chunk's max loaded by one thread, then a tree: order-free), w_c =
-   exp(mc - M), S = sum_c w_c sc and A = sum_c w_c oc[i] in chunk order (each
-   thread 2 values; its loads issued ATT_MB chunks at a time, not one
-   dependent load per chunk, the first batch with the maxima), ao = A * (1 / S). */
-#define ATT_MB 16
-static_assert(ATT_MAXC <= ATT_PT && ATT_MAXC % ATT_MB == 0, "one thread per chunk in the max");
-static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, int nc, int portable, const float *pm,
-                                                 const float *ps, const float *po, float *ao)
+/* the merge of values [64 sl, 64 sl + 64) of query q, head h, by one warp
+   (lane: 2 values): M = max mc (two chunk maxima per lane, then a tree:
+   order-free), w_c = exp(mc - M), S = fma(w_c, sc, S) and A = fma(w_c, oc,
+   A) in chunk order (the loads issued ATT_MB chunks at a time, the first
+   batch with the maxima), ao = A * (1 / S). wl: 2 ATT_MAXC floats of this
+   warp's shared scratch. */
+static __device__ __forceinline__ void att_merge_warp(int q, int h, int sl, int nh, int k, int nc, int portable,
+                                                      const float *pm, const float *ps, const float *po, float *ao,
+                                                      float *wl)
 {
-    __shared__ float wc[ATT_MAXC], lc[ATT_MAXC], wm[ATT_PT / 32];
-    const int tid = threadIdx.x, lane = tid & 31;
+    const int lane = threadIdx.x & 31;
     const int64_t p0 = (int64_t)q * att_chunks(k) * nh + h; /* chunk j: p0 + j nh */
-    __syncthreads(); /* wc, lc, wm free (a previous head) */
-    /* the first ATT_MB chunks' partials do not depend on the max: in flight with the maxima */
-    const float *o0 = po + p0 * G_NOPE + 2 * tid;
+    const float *o0 = po + p0 * G_NOPE + 64 * sl + 2 * lane;
     float2 o[ATT_MB];
 #pragma unroll
     for (int u = 0; u < ATT_MB; u++)
         if (u < nc) o[u] = __ldcg((const float2 *)(o0 + (int64_t)u * nh * G_NOPE));
-    float mj = -__int_as_float(0x7f800000), lj = 0.0f;
-    if (tid < nc) {
-        mj = __ldcg(&pm[p0 + (int64_t)tid * nh]);
-        lj = __ldcg(&ps[p0 + (int64_t)tid * nh]);
+    float mj[2], lj[2];
+#pragma unroll
+    for (int t = 0; t < 2; t++) {
+        const int j = lane + 32 * t;
+        mj[t] = j < nc ? __ldcg(&pm[p0 + (int64_t)j * nh]) : -__int_as_float(0x7f800000);
+        lj[t] = j < nc ? __ldcg(&ps[p0 + (int64_t)j * nh]) : 0.0f;
     }
-    float m = mj;
+    float m = (mj[1] > mj[0] || mj[0] != mj[0]) ? mj[1] : mj[0];
     for (int off = 16; off > 0; off >>= 1) {
         const float x = __shfl_xor_sync(0xffffffffu, m, off);
-        m = (x > m || m != m) ? x : m;
+        m = (x > m || m != m) ? x : m; /* NaN ignored, as the CPU's > */
     }
-    if (lane == 0) wm[tid >> 5] = m;
-    __syncthreads();
-    float M = wm[0];
+    __syncwarp(); /* wl free (a previous head) */
 #pragma unroll
-    for (int u = 1; u < ATT_MAXC / 32; u++) M = (wm[u] > M || M != M) ? wm[u] : M;
-    if (tid < ATT_MAXC) {
-        wc[tid] = tid < nc ? g_expf(fs(mj, M), portable) : 0.0f;
-        lc[tid] = lj;
+    for (int t = 0; t < 2; t++) {
+        const int j = lane + 32 * t;
+        wl[j] = j < nc ? g_expf(fs(mj[t], m), portable) : 0.0f;
+        wl[ATT_MAXC + j] = lj[t];
     }
-    __syncthreads();
+    __syncwarp();
     float S = 0.0f, A0 = 0.0f, A1 = 0.0f;
     for (int j0 = 0; j0 < nc; j0 += ATT_MB) {
         if (j0 > 0) {
@@ -128,71 +140,28 @@ static __device__ __forceinline__ void att_merge(int q, int h, int nh, int k, in
 #pragma unroll
         for (int u = 0; u < ATT_MB; u++)
             if (j0 + u < nc) {
-                const float wj = wc[j0 + u];
-                S = fa(S, fm(wj, lc[j0 + u]));
-                A0 = fa(A0, fm(wj, o[u].x));
-                A1 = fa(A1, fm(wj, o[u].y));
+                const float wj = wl[j0 + u];
+                S = ff(wj, wl[ATT_MAXC + j0 + u], S);
+                A0 = ff(wj, o[u].x, A0);
+                A1 = ff(wj, o[u].y, A1);
             }
     }
     const float inv = __fdiv_rn(1.0f, S);
-    *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 2 * tid] = make_float2(fm(A0, inv), fm(A1, inv));
+    *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 64 * sl + 2 * lane] = make_float2(fm(A0, inv), fm(A1, inv));
 }
 
-/* lanes 2 qq, 2 qq + 1 of g_row_score for one row and head (one 16-bit word
-   of codes and one float2 of q per 8 values). FAST (no NaN code in the row):
-   decoding by att_raw with the folded tile scales tf; else the table's. */
-template <bool FAST>
-static __device__ __forceinline__ void att_lanes2(const uint8_t *row, const float *qh, const float *lut,
-                                                  const float *tf, int qq, float *r0, float *r1)
-{
-    float a0 = 0.0f, a1 = 0.0f;
-#pragma unroll
-    for (int tile = 0; tile < G_NOPE / 128; tile++) {
-        const float ts = ((const float *)(row + G_NOPE))[tile], f = tf[tile];
-#pragma unroll 8
-        for (int j = 0; j < 16; j++) {
-            const int i = tile * 128 + 8 * j + 2 * qq;
-            const uint32_t w = *(const uint16_t *)(row + i);
-            const float2 qv = *(const float2 *)(qh + i);
-            float v0, v1;
-            if (FAST) {
-                v0 = fm(att_raw(w, 0), f), v1 = fm(att_raw(w, 1), f);
-            } else {
-                v0 = fm(lut[w & 255u], ts), v1 = fm(lut[w >> 8], ts);
-            }
-            a0 = fa(a0, fm(qv.x, v0));
-            a1 = fa(a1, fm(qv.y, v1));
-        }
-    }
-    const uint32_t *rope = (const uint32_t *)(row + G_NOPE + 16); /* bf16 pairs */
-#pragma unroll
-    for (int j = 0; j < (G_LAT - G_NOPE) / 8; j++) {
-        const int i = 8 * j + 2 * qq; /* rope index */
-        const uint32_t bw = rope[i / 2];
-        const float2 qv = *(const float2 *)(qh + G_NOPE + i);
-        a0 = fa(a0, fm(qv.x, __uint_as_float(bw << 16)));
-        a1 = fa(a1, fm(qv.y, __uint_as_float(bw & 0xffff0000u)));
-    }
-    *r0 = a0, *r1 = a1;
-}
-
-/* scores: 4 threads per (entry, head), thread qq holds lanes 2 qq, 2 qq + 1 of g_row_score, then
-   ((0+1)+(2+3))+((4+5)+(6+7)) by two shuffles (an IEEE add is commutative: the partner's order does not
-   matter). Values: thread t keeps values 2t, 2t + 1 of every head, entry order, decoding a 16-bit word per
-   entry. Decoding by att_raw: no table lookup (random banks) unless the row has a NaN code (the row's 4
-   score threads look at 128 bytes each first) or a tile scale >= 2^8.
-   4 blocks per SM: 64 registers, no spill (sm_90, ptxas --resource-usage); 28 KB of shared memory each */
-static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, float att_scale, int portable,
+/* 2 blocks per SM (80 KB of shared memory each): at most 128 registers (124), no spill (sm_90, ptxas --resource-usage) */
+static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
-                                                     const int32_t *aidx, const int32_t *anv, const float *lut_g,
-                                                     float *pm, float *ps, float *po, int32_t *cnt, float *ao)
+                                                     const int32_t *aidx, const int32_t *anv, float *pm, float *ps,
+                                                     float *po, int32_t *cnt, float *ao)
 {
-    __shared__ __align__(16) uint8_t rows[ATT_CH][G_ROW];
-    __shared__ __align__(16) float qs[ATT_MAXH][G_LAT];
-    __shared__ float lut[256];
-    __shared__ float sc[ATT_MAXH][ATT_CH];
-    __shared__ float p[ATT_MAXH][ATT_CH];
-    __shared__ float tfs[ATT_CH][G_NOPE / 128]; /* folded tile scale, 0: decode by the table */
+    extern __shared__ __align__(16) float att_sm[];
+    float(*dec)[ATT_DS] = (float(*)[ATT_DS])(att_sm + ATT_SM_DEC);
+    float(*qs)[G_LAT] = (float(*)[G_LAT])(att_sm + ATT_SM_Q);
+    float(*sc)[ATT_CH] = (float(*)[ATT_CH])(att_sm + ATT_SM_SC);
+    float(*p)[ATT_CH] = (float(*)[ATT_CH])(att_sm + ATT_SM_P);
+    float(*tsc)[4] = (float(*)[4])(att_sm + ATT_SM_TS);
     const int q = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
     const int e0 = c * ATT_CH;
     const int32_t *iq = aidx + (int64_t)q * k + e0;
@@ -207,57 +176,72 @@ static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, fl
     if (nv <= e0) return; /* no valid entry in this chunk (or no query) */
     const int n = nv - e0 < ATT_CH ? nv - e0 : ATT_CH;
     const uint8_t *b0 = base[q];
-    /* the chunk's rows: every load issued before any store */
+    /* the chunk's rows: every load issued before any use */
     uint4 r[ATT_VPT];
 #pragma unroll
     for (int u = 0; u < ATT_VPT; u++) {
         const int j = tid + u * ATT_PT, e = j / ATT_RV;
         if (e < n) r[u] = __ldg((const uint4 *)(b0 + (int64_t)loc[u] * G_ROW) + j % ATT_RV);
     }
-    for (int i = tid; i < 256; i += ATT_PT) lut[i] = lut_g[i];
-    for (int i = tid; i < nh * G_LAT; i += ATT_PT) qs[i / G_LAT][i % G_LAT] = aq[(int64_t)q * nh * G_LAT + i];
+    {
+        const float4 *aq4 = (const float4 *)(aq + (int64_t)q * nh * G_LAT);
+        for (int i = tid; i < nh * G_LAT / 4; i += ATT_PT) ((float4 *)qs)[i] = __ldg(aq4 + i);
+    }
+    /* the tile scales first (16-byte vector 32 of a row) */
 #pragma unroll
     for (int u = 0; u < ATT_VPT; u++) {
         const int j = tid + u * ATT_PT, e = j / ATT_RV;
-        if (e < n) ((uint4 *)rows[e])[j % ATT_RV] = r[u];
+        if (e < n && j % ATT_RV == G_NOPE / 16) *(uint4 *)tsc[e] = r[u];
     }
     __syncthreads();
-    /* scores: thread (h, e, qq), whole warps (128 threads per head) */
-    if (tid < nh * 4 * ATT_CH) {
-        const int qq = tid & 3, e = (tid >> 2) % ATT_CH, h = tid / (4 * ATT_CH);
-        float a0 = 0.0f, a1 = 0.0f;
-        uint32_t nan = 0;
-        const uint8_t *row = rows[e];
-        float tf[G_NOPE / 128];
-        bool fast = true;
-        if (e < n) {
+    /* decode once: vectors 0..31 the codes (16 each), 33..40 the RoPE values (8 each); rows past n: codes 0 */
 #pragma unroll
-            for (int tile = 0; tile < G_NOPE / 128; tile++) {
-                tf[tile] = att_fold(((const float *)(row + G_NOPE))[tile]);
-                fast = fast && tf[tile] != 0.0f;
+    for (int u = 0; u < ATT_VPT; u++) {
+        const int j = tid + u * ATT_PT, e = j / ATT_RV, v = j % ATT_RV;
+        if (e >= ATT_CH) continue;
+        if (v < G_NOPE / 16) {
+            float4 *d = (float4 *)&dec[e][16 * v];
+            if (e < n) {
+                const float ts = tsc[e][v / 8];
+                const uint32_t w[4] = {r[u].x, r[u].y, r[u].z, r[u].w};
+#pragma unroll
+                for (int m = 0; m < 4; m++) {
+                    const float2 a = att_dec2(w[m] & 0xffffu, ts), b = att_dec2(w[m] >> 16, ts);
+                    d[m] = make_float4(a.x, a.y, b.x, b.y);
+                }
+            } else {
+#pragma unroll
+                for (int m = 0; m < 4; m++) d[m] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
-            /* NaN codes: thread qq looks at 16-byte vectors qq, qq + 4, ... of the codes */
-#pragma unroll
-            for (int u = 0; u < G_NOPE / 64; u++) {
-                const uint4 x = ((const uint4 *)row)[4 * u + qq];
-                nan |= att_nan4(x.x) | att_nan4(x.y) | att_nan4(x.z) | att_nan4(x.w);
+        } else if (v > G_NOPE / 16 && e < n) {
+            float4 *d = (float4 *)&dec[e][G_NOPE + 8 * (v - G_NOPE / 16 - 1)];
+            d[0] = make_float4(__uint_as_float(r[u].x << 16), __uint_as_float(r[u].x & 0xffff0000u),
+                               __uint_as_float(r[u].y << 16), __uint_as_float(r[u].y & 0xffff0000u));
+            d[1] = make_float4(__uint_as_float(r[u].z << 16), __uint_as_float(r[u].z & 0xffff0000u),
+                               __uint_as_float(r[u].w << 16), __uint_as_float(r[u].w & 0xffff0000u));
+        }
+    }
+    __syncthreads();
+    /* scores: thread (h, e, half), half holding lanes 4 half .. 4 half + 3 of dhs_ref_dot_fma
+       (element 8 j + 4 half + m in lane 4 half + m), then (0+1)+(2+3) and (4+5)+(6+7) summed by a
+       shuffle (an IEEE add is commutative: both threads get the same bits) */
+    if (tid < nh * 2 * ATT_CH) {
+        const int hf = tid & 1, e = (tid >> 1) % ATT_CH, h = tid / (2 * ATT_CH);
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        if (e < n) {
+            const float *dr = dec[e] + 4 * hf, *qh = qs[h] + 4 * hf;
+#pragma unroll 8
+            for (int j = 0; j < G_LAT / 8; j++) {
+                const float4 d = *(const float4 *)(dr + 8 * j), x = *(const float4 *)(qh + 8 * j);
+                a0 = ff(x.x, d.x, a0);
+                a1 = ff(x.y, d.y, a1);
+                a2 = ff(x.z, d.z, a2);
+                a3 = ff(x.w, d.w, a3);
             }
         }
-        nan |= __shfl_xor_sync(0xffffffffu, nan, 1); /* the row's 4 threads agree */
-        nan |= __shfl_xor_sync(0xffffffffu, nan, 2);
-        fast = fast && !nan;
-        if (e < n) {
-            if (fast)
-                att_lanes2<true>(row, qs[h], lut, tf, qq, &a0, &a1);
-            else
-                att_lanes2<false>(row, qs[h], lut, tf, qq, &a0, &a1);
-            /* the value pass's decoding of tile qq: folded scale, or 0 for the table */
-            if (h == 0) tfs[e][qq] = fast ? att_fold(((const float *)(row + G_NOPE))[qq]) : 0.0f;
-        }
-        float s = fa(a0, a1);
+        float s = fa(fa(a0, a1), fa(a2, a3));
         s = fa(s, __shfl_xor_sync(0xffffffffu, s, 1));
-        s = fa(s, __shfl_xor_sync(0xffffffffu, s, 2));
-        if (qq == 0 && e < n) sc[h][e] = fm(s, att_scale);
+        if (hf == 0 && e < n) sc[h][e] = fm(s, att_scale);
     }
     __syncthreads();
     /* softmax of the chunk: warp h for head h; the max is order-free, the sum in entry order */
@@ -281,37 +265,31 @@ static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, fl
         }
     }
     __syncthreads();
-    /* unnormalised values: thread t holds values 2t, 2t + 1 of every head, entry order */
-    static_assert(2 * ATT_PT == G_NOPE, "two values per thread");
+    /* unnormalised values: thread t holds values 2t, 2t + 1 of both heads, entry order, 4 entries
+       at a time; entries n .. (n + 3) & ~3 have p = 0 and decoded values 0, and fma(0, 0, a) = a
+       exactly (a is never -0: it starts at +0 and an exact zero sum rounds to +0) */
     {
-        const int i = 2 * tid, tile = i / 128;
+        const int i = 2 * tid;
         static_assert(ATT_MAXH == 2, "two heads' accumulators");
         float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f; /* [head][value] */
-#pragma unroll 4
-        for (int e = 0; e < n; e++) {
-            const uint32_t cc = *(const uint16_t *)&rows[e][i];
-            const float tf = tfs[e][tile]; /* the same for the whole warp */
-            float v0, v1;
-            if (tf != 0.0f) {
-                v0 = fm(att_raw(cc, 0), tf), v1 = fm(att_raw(cc, 1), tf);
-            } else {
-                const float ts = ((const float *)(rows[e] + G_NOPE))[tile];
-                v0 = fm(lut[cc & 255u], ts), v1 = fm(lut[cc >> 8], ts);
-            }
-            const float p0 = p[0][e];
-            a00 = fa(a00, fm(p0, v0));
-            a01 = fa(a01, fm(p0, v1));
-            if (nh > 1) {
-                const float p1 = p[1][e];
-                a10 = fa(a10, fm(p1, v0));
-                a11 = fa(a11, fm(p1, v1));
+        const int n4 = (n + 3) & ~3;
+        for (int e = 0; e < n4; e += 4) {
+            const float4 p0 = *(const float4 *)&p[0][e], p1 = *(const float4 *)&p[1][e];
+            const float pa[4] = {p0.x, p0.y, p0.z, p0.w}, pb[4] = {p1.x, p1.y, p1.z, p1.w};
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const float2 v = *(const float2 *)&dec[e + m][i];
+                a00 = ff(pa[m], v.x, a00);
+                a01 = ff(pa[m], v.y, a01);
+                a10 = ff(pb[m], v.x, a10); /* nh = 1: p[1] unset, the result not stored */
+                a11 = ff(pb[m], v.y, a11);
             }
         }
         const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh;
         *(float2 *)&po[pi * G_NOPE + i] = make_float2(a00, a01);
         if (nh > 1) *(float2 *)&po[(pi + 1) * G_NOPE + i] = make_float2(a10, a11);
     }
-    if (!cnt) return; /* k_att_combine merges */
+    if (!cnt) return; /* k_att_merge merges */
     /* the query's last chunk to finish merges all of them, in chunk order (the
        arrival order only picks which block does it; the bits are the same) */
     __shared__ int s_last;
@@ -323,36 +301,55 @@ static __global__ void __launch_bounds__(ATT_PT, 4) k_att_part(int nh, int k, fl
     if (!s_last) return;
     if (tid == 0) cnt[q] = 0; /* ready for the next launch */
     __threadfence();
-    for (int h = 0; h < nh; h++) att_merge(q, h, nh, k, nc, portable, pm, ps, po, ao);
+    for (int h = 0; h < nh; h++)
+        att_merge_warp(q, h, w, nh, k, nc, portable, pm, ps, po, ao, att_sm + ATT_SM_DEC + w * 2 * ATT_MAXC);
 }
 
-/* the merge as its own kernel: block (q, h), ATT_PT threads; the same bits */
-static __global__ void __launch_bounds__(ATT_PT) k_att_combine(int nh, int k, int portable, const int32_t *anv,
-                                                        const float *pm, const float *ps, const float *po,
-                                                        float *ao)
+/* the merge as its own kernel: block (q, h, slice), one warp; the same bits */
+static __global__ void __launch_bounds__(32) k_att_merge(int nh, int k, int portable, const int32_t *anv,
+                                                      const float *pm, const float *ps, const float *po, float *ao)
 {
-    const int q = blockIdx.x / nh, h = blockIdx.x % nh;
+    __shared__ float wl[2 * ATT_MAXC];
+    const int sl = blockIdx.x % ATT_MSL, qh = blockIdx.x / ATT_MSL;
+    const int q = qh / nh, h = qh % nh;
     const int nv = anv[q];
     if (nv <= 0) return;
-    att_merge(q, h, nh, k, (nv + ATT_CH - 1) / ATT_CH, portable, pm, ps, po, ao);
+    att_merge_warp(q, h, sl, nh, k, (nv + ATT_CH - 1) / ATT_CH, portable, pm, ps, po, ao, wl);
+}
+
+/* k_att_part's shared memory limit, set once per device (80 KB > the 48 KB default) */
+static inline cudaError_t att_prepare(void)
+{
+    static int done[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    if (dev >= 0 && dev < 64 && done[dev]) return cudaSuccess;
+    e = cudaFuncSetAttribute(k_att_part, cudaFuncAttributeMaxDynamicSharedMemorySize, ATT_SMEM);
+    if (e == cudaSuccess && dev >= 0 && dev < 64) done[dev] = 1;
+    return e;
 }
 
 /* the attention on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512].
    cnt (int32 [nq], zero before the first launch, left zero by each): one
-   launch, the last chunk of each query merges (the model's path); cnt NULL:
-   k_att_part then k_att_combine, the same bits */
+   launch, the last chunk of each query merges; cnt NULL: k_att_part then
+   k_att_merge (many blocks per query), the same bits. lut: unused (the
+   kernel decodes by the hardware's conversion), kept for the callers. */
 static inline cudaError_t att_launch(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
                                      const uint8_t *const *base, const float *aq, const int32_t *aidx,
                                      const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
                                      int32_t *cnt, float *ao)
 {
+    (void)lut;
     if (nq < 1) return cudaSuccess;
     if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return cudaErrorInvalidValue;
-    k_att_part<<<dim3(nq, att_chunks(k)), ATT_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
-                                                          ps, po, cnt, ao);
-    cudaError_t e = cudaGetLastError();
+    cudaError_t e = att_prepare();
+    if (e != cudaSuccess) return e;
+    k_att_part<<<dim3(nq, att_chunks(k)), ATT_PT, ATT_SMEM, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, pm,
+                                                                 ps, po, cnt, ao);
+    e = cudaGetLastError();
     if (e != cudaSuccess || cnt) return e;
-    k_att_combine<<<nq * nh, ATT_PT, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
+    k_att_merge<<<nq * nh * ATT_MSL, 32, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
     return cudaGetLastError();
 }
 

@@ -3,9 +3,10 @@
  * (overlap.cu) so that a score or a value computed by either is the same bits.
  *
  * One IEEE operation per step (__fmul_rn / __fadd_rn / __fsub_rn: nvcc may
- * not contract them into FMAs), in the CPU model's order (model/numerics.c,
- * model.c): with exp_portable these equal dhs_ref_dot / dhs_ref_expf /
- * dhs_ref_row_decode bit for bit.
+ * not contract them into FMAs; __fmaf_rn where the CPU model fuses, in the
+ * attention's dot and value sums), in the CPU model's order
+ * (model/numerics.c, model.c): with exp_portable these equal dhs_ref_dot_fma /
+ * dhs_ref_axpy_fma / dhs_ref_expf / dhs_ref_row_decode bit for bit.
  *
  * Row format (docs/MODEL.md): 512 FP8 E4M3 codes, 4 fp32 tile scales (one per
  * 128 codes), 64 bf16 RoPE values: 656 bytes. lut: the 256 FP8 decodes. */
@@ -21,6 +22,8 @@
 static __device__ __forceinline__ float fm(float a, float b) { return __fmul_rn(a, b); }
 static __device__ __forceinline__ float fa(float a, float b) { return __fadd_rn(a, b); }
 static __device__ __forceinline__ float fs(float a, float b) { return __fsub_rn(a, b); }
+/* a * b + c with one rounding: the attention's steps (C: fmaf, dhs_ref_dot_fma, dhs_ref_axpy_fma) */
+static __device__ __forceinline__ float ff(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 
 /* dhs_ref_expf (portable) or expf */
 static __device__ __forceinline__ float g_expf(float x, int portable)
@@ -48,15 +51,16 @@ static __device__ __forceinline__ float g_row_val(const uint8_t *row, int ii, co
     return __uint_as_float((uint32_t)((const uint16_t *)(row + G_NOPE + 16))[ii - G_NOPE] << 16);
 }
 
-/* the attention score of one row for one head: dhs_ref_dot(q, decoded row,
-   576) * att_scale (8 lanes over i mod 8, combined ((0+1)+(2+3))+((4+5)+(6+7))) */
+/* the attention score of one row for one head: dhs_ref_dot_fma(q, decoded
+   row, 576) * att_scale (8 lanes over i mod 8, each step one fma, combined
+   ((0+1)+(2+3))+((4+5)+(6+7))) */
 static __device__ __forceinline__ float g_row_score(const float *qh, const uint8_t *row, const float *lut,
                                                     float att_scale)
 {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < G_LAT; i += 8)
 #pragma unroll
-        for (int l = 0; l < 8; l++) acc[l] = fa(acc[l], fm(qh[i + l], g_row_val(row, i + l, lut)));
+        for (int l = 0; l < 8; l++) acc[l] = ff(qh[i + l], g_row_val(row, i + l, lut), acc[l]);
     float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
     return fm(s, att_scale);
 }
@@ -67,7 +71,7 @@ static __device__ __forceinline__ float g_dec_score(const float *qh, const float
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < G_LAT; i += 8)
 #pragma unroll
-        for (int l = 0; l < 8; l++) acc[l] = fa(acc[l], fm(qh[i + l], dec[i + l]));
+        for (int l = 0; l < 8; l++) acc[l] = ff(qh[i + l], dec[i + l], acc[l]);
     float s = fa(fa(fa(acc[0], acc[1]), fa(acc[2], acc[3])), fa(fa(acc[4], acc[5]), fa(acc[6], acc[7])));
     return fm(s, att_scale);
 }

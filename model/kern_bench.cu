@@ -2,7 +2,9 @@
  * process (bench/gpu.sh kernels).
  *
  * Attention: the split-K sparse MLA decode attention of model/attn_kern.cuh
- * (k_att_part + k_att_combine, exactly the model's launch) over k = 2048
+ * (k_att_part, each chunk's rows decoded once into shared memory, fused
+ * multiply-adds; the merge by the query's last chunk, exactly the model's
+ * launch, and k_att_part + k_att_merge, the merge spread over many blocks) over k = 2048
  * located FP8 rows (656 bytes) per query, at each (context, C): C queries of
  * one session each, rows at random positions of the session's own context.
  *   time   p50 over the reps of one call between two CUDA events, and the
@@ -19,9 +21,13 @@
  * Each call reads a different "layer" (its own rows and selection) so that
  * the reps do not find the rows in L2: layers x C x k x 656 >= 192 MB.
  *
- * The first split-K kernel (attn_kern_r1.cuh: table decoding, one thread per
- * score lane, a serial merge) runs in the same process on the same rows as
- * the baseline ("attn-r1" rows) and must give the same bits.
+ * The previous split-K kernel (attn_kern_r2.cuh: rows decoded per head and
+ * again for the values, unfused multiply and add) runs in the same process
+ * on the same rows as the baseline ("attn-r2" rows, "new / r2" the speed-up);
+ * its numerics are the model's before the fused ones, so it is timed, not
+ * compared. The new kernel's outputs (both merges) are compared bit for bit
+ * with the CPU model (dhs_ref_attention over dhs_ref_row_decode of the same
+ * rows) for the first and the last query: exit 1 on any difference.
  *
  * The five-kernel attention this replaces is not built here; its figures are
  * in bench/RESULTS.md (about 12,000 us per 78-layer step at 100K, C = 2,
@@ -61,7 +67,7 @@
 #include "bench_cuda.h"
 #include "dev/topk_spec.h"
 #include "model/attn_kern.cuh"
-#include "model/attn_kern_r1.cuh" /* the first split-K kernel, timed beside it */
+#include "model/attn_kern_r2.cuh" /* the previous split-K kernel, timed beside it */
 #include "model/gpu.h"
 #include "model/model.h"
 #include "model/prep_kern.cuh"    /* the per-query projections (rows, indexer query, attention prep/out, logits) */
@@ -382,8 +388,8 @@ out:
 
 typedef struct att_state {
     int C, NL, nh, k, which; /* 0: the model's launch (one kernel, last chunk merges), 1: k_att_part then
-                                k_att_combine, 2: k_att_combine alone */
-    int r1;                  /* the first kernels (attn_kern_r1.cuh) instead */
+                                k_att_merge, 2: the merge kernel alone */
+    int r2;                  /* the previous kernels (attn_kern_r2.cuh) instead */
     int32_t *cnt;
     const uint8_t *const *base;
     const float *aq;
@@ -399,17 +405,17 @@ static void att_call(void *arg, int r)
     const int l = r % a->NL;
     const uint8_t *const *base = a->base + (size_t)l * a->C;
     const int32_t *aidx = a->aidx + (size_t)l * a->C * a->k;
-    if (a->which <= 1 && a->r1) {
-        CK(att_launch_r1(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps,
+    if (a->which <= 1 && a->r2) {
+        CK(att_launch_r2(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps,
                          a->po, a->which == 0 ? a->cnt : NULL, a->ao));
     } else if (a->which <= 1) {
         CK(att_launch(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps, a->po,
                       a->which == 0 ? a->cnt : NULL, a->ao));
-    } else if (a->r1) {
-        k_att_combine_r1<<<a->C * a->nh, G_NOPE, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+    } else if (a->r2) {
+        k_att_combine_r2<<<a->C * a->nh, ATT_R2_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
         CK(cudaGetLastError());
     } else {
-        k_att_combine<<<a->C * a->nh, ATT_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        k_att_merge<<<a->C * a->nh * ATT_MSL, 32, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
         CK(cudaGetLastError());
     }
 }
@@ -455,28 +461,55 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
     CK(cudaMalloc((void **)&cnt, sizeof(int32_t) * (size_t)C));
     CK(cudaMemset(cnt, 0, sizeof(int32_t) * (size_t)C));
     att_state a = {C, NL, nh, k, 0, 0, cnt, base, aq, aidx, anv, d_lut, pm, ps, po, ao, st};
-    /* the two merges and the first kernels give the same bits (a check, not a test: test_att_kern is the test) */
+    /* the two merges give the same bits, and those are the CPU model's (a check, not a test:
+       test_att_kern is the test) */
     const size_t nao = (size_t)C * nh * G_NOPE;
     float *h1 = (float *)malloc(nao * 4), *h2 = (float *)malloc(nao * 4);
-    static const int chk[][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}}; /* which, r1 */
-    for (int v = 0; v < 4; v++) {
-        a.which = chk[v][0], a.r1 = chk[v][1];
+    for (int v = 0; v < 2; v++) {
+        a.which = v, a.r2 = 0;
         CK(cudaMemsetAsync(ao, 0, nao * 4, st));
         att_call(&a, 0);
         CK(cudaMemcpyAsync(v ? h2 : h1, ao, nao * 4, cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
         if (v && memcmp(h1, h2, nao * 4)) {
-            fprintf(stderr, "kern_bench: attention variant %d%s differs from the model's launch (context %lld, C %d)\n",
-                    chk[v][0], chk[v][1] ? " (first kernels)" : "", (long long)ctx, C);
+            fprintf(stderr, "kern_bench: attention: k_att_part + k_att_merge differs from the model's launch "
+                            "(context %lld, C %d)\n", (long long)ctx, C);
             exit(1);
         }
+    }
+    {
+        float *hq = (float *)malloc(sizeof(float) * (size_t)C * nh * G_LAT), *rows = (float *)malloc(sizeof(float) * k * G_LAT);
+        float *o = (float *)malloc(4 * G_NOPE), *att = (float *)malloc(4 * (size_t)k), *oc = (float *)malloc(4 * G_NOPE);
+        int32_t *hidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)k);
+        uint8_t row[G_ROW];
+        CK(cudaMemcpy(hq, aq, sizeof(float) * (size_t)C * nh * G_LAT, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int q = 0; q < C; q += (C > 1 ? C - 1 : 1)) { /* layer 0: the first and the last query */
+            CK(cudaMemcpy(hidx, aidx + (size_t)q * k, sizeof(int32_t) * (size_t)k, cudaMemcpyDeviceToHost));
+            for (int e = 0; e < k; e++) {
+                CK(cudaMemcpy(row, hb[q] + (int64_t)hidx[e] * G_ROW, G_ROW, cudaMemcpyDeviceToHost));
+                dhs_ref_row_decode(row, rows + (size_t)e * G_LAT);
+            }
+            for (int h = 0; h < nh; h++) {
+                dhs_ref_attention(hq + ((size_t)q * nh + h) * G_LAT, rows, k, 1.0f / 24.0f, 1, o, att, oc);
+                bad |= memcmp(o, h1 + ((size_t)q * nh + h) * G_NOPE, 4 * G_NOPE) != 0;
+            }
+        }
+        free(hq), free(rows), free(o), free(att), free(oc), free(hidx);
+        if (bad) {
+            fprintf(stderr, "kern_bench: attention differs from the CPU model's bits (context %lld, C %d)\n",
+                    (long long)ctx, C);
+            exit(1);
+        }
+        printf("  attention == CPU model bit for bit (queries 0 and %d, both merges)\n", C - 1);
     }
     free(h1), free(h2);
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
     const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
-    for (int r1 = 0; r1 < 2; r1++) { /* the kernels of attn_kern.cuh, then the first ones */
+    double b2b_new = 0, b2b_split = 0;
+    for (int r2 = 0; r2 < 2; r2++) { /* the kernels of attn_kern.cuh, then the previous ones */
         double p50, b2b, p50p, b2bp, p50c, b2bc;
-        a.r1 = r1;
+        a.r2 = r2;
         a.which = 0;
         time_calls(att_call, &a, reps, st, &p50, &b2b);
         a.which = 1;
@@ -505,11 +538,20 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         }
         qsort(gms, 5, sizeof(float), cmp_f);
         const double graph_us = gms[2] * 1e3;
-        print_row(r1 ? "attn-r1" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, !r1);
-        printf("  two kernels (part + combine) p50 %.1f b2b %.1f; combine alone p50 %.1f b2b %.1f; %d layers in one "
+        print_row(r2 ? "attn-r2" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, !r2);
+        printf("  two kernels (part + merge) p50 %.1f b2b %.1f; merge alone p50 %.1f b2b %.1f; %d layers in one "
                "graph %.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
                p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
                graph_us / (fb * STEP_LAYERS));
+        if (!r2) {
+            b2b_new = b2b, b2b_split = b2bp;
+        } else {
+            const double best = b2b_new < b2b_split ? b2b_new : b2b_split;
+            printf("  ATTN context %lld C %d: new %.2f us (last-chunk merge %.2f, split merge %.2f) old %.2f us "
+                   "floor %.2f us: new/floor %.2fx old/floor %.2fx old/new %.2fx\n",
+                   (long long)ctx, C, best, b2b_new, b2b_split, b2b < b2bp ? b2b : b2bp, fb, best / fb,
+                   (b2b < b2bp ? b2b : b2bp) / fb, (b2b < b2bp ? b2b : b2bp) / best);
+        }
         CK(cudaGraphExecDestroy(exec));
         CK(cudaGraphDestroy(graph));
         CK(cudaEventDestroy(e0));

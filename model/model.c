@@ -682,12 +682,13 @@ void dhs_ref_attention(const float *q, const float *rows, int32_t nv, float scal
 {
     float mx = -INFINITY, sum = 0.0f;
     for (int32_t e = 0; e < nv; e++) {
-        att[e] = dhs_ref_dot(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
+        att[e] = dhs_ref_dot_fma(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
         if (att[e] > mx) mx = att[e];
     }
     /* split-K: chunks of DHS_REF_ATT_CHUNK entries, each with its own max
        mc, exp sum csum and unnormalised values oc (entry order inside the
-       chunk); then, in chunk order, sum += w csum and o += w oc with
+       chunk, oc[i] = fmaf(p, v[i], oc[i])); then, in chunk order,
+       sum = fmaf(w, csum, sum) and o[i] = fmaf(w, oc[i], o[i]) with
        w = exp(mc - mx). The GPU runs the chunks in parallel. */
     for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] = 0.0f;
     for (int32_t e0 = 0; e0 < nv; e0 += DHS_REF_ATT_CHUNK) {
@@ -700,11 +701,11 @@ void dhs_ref_attention(const float *q, const float *rows, int32_t nv, float scal
             const float *r = rows + (int64_t)e * DHS_REF_LAT;
             float p = exp_portable ? dhs_ref_expf(att[e] - mc) : expf(att[e] - mc);
             csum += p;
-            for (int32_t i = 0; i < DHS_REF_NOPE; i++) oc[i] += p * r[i];
+            dhs_ref_axpy_fma(p, r, oc, DHS_REF_NOPE);
         }
         float w = exp_portable ? dhs_ref_expf(mc - mx) : expf(mc - mx);
-        sum += w * csum;
-        for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] += w * oc[i];
+        sum = fmaf(w, csum, sum);
+        dhs_ref_axpy_fma(w, oc, o, DHS_REF_NOPE);
     }
     float inv = 1.0f / sum;
     for (int32_t i = 0; i < DHS_REF_NOPE; i++) o[i] *= inv;

@@ -69,6 +69,13 @@ void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_
 /* sum_i a[i]*b[i] in the fixed order: 8 lanes (i mod 8) summed in ascending i,
    lanes combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail i >= 8*(n/8). */
 float dhs_ref_dot(const float *a, const float *b, int32_t n);
+/* The attention's dot (scores only; the matvecs, norms and indexer keep
+   dhs_ref_dot): the same 8 lanes and lane tree, each lane's step one fused
+   multiply-add, acc[l] = fmaf(a[i], b[i], acc[l]); the tail s = fmaf(a[i],
+   b[i], s). */
+float dhs_ref_dot_fma(const float *a, const float *b, int32_t n);
+/* y[i] = fmaf(a, x[i], y[i]) for i < n (the attention's value sums) */
+void dhs_ref_axpy_fma(float a, const float *x, float *y, int32_t n);
 /* FP8 quantisation scale of n values: the smallest power of two >= max(amax,
    1e-4) / 448 (DeepSeek-V3.2 act_quant with UE8M0 scales, docs/FACTS.md §2) */
 float dhs_ref_fp8_scale(const float *v, int32_t n);
@@ -303,7 +310,10 @@ int32_t dhs_ref_select_fused(const dhs_ref_model *m, int32_t l, int64_t pos, con
    [nv][576]): o[512] = softmax(scale q.row) V in the split-K order both
    models follow (docs/MODEL.md "Attention order"): chunks of
    DHS_REF_ATT_CHUNK entries, each with its own max, exp sum and unnormalised
-   values in entry order, merged in chunk order. att: nv floats, oc: 512
+   values in entry order, merged in chunk order. Scores dhs_ref_dot_fma(q,
+   row) * scale; the value sums oc[i] = fmaf(p, v[i], oc[i]), the merge
+   sum = fmaf(w, csum, sum), o[i] = fmaf(w, oc[i], o[i]) (one rounding per
+   step; the exps' sum csum is a plain add). att: nv floats, oc: 512
    floats of scratch. */
 void dhs_ref_attention(const float *q, const float *rows, int32_t nv, float scale, int32_t exp_portable, float *o,
                        float *att, float *oc);

@@ -153,6 +153,34 @@ float dhs_ref_dot(const float *a, const float *b, int32_t n)
     return s;
 }
 
+/* ------------------------------------------------------------- attention's fused sums
+ * fmaf is one correctly rounded IEEE operation wherever it runs: the FMA
+ * instruction, glibc's software fmaf, CUDA's __fmaf_rn. So the clones below
+ * (the "fma" one is picked at load time on a CPU with FMA, and vectorises the
+ * 8 independent lanes; the default one calls libm's fmaf) give the same bits
+ * as each other and as the GPU kernels. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(DHS_NO_FMA_CLONES)
+#define FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define FMA_CLONES
+#endif
+
+FMA_CLONES float dhs_ref_dot_fma(const float *a, const float *b, int32_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) acc[l] = fmaf(a[i + l], b[i + l], acc[l]);
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s = fmaf(a[i], b[i], s);
+    return s;
+}
+
+FMA_CLONES void dhs_ref_axpy_fma(float a, const float *x, float *y, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
 /* ------------------------------------------------------------- exp
  * Every step is one IEEE float operation (the build does not contract), so
  * the CUDA twin (refmodel.cu: __fmul_rn, __fadd_rn, rintf) gives the same bits. */

@@ -1,7 +1,9 @@
 /* overlap.c - C reference of the attention split around the miss copy
  * (overlap.h). The numerics are the reference model's own (numerics.c):
- * dhs_ref_row_decode, dhs_ref_dot, dhs_ref_expf; the order of every sum is
- * the one dev/overlap/overlap.cu uses. */
+ * dhs_ref_row_decode, dhs_ref_dot_fma, dhs_ref_expf, and the attention's
+ * fused sums (dhs_ref_axpy_fma, fmaf: one rounding per multiply-add, as
+ * dhs_ref_attention); the order of every sum is the one
+ * dev/overlap/overlap.cu uses. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +43,14 @@ void dhs_ov_scores_ref(const dhs_ov_shape *s, int which, const dhs_ov_args *a)
             dhs_ref_row_decode(row_of(a, s->k, q, e), lat);
             for (int32_t h = 0; h < s->nh; h++) {
                 const float *qh = a->q + ((int64_t)q * s->nh + h) * DHS_OV_LAT;
-                a->scores[((int64_t)q * s->nh + h) * s->k + e] = dhs_ref_dot(qh, lat, DHS_OV_LAT) * s->att_scale;
+                a->scores[((int64_t)q * s->nh + h) * s->k + e] = dhs_ref_dot_fma(qh, lat, DHS_OV_LAT) * s->att_scale;
             }
         }
 }
 
 /* over the entries [e0, e1) of query q in set `which`, head h: m = max score,
-   p[j] = exp(score - m) and l = sum p in entry order, acc[i] = sum p * v[i]
-   in entry order (unnormalised). Returns the number of entries (0: m = -inf,
+   p[j] = exp(score - m) and l = sum p in entry order, acc[i] = fmaf(p,
+   v[i], acc[i]) in entry order (unnormalised). Returns the number of entries (0: m = -inf,
    l = 0, acc = 0). rows: scratch [e1 - e0][512] decoded values. */
 static int32_t partial(const dhs_ov_shape *s, const dhs_ov_args *a, int which, int32_t q, int32_t h, int32_t e0,
                        int32_t e1, float *p, int32_t *ent, float *m_out, float *l_out, float *acc)
@@ -74,7 +76,7 @@ static int32_t partial(const dhs_ov_shape *s, const dhs_ov_args *a, int which, i
     float lat[DHS_OV_LAT];
     for (int32_t j = 0; j < n; j++) {
         dhs_ref_row_decode(row_of(a, s->k, q, ent[j]), lat);
-        for (int32_t i = 0; i < DHS_OV_DV; i++) acc[i] += p[j] * lat[i];
+        dhs_ref_axpy_fma(p[j], lat, acc, DHS_OV_DV);
     }
     *m_out = mx;
     *l_out = l;
@@ -152,9 +154,8 @@ dhs_status dhs_ov_merge_ref(const dhs_ov_shape *s, const dhs_ov_args *a)
                 const int64_t pi = pidx(s, C, q, j, h);
                 if (!(a->pl[pi] > 0.0f)) continue;
                 float w = ov_exp(s, a->pm[pi] - M);
-                L += w * a->pl[pi];
-                const float *acc = a->pacc + pi * DHS_OV_DV;
-                for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] += w * acc[i];
+                L = fmaf(w, a->pl[pi], L);
+                dhs_ref_axpy_fma(w, a->pacc + pi * DHS_OV_DV, o, DHS_OV_DV);
             }
             float inv = 1.0f / L;
             for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] *= inv;

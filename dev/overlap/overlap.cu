@@ -7,14 +7,14 @@
  *                 as 16-byte vectors (all in flight) and decoded once into
  *                 shared memory (g_row_val's operations), then every
  *                 (entry, head) score is the 576-long 8-lane dot of
- *                 attn_row.cuh (the operations of the k_att_* kernels / dhs_ref_dot),
+ *                 attn_row.cuh (the operations of the k_att_* kernels / dhs_ref_dot_fma),
  *                 times att_scale. Blocks with no entry of the set exit.
  *   k_ov_reduce   grid (nq, chunks, 8), 288 threads: one chunk of entries
  *                 (exact: the whole k) x 64 of the 512 values. The set's
  *                 entries are compacted in entry order; max per head (order-
  *                 free); tiles of 128 entries: p = exp(s - max) and the
  *                 tile's 64 codes + scale per entry into shared (16-byte
- *                 loads), then warps 0-7 accumulate acc[i] += p * v[i] in entry order
+ *                 loads), then warps 0-7 accumulate acc[i] = fma(p, v[i], acc[i]) in entry order
  *                 (each thread: one value i, 4 heads) while warp 8 sums p in
  *                 entry order (one lane per head). Exact: out = acc * (1/sum);
  *                 fast: the partial (max, sum, acc) is written.
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(OV_ST) k_ov_scores(dhs_ov_shape s, int which, 
 #pragma unroll
             for (int l = 0; l < 8; l++) {
                 float qv = qh[i + l];
-                a0[l] = fa(a0[l], fm(qv, d0[i + l]));
-                a1[l] = fa(a1[l], fm(qv, d1[i + l]));
+                a0[l] = ff(qv, d0[i + l], a0[l]);
+                a1[l] = ff(qv, d1[i + l], a1[l]);
             }
         float *sc = scores + ((int64_t)q * s.nh + h) * s.k + e0;
         if (sel[j]) sc[j] = fm(ov_comb8(a0), s.att_scale);
@@ -246,10 +246,10 @@ __global__ void __launch_bounds__(OV_RT, 1) k_ov_reduce(dhs_ov_shape s, int whic
             for (int jj = 0; jj < tn; jj++) { /* entry order */
                 const float r = fm(lut[codes[jj][dl]], tscl[jj]); /* = g_row_val(row, d, lut) */
                 const float4 pv = *(const float4 *)&p[jj][hg * 4];
-                acc[0] = fa(acc[0], fm(pv.x, r));
-                acc[1] = fa(acc[1], fm(pv.y, r));
-                acc[2] = fa(acc[2], fm(pv.z, r));
-                acc[3] = fa(acc[3], fm(pv.w, r));
+                acc[0] = ff(pv.x, r, acc[0]);
+                acc[1] = ff(pv.y, r, acc[1]);
+                acc[2] = ff(pv.z, r, acc[2]);
+                acc[3] = ff(pv.w, r, acc[3]);
             }
         }
         __syncthreads();
@@ -290,8 +290,8 @@ __global__ void __launch_bounds__(G_NOPE) k_ov_merge(dhs_ov_shape s, int C, cons
         int64_t pi = (((int64_t)q * 2 + j / C) * C + j % C) * s.nh + h;
         if (!(pl[pi] > 0.0f)) continue;
         float wj = g_expf(fs(pm[pi], M), s.exp_portable);
-        L = fa(L, fm(wj, pl[pi]));
-        A = fa(A, fm(wj, pacc[pi * G_NOPE + i]));
+        L = ff(wj, pl[pi], L);
+        A = ff(wj, pacc[pi * G_NOPE + i], A);
     }
     o[i] = fm(A, __fdiv_rn(1.0f, L));
 }

@@ -28,7 +28,8 @@
  *                              Not byte-identical: see DHS_OV_FAST_TOL.
  * An output of a query/head with no valid entry is 0.
  *
- * Numerics: dhs_ref_dot / dhs_ref_row_decode / dhs_ref_expf (numerics.c);
+ * Numerics: dhs_ref_dot_fma / dhs_ref_row_decode / dhs_ref_expf and the fused
+ * value and merge sums of dhs_ref_attention (fmaf; numerics.c, model.c);
  * the CUDA kernels do the same IEEE operations in the same order (fast mode
  * included), so GPU == CPU bit for bit when exp_portable = 1.
  */

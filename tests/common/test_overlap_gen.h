@@ -156,8 +156,9 @@ static inline int ovg_make(ovg_case *c, ovg_kind kind, int32_t nq, int32_t nh, i
 }
 
 /* the single-pass attention the overlap's whole and exact modes follow: rows
-   decoded in selection order (-1 skipped), scores, max, exp, sum and weighted
-   sum in entry order, times 1/sum. out [nq][nh][512]. The model's attention
+   decoded in selection order (-1 skipped), scores (dhs_ref_dot_fma), max,
+   exp, sum and weighted sum in entry order (o[i] = fmaf(p, v[i], o[i]), the
+   attention's fused steps), times 1/sum. out [nq][nh][512]. The model's attention
    (dhs_ref_attention) now runs split-K in chunks of DHS_REF_ATT_CHUNK; with
    nv <= DHS_REF_ATT_CHUNK the two are the same bits (test_model checks it),
    above they differ in the last bits until the overlap adopts the chunks. */
@@ -182,7 +183,7 @@ static inline void ovg_model_attention(const ovg_case *c, float *out)
             const float scale = 1.0f / sqrtf((float)DHS_REF_LAT);
             float mx = -INFINITY, sum = 0.0f;
             for (int32_t e = 0; e < nv; e++) {
-                att[e] = dhs_ref_dot(qh, rows + (int64_t)e * DHS_OV_LAT, DHS_OV_LAT) * scale;
+                att[e] = dhs_ref_dot_fma(qh, rows + (int64_t)e * DHS_OV_LAT, DHS_OV_LAT) * scale;
                 if (att[e] > mx) mx = att[e];
             }
             for (int32_t e = 0; e < nv; e++) {
@@ -190,7 +191,7 @@ static inline void ovg_model_attention(const ovg_case *c, float *out)
                 sum += att[e];
             }
             for (int32_t e = 0; e < nv; e++)
-                for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] += att[e] * rows[(int64_t)e * DHS_OV_LAT + i];
+                for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] = fmaf(att[e], rows[(int64_t)e * DHS_OV_LAT + i], o[i]);
             float inv = 1.0f / sum;
             for (int32_t i = 0; i < DHS_OV_DV; i++) o[i] *= inv;
         }

@@ -2,10 +2,10 @@
  * through dhs_ref_gpu_attn) against the CPU model's (dhs_ref_attention, model.c),
  * on random batches: 1..20 queries, 1..2 heads, k in 1..2048, real 656-byte rows
  * (dhs_ref_row_encode of random latents, magnitudes 2^-3..2^3, and cases with
- * 2^-30..2^29: tile scales from 2^-22 up past 2^8, where the kernel's folded
- * scale would overflow and it decodes through the table; and cases with NaN
- * latents, i.e. NaN codes, which the kernel also decodes through the table;
- * outputs that are NaN on the CPU must be NaN on the GPU), locations with
+ * 2^-30..2^29: tile scales from 2^-22 up past 2^8, and subnormal codes; and
+ * cases with NaN latents, i.e. NaN codes, which the hardware's e4m3
+ * conversion turns into NaN; outputs that are NaN on the CPU must be NaN on
+ * the GPU), locations with
  * -1 at random places, partial valid counts, queries with nv = 0 and slots
  * with no query (anv = -1), repeated rows, score ranges wide enough that whole
  * chunks underflow against the maximum.
@@ -13,7 +13,7 @@
  *   - every output is within 1e-3 x vmax of a double-precision softmax over
  *     the same decoded rows and scores (an error both models share is caught);
  *   - the same query alone (batch of 1) gives the same bits as in the batch,
- *     and the two-kernel merge (k_att_combine) the same bits as the merge by
+ *     and the two-kernel merge (k_att_merge) the same bits as the merge by
  *     each query's last chunk; the chunk counters are left at zero;
  *   - outputs of queries with nv <= 0 are left untouched (a sentinel);
  *   - exp_portable 0 (the device's expf): within the tolerance;
@@ -60,7 +60,7 @@ static void ref_double(const float *q, const float *rows, int32_t nv, float scal
 {
     double *s = malloc(sizeof(double) * (size_t)nv), mx = -INFINITY, sum = 0;
     for (int32_t e = 0; e < nv; e++) {
-        s[e] = dhs_ref_dot(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale; /* the float score */
+        s[e] = dhs_ref_dot_fma(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale; /* the float score */
         if (s[e] > mx) mx = s[e];
     }
     for (int i = 0; i < DHS_REF_NOPE; i++) o[i] = 0;
@@ -149,13 +149,13 @@ static void run_case_r(int32_t nq, int32_t nh, int32_t k, int portable, float qm
     int zero = 1;
     for (int32_t q = 0; q < nq; q++) zero &= cnt[q] == 0;
     CHECKF(zero, "chunk counters not left at zero (nq %d, k %d)", (int)nq, (int)k);
-    /* the two-kernel path (k_att_combine): the same bits */
+    /* the two-kernel path (k_att_merge): the same bits */
     CK(cudaMemcpy(d_ao, sent, nout * 4, cudaMemcpyHostToDevice));
     CHECK_ST(dhs_ref_gpu_attn(NULL, nq, nh, k, scale, portable, d_base, d_aq, d_aidx, d_anv, d_lut, d_pm, d_ps, d_po,
                               NULL, d_ao),
              DHS_OK);
     CK(cudaMemcpy(ao2, d_ao, nout * 4, cudaMemcpyDeviceToHost));
-    CHECKF(!memcmp(ao, ao2, nout * 4), "k_att_combine differs from the merge in k_att_part (nq %d, k %d)", (int)nq,
+    CHECKF(!memcmp(ao, ao2, nout * 4), "k_att_merge differs from the merge in k_att_part (nq %d, k %d)", (int)nq,
            (int)k);
     /* query 0 alone: the same bits */
     CK(cudaMemcpy(d_ao, sent, nout * 4, cudaMemcpyHostToDevice));

@@ -73,7 +73,7 @@ static void test_attention(void)
         /* double softmax over the float scores */
         double mx = -INFINITY, sum = 0;
         for (int32_t e = 0; e < nv; e++) {
-            s[e] = dhs_ref_dot(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
+            s[e] = dhs_ref_dot_fma(q, rows + (int64_t)e * DHS_REF_LAT, DHS_REF_LAT) * scale;
             if (s[e] > mx) mx = s[e];
         }
         for (int i = 0; i < DHS_REF_NOPE; i++) od[i] = 0;
@@ -100,8 +100,9 @@ static void test_attention(void)
             for (int32_t e = 0; e < nv; e++) {
                 float p = dhs_ref_expf(s[e] - fm);
                 fsum += p;
-                for (int i = 0; i < DHS_REF_NOPE; i++) po[i] += p * rows[(int64_t)e * DHS_REF_LAT + i];
+                for (int i = 0; i < DHS_REF_NOPE; i++) po[i] = fmaf(p, rows[(int64_t)e * DHS_REF_LAT + i], po[i]);
             }
+            for (int i = 0; i < DHS_REF_NOPE; i++) po[i] = fmaf(1.0f, po[i], 0.0f); /* the merge's w = 1: exact */
             float inv = 1.0f / fsum;
             int same = 1;
             for (int i = 0; i < DHS_REF_NOPE; i++) same &= f2u(po[i] * inv) == f2u(o[i]);
@@ -110,6 +111,104 @@ static void test_attention(void)
     }
     printf("attention split-K vs double softmax: max |d| / vmax %.3g (bound (nv + 64) 2^-22)\n", worst);
     free(rows), free(att), free(s);
+}
+
+/* The attention's documented numerics (docs/MODEL.md "Attention order"),
+   written out plainly with libm's fmaf: score = dot * scale where the dot
+   has 8 lanes, lane l += q[i] row[i] for i = l mod 8 ascending as one fma,
+   lanes combined ((0+1)+(2+3))+((4+5)+(6+7)); chunks of DHS_REF_ATT_CHUNK:
+   mc = max, p = expf_portable(s - mc), csum += p (a plain add), oc[i] =
+   fma(p, v[i], oc[i]) in entry order; in chunk order sum = fma(w, csum,
+   sum), o[i] = fma(w, oc[i], o[i]) with w = exp(mc - max); o *= 1 / sum.
+   unfuse 1..4 computes ONE product as a separate multiply and add, in the
+   final step of that kind where the two round differently (1: a score
+   dot's lane, 2: a value sum at the chunk's last entry, 3: the merge's sum
+   past chunk 0, 4: a merged value at the last chunk), the skip + 1-th such:
+   the test shows the check sees each. Scores out in s[nv]. */
+/* fmaf, except for ONE final step (the accumulator's last) of kind `kind`
+   (1..4): the (*skip + 1)-th of those whose separate multiply and add round
+   differently (*skip counts down; -1 once used). An earlier step's one-ulp
+   change is mostly absorbed by the steps after it. */
+static float plain_fma(float a, float b, float c, int kind, int last, int unfuse, int *skip)
+{
+    const float f = fmaf(a, b, c), u = a * b + c; /* ISO C: no contraction */
+    if (kind != unfuse || !last || *skip < 0 || u == f) return f;
+    if ((*skip)-- > 0) return f;
+    return u;
+}
+
+static void attention_plain(const float *q, const float *rows, int32_t nv, float scale, int unfuse, int skip, float *o,
+                            float *s)
+{
+    float oc[DHS_REF_NOPE];
+    float mx = -INFINITY, sum = 0.0f;
+    int left = skip;
+    for (int32_t e = 0; e < nv; e++) {
+        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int i = 0; i < DHS_REF_LAT; i++)
+            lane[i % 8] = plain_fma(q[i], rows[(int64_t)e * DHS_REF_LAT + i], lane[i % 8], 1, i >= DHS_REF_LAT - 8, unfuse, &left);
+        s[e] = (((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]))) * scale;
+        mx = s[e] > mx ? s[e] : mx;
+    }
+    for (int i = 0; i < DHS_REF_NOPE; i++) o[i] = 0.0f;
+    for (int32_t c0 = 0; c0 < nv; c0 += DHS_REF_ATT_CHUNK) {
+        int32_t c1 = c0 + DHS_REF_ATT_CHUNK < nv ? c0 + DHS_REF_ATT_CHUNK : nv;
+        float mc = -INFINITY, csum = 0.0f;
+        for (int32_t e = c0; e < c1; e++) mc = s[e] > mc ? s[e] : mc;
+        for (int i = 0; i < DHS_REF_NOPE; i++) oc[i] = 0.0f;
+        for (int32_t e = c0; e < c1; e++) {
+            float p = dhs_ref_expf(s[e] - mc);
+            csum += p;
+            for (int i = 0; i < DHS_REF_NOPE; i++)
+                oc[i] = plain_fma(p, rows[(int64_t)e * DHS_REF_LAT + i], oc[i], 2, e == c1 - 1, unfuse, &left);
+        }
+        float w = dhs_ref_expf(mc - mx);
+        sum = plain_fma(w, csum, sum, 3, c0 > 0, unfuse, &left);
+        for (int i = 0; i < DHS_REF_NOPE; i++) o[i] = plain_fma(w, oc[i], o[i], 4, c1 == nv, unfuse, &left);
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < DHS_REF_NOPE; i++) o[i] *= inv;
+}
+
+/* dhs_ref_attention (both models' order, the dispatched fma clones) equals
+   attention_plain bit for bit (its scores att and outputs o); and attention_plain with any one product
+   unfused differs from it on some of these inputs (the check has teeth) */
+static void test_attention_fma(void)
+{
+    static const int32_t nvs[] = {1, 5, DHS_REF_ATT_CHUNK, DHS_REF_ATT_CHUNK + 3, 200, 2048};
+    const int NT = (int)(sizeof nvs / sizeof nvs[0]);
+    const float scale = 1.0f / sqrtf((float)DHS_REF_LAT);
+    float *rows = malloc(sizeof(float) * 2048 * DHS_REF_LAT), *att = malloc(sizeof(float) * 2048);
+    float *ps = malloc(sizeof(float) * 2048);
+    float q[DHS_REF_LAT], o[DHS_REF_NOPE], oc[DHS_REF_NOPE], r[DHS_REF_NOPE];
+    int seen[5] = {0, 0, 0, 0, 0}; /* inputs where unfuse u (one product) changed a bit */
+    for (int t = 0; t < 2 * NT; t++) {
+        int32_t nv = nvs[t % NT];
+        for (int64_t i = 0; i < (int64_t)nv * DHS_REF_LAT; i++) {
+            /* FP8 values as decoded rows hold, |v| in [2^-7, 2^-1): scores spread over a few units, so no
+               exp is 0 or 1 alone (a one-hot softmax would hide the value sums) */
+            uint8_t code = (uint8_t)rndi(0x20, 0x47) | (uint8_t)(rnd() & 0x80);
+            rows[i] = i % DHS_REF_LAT < DHS_REF_NOPE ? dhs_ref_fp8_decode(code) * 0.0625f
+                                                     : dhs_ref_bf16_decode(dhs_ref_bf16_encode(rndf()));
+        }
+        for (int i = 0; i < DHS_REF_LAT; i++) q[i] = rndf() * (t < NT ? 1.0f : 8.0f);
+        dhs_ref_attention(q, rows, nv, scale, 1, o, att, oc);
+        for (int u = 0; u < 5; u++) /* u > 0: one product unfused, the first to 8th (the sum: 64th) candidate in turn */
+            for (int k = 0; k < (u == 0 ? 1 : u == 3 ? 64 : 8); k++) {
+                attention_plain(q, rows, nv, scale, u, k, r, ps);
+                int same = 1;
+                for (int i = 0; i < DHS_REF_NOPE; i++) same &= f2u(r[i]) == f2u(o[i]);
+                for (int32_t e = 0; e < nv; e++) same &= f2u(ps[e]) == f2u(att[e]);
+                if (u == 0) CHECKF(same, "nv %d: dhs_ref_attention differs from the plain fma order", (int)nv);
+                seen[u] += !same;
+                if (!same) break;
+            }
+    }
+    for (int u = 1; u < 5; u++)
+        CHECKF(seen[u] > 0, "one unfused product (case %d) went unseen in %d inputs", u, 2 * NT);
+    printf("attention fma order: %d inputs bit-equal; one unfused product seen in %d / %d / %d / %d of them\n",
+           2 * NT, seen[1], seen[2], seen[3], seen[4]);
+    free(rows), free(att), free(ps);
 }
 
 /* ---------------------------------------------------------------- number formats */
@@ -729,6 +828,7 @@ int main(void)
     test_topk();
     test_ring();
     test_attention();
+    test_attention_fma();
     printf("formats, dot order, top-k ties, ring, attention order: %s\n", (int)th_failed ? "FAILED" : "ok");
     for (int s = 0; s < scale; s++) {
         uint64_t sd = seed + 1000u * (uint64_t)s;
