@@ -1,11 +1,11 @@
 /* attn_kern_r2.cuh - the previous split-K attention (k_att_part_r2: rows
  * decoded per head and again for the values, one IEEE multiply and add per
- * step, no fused multiply-add), kept only so that model/kern_bench.cu can
- * time it beside the kernels of attn_kern.cuh in the same process. Its
- * numerics are the model's before the attention's sums were fused
- * (docs/MODEL.md "Attention order"), so its bits are NOT the CPU model's
- * any more: kern_bench times it and does not compare it. Not used by the
- * model.
+ * step), in two forms: FMA = false, the numerics before the attention's sums
+ * were fused (docs/MODEL.md "Attention order"; its bits are NOT the CPU
+ * model's any more: kern_bench only times it), and FMA = true, every
+ * multiply-accumulate fused as the CPU model's dhs_ref_attention does: the
+ * same bits as attn_kern.cuh's kernels (kern_bench compares them), and the
+ * model's kernel from ATT_R2F_MIN queries a launch (model/refmodel.cu).
  *
  * Its description, as it was the model's kernel:
  *
@@ -50,6 +50,9 @@
 
 #include "model/attn_kern.cuh" /* ATT_CH, ATT_MAXH, ATT_MAXK, ATT_MAXC, att_chunks, the partials' layout */
 
+/* one multiply-accumulate step: acc + a b, fused (FMA: the model's attention numerics since the
+   sums were fused, docs/MODEL.md "Attention order") or one IEEE multiply then one add (before) */
+#define ATT_R2_MAC(a, b, acc) (FMA ? ff((a), (b), (acc)) : fa((acc), fm((a), (b))))
 #define ATT_R2_PT 256                                          /* k_att_part_r2 threads */
 #define ATT_R2_VPT ((ATT_CH * ATT_RV + ATT_R2_PT - 1) / ATT_R2_PT) /* row vectors per thread */
 
@@ -88,6 +91,7 @@ static __device__ __forceinline__ float att_fold_r2(float ts)
    dependent load per chunk, the first batch with the maxima), ao = A * (1 / S). */
 #define ATT_R2_MB 16
 static_assert(ATT_MAXC <= ATT_R2_PT && ATT_MAXC % ATT_R2_MB == 0, "one thread per chunk in the max");
+template <bool FMA>
 static __device__ __forceinline__ void att_merge_r2(int q, int h, int nh, int k, int nc, int portable, const float *pm,
                                                  const float *ps, const float *po, float *ao)
 {
@@ -132,9 +136,9 @@ static __device__ __forceinline__ void att_merge_r2(int q, int h, int nh, int k,
         for (int u = 0; u < ATT_R2_MB; u++)
             if (j0 + u < nc) {
                 const float wj = wc[j0 + u];
-                S = fa(S, fm(wj, lc[j0 + u]));
-                A0 = fa(A0, fm(wj, o[u].x));
-                A1 = fa(A1, fm(wj, o[u].y));
+                S = ATT_R2_MAC(wj, lc[j0 + u], S);
+                A0 = ATT_R2_MAC(wj, o[u].x, A0);
+                A1 = ATT_R2_MAC(wj, o[u].y, A1);
             }
     }
     const float inv = __fdiv_rn(1.0f, S);
@@ -144,7 +148,7 @@ static __device__ __forceinline__ void att_merge_r2(int q, int h, int nh, int k,
 /* lanes 2 qq, 2 qq + 1 of g_row_score for one row and head (one 16-bit word
    of codes and one float2 of q per 8 values). FAST (no NaN code in the row):
    decoding by att_raw_r2 with the folded tile scales tf; else the table's. */
-template <bool FAST>
+template <bool FAST, bool FMA>
 static __device__ __forceinline__ void att_lanes2_r2(const uint8_t *row, const float *qh, const float *lut,
                                                   const float *tf, int qq, float *r0, float *r1)
 {
@@ -163,8 +167,8 @@ static __device__ __forceinline__ void att_lanes2_r2(const uint8_t *row, const f
             } else {
                 v0 = fm(lut[w & 255u], ts), v1 = fm(lut[w >> 8], ts);
             }
-            a0 = fa(a0, fm(qv.x, v0));
-            a1 = fa(a1, fm(qv.y, v1));
+            a0 = ATT_R2_MAC(qv.x, v0, a0);
+            a1 = ATT_R2_MAC(qv.y, v1, a1);
         }
     }
     const uint32_t *rope = (const uint32_t *)(row + G_NOPE + 16); /* bf16 pairs */
@@ -173,8 +177,8 @@ static __device__ __forceinline__ void att_lanes2_r2(const uint8_t *row, const f
         const int i = 8 * j + 2 * qq; /* rope index */
         const uint32_t bw = rope[i / 2];
         const float2 qv = *(const float2 *)(qh + G_NOPE + i);
-        a0 = fa(a0, fm(qv.x, __uint_as_float(bw << 16)));
-        a1 = fa(a1, fm(qv.y, __uint_as_float(bw & 0xffff0000u)));
+        a0 = ATT_R2_MAC(qv.x, __uint_as_float(bw << 16), a0);
+        a1 = ATT_R2_MAC(qv.y, __uint_as_float(bw & 0xffff0000u), a1);
     }
     *r0 = a0, *r1 = a1;
 }
@@ -185,6 +189,7 @@ static __device__ __forceinline__ void att_lanes2_r2(const uint8_t *row, const f
    entry. Decoding by att_raw_r2: no table lookup (random banks) unless the row has a NaN code (the row's 4
    score threads look at 128 bytes each first) or a tile scale >= 2^8.
    4 blocks per SM: 64 registers, no spill (sm_90, ptxas --resource-usage); 28 KB of shared memory each */
+template <bool FMA>
 static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
                                                      const int32_t *aidx, const int32_t *anv, const float *lut_g,
@@ -251,9 +256,9 @@ static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int
         fast = fast && !nan;
         if (e < n) {
             if (fast)
-                att_lanes2_r2<true>(row, qs[h], lut, tf, qq, &a0, &a1);
+                att_lanes2_r2<true, FMA>(row, qs[h], lut, tf, qq, &a0, &a1);
             else
-                att_lanes2_r2<false>(row, qs[h], lut, tf, qq, &a0, &a1);
+                att_lanes2_r2<false, FMA>(row, qs[h], lut, tf, qq, &a0, &a1);
             /* the value pass's decoding of tile qq: folded scale, or 0 for the table */
             if (h == 0) tfs[e][qq] = fast ? att_fold_r2(((const float *)(row + G_NOPE))[qq]) : 0.0f;
         }
@@ -302,12 +307,12 @@ static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int
                 v0 = fm(lut[cc & 255u], ts), v1 = fm(lut[cc >> 8], ts);
             }
             const float p0 = p[0][e];
-            a00 = fa(a00, fm(p0, v0));
-            a01 = fa(a01, fm(p0, v1));
+            a00 = ATT_R2_MAC(p0, v0, a00);
+            a01 = ATT_R2_MAC(p0, v1, a01);
             if (nh > 1) {
                 const float p1 = p[1][e];
-                a10 = fa(a10, fm(p1, v0));
-                a11 = fa(a11, fm(p1, v1));
+                a10 = ATT_R2_MAC(p1, v0, a10);
+                a11 = ATT_R2_MAC(p1, v1, a11);
             }
         }
         const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh;
@@ -326,10 +331,11 @@ static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int
     if (!s_last) return;
     if (tid == 0) cnt[q] = 0; /* ready for the next launch */
     __threadfence();
-    for (int h = 0; h < nh; h++) att_merge_r2(q, h, nh, k, nc, portable, pm, ps, po, ao);
+    for (int h = 0; h < nh; h++) att_merge_r2<FMA>(q, h, nh, k, nc, portable, pm, ps, po, ao);
 }
 
 /* the merge as its own kernel: block (q, h), ATT_R2_PT threads; the same bits */
+template <bool FMA>
 static __global__ void __launch_bounds__(ATT_R2_PT) k_att_combine_r2(int nh, int k, int portable, const int32_t *anv,
                                                         const float *pm, const float *ps, const float *po,
                                                         float *ao)
@@ -337,7 +343,7 @@ static __global__ void __launch_bounds__(ATT_R2_PT) k_att_combine_r2(int nh, int
     const int q = blockIdx.x / nh, h = blockIdx.x % nh;
     const int nv = anv[q];
     if (nv <= 0) return;
-    att_merge_r2(q, h, nh, k, (nv + ATT_CH - 1) / ATT_CH, portable, pm, ps, po, ao);
+    att_merge_r2<FMA>(q, h, nh, k, (nv + ATT_CH - 1) / ATT_CH, portable, pm, ps, po, ao);
 }
 
 /* the attention on st; partials pm, ps [nq][att_chunks(k)][nh], po [...][512].
@@ -347,15 +353,22 @@ static __global__ void __launch_bounds__(ATT_R2_PT) k_att_combine_r2(int nh, int
 static inline cudaError_t att_launch_r2(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
                                      const uint8_t *const *base, const float *aq, const int32_t *aidx,
                                      const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
-                                     int32_t *cnt, float *ao)
+                                     int32_t *cnt, float *ao, int fma)
 {
     if (nq < 1) return cudaSuccess;
     if (nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return cudaErrorInvalidValue;
-    k_att_part_r2<<<dim3(nq, att_chunks(k)), ATT_R2_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
+    if (fma)
+        k_att_part_r2<true><<<dim3(nq, att_chunks(k)), ATT_R2_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv,
+                                                                          lut, pm, ps, po, cnt, ao);
+    else
+        k_att_part_r2<false><<<dim3(nq, att_chunks(k)), ATT_R2_PT, 0, st>>>(nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm,
                                                           ps, po, cnt, ao);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || cnt) return e;
-    k_att_combine_r2<<<nq * nh, ATT_R2_PT, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
+    if (fma)
+        k_att_combine_r2<true><<<nq * nh, ATT_R2_PT, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
+    else
+        k_att_combine_r2<false><<<nq * nh, ATT_R2_PT, 0, st>>>(nh, k, portable, anv, pm, ps, po, ao);
     return cudaGetLastError();
 }
 

@@ -389,7 +389,7 @@ out:
 typedef struct att_state {
     int C, NL, nh, k, which; /* 0: the model's launch (one kernel, last chunk merges), 1: k_att_part then
                                 k_att_merge, 2: the merge kernel alone */
-    int r2;                  /* the previous kernels (attn_kern_r2.cuh) instead */
+    int r2;                  /* the previous kernels (attn_kern_r2.cuh) instead: 1 unfused (the old bits), 2 fused */
     int32_t *cnt;
     const uint8_t *const *base;
     const float *aq;
@@ -407,12 +407,15 @@ static void att_call(void *arg, int r)
     const int32_t *aidx = a->aidx + (size_t)l * a->C * a->k;
     if (a->which <= 1 && a->r2) {
         CK(att_launch_r2(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps,
-                         a->po, a->which == 0 ? a->cnt : NULL, a->ao));
+                         a->po, a->which == 0 ? a->cnt : NULL, a->ao, a->r2 == 2));
     } else if (a->which <= 1) {
         CK(att_launch(a->st, a->C, a->nh, a->k, 1.0f / 24.0f, 1, base, a->aq, aidx, a->anv, a->lut, a->pm, a->ps, a->po,
                       a->which == 0 ? a->cnt : NULL, a->ao));
     } else if (a->r2) {
-        k_att_combine_r2<<<a->C * a->nh, ATT_R2_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        if (a->r2 == 2)
+            k_att_combine_r2<true><<<a->C * a->nh, ATT_R2_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
+        else
+            k_att_combine_r2<false><<<a->C * a->nh, ATT_R2_PT, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
         CK(cudaGetLastError());
     } else {
         k_att_merge<<<a->C * a->nh * ATT_MSL, 32, 0, a->st>>>(a->nh, a->k, 1, a->anv, a->pm, a->ps, a->po, a->ao);
@@ -503,11 +506,29 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         }
         printf("  attention == CPU model bit for bit (queries 0 and %d, both merges)\n", C - 1);
     }
+    /* the previous kernel with the fused numerics (attn_kern_r2.cuh FMA): the same bits as the new one,
+       both merges */
+    for (int v = 0; v < 2; v++) {
+        a.which = v, a.r2 = 2;
+        CK(cudaMemsetAsync(ao, 0, nao * 4, st));
+        att_call(&a, 0);
+        CK(cudaMemcpyAsync(h2, ao, nao * 4, cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        if (memcmp(h1, h2, nao * 4)) {
+            fprintf(stderr, "kern_bench: attention: k_att_part_r2<FMA> (%s) differs from the new kernel's bits "
+                            "(context %lld, C %d)\n", v ? "split merge" : "last-chunk merge", (long long)ctx, C);
+            exit(1);
+        }
+    }
+    printf("  attn-r2f == attention bit for bit (both merges)\n");
+    a.r2 = 0;
     free(h1), free(h2);
     const double flops = (double)C * k * nh * (2.0 * G_LAT + 2.0 * G_NOPE);
     const double fb = row_bytes / (hbm_gbs * 1e9) * 1e6;
     double b2b_new = 0, b2b_split = 0;
-    for (int r2 = 0; r2 < 2; r2++) { /* the kernels of attn_kern.cuh, then the previous ones */
+    double b2b_r2f = 0;
+    for (int r2v = 0; r2v < 3; r2v++) { /* the kernels of attn_kern.cuh, the previous ones fused, then unfused */
+        const int r2 = r2v == 0 ? 0 : r2v == 1 ? 2 : 1;
         double p50, b2b, p50p, b2bp, p50c, b2bc;
         a.r2 = r2;
         a.which = 0;
@@ -538,13 +559,19 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         }
         qsort(gms, 5, sizeof(float), cmp_f);
         const double graph_us = gms[2] * 1e3;
-        print_row(r2 ? "attn-r2" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs, !r2);
+        print_row(r2 == 1 ? "attn-r2" : r2 == 2 ? "attn-r2f" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs,
+                  !r2);
         printf("  two kernels (part + merge) p50 %.1f b2b %.1f; merge alone p50 %.1f b2b %.1f; %d layers in one "
                "graph %.0f us (%.1f per layer) against a floor of %.1f us (%.2fx)\n",
                p50p, b2bp, p50c, b2bc, STEP_LAYERS, graph_us, graph_us / STEP_LAYERS, fb * STEP_LAYERS,
                graph_us / (fb * STEP_LAYERS));
         if (!r2) {
             b2b_new = b2b, b2b_split = b2bp;
+        } else if (r2 == 2) {
+            b2b_r2f = b2b < b2bp ? b2b : b2bp;
+            printf("  ATTF context %lld C %d: r2f %.2f us (last-chunk merge %.2f, split merge %.2f) floor %.2f us: "
+                   "r2f/floor %.2fx, new/r2f %.2fx\n", (long long)ctx, C, b2b_r2f, b2b, b2bp, fb, b2b_r2f / fb,
+                   (b2b_new < b2b_split ? b2b_new : b2b_split) / b2b_r2f);
         } else {
             const double best = b2b_new < b2b_split ? b2b_new : b2b_split;
             printf("  ATTN context %lld C %d: new %.2f us (last-chunk merge %.2f, split merge %.2f) old %.2f us "

@@ -20,6 +20,22 @@
 #include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
 #include "model/attn_kern.cuh" /* the split-K attention: shared with model/kern_bench.cu */
+#include "model/attn_kern_r2.cuh" /* its fused form, the same bits: the model's kernel from ATT_R2F_MIN queries */
+
+/* The two split-K attentions give the same bits (kern_bench and test_att_kern check): k_att_part
+   (each chunk's rows decoded once into shared memory, 80 KB and 2 blocks per SM) is the faster at
+   a few queries, k_att_part_r2<FMA> (decoded per use, 28 KB and 4 blocks per SM) from about 4 queries
+   a launch on the H200 (bench/RESULTS.md); the choice changes no bit. */
+#define ATT_R2F_MIN 4
+static inline cudaError_t att_launch_model(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
+                                           const uint8_t *const *base, const float *aq, const int32_t *aidx,
+                                           const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
+                                           int32_t *cnt, float *ao)
+{
+    if (nq >= ATT_R2F_MIN)
+        return att_launch_r2(st, nq, nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm, ps, po, cnt, ao, 1);
+    return att_launch(st, nq, nh, k, att_scale, portable, base, aq, aidx, anv, lut, pm, ps, po, cnt, ao);
+}
 #include "model/fp8_f16.h"    /* FP8 codes to half bits without a table: the indexer scores */
 #include "model/gpu.h"
 #include "model/prep_kern.cuh" /* the per-query projections (rows, indexer query, attention prep/out, logits) */
@@ -1063,7 +1079,7 @@ static dhs_status launch_attend(dhs_ref_gpu *g, int32_t l, const uint8_t *const 
 {
     const g_dims *m = &g->dims;
     CK(pk_launch_prep(g->st, g->nq, m, &g->lw[l], g->pos, g->cs, g->xn, loc, g->aq, g->aidx, g->anv), "k_att_prep");
-    CK(att_launch(g->st, g->nq, m->nh, m->k, m->att_scale, m->exp_portable, base, g->aq, g->aidx, g->anv, g->lut,
+    CK(att_launch_model(g->st, g->nq, m->nh, m->k, m->att_scale, m->exp_portable, base, g->aq, g->aidx, g->anv, g->lut,
                   g->apm, g->aps, g->apo, g->acnt, g->ao),
        "k_att_part");
     CK(pk_launch_out(g->st, g->nq, m, &g->lw[l], g->anv, g->ao, g->x), "k_att_out");
@@ -1398,8 +1414,8 @@ extern "C" dhs_status dhs_ref_gpu_attn(void *stream, int32_t nq, int32_t nh, int
                                        float *pm_dev, float *ps_dev, float *po_dev, int32_t *cnt_dev, float *ao_dev)
 {
     if (nq < 0 || nh < 1 || nh > ATT_MAXH || k < 1 || k > ATT_MAXK) return DHS_ERR_INVALID_ARG;
-    cudaError_t e = att_launch((cudaStream_t)stream, nq, nh, k, att_scale, exp_portable, base_dev, aq_dev, aidx_dev,
-                               anv_dev, lut_dev, pm_dev, ps_dev, po_dev, cnt_dev, ao_dev);
+    cudaError_t e = att_launch_model((cudaStream_t)stream, nq, nh, k, att_scale, exp_portable, base_dev, aq_dev, aidx_dev,
+                                     anv_dev, lut_dev, pm_dev, ps_dev, po_dev, cnt_dev, ao_dev);
     return e == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
 }
 
