@@ -24,9 +24,10 @@
 
 /* The two split-K attentions give the same bits (kern_bench and test_att_kern check): k_att_part
    (each chunk's rows decoded once into shared memory, 80 KB and 2 blocks per SM) is the faster at
-   a few queries, k_att_part_r2<FMA> (decoded per use, 28 KB and 4 blocks per SM) from about 4 queries
+   a few queries (1.06-1.13x at 2 and 4), k_att_part_r2<FMA> (decoded per use, 28 KB and 4 blocks per SM)
+   from 8 (1.16x at 8, 1.24x at 20)
    a launch on the H200 (bench/RESULTS.md); the choice changes no bit. */
-#define ATT_R2F_MIN 4
+#define ATT_R2F_MIN 6
 static inline cudaError_t att_launch_model(cudaStream_t st, int nq, int nh, int k, float att_scale, int portable,
                                            const uint8_t *const *base, const float *aq, const int32_t *aidx,
                                            const int32_t *anv, const float *lut, float *pm, float *ps, float *po,
