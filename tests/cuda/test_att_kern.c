@@ -1,5 +1,6 @@
-/* test_att_kern.c - the GPU model's split-K sparse attention (model/attn_kern.cuh,
- * through dhs_ref_gpu_attn) against the CPU model's (dhs_ref_attention, model.c),
+/* test_att_kern.c - the GPU model's split-K sparse attention (model/attn_kern.cuh below 6 queries a
+ * launch, model/attn_kern_r2.cuh's fused kernel from 6: both through dhs_ref_gpu_attn) against the CPU
+ * model's (dhs_ref_attention, model.c),
  * on random batches: 1..20 queries, 1..2 heads, k in 1..2048, real 656-byte rows
  * (dhs_ref_row_encode of random latents, magnitudes 2^-3..2^3, and cases with
  * 2^-30..2^29: tile scales from 2^-22 up past 2^8, and subnormal codes; and
@@ -263,12 +264,17 @@ int main(void)
         float qmag = ldexpf(1.0f, (int)dhs_rng_below(&rng, 8) - 2);
         run_case(nq, nh, k, 1, qmag, &rng);
     }
-    /* tile scales past 2^8 and tiny ones (the table's decoding, and the folded one at its edges) */
-    run_case_r(small ? 2 : 6, 2, 2048, 1, 1.0f, -30, 60, 0, &rng), cases++;
-    run_case_r(small ? 2 : 8, 1, 1000, 1, 0.25f, 10, 20, 0, &rng), cases++;
+    /* tile scales past 2^8 and tiny ones (the table's decoding, and the folded one at its edges); from 6
+       queries a launch the model's other kernel (k_att_part_r2<FMA>, refmodel.cu ATT_R2F_MIN), so both
+       kernels take every case below even in a reduced run */
+    run_case_r(small ? 2 : 3, 2, 2048, 1, 1.0f, -30, 60, 0, &rng), cases++;
+    run_case_r(6, 2, 2048, 1, 1.0f, -30, 60, 0, &rng), cases++;
+    run_case_r(small ? 6 : 8, 1, 1000, 1, 0.25f, 10, 20, 0, &rng), cases++;
     /* NaN codes: NaN outputs where the CPU's are NaN, the other queries' bits unchanged */
-    run_case_r(small ? 3 : 8, 2, 64, 1, 1.0f, -3, 7, 1, &rng), cases++;
-    run_case_r(small ? 3 : 8, 1, 300, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    run_case_r(3, 2, 64, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    run_case_r(small ? 6 : 8, 2, 64, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    run_case_r(small ? 6 : 8, 1, 300, 1, 1.0f, -3, 7, 1, &rng), cases++;
+    run_case(small ? 6 : 12, 1, 2048, 1, 1.0f, &rng), cases++;
     CHECKF(nan_outputs > 0, "no NaN code reached an output (nan_outputs %d)", nan_outputs);
     /* the device's expf: within the tolerance */
     for (int i = 0; i < (small ? 1 : 3); i++, cases++) run_case(1 + 6 * i, 1 + i % 2, 2048, 0, 2.0f, &rng);
