@@ -150,6 +150,35 @@ static __device__ __forceinline__ void att_merge_warp(int q, int h, int sl, int 
     *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 64 * sl + 2 * lane] = make_float2(fm(A0, inv), fm(A1, inv));
 }
 
+/* the softmax of chunk c of query q, by warp h for head h (h < nh): the chunk's max mc of the scores
+   sc[h][0..n) (order-free; NaN ignored, as the CPU's >), p[h][e] = exp(s - mc) (0 past n), and their sum in
+   entry order; mc and the sum go to the partials pm / ps. Shared by both split-K kernels
+   (attn_kern_r2.cuh), so their exps and sums are the same operations. */
+static __device__ __forceinline__ void att_chunk_softmax(int q, int c, int k, int nh, int n, int portable,
+                                                         float (*sc)[ATT_CH], float (*p)[ATT_CH], float *pm,
+                                                         float *ps)
+{
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (w < nh) {
+        float s = lane < n ? sc[w][lane] : -__int_as_float(0x7f800000);
+        float m = s;
+        for (int off = 16; off > 0; off >>= 1) {
+            float o = __shfl_xor_sync(0xffffffffu, m, off);
+            m = (o > m || m != m) ? o : m; /* NaN ignored, as the CPU's > */
+        }
+        p[w][lane] = lane < n ? g_expf(fs(s, m), portable) : 0.0f;
+        __syncwarp();
+        if (lane == 0) {
+            float sum = 0.0f; /* + 0.0f past n: the same bits (sum >= +0) */
+#pragma unroll
+            for (int e = 0; e < ATT_CH; e++) sum = fa(sum, p[w][e]);
+            const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh + w;
+            pm[pi] = m;
+            ps[pi] = sum;
+        }
+    }
+}
+
 /* 2 blocks per SM (80 KB of shared memory each): at most 128 registers (124), no spill (sm_90, ptxas --resource-usage) */
 static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, float att_scale, int portable,
                                                      const uint8_t *const *base, const float *aq,
@@ -244,26 +273,8 @@ static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, fl
         if (hf == 0 && e < n) sc[h][e] = fm(s, att_scale);
     }
     __syncthreads();
-    /* softmax of the chunk: warp h for head h; the max is order-free, the sum in entry order */
-    const int w = tid >> 5, lane = tid & 31;
-    if (w < nh) {
-        float s = lane < n ? sc[w][lane] : -__int_as_float(0x7f800000);
-        float m = s;
-        for (int off = 16; off > 0; off >>= 1) {
-            float o = __shfl_xor_sync(0xffffffffu, m, off);
-            m = (o > m || m != m) ? o : m; /* NaN ignored, as the CPU's > */
-        }
-        p[w][lane] = lane < n ? g_expf(fs(s, m), portable) : 0.0f;
-        __syncwarp();
-        if (lane == 0) {
-            float sum = 0.0f; /* + 0.0f past n: the same bits (sum >= +0) */
-#pragma unroll
-            for (int e = 0; e < ATT_CH; e++) sum = fa(sum, p[w][e]);
-            const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh + w;
-            pm[pi] = m;
-            ps[pi] = sum;
-        }
-    }
+    /* softmax of the chunk: warp h for head h (att_chunk_softmax) */
+    att_chunk_softmax(q, c, k, nh, n, portable, sc, p, pm, ps);
     __syncthreads();
     /* unnormalised values: thread t holds values 2t, 2t + 1 of both heads, entry order, 4 entries
        at a time; entries n .. (n + 3) & ~3 have p = 0 and decoded values 0, and fma(0, 0, a) = a
@@ -301,6 +312,7 @@ static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, fl
     if (!s_last) return;
     if (tid == 0) cnt[q] = 0; /* ready for the next launch */
     __threadfence();
+    const int w = tid >> 5; /* warp w merges values 64 w .. 64 w + 63 */
     for (int h = 0; h < nh; h++)
         att_merge_warp(q, h, w, nh, k, nc, portable, pm, ps, po, ao, att_sm + ATT_SM_DEC + w * 2 * ATT_MAXC);
 }

@@ -268,26 +268,8 @@ static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int
         if (qq == 0 && e < n) sc[h][e] = fm(s, att_scale);
     }
     __syncthreads();
-    /* softmax of the chunk: warp h for head h; the max is order-free, the sum in entry order */
-    const int w = tid >> 5, lane = tid & 31;
-    if (w < nh) {
-        float s = lane < n ? sc[w][lane] : -__int_as_float(0x7f800000);
-        float m = s;
-        for (int off = 16; off > 0; off >>= 1) {
-            float o = __shfl_xor_sync(0xffffffffu, m, off);
-            m = (o > m || m != m) ? o : m; /* NaN ignored, as the CPU's > */
-        }
-        p[w][lane] = lane < n ? g_expf(fs(s, m), portable) : 0.0f;
-        __syncwarp();
-        if (lane == 0) {
-            float sum = 0.0f; /* + 0.0f past n: the same bits (sum >= +0) */
-#pragma unroll
-            for (int e = 0; e < ATT_CH; e++) sum = fa(sum, p[w][e]);
-            const int64_t pi = ((int64_t)q * att_chunks(k) + c) * nh + w;
-            pm[pi] = m;
-            ps[pi] = sum;
-        }
-    }
+    /* softmax of the chunk: warp h for head h (att_chunk_softmax, attn_kern.cuh) */
+    att_chunk_softmax(q, c, k, nh, n, portable, sc, p, pm, ps);
     __syncthreads();
     /* unnormalised values: thread t holds values 2t, 2t + 1 of every head, entry order */
     static_assert(2 * ATT_R2_PT == G_NOPE, "two values per thread");
