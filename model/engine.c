@@ -520,9 +520,13 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
         const double ti = dhs_wall_s();
         /* a history generated into the request's host rows (dhs_ref_prefill_synthetic_into): its open
            import, begun with the same flag, commits (the rows are already there) */
+        dhs_mem m0 = {0}, m1 = {0}; /* the optional bytes the import placed (none for a host import) */
+        (void)dhs_get_mem(e->cfg.ctx, &m0);
         dhs_status st = p->in_import ? dhs_request_import_commit(e->cfg.ctx, req)
                                      : dhs_request_import(e->cfg.ctx, req, p->n, rows, flags);
         const double dt = dhs_wall_s() - ti;
+        if (st == DHS_OK && dhs_get_mem(e->cfg.ctx, &m1) == DHS_OK && m1.optional_bytes > m0.optional_bytes)
+            e->imp.placed_bytes += m1.optional_bytes - m0.optional_bytes;
         if (st == DHS_OK) {
             e->imp.imports++;
             e->imp.import_bytes += bytes;

@@ -620,6 +620,8 @@ uint64_t dhs_ref_engine_shadow_mismatches(const dhs_ref_engine *e, const char **
 typedef struct dhs_ref_import_times {
     uint64_t imports, import_bytes;
     double import_s, keys_s;
+    uint64_t placed_bytes; /* optional device pages the imports placed themselves (dhs_mem.optional_bytes
+                              added by the import calls; 0 with host imports: repopulation fills them) */
 } dhs_ref_import_times;
 void dhs_ref_engine_import_times(const dhs_ref_engine *e, dhs_ref_import_times *t);
 /* the device step's host times (all zero for the host step) */

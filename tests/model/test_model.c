@@ -644,9 +644,14 @@ static void test_compare_all(uint64_t seed)
         CHECKF(r[1].opt_bytes_peak > 0 && r[1].opt_bytes_peak <= r[1].st.populate_bytes,
                "%s: host imports: optional bytes peaked at %" PRIu64 ", only %" PRIu64 " repopulated", ln,
                r[1].opt_bytes_peak, r[1].st.populate_bytes);
-        CHECKF(r[0].opt_bytes_peak > r[0].st.populate_bytes,
-               "%s: device imports: optional bytes peaked at %" PRIu64 ", %" PRIu64 " repopulated (the imports placed none?)",
-               ln, r[0].opt_bytes_peak, r[0].st.populate_bytes);
+        /* what each import call itself placed: device imports put leading pages on the device, host imports
+           none (the peak against the repopulated total said this only while reclaims and refills did not
+           bring the whole run's repopulation up to the peak: DHS_TEST_SEED=2 made them equal) */
+        CHECKF(r[0].imp.placed_bytes > 0 && r[0].imp.placed_bytes <= r[0].imp.import_bytes,
+               "%s: device imports placed %" PRIu64 " optional bytes (of %" PRIu64 " imported)", ln,
+               r[0].imp.placed_bytes, r[0].imp.import_bytes);
+        CHECKF(r[1].imp.placed_bytes == 0, "%s: host imports placed %" PRIu64 " optional bytes", ln,
+               r[1].imp.placed_bytes);
         CHECKF(r[0].imp.import_bytes == r[1].imp.import_bytes, "%s: import bytes %" PRIu64 " (device) vs %" PRIu64 " (host)",
                ln, r[0].imp.import_bytes, r[1].imp.import_bytes);
         CHECKF(r[0].tokens_digest == r[1].tokens_digest, "%s: tokens digest %016" PRIx64 " (device) vs %016" PRIx64 " (host)",
