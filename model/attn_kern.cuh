@@ -150,6 +150,34 @@ static __device__ __forceinline__ void att_merge_warp(int q, int h, int sl, int 
     *(float2 *)&ao[((int64_t)q * nh + h) * G_NOPE + 64 * sl + 2 * lane] = make_float2(fm(A0, inv), fm(A1, inv));
 }
 
+/* Chunk c of query q, by ATT_PT threads: its locations loaded together with the valid count nv (*nv_out),
+   then, when the chunk holds n > 0 valid entries, thread tid's 16-byte vectors j = tid + u ATT_PT of its
+   rows (entry j / ATT_RV, vector j % ATT_RV) into r, every load issued before any use. Returns n (0: no
+   valid entry: nothing loaded). Shared by both split-K kernels (attn_kern_r2.cuh). */
+static __device__ __forceinline__ int att_chunk_load(int q, int c, int k, const int32_t *aidx, const int32_t *anv,
+                                                     const uint8_t *const *base, uint4 (&r)[ATT_VPT], int *nv_out)
+{
+    const int tid = threadIdx.x, e0 = c * ATT_CH;
+    const int32_t *iq = aidx + (int64_t)q * k + e0;
+    int32_t loc[ATT_VPT];
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        const int j = tid + u * ATT_PT, e = j / ATT_RV;
+        loc[u] = (e < ATT_CH && e0 + e < k) ? __ldg(&iq[e]) : -1;
+    }
+    const int nv = anv[q];
+    *nv_out = nv;
+    if (nv <= e0) return 0;
+    const int n = nv - e0 < ATT_CH ? nv - e0 : ATT_CH;
+    const uint8_t *b0 = base[q];
+#pragma unroll
+    for (int u = 0; u < ATT_VPT; u++) {
+        const int j = tid + u * ATT_PT, e = j / ATT_RV;
+        if (e < n) r[u] = __ldg((const uint4 *)(b0 + (int64_t)loc[u] * G_ROW) + j % ATT_RV);
+    }
+    return n;
+}
+
 /* the softmax of chunk c of query q, by warp h for head h (h < nh): the chunk's max mc of the scores
    sc[h][0..n) (order-free; NaN ignored, as the CPU's >), p[h][e] = exp(s - mc) (0 past n), and their sum in
    entry order; mc and the sum go to the partials pm / ps. Shared by both split-K kernels
@@ -192,26 +220,11 @@ static __global__ void __launch_bounds__(ATT_PT, 2) k_att_part(int nh, int k, fl
     float(*p)[ATT_CH] = (float(*)[ATT_CH])(att_sm + ATT_SM_P);
     float(*tsc)[4] = (float(*)[4])(att_sm + ATT_SM_TS);
     const int q = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
-    const int e0 = c * ATT_CH;
-    const int32_t *iq = aidx + (int64_t)q * k + e0;
-    /* the locations before the count: both loads in flight together */
-    int32_t loc[ATT_VPT];
-#pragma unroll
-    for (int u = 0; u < ATT_VPT; u++) {
-        const int j = tid + u * ATT_PT, e = j / ATT_RV;
-        loc[u] = (e < ATT_CH && e0 + e < k) ? __ldg(&iq[e]) : -1;
-    }
-    const int nv = anv[q];
-    if (nv <= e0) return; /* no valid entry in this chunk (or no query) */
-    const int n = nv - e0 < ATT_CH ? nv - e0 : ATT_CH;
-    const uint8_t *b0 = base[q];
-    /* the chunk's rows: every load issued before any use */
+    /* the chunk's locations and rows (att_chunk_load) */
     uint4 r[ATT_VPT];
-#pragma unroll
-    for (int u = 0; u < ATT_VPT; u++) {
-        const int j = tid + u * ATT_PT, e = j / ATT_RV;
-        if (e < n) r[u] = __ldg((const uint4 *)(b0 + (int64_t)loc[u] * G_ROW) + j % ATT_RV);
-    }
+    int nv;
+    const int n = att_chunk_load(q, c, k, aidx, anv, base, r, &nv);
+    if (n <= 0) return; /* no valid entry in this chunk (or no query) */
     {
         const float4 *aq4 = (const float4 *)(aq + (int64_t)q * nh * G_LAT);
         for (int i = tid; i < nh * G_LAT / 4; i += ATT_PT) ((float4 *)qs)[i] = __ldg(aq4 + i);

@@ -57,6 +57,7 @@
 #define ATT_R2_VPT ((ATT_CH * ATT_RV + ATT_R2_PT - 1) / ATT_R2_PT) /* row vectors per thread */
 
 static_assert(ATT_CH == 32, "k_att_part_r2's softmax warp handles one chunk of 32 entries");
+static_assert(ATT_R2_PT == ATT_PT && ATT_R2_VPT == ATT_VPT, "att_chunk_load (attn_kern.cuh): the same threads and vectors");
 static_assert(ATT_MAXH * 4 * ATT_CH <= ATT_R2_PT && 4 * ATT_CH % 32 == 0, "score tasks: 4 threads per (entry, head), whole warps");
 static_assert(ATT_MAXC % 32 == 0, "the merge's max: whole warps of chunk maxima");
 static_assert(G_ROW % 16 == 0, "rows are 16-byte vectors");
@@ -202,26 +203,11 @@ static __global__ void __launch_bounds__(ATT_R2_PT, 4) k_att_part_r2(int nh, int
     __shared__ float p[ATT_MAXH][ATT_CH];
     __shared__ float tfs[ATT_CH][G_NOPE / 128]; /* folded tile scale, 0: decode by the table */
     const int q = blockIdx.x, c = blockIdx.y, tid = threadIdx.x;
-    const int e0 = c * ATT_CH;
-    const int32_t *iq = aidx + (int64_t)q * k + e0;
-    /* the locations before the count: both loads in flight together */
-    int32_t loc[ATT_R2_VPT];
-#pragma unroll
-    for (int u = 0; u < ATT_R2_VPT; u++) {
-        const int j = tid + u * ATT_R2_PT, e = j / ATT_RV;
-        loc[u] = (e < ATT_CH && e0 + e < k) ? __ldg(&iq[e]) : -1;
-    }
-    const int nv = anv[q];
-    if (nv <= e0) return; /* no valid entry in this chunk (or no query) */
-    const int n = nv - e0 < ATT_CH ? nv - e0 : ATT_CH;
-    const uint8_t *b0 = base[q];
-    /* the chunk's rows: every load issued before any store */
-    uint4 r[ATT_R2_VPT];
-#pragma unroll
-    for (int u = 0; u < ATT_R2_VPT; u++) {
-        const int j = tid + u * ATT_R2_PT, e = j / ATT_RV;
-        if (e < n) r[u] = __ldg((const uint4 *)(b0 + (int64_t)loc[u] * G_ROW) + j % ATT_RV);
-    }
+    /* the chunk's locations and rows (att_chunk_load, attn_kern.cuh) */
+    uint4 r[ATT_VPT];
+    int nv;
+    const int n = att_chunk_load(q, c, k, aidx, anv, base, r, &nv);
+    if (n <= 0) return; /* no valid entry in this chunk (or no query) */
     for (int i = tid; i < 256; i += ATT_R2_PT) lut[i] = lut_g[i];
     for (int i = tid; i < nh * G_LAT; i += ATT_R2_PT) qs[i / G_LAT][i % G_LAT] = aq[(int64_t)q * nh * G_LAT + i];
 #pragma unroll
