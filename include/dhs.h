@@ -536,6 +536,17 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
    error writes nothing and marks nothing. */
 dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);
 
+/* dhs_round_tail_locations written by the device: loc_dev is device memory (host memory on the CPU
+   backend), same layout and the same values, written by one launch on the backend's compute stream
+   (visible to compute-stream work issued after the call; no host synchronisation). The host only marks
+   the rows written, so its cost does not grow with the sources' tail pages: an engine whose step reads
+   the locations on the device never copies them. Needs the device resolver (DHS_ERR_STATE in host
+   mode); the same checks and errors as dhs_round_tail_locations, and an error launches nothing and
+   marks nothing. Call it after dhs_round_begin and before the step reads loc_dev; not capturable (the
+   values change every round, the launch does not: an engine may issue the call each round outside its
+   graph). */
+dhs_status dhs_round_tail_locations_device(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc_dev);
+
 /* *may_miss = 1 when a selection of the open round may have to recover a row from host
    memory in `group` (-1: any group): some request of the round has a
    committed row below its tail window that is not in a ready optional page

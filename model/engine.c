@@ -87,6 +87,7 @@ struct dhs_ref_engine {
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
     int compact;            /* device step with compact tables (cfg.full_tables 0) */
+    int32_t *rloc_dev;      /* compact tables, locations written by the library on the device (cfg.tail_host 0) */
     uint64_t epochs;        /* session starts so far (sess.epoch) */
     uint64_t *tab_epoch;    /* compact: [max_slots] the session whose tables batch item i's columns
                                hold on the device (its epoch; 0: none) */
@@ -243,6 +244,11 @@ static dhs_status gpu_create(dhs_ref_engine *e)
             return st;
         }
         e->compact = 1;
+        if (e->cfg.ctx && !e->cfg.tail_calls && !e->cfg.tail_host &&
+            !(e->rloc_dev = dhs_ref_gpu_step_rloc_device(e->gpu))) {
+            set_err(e, "dhs_ref_gpu_step_rloc_device", DHS_ERR_STATE);
+            return DHS_ERR_STATE;
+        }
     }
     if (e->cfg.step != DHS_REF_STEP_HOST && e->cfg.ctx) {
         int32_t N = e->cfg.ctx_requests;
@@ -943,6 +949,11 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
                         set_err(e, "dhs_tail_locations", st);
                         return st;
                     }
+            }
+        } else if (e->rloc_dev) { /* written by the device on the step's stream, nothing uploaded */
+            if ((st = dhs_round_tail_locations_device(ctx, kmax, in->stride, e->rloc_dev)) != DHS_OK) {
+                set_err(e, "dhs_round_tail_locations_device", st);
+                return st;
             }
         } else if ((st = dhs_round_tail_locations(ctx, kmax, in->stride, in->rloc)) != DHS_OK) {
             /* the round's items in dhs_round_begin's order (e->reqs), every source: rows n_i .. n_i + K_i - 1

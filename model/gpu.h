@@ -167,6 +167,11 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
    capturing; DHS_ERR_INVALID_ARG for a bad source; step_tables outside compact mode:
    DHS_ERR_STATE. */
 dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos);
+/* Compact tables with row locations, written on the device: the device array rowdst reads
+   ([n_src][stride] int32), for dhs_round_tail_locations_device on the same stream. From this call on,
+   dhs_ref_gpu_step_upload no longer copies in.rloc (the library writes the array every round). NULL
+   without compact row locations or while capturing. */
+int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n);
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l);

@@ -117,6 +117,11 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     (void)g, (void)nq;
     return DHS_ERR_UNSUPPORTED;
 }
+int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
 dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, int32_t n_src, int rows_at_pos)
 {
     (void)g, (void)layer_src, (void)n_src, (void)rows_at_pos;

@@ -440,6 +440,10 @@ typedef struct dhs_ref_engine_cfg {
                                per batch item and source (78 x C calls a round for GLM-5.3); 0 (default):
                                one dhs_round_tail_locations for the whole round (kept to measure
                                against: test_gpu_engine --bench-control) */
+    int tail_host;          /* hierarchical device step with compact tables and one call per round: 1 = the
+                               host writes the locations (dhs_round_tail_locations) and the upload copies
+                               them; 0 (default): the device writes them where the step reads them
+                               (dhs_round_tail_locations_device), the host only marks the rows written */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
     int32_t profile_every;  /* device step: every this many rounds one round runs eagerly with

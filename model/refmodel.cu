@@ -562,6 +562,7 @@ struct dhs_ref_gpu {
     int32_t *lsrc;    /* device [L]: layer -> source (index into rloc) */
     int32_t *rloc;    /* device [n_rsrc][maxq] row locations */
     int32_t *rloc_h;  /* pinned mirror */
+    int rloc_dev;     /* 1: the library writes rloc on the device (dhs_ref_gpu_step_rloc_device) */
     cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
     int up_pending;
     cudaGraphExec_t exec;
@@ -1178,6 +1179,13 @@ extern "C" dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *la
     return DHS_OK;
 }
 
+extern "C" int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g)
+{
+    if (!g || !g->compact || g->rows_at_pos || g->capturing) return NULL;
+    g->rloc_dev = 1;
+    return g->rloc;
+}
+
 extern "C" dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
 {
     if (!g || !g->compact || g->capturing) return DHS_ERR_STATE;
@@ -1206,7 +1214,7 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step rope");
     if (g->compact) { /* the row locations; the tables are on the device (dhs_ref_gpu_step_tables) */
         const size_t rp = sizeof(int32_t) * (size_t)g->maxq;
-        if (!g->rows_at_pos)
+        if (!g->rows_at_pos && !g->rloc_dev)
             CK(cudaMemcpy2DAsync(g->rloc, rp, g->rloc_h, rp, sizeof(int32_t) * (size_t)nq, (size_t)g->n_rsrc,
                                  cudaMemcpyHostToDevice, g->st),
                "step row locations");

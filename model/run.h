@@ -84,6 +84,9 @@ typedef struct dhs_ref_run_cfg {
                                 (0: the library's default) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
+    int tail_host;           /* device/graph step, hierarchical engine: 1 = the round's tail locations
+                                written by the host and uploaded (dhs_ref_engine_cfg.tail_host); 0: by the
+                                device */
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
                                 engines' steps (dhs_ref_engine_cfg.deploy, model/deploy.h); NULL: none */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the

@@ -54,6 +54,7 @@ static const char *const sv_geometries[] = {"tiny", "glm-5.3", "deepseek-v3.2", 
 static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
+static const char *const sv_tail_where[] = {"device", "host", NULL};
 static const char *const sv_imports[] = {"device", "host", NULL}; /* DHS_REF_IMPORT_* order */
 static const char *const sv_copies[] = {"once", "twice", NULL}; /* dhs_ref_run_cfg.import_twice */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
@@ -196,7 +197,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice, tail_host;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
@@ -732,6 +733,10 @@ int cmd_bench_serve(int argc, char **argv)
          .seen = &seen_prof,
          .help = "cuda, device/graph step: every N-th round runs eagerly with events between its phases (the "
                  "breakdown); those rounds are left out of tokens/s and TPOT; 0: no breakdown"},
+        A_ENUM("--tail-locations", &o.tail_host, sv_tail_where,
+               "cuda, device/graph step: device (default): the library writes the round's tail locations on the "
+               "device (dhs_round_tail_locations_device); host: the host writes them and the step uploads them "
+               "(dhs_round_tail_locations)"),
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
@@ -904,6 +909,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.step = o.step;
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
+    base.tail_host = o.tail_host;
     base.deploy = deploy;
     base.copy_queue_blocks = o.copy_queue_blocks;
     base.host_cache_bytes = (uint64_t)(o.host_cache_gib * 1073741824.0);
@@ -1243,6 +1249,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "step", sv_steps[o.step]);
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddStringToObject(cf, "tail_locations", sv_tail_where[o.tail_host]);
         cJSON_AddNumberToObject(cf, "host_cache_bytes", o.host_cache_gib * 1073741824.0);
         cJSON_AddBoolToObject(cf, "host_cache_fill", o.host_fill);
         cJSON_AddStringToObject(cf, "import", sv_imports[o.import_mode]);

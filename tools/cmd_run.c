@@ -29,6 +29,7 @@ typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
     int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap;
+    int tail_host;
     int import_mode;        /* DHS_REF_IMPORT_* (the imports' flag) */
     int32_t repop_pages;    /* dhs_config.repop_pages (0: the library's default) */
     int32_t sessions;
@@ -70,6 +71,7 @@ static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 static const char *const on_off[] = {"off", "on", NULL};
+static const char *const tail_where[] = {"device", "host", NULL};
 static const char *const topk_impls[] = {"model", "fused", "split", NULL};      /* DHS_REF_TOPK_* order */
 static const char *const imports[] = {"device", "host", NULL};                   /* DHS_REF_IMPORT_* order */
 
@@ -135,6 +137,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                  "through the host; device: no host round trip inside the step (dhs_tail_locations + "
                  "dhs_resolve_device; implies --resolver device); graph: the device step captured once as a CUDA "
                  "graph and replayed every round (docs/MODEL.md \"Device step\")"},
+        {.name = "--tail-locations", .type = ARG_ENUM, .dest = &o->tail_host, .choices = tail_where,
+         .help = "device/graph step, hierarchical: device (default): the library writes the round's tail locations on "
+                 "the device (dhs_round_tail_locations_device); host: the host writes them, the step uploads them"},
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): dhs_resolve_device with DHS_RESOLVE_SPLIT, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
@@ -330,6 +335,7 @@ int cmd_run(int argc, char **argv)
     c.step = o.step;
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
+    c.tail_host = o.tail_host;
     c.import_mode = o.import_mode;
     c.repop_pages = o.repop_pages;
     c.deploy = deploy;
@@ -540,6 +546,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddStringToObject(cf, "import", imports[o.import_mode]);
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
         if (o.prefill_buffers) cJSON_AddNumberToObject(cf, "prefill_chunk", o.prefill_chunk);
         char dg[24];

@@ -937,6 +937,38 @@ class Context:
               "dhs_round_tail_locations", f"req_stride {req_stride}")
         return out
 
+    def round_tail_locations_device(self, loc, stream=None):
+        """dhs_round_tail_locations_device: round_tail_locations written by the device into loc, int32
+        [n_sources][m >= round_size][req_stride] (src_stride m * req_stride), on the compute stream
+        (config.resolver = Resolver.DEVICE). On the CUDA backend loc is a device array (torch CUDA
+        tensor, __cuda_array_interface__ / DLPack producer); on the CPU backend a numpy array. The
+        rows count as written. stream: as in resolve_device. Returns loc."""
+        if stream is not None:
+            if not self.backend.is_cuda:
+                raise ValueError("stream: only the CUDA backend has streams")
+            if _cuda.stream_handle(stream) != self.backend.stream:
+                self.backend.set_stream(stream)
+        if self.backend.is_cuda:
+            if not _cuda.is_device_array(loc):
+                raise TypeError(f"loc: expected a CUDA device array on the CUDA backend, got {type(loc).__name__}")
+            lv = _cuda.device_view(loc, dtype=np.int32, ndim=3, device=self.backend.device, what="loc")
+            lshape, lp = lv.shape, lv.ptr
+        else:
+            if _cuda.is_device_array(loc):
+                raise TypeError(f"loc: a CUDA device array given to a {self.backend.name} backend")
+            if not (isinstance(loc, np.ndarray) and loc.dtype == np.int32 and loc.flags.c_contiguous
+                    and loc.ndim == 3 and loc.flags.writeable):
+                raise TypeError("loc: expected a writable C-contiguous 3-dimensional int32 numpy array")
+            lshape, lp = loc.shape, loc.ctypes.data
+        if lshape[0] != len(self._row_bytes) or lshape[1] < self.round_size:
+            raise ValueError(f"loc: shape {lshape}, expected [{len(self._row_bytes)} (sources)]"
+                             f"[m >= {self.round_size} (round size)][req_stride]")
+        rs = int(lshape[2])
+        check(_lib.dhs_round_tail_locations_device(self.handle, rs, int(lshape[1]) * rs,
+                                                   ctypes.cast(lp, ctypes.POINTER(ctypes.c_int32)) if lp else None),
+              "dhs_round_tail_locations_device", f"req_stride {rs}")
+        return loc
+
     def resolve_device(self, group, sel, loc, stream=None, split=False):
         """dhs_resolve_device: the graph-capturable per-layer resolve of the whole open round
         (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad

@@ -73,8 +73,11 @@ def test_resolve_device_exact_on_cpu(layout, seed, split):
             assert ctx.round_may_miss()  # the pressure keeps most history on host
             # the engine writes the block's rows in place at their tail locations: the whole round's
             # in one call, and the same per request and source
+            # the device-written call first (its marks alone let the round commit), then the host's
+            devt = ctx.round_tail_locations_device(np.full((nsrc_all, N, KMAX), -1, np.int32))
             allt = ctx.round_tail_locations(KMAX)
             assert allt.shape == (nsrc_all, len(rr), KMAX)
+            assert (devt[:, :len(rr), :] == allt).all() and (devt[:, len(rr):, :] == -1).all()
             for b, r in enumerate(rr):
                 for s in range(nsrc_all):
                     loc_t = ctx.tail_locations(r, s, n[b], K[b])
@@ -223,6 +226,10 @@ def test_resolve_device_refused_in_host_mode():
         ctx.round_begin([r])
         with pytest.raises(dhs.StateError):
             ctx.resolve_device(0, np.zeros((N, KMAX, K_SEL), np.int32), np.zeros((1, N, KMAX, K_SEL), np.int32))
+        loc = np.full((1, 1, KMAX), 5, np.int32)
+        with pytest.raises(dhs.StateError):
+            ctx.round_tail_locations_device(loc)
+        assert (loc == 5).all()
         # tail_locations works in both modes
         assert r.tail_locations(0, 50)[0] >= 0
 

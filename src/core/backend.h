@@ -80,6 +80,12 @@ typedef struct dhs_backend_ops {
     dhs_status (*dres_promote_all)(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
                                    const dres_round *rd, int payload);
     dhs_status (*dres_reset)(dhs_backend *be, const dres_state *st, int32_t slot);
+    /* the round's tail locations (dres_tail_loc_one) of every group, source and round position b <
+       n_round into loc (device-tier memory), on the compute stream; st_dev / st_host as in
+       dres_promote_all, nsrc_max the largest group's sources; NULL when the backend lacks it */
+    dhs_status (*dres_tail_locs)(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                 int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t req_stride,
+                                 int64_t src_stride, int32_t *loc);
     /* host (pinned) -> device copy ordered on the compute stream, no host
        sync: publishes control-plane tables; src must stay unchanged until the
        compute stream passes it (the core republishes only after round_end). */

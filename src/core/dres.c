@@ -36,7 +36,7 @@ typedef struct dres_grp {
     size_t dev_bytes;
     uint8_t *mir;                  /* pinned host mirrors of the published tables */
     size_t mir_bytes;
-    int32_t *m_hot, *m_tail, *m_opt, *m_arena;
+    int32_t *m_hot, *m_tail, *m_opt, *m_arena, *m_src;
     uint8_t *m_ready;
     uint64_t *m_chunks;
     int64_t *pub_nopt, *pub_nchunks; /* [N] entries that may be non-empty on the device */
@@ -112,6 +112,7 @@ static size_t grp_layout(dres_state *st, uint8_t *base)
     CARVE(base, off, st->opt_ready, uint8_t, N * (size_t)st->max_opt_pages);
     CARVE(base, off, st->host_chunks, uint64_t, N * ns * (size_t)st->n_host_chunks);
     CARVE(base, off, st->arena_page, int32_t, ns);
+    CARVE(base, off, st->src_id, int32_t, ns);
     CARVE(base, off, st->dmiss, int32_t, N * per);
     CARVE(base, off, st->ndmiss, int32_t, N);
     CARVE(base, off, st->victim, int32_t, N * per);
@@ -134,6 +135,7 @@ static size_t mir_layout(dres_grp *dg, uint8_t *base)
     CARVE(base, off, dg->m_ready, uint8_t, N * (size_t)st->max_opt_pages);
     CARVE(base, off, dg->m_chunks, uint64_t, N * ns * (size_t)st->n_host_chunks);
     CARVE(base, off, dg->m_arena, int32_t, ns);
+    CARVE(base, off, dg->m_src, int32_t, ns);
     return off;
 }
 
@@ -146,9 +148,10 @@ static size_t rd_layout(dres_round *rd, int32_t N, int32_t G)
         rd->off_K = K;
         rd->off_n = n;
         rd->off_tail_lo = tl;
-        rd->bytes = bytes;
+        rd->off_first = bytes; /* after the resolver's layout: int64 first[G][N] */
+        rd->bytes = bytes + 8 * (int64_t)N * G;
     }
-    return (size_t)bytes;
+    return (size_t)(bytes + 8 * (int64_t)N * G);
 }
 
 /* shared device block: error word, staging owner, round descriptor, the
@@ -342,6 +345,7 @@ dhs_status dres_create(dhs_ctx *ctx)
         memset(dg->m_chunks, 0, nc * sizeof(uint64_t));
         for (size_t si = 0; si < ns; si++)
             dg->m_arena[si] = ctx->n_arenas >= st->nsrc ? ctx->arenas[si].first_page : -1;
+        for (int32_t si = 0; si < st->nsrc; si++) dg->m_src[si] = ctx->grp_srcs[g][si];
         st->err = d->err;
         st->stage_owner = d->owner;
         st->pool = ctx->pool;
@@ -351,6 +355,7 @@ dhs_status dres_create(dhs_ctx *ctx)
             (s = publish(ctx, st->opt_ready, dg->m_ready, nr)) != DHS_OK ||
             (s = publish(ctx, st->host_chunks, dg->m_chunks, nc * 8)) != DHS_OK ||
             (s = publish(ctx, st->arena_page, dg->m_arena, ns * 4)) != DHS_OK ||
+            (s = publish(ctx, st->src_id, dg->m_src, ns * 4)) != DHS_OK ||
             (s = publish(ctx, st->stats, d->zero_h, sizeof(uint64_t) * DRES_S_COUNT)) != DHS_OK)
             return s;
         for (int32_t r = 0; r < N; r++)
@@ -477,6 +482,7 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     rd->n_groups = G;
     int32_t *slot = (int32_t *)(void *)((char *)rd + rd->off_slot), *K = (int32_t *)(void *)((char *)rd + rd->off_K);
     int64_t *n = (int64_t *)(void *)((char *)rd + rd->off_n), *tl = (int64_t *)(void *)((char *)rd + rd->off_tail_lo);
+    int64_t *first = (int64_t *)(void *)((char *)rd + rd->off_first);
     for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
     for (int32_t b = 0; b < N; b++) {
         const int in = b < ctx->n_round;
@@ -484,7 +490,10 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
         slot[b] = in ? ctx->round_reqs[b] : -1;
         K[b] = in ? rq->K : 0;
         n[b] = in ? rq->n : 0;
-        for (int32_t g = 0; g < G; g++) tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
+        for (int32_t g = 0; g < G; g++) {
+            tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
+            first[(int64_t)g * N + b] = in ? *rq->g[g].hist : 0;
+        }
         if (in) d->pos_of[ctx->round_reqs[b]] = b;
     }
     dhs_status s = publish(ctx, d->rd, rd, d->rd_bytes);
@@ -617,6 +626,15 @@ dhs_status dhs_source_wait(dhs_ctx *ctx, int32_t group, int32_t si)
     if (!d->split[group] || si == 0) return DHS_OK; /* source 0 came with the resolve */
     if (si == ctx->grp_nsrc[group] - 1) return join(ctx, group);
     return ctx->be->ops->dres_wait(ctx->be, &d->g[group].st, d->rd, si);
+}
+
+dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc)
+{
+    struct dres_ctx *d = ctx->dres;
+    const dhs_backend_ops *ops = ctx->be->ops;
+    if (!ops->dres_tail_locs) return DHS_ERR_UNSUPPORTED;
+    return ops->dres_tail_locs(ctx->be, d->st_all, d->st_all_h, d->G, d->nsrc_max, ctx->n_round, d->rd, req_stride,
+                               src_stride, loc);
 }
 
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)

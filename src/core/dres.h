@@ -23,6 +23,9 @@ void dres_publish_request(dhs_ctx *ctx, int32_t slot);
 /* dhs_resolve after host validation */
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items);
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);
+/* dhs_round_tail_locations_device after its checks: one launch on the compute stream (the round
+   descriptor's first rows and the published tail pages); DHS_ERR_UNSUPPORTED when the backend lacks it */
+dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);
 /* dhs_round_end after its argument checks: promotion, the one sync, error word */
 dhs_status dres_round_end(dhs_ctx *ctx);
 /* joins every split resolve's copy queue into the compute stream (round end, context destruction) */

@@ -99,6 +99,8 @@ typedef struct dres_round {
        the offsets below are in bytes from the start of the descriptor */
     int64_t off_slot, off_K, off_n, off_tail_lo;
     int64_t bytes; /* whole descriptor */
+    int64_t off_first; /* int64 first[n_groups][N]: the group's committed rows of request b (the block's
+                          first row); read only by the tail locations (dres_tail_loc_one) */
 } dres_round;
 
 /* The flat state of one group. Pointers are device-tier memory (host memory
@@ -135,6 +137,7 @@ typedef struct dres_state {
     uint8_t *opt_ready;    /* [N][max_opt_pages] 1 = serve from the optional page */
     uint64_t *host_chunks; /* [N][nsrc][n_host_chunks] device-readable addresses of pinned chunks */
     int32_t *arena_page;   /* [nsrc] first page of the arena each source stages into (-1: none) */
+    int32_t *src_id;       /* [nsrc] the arch's source index of each source of the group */
     /* scratch and outputs (device) */
     int32_t *dmiss;        /* [N][spec_width * sel_k] distinct misses of the call, first-occurrence order */
     int32_t *ndmiss;       /* [N] */
@@ -253,6 +256,24 @@ DHS_HD int64_t dres_rd_n(const dres_round *rd, int32_t b)
 DHS_HD int64_t dres_rd_tail_lo(const dres_round *rd, int32_t N, int32_t g, int32_t b)
 {
     return ((const int64_t *)((const char *)rd + rd->off_tail_lo))[(int64_t)g * N + b];
+}
+
+/* The tail locations of source si of the group for round position b (dhs_round_tail_locations_device):
+   the block's rows [first, ceil((n + K) / m)) at loc[src_id[si] * src_stride + b * req_stride + row -
+   first], each the pool row dres_phys gives a tail code (the ring index row % T). One thread does one
+   (source, request) pair on CUDA; the CPU backend loops over them. */
+DHS_HD void dres_tail_loc_one(const dres_state *st, const dres_round *rd, int32_t si, int32_t b, int32_t req_stride,
+                              int64_t src_stride, int32_t *loc)
+{
+    const int32_t r = dres_rd_slot(rd, b), T = st->T, p = st->p;
+    const int64_t first = ((const int64_t *)((const char *)rd + rd->off_first))[(int64_t)st->group * st->N + b];
+    const int64_t hi = (dres_rd_n(rd, b) + dres_rd_K(rd, b) + st->m - 1) / st->m;
+    const int32_t *tp = st->tail_pages + ((int64_t)r * st->nsrc + si) * (T / p);
+    int32_t *out = loc + (int64_t)st->src_id[si] * src_stride + (int64_t)b * req_stride;
+    for (int64_t row = first; row < hi; row++) {
+        const int32_t t = (int32_t)(row % T);
+        out[row - first] = (int32_t)((int64_t)tp[t / p] * p + t % p);
+    }
 }
 
 /* One window of the CLOCK sweep, as a warp does it: `elig` has bit i set

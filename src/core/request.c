@@ -332,6 +332,48 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
     return DHS_OK;
 }
 
+/* The checks of the round calls below, for every request and source before anything is written: the
+   block of each request and group fits req_stride, and the checks of dhs_tail_locations for its rows.
+   For rows [hist, hi) of the block those reduce to: no source's written mark below hist (no gap) and
+   the ring holding the block (block_rows_check); the range checks hold by construction. They read each
+   request's arrays in order (request.cm: committed rows, then the written marks in group order). */
+static dhs_status round_blocks_check(const dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, const void *loc)
+{
+    const int32_t nr = ctx->n_round, ns = ctx->arch.n_sources, G = ctx->arch.n_groups;
+    const int64_t T = ctx->cfg.tail_rows;
+    if (req_stride < 0 || src_stride < 0 || (nr > 0 && !loc)) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    if (nr > 0 && src_stride < (int64_t)nr * req_stride && ns > 1) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < nr; i++) {
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        const int64_t *hist = rq->cm, *wr = rq->cm + G;
+        for (int32_t g = 0, k = 0; g < G; g++) {
+            const int64_t m = ctx->grp_m[g], first = hist[g];
+            const int64_t hi = (rq->n + rq->K + m - 1) / m;
+            if (hi - first > req_stride) return DHS_ERR_INVALID_ARG;
+            for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
+                if (first > wr[k]) return DHS_ERR_ROW_RANGE;
+            if (hi - rq->g[g].tail_lo > T) return DHS_ERR_STATE; /* never: dhs_round_begin made room */
+        }
+    }
+    return DHS_OK;
+}
+
+/* The round's blocks count as written: each source's mark in request.cm (sources in group order) */
+static void round_blocks_written(dhs_ctx *ctx)
+{
+    const int32_t G = ctx->arch.n_groups;
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        request *rq = &ctx->req[ctx->round_reqs[i]];
+        int64_t *wr = rq->cm + G;
+        for (int32_t g = 0, k = 0; g < G; g++) {
+            const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
+            for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
+                if (hi > wr[k]) wr[k] = hi;
+        }
+    }
+}
+
 /* Every request of the open round and every source in one call: the block's rows of request i
    (dhs_round_begin's order) for source s are rows [*hist, ceil((n + K) / m)) of its group, at
    loc[s * src_stride + i * req_stride + j]. Checked first for every request and source (the
@@ -342,23 +384,9 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
-    const int32_t nr = ctx->n_round, ns = ctx->arch.n_sources, G = ctx->arch.n_groups;
-    if (req_stride < 0 || src_stride < 0 || (nr > 0 && !loc)) return DHS_ERR_INVALID_ARG;
-    if ((uintptr_t)loc % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
-    if (nr > 0 && src_stride < (int64_t)nr * req_stride && ns > 1) return DHS_ERR_INVALID_ARG;
-    for (int32_t i = 0; i < nr; i++) {
-        const request *rq = &ctx->req[ctx->round_reqs[i]];
-        for (int32_t g = 0; g < G; g++) {
-            const int64_t m = ctx->grp_m[g], first = *rq->g[g].hist;
-            const int64_t hi = (rq->n + rq->K + m - 1) / m;
-            if (hi - first > req_stride) return DHS_ERR_INVALID_ARG;
-            for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
-                const int32_t src = ctx->grp_srcs[g][si];
-                dhs_status bs = block_rows_check(ctx, rq, src, first, (int32_t)(hi - first));
-                if (bs != DHS_OK) return bs;
-            }
-        }
-    }
+    dhs_status s = round_blocks_check(ctx, req_stride, src_stride, loc);
+    if (s != DHS_OK) return s;
+    const int32_t nr = ctx->n_round, G = ctx->arch.n_groups;
     const int32_t p = ctx->cfg.page_rows, T = ctx->cfg.tail_rows;
     for (int32_t i = 0; i < nr; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
@@ -374,9 +402,24 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
                     const int32_t t = (int32_t)(row % T);
                     out[row - first] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
                 }
-                if (hi > *ss->wr) *ss->wr = hi;
             }
         }
     }
+    round_blocks_written(ctx);
+    return DHS_OK;
+}
+
+/* The same locations written by the device (one launch on the compute stream from the tables the round
+   begin published: the round descriptor's committed rows and each request's tail pages), so the host
+   touches only each request's written marks. Device resolver only. */
+dhs_status dhs_round_tail_locations_device(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc_dev)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    if (!ctx->dres) return DHS_ERR_STATE;
+    dhs_status s = round_blocks_check(ctx, req_stride, src_stride, loc_dev);
+    if (s != DHS_OK || ctx->n_round == 0) return s;
+    if ((s = dres_tail_locations(ctx, req_stride, src_stride, loc_dev)) != DHS_OK) return s;
+    round_blocks_written(ctx);
     return DHS_OK;
 }

@@ -512,6 +512,19 @@ static dhs_status cu_dres_promote_all(dhs_backend *be, const dres_state *st_dev,
     return DHS_OK;
 }
 
+static dhs_status cu_dres_tail_locs(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                    int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t req_stride,
+                                    int64_t src_stride, int32_t *loc)
+{
+    cu_backend *c = cu_of(be);
+    if (!st_dev || !st_host || !rd || !loc || G <= 0 || nsrc_max <= 0 || n_round < 0) return DHS_ERR_INVALID_ARG;
+    if (n_round == 0) return DHS_OK;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, dhs_dres_tail_locs_launch(st_dev, G, nsrc_max, n_round, rd, req_stride, src_stride, loc, c->compute));
+    return DHS_OK;
+}
+
 static dhs_status cu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
 {
     cu_backend *c = cu_of(be);
@@ -589,6 +602,7 @@ static const dhs_backend_ops cu_ops = {
     .dres_wait = cu_dres_wait,
     .dres_promote = cu_dres_promote,
     .dres_promote_all = cu_dres_promote_all,
+    .dres_tail_locs = cu_dres_tail_locs,
     .dres_reset = cu_dres_reset,
     .publish = cu_publish,
     .tick = cu_tick,

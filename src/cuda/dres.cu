@@ -1536,6 +1536,28 @@ extern "C" cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, con
     return cudaLaunchKernelEx(&cfg, dres_copy_all_kernel, st_dev, stride / 16u);
 }
 
+static __global__ void dres_tail_locs_kernel(const dres_state *__restrict__ sts, int32_t n_round,
+                                             const dres_round *__restrict__ rd, int32_t req_stride, int64_t src_stride,
+                                             int32_t *loc)
+{
+    const dres_state *st = &sts[blockIdx.y];
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int32_t si = (int32_t)(i / n_round), b = (int32_t)(i % n_round);
+    if (si >= st->nsrc) return;
+    dres_tail_loc_one(st, rd, si, b, req_stride, src_stride, loc);
+}
+
+extern "C" cudaError_t dhs_dres_tail_locs_launch(const dres_state *st_dev, int32_t G, int32_t nsrc_max, int32_t n_round,
+                                                 const dres_round *rd, int32_t req_stride, int64_t src_stride,
+                                                 int32_t *loc, cudaStream_t s)
+{
+    if (G <= 0 || G > 65535 || nsrc_max <= 0 || n_round <= 0) return cudaErrorInvalidValue;
+    const int64_t n = (int64_t)nsrc_max * n_round;
+    dres_tail_locs_kernel<<<dim3((unsigned)((n + 127) / 128), (unsigned)G), 128, 0, s>>>(st_dev, n_round, rd, req_stride,
+                                                                                       src_stride, loc);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)
 {
     if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;

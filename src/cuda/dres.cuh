@@ -79,6 +79,11 @@ cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, 
                                     cudaStream_t s);
 /* dhs_dres_promote_launch of every group in two launches: st_dev is the [G] state array in device memory,
    st_host the same states on the host (N and row_stride are read from it) */
+/* the round's tail locations of every group (grid.y), source and round position: one thread per
+   (source, position), dres_tail_loc_one */
+cudaError_t dhs_dres_tail_locs_launch(const dres_state *st_dev, int32_t G, int32_t nsrc_max, int32_t n_round,
+                                      const dres_round *rd, int32_t req_stride, int64_t src_stride, int32_t *loc,
+                                      cudaStream_t s);
 cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, const dres_state *st_host, int32_t G,
                                         const dres_round *rd, int payload, int32_t copy_blocks, cudaStream_t s);
 cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s);

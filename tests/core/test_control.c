@@ -33,7 +33,10 @@
  *    source (groups of 1, 2 sources and a compressed m = 4 source), random
  *    rounds: the same locations, nothing written past a block's rows, the
  *    rows counted as written; a too-small stride or an overlapping source
- *    stride writes and marks nothing; outside a round it is refused.
+ *    stride writes and marks nothing; outside a round it is refused. With the
+ *    device resolver, dhs_round_tail_locations_device writes the same values
+ *    (every entry, the untouched ones too) and refuses as the host call; in
+ *    host mode it is refused and writes nothing.
  */
 #include "test_help.h"
 
@@ -606,9 +609,9 @@ static void page_backups_share(int delay)
 
 
 /* 8. the batched tail locations: the same answer as one dhs_tail_locations per request and source */
-static void round_tail_locations(uint64_t seed)
+static void round_tail_locations(uint64_t seed, int device)
 {
-    printf("round_tail_locations: seed %llu\n", (unsigned long long)seed);
+    printf("round_tail_locations: seed %llu, %s resolver\n", (unsigned long long)seed, device ? "device" : "host");
     dhs_arch a = dhs_arch_default();
     a.n_groups = 3;
     a.n_sources = 4;
@@ -620,6 +623,10 @@ static void round_tail_locations(uint64_t seed)
     dhs_config c = cfg2();
     c.tail_rows = 16;
     c.device_bytes = (uint64_t)RB * 4 * 400; /* every request's hot and tail pages, some optional ones */
+    if (device) {
+        c.resolver = DHS_RESOLVER_DEVICE;
+        c.device_bytes *= 2; /* the resolver's staging arenas */
+    }
     dhs_backend *be = NULL;
     dhs_ctx *ctx = NULL;
     dhs_cpu_options o = {0};
@@ -638,8 +645,9 @@ static void round_tail_locations(uint64_t seed)
         CHECK_INV(ctx);
     }
     enum { RS = 3, SENT = -7 };
-    int32_t buf[4 * NREQ * RS], one[RS];
+    int32_t buf[4 * NREQ * RS], bufd[4 * NREQ * RS], one[RS];
     CHECK_ST(dhs_round_tail_locations(ctx, RS, NREQ * RS, buf), DHS_ERR_NOT_IN_ROUND);
+    CHECK_ST(dhs_round_tail_locations_device(ctx, RS, NREQ * RS, bufd), DHS_ERR_NOT_IN_ROUND);
     for (int round = 0; round < 120; round++) {
         dhs_req rr[NREQ];
         int32_t K[NREQ], acc[NREQ], n = 0;
@@ -655,21 +663,51 @@ static void round_tail_locations(uint64_t seed)
         /* refusals first: nothing written, nothing marked */
         int64_t cm0[NREQ][8];
         for (int i = 0; i < n; i++) memcpy(cm0[i], ctx->req[ctx->round_reqs[i]].cm, sizeof(int64_t) * 7);
-        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) buf[j] = SENT;
+        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) buf[j] = bufd[j] = SENT;
         if (n > 0) {
             CHECK_ST(dhs_round_tail_locations(ctx, 0, 0, buf), DHS_ERR_INVALID_ARG);         /* blocks have rows */
             CHECK_ST(dhs_round_tail_locations(ctx, RS, RS * n - 1, buf), DHS_ERR_INVALID_ARG); /* sources overlap */
             CHECK_ST(dhs_round_tail_locations(ctx, RS, RS * n, NULL), DHS_ERR_INVALID_ARG);
+            const dhs_status refused = device ? DHS_ERR_INVALID_ARG : DHS_ERR_STATE;
+            CHECK_ST(dhs_round_tail_locations_device(ctx, 0, 0, bufd), refused);
+            CHECK_ST(dhs_round_tail_locations_device(ctx, RS, RS * n - 1, bufd), refused);
+            CHECK_ST(dhs_round_tail_locations_device(ctx, RS, RS * n, NULL), refused);
         }
+        if (!device) CHECK_ST(dhs_round_tail_locations_device(ctx, RS, (int64_t)RS * NREQ, bufd), DHS_ERR_STATE);
         int untouched = 1;
-        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) untouched &= buf[j] == SENT;
+        for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++) untouched &= buf[j] == SENT && bufd[j] == SENT;
         CHECKF(untouched, "round %d: a refused call wrote locations", round);
         for (int i = 0; i < n; i++)
             CHECKF(!memcmp(cm0[i], ctx->req[ctx->round_reqs[i]].cm, sizeof(int64_t) * 7),
                    "round %d: a refused call marked rows written", round);
         CHECK_INV(ctx);
+        if (device) { /* first, so that its marks alone must satisfy the check below */
+            CHECK_ST(dhs_round_tail_locations_device(ctx, RS, (int64_t)RS * NREQ, bufd), DHS_OK);
+            CHECK_INV(ctx);
+            for (int i = 0; i < n; i++) {
+                int64_t pos = -1;
+                CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
+                const request *rq = &ctx->req[ctx->round_reqs[i]];
+                for (int32_t src = 0; src < a.n_sources; src++) {
+                    const int64_t m = a.sources[src].m, hi = (pos + K[i] + m - 1) / m;
+                    CHECKF(*rq->g[a.sources[src].group].src[ctx->src_grp_idx[src]].wr >= hi,
+                           "round %d request %d source %d: device call left rows below %lld unmarked", round, i, src,
+                           (long long)hi);
+                }
+            }
+        }
         CHECK_ST(dhs_round_tail_locations(ctx, RS, (int64_t)RS * NREQ, buf), DHS_OK);
         CHECK_INV(ctx);
+        if (device) {
+            int same = 1, first = -1;
+            for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++)
+                if (buf[j] != bufd[j]) {
+                    same = 0;
+                    if (first < 0) first = (int)j;
+                }
+            CHECKF(same, "round %d: device locations differ from the host call's at entry %d (%d against %d)", round,
+                   first, first < 0 ? 0 : bufd[first], first < 0 ? 0 : buf[first]);
+        }
         for (int i = 0; i < n; i++) { /* counted as written by the batched call alone */
             int64_t pos = -1;
             CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
@@ -721,6 +759,7 @@ int main(void)
         page_backups(dhs_mix64(seed + 17 + (uint64_t)d), d, 8);
         page_backups_share(d);
     }
-    round_tail_locations(dhs_mix64(seed + 23));
+    round_tail_locations(dhs_mix64(seed + 23), 0);
+    round_tail_locations(dhs_mix64(seed + 23), 1);
     return th_summary();
 }

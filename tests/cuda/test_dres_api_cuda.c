@@ -6,6 +6,7 @@
  * as the uniform context at that group's size, on the CUDA backend (host and device resolver), and the
  * CUDA kernels decide as the CPU reference of the device resolver does (the same per-group census over
  * the whole run).
+ * dhs_round_tail_locations_device: the kernel writes what the host call writes, every entry.
  * No GPU (or built without CUDA): exits 77, which CMake maps to a skip. */
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +92,83 @@ static void test_group_hot(void)
            (unsigned long long)tg.hot[0][0], (unsigned long long)tc.hot[0][0]);
 }
 
+/* dhs_round_tail_locations_device on the CUDA backend (the kernel) against the host call, every entry of
+   the device array (the untouched ones too), over random rounds of three groups (one of m = 4, one of two
+   sources with non-contiguous ids) */
+static void test_round_tail_locations_device(void)
+{
+    const uint64_t seed = th_seed("test_dres_api_cuda tail locations");
+    enum { NR = 6, RS = 3, NS = 4, KM = 3, RBY = 64 };
+    dhs_arch a = dhs_arch_default();
+    a.n_groups = 3;
+    a.n_sources = NS;
+    a.sources[0] = (dhs_source_desc){RBY, 1, 1};
+    a.sources[1] = (dhs_source_desc){RBY, 1, 0};
+    a.sources[2] = (dhs_source_desc){RBY, 4, 2};
+    a.sources[3] = (dhs_source_desc){RBY, 1, 1};
+    a.n_consumers = 0;
+    dhs_config c = dhs_config_default();
+    c.max_requests = NR;
+    c.sel_k = 8;
+    c.spec_width = KM;
+    c.page_rows = 4;
+    c.hot_rows = 16;
+    c.tail_rows = 16;
+    c.max_rows = 400;
+    c.resolver = DHS_RESOLVER_DEVICE;
+    c.device_bytes = (uint64_t)RBY * 4 * 1200;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    int32_t *dloc = NULL;
+    static int32_t host[NS * NR * RS], back[NS * NR * RS];
+    static uint8_t hist[NS][80 * RBY];
+    const void *hp[NS] = {hist[0], hist[1], hist[2], hist[3]};
+    if (dhs_backend_cuda_create(0, &be) != DHS_OK || dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK ||
+        cudaMalloc((void **)&dloc, sizeof host) != cudaSuccess) {
+        CHECKF(0, "tail locations: set-up");
+        goto out;
+    }
+    uint64_t rng = seed;
+    dhs_req r[NR];
+    for (int i = 0; i < NR; i++) {
+        CHECK_ST(dhs_request_open(ctx, 300, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(ctx, r[i], 61 + i, hp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    long compared = 0;
+    for (int round = 0; round < 80; round++) {
+        dhs_req rr[NR];
+        int32_t K[NR], acc[NR], n = 0;
+        for (int i = 0; i < NR; i++)
+            if (dhs_rng_next(&rng) % 4 != 0) {
+                rr[n] = r[i];
+                K[n] = 1 + (int32_t)(dhs_rng_next(&rng) % KM);
+                acc[n] = (int32_t)(dhs_rng_next(&rng) % (uint64_t)K[n]);
+                n++;
+            }
+        CHECK_ST(dhs_round_begin(ctx, n, rr, K), DHS_OK);
+        for (size_t j = 0; j < sizeof host / sizeof host[0]; j++) host[j] = -7;
+        CHECK(cudaMemcpy(dloc, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK_ST(dhs_round_tail_locations_device(ctx, RS, (int64_t)RS * NR, dloc), DHS_OK);
+        CHECK_ST(dhs_round_tail_locations(ctx, RS, (int64_t)RS * NR, host), DHS_OK);
+        CHECK(cudaMemcpyAsync(back, dloc, sizeof back, cudaMemcpyDeviceToHost,
+                              (cudaStream_t)dhs_cuda_stream(be)) == cudaSuccess &&
+              cudaStreamSynchronize((cudaStream_t)dhs_cuda_stream(be)) == cudaSuccess);
+        int bad = -1;
+        for (size_t j = 0; j < sizeof host / sizeof host[0]; j++, compared++)
+            if (host[j] != back[j] && bad < 0) bad = (int)j;
+        CHECKF(bad < 0, "round %d: device tail location %d is %d, the host call's %d", round, bad, bad < 0 ? 0 : back[bad],
+               bad < 0 ? 0 : host[bad]);
+        CHECK_ST(dhs_round_end(ctx, acc), DHS_OK);
+        CHECK_INV(ctx);
+    }
+    printf("test_dres_api_cuda: dhs_round_tail_locations_device == the host call, %ld entries over 80 rounds\n",
+           compared);
+out:
+    if (dloc) cudaFree(dloc);
+    dhs_ctx_destroy(ctx);
+    if (be) dhs_backend_destroy(be);
+}
+
 int main(void)
 {
     dhs_backend *be = NULL;
@@ -102,6 +180,7 @@ int main(void)
     dhs_backend_destroy(be);
     printf("test_dres_api_cuda: sequences 1-3 on %s\n", "the CUDA backend");
     test_group_hot();
+    test_round_tail_locations_device();
     return th_summary();
 }
 #endif

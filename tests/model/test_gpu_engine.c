@@ -80,6 +80,7 @@ struct dhs_ref_gpu {
     int compact, rows_at_pos, n_rsrc; /* dhs_ref_gpu_step_compact */
     int32_t *lsrc;          /* [L] */
     int32_t *rloc_h, *rloc; /* [n_rsrc][maxq]: mirror and the "device" copy */
+    int rloc_dev;           /* dhs_ref_gpu_step_rloc_device: the library writes rloc */
 };
 
 /* device allocations (dhs_ref_gpu_alloc): a freed one is poisoned and kept (never reused) until the
@@ -471,6 +472,13 @@ dhs_status dhs_ref_gpu_step_compact(dhs_ref_gpu *g, const int32_t *layer_src, in
     return DHS_OK;
 }
 
+int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g)
+{
+    if (!g->compact || g->rows_at_pos) return NULL;
+    g->rloc_dev = 1;
+    return g->rloc;
+}
+
 dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n)
 {
     if (!g->compact) return DHS_ERR_STATE;
@@ -501,7 +509,7 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
     if (g->compact) { /* the row locations (rewritten every round: poisoned after the copy); the tables
                          stay on the "device" as dhs_ref_gpu_step_tables left them */
-        if (!g->rows_at_pos) {
+        if (!g->rows_at_pos && !g->rloc_dev) {
             for (int32_t r = 0; r < g->n_rsrc; r++)
                 memcpy(g->rloc + (size_t)r * (size_t)g->maxq, g->rloc_h + (size_t)r * (size_t)g->maxq,
                        sizeof(int32_t) * (size_t)nq);
@@ -556,6 +564,8 @@ dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
                 g_bad_rowdst += t >= 0 && r < 0;
                 rd[q] = t < 0 || r < 0 ? NULL : (uint8_t *)base[q] + r * DHS_REF_ROW_BYTES;
             }
+    if (g->compact && g->rloc_dev) /* written by the library every round: a location it skipped would show */
+        memset(g->rloc, 0xA5, sizeof(int32_t) * (size_t)g->n_rsrc * (size_t)g->maxq);
     if (g_deploy) {
         int32_t valid = 0;
         for (int32_t q = 0; q < g->nq; q++) valid += g->pos[q] >= 0;
@@ -976,7 +986,7 @@ done:
 /* copy_overlap: the device step's split resolve (dhs_resolve_device with DHS_RESOLVE_SPLIT + dhs_source_wait); the CPU
    backend defers the later sources' copies until the wait, so a missing wait diverges here */
 static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, int step, int topk_impl, uint64_t seed,
-                     int copy_overlap)
+                     int copy_overlap, int tail_host)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -998,6 +1008,7 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     c.check = 1;
     c.topk_impl = topk_impl; /* the CPU run too: dhs_topk_fused_ref there */
     c.copy_overlap = copy_overlap;
+    c.tail_host = tail_host;
     dhs_ref_run_result cpu, gpu;
     int r1 = dhs_ref_run(&c, &cpu);
     dhs_ref_model *m = NULL;
@@ -1045,10 +1056,11 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
         for (int32_t i = 0; i < c.sessions; i++)
             CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: tokens differ from the CPU run", c.geometry, i);
-        printf("  %-14s %d layers %s, %s step%s, %s top-k: emulated-GPU hier == resident, %" PRIu64
+        printf("  %-14s %d layers %s, %s step%s%s, %s top-k: emulated-GPU hier == resident, %" PRIu64
                " reclaims, tokens == CPU run\n",
                c.geometry, layers, verify == DHS_REF_VERIFY_GREEDY ? "greedy" : "sample", dhs_ref_step_str(step),
                step != DHS_REF_STEP_HOST ? (copy_overlap ? " (copy overlap)" : " (one copy per group)") : "",
+               step != DHS_REF_STEP_HOST && tail_host ? " (tail locations by the host)" : "",
                dhs_ref_topk_str(topk_impl), gpu.st.reclaims);
     }
     dhs_ref_run_result_free(&cpu);
@@ -1334,8 +1346,9 @@ static void test_streamed_prefill(dhs_ref_geometry geo, int32_t layers, uint64_t
    over C sessions of K = 1 with the step's launches doing nothing: the control plane's host time per
    round (dhs_ref_step_times control_s: inputs, tail locations, pointer tables, the upload; tailloc_s:
    its tail locations) over `rounds` rounds after `warm` rounds; full: 1 cfg.full_tables (per-call tail
-   locations), 2 compact tables with one dhs_tail_locations per item and source (cfg.tail_calls), 0
-   compact tables with one dhs_round_tail_locations (the default) */
+   locations), 2 compact tables with one dhs_tail_locations per item and source (cfg.tail_calls), 3
+   compact tables with one dhs_round_tail_locations (cfg.tail_host), 0 compact tables with
+   dhs_round_tail_locations_device (the default; on the CPU backend its "launch" runs on the host) */
 static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, int32_t rounds, int64_t context,
                      double *control_us, double *tailloc_us, double *items)
 {
@@ -1368,7 +1381,8 @@ static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, 
     ec.step = DHS_REF_STEP_DEVICE;
     ec.ctx_requests = cfg.max_requests;
     ec.full_tables = full == 1;
-    ec.tail_calls = full != 0; /* the full tables' path always calls per item and source */
+    ec.tail_calls = full == 1 || full == 2; /* the full tables' path always calls per item and source */
+    ec.tail_host = full == 3;
     if (st == DHS_OK) st = dhs_ref_engine_create(m, &ec, &e);
     if (st != DHS_OK || !ids || !K || !A || !E || !lg || !tok) {
         fprintf(stderr, "bench-control: set-up failed: %s\n", dhs_status_str(st));
@@ -1433,11 +1447,13 @@ static int bench_control(int argc, char **argv)
                    "The device step's host control plane (engine.c gpu_step before the launch: inputs, tail\n"
                    "locations, pointer tables, the upload) per round, GLM-5.3 geometry (78 layers = 78 sources,\n"
                    "21 groups; --layers to cut), K = 1, hierarchical on the CPU backend with the device\n"
-                   "resolver, the GPU emulated with launches that do nothing. Three control planes in this\n"
+                   "resolver, the GPU emulated with launches that do nothing. Four control planes in this\n"
                    "process, rotating: full tables (every layer's tables rebuilt and uploaded each round,\n"
                    "cfg.full_tables = 1), compact tables with one dhs_tail_locations per item and source\n"
-                   "(cfg.tail_calls = 1) and compact tables with one dhs_round_tail_locations per round (the\n"
-                   "default). Prints us per round (the best of --reps runs of --rounds rounds each, after 5\n"
+                   "(cfg.tail_calls = 1), compact tables with one dhs_round_tail_locations per round\n"
+                   "(cfg.tail_host = 1) and compact tables with dhs_round_tail_locations_device (the default;\n"
+                   "on the CPU backend the device's loop runs on the host, so its figure is the host's marks\n"
+                   "plus that loop). Prints us per round (the best of --reps runs of --rounds rounds each, after 5\n"
                    "warm-up rounds): the control plane, its tail locations, the rest (the engine's own work),\n"
                    "and the batch items whose tables were re-uploaded per round. Defaults: 16,64; 200 rounds;\n"
                    "3 reps; P = 64.\n");
@@ -1475,10 +1491,10 @@ static int bench_control(int argc, char **argv)
     g_noop = 1;
     printf("control plane per round (us, best of %d x %d rounds), GLM-5.3 %d layers / %d sources / %d groups, K = 1\n",
            reps, rounds, dhs_ref_model_cfg(m)->n_layers, dhs_ref_n_sources(m), dhs_ref_n_groups(m));
-    printf("%5s | %28s | %28s | %28s | %8s\n", "", "full tables, per-call loc", "compact, per-call loc",
-           "compact, one call (default)", "items");
-    printf("%5s | %8s %9s %9s | %8s %9s %9s | %8s %9s %9s | %8s\n", "C", "control", "tail loc", "engine", "control",
-           "tail loc", "engine", "control", "tail loc", "engine", "uploaded");
+    printf("%5s | %28s | %28s | %28s | %28s | %8s\n", "", "full tables, per-call loc", "compact, per-call loc",
+           "compact, one host call", "compact, device (default)", "items");
+    printf("%5s | %8s %9s %9s | %8s %9s %9s | %8s %9s %9s | %8s %9s %9s | %8s\n", "C", "control", "tail loc", "engine",
+           "control", "tail loc", "engine", "control", "tail loc", "engine", "control", "tail loc", "engine", "uploaded");
     int rc = 0;
     for (char *p = conc; *p && !rc;) {
         int32_t C = (int32_t)strtol(p, &p, 10);
@@ -1488,10 +1504,10 @@ static int bench_control(int argc, char **argv)
             break;
         }
         /* best of the reps by control time; the engine's own part (control minus tail locations) too */
-        double ctl[3] = {1e30, 1e30, 1e30}, tl[3] = {0, 0, 0}, own[3] = {1e30, 1e30, 1e30}, items = 0;
+        double ctl[4] = {1e30, 1e30, 1e30, 1e30}, tl[4] = {0, 0, 0, 0}, own[4] = {1e30, 1e30, 1e30, 1e30}, items = 0;
         for (int r = 0; r < reps && !rc; r++)
-            for (int h = 0; h < 3 && !rc; h++) {
-                const int mode = (r + h) % 3; /* rotating which goes first */
+            for (int h = 0; h < 4 && !rc; h++) {
+                const int mode = (r + h) % 4; /* rotating which goes first */
                 double us = 0, t = 0, it = 0;
                 if (bench_one(m, C, mode, warm, rounds, context, &us, &t, &it)) rc = 1;
                 if (us < ctl[mode]) ctl[mode] = us, tl[mode] = t;
@@ -1499,8 +1515,8 @@ static int bench_control(int argc, char **argv)
                 if (!mode) items = it;
             }
         if (!rc)
-            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.2f\n", C, ctl[1], tl[1], own[1],
-                   ctl[2], tl[2], own[2], ctl[0], tl[0], own[0], items);
+            printf("%5d | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.1f %9.1f %9.1f | %8.2f\n", C,
+                   ctl[1], tl[1], own[1], ctl[2], tl[2], own[2], ctl[3], tl[3], own[3], ctl[0], tl[0], own[0], items);
         fflush(stdout);
     }
     g_noop = 0;
@@ -1534,21 +1550,22 @@ int main(int argc, char **argv)
     test_rounds(tiny, "tiny follow split top-k", DHS_REF_TOPK_SPLIT);
     test_step_refusals(seed);
     test_tables(seed + 13);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1);
-    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed, 1, 0);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_HOST, DHS_REF_TOPK_MODEL, seed + 1, 1, 0);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 2, 1, 0);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 3, 1, 0);
+    test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0, 0);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 12, 1, 1);
     test_profile(seed + 4);
     test_rope_ahead(seed + 12);
     test_deploy_step(seed + 10);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
-    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1);
-    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1);
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_HOST, DHS_REF_TOPK_FUSED, seed + 5, 1, 0);
+    test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_FUSED, seed + 6, 1, 0);
     /* split, the default (dhs_ref_run_cfg_default): the same twin, the GPU models in split mode */
     CHECKF(dhs_ref_run_cfg_default().topk_impl == DHS_REF_TOPK_SPLIT, "the run's default top-k is %s, not split",
            dhs_ref_topk_str(dhs_ref_run_cfg_default().topk_impl));
-    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_SPLIT, seed + 11, 1);
+    test_run(DHS_REF_GEOM_GLM53, 7, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_SPLIT, seed + 11, 1, 0);
     test_meter(seed + 12);
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
