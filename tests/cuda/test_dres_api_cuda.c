@@ -116,6 +116,7 @@ static void test_round_tail_locations_device(void)
     c.tail_rows = 16;
     c.max_rows = 400;
     c.resolver = DHS_RESOLVER_DEVICE;
+    c.policy = DHS_POLICY_CLOCK; /* the device resolver's */
     c.device_bytes = (uint64_t)RBY * 4 * 1200;
     dhs_backend *be = NULL;
     dhs_ctx *ctx = NULL;
@@ -123,9 +124,9 @@ static void test_round_tail_locations_device(void)
     static int32_t host[NS * NR * RS], back[NS * NR * RS];
     static uint8_t hist[NS][80 * RBY];
     const void *hp[NS] = {hist[0], hist[1], hist[2], hist[3]};
-    if (dhs_backend_cuda_create(0, &be) != DHS_OK || dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK ||
-        cudaMalloc((void **)&dloc, sizeof host) != cudaSuccess) {
-        CHECKF(0, "tail locations: set-up");
+    dhs_status sb = dhs_backend_cuda_create(0, &be), sc = sb == DHS_OK ? dhs_ctx_create(&a, &c, be, &ctx) : sb;
+    if (sc != DHS_OK || cudaMalloc((void **)&dloc, sizeof host) != cudaSuccess) {
+        CHECKF(0, "tail locations: set-up (backend %s, context %s)", dhs_status_str(sb), dhs_status_str(sc));
         goto out;
     }
     uint64_t rng = seed;
