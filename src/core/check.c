@@ -109,7 +109,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
            on host (a failed or aborted import gave it all back) */
         for (int32_t g = 0; !rq->imported && !rq->in_round && g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
-            if ((*gs->hist) || gs->tail_lo || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
+            if ((*gs->hist) || (*gs->tail_lo) || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
                 fail(&v, "import: request %d group %d not imported holds rows (hist %lld, optional %lld)", slot, g,
                      (long long)(*gs->hist), (long long)gs->opt_held);
             for (int64_t w = 0; w <= ctx->grp_max_rows[g] / 64; w++)
@@ -166,19 +166,19 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             }
             if (mapped != occupied) fail(&v, "index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
             /* tail window */
-            if (!(gs->tail_lo <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
+            if (!((*gs->tail_lo) <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
                 fail(&v, "tail: request %d group %d tail_lo %lld backed_hi %lld backup_hi %lld hist %lld", slot, g,
-                     (long long)gs->tail_lo, (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)(*gs->hist));
+                     (long long)(*gs->tail_lo), (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)(*gs->hist));
             /* rows the ring keeps after their backup completed have their host copy */
-            for (int64_t row = gs->tail_lo; row < gs->backed_hi; row++)
+            for (int64_t row = (*gs->tail_lo); row < gs->backed_hi; row++)
                 if (!bit_get(gs->host_valid, row)) {
                     fail(&v, "tail: request %d group %d row %lld counts as backed up without a host copy", slot, g, (long long)row);
                     break;
                 }
             for (int32_t si = 0; si < nsrc; si++)
-                if ((*gs->src[si].wr) - gs->tail_lo > c->tail_rows)
+                if ((*gs->src[si].wr) - (*gs->tail_lo) > c->tail_rows)
                     fail(&v, "tail: request %d group %d holds %lld rows in a %d-row ring", slot, g,
-                         (long long)((*gs->src[si].wr) - gs->tail_lo), c->tail_rows);
+                         (long long)((*gs->src[si].wr) - (*gs->tail_lo)), c->tail_rows);
             /* housekeeping's work list holds every request with something to complete or issue */
             if ((gs->backup_ticket || gs->backup_hi < backup_due_hi(ctx, gs) || gs->opt_busy > 0) && !ctx->work_on[slot])
                 fail(&v, "work: request %d group %d has a copy in flight or rows to back up (ticket %llu, backup_hi "
@@ -187,6 +187,8 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                      (long long)gs->opt_busy);
             /* the commit's array: the group's and its sources' fields are request.cm's entries */
             if (gs->hist != &rq->cm[g]) fail(&v, "layout: request %d group %d committed rows outside its array", slot, g);
+            if (gs->tail_lo != &rq->cm[ctx->arch.n_groups + ctx->arch.n_sources + g])
+                fail(&v, "layout: request %d group %d tail_lo outside its array", slot, g);
             for (int32_t si = 0; si < nsrc; si++)
                 if (gs->src[si].wr != &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si])
                     fail(&v, "layout: request %d group %d source %d written mark outside its array", slot, g, si);
@@ -231,7 +233,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                      (long long)busy, (long long)gs->opt_busy);
             /* I1: every committed row is ready on the device or has a host copy */
             for (int64_t row = 0; row < (*gs->hist); row++) {
-                if (row >= gs->tail_lo) break; /* tail rows are ready */
+                if (row >= (*gs->tail_lo)) break; /* tail rows are ready */
                 if (bit_get(gs->host_valid, row)) continue;
                 int64_t hp = row / p;
                 if (hp < gs->n_opt_pages && gs->opt_state[hp] == OPT_READY) continue;

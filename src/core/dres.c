@@ -490,9 +490,11 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
         slot[b] = in ? ctx->round_reqs[b] : -1;
         K[b] = in ? rq->K : 0;
         n[b] = in ? rq->n : 0;
+        /* committed rows and tail_lo from request.cm: a few cache lines per request, no group's state */
+        const int64_t *hist = in ? rq->cm : NULL, *tail_lo = in ? rq->cm + G + ctx->arch.n_sources : NULL;
         for (int32_t g = 0; g < G; g++) {
-            tl[(int64_t)g * N + b] = in ? rq->g[g].tail_lo : 0;
-            first[(int64_t)g * N + b] = in ? *rq->g[g].hist : 0;
+            tl[(int64_t)g * N + b] = in ? tail_lo[g] : 0;
+            first[(int64_t)g * N + b] = in ? hist[g] : 0;
         }
         if (in) d->pos_of[ctx->round_reqs[b]] = b;
     }

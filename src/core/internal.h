@@ -60,7 +60,7 @@ typedef struct grp_state {
     /* the tail ring serves rows [tail_lo, written_hi) (at most tail_rows). It keeps
        committed rows after their host copy completed, until the ring needs their
        room (tail_room), so recent rows and the imported partial page stay direct */
-    int64_t tail_lo;       /* rows < tail_lo have a complete host copy (or are optional-ready) */
+    int64_t *tail_lo;      /* rows < tail_lo have a complete host copy (or are optional-ready); in request.cm */
     int64_t backed_hi;     /* rows [tail_lo, backed_hi) also have a complete host copy */
     int64_t backup_hi;     /* rows [backed_hi, backup_hi) have a backup in flight */
     dhs_ticket backup_ticket;
@@ -114,8 +114,9 @@ typedef struct request {
     /* the fields the round end reads and writes for every group and source, contiguous so that a commit
        touches a few cache lines per request instead of one per group and source: cm[g] is group g's
        committed rows (grp_state.hist), cm[n_groups + ctx->grp_src0[g] + si] source si's written rows
-       (src_state.wr) */
-    int64_t *cm;        /* [n_groups + n_sources] */
+       (src_state.wr), cm[n_groups + n_sources + g] group g's tail_lo (grp_state.tail_lo: the round begin's
+       tail room and the device resolver's round descriptor read it for every group of every request) */
+    int64_t *cm;        /* [n_groups + n_sources + n_groups]: committed rows, written marks, tail_lo */
     int32_t *tp;        /* [n_sources][tail_rows / page_rows] every source's tail pages (src_state.tail_pages
                            points into it at source grp_src0[g] + si), so a round's tail locations touch
                            a few cache lines per request */

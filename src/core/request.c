@@ -62,7 +62,7 @@ void request_free_all(dhs_ctx *ctx, request *rq)
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g, t);
         ctx_free(ctx, rq->g, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     }
-    ctx_free(ctx, rq->cm, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    ctx_free(ctx, rq->cm, (size_t)(2 * ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
     rq->cm = NULL;
     ctx_free(ctx, rq->tp, (size_t)ctx->arch.n_sources * (size_t)(ctx->cfg.tail_rows / ctx->cfg.page_rows), sizeof(int32_t));
     rq->tp = NULL;
@@ -79,9 +79,12 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     rq->g = ctx_calloc(ctx, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     if (!rq->g) return DHS_ERR_NOMEM;
     rq->in_use = 1; /* so request_free_all frees partial state */
-    rq->cm = ctx_calloc(ctx, (size_t)(ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    rq->cm = ctx_calloc(ctx, (size_t)(2 * ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
     if (!rq->cm) return DHS_ERR_NOMEM;
-    for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].hist = &rq->cm[g];
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+        rq->g[g].hist = &rq->cm[g];
+        rq->g[g].tail_lo = &rq->cm[ctx->arch.n_groups + ctx->arch.n_sources + g];
+    }
     const size_t tpp = (size_t)(c->tail_rows / p); /* tail pages per source */
     rq->tp = ctx_calloc(ctx, (size_t)ctx->arch.n_sources * tpp, sizeof(int32_t));
     if (!rq->tp) return DHS_ERR_NOMEM;
@@ -265,7 +268,7 @@ dhs_status block_rows_check(const dhs_ctx *ctx, const request *rq, int32_t sourc
        made the block's end fit (it waits for the backup when needed), so
        this never fires; it guards the ring, and never moves tail_lo. Both
        sides are small here (first_row <= hi). */
-    if (first_row + n_rows - gs->tail_lo > ctx->cfg.tail_rows) return DHS_ERR_STATE;
+    if (first_row + n_rows - (*gs->tail_lo) > ctx->cfg.tail_rows) return DHS_ERR_STATE;
     return DHS_OK;
 }
 
@@ -346,14 +349,14 @@ static dhs_status round_blocks_check(const dhs_ctx *ctx, int32_t req_stride, int
     if (nr > 0 && src_stride < (int64_t)nr * req_stride && ns > 1) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < nr; i++) {
         const request *rq = &ctx->req[ctx->round_reqs[i]];
-        const int64_t *hist = rq->cm, *wr = rq->cm + G;
+        const int64_t *hist = rq->cm, *wr = rq->cm + G, *tail_lo = rq->cm + G + ns;
         for (int32_t g = 0, k = 0; g < G; g++) {
             const int64_t m = ctx->grp_m[g], first = hist[g];
             const int64_t hi = (rq->n + rq->K + m - 1) / m;
             if (hi - first > req_stride) return DHS_ERR_INVALID_ARG;
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
                 if (first > wr[k]) return DHS_ERR_ROW_RANGE;
-            if (hi - rq->g[g].tail_lo > T) return DHS_ERR_STATE; /* never: dhs_round_begin made room */
+            if (hi - tail_lo[g] > T) return DHS_ERR_STATE; /* never: dhs_round_begin made room */
         }
     }
     return DHS_OK;

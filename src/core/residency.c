@@ -435,7 +435,7 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
         }
         (*gs->hist) = hist;
         gs->import_rows = hist;
-        gs->tail_lo = ring_lo;
+        (*gs->tail_lo) = ring_lo;
         gs->backed_hi = hist;
         gs->backup_hi = hist;
         for (int32_t si = 0; si < nsrc; si++) (*gs->src[si].wr) = rows_all;
@@ -459,7 +459,7 @@ fail:
             opt_set(rq, gs, hp, OPT_ABSENT);
         }
         gs->opt_held = 0;
-        (*gs->hist) = gs->import_rows = gs->tail_lo = gs->backed_hi = gs->backup_hi = 0;
+        (*gs->hist) = gs->import_rows = (*gs->tail_lo) = gs->backed_hi = gs->backup_hi = 0;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
@@ -699,10 +699,10 @@ dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
 {
     grp_state *gs = &rq->g[g];
     const int64_t need = hi - ctx->cfg.tail_rows;
-    if (need <= gs->tail_lo) return DHS_OK;
+    if (need <= (*gs->tail_lo)) return DHS_OK;
     for (int attempt = 0; attempt < 2 && gs->backed_hi < need; attempt++) backup_complete(ctx, rq, g, 1);
     if (gs->backed_hi < need) return DHS_ERR_BACKEND;
-    gs->tail_lo = need;
+    (*gs->tail_lo) = need;
     return DHS_OK;
 }
 
@@ -1385,9 +1385,9 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 src_state *ss = &gs->src[si];
                 const uint32_t rb = ctx->arch.sources[ctx->grp_srcs[g][si]].row_bytes;
-                for (int64_t row = gs->tail_lo; row < (*gs->hist); row++)
+                for (int64_t row = (*gs->tail_lo); row < (*gs->hist); row++)
                     if (be_copy_sync(ctx->be, pool_row(ctx, tail_loc(ctx, ss, row)), host_row(ctx, ss, row), rb) != DHS_OK)
-                        gs->tail_lo = row + 1;
+                        (*gs->tail_lo) = row + 1;
                 if ((*ss->wr) > (*gs->hist)) (*ss->wr) = (*gs->hist);
             }
         }
@@ -1428,7 +1428,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
         }
         for (int64_t row = (*gs->hist); row < hist; row++) bit_set(gs->host_valid, row);
         (*gs->hist) = gs->import_rows = hist;
-        gs->tail_lo = nop_new[g] * p;
+        (*gs->tail_lo) = nop_new[g] * p;
         gs->backed_hi = gs->backup_hi = hist;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = rows_all;
     }

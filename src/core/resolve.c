@@ -82,10 +82,14 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
        leaves the ring short: nothing of the round happened, the call can be
        retried. Requests before i may have had tail_lo moved: that changes no
        row's content, only where the next round serves it from. */
+    const int32_t G = ctx->arch.n_groups;
     for (int32_t i = 0; i < n; i++) {
         request *rq = &ctx->req[reqs[i].id];
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            dhs_status s = tail_room(ctx, rq, g, (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g]);
+        const int64_t *tail_lo = rq->cm + G + ctx->arch.n_sources; /* request.cm: no group's state is read */
+        for (int32_t g = 0; g < G; g++) {
+            const int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
+            if (hi - ctx->cfg.tail_rows <= tail_lo[g]) continue; /* the ring holds the block already */
+            dhs_status s = tail_room(ctx, rq, g, hi);
             if (s != DHS_OK) return s;
         }
     }
@@ -264,7 +268,7 @@ dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss)
         for (int32_t g = g0; g < g1 && !any; g++) {
             const grp_state *gs = &rq->g[g];
             /* rows below the tail window are direct only in ready optional pages */
-            any = gs->opt_ready < gs->n_opt_pages || gs->tail_lo > gs->n_opt_pages * p;
+            any = gs->opt_ready < gs->n_opt_pages || (*gs->tail_lo) > gs->n_opt_pages * p;
         }
     }
     *may_miss = any;
@@ -450,7 +454,7 @@ static dhs_status resolve_call(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n
             int64_t row = items[it].sel[e];
             if (row < 0) { cd[e] = -1; continue; }
             /* 1. direct: tail rows and ready optional pages */
-            if (row >= gs->tail_lo) {
+            if (row >= (*gs->tail_lo)) {
                 cd[e] = CODE(C_TAIL, row % T);
                 c_direct++;
                 continue;
