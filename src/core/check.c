@@ -165,6 +165,10 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 }
             }
             if (mapped != occupied) fail(&v, "index: %lld rows map to slots, %d slots occupied", (long long)mapped, occupied);
+            /* staged rows live inside a round only: the round end (or dhs_group_done) releases them, so
+               dhs_round_begin need not reset any group's count */
+            if (gs->n_staged && !rq->in_round)
+                fail(&v, "staging: request %d group %d holds %d staged rows outside a round", slot, g, gs->n_staged);
             /* tail window */
             if (!((*gs->tail_lo) <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
                 fail(&v, "tail: request %d group %d tail_lo %lld backed_hi %lld backup_hi %lld hist %lld", slot, g,

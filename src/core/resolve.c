@@ -101,7 +101,8 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
         rq->in_round = 1;
         rq->K = K[i];
         ctx->round_reqs[i] = (int32_t)reqs[i].id;
-        for (int32_t g = 0; g < ctx->arch.n_groups; g++) rq->g[g].n_staged = 0;
+        /* every group's n_staged is 0 here (released at the last round end; dhs_check_invariants): not
+           rewritten, so the round begin touches no group state of a request whose ring has room */
     }
     if (ctx->dres) { /* publishes the round; on failure the round stays closed */
         t = hp_now();
