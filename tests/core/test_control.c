@@ -608,6 +608,22 @@ static void page_backups_share(int delay)
 }
 
 
+/* every source of the round's requests counts its block's rows as written (one round call marked them) */
+static void round_marked(const dhs_ctx *ctx, const dhs_arch *a, const dhs_req *rr, const int32_t *K, int n, int round,
+                         const char *what)
+{
+    for (int i = 0; i < n; i++) {
+        int64_t pos = -1;
+        CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        for (int32_t src = 0; src < a->n_sources; src++) {
+            const int64_t m = a->sources[src].m, hi = (pos + K[i] + m - 1) / m;
+            CHECKF(*rq->g[a->sources[src].group].src[ctx->src_grp_idx[src]].wr >= hi,
+                   "round %d request %d source %d: %s left rows below %lld unmarked", round, i, src, what, (long long)hi);
+        }
+    }
+}
+
 /* 8. the batched tail locations: the same answer as one dhs_tail_locations per request and source */
 static void round_tail_locations(uint64_t seed, int device)
 {
@@ -681,23 +697,14 @@ static void round_tail_locations(uint64_t seed, int device)
             CHECKF(!memcmp(cm0[i], ctx->req[ctx->round_reqs[i]].cm, sizeof(int64_t) * 7),
                    "round %d: a refused call marked rows written", round);
         CHECK_INV(ctx);
-        if (device) { /* first, so that its marks alone must satisfy the check below */
+        if (device) { /* first: its marks alone must count the rows written */
             CHECK_ST(dhs_round_tail_locations_device(ctx, RS, (int64_t)RS * NREQ, bufd), DHS_OK);
             CHECK_INV(ctx);
-            for (int i = 0; i < n; i++) {
-                int64_t pos = -1;
-                CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
-                const request *rq = &ctx->req[ctx->round_reqs[i]];
-                for (int32_t src = 0; src < a.n_sources; src++) {
-                    const int64_t m = a.sources[src].m, hi = (pos + K[i] + m - 1) / m;
-                    CHECKF(*rq->g[a.sources[src].group].src[ctx->src_grp_idx[src]].wr >= hi,
-                           "round %d request %d source %d: device call left rows below %lld unmarked", round, i, src,
-                           (long long)hi);
-                }
-            }
+            round_marked(ctx, &a, rr, K, n, round, "the device call");
         }
         CHECK_ST(dhs_round_tail_locations(ctx, RS, (int64_t)RS * NREQ, buf), DHS_OK);
         CHECK_INV(ctx);
+        if (!device) round_marked(ctx, &a, rr, K, n, round, "the host call");
         if (device) {
             int same = 1, first = -1;
             for (size_t j = 0; j < sizeof buf / sizeof buf[0]; j++)
@@ -707,16 +714,6 @@ static void round_tail_locations(uint64_t seed, int device)
                 }
             CHECKF(same, "round %d: device locations differ from the host call's at entry %d (%d against %d)", round,
                    first, first < 0 ? 0 : bufd[first], first < 0 ? 0 : buf[first]);
-        }
-        for (int i = 0; i < n; i++) { /* counted as written by the batched call alone */
-            int64_t pos = -1;
-            CHECK_ST(dhs_request_positions(ctx, rr[i], &pos), DHS_OK);
-            const request *rq = &ctx->req[ctx->round_reqs[i]];
-            for (int32_t src = 0; src < a.n_sources; src++) {
-                const int64_t m = a.sources[src].m, hi = (pos + K[i] + m - 1) / m;
-                CHECKF(*rq->g[a.sources[src].group].src[ctx->src_grp_idx[src]].wr >= hi,
-                       "round %d request %d source %d: rows below %lld not marked written", round, i, src, (long long)hi);
-            }
         }
         for (int i = 0; i < n; i++) {
             int64_t pos = -1;
