@@ -556,6 +556,10 @@ struct dhs_ref_gpu {
     void **tab;       /* device [4][L][maxq]: rowdst, base, kcodes, kscales */
     void **tab_h;     /* pinned host mirror */
     int32_t *tok_h;   /* pinned [maxq] */
+    uint8_t *inb, *inb_h; /* one device block and its pinned mirror: pos [maxq] | tok [maxq] | cs [maxq][64] at
+                             inb_cs (g->pos, tok, cs and their mirrors point into them): a step's inputs go up
+                             in one copy (each copy call costs the serving host several us) */
+    size_t inb_cs;
     float *logits_h;  /* pinned [maxq][V] */
     /* compact tables (dhs_ref_gpu_step_compact): rowdst computed on the device from base and rloc */
     int compact, rows_at_pos, n_rsrc;
@@ -627,9 +631,7 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree((void *)g->emb);
     cudaFree((void *)g->w_out);
     cudaFree((void *)g->lut);
-    cudaFree(g->tok);
-    cudaFree(g->pos);
-    cudaFree(g->cs);
+    cudaFree(g->inb);
     cudaFree(g->x);
     cudaFree(g->xn);
     cudaFree(g->iq);
@@ -652,14 +654,12 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->aidx);
     cudaFree(g->anv);
     cudaFreeHost(g->ptrs_h);
-    cudaFreeHost(g->pos_h);
-    cudaFreeHost(g->cs_h);
+    cudaFreeHost(g->inb_h);
     cudaFree(g->tab);
     cudaFreeHost(g->tab_h);
     cudaFree(g->lsrc);
     cudaFree(g->rloc);
     cudaFreeHost(g->rloc_h);
-    cudaFreeHost(g->tok_h);
     cudaFreeHost(g->logits_h);
     if (g->up_ev) cudaEventDestroy(g->up_ev);
     for (int i = 0; i < g->prof_cap; i++) cudaEventDestroy(g->prof_ev[i]);
@@ -742,9 +742,18 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         cudaError_t e = cudaSuccess;
 #define AL(ptr, bytes)                                              \
     if (e == cudaSuccess) e = cudaMalloc((void **)&(ptr), (bytes));
-        AL(g->tok, Q * sizeof(int32_t));
-        AL(g->pos, Q * sizeof(int64_t));
-        AL(g->cs, Q * 64 * sizeof(float));
+        g->inb_cs = (Q * (sizeof(int64_t) + sizeof(int32_t)) + 255) & ~(size_t)255;
+        const size_t inb = g->inb_cs + Q * 64 * sizeof(float);
+        AL(g->inb, inb);
+        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->inb_h, inb);
+        if (e == cudaSuccess) {
+            g->pos = (int64_t *)(void *)g->inb;
+            g->tok = (int32_t *)(void *)(g->inb + Q * sizeof(int64_t));
+            g->cs = (float *)(void *)(g->inb + g->inb_cs);
+            g->pos_h = (int64_t *)(void *)g->inb_h;
+            g->tok_h = (int32_t *)(void *)(g->inb_h + Q * sizeof(int64_t));
+            g->cs_h = (float *)(void *)(g->inb_h + g->inb_cs);
+        }
         AL(g->x, Q * (size_t)dd * sizeof(float));
         AL(g->xn, Q * (size_t)dd * sizeof(float));
         AL(g->iq, Q * (size_t)(d->idx_heads * d->idx_dim) * sizeof(float));
@@ -767,13 +776,10 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         AL(g->anv, Q * sizeof(int32_t));
 #undef AL
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
-        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->pos_h, Q * sizeof(int64_t));
-        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->cs_h, Q * 64 * sizeof(float));
         /* device step: pointer tables of every layer, pinned mirrors, the logits' landing place */
         const size_t tab = 4 * (size_t)d->n_layers * Q * sizeof(void *);
         if (e == cudaSuccess) e = cudaMalloc((void **)&g->tab, tab);
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tab_h, tab);
-        if (e == cudaSuccess) e = cudaMallocHost((void **)&g->tok_h, Q * sizeof(int32_t));
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->logits_h, Q * (size_t)d->vocab * sizeof(float));
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&g->up_ev, cudaEventDisableTiming);
         if (e == cudaSuccess) memset(g->tab_h, 0, tab);
@@ -1209,9 +1215,9 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     for (int q = 0; q < nq; q++) /* the RoPE values are the engine's (in.rope) */
         if (g->pos_h[q] > g->max_t) g->max_t = g->pos_h[q];
     if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
-    CK(cudaMemcpyAsync(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step tokens");
-    CK(cudaMemcpyAsync(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step positions");
-    CK(cudaMemcpyAsync(g->cs, g->cs_h, sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st), "step rope");
+    /* positions, tokens and the first nq RoPE rows: one copy of the inputs block */
+    CK(cudaMemcpyAsync(g->inb, g->inb_h, g->inb_cs + sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st),
+       "step inputs");
     if (g->compact) { /* the row locations; the tables are on the device (dhs_ref_gpu_step_tables) */
         const size_t rp = sizeof(int32_t) * (size_t)g->maxq;
         if (!g->rows_at_pos && !g->rloc_dev)
