@@ -25,6 +25,13 @@
  * are medians over the rounds (bk_rows: mean rows backed up per round);
  * ratios are per-round / per-page.
  *
+ * --background: the library's path twice, without and then with dhs_background
+ * called between the engine's host work and dhs_round_end (where an engine
+ * calls it: the step is in flight on the device), so the round end issues no
+ * backup and the complete pages go out from dhs_background. Its host time is
+ * printed apart ("bg"): overlapped with the device's step, not exposed.
+ * Ratios are per-page / background (medians and means of begin and end).
+ *
  * On the CUDA backend (--backend cuda) the same rounds run against real
  * pinned host rows (imported from one zero buffer) and device pools, so the
  * backend calls cost what they cost on the serving host; the host time of
@@ -38,6 +45,7 @@
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
  *                      [--backend cpu|cuda] [--resolver host|device]
  *                      [--mode full-sweep|per-round|per-page] [--stagger]
+ *                      [--background]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -135,9 +143,9 @@ static dhs_arch glm53(void)
 }
 
 typedef struct {
-    double *us[3];         /* begin, caller, end: per round */
-    uint64_t calls[3][K_N];
-    double call_s[3][K_N]; /* host seconds in each kind of backend call */
+    double *us[4];         /* begin, caller, end, dhs_background: per round */
+    uint64_t calls[4][K_N];
+    double call_s[4][K_N]; /* host seconds in each kind of backend call */
     int64_t rounds;
     uint64_t bk0, bk1;     /* backup_rows after the warm-up and at the end */
 } phase_sum;
@@ -215,7 +223,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     c.device_bytes = z.min_device_bytes + (uint64_t)(C - 1) * z.request_bytes + (uint64_t)(hist_frac * (double)C * (double)hist);
     dhs_ctx *ctx;
     if (dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK) { dhs_backend_destroy(be); return -1; }
-    ctx->page_backups = mode == 2 && ctx->page_backups; /* before any import: due_n follows the policy */
+    ctx->page_backups = mode >= 2 && ctx->page_backups; /* before any import: due_n follows the policy */
     dhs_req *r = calloc((size_t)C, sizeof *r);
     int32_t *K = malloc(sizeof(int32_t) * (size_t)C), *acc = calloc((size_t)C, sizeof(int32_t));
     int32_t loc[1];
@@ -240,8 +248,8 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     }
     ctx->full_sweep = mode == 0;
     for (long t = 0; t < rounds + 4 && !rc; t++) {
-        uint64_t c0[K_N], c1[K_N], c2[K_N], c3[K_N];
-        double s0[K_N], s1[K_N], s2[K_N], s3[K_N];
+        uint64_t c0[K_N], c1[K_N], c2[K_N], c3[K_N], cb[K_N];
+        double s0[K_N], s1[K_N], s2[K_N], s3[K_N], sb[K_N];
         memcpy(c0, calls, sizeof calls);
         memcpy(s0, call_s, sizeof call_s);
         double t0 = now_s();
@@ -262,6 +270,17 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
             for (int32_t s = 0; s < a.n_sources && !rc; s++)
                 if (dhs_tail_locations(ctx, r[i], s, n, 1, loc) != DHS_OK) rc = -3;
         }
+        /* the step is in flight: dhs_background (mode 3), timed apart from the exposed phases */
+        double tb0 = now_s();
+        memcpy(cb, calls, sizeof calls);
+        memcpy(sb, call_s, sizeof call_s);
+        if (!rc && mode == 3) {
+            dhs_status gs = dhs_background(ctx);
+            if (gs != DHS_OK) {
+                fprintf(stderr, "control_bench: dhs_background (round %ld): %s\n", t, dhs_status_str(gs));
+                rc = -6;
+            }
+        }
         double t2 = now_s();
         memcpy(c2, calls, sizeof calls);
         memcpy(s2, call_s, sizeof call_s);
@@ -272,15 +291,18 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         if (t == 3) ps->bk0 = ctx->st.backup_rows;
         if (t < 4) continue; /* warm-up: the first backups, the ring's first wrap */
         ps->us[0][ps->rounds] = 1e6 * (t1 - t0);
-        ps->us[1][ps->rounds] = 1e6 * (t2 - t1);
+        ps->us[1][ps->rounds] = 1e6 * (tb0 - t1);
         ps->us[2][ps->rounds] = 1e6 * (t3 - t2);
+        ps->us[3][ps->rounds] = 1e6 * (t2 - tb0);
         for (int k = 0; k < K_N; k++) {
             ps->calls[0][k] += c1[k] - c0[k];
-            ps->calls[1][k] += c2[k] - c1[k];
+            ps->calls[1][k] += cb[k] - c1[k];
             ps->calls[2][k] += c3[k] - c2[k];
+            ps->calls[3][k] += c2[k] - cb[k];
             ps->call_s[0][k] += s1[k] - s0[k];
-            ps->call_s[1][k] += s2[k] - s1[k];
+            ps->call_s[1][k] += sb[k] - s1[k];
             ps->call_s[2][k] += s3[k] - s2[k];
+            ps->call_s[3][k] += s2[k] - sb[k];
         }
         ps->rounds++;
     }
@@ -309,17 +331,22 @@ int main(int argc, char **argv)
 {
     long Cs[16] = {2, 20, 64, 256}, nC = 4, context = 100000, rounds = 32, async_delay = 2;
     double hist_frac = 0.1;
-    int cuda = 0, dev_res = 0, only = -1;
+    int cuda = 0, dev_res = 0, only = -1, background = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--stagger")) { /* takes no value */
             stagger = 1;
             continue;
         }
+        if (!strcmp(a, "--background")) {
+            background = 1;
+            continue;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
                  "                     [--resolver host|device] [--mode full-sweep|per-round|per-page] [--stagger]\n"
+                 "                     [--background]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -334,7 +361,10 @@ int main(int argc, char **argv)
                  "  printed; --resolver device: the device resolver's control plane (publishes, the\n"
                  "  round end's wait and promote; no resolves are issued); --mode: that policy only;\n"
                  "  --stagger: request i's history is context - (i * 64 / C) mod 64 positions, so its pages\n"
-                 "  complete at different rounds (by default every request completes a page in the same round)");
+                 "  complete at different rounds (by default every request completes a page in the same round);\n"
+                 "  --background: per-page without, then with dhs_background between the engine's host work\n"
+                 "  and dhs_round_end (the step's window): begin/end medians and means of both, the host time\n"
+                 "  in dhs_background (bg_us: overlapped with the device, not exposed) and their ratios");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -373,25 +403,25 @@ int main(int argc, char **argv)
         i++;
     }
     printf("control_bench: context %ld%s, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
-           "backend %s, resolver %s\n",
+           "backend %s, resolver %s%s\n",
            context, stagger ? " (staggered)" : "", rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
-           dev_res ? "device" : "host");
+           dev_res ? "device" : "host", background ? ", background" : "");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
-        double med[3][3], mean[3][3];
-        static const char *mode_name[3] = {"full-sweep", "per-round", "per-page"};
+        double med[4][4], mean[4][4];
+        static const char *mode_name[4] = {"full-sweep", "per-round", "per-page", "background"};
         memset(med, 0, sizeof med);
         memset(mean, 0, sizeof mean);
-        for (int m = 0; m < 3; m++) { /* the baselines first, then the library's path, same setup */
-            if (only >= 0 && m != only) continue;
+        for (int m = 0; m < 4; m++) { /* the baselines first, then the library's path, same setup */
+            if (background ? m < 2 : (m == 3 || (only >= 0 && m != only))) continue;
             phase_sum p;
             memset(&p, 0, sizeof p);
-            for (int ph = 0; ph < 3; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
+            for (int ph = 0; ph < 4; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
             int rc = run_one(Cs[ci], context, rounds, hist_frac, async_delay, m, cuda, dev_res, &p);
             if (rc) { fprintf(stderr, "control_bench: C = %ld failed (%d)\n", Cs[ci], rc); return 1; }
             double n = (double)p.rounds;
-            for (int ph = 0; ph < 3; ph++) {
+            for (int ph = 0; ph < 4; ph++) {
                 mean[m][ph] = 0;
                 for (int64_t i = 0; i < p.rounds; i++) mean[m][ph] += p.us[ph][i] / n;
                 med[m][ph] = median(p.us[ph], p.rounds);
@@ -403,12 +433,16 @@ int main(int argc, char **argv)
             for (int k = 0; k < K_N; k++)
                 if (p.calls[0][k]) printf(" %s %.1f", k_names[k], (double)p.calls[0][k] / n);
             printf("\n");
+            if (m == 3)
+                printf("%6ld %-11s bg_us median %.1f mean %.1f (dhs_background: host time overlapped with the step, "
+                       "not exposed), %.1f calls/round\n", Cs[ci], "", med[m][3], mean[m][3], tot_calls(&p, 3) / n);
             /* host us per round inside the backend's calls, by phase and kind (means) */
-            for (int ph = 0; ph < 3; ph++) {
+            for (int ph = 0; ph < 4; ph++) {
                 double tot = 0;
                 for (int k = 0; k < K_N; k++) tot += p.call_s[ph][k];
                 if (tot <= 0) continue;
-                printf("%6s %-11s %s in calls %.1f us/round:", "", "", ph == 0 ? "begin" : ph == 1 ? "caller" : "end",
+                printf("%6s %-11s %s in calls %.1f us/round:", "", "",
+                       ph == 0 ? "begin" : ph == 1 ? "caller" : ph == 2 ? "end" : "bg",
                        1e6 * tot / n);
                 for (int k = 0; k < K_N; k++)
                     if (p.calls[ph][k])
@@ -417,7 +451,14 @@ int main(int argc, char **argv)
                 printf("\n");
             }
         }
-        if (only < 0)
+        if (background)
+            printf("%6ld %-11s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-page / background: medians | means; "
+                   "exposed us per round %.1f -> %.1f mean)\n", Cs[ci], "ratio",
+                   med[3][0] > 0 ? med[2][0] / med[3][0] : 0.0, "", med[3][2] > 0 ? med[2][2] / med[3][2] : 0.0,
+                   (med[2][0] + med[2][1] + med[2][2]) / (med[3][0] + med[3][1] + med[3][2]),
+                   mean[3][0] > 0 ? mean[2][0] / mean[3][0] : 0.0, mean[3][2] > 0 ? mean[2][2] / mean[3][2] : 0.0,
+                   mean[2][0] + mean[2][1] + mean[2][2], mean[3][0] + mean[3][1] + mean[3][2]);
+        else if (only < 0)
         printf("%6ld %-11s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-round / per-page: medians | means)\n", Cs[ci],
                "ratio", med[2][0] > 0 ? med[1][0] / med[2][0] : 0.0, "", med[2][2] > 0 ? med[1][2] / med[2][2] : 0.0,
                (med[1][0] + med[1][1] + med[1][2]) / (med[2][0] + med[2][1] + med[2][2]),

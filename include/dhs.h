@@ -599,6 +599,26 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
    per round). Device resolver: DHS_ERR_STATE while a round is open. */
 dhs_status dhs_sync(dhs_ctx *ctx);
 
+/* Host work the library may do while the device runs the engine's step
+   (docs/API.md "Background work"): call it after launching the step and
+   before waiting for its outputs, inside an open round or outside one. It
+   completes the tail backups whose copies finished and issues the tail
+   backups that fell due (complete pages) in one copy, ordered after the
+   device work issued so far. No host synchronisation, no wait for the
+   device; not inside a stream capture (its copy joins the compute stream's
+   order). Inside a round it changes no location or decision of the round.
+   Deferral: from the first call on, dhs_round_end lists the rows that fell
+   due instead of copying them and dhs_round_begin's housekeeping leaves them
+   listed; the next dhs_background issues them (one round later than the
+   round end would: the ring holds up to spec_width more rows awaiting their
+   copy). dhs_round_begin still waits for and forces the copies when the ring
+   is short (tail_rows sizing), and so do dhs_sync and sharing; one round end
+   without a call before it restores the previous behaviour. DHS_OK;
+   DHS_ERR_INVALID_ARG (ctx NULL); DHS_ERR_NOMEM / DHS_ERR_BACKEND when a
+   host-row allocation or the copy failed: nothing of that copy is marked,
+   the rows stay due and the next call (or a forced backup) retries. */
+dhs_status dhs_background(dhs_ctx *ctx);
+
 /* ---------------------------------------------------------------- stats */
 typedef struct dhs_stats {
     uint64_t entries;            /* resolved entries (excluding -1) */
@@ -640,7 +660,8 @@ typedef enum dhs_host_phase {
     DHS_HP_SWEEP = 9,        /* of HOUSEKEEPING: deferred frees whose readers completed */
     DHS_HP_ADVANCE = 10,     /* of HOUSEKEEPING: the work list (completions, due backups issued) */
     DHS_HP_FENCE = 11,       /* the backend's fence queries of the housekeeping's completion checks
-                                (one call per query the memo did not answer) */
+                                (one call per query the memo did not answer; also within BACKGROUND) */
+    DHS_HP_BACKGROUND = 12,  /* dhs_background: host time overlapped with the device's step */
     DHS_HP_COUNT_
 } dhs_host_phase;
 const char *dhs_host_phase_str(dhs_host_phase p);

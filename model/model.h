@@ -550,6 +550,11 @@ typedef struct dhs_ref_step_times {
     /* every round: the locality meter's host work (dhs_ref_engine_cfg.locmeter; in tail on the
        device step, in the compute on the host step) and the verification of the round's blocks */
     double meter_s, verify_s;
+    /* hierarchical: dhs_background (the tail backups that fell due), called while the step runs (device
+       step: after the launch, before the wait; host steps: after the target's compute): host CPU time
+       overlapped with the device, in none of the exposed parts above */
+    uint64_t background_calls;
+    double background_s;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;

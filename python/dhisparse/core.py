@@ -1040,6 +1040,12 @@ class Context:
     def sync(self):
         check(_lib.dhs_sync(self.handle), "dhs_sync")
 
+    def background(self):
+        """dhs_background: host work for the device's step (the tail backups that fell due), called after
+        launching the step and before waiting for it, inside a round or outside one; once called, round
+        ends leave those backups to it (docs/API.md, "Background work")."""
+        check(_lib.dhs_background(self.handle), "dhs_background")
+
     # ---- figures and checks
     def stats(self):
         s = _lib.dhs_stats()

@@ -348,7 +348,7 @@ def test_host_time():
     with dhs.CpuBackend(payload_free=True) as be, dhs.Context(arch, small_config(), be) as ctx:
         h = ctx.host_time()
         assert list(h) == ["begin", "housekeeping", "repopulate", "tail_room", "publish", "end", "device",
-                           "backup", "resolve", "sweep", "advance", "fence"]
+                           "backup", "resolve", "sweep", "advance", "fence", "background"]
         assert all(v == (0, 0) for v in h.values())
         r = ctx.open(64)
         for t in range(3):
@@ -365,6 +365,32 @@ def test_host_time():
         assert _lib.dhs_host_phase_str(_lib.DHS_HP_COUNT) == b"unknown"
         ctx.reset_stats()
         assert all(v == (0, 0) for v in ctx.host_time().values())
+
+
+def test_background():
+    """Context.background: once called in a round, the round ends copy no tail backup and the calls copy
+    the complete pages (page_rows 8: one page per 8 rounds of K = 1); its host time is its own phase; after
+    sync every committed row is backed up either way."""
+    arch = make_arch("own", RB)
+    with dhs.CpuBackend() as be, dhs.Context(arch, small_config(), be) as ctx:
+        r = ctx.open(128)
+        by_end = by_bg = 0
+        for t in range(40):
+            ctx.round_begin([r], [1])
+            for src in range(len(arch.sources)):
+                r.write_rows(src, t, np.full((1, RB), t % 251, np.uint8))
+            b0 = ctx.stats().backup_rows
+            ctx.background()
+            b1 = ctx.stats().backup_rows
+            ctx.round_end([0])
+            by_bg += b1 - b0
+            by_end += ctx.stats().backup_rows - b1
+            assert ctx.check_invariants() == (0, "")
+        assert by_end == 0 and by_bg > 0, (by_end, by_bg)
+        assert ctx.host_time()["background"][1] == 40
+        ctx.sync()
+        assert ctx.stats().backup_rows == 40 * len(arch.sources)
+        assert ctx.check_invariants() == (0, "")
 
 
 def test_host_cache_fill():

@@ -440,7 +440,7 @@ const char *dhs_host_phase_str(dhs_host_phase p)
 {
     static const char *const n[DHS_HP_COUNT_] = {"begin", "housekeeping", "repopulate", "tail_room", "publish",
                                                  "end",   "device",       "backup",     "resolve",   "sweep",
-                                                 "advance", "fence"};
+                                                 "advance", "fence", "background"};
     return (unsigned)p < DHS_HP_COUNT_ ? n[p] : "unknown";
 }
 

@@ -799,6 +799,21 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
         if (d->split[g] && (!ctx->round_open || ctx->grp_nsrc[g] < 2))
             dfail(&v, "device: group %d has split copies outstanding %s", g,
                   ctx->round_open ? "with one source" : "outside a round");
+    if (ctx->round_open) { /* the tail window published for the round is still the host's: nothing inside a
+                              round (dhs_background's backups, completions) moves tail_lo */
+        dres_round *rd = malloc(d->rd_bytes);
+        if (!rd || be->ops->copy_sync(be, rd, d->rd, d->rd_bytes) != DHS_OK) dfail(&v, "device: descriptor unreadable");
+        else {
+            const int64_t *tl = (const int64_t *)(const void *)((const char *)rd + rd->off_tail_lo);
+            for (int32_t b = 0; b < ctx->n_round; b++)
+                for (int32_t g = 0; g < d->G; g++)
+                    if (tl[(int64_t)g * ctx->cfg.max_requests + b] != *ctx->req[ctx->round_reqs[b]].g[g].tail_lo)
+                        dfail(&v, "device: request %d group %d tail_lo %lld inside the round, published %lld",
+                              ctx->round_reqs[b], g, (long long)*ctx->req[ctx->round_reqs[b]].g[g].tail_lo,
+                              (long long)tl[(int64_t)g * ctx->cfg.max_requests + b]);
+        }
+        free(rd);
+    }
     for (int32_t g = 0; g < d->G; g++) {
         const dres_state *st = &d->g[g].st;
         const int32_t B = st->B; /* the group's own hot-cache size */

@@ -246,6 +246,13 @@ struct dhs_ctx {
        is backed up at the round end that commits it (the policy before page backups; bench/control_bench.c
        clears it to time that policy in the same process) */
     int page_backups;
+    /* dhs_background's deferral (docs/API.md "Background work"). bg_called: dhs_background ran since the
+       last round end; bg_defer: the last round end found bg_called set. While either is set the round end
+       lists the requests whose rows fell due on the work list instead of copying them, and housekeeping
+       leaves them there: dhs_background issues them. What needs host copies (tail_room when the ring is
+       short, dhs_sync, sharing) forces them as without. An engine that stops calling dhs_background
+       gets the round end's copies back one round later. */
+    int bg_called, bg_defer;
     uint64_t hp_ns[DHS_HP_COUNT_], hp_calls[DHS_HP_COUNT_]; /* dhs_get_host_time */
     struct dres_ctx *dres;  /* device resolver state (dres.c); NULL in host resolver mode */
 };
@@ -296,6 +303,9 @@ static inline int page_backups_fit(const dhs_config *c)
 /* The committed rows of a group that are due for a host backup: the complete pages (page_backups), else
    every committed row. Rows above it are backed up when something needs them on host (tail_room, dhs_sync,
    sharing: backup_complete with force backs up every committed row). */
+/* the due tail backups are left to dhs_background (see dhs_ctx.bg_called) */
+static inline int bg_deferring(const dhs_ctx *ctx) { return ctx->bg_called || ctx->bg_defer; }
+
 static inline int64_t backup_due_hi(const dhs_ctx *ctx, const grp_state *gs)
 {
     if (!ctx->page_backups) return *gs->hist;
@@ -354,6 +364,8 @@ void host_cache_drop(dhs_ctx *ctx);
 dhs_status backup_issue(dhs_ctx *ctx, request *rq, int32_t g, int all);
 /* the due rows of the round's requests whose positions reached due_n, in one copy (dhs_round_end) */
 dhs_status backup_issue_round(dhs_ctx *ctx, const int32_t *accepted);
+/* the same requests listed for dhs_background instead (deferral: ctx->bg_called) */
+void backup_defer_round(dhs_ctx *ctx, const int32_t *accepted);
 /* recomputes rq->due_n from its groups */
 void req_due_update(const dhs_ctx *ctx, request *rq);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);

@@ -669,6 +669,17 @@ dhs_status backup_issue_round(dhs_ctx *ctx, const int32_t *accepted)
     return s;
 }
 
+/* Deferral (ctx->bg_called): the requests backup_issue_round would copy are put on the work list
+   instead, their due_n unchanged, so every later round end sees them due again until dhs_background
+   (or a forced backup) issued their rows. */
+void backup_defer_round(dhs_ctx *ctx, const int32_t *accepted)
+{
+    for (int32_t i = 0; i < ctx->n_round; i++) {
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        if (rq->n + accepted[i] + 1 >= rq->due_n) work_add(ctx, ctx->round_reqs[i]);
+    }
+}
+
 /* Marks a completed backup (the rows stay in the ring: tail_room moves
    tail_lo); with force, waits for it and backs up the rest. */
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
@@ -1121,7 +1132,9 @@ static void advance_all(dhs_ctx *ctx, int force)
         }
         ctx->n_work = keep;
         /* committed rows whose backup could not go out before (a failed copy, or the last one still in
-           flight when the round ended): one copy for all of them; on failure they stay listed and due */
+           flight when the round ended): one copy for all of them; on failure they stay listed and due.
+           Deferral: they stay listed for dhs_background (work_outstanding kept them) */
+        if (bg_deferring(ctx)) return;
         if (n_issue > 0) (void)backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups, 0);
         for (int32_t i = 0; i < n_issue; i++) req_due_update(ctx, &ctx->req[ctx->work_tmp[i]]);
         return;
@@ -1141,7 +1154,7 @@ static void advance_all(dhs_ctx *ctx, int force)
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             grp_state *gs = &rq->g[g];
             backup_complete(ctx, rq, g, force);
-            if (!force) backup_issue(ctx, rq, g, 0); /* retries a failed issue; no-op otherwise */
+            if (!force && !bg_deferring(ctx)) backup_issue(ctx, rq, g, 0); /* retries a failed issue */
             if (!opt_any_busy(gs)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++)
                 if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, force);
@@ -1164,6 +1177,45 @@ void res_housekeeping(dhs_ctx *ctx)
     t = hp_now();
     res_repopulate(ctx);
     hp_add(ctx, DHS_HP_REPOPULATE, t);
+}
+
+/* Host work for the device's step (docs/API.md "Background work"): completes the tail backups whose
+   copies finished and issues, in one copy, the due rows (complete pages, backup_due_hi) of every listed
+   request with no backup in flight, in or out of the open round. Inside a round this changes no location
+   and no decision of the round: the rows it copies are committed rows at or above backed_hi >= tail_lo,
+   which the round serves from the ring whatever host_valid and backed_hi say (host copies serve only rows
+   below tail_lo, which stays put until the next dhs_round_begin); the device resolver's tables do not
+   hold backed_hi or host_valid, and a new host chunk marks the request for the next publish (tables_dirty)
+   as at the round end. The copy is ordered after the device work issued so far (the step: on CUDA the
+   side stream waits for the compute stream), which never writes a committed row. Populations and reclaim
+   backups stay with housekeeping. */
+dhs_status dhs_background(dhs_ctx *ctx)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    const uint64_t t = hp_now();
+    ctx->bg_called = 1;
+    ctx->memo_on = 1;
+    ctx->memo_t = 0;
+    int32_t n_issue = 0;
+    for (int32_t w = 0; w < ctx->n_work; w++) {
+        const int32_t slot = ctx->work[w];
+        request *rq = &ctx->req[slot];
+        if (!rq->in_use || rq->importing) continue; /* housekeeping drops a closed one */
+        int due = 0;
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            grp_state *gs = &rq->g[g];
+            backup_complete(ctx, rq, g, 0);
+            due |= !gs->backup_ticket && gs->backup_hi < backup_due_hi(ctx, gs);
+        }
+        if (due) ctx->work_tmp[n_issue++] = slot;
+    }
+    ctx->memo_on = 0;
+    dhs_status s = DHS_OK;
+    if (n_issue > 0) s = backup_span(ctx, NULL, ctx->work_tmp, n_issue, 0, ctx->arch.n_groups, 0);
+    if (s == DHS_OK)
+        for (int32_t i = 0; i < n_issue; i++) req_due_update(ctx, &ctx->req[ctx->work_tmp[i]]);
+    hp_add(ctx, DHS_HP_BACKGROUND, t);
+    return s;
 }
 
 /* Within an open round the requests of the round only have their copies

@@ -318,8 +318,11 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
     /* the tail rows that fell due (complete pages, see backup_due_hi) of the requests that reached
        their due_n, to the host in one copy (a failure is retried at the next round's housekeeping) */
     const uint64_t tb = hp_now();
-    (void)backup_issue_round(ctx, accepted);
+    if (ctx->bg_called) backup_defer_round(ctx, accepted); /* dhs_background issues them */
+    else (void)backup_issue_round(ctx, accepted);
     hp_add(ctx, DHS_HP_BACKUP, tb);
+    ctx->bg_defer = ctx->bg_called;
+    ctx->bg_called = 0;
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         rq->n = rq->n + accepted[i] + 1;

@@ -74,6 +74,7 @@ for h in hp:
     assert h["rounds"] >= 1 and all(h[k] >= 0 for k in parts + ("meter", "verify")), h
     assert h["control"] == 0 and h["prelaunch"] == 0 and h["tail"] > 0 and h["head"] > 0, h
     assert abs(sum(h[k] for k in parts) - h["total"]) <= 1e-6 * h["total"] + 1e-9, h
+    assert h["background"] >= 0, h  # dhs_background, overlapped with the step (hierarchical modes)
 # exactness across the sweep: a session's tokens depend on its prompt only, not on the batch or the storage
 assert d["tokens_identical"] is True and d["token_mismatches"] == 0, d["token_mismatches"]
 assert all(r["token_mismatches"] == 0 for r in recs), [r["token_mismatches"] for r in recs]

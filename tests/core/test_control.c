@@ -37,6 +37,11 @@
  *    device resolver, dhs_round_tail_locations_device writes the same values
  *    (every entry, the untouched ones too) and refuses as the host call; in
  *    host mode it is refused and writes nothing.
+ * 9. dhs_background: the same rounds with and without it (both resolvers,
+ *    page-aligned and not) give the same locations and host copies; with it
+ *    the round end copies nothing and it copies the due pages; after the
+ *    engine stops calling it the round ends copy again; a short ring still
+ *    forces the copies at dhs_round_begin.
  */
 #include "test_help.h"
 
@@ -66,6 +71,7 @@ static dhs_arch arch2(void)
 
 static int64_t g_max_rows = 400; /* backup_fault_lists_all needs more */
 static int32_t g_tail_rows = 8;  /* page_backups: 16 leaves room for copies up to 3 rounds late */
+static int32_t g_resolver = DHS_RESOLVER_HOST; /* background: both resolvers */
 
 static dhs_config cfg2(void)
 {
@@ -78,6 +84,7 @@ static dhs_config cfg2(void)
     c.tail_rows = g_tail_rows;
     c.max_rows = g_max_rows;
     c.policy = DHS_POLICY_CLOCK;
+    c.resolver = g_resolver;
     c.repop_pages = 2;
     c.device_bytes = (uint64_t)RB * 4 * 120; /* 120 pages: admissions reclaim, pages repopulate */
     return c;
@@ -740,6 +747,213 @@ static void round_tail_locations(uint64_t seed, int device)
     dhs_backend_destroy(be);
 }
 
+/* 9. dhs_background. The same random rounds (random subsets of 4 requests, speculation K in 1..KMAX and
+   random acceptance, or page-aligned imports with K = 1 so every request completes a page in the same
+   round; selections over every visible row) on two contexts, A as engines ran before and B calling
+   dhs_background after writing the round's rows (the step), with the host or the device resolver, copies
+   complete at once or a round late. Per round: the same begin/end statuses and the same locations for every
+   selection in A and B (a backup issued inside a round moves nothing the round handed out); in B the round
+   end copies nothing while dhs_background copies the due pages, and with a ring of 16 rows the round begin
+   forces nothing either. After `stop` rounds B stops calling it: its round ends copy again and the ring keeps
+   working (the invariants check that no unbacked row is overwritten). With an 8-row ring (page 4 + 2 x
+   KMAX) and copies 3 rounds late the ring is short: dhs_round_begin forces the copies in B (and A); every
+   location still holds its row's bytes, but a forced wait completes other copies early, so the locations
+   are compared only where nothing waits.
+   At the end, after dhs_sync, both hold every committed row on host with its bytes, identically, and
+   counted the same backup rows. */
+static void bg_rows(dhs_ctx *ctx, uint64_t *acc, uint64_t before)
+{
+    dhs_stats st;
+    CHECK_ST(dhs_get_stats(ctx, &st), DHS_OK);
+    *acc += st.backup_rows - before;
+}
+
+static uint64_t backup_rows_now(dhs_ctx *ctx)
+{
+    dhs_stats st;
+    CHECK_ST(dhs_get_stats(ctx, &st), DHS_OK);
+    return st.backup_rows;
+}
+
+static void background(uint64_t seed, int delay, int resolver, int aligned, int32_t tail_rows)
+{
+    printf("background: seed %llu delay %d resolver %s aligned %d tail_rows %d\n", (unsigned long long)seed, delay,
+           dhs_resolver_str((dhs_resolver)resolver), aligned, tail_rows);
+    side s[2];
+    g_resolver = resolver;
+    g_tail_rows = tail_rows;
+    const int bad = make(&s[0], delay, 0) || make(&s[1], delay, 0);
+    g_resolver = DHS_RESOLVER_HOST;
+    g_tail_rows = 8;
+    if (bad) {
+        CHECKF(0, "setup");
+        return;
+    }
+    uint64_t rng = seed;
+    dhs_req rq[2][NREQ];
+    uint64_t uid[NREQ];
+    int64_t n[NREQ];
+    uint8_t *rows[3];
+    for (int i = 0; i < 3; i++) rows[i] = aligned_alloc(64, (size_t)RB * 64);
+    for (int32_t i = 0; i < NREQ; i++) {
+        n[i] = aligned ? 4 * (2 + i) : 5 + 3 * i + (int64_t)dhs_rng_below(&rng, 9);
+        uid[i] = 500 + (uint64_t)i;
+        for (int32_t src = 0; src < 3; src++)
+            for (int64_t r = 0; r < n[i]; r++) fill(rows[src] + r * RB, uid[i], src, r);
+        const void *rp[3] = {rows[0], rows[1], rows[2]};
+        for (int k = 0; k < 2; k++) {
+            CHECK_ST(dhs_request_open(s[k].ctx, 380, &rq[k][i]), DHS_OK);
+            CHECK_ST(dhs_request_import(s[k].ctx, rq[k][i], n[i], rp, DHS_IMPORT_HOST), DHS_OK);
+            CHECK_INV(s[k].ctx);
+        }
+    }
+    const int R = 240, stop = 180;
+    const int32_t N = NREQ, W = KMAX;
+    int32_t sel[NREQ][KMAX * KSEL], loc[2][NREQ][2 * KMAX * KSEL];
+    int32_t dsel[NREQ * KMAX * KSEL], dloc[2][2 * NREQ * KMAX * KSEL];
+    uint64_t end_rows[2] = {0, 0}, begin_rows[2] = {0, 0}, bg_total = 0, end_after_stop = 0;
+    long loc_diff = 0, rounds = 0;
+    for (int round = 0; round < R; round++) {
+        const int use_bg = round < stop;
+        int32_t ids[NREQ], K[NREQ], acc[NREQ], nr = 0;
+        dhs_req rr[2][NREQ];
+        for (int32_t i = 0; i < NREQ; i++)
+            if (n[i] + KMAX < 370 && (aligned || dhs_rng_below(&rng, 4))) {
+                ids[nr] = i;
+                K[nr] = aligned ? 1 : 1 + (int32_t)dhs_rng_below(&rng, KMAX);
+                acc[nr] = aligned ? 0 : (int32_t)dhs_rng_below(&rng, (uint64_t)K[nr]);
+                rr[0][nr] = rq[0][i];
+                rr[1][nr] = rq[1][i];
+                nr++;
+            }
+        dhs_status bs[2];
+        for (int k = 0; k < 2; k++) {
+            const uint64_t b0 = backup_rows_now(s[k].ctx);
+            bs[k] = dhs_round_begin(s[k].ctx, nr, rr[k], K);
+            if (use_bg) bg_rows(s[k].ctx, &begin_rows[k], b0); /* the round after the stop issues the backlog */
+            CHECK_INV(s[k].ctx);
+        }
+        CHECKF(bs[0] == DHS_OK && bs[1] == DHS_OK, "round %d: round_begin %s vs %s", round, dhs_status_str(bs[0]),
+               dhs_status_str(bs[1]));
+        if (bs[0] != DHS_OK || bs[1] != DHS_OK) break;
+        for (int32_t b = 0; b < nr; b++) {
+            const int32_t i = ids[b];
+            uint8_t buf[KMAX * RB];
+            for (int32_t src = 0; src < 3; src++) {
+                for (int32_t j = 0; j < K[b]; j++) fill(buf + j * RB, uid[i], src, n[i] + j);
+                for (int k = 0; k < 2; k++) CHECK_ST(dhs_write_rows(s[k].ctx, rr[k][b], src, n[i], K[b], buf), DHS_OK);
+            }
+        }
+        if (use_bg) { /* the step is in flight: B's background work */
+            const uint64_t b0 = backup_rows_now(s[1].ctx);
+            CHECK_ST(dhs_background(s[1].ctx), DHS_OK);
+            bg_rows(s[1].ctx, &bg_total, b0);
+            CHECK_INV(s[1].ctx);
+        }
+        for (int32_t g = 0; g < 2; g++) {
+            const int32_t ns = g ? 2 : 1;
+            for (int32_t b = 0; b < nr; b++) {
+                const int32_t i = ids[b];
+                for (int32_t j = 0; j < K[b]; j++)
+                    for (int32_t e = 0; e < KSEL; e++) {
+                        int32_t v = dhs_rng_below(&rng, 5) ? (int32_t)dhs_rng_below(&rng, (uint64_t)(n[i] + j + 1)) : -1;
+                        for (int32_t f = 0; f < e && v >= 0; f++)
+                            if (sel[b][j * KSEL + f] == v) v = -1;
+                        sel[b][j * KSEL + e] = v;
+                    }
+            }
+            if (resolver == DHS_RESOLVER_HOST) {
+                dhs_resolve_item it[2][NREQ];
+                for (int32_t b = 0; b < nr; b++)
+                    for (int k = 0; k < 2; k++) it[k][b] = (dhs_resolve_item){rr[k][b], K[b], sel[b], loc[k][b]};
+                for (int k = 0; k < 2; k++) {
+                    CHECK_ST(dhs_resolve(s[k].ctx, g, KSEL, nr, it[k]), DHS_OK);
+                    for (int32_t b = 0; b < nr; b++) check_bytes(s[k].ctx, sel[b], loc[k][b], K[b], uid[ids[b]], g);
+                }
+                for (int32_t b = 0; b < nr; b++)
+                    loc_diff += memcmp(loc[0][b], loc[1][b], sizeof(int32_t) * (size_t)(ns * K[b] * KSEL)) != 0;
+            } else { /* sel[b][j][i] at ((b * W) + j) * k + i; loc[si][b][j][i] at (((si * N) + b) * W + j) * k + i */
+                for (int32_t x = 0; x < N * W * KSEL; x++) dsel[x] = -1;
+                for (int32_t b = 0; b < nr; b++)
+                    for (int32_t j = 0; j < K[b]; j++)
+                        memcpy(&dsel[(b * W + j) * KSEL], &sel[b][j * KSEL], sizeof(int32_t) * KSEL);
+                for (int k = 0; k < 2; k++) {
+                    CHECK_ST(dhs_resolve_device(s[k].ctx, g, KSEL, dsel, dloc[k], 0), DHS_OK);
+                    for (int32_t b = 0; b < nr; b++) { /* back to dhs_resolve's [si][j][i] for check_bytes */
+                        for (int32_t si = 0; si < ns; si++)
+                            for (int32_t j = 0; j < K[b]; j++)
+                                memcpy(&loc[k][b][(si * K[b] + j) * KSEL], &dloc[k][((si * N + b) * W + j) * KSEL],
+                                       sizeof(int32_t) * KSEL);
+                        check_bytes(s[k].ctx, sel[b], loc[k][b], K[b], uid[ids[b]], g);
+                    }
+                }
+                loc_diff += memcmp(dloc[0], dloc[1], sizeof(int32_t) * (size_t)(ns * N * W * KSEL)) != 0;
+            }
+            for (int k = 0; k < 2; k++) CHECK_INV(s[k].ctx);
+        }
+        for (int k = 0; k < 2; k++) {
+            const uint64_t b0 = backup_rows_now(s[k].ctx);
+            CHECK_ST(dhs_round_end(s[k].ctx, acc), DHS_OK);
+            uint64_t e = 0;
+            bg_rows(s[k].ctx, &e, b0);
+            end_rows[k] += e;
+            if (k == 1 && use_bg) CHECKF(e == 0, "round %d: the round end copied %llu rows while dhs_background runs",
+                                         round, (unsigned long long)e);
+            if (k == 1 && !use_bg) end_after_stop += e;
+            CHECK_INV(s[k].ctx);
+        }
+        for (int32_t b = 0; b < nr; b++) n[ids[b]] += acc[b] + 1;
+        rounds++;
+    }
+    CHECKF(rounds == R, "%ld of %d rounds", rounds, R);
+    /* the same locations unless a round begin had to wait for a copy: a wait on the CPU backend completes the
+       copies issued before it too (populations), so optional pages turn ready at other rounds (the bytes at
+       every location are checked above) */
+    if (tail_rows >= 16 || delay == 0)
+        CHECKF(loc_diff == 0, "%ld resolves located rows differently with dhs_background", loc_diff);
+    CHECKF(bg_total > 0, "dhs_background copied no row");
+    CHECKF(end_rows[0] > 0, "A's round ends copied no row (the test sees no page complete)");
+    CHECKF(end_after_stop > 0, "after B stopped calling dhs_background its round ends copied no row");
+    /* while B calls dhs_background: a 16-row ring absorbs the deferral, B's round begins force nothing; an
+       8-row ring with copies 3 rounds late and up to 2 rows a round is short, they force copies */
+    if (tail_rows >= 16 && delay <= 1)
+        CHECKF(begin_rows[1] == 0, "B's round begins copied %llu rows", (unsigned long long)begin_rows[1]);
+    if (tail_rows < 16 && delay >= 3 && !aligned)
+        CHECKF(begin_rows[1] > 0, "an 8-row ring with copies %d rounds late: B's round begins forced nothing", delay);
+    for (int k = 0; k < 2; k++) {
+        CHECK_ST(dhs_sync(s[k].ctx), DHS_OK);
+        CHECK_INV(s[k].ctx);
+    }
+    dhs_stats st[2];
+    for (int k = 0; k < 2; k++) CHECK_ST(dhs_get_stats(s[k].ctx, &st[k]), DHS_OK);
+    CHECKF(st[0].backup_rows == st[1].backup_rows, "backup rows %llu vs %llu", (unsigned long long)st[0].backup_rows,
+           (unsigned long long)st[1].backup_rows);
+    long host_diff = 0;
+    for (int32_t i = 0; i < NREQ; i++) {
+        const request *qa = &s[0].ctx->req[rq[0][i].id], *qb = &s[1].ctx->req[rq[1][i].id];
+        check_host_rows(s[0].ctx, qa, uid[i], "A after dhs_sync");
+        check_host_rows(s[1].ctx, qb, uid[i], "B after dhs_sync");
+        for (int32_t g = 0; g < 2; g++) {
+            CHECKF(*qa->g[g].hist == *qb->g[g].hist, "request %d group %d: %lld vs %lld rows", i, g,
+                   (long long)*qa->g[g].hist, (long long)*qb->g[g].hist);
+            for (int32_t si = 0; si < s[0].ctx->grp_nsrc[g]; si++)
+                for (int64_t row = 0; row < *qa->g[g].hist; row++)
+                    host_diff += bit_get(qa->g[g].host_valid, row) != bit_get(qb->g[g].host_valid, row) ||
+                                 memcmp(host_row(s[0].ctx, &qa->g[g].src[si], row),
+                                        host_row(s[1].ctx, &qb->g[g].src[si], row), RB) != 0;
+        }
+    }
+    CHECKF(host_diff == 0, "%ld host rows differ between A and B after dhs_sync", host_diff);
+    printf("background: %ld rounds, rows copied by A's round ends %llu, by B's dhs_background %llu, by B's round "
+           "ends after it stopped %llu, forced by round begins A %llu B %llu\n", rounds,
+           (unsigned long long)end_rows[0], (unsigned long long)bg_total, (unsigned long long)end_after_stop,
+           (unsigned long long)begin_rows[0], (unsigned long long)begin_rows[1]);
+    CHECK_ST(dhs_background(NULL), DHS_ERR_INVALID_ARG);
+    for (int i = 0; i < 3; i++) free(rows[i]);
+    drop(&s[0]);
+    drop(&s[1]);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_control");
@@ -758,5 +972,11 @@ int main(void)
     }
     round_tail_locations(dhs_mix64(seed + 23), 0);
     round_tail_locations(dhs_mix64(seed + 23), 1);
+    for (int d = 0; d <= 1; d++)
+        for (int res = 0; res < 2; res++)
+            for (int al = 0; al < 2; al++) {
+                background(dhs_mix64(seed + 29 + (uint64_t)(4 * d + 2 * res + al)), d, res, al, 16);
+                background(dhs_mix64(seed + 37 + (uint64_t)(4 * d + 2 * res + al)), d * 3, res, al, 8);
+            }
     return th_summary();
 }

@@ -701,6 +701,13 @@ static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
         /* every accepted proposal saves its session one round; the batch's
            round count only drops when the session that finishes last accepted
            one, so it can only stay or drop (seed 1796125621: it stayed) */
+        /* the hierarchical engine calls dhs_background once a round, while its step runs (the same tokens
+           below: the deferred tail backups change no location); the resident one has no library */
+        CHECKF(hier.step_hier.all_rounds > 0 && hier.step_hier.background_calls == hier.step_hier.all_rounds &&
+                   plain.step_res.background_calls == 0,
+               "%s: dhs_background called %" PRIu64 " times in %" PRIu64 " hierarchical rounds, %" PRIu64 " resident",
+               dhs_ref_layout_str(layout), hier.step_hier.background_calls, hier.step_hier.all_rounds,
+               plain.step_res.background_calls);
         CHECKF(spec.rounds <= plain.rounds, "%s: speculation took more rounds (%" PRIu64 " > %" PRIu64 ")",
                dhs_ref_layout_str(layout), spec.rounds, plain.rounds);
         CHECKF(spec.decode_tokens - spec.accepted < plain.decode_tokens,
