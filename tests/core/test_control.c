@@ -110,6 +110,20 @@ static void drop(side *s)
 
 static void fill(uint8_t *out, uint64_t uid, int32_t src, int64_t row) { th_fill_row(out, RB, uid, src, row, 0); }
 
+/* the round's blocks: request ids[b]'s rows n .. n + K[b] - 1 of every source, the same bytes into both sides */
+static void write_blocks(side s[2], dhs_req rr[2][NREQ], const int32_t *ids, int32_t nr, const int32_t *K,
+                         const uint64_t *uid, const int64_t *n)
+{
+    for (int32_t b = 0; b < nr; b++) {
+        const int32_t i = ids[b];
+        uint8_t buf[KMAX * RB];
+        for (int32_t src = 0; src < 3; src++) {
+            for (int32_t j = 0; j < K[b]; j++) fill(buf + j * RB, uid[i], src, n[i] + j);
+            for (int k = 0; k < 2; k++) CHECK_ST(dhs_write_rows(s[k].ctx, rr[k][b], src, n[i], K[b], buf), DHS_OK);
+        }
+    }
+}
+
 /* every location of a resolve holds its row's bytes */
 static void check_bytes(dhs_ctx *ctx, const int32_t *sel, const int32_t *loc, int32_t nq, uint64_t uid, int32_t g)
 {
@@ -191,14 +205,7 @@ static void differential(uint64_t seed, int delay, long events)
             }
             CHECKF(bs[0] == bs[1] && bs[0] == DHS_OK, "round_begin: %s vs %s", dhs_status_str(bs[0]), dhs_status_str(bs[1]));
             if (bs[0] != DHS_OK || bs[1] != DHS_OK) break;
-            for (int32_t b = 0; b < nr; b++) {
-                const int32_t i = ids[b];
-                uint8_t buf[KMAX * RB];
-                for (int32_t src = 0; src < 3; src++) {
-                    for (int32_t j = 0; j < K[b]; j++) fill(buf + j * RB, uid[i], src, n[i] + j);
-                    for (int k = 0; k < 2; k++) CHECK_ST(dhs_write_rows(s[k].ctx, rr[k][b], src, n[i], K[b], buf), DHS_OK);
-                }
-            }
+            write_blocks(s, rr, ids, nr, K, uid, n);
             for (int32_t g = 0; g < 2; g++) {
                 /* one call per group over the round's requests, as an engine makes it */
                 dhs_resolve_item it[2][NREQ];
@@ -836,14 +843,7 @@ static void background(uint64_t seed, int delay, int resolver, int aligned, int3
         CHECKF(bs[0] == DHS_OK && bs[1] == DHS_OK, "round %d: round_begin %s vs %s", round, dhs_status_str(bs[0]),
                dhs_status_str(bs[1]));
         if (bs[0] != DHS_OK || bs[1] != DHS_OK) break;
-        for (int32_t b = 0; b < nr; b++) {
-            const int32_t i = ids[b];
-            uint8_t buf[KMAX * RB];
-            for (int32_t src = 0; src < 3; src++) {
-                for (int32_t j = 0; j < K[b]; j++) fill(buf + j * RB, uid[i], src, n[i] + j);
-                for (int k = 0; k < 2; k++) CHECK_ST(dhs_write_rows(s[k].ctx, rr[k][b], src, n[i], K[b], buf), DHS_OK);
-            }
-        }
+        write_blocks(s, rr, ids, nr, K, uid, n);
         if (use_bg) { /* the step is in flight: B's background work */
             const uint64_t b0 = backup_rows_now(s[1].ctx);
             CHECK_ST(dhs_background(s[1].ctx), DHS_OK);
