@@ -51,6 +51,9 @@ typedef struct dhs_backend_ops {
        every reader issued so far, done on return; `threads` host threads at
        most (be_memcpy_runs) */
     dhs_status (*copy_host_runs)(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads);
+    /* returns when every compute-stream operation issued so far has completed (no copy); NULL: the
+       core orders its reads with copy_sync instead */
+    dhs_status (*sync_compute)(dhs_backend *be);
     /* a ticket that completes when every reader issued so far finished */
     dhs_status (*record_readers)(dhs_backend *be, dhs_ticket *t);
     int (*done)(dhs_backend *be, dhs_ticket t);

@@ -151,6 +151,12 @@ static dhs_status cpu_copy_sync(dhs_backend *be, void *dst, const void *src, siz
     return DHS_OK;
 }
 
+static dhs_status cpu_sync_compute(dhs_backend *be)
+{
+    (void)be; /* the compute stream's work (gathers, the device resolver's calls) runs inside each call */
+    return DHS_OK;
+}
+
 static dhs_status cpu_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads)
 {
     (void)be; /* every reader of host rows has run: the CPU backend's gathers copy at once */
@@ -343,6 +349,7 @@ static const dhs_backend_ops cpu_ops = {
     .gather_h2d = cpu_gather,
     .copy_rows_async = cpu_copy_async,
     .copy_sync = cpu_copy_sync,
+    .sync_compute = cpu_sync_compute,
     .copy_host_runs = cpu_copy_host_runs,
     .record_readers = cpu_record_readers,
     .done = cpu_done,

@@ -400,6 +400,15 @@ static dhs_status cu_copy_sync(dhs_backend *be, void *dst, const void *src, size
     return DHS_OK;
 }
 
+static dhs_status cu_sync_compute(dhs_backend *be)
+{
+    cu_backend *c = cu_of(be);
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, cudaStreamSynchronize(c->compute));
+    return DHS_OK;
+}
+
 static dhs_status cu_copy_host_runs(dhs_backend *be, const dhs_copy_run *runs, int64_t n, int32_t threads)
 {
     cu_backend *c = cu_of(be);
@@ -593,6 +602,7 @@ static const dhs_backend_ops cu_ops = {
     .gather_h2d = cu_gather_h2d,
     .copy_rows_async = cu_copy_rows_async,
     .copy_sync = cu_copy_sync,
+    .sync_compute = cu_sync_compute,
     .copy_host_runs = cu_copy_host_runs,
     .record_readers = cu_record_readers,
     .done = cu_done,
