@@ -191,10 +191,10 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                      (long long)gs->opt_busy);
             /* the commit's array: the group's and its sources' fields are request.cm's entries */
             if (gs->hist != &rq->cm[g]) fail(&v, "layout: request %d group %d committed rows outside its array", slot, g);
-            if (gs->tail_lo != &rq->cm[ctx->arch.n_groups + ctx->arch.n_sources + g])
+            if (gs->tail_lo != &cm_tail_lo(ctx, rq)[g])
                 fail(&v, "layout: request %d group %d tail_lo outside its array", slot, g);
             for (int32_t si = 0; si < nsrc; si++)
-                if (gs->src[si].wr != &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si])
+                if (gs->src[si].wr != &cm_wr(ctx, rq)[ctx->grp_src0[g] + si])
                     fail(&v, "layout: request %d group %d source %d written mark outside its array", slot, g, si);
             for (int32_t si = 0; si < nsrc; si++)
                 if (gs->src[si].tail_pages !=

@@ -497,7 +497,7 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
         K[b] = in ? rq->K : 0;
         n[b] = in ? rq->n : 0;
         /* committed rows and tail_lo from request.cm: a few cache lines per request, no group's state */
-        const int64_t *hist = in ? rq->cm : NULL, *tail_lo = in ? rq->cm + G + ctx->arch.n_sources : NULL;
+        const int64_t *hist = in ? rq->cm : NULL, *tail_lo = in ? cm_tail_lo(ctx, rq) : NULL;
         for (int32_t g = 0; g < G; g++) {
             tl[(int64_t)g * N + b] = in ? tail_lo[g] : 0;
             first[(int64_t)g * N + b] = in ? hist[g] : 0;

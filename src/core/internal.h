@@ -300,6 +300,22 @@ static inline int page_backups_fit(const dhs_config *c)
     return (int64_t)c->tail_rows >= (int64_t)c->page_rows + 2 * (int64_t)c->spec_width;
 }
 
+/* request.cm's parts (request.cm above): the written marks (sources in group order) and the groups'
+   tail_lo, read straight from the array where a loop over every group or source of a request must not
+   touch the group states */
+static inline int64_t *cm_wr(const dhs_ctx *ctx, const request *rq) { return rq->cm + ctx->arch.n_groups; }
+static inline int64_t *cm_tail_lo(const dhs_ctx *ctx, const request *rq)
+{
+    return rq->cm + ctx->arch.n_groups + ctx->arch.n_sources;
+}
+
+/* The pool row of `row` of a source whose tail ring pages are tail_pages (the ring index row % T) */
+static inline int64_t tail_row_loc(const int32_t *tail_pages, int32_t T, int32_t p, int64_t row)
+{
+    const int32_t t = (int32_t)(row % T);
+    return (int64_t)tail_pages[t / p] * p + t % p;
+}
+
 /* The committed rows of a group that are due for a host backup: the complete pages (page_backups), else
    every committed row. Rows above it are backed up when something needs them on host (tail_room, dhs_sync,
    sharing: backup_complete with force backs up every committed row). */

@@ -83,7 +83,7 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     if (!rq->cm) return DHS_ERR_NOMEM;
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         rq->g[g].hist = &rq->cm[g];
-        rq->g[g].tail_lo = &rq->cm[ctx->arch.n_groups + ctx->arch.n_sources + g];
+        rq->g[g].tail_lo = &cm_tail_lo(ctx, rq)[g];
     }
     const size_t tpp = (size_t)(c->tail_rows / p); /* tail pages per source */
     rq->tp = ctx_calloc(ctx, (size_t)ctx->arch.n_sources * tpp, sizeof(int32_t));
@@ -104,7 +104,7 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
         gs->pol = ctx_calloc(ctx, ctx->pol->state_bytes(B), 1);
         gs->src = ctx_calloc(ctx, (size_t)ctx->grp_nsrc[g], sizeof(src_state));
         for (int32_t si = 0; gs->src && si < ctx->grp_nsrc[g]; si++)
-            gs->src[si].wr = &rq->cm[ctx->arch.n_groups + ctx->grp_src0[g] + si];
+            gs->src[si].wr = &cm_wr(ctx, rq)[ctx->grp_src0[g] + si];
         if (!gs->slot_of || !gs->row_of || !gs->prot || !gs->fill || !gs->free_slots || !gs->host_valid || !gs->pol ||
             !gs->src)
             return DHS_ERR_NOMEM;
@@ -325,11 +325,7 @@ dhs_status dhs_tail_locations(dhs_ctx *ctx, dhs_req r, int32_t source, int64_t f
     grp_state *gs = &rq->g[g];
     const dhs_config *c = &ctx->cfg;
     const src_state *ss = &gs->src[ctx->src_grp_idx[source]];
-    const int32_t p = c->page_rows;
-    for (int32_t i = 0; i < n_rows; i++) {
-        const int32_t t = (int32_t)((first_row + i) % c->tail_rows);
-        loc[i] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
-    }
+    for (int32_t i = 0; i < n_rows; i++) loc[i] = (int32_t)tail_row_loc(ss->tail_pages, c->tail_rows, c->page_rows, first_row + i);
     src_state *sw = &gs->src[ctx->src_grp_idx[source]];
     if (first_row + n_rows > (*sw->wr)) (*sw->wr) = first_row + n_rows;
     return DHS_OK;
@@ -349,7 +345,7 @@ static dhs_status round_blocks_check(const dhs_ctx *ctx, int32_t req_stride, int
     if (nr > 0 && src_stride < (int64_t)nr * req_stride && ns > 1) return DHS_ERR_INVALID_ARG;
     for (int32_t i = 0; i < nr; i++) {
         const request *rq = &ctx->req[ctx->round_reqs[i]];
-        const int64_t *hist = rq->cm, *wr = rq->cm + G, *tail_lo = rq->cm + G + ns;
+        const int64_t *hist = rq->cm, *wr = cm_wr(ctx, rq), *tail_lo = cm_tail_lo(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
             const int64_t m = ctx->grp_m[g], first = hist[g];
             const int64_t hi = (rq->n + rq->K + m - 1) / m;
@@ -368,7 +364,7 @@ static void round_blocks_written(dhs_ctx *ctx)
     const int32_t G = ctx->arch.n_groups;
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
-        int64_t *wr = rq->cm + G;
+        int64_t *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
             const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
@@ -401,10 +397,7 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
                 const int32_t src = ctx->grp_srcs[g][si];
                 const src_state *ss = &gs->src[si];
                 int32_t *out = loc + (int64_t)src * src_stride + (int64_t)i * req_stride;
-                for (int64_t row = first; row < hi; row++) {
-                    const int32_t t = (int32_t)(row % T);
-                    out[row - first] = (int32_t)((int64_t)ss->tail_pages[t / p] * p + t % p);
-                }
+                for (int64_t row = first; row < hi; row++) out[row - first] = (int32_t)tail_row_loc(ss->tail_pages, T, p, row);
             }
         }
     }

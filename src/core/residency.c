@@ -561,9 +561,7 @@ dhs_status dhs_request_import_abort(dhs_ctx *ctx, dhs_req r)
 
 static int64_t tail_loc(const dhs_ctx *ctx, const src_state *ss, int64_t row)
 {
-    int32_t p = ctx->cfg.page_rows;
-    int32_t t = (int32_t)(row % ctx->cfg.tail_rows);
-    return (int64_t)ss->tail_pages[t / p] * p + t % p;
+    return tail_row_loc(ss->tail_pages, ctx->cfg.tail_rows, ctx->cfg.page_rows, row);
 }
 
 
@@ -708,9 +706,11 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
    nothing moved. */
 dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
 {
-    grp_state *gs = &rq->g[g];
     const int64_t need = hi - ctx->cfg.tail_rows;
-    if (need <= (*gs->tail_lo)) return DHS_OK;
+    /* tail_lo from request.cm: a ring that holds the block already costs no group state (the round
+       begin asks for every group of every request) */
+    if (need <= cm_tail_lo(ctx, rq)[g]) return DHS_OK;
+    grp_state *gs = &rq->g[g];
     for (int attempt = 0; attempt < 2 && gs->backed_hi < need; attempt++) backup_complete(ctx, rq, g, 1);
     if (gs->backed_hi < need) return DHS_ERR_BACKEND;
     (*gs->tail_lo) = need;

@@ -82,14 +82,10 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
        leaves the ring short: nothing of the round happened, the call can be
        retried. Requests before i may have had tail_lo moved: that changes no
        row's content, only where the next round serves it from. */
-    const int32_t G = ctx->arch.n_groups;
     for (int32_t i = 0; i < n; i++) {
         request *rq = &ctx->req[reqs[i].id];
-        const int64_t *tail_lo = rq->cm + G + ctx->arch.n_sources; /* request.cm: no group's state is read */
-        for (int32_t g = 0; g < G; g++) {
-            const int64_t hi = (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g];
-            if (hi - ctx->cfg.tail_rows <= tail_lo[g]) continue; /* the ring holds the block already */
-            dhs_status s = tail_room(ctx, rq, g, hi);
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
+            dhs_status s = tail_room(ctx, rq, g, (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g]);
             if (s != DHS_OK) return s;
         }
     }
@@ -287,7 +283,7 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
         const int64_t n2 = rq->n + accepted[i] + 1;
         /* the request's written marks are one array (request.cm, sources in group order): a few cache
            lines per request, not one per group and source */
-        const int64_t *wr = rq->cm + G;
+        const int64_t *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
             const int64_t h2 = n2 / ctx->grp_m[g];
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
@@ -306,7 +302,7 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
     for (int32_t i = 0; i < ctx->n_round; i++) {
         request *rq = &ctx->req[ctx->round_reqs[i]];
         const int64_t n2 = rq->n + accepted[i] + 1;
-        int64_t *hist = rq->cm, *wr = rq->cm + G;
+        int64_t *hist = rq->cm, *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
             const int64_t h2 = n2 / ctx->grp_m[g];
             hist[g] = h2;
