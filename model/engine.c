@@ -939,9 +939,10 @@ static void host_parts(dhs_ref_engine *e, double t_target, double control, doubl
     e->stt.prelaunch_s += prelaunch;
 }
 
-/* compact tables (model/gpu.h dhs_ref_gpu_step_compact): the round's row locations, one
-   dhs_tail_locations per item and source straight into the mirror ([src][q], hierarchical only:
-   resident rows are at their positions), and the base / key-store pointers of every layer only
+/* compact tables (model/gpu.h dhs_ref_gpu_step_compact): the round's row locations ([src][q],
+   hierarchical only: resident rows are at their positions; by default written by the device with
+   dhs_round_tail_locations_device, cfg.tail_host: dhs_round_tail_locations into the mirror, cfg.tail_calls:
+   one dhs_tail_locations per item and source), and the base / key-store pointers of every layer only
    for the items whose session is not the one their device columns hold, uploaded per run of
    consecutive such items */
 static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
