@@ -98,7 +98,8 @@ int32_t dhs_ref_topk(const float *scores, int64_t n, int32_t k, int32_t *sel, ui
    | (0xffffffff - s). Exposed for tests. */
 uint64_t dhs_ref_topk_key(float score, int64_t s);
 
-/* argmax with ties to the lower index */
+/* argmax with ties to the lower index (-0 == +0); NaNs never win, except a NaN at 0, which
+   nothing beats (0): the result of the sequential "if (x[i] > x[b]) b = i" */
 int32_t dhs_ref_argmax(const float *x, int32_t n);
 /* p = softmax(x / temperature), sums in ascending order */
 void dhs_ref_softmax(const float *x, int32_t n, float temperature, float *p);

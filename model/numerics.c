@@ -263,12 +263,25 @@ int32_t dhs_ref_topk(const float *scores, int64_t n, int32_t k, int32_t *sel, ui
 }
 
 /* ------------------------------------------------------------- distributions */
+/* The result of "b = 0; for i: if (x[i] > x[b]) b = i" (the rule), without its chain of dependent
+   compares: a NaN at 0 is never beaten (0); otherwise NaNs never win, so the answer is the first i
+   holding the largest non-NaN value. The maximum takes 8 independent lanes (the loop vectorises; a
+   lane keeps its value on a NaN or an equal value, -0 == +0 included), then one scan finds the first
+   i equal to it. At the reference model's 256 logits this is the engine's verification cost per query. */
 int32_t dhs_ref_argmax(const float *x, int32_t n)
 {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
+    if (n <= 1 || x[0] != x[0]) return 0;
+    float l[8];
+    for (int j = 0; j < 8; j++) l[j] = x[0];
+    int32_t i = 1;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) l[j] = x[i + j] > l[j] ? x[i + j] : l[j];
+    for (; i < n; i++) l[0] = x[i] > l[0] ? x[i] : l[0];
+    float mx = l[0];
+    for (int j = 1; j < 8; j++) mx = l[j] > mx ? l[j] : mx;
+    for (i = 0; i < n; i++)
+        if (x[i] == mx) break;
+    return i;
 }
 
 void dhs_ref_softmax(const float *x, int32_t n, float temperature, float *p)
