@@ -56,6 +56,8 @@ struct dres_ctx {
     int32_t *word_h;               /* pinned: [2] */
     uint64_t *zero_h;              /* pinned: DRES_S_COUNT zeros */
     int32_t *pos_of;               /* [N] round position of a request slot, -1 */
+    int32_t rd_filled;             /* round positions rd_h holds a request in (the last round's n_round);
+                                      -1: rd_h not laid out yet */
     dres_state *st_all;            /* device: [G] every group's state, for one promotion launch */
     uint8_t *pending;              /* [G] 1: the host's last call for the group resolved (dhs_resolve_device,
                                       dhs_resolve) and was not followed by dhs_group_done; a CUDA graph
@@ -305,6 +307,7 @@ dhs_status dres_create(dhs_ctx *ctx)
     d->split = ctx_calloc(ctx, (size_t)G, 1);
     if (!d->g || !d->pos_of || !d->pending || !d->split) return DHS_ERR_NOMEM;
     for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
+    d->rd_filled = -1;
     dhs_status s;
     for (int32_t g = 0; g < G; g++) {
         dres_grp *dg = &d->g[g];
@@ -481,29 +484,44 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     /* round descriptor; the tail window it publishes is fixed for the round
        (dhs_round_begin made room for the block with tail_room before) */
     dres_round *rd = d->rd_h;
-    memset(rd, 0, d->rd_bytes);
-    rd_layout(rd, N, G);
-    rd->n_round = ctx->n_round;
+    const int32_t nr = ctx->n_round;
+    /* Only the positions that change are written: this round's, and the last round's past it, which
+       become absent (slot -1, the rest 0, as the first layout made every position). Writing all N
+       positions and G groups each round cost the serving host tens of us at N = 64. */
+    if (d->rd_filled < 0) {
+        memset(rd, 0, d->rd_bytes);
+        rd_layout(rd, N, G);
+        int32_t *slot0 = (int32_t *)(void *)((char *)rd + rd->off_slot);
+        for (int32_t b = 0; b < N; b++) slot0[b] = -1;
+        d->rd_filled = 0;
+    }
+    rd->n_round = nr;
     rd->epoch = ctx->epoch;
     rd->n_groups = G;
     int32_t *slot = (int32_t *)(void *)((char *)rd + rd->off_slot), *K = (int32_t *)(void *)((char *)rd + rd->off_K);
     int64_t *n = (int64_t *)(void *)((char *)rd + rd->off_n), *tl = (int64_t *)(void *)((char *)rd + rd->off_tail_lo);
     int64_t *first = (int64_t *)(void *)((char *)rd + rd->off_first);
-    for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
-    for (int32_t b = 0; b < N; b++) {
-        const int in = b < ctx->n_round;
-        const request *rq = in ? &ctx->req[ctx->round_reqs[b]] : NULL;
-        slot[b] = in ? ctx->round_reqs[b] : -1;
-        K[b] = in ? rq->K : 0;
-        n[b] = in ? rq->n : 0;
-        /* committed rows and tail_lo from request.cm: a few cache lines per request, no group's state */
-        const int64_t *hist = in ? rq->cm : NULL, *tail_lo = in ? cm_tail_lo(ctx, rq) : NULL;
-        for (int32_t g = 0; g < G; g++) {
-            tl[(int64_t)g * N + b] = in ? tail_lo[g] : 0;
-            first[(int64_t)g * N + b] = in ? hist[g] : 0;
-        }
-        if (in) d->pos_of[ctx->round_reqs[b]] = b;
+    for (int32_t b = 0; b < d->rd_filled; b++) d->pos_of[slot[b]] = -1;
+    for (int32_t b = nr; b < d->rd_filled; b++) {
+        slot[b] = -1;
+        K[b] = 0;
+        n[b] = 0;
+        for (int32_t g = 0; g < G; g++) tl[(int64_t)g * N + b] = first[(int64_t)g * N + b] = 0;
     }
+    for (int32_t b = 0; b < nr; b++) {
+        const request *rq = &ctx->req[ctx->round_reqs[b]];
+        slot[b] = ctx->round_reqs[b];
+        K[b] = rq->K;
+        n[b] = rq->n;
+        /* committed rows and tail_lo from request.cm: a few cache lines per request, no group's state */
+        const int64_t *hist = rq->cm, *tail_lo = cm_tail_lo(ctx, rq);
+        for (int32_t g = 0; g < G; g++) {
+            tl[(int64_t)g * N + b] = tail_lo[g];
+            first[(int64_t)g * N + b] = hist[g];
+        }
+        d->pos_of[ctx->round_reqs[b]] = b;
+    }
+    d->rd_filled = nr;
     dhs_status s = publish(ctx, d->rd, rd, d->rd_bytes);
     /* only requests whose tables changed: comparing every table of every request
        cost ~150 us per 100K session and round on the H200 */

@@ -309,6 +309,20 @@ static inline int64_t *cm_tail_lo(const dhs_ctx *ctx, const request *rq)
     return rq->cm + ctx->arch.n_groups + ctx->arch.n_sources;
 }
 
+/* Rows of group g that positions [0, pos) fill: complete ones (floor) and all, the last one partial
+   (ceil). Most groups have m = 1; the round's loops over every group of every request took an int64
+   division each on the serving host. */
+static inline int64_t grp_rows_floor(const dhs_ctx *ctx, int32_t g, int64_t pos)
+{
+    const int64_t m = ctx->grp_m[g];
+    return m == 1 ? pos : pos / m;
+}
+static inline int64_t grp_rows_ceil(const dhs_ctx *ctx, int32_t g, int64_t pos)
+{
+    const int64_t m = ctx->grp_m[g];
+    return m == 1 ? pos : (pos + m - 1) / m;
+}
+
 /* The pool row of `row` of a source whose tail ring pages are tail_pages (the ring index row % T) */
 static inline int64_t tail_row_loc(const int32_t *tail_pages, int32_t T, int32_t p, int64_t row)
 {

@@ -347,8 +347,7 @@ static dhs_status round_blocks_check(const dhs_ctx *ctx, int32_t req_stride, int
         const request *rq = &ctx->req[ctx->round_reqs[i]];
         const int64_t *hist = rq->cm, *wr = cm_wr(ctx, rq), *tail_lo = cm_tail_lo(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
-            const int64_t m = ctx->grp_m[g], first = hist[g];
-            const int64_t hi = (rq->n + rq->K + m - 1) / m;
+            const int64_t first = hist[g], hi = grp_rows_ceil(ctx, g, rq->n + rq->K);
             if (hi - first > req_stride) return DHS_ERR_INVALID_ARG;
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
                 if (first > wr[k]) return DHS_ERR_ROW_RANGE;
@@ -366,7 +365,7 @@ static void round_blocks_written(dhs_ctx *ctx)
         request *rq = &ctx->req[ctx->round_reqs[i]];
         int64_t *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
-            const int64_t m = ctx->grp_m[g], hi = (rq->n + rq->K + m - 1) / m;
+            const int64_t hi = grp_rows_ceil(ctx, g, rq->n + rq->K);
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
                 if (hi > wr[k]) wr[k] = hi;
         }
@@ -391,8 +390,7 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
         request *rq = &ctx->req[ctx->round_reqs[i]];
         for (int32_t g = 0; g < G; g++) {
             grp_state *gs = &rq->g[g];
-            const int64_t m = ctx->grp_m[g], first = *gs->hist;
-            const int64_t hi = (rq->n + rq->K + m - 1) / m;
+            const int64_t first = *gs->hist, hi = grp_rows_ceil(ctx, g, rq->n + rq->K);
             for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) {
                 const int32_t src = ctx->grp_srcs[g][si];
                 const src_state *ss = &gs->src[si];

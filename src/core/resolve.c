@@ -82,10 +82,14 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
        leaves the ring short: nothing of the round happened, the call can be
        retried. Requests before i may have had tail_lo moved: that changes no
        row's content, only where the next round serves it from. */
+    const int64_t T = ctx->cfg.tail_rows;
     for (int32_t i = 0; i < n; i++) {
         request *rq = &ctx->req[reqs[i].id];
+        const int64_t *tail_lo = cm_tail_lo(ctx, rq); /* a ring that holds the block: nothing to do */
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            dhs_status s = tail_room(ctx, rq, g, (rq->n + K[i] + ctx->grp_m[g] - 1) / ctx->grp_m[g]);
+            const int64_t hi = grp_rows_ceil(ctx, g, rq->n + K[i]);
+            if (hi - T <= tail_lo[g]) continue;
+            dhs_status s = tail_room(ctx, rq, g, hi);
             if (s != DHS_OK) return s;
         }
     }
@@ -285,7 +289,7 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
            lines per request, not one per group and source */
         const int64_t *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
-            const int64_t h2 = n2 / ctx->grp_m[g];
+            const int64_t h2 = grp_rows_floor(ctx, g, n2);
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++)
                 if (wr[k] < h2) return DHS_ERR_STATE; /* committed rows never written */
         }
@@ -304,7 +308,7 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
         const int64_t n2 = rq->n + accepted[i] + 1;
         int64_t *hist = rq->cm, *wr = cm_wr(ctx, rq);
         for (int32_t g = 0, k = 0; g < G; g++) {
-            const int64_t h2 = n2 / ctx->grp_m[g];
+            const int64_t h2 = grp_rows_floor(ctx, g, n2);
             hist[g] = h2;
             for (const int32_t end = k + ctx->grp_nsrc[g]; k < end; k++) wr[k] = h2;
         }
