@@ -29,6 +29,12 @@ typedef struct dhs_copy_run {
     size_t bytes;
 } dhs_copy_run;
 
+/* one piece of a publish list: bytes from src (pinned host memory the device can read) to dst
+   (device-tier memory) */
+typedef struct dhs_pub {
+    uint64_t dst, src, bytes;
+} dhs_pub;
+
 typedef struct dhs_backend_ops {
     const char *name;
     /* device tier: pools (accounted by the caller through be_* wrappers) */
@@ -93,6 +99,11 @@ typedef struct dhs_backend_ops {
        sync: publishes control-plane tables; src must stay unchanged until the
        compute stream passes it (the core republishes only after round_end). */
     dhs_status (*publish)(dhs_backend *be, void *dst, const void *src, size_t bytes);
+    /* n publishes in one call (a round begin's descriptor and changed tables): the same rules as
+       publish for every piece, and the list itself is pinned host memory (mapped) that stays unchanged
+       until the compute stream passes the call; no two pieces' destinations overlap. NULL: the core
+       calls publish per piece. */
+    dhs_status (*publish_list)(dhs_backend *be, const dhs_pub *list, int32_t n);
     /* advance emulated time by one round (CPU async mode; no-op elsewhere) */
     void (*tick)(dhs_backend *be);
     void (*destroy)(dhs_backend *be);

@@ -42,6 +42,9 @@ typedef struct dres_grp {
     int64_t *pub_nopt, *pub_nchunks; /* [N] entries that may be non-empty on the device */
 } dres_grp;
 
+#define DRES_PUB_CAP 1024   /* pieces of the publish list (24 KiB pinned) */
+#define DRES_PUB_PIECE 2048 /* bytes of one piece at most */
+
 struct dres_ctx {
     int32_t G, nsrc_max;
     dres_grp *g;
@@ -58,6 +61,8 @@ struct dres_ctx {
     int32_t *pos_of;               /* [N] round position of a request slot, -1 */
     int32_t rd_filled;             /* round positions rd_h holds a request in (the last round's n_round);
                                       -1: rd_h not laid out yet */
+    dhs_pub *pub;                  /* pinned: the publish list (pub_add), DRES_PUB_CAP pieces */
+    int32_t n_pub;                 /* pieces listed, not yet issued */
     dres_state *st_all;            /* device: [G] every group's state, for one promotion launch */
     uint8_t *pending;              /* [G] 1: the host's last call for the group resolved (dhs_resolve_device,
                                       dhs_resolve) and was not followed by dhs_group_done; a CUDA graph
@@ -199,6 +204,8 @@ static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_
     CARVE(base, off, z, uint64_t, DRES_S_COUNT);
     dres_state *sa = NULL;
     CARVE(base, off, sa, dres_state, G);
+    dhs_pub *pub = NULL;
+    CARVE(base, off, pub, dhs_pub, DRES_PUB_CAP);
     if (d && base) {
         d->st_all_h = sa;
         d->rd_h = (dres_round *)(void *)rd;
@@ -207,6 +214,7 @@ static size_t shared_host_layout(struct dres_ctx *d, const dhs_config *c, int32_
         d->word_h = w;
         d->zero_h = z;
         d->err = err;
+        d->pub = pub;
     }
     return off;
 }
@@ -249,6 +257,41 @@ static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t
 {
     if (bytes == 0) return DHS_OK;
     return ctx->be->ops->publish(ctx->be, dst, src, bytes);
+}
+
+/* The publish list: a round begin's descriptor and changed tables go to the device in one backend call
+   (publish_list) instead of one copy each, where the backend has the call (the CPU backend; the CUDA
+   backend's copy kernel waits for a measurement on the H200 and publishes per piece until then). Each
+   copy call cost the serving host 3.5-3.9 us, and a round begin made up to 54 of them at C = 64
+   (control_bench, staggered pages; bench/RESULTS.md). Pieces are cut at
+   DRES_PUB_PIECE bytes so the device copies a large descriptor with many blocks. The list is pinned
+   memory the device reads: a full list is issued and waited for before it is rewritten; pub_flush
+   issues the rest, and every caller waits for the compute stream before the next round begin lists
+   again (the round end's synchronisation, or dres_publish_request's). */
+static dhs_status pub_flush(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (d->n_pub == 0) return DHS_OK;
+    const int32_t n = d->n_pub;
+    d->n_pub = 0;
+    return ctx->be->ops->publish_list(ctx->be, d->pub, n);
+}
+
+static dhs_status pub_add(dhs_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (!ctx->be->ops->publish_list) return publish(ctx, dst, src, bytes);
+    for (size_t o = 0; o < bytes; o += DRES_PUB_PIECE) {
+        if (d->n_pub == DRES_PUB_CAP) { /* full: issued, then waited for before its memory is reused */
+            dhs_status s = pub_flush(ctx);
+            if (s == DHS_OK) s = dsync(ctx);
+            if (s != DHS_OK) return s;
+        }
+        const size_t b = bytes - o < DRES_PUB_PIECE ? bytes - o : DRES_PUB_PIECE;
+        d->pub[d->n_pub++] = (dhs_pub){(uint64_t)(uintptr_t)((uint8_t *)dst + o),
+                                       (uint64_t)(uintptr_t)((const uint8_t *)src + o), (uint64_t)b};
+    }
+    return DHS_OK;
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -390,7 +433,7 @@ dhs_status dres_create(dhs_ctx *ctx)
             }                                                                                                      \
         }                                                                                                          \
         if (lo_ >= 0 && (status) == DHS_OK)                                                                        \
-            (status) = publish((ctx), (dev) + (base) + lo_, (mir) + (base) + lo_,                                  \
+            (status) = pub_add((ctx), (dev) + (base) + lo_, (mir) + (base) + lo_,                                  \
                                sizeof(*(mir)) * (size_t)(hi_ - lo_));                                              \
     } while (0)
 
@@ -522,10 +565,12 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
         d->pos_of[ctx->round_reqs[b]] = b;
     }
     d->rd_filled = nr;
-    dhs_status s = publish(ctx, d->rd, rd, d->rd_bytes);
+    dhs_status s = pub_add(ctx, d->rd, rd, d->rd_bytes);
     /* only requests whose tables changed: comparing every table of every request
        cost ~150 us per 100K session and round on the H200 */
     for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) s = publish_dirty(ctx, ctx->round_reqs[b]);
+    if (s == DHS_OK) s = pub_flush(ctx);
+    else d->n_pub = 0; /* what was listed is dropped: the round is not opened */
     if (s != DHS_OK) {
         /* the round is not opened; a publish already issued completes before
            a retry may rewrite its pinned source */
@@ -545,7 +590,8 @@ void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 {
     if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
     /* the wait keeps the rule that no publish is pending when a mirror is rewritten */
-    if (publish_dirty(ctx, slot) == DHS_OK) (void)dsync(ctx);
+    if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK) (void)dsync(ctx);
+    ctx->dres->n_pub = 0;
 }
 
 /* ------------------------------------------------------------- per layer */

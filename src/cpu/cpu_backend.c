@@ -322,6 +322,15 @@ static dhs_status cpu_publish(dhs_backend *be, void *dst, const void *src, size_
     return DHS_OK;
 }
 
+static dhs_status cpu_publish_list(dhs_backend *be, const dhs_pub *list, int32_t n)
+{
+    (void)be;
+    if (n < 0 || (n > 0 && !list)) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < n; i++)
+        memcpy((void *)(uintptr_t)list[i].dst, (const void *)(uintptr_t)list[i].src, (size_t)list[i].bytes);
+    return DHS_OK;
+}
+
 static void cpu_tick(dhs_backend *be)
 {
     cpu_impl *c = be->impl;
@@ -362,6 +371,7 @@ static const dhs_backend_ops cpu_ops = {
     .dres_tail_locs = cpu_dres_tail_locs,
     .dres_reset = cpu_dres_reset,
     .publish = cpu_publish,
+    .publish_list = cpu_publish_list,
     .tick = cpu_tick,
     .destroy = cpu_destroy,
 };

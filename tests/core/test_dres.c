@@ -1147,6 +1147,15 @@ static dhs_status count_publish(dhs_backend *be, void *dst, const void *src, siz
     g_publish++;
     return g_real_ops->publish(be, dst, src, bytes);
 }
+/* a publish list counts as one publish call (one launch on CUDA); its pieces must be cut at 2 KiB */
+static long g_pub_pieces, g_pub_bad;
+static dhs_status count_publish_list(dhs_backend *be, const dhs_pub *list, int32_t n)
+{
+    g_publish++;
+    g_pub_pieces += n;
+    for (int32_t i = 0; i < n; i++) g_pub_bad += list[i].bytes == 0 || list[i].bytes > 2048;
+    return g_real_ops->publish_list(be, list, n);
+}
 static dhs_status count_promote(dhs_backend *be, const dres_state *st, const dres_round *rd, int payload)
 {
     g_promote++;
@@ -1187,6 +1196,7 @@ static dhs_backend *counted_backend(void)
     counted.dres_promote = count_promote;
     counted.dres_promote_all = count_promote_all;
     counted.publish = count_publish;
+    counted.publish_list = count_publish_list;
     counted.host_alloc = count_host_alloc;
     counted.dres_wait = count_wait;
     be->ops = &counted;
@@ -1233,6 +1243,8 @@ static void test_round_end_pending(void)
         CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
         /* the import published the request's tables (no round was open): a round publishes its descriptor only */
         CHECKF(g_publish - pub0 == 1, "round %zu: %ld publishes at round begin, want 1 (the descriptor)", t, g_publish - pub0);
+        CHECKF(g_pub_bad == 0 && g_pub_pieces > 0, "round %zu: %ld list pieces, %ld empty or over 2 KiB", t, g_pub_pieces,
+               g_pub_bad);
         for (int src = 0; src < 2; src++) {
             int32_t tl;
             CHECK_ST(dhs_tail_locations(ctx, r, src, n, 1, &tl), DHS_OK);
