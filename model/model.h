@@ -591,6 +591,8 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
 int64_t dhs_ref_engine_positions(const dhs_ref_engine *e, int32_t id); /* committed n_r */
 int64_t dhs_ref_engine_generated(const dhs_ref_engine *e, int32_t id); /* tokens after the prompt, anchor included */
 const int32_t *dhs_ref_engine_tokens(const dhs_ref_engine *e, int32_t id, int64_t *n); /* prompt + generated */
+/* the drafter ring's row (2 x draft_dim floats) that position pos of session id maps to (tests) */
+const float *dhs_ref_engine_draft_row(const dhs_ref_engine *e, int32_t id, int64_t pos);
 /* bytes the engine holds per session on its own (index keys, ring row share,
    resident rows when resident) at a context of `positions` */
 uint64_t dhs_ref_engine_model_bytes(const dhs_ref_model *m, int64_t positions, int resident, int64_t ring_rows);

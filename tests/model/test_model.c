@@ -538,6 +538,87 @@ done:
     dhs_ref_model_destroy(m);
 }
 
+/* The drafter's ring catches up only in rounds that draft (width > 1): after any mix of widths, a wide
+   round's ring rows of the drafter's window below its first position hold exactly the committed
+   tokens' rows, and its proposals equal those of a session prefilled with the same committed tokens
+   (whose ring holds just that window) */
+static void test_draft_catch_up(uint64_t seed)
+{
+    dhs_ref_cfg c = small_model(DHS_REF_LAYOUT_OWN, seed);
+    dhs_ref_model *m;
+    if (dhs_ref_model_create(&c, &m) != DHS_OK) {
+        CHECKF(0, "model");
+        return;
+    }
+    const int32_t KM = 4, V = c.vocab, P = 24, R = 48;
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(P + R * KM + 8));
+    float *L = malloc(sizeof(float) * (size_t)KM * (size_t)V);
+    dhs_ref_prompt(seed, 5, V, P, tok);
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = 1;
+    ec.max_slots = 1;
+    ec.k_max = KM;
+    ec.max_positions = P + R * KM + 8;
+    ec.page_rows = 8;
+    ec.seed = seed;
+    dhs_ref_prefill pf;
+    dhs_ref_engine *e = NULL;
+    int32_t A, E[8], B[8], id = 0, wide = 0, narrow = 0;
+    dhs_ref_round_out out = {L, &A, E, B};
+    if (dhs_ref_prefill_run(m, tok, P, &pf) != DHS_OK || dhs_ref_engine_create(m, &ec, &e) != DHS_OK ||
+        dhs_ref_engine_start(e, 0, &pf, (dhs_req){0, 0}) != DHS_OK) {
+        CHECKF(0, "setup");
+        goto done;
+    }
+    for (int r = 0; r < R; r++) {
+        /* runs of plain rounds longer than the drafter's window, then a wide one */
+        const int32_t K = rnd() % 4 == 0 ? (int32_t)rndi(2, KM) : 1;
+        const int64_t n = dhs_ref_engine_positions(e, 0);
+        int64_t nt;
+        const int32_t *t = dhs_ref_engine_tokens(e, 0, &nt);
+        memcpy(tok, t, sizeof(int32_t) * (size_t)nt);
+        if (dhs_ref_engine_round(e, 1, &id, &K, &out) != DHS_OK) {
+            CHECKF(0, "round");
+            break;
+        }
+        if (K == 1) {
+            narrow++;
+            continue;
+        }
+        wide++;
+        float want[2 * DHS_REF_MAX_DRAFT_DIM];
+        for (int64_t p = n - c.draft_window > 0 ? n - c.draft_window : 0; p < n; p++) {
+            dhs_ref_draft_kv(m, tok[p], p, want, 1, 0);
+            CHECKF(!memcmp(dhs_ref_engine_draft_row(e, 0, p), want, sizeof(float) * 2 * (size_t)c.draft_dim),
+                   "seed %" PRIu64 ": round %d (width %d at position %" PRId64 "): the drafter's row of position %" PRId64
+                   " is not its committed token's", seed, r, K, n, p);
+        }
+        int32_t Bw[8];
+        memcpy(Bw, B, sizeof(int32_t) * (size_t)K);
+        /* the reference: a fresh engine on the committed tokens [0, n), one round of width K */
+        dhs_ref_prefill q;
+        dhs_ref_engine *f = NULL;
+        if (dhs_ref_prefill_run(m, tok, n, &q) != DHS_OK || dhs_ref_engine_create(m, &ec, &f) != DHS_OK ||
+            dhs_ref_engine_start(f, 0, &q, (dhs_req){0, 0}) != DHS_OK || dhs_ref_engine_round(f, 1, &id, &K, &out) != DHS_OK) {
+            CHECKF(0, "reference");
+        } else {
+            for (int32_t j = 0; j < K; j++)
+                CHECKF(B[j] == Bw[j], "seed %" PRIu64 ": round %d (width %d at position %" PRId64 "): proposal %d is %d, "
+                       "a fresh session's %d", seed, r, K, n, j, Bw[j], B[j]);
+        }
+        dhs_ref_engine_destroy(f);
+        dhs_ref_prefill_free(&q);
+    }
+    CHECKF(wide > 0 && narrow > 0, "seed %" PRIu64 ": %d wide and %d plain rounds, want both", seed, wide, narrow);
+done:
+    dhs_ref_engine_destroy(e);
+    dhs_ref_prefill_free(&pf);
+    free(tok);
+    free(L);
+    dhs_ref_model_destroy(m);
+}
+
 /* ---------------------------------------------------------------- runs */
 static dhs_ref_run_cfg small_run(dhs_ref_layout layout, uint64_t seed)
 {
@@ -871,6 +952,8 @@ int main(void)
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_decode_equals_prefill((dhs_ref_layout)l, sd + (uint64_t)l);
         printf("decode == prefill (every query of speculative rounds, 3 layouts): %s\n", (int)th_failed ? "FAILED" : "ok");
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_spec_equals_plain((dhs_ref_layout)l, sd + 10 + (uint64_t)l);
+        test_draft_catch_up(sd + 20);
+        printf("drafter catch-up after plain rounds (proposals equal a fresh session's): %s\n", (int)th_failed ? "FAILED" : "ok");
         test_compare_all(sd + 100);
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_topk_impl((dhs_ref_layout)l, sd + 200 + (uint64_t)l);
         printf("top-k implementation fused == model (engines), model == fused == split (runs), 3 layouts: %s\n", (int)th_failed ? "FAILED" : "ok");
