@@ -62,7 +62,9 @@ struct dres_ctx {
     int32_t rd_filled;             /* round positions rd_h holds a request in (the last round's n_round);
                                       -1: rd_h not laid out yet */
     dhs_pub *pub;                  /* pinned: the publish list (pub_add), DRES_PUB_CAP pieces */
-    int32_t n_pub;                 /* pieces listed, not yet issued */
+    int32_t n_pub, pub_cap;        /* pieces listed, not yet issued; pieces it takes (DRES_PUB_CAP, less
+                                      in tests: dres_set_publish_cap) */
+    int64_t pub_full;              /* lists issued because they were full (tests) */
     dres_state *st_all;            /* device: [G] every group's state, for one promotion launch */
     uint8_t *pending;              /* [G] 1: the host's last call for the group resolved (dhs_resolve_device,
                                       dhs_resolve) and was not followed by dhs_group_done; a CUDA graph
@@ -277,12 +279,20 @@ static dhs_status pub_flush(dhs_ctx *ctx)
     return ctx->be->ops->publish_list(ctx->be, d->pub, n);
 }
 
+int64_t dres_set_publish_cap(dhs_ctx *ctx, int32_t cap)
+{
+    if (!ctx->dres) return -1;
+    if (cap > 0) ctx->dres->pub_cap = cap > DRES_PUB_CAP ? DRES_PUB_CAP : cap;
+    return ctx->dres->pub_full;
+}
+
 static dhs_status pub_add(dhs_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     struct dres_ctx *d = ctx->dres;
     if (!ctx->be->ops->publish_list) return publish(ctx, dst, src, bytes);
     for (size_t o = 0; o < bytes; o += DRES_PUB_PIECE) {
-        if (d->n_pub == DRES_PUB_CAP) { /* full: issued, then waited for before its memory is reused */
+        if (d->n_pub == d->pub_cap) { /* full: issued, then waited for before its memory is reused */
+            d->pub_full++;
             dhs_status s = pub_flush(ctx);
             if (s == DHS_OK) s = dsync(ctx);
             if (s != DHS_OK) return s;
@@ -351,6 +361,7 @@ dhs_status dres_create(dhs_ctx *ctx)
     if (!d->g || !d->pos_of || !d->pending || !d->split) return DHS_ERR_NOMEM;
     for (int32_t i = 0; i < N; i++) d->pos_of[i] = -1;
     d->rd_filled = -1;
+    d->pub_cap = DRES_PUB_CAP;
     dhs_status s;
     for (int32_t g = 0; g < G; g++) {
         dres_grp *dg = &d->g[g];

@@ -20,6 +20,10 @@ dhs_status dres_round_begin(dhs_ctx *ctx);
 /* end of a successful dhs_request_import: publishes the request's tables
    when no round is open (else dres_round_begin does) */
 void dres_publish_request(dhs_ctx *ctx, int32_t slot);
+/* tests: the publish list takes at most cap pieces (cap > 0, up to its capacity; 0 leaves it) before it
+   is issued and waited for, so that path runs without thousands of changed tables; returns how many
+   lists were issued full so far (-1: host resolver) */
+int64_t dres_set_publish_cap(dhs_ctx *ctx, int32_t cap);
 /* dhs_resolve after host validation */
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items);
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);

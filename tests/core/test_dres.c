@@ -39,8 +39,12 @@
  *    import pins each source's rows up to the expected positions with one
  *    host allocation, and the round's backup allocates nothing.
  */
+#include <inttypes.h>
+#include <stdio.h>
+
 #include "dhs_plan.h"
 #include "core/backend.h"
+#include "core/dres.h"
 #include "core/dres_spec.h"
 #include "sim/verify.h"
 #include "test_help.h"
@@ -699,7 +703,9 @@ static void c_open(cw *w, int32_t slot)
 }
 
 /* hot_g[g] > 0: group g's own hot-cache size (dhs_config.group_hot_rows), 0: hot_rows */
-static void test_cross(uint64_t seed, const int32_t *hot_g, double frac)
+/* pub_cap > 0: the device context's publish list takes that many pieces before it is issued and waited
+   for (dres_set_publish_cap), and the run must fill it some times */
+static void test_cross(uint64_t seed, const int32_t *hot_g, double frac, int32_t pub_cap)
 {
     cw w;
     memset(&w, 0, sizeof w);
@@ -749,6 +755,7 @@ static void test_cross(uint64_t seed, const int32_t *hot_g, double frac)
         CHECK_ST(dhs_ctx_create(a, &w.cfg[i], w.be[i], &w.ctx[i]), DHS_OK);
     }
     if (!w.ctx[0] || !w.ctx[1]) return;
+    if (pub_cap > 0) dres_set_publish_cap(w.ctx[1], pub_cap);
     w.rows_g[0] = c.max_rows + 16;
     w.rows_g[1] = c.max_rows / 4 + 16;
     w.rq = calloc((size_t)w.N, sizeof(creq));
@@ -907,6 +914,11 @@ static void test_cross(uint64_t seed, const int32_t *hot_g, double frac)
            (unsigned long long)s1.census_host, (unsigned long long)s1.distinct_misses, (unsigned long long)s1.staging_rows,
            (unsigned long long)s0.staging_rows, (unsigned long long)s1.waits, (unsigned long long)s1.reclaims);
     CHECK(w.mismatches == 0);
+    if (pub_cap > 0) {
+        const int64_t full = dres_set_publish_cap(w.ctx[1], 0);
+        printf("  publish list of %d pieces: issued full %" PRId64 " times\n", (int)pub_cap, full);
+        CHECKF(full > 0, "a publish list of %d pieces never filled", (int)pub_cap);
+    }
     CHECK(s1.resolve_calls == (uint64_t)w.calls);
     CHECK(s1.entries == s0.entries);
     CHECK(s1.staging_rows > 0 && s1.census_hot > 0 && s1.census_host > 0 && s1.census_direct > 0 && s1.reclaims > 0);
@@ -1805,9 +1817,11 @@ int main(void)
     test_window(seed);
     test_spec(seed);
     test_api();
-    test_cross(seed, (const int32_t[2]){0, 0}, 1.0);
+    test_cross(seed, (const int32_t[2]){0, 0}, 1.0, 0);
     /* per-group sizes: group 0 below K * k (staging), group 1 above the uniform 32 */
-    test_cross(seed ^ 0x9, (const int32_t[2]){24, 64}, 0.3);
+    test_cross(seed ^ 0x9, (const int32_t[2]){24, 64}, 0.3, 0);
+    /* a publish list of 2 pieces: every round begin with a changed table issues it full */
+    test_cross(seed ^ 0x17, (const int32_t[2]){0, 0}, 1.0, 2);
     test_round_end_pending();
     test_import_pinning();
     test_split_resolve();
