@@ -475,33 +475,64 @@ static dhs_ref_cfg small_model(dhs_ref_layout layout, uint64_t seed)
     return c;
 }
 
-static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
+/* Session 0 of a one-slot engine started from the prefill of tok[0, P) into *pf (freed by the caller
+   either way): k_max kmax, positions below max_pos. NULL on a failure. */
+static dhs_ref_engine *one_session(const dhs_ref_model *m, const int32_t *tok, int64_t P, int32_t kmax, int64_t max_pos,
+                                   uint64_t seed, dhs_ref_prefill *pf)
 {
-    dhs_ref_cfg c = small_model(layout, seed);
-    dhs_ref_model *m;
-    if (dhs_ref_model_create(&c, &m) != DHS_OK) {
-        CHECKF(0, "model");
-        return;
-    }
-    int64_t P = rndi(30, 60);
-    int32_t K = 4, V = c.vocab;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(P + K + 16));
-    dhs_ref_prompt(seed, 3, V, P, tok);
-    dhs_ref_prefill pf;
-    dhs_ref_engine *e = NULL;
     dhs_ref_engine_cfg ec;
     memset(&ec, 0, sizeof ec);
     ec.max_sessions = 1;
     ec.max_slots = 1;
-    ec.k_max = K;
-    ec.max_positions = P + 64;
+    ec.k_max = kmax;
+    ec.max_positions = max_pos;
     ec.page_rows = 8;
     ec.seed = seed;
-    float *L = malloc(sizeof(float) * (size_t)K * (size_t)V);
+    dhs_ref_engine *e = NULL;
+    if (dhs_ref_prefill_run(m, tok, P, pf) != DHS_OK || dhs_ref_engine_create(m, &ec, &e) != DHS_OK ||
+        dhs_ref_engine_start(e, 0, pf, (dhs_req){0, 0}) != DHS_OK) {
+        dhs_ref_engine_destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* what a one-session test holds, released by one_session_free */
+typedef struct {
+    dhs_ref_model *m;
+    dhs_ref_engine *e;
+    dhs_ref_prefill pf;
+    int32_t *tok;
+    float *L;
+} one_fx;
+
+static void one_session_free(one_fx *f)
+{
+    dhs_ref_engine_destroy(f->e);
+    dhs_ref_prefill_free(&f->pf);
+    free(f->tok);
+    free(f->L);
+    dhs_ref_model_destroy(f->m);
+}
+
+static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
+{
+    dhs_ref_cfg c = small_model(layout, seed);
+    one_fx fx = {0};
+    if (dhs_ref_model_create(&c, &fx.m) != DHS_OK) {
+        CHECKF(0, "model");
+        return;
+    }
+    dhs_ref_model *m = fx.m;
+    int64_t P = rndi(30, 60);
+    int32_t K = 4, V = c.vocab;
+    int32_t *tok = fx.tok = malloc(sizeof(int32_t) * (size_t)(P + K + 16));
+    dhs_ref_prompt(seed, 3, V, P, tok);
+    float *L = fx.L = malloc(sizeof(float) * (size_t)K * (size_t)V);
     int32_t A, E[8], B[8], id = 0;
     dhs_ref_round_out out = {L, &A, E, B};
-    if (dhs_ref_prefill_run(m, tok, P, &pf) != DHS_OK || dhs_ref_engine_create(m, &ec, &e) != DHS_OK ||
-        dhs_ref_engine_start(e, 0, &pf, (dhs_req){0, 0}) != DHS_OK) {
+    dhs_ref_engine *e = fx.e = one_session(m, tok, P, K, P + 64, seed, &fx.pf);
+    if (!e) {
         CHECKF(0, "setup");
         goto done;
     }
@@ -531,11 +562,7 @@ static void test_decode_equals_prefill(dhs_ref_layout layout, uint64_t seed)
         CHECKF(B[0] == t[n], "the anchor is the first query");
     }
 done:
-    dhs_ref_engine_destroy(e);
-    dhs_ref_prefill_free(&pf);
-    free(tok);
-    free(L);
-    dhs_ref_model_destroy(m);
+    one_session_free(&fx);
 }
 
 /* The drafter's ring catches up only in rounds that draft (width > 1): after any mix of widths, a wide
@@ -545,29 +572,20 @@ done:
 static void test_draft_catch_up(uint64_t seed)
 {
     dhs_ref_cfg c = small_model(DHS_REF_LAYOUT_OWN, seed);
-    dhs_ref_model *m;
-    if (dhs_ref_model_create(&c, &m) != DHS_OK) {
+    one_fx fx = {0};
+    if (dhs_ref_model_create(&c, &fx.m) != DHS_OK) {
         CHECKF(0, "model");
         return;
     }
-    const int32_t KM = 4, V = c.vocab, P = 24, R = 48;
-    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(P + R * KM + 8));
-    float *L = malloc(sizeof(float) * (size_t)KM * (size_t)V);
+    dhs_ref_model *m = fx.m;
+    const int32_t KM = 4, V = c.vocab, P = 24, R = 48, maxp = P + R * KM + 8;
+    int32_t *tok = fx.tok = malloc(sizeof(int32_t) * (size_t)maxp);
+    float *L = fx.L = malloc(sizeof(float) * (size_t)KM * (size_t)V);
     dhs_ref_prompt(seed, 5, V, P, tok);
-    dhs_ref_engine_cfg ec;
-    memset(&ec, 0, sizeof ec);
-    ec.max_sessions = 1;
-    ec.max_slots = 1;
-    ec.k_max = KM;
-    ec.max_positions = P + R * KM + 8;
-    ec.page_rows = 8;
-    ec.seed = seed;
-    dhs_ref_prefill pf;
-    dhs_ref_engine *e = NULL;
     int32_t A, E[8], B[8], id = 0, wide = 0, narrow = 0;
     dhs_ref_round_out out = {L, &A, E, B};
-    if (dhs_ref_prefill_run(m, tok, P, &pf) != DHS_OK || dhs_ref_engine_create(m, &ec, &e) != DHS_OK ||
-        dhs_ref_engine_start(e, 0, &pf, (dhs_req){0, 0}) != DHS_OK) {
+    dhs_ref_engine *e = fx.e = one_session(m, tok, P, KM, maxp, seed, &fx.pf);
+    if (!e) {
         CHECKF(0, "setup");
         goto done;
     }
@@ -598,9 +616,8 @@ static void test_draft_catch_up(uint64_t seed)
         memcpy(Bw, B, sizeof(int32_t) * (size_t)K);
         /* the reference: a fresh engine on the committed tokens [0, n), one round of width K */
         dhs_ref_prefill q;
-        dhs_ref_engine *f = NULL;
-        if (dhs_ref_prefill_run(m, tok, n, &q) != DHS_OK || dhs_ref_engine_create(m, &ec, &f) != DHS_OK ||
-            dhs_ref_engine_start(f, 0, &q, (dhs_req){0, 0}) != DHS_OK || dhs_ref_engine_round(f, 1, &id, &K, &out) != DHS_OK) {
+        dhs_ref_engine *f = one_session(m, tok, n, KM, maxp, seed, &q);
+        if (!f || dhs_ref_engine_round(f, 1, &id, &K, &out) != DHS_OK) {
             CHECKF(0, "reference");
         } else {
             for (int32_t j = 0; j < K; j++)
@@ -612,11 +629,7 @@ static void test_draft_catch_up(uint64_t seed)
     }
     CHECKF(wide > 0 && narrow > 0, "seed %" PRIu64 ": %d wide and %d plain rounds, want both", seed, wide, narrow);
 done:
-    dhs_ref_engine_destroy(e);
-    dhs_ref_prefill_free(&pf);
-    free(tok);
-    free(L);
-    dhs_ref_model_destroy(m);
+    one_session_free(&fx);
 }
 
 /* ---------------------------------------------------------------- runs */
