@@ -837,8 +837,15 @@ static void op_resolve_dev(fz *F)
                         if (lv->slot == F->round_slot[bi] && lv->g == g && lv->si == si && lv->row == row) {
                             found = 1;
                             if (lv->loc != l) fz_fail(F, "row %d moved from location %d to %d within the round", row, lv->loc, l);
-                        } else if (lv->loc == l) {
-                            fz_fail(F, "location %d handed to two rows in one round", l);
+                        } else if (lv->loc == l &&
+                                   !(lv->g == g && lv->si == si && lv->row == row &&
+                                     F->rq[lv->slot].wuid[src][row] == r->wuid[src][row] &&
+                                     F->rq[lv->slot].ver[src][row] == r->ver[src][row])) {
+                            /* as for dhs_resolve: one location for two requests only where both hold the same
+                               row of one shared prefix (same source, row and origin of the bytes) */
+                            fz_fail(F, "location %d handed to slot %d group %d source %d row %d while slot %d group %d "
+                                    "source index %d row %lld holds it", l, F->round_slot[bi], g, src, row, lv->slot, lv->g,
+                                    lv->si, (long long)lv->row);
                         }
                     }
                     if (!found && F->nlive < FZ_LIVE) F->live[F->nlive++] = (fz_live){F->round_slot[bi], g, si, row, l};
