@@ -399,7 +399,17 @@ void backup_defer_round(dhs_ctx *ctx, const int32_t *accepted);
 /* recomputes rq->due_n from its groups */
 void req_due_update(const dhs_ctx *ctx, request *rq);
 void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force);
-dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi);
+/* Makes the ring of group g hold rows up to hi (exclusive). Called only between rounds, or for a request
+   outside the round: inside a round a row must not change where it is served. A ring that holds them
+   already costs only request.cm (the round begin asks for every group of every request); a short one
+   moves tail_lo in tail_room_move (residency.c). DHS_ERR_BACKEND: a backup did not complete, nothing
+   moved. */
+dhs_status tail_room_move(dhs_ctx *ctx, request *rq, int32_t g, int64_t need);
+static inline dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
+{
+    const int64_t need = hi - ctx->cfg.tail_rows;
+    return need <= cm_tail_lo(ctx, rq)[g] ? DHS_OK : tail_room_move(ctx, rq, g, need);
+}
 /* residency.c: shared prefixes (dhs_request_open_shared in request.c). sspan_reserve makes room for n
    more shared host spans, sspan_trim frees the empty table; share_back_up completes the parent's host
    copies of its rows below rows_g[g] (per group); share_setup gives the admitted child cq the parent's

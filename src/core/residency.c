@@ -698,18 +698,11 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
     }
 }
 
-/* Makes the ring hold rows up to hi (exclusive): tail_lo moves up to
-   hi - tail_rows, over rows whose host copy is complete (waiting for the
-   backup when it is not; a failed copy is retried once). Called only between
-   rounds, or for a request outside the round: inside a round a row must not
-   change where it is served. DHS_ERR_BACKEND: the backup did not complete,
-   nothing moved. */
-dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
+/* tail_room (internal.h) for a ring short of room: tail_lo moves up to need = hi - tail_rows, over rows
+   whose host copy is complete (waiting for the backup when it is not; a failed copy is retried once).
+   DHS_ERR_BACKEND: the backup did not complete, nothing moved. */
+dhs_status tail_room_move(dhs_ctx *ctx, request *rq, int32_t g, int64_t need)
 {
-    const int64_t need = hi - ctx->cfg.tail_rows;
-    /* tail_lo from request.cm: a ring that holds the block already costs no group state (the round
-       begin asks for every group of every request) */
-    if (need <= cm_tail_lo(ctx, rq)[g]) return DHS_OK;
     grp_state *gs = &rq->g[g];
     for (int attempt = 0; attempt < 2 && gs->backed_hi < need; attempt++) backup_complete(ctx, rq, g, 1);
     if (gs->backed_hi < need) return DHS_ERR_BACKEND;

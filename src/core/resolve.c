@@ -82,14 +82,10 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
        leaves the ring short: nothing of the round happened, the call can be
        retried. Requests before i may have had tail_lo moved: that changes no
        row's content, only where the next round serves it from. */
-    const int64_t T = ctx->cfg.tail_rows;
     for (int32_t i = 0; i < n; i++) {
         request *rq = &ctx->req[reqs[i].id];
-        const int64_t *tail_lo = cm_tail_lo(ctx, rq); /* a ring that holds the block: nothing to do */
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
-            const int64_t hi = grp_rows_ceil(ctx, g, rq->n + K[i]);
-            if (hi - T <= tail_lo[g]) continue;
-            dhs_status s = tail_room(ctx, rq, g, hi);
+            dhs_status s = tail_room(ctx, rq, g, grp_rows_ceil(ctx, g, rq->n + K[i]));
             if (s != DHS_OK) return s;
         }
     }
