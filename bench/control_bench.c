@@ -45,7 +45,7 @@
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
  *                      [--backend cpu|cuda] [--resolver host|device]
  *                      [--mode full-sweep|per-round|per-page] [--stagger]
- *                      [--background]
+ *                      [--background] [--hot-rows N]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -74,6 +74,7 @@ static dhs_backend_ops counting;
 static uint64_t calls[K_N];
 static double call_s[K_N]; /* host seconds inside each kind of call */
 static double call_us;
+static long hot_rows = 4096; /* --hot-rows: B per request and group */
 static int stagger; /* --stagger: histories of context - (i * 64 / C) positions */
 
 /* counts the call; returns its start time (after the modelled cost) */
@@ -162,6 +163,7 @@ typedef struct {
     double call_s[4][K_N]; /* host seconds in each kind of backend call */
     int64_t rounds;
     uint64_t bk0, bk1;     /* backup_rows after the warm-up and at the end */
+    uint64_t hp0[DHS_HP_COUNT_], hp1[DHS_HP_COUNT_]; /* dhs_get_host_time after the warm-up and at the end */
 } phase_sum;
 
 static int cmp_d(const void *a, const void *b)
@@ -227,18 +229,31 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     c.sel_k = 2048;
     c.spec_width = 1;
     c.page_rows = 64;
-    c.hot_rows = 4096;
+    c.hot_rows = (int32_t)hot_rows;
     c.tail_rows = 128;
     c.max_rows = context + rounds + 16;
     c.policy = DHS_POLICY_CLOCK;
     c.staging_arenas = 4;
     c.resolver = dev_res ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
     dhs_sizes z;
-    if (dhs_config_sizes(&a, &c, &z) != DHS_OK) return -1;
+    dhs_status zs = dhs_config_sizes(&a, &c, &z);
+    if (zs != DHS_OK) {
+        fprintf(stderr, "control_bench: dhs_config_sizes: %s\n", dhs_status_str(zs));
+        dhs_backend_destroy(be);
+        return -1;
+    }
     uint64_t hist = (uint64_t)(context / 64) * 64 * 78 * z.row_stride;
     c.device_bytes = z.min_device_bytes + (uint64_t)(C - 1) * z.request_bytes + (uint64_t)(hist_frac * (double)C * (double)hist);
     dhs_ctx *ctx;
-    if (dhs_ctx_create(&a, &c, be, &ctx) != DHS_OK) { dhs_backend_destroy(be); return -1; }
+    dhs_status cs = dhs_ctx_create(&a, &c, be, &ctx);
+    if (cs != DHS_OK) {
+        /* the CPU backend with payloads (--resolver device) keeps the device pool in host memory */
+        fprintf(stderr, "control_bench: dhs_ctx_create with a %.2f GiB device pool (%ld requests of %.1f MiB): %s%s\n",
+                (double)c.device_bytes / 1073741824.0, C, (double)z.request_bytes / 1048576.0, dhs_status_str(cs),
+                cs == DHS_ERR_DEVICE_NOMEM ? " (a smaller --hot-rows, --history-on-device or --concurrency fits)" : "");
+        dhs_backend_destroy(be);
+        return -1;
+    }
     ctx->page_backups = mode >= 2 && ctx->page_backups; /* before any import: due_n follows the policy */
     dhs_req *r = calloc((size_t)C, sizeof *r);
     int32_t *K = malloc(sizeof(int32_t) * (size_t)C), *acc = calloc((size_t)C, sizeof(int32_t));
@@ -258,9 +273,14 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     for (long i = 0; i < C && !rc; i++) {
         K[i] = 1;
         const long ci = stagger ? context - (i * 64 / C) % 64 : context;
-        if (dhs_request_open(ctx, context, &r[i]) != DHS_OK ||
-            dhs_request_import(ctx, r[i], ci, rows, DHS_IMPORT_HOST) != DHS_OK)
+        /* the positions the run reaches are announced, as an engine announces prompt + output: the host rows
+           are pinned at the import, none is allocated inside a round */
+        dhs_status os = dhs_request_open(ctx, context + rounds + 16, &r[i]);
+        if (os == DHS_OK) os = dhs_request_import(ctx, r[i], ci, rows, DHS_IMPORT_HOST);
+        if (os != DHS_OK) {
+            fprintf(stderr, "control_bench: request %ld: open and import of %ld positions: %s\n", i, ci, dhs_status_str(os));
             rc = -1;
+        }
     }
     ctx->full_sweep = mode == 0;
     for (long t = 0; t < rounds + 4 && !rc; t++) {
@@ -304,7 +324,10 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         double t3 = now_s();
         memcpy(c3, calls, sizeof calls);
         memcpy(s3, call_s, sizeof call_s);
-        if (t == 3) ps->bk0 = ctx->st.backup_rows;
+        if (t == 3) {
+            ps->bk0 = ctx->st.backup_rows;
+            dhs_get_host_time(ctx, ps->hp0, NULL);
+        }
         if (t < 4) continue; /* warm-up: the first backups, the ring's first wrap */
         ps->us[0][ps->rounds] = 1e6 * (t1 - t0);
         ps->us[1][ps->rounds] = 1e6 * (tb0 - t1);
@@ -329,6 +352,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         ps->rounds++;
     }
     ps->bk1 = ctx->st.backup_rows;
+    dhs_get_host_time(ctx, ps->hp1, NULL);
     if (!rc && dhs_check_invariants(ctx, msg, sizeof msg) != 0) {
         fprintf(stderr, "control_bench: invariants: %s\n", msg);
         rc = -5;
@@ -368,7 +392,7 @@ int main(int argc, char **argv)
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
                  "                     [--resolver host|device] [--mode full-sweep|per-round|per-page] [--stagger]\n"
-                 "                     [--background]\n"
+                 "                     [--background] [--hot-rows N]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -389,7 +413,9 @@ int main(int argc, char **argv)
                  "  in dhs_background (bg_us: overlapped with the device, not exposed) and their ratios.\n"
                  "  Each configuration also prints the library's own host time: begin and end medians\n"
                  "  outside every backend call (on the CPU backend its emulated clock, `tick`, runs the\n"
-                 "  async copies' memcpys inside dhs_round_begin; it counts as a call)");
+                 "  async copies' memcpys inside dhs_round_begin; it counts as a call). --hot-rows: hot-cache rows per\n"
+                 "  request and group (default 4096, a multiple of 64); with --resolver device the CPU backend keeps\n"
+                 "  the device pool in host memory: C = 256 needs a smaller one (e.g. 512) on a 24 GiB host");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -415,6 +441,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--mode")) {
             only = !strcmp(v, "full-sweep") ? 0 : !strcmp(v, "per-round") ? 1 : !strcmp(v, "per-page") ? 2 : -2;
             if (only == -2) { fprintf(stderr, "control_bench: bad --mode %s\n", v); return 2; }
+        } else if (!strcmp(a, "--hot-rows")) {
+            hot_rows = strtol(v, &end, 10);
+            if (*end || hot_rows < 64 || hot_rows > 1048576 || hot_rows % 64) {
+                fprintf(stderr, "control_bench: bad --hot-rows (64..1048576, a multiple of 64)\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--call-us")) {
             call_us = strtod(v, &end);
             if (*end || call_us < 0 || call_us > 1000) { fprintf(stderr, "control_bench: bad --call-us\n"); return 2; }
@@ -427,9 +459,9 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    printf("control_bench: context %ld%s, %ld rounds per mode, call cost %.2f us, history on device %.2f, copy delay %ld, "
-           "backend %s, resolver %s%s\n",
-           context, stagger ? " (staggered)" : "", rounds, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
+    printf("control_bench: context %ld%s, %ld rounds per mode, hot rows %ld, call cost %.2f us, history on device %.2f, "
+           "copy delay %ld, backend %s, resolver %s%s\n",
+           context, stagger ? " (staggered)" : "", rounds, hot_rows, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
            dev_res ? "device" : "host", background ? ", background" : "");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
@@ -466,6 +498,14 @@ int main(int argc, char **argv)
             printf("\n");
             printf("%6s %-11s library's own host time (outside backend calls, the CPU backend's emulated clock "
                    "included in the calls): begin median %.1f us, end median %.1f us\n", "", "", own_med[0], own_med[1]);
+            /* the library's own phase clocks (dhs_get_host_time), backend calls included: where begin and end go */
+            printf("%6s %-11s library phases, us per round (means, calls included):", "", "");
+            static const dhs_host_phase shown[] = {DHS_HP_HOUSEKEEPING, DHS_HP_SWEEP, DHS_HP_ADVANCE, DHS_HP_REPOPULATE,
+                                                   DHS_HP_TAIL_ROOM, DHS_HP_PUBLISH, DHS_HP_DEVICE, DHS_HP_BACKUP,
+                                                   DHS_HP_BACKGROUND};
+            for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++)
+                printf(" %s %.1f", dhs_host_phase_str(shown[k]), 1e-3 * (double)(p.hp1[shown[k]] - p.hp0[shown[k]]) / n);
+            printf("\n");
             if (m == 3)
                 printf("%6ld %-11s bg_us median %.1f mean %.1f (dhs_background: host time overlapped with the step, "
                        "not exposed), %.1f calls/round\n", Cs[ci], "", med[m][3], mean[m][3], tot_calls(&p, 3) / n);
