@@ -7,8 +7,10 @@
  * rows: only the library's bookkeeping runs). Per round it times:
  *   begin   dhs_round_begin (housekeeping, tail room, the round's opening)
  *   caller  what the engine does on the host for a device step between the
- *           two: dhs_round_may_miss and dhs_tail_locations of every request
- *           and source (model/engine.c gpu_step)
+ *           two: dhs_round_may_miss and the round's tail locations
+ *           (model/engine.c gpu_step: dhs_round_tail_locations_device with the
+ *           device resolver, else dhs_round_tail_locations; --tail-locations
+ *           each: one dhs_tail_locations per request and source)
  *   end     dhs_round_end (commit, the round's tail backup)
  * and counts the backend calls of each phase (fence queries, waits, copy
  * launches, publishes): on the H200 host each such call costs host time the
@@ -45,7 +47,7 @@
  *                      [--call-us X] [--history-on-device F] [--async-delay N]
  *                      [--backend cpu|cuda] [--resolver host|device]
  *                      [--mode full-sweep|per-round|per-page] [--stagger]
- *                      [--background] [--hot-rows N]
+ *                      [--background] [--hot-rows N] [--tail-locations each|round|device]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -75,6 +77,8 @@ static uint64_t calls[K_N];
 static double call_s[K_N]; /* host seconds inside each kind of call */
 static double call_us;
 static long hot_rows = 4096; /* --hot-rows: B per request and group */
+enum { TL_EACH, TL_ROUND, TL_DEVICE };
+static int tail_calls = -1; /* --tail-locations: -1 = the engine's default (device with the device resolver) */
 static int stagger; /* --stagger: histories of context - (i * 64 / C) positions */
 
 /* counts the call; returns its start time (after the modelled cost) */
@@ -268,6 +272,18 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         return -1;
     }
     for (int32_t s = 0; s < a.n_sources; s++) rows[s] = zero;
+    /* the round's tail locations ([source][request], K = 1): host memory, or device memory for the device call */
+    const int tl = tail_calls >= 0 ? tail_calls : dev_res ? TL_DEVICE : TL_ROUND;
+    const size_t loc_bytes = sizeof(int32_t) * (size_t)C * (size_t)a.n_sources;
+    int32_t *rloc = NULL;
+    if (tl == TL_DEVICE ? be_dev_alloc(be, loc_bytes, (void **)&rloc) != DHS_OK : !(rloc = malloc(loc_bytes))) {
+        fprintf(stderr, "control_bench: no room for the round's tail locations\n");
+        dhs_ctx_destroy(ctx);
+        free(zero);
+        dhs_backend_destroy(be);
+        free(r), free(K), free(acc);
+        return -1;
+    }
     int rc = 0;
     char msg[256];
     for (long i = 0; i < C && !rc; i++) {
@@ -301,7 +317,14 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         int mm = 0;
         if (dhs_round_may_miss(ctx, -1, &mm) != DHS_OK) { rc = -3; break; }
         int64_t n = 0;
-        for (long i = 0; i < C && !rc; i++) {
+        const dhs_status ts = tl == TL_ROUND    ? dhs_round_tail_locations(ctx, 1, C, rloc)
+                              : tl == TL_DEVICE ? dhs_round_tail_locations_device(ctx, 1, C, rloc)
+                                                : DHS_OK;
+        if (ts != DHS_OK) {
+            fprintf(stderr, "control_bench: the round's tail locations (round %ld): %s\n", t, dhs_status_str(ts));
+            rc = -3;
+        }
+        for (long i = 0; i < C && !rc && tl == TL_EACH; i++) {
             if (dhs_request_positions(ctx, r[i], &n) != DHS_OK) rc = -3;
             for (int32_t s = 0; s < a.n_sources && !rc; s++)
                 if (dhs_tail_locations(ctx, r[i], s, n, 1, loc) != DHS_OK) rc = -3;
@@ -361,6 +384,8 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     free(K);
     free(acc);
     dhs_ctx_destroy(ctx);
+    if (tl == TL_DEVICE) be_dev_free(be, rloc, loc_bytes);
+    else free(rloc);
     free(zero);
     dhs_backend_destroy(be);
     return rc;
@@ -392,7 +417,7 @@ int main(int argc, char **argv)
             puts("usage: control_bench [--concurrency 2,20,64,256] [--context N] [--rounds N] [--call-us X]\n"
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
                  "                     [--resolver host|device] [--mode full-sweep|per-round|per-page] [--stagger]\n"
-                 "                     [--background] [--hot-rows N]\n"
+                 "                     [--background] [--hot-rows N] [--tail-locations each|round|device]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -415,7 +440,10 @@ int main(int argc, char **argv)
                  "  outside every backend call (on the CPU backend its emulated clock, `tick`, runs the\n"
                  "  async copies' memcpys inside dhs_round_begin; it counts as a call). --hot-rows: hot-cache rows per\n"
                  "  request and group (default 4096, a multiple of 64); with --resolver device the CPU backend keeps\n"
-                 "  the device pool in host memory: C = 256 needs a smaller one (e.g. 512) on a 24 GiB host");
+                 "  the device pool in host memory: C = 256 needs a smaller one (e.g. 512) on a 24 GiB host.\n"
+                 "  --tail-locations each|round|device: the engine's tail locations, one dhs_tail_locations per request\n"
+                 "  and source, one dhs_round_tail_locations, or dhs_round_tail_locations_device (device resolver only;\n"
+                 "  the default there, round otherwise: the reference engine's defaults)");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -441,6 +469,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--mode")) {
             only = !strcmp(v, "full-sweep") ? 0 : !strcmp(v, "per-round") ? 1 : !strcmp(v, "per-page") ? 2 : -2;
             if (only == -2) { fprintf(stderr, "control_bench: bad --mode %s\n", v); return 2; }
+        } else if (!strcmp(a, "--tail-locations")) {
+            tail_calls = !strcmp(v, "each") ? TL_EACH : !strcmp(v, "round") ? TL_ROUND : !strcmp(v, "device") ? TL_DEVICE : -2;
+            if (tail_calls == -2) { fprintf(stderr, "control_bench: bad --tail-locations %s\n", v); return 2; }
         } else if (!strcmp(a, "--hot-rows")) {
             hot_rows = strtol(v, &end, 10);
             if (*end || hot_rows < 64 || hot_rows > 1048576 || hot_rows % 64) {
@@ -459,10 +490,16 @@ int main(int argc, char **argv)
         }
         i++;
     }
+    if (tail_calls == TL_DEVICE && !dev_res) {
+        fprintf(stderr, "control_bench: --tail-locations device needs --resolver device\n");
+        return 2;
+    }
+    static const char *tl_name[3] = {"each", "round", "device"};
     printf("control_bench: context %ld%s, %ld rounds per mode, hot rows %ld, call cost %.2f us, history on device %.2f, "
-           "copy delay %ld, backend %s, resolver %s%s\n",
+           "copy delay %ld, backend %s, resolver %s, tail locations %s%s\n",
            context, stagger ? " (staggered)" : "", rounds, hot_rows, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
-           dev_res ? "device" : "host", background ? ", background" : "");
+           dev_res ? "device" : "host", tl_name[tail_calls >= 0 ? tail_calls : dev_res ? TL_DEVICE : TL_ROUND],
+           background ? ", background" : "");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
