@@ -513,6 +513,31 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
     return s;
 }
 
+/* After a publish that failed, the mirror of request slot r no longer records what the device holds: its
+   entries were brought to the host's values when they were listed, but some or all of their copies never
+   ran. Every entry is set to a value no table holds (a page below -1, a null-free chunk pattern, a
+   readiness of 0xff) over the slot's whole extent, and every group is marked dirty, so the next publish
+   finds each entry different and sends the slot's tables in full. */
+static void mirror_forget(dhs_ctx *ctx, int32_t r)
+{
+    struct dres_ctx *d = ctx->dres;
+    for (int32_t g = 0; g < d->G; g++) {
+        dres_grp *dg = &d->g[g];
+        const dres_state *st = &dg->st;
+        const int64_t ns = st->nsrc, hp = st->B / st->p, tp = st->T / st->p, mo = st->max_opt_pages;
+        const int64_t nc = st->n_host_chunks;
+        for (int64_t i = 0; i < ns * hp; i++) dg->m_hot[(int64_t)r * ns * hp + i] = INT32_MIN;
+        for (int64_t i = 0; i < ns * tp; i++) dg->m_tail[(int64_t)r * ns * tp + i] = INT32_MIN;
+        for (int64_t i = 0; i < ns * mo; i++) dg->m_opt[(int64_t)r * ns * mo + i] = INT32_MIN;
+        for (int64_t i = 0; i < ns * nc; i++) dg->m_chunks[(int64_t)r * ns * nc + i] = UINT64_MAX;
+        memset(dg->m_ready + (int64_t)r * mo, 0xff, (size_t)mo);
+        dg->pub_nopt[r] = mo;
+        dg->pub_nchunks[r] = nc;
+        ctx->req[r].g[g].tables_dirty = 1;
+    }
+    ctx->req[r].tables_dirty = TABLES_ALL;
+}
+
 /* the tables of a dirty request slot: only its dirty groups (a repopulated page or a new host chunk
    marks one of 21 GLM-5.3 groups, whose comparison is ~1/21 of the request's 600 KB of tables at 100K),
    every group after TABLES_ALL; clean after a successful publish */
@@ -585,8 +610,10 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     else d->n_pub = 0; /* what was listed is dropped: the round is not opened */
     if (s != DHS_OK) {
         /* the round is not opened; a publish already issued completes before
-           a retry may rewrite its pinned source */
+           a retry may rewrite its pinned source, and the tables listed for the
+           round's requests go out in full with the next publish */
         dsync(ctx);
+        for (int32_t b = 0; b < ctx->n_round; b++) mirror_forget(ctx, ctx->round_reqs[b]);
         for (int32_t b = 0; b < ctx->n_round; b++) ctx->req[ctx->round_reqs[b]].in_round = 0;
         ctx->n_round = 0;
     }
@@ -601,9 +628,12 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
 void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 {
     if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
-    /* the wait keeps the rule that no publish is pending when a mirror is rewritten */
-    if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK) (void)dsync(ctx);
+    /* the wait keeps the rule that no publish is pending when a mirror is rewritten; on a failure the
+       request's tables go out in full with the next publish (its round's) */
+    if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK && dsync(ctx) == DHS_OK) return;
     ctx->dres->n_pub = 0;
+    (void)dsync(ctx);
+    mirror_forget(ctx, slot);
 }
 
 /* ------------------------------------------------------------- per layer */

@@ -37,7 +37,9 @@
  *    left pending (a resolve not followed by dhs_group_done), across rounds;
  *    an import outside a round publishes the request's tables itself; an
  *    import pins each source's rows up to the expected positions with one
- *    host allocation, and the round's backup allocates nothing.
+ *    host allocation, and the round's backup allocates nothing; a failed
+ *    publish (an import's, a round begin's) leaves no stale device table:
+ *    the next publish sends what it would have.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -1161,8 +1163,10 @@ static dhs_status count_publish(dhs_backend *be, void *dst, const void *src, siz
 }
 /* a publish list counts as one publish call (one launch on CUDA); its pieces must be cut at 2 KiB */
 static long g_pub_pieces, g_pub_bad;
+static long g_pub_fail_in; /* > 0: the publish list call that many calls from now fails, copying nothing */
 static dhs_status count_publish_list(dhs_backend *be, const dhs_pub *list, int32_t n)
 {
+    if (g_pub_fail_in > 0 && --g_pub_fail_in == 0) return DHS_ERR_BACKEND;
     g_publish++;
     g_pub_pieces += n;
     for (int32_t i = 0; i < n; i++) g_pub_bad += list[i].bytes == 0 || list[i].bytes > 2048;
@@ -1279,6 +1283,78 @@ static void test_round_end_pending(void)
     dhs_stats st;
     dhs_get_stats(ctx, &st);
     CHECK(st.staging_rows > 0);
+    dhs_ctx_destroy(ctx);
+    counted_backend_destroy(be);
+    free(rows);
+}
+
+/* A publish that fails leaves nothing stale on the device: the tables it would have sent go out with the
+   next one. Request 0's import publishes its tables outside a round and that publish fails; round 0 runs
+   it alone. Before round 1, request 1's import publish fails too, and so does round 1's first round begin
+   (the round is not opened, nothing changed), which had listed request 1's tables; the retried round
+   begin must send them. dhs_check_invariants inside the open round compares the device's tables with the
+   host's (I3), and every resolved location is checked byte for byte. */
+static void test_publish_failure(void)
+{
+    dhs_arch a;
+    dhs_config c;
+    two_groups(&a, &c, 2, 1, 4);
+    dhs_backend *be = counted_backend();
+    dhs_ctx *ctx = NULL;
+    if (!be) return;
+    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+    if (!ctx) {
+        counted_backend_destroy(be);
+        return;
+    }
+    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
+    const void *rp[2] = {rows, rows + 64 * 64};
+    dhs_req r[2];
+    int64_t n[2] = {40, 36};
+    int32_t K[2] = {1, 1}, acc[2] = {0, 0}, sel[2][8], loc[2][8];
+    for (int t = 0; t < 4; t++) {
+        const int nr = t == 0 ? 1 : 2;
+        if (t <= 1) { /* request t arrives; the import's publish of its tables fails */
+            for (int src = 0; src < 2; src++)
+                for (int row = 0; row < 64; row++)
+                    th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, (uint64_t)t + 1, src, row, 0);
+            CHECK_ST(dhs_request_open(ctx, 100, &r[t]), DHS_OK);
+            g_pub_fail_in = 1;
+            CHECK_ST(dhs_request_import(ctx, r[t], n[t], rp, DHS_IMPORT_HOST), DHS_OK);
+            CHECKF(g_pub_fail_in == 0, "request %d: the import made no publish list call", t);
+            CHECK_INV(ctx);
+        }
+        if (t == 1) { /* the round begin's publish fails: the round stays closed */
+            g_pub_fail_in = 1;
+            CHECK_ST(dhs_round_begin(ctx, nr, r, K), DHS_ERR_BACKEND);
+            CHECKF(g_pub_fail_in == 0, "round %d: the round begin made no publish list call", t);
+            CHECK_INV(ctx);
+        }
+        CHECK_ST(dhs_round_begin(ctx, nr, r, K), DHS_OK);
+        CHECK_INV(ctx); /* the device's tables of the round's requests equal the host's */
+        for (int q = 0; q < nr; q++)
+            for (int src = 0; src < 2; src++) {
+                int32_t tl;
+                CHECK_ST(dhs_tail_locations(ctx, r[q], src, n[q], 1, &tl), DHS_OK);
+                th_fill_row((uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)tl * dhs_pool_row_stride(ctx), 64,
+                            (uint64_t)q + 1, src, n[q], 0);
+            }
+        for (int g = 0; g < 2; g++) {
+            for (int q = 0; q < nr; q++)
+                for (int i = 0; i < 8; i++) sel[q][i] = (int32_t)((t * 8 + i * 5 + q) % n[q]);
+            const dhs_resolve_item items[2] = {{r[0], 1, sel[0], loc[0]}, {r[1], 1, sel[1], loc[1]}};
+            CHECK_ST(dhs_resolve(ctx, g, 8, nr, items), DHS_OK);
+            for (int q = 0; q < nr; q++)
+                for (int i = 0; i < 8; i++)
+                    CHECKF(th_loc_holds(ctx, g, 64, loc[q][i], (uint64_t)q + 1, sel[q][i], 0),
+                           "round %d group %d request %d: row %d at location %d does not hold its bytes", t, g, q,
+                           sel[q][i], loc[q][i]);
+            CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
+        }
+        CHECK_ST(dhs_round_end(ctx, acc), DHS_OK);
+        CHECK_INV(ctx);
+        for (int q = 0; q < nr; q++) n[q]++;
+    }
     dhs_ctx_destroy(ctx);
     counted_backend_destroy(be);
     free(rows);
@@ -1823,6 +1899,7 @@ int main(void)
     /* a publish list of 2 pieces: every round begin with a changed table issues it full */
     test_cross(seed ^ 0x17, (const int32_t[2]){0, 0}, 1.0, 2);
     test_round_end_pending();
+    test_publish_failure();
     test_import_pinning();
     test_split_resolve();
     test_device_sequences();
