@@ -254,7 +254,8 @@ void dhs_backend_destroy(dhs_backend *be); /* NULL is a no-op */
 const char *dhs_backend_name(const dhs_backend *be);
 
 /* Fault injection: make the nth (1-based) allocation or copy from now fail;
-   0 disables. Costs one branch when off. */
+   0 disables. Costs one branch when off. The device resolver's publishes
+   (its tables and round descriptor, host to device) count as copies. */
 typedef enum dhs_fault_kind { DHS_FAULT_HOST_ALLOC = 0, DHS_FAULT_DEVICE_ALLOC = 1, DHS_FAULT_COPY = 2, DHS_FAULT_COUNT_ } dhs_fault_kind;
 void dhs_backend_fault_at(dhs_backend *be, dhs_fault_kind kind, uint64_t nth);
 uint64_t dhs_backend_faults_injected(const dhs_backend *be);

@@ -255,9 +255,12 @@ static dhs_status dsync(const dhs_ctx *ctx)
     return s;
 }
 
+/* A publish is a copy: DHS_FAULT_COPY makes it fail as a copy would (dhs_verify's faults reach the
+   device resolver's publishes through it) */
 static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     if (bytes == 0) return DHS_OK;
+    if (be_fault(ctx->be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
     return ctx->be->ops->publish(ctx->be, dst, src, bytes);
 }
 
@@ -276,6 +279,7 @@ static dhs_status pub_flush(dhs_ctx *ctx)
     if (d->n_pub == 0) return DHS_OK;
     const int32_t n = d->n_pub;
     d->n_pub = 0;
+    if (be_fault(ctx->be, DHS_FAULT_COPY)) return DHS_ERR_BACKEND;
     return ctx->be->ops->publish_list(ctx->be, d->pub, n);
 }
 
