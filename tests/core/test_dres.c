@@ -1225,15 +1225,24 @@ static void counted_backend_destroy(dhs_backend *be)
     dhs_backend_destroy(be);
 }
 
-static void test_round_end_pending(void)
+/* a two_groups context (k_max 1, hot 4) of max_requests slots on counted_backend(); NULL (nothing held)
+   when either fails */
+static dhs_ctx *counted_two_groups(int32_t max_requests, dhs_backend **be)
 {
     dhs_arch a;
     dhs_config c;
-    two_groups(&a, &c, 1, 1, 4);
-    dhs_backend *be = counted_backend();
+    two_groups(&a, &c, max_requests, 1, 4);
     dhs_ctx *ctx = NULL;
-    if (!be) return;
-    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
+    if (!(*be = counted_backend())) return NULL;
+    CHECK_ST(dhs_ctx_create(&a, &c, *be, &ctx), DHS_OK);
+    if (!ctx) counted_backend_destroy(*be);
+    return ctx;
+}
+
+static void test_round_end_pending(void)
+{
+    dhs_backend *be;
+    dhs_ctx *ctx = counted_two_groups(1, &be);
     if (!ctx) return;
     dhs_req r;
     uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
@@ -1296,17 +1305,9 @@ static void test_round_end_pending(void)
    host's (I3), and every resolved location is checked byte for byte. */
 static void test_publish_failure(void)
 {
-    dhs_arch a;
-    dhs_config c;
-    two_groups(&a, &c, 2, 1, 4);
-    dhs_backend *be = counted_backend();
-    dhs_ctx *ctx = NULL;
-    if (!be) return;
-    CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
-    if (!ctx) {
-        counted_backend_destroy(be);
-        return;
-    }
+    dhs_backend *be;
+    dhs_ctx *ctx = counted_two_groups(2, &be);
+    if (!ctx) return;
     uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
     const void *rp[2] = {rows, rows + 64 * 64};
     dhs_req r[2];
