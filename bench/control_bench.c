@@ -78,7 +78,7 @@ static double call_s[K_N]; /* host seconds inside each kind of call */
 static double call_us;
 static long hot_rows = 4096; /* --hot-rows: B per request and group */
 enum { TL_EACH, TL_ROUND, TL_DEVICE };
-static int tail_calls = -1; /* --tail-locations: -1 = the engine's default (device with the device resolver) */
+static int tail_calls = -1; /* --tail-locations; main sets the engine's default (device with the device resolver) */
 static int stagger; /* --stagger: histories of context - (i * 64 / C) positions */
 
 /* counts the call; returns its start time (after the modelled cost) */
@@ -273,7 +273,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     }
     for (int32_t s = 0; s < a.n_sources; s++) rows[s] = zero;
     /* the round's tail locations ([source][request], K = 1): host memory, or device memory for the device call */
-    const int tl = tail_calls >= 0 ? tail_calls : dev_res ? TL_DEVICE : TL_ROUND;
+    const int tl = tail_calls;
     const size_t loc_bytes = sizeof(int32_t) * (size_t)C * (size_t)a.n_sources;
     int32_t *rloc = NULL;
     if (tl == TL_DEVICE ? be_dev_alloc(be, loc_bytes, (void **)&rloc) != DHS_OK : !(rloc = malloc(loc_bytes))) {
@@ -494,11 +494,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "control_bench: --tail-locations device needs --resolver device\n");
         return 2;
     }
+    if (tail_calls < 0) tail_calls = dev_res ? TL_DEVICE : TL_ROUND;
     static const char *tl_name[3] = {"each", "round", "device"};
     printf("control_bench: context %ld%s, %ld rounds per mode, hot rows %ld, call cost %.2f us, history on device %.2f, "
            "copy delay %ld, backend %s, resolver %s, tail locations %s%s\n",
            context, stagger ? " (staggered)" : "", rounds, hot_rows, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
-           dev_res ? "device" : "host", tl_name[tail_calls >= 0 ? tail_calls : dev_res ? TL_DEVICE : TL_ROUND],
+           dev_res ? "device" : "host", tl_name[tail_calls],
            background ? ", background" : "");
     printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");

@@ -519,8 +519,8 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
 
 /* After a publish that failed, the mirror of request slot r no longer records what the device holds: its
    entries were brought to the host's values when they were listed, but some or all of their copies never
-   ran. Every entry is set to a value no table holds (a page below -1, a null-free chunk pattern, a
-   readiness of 0xff) over the slot's whole extent, and every group is marked dirty, so the next publish
+   ran. Every entry is set to a value no table holds (page INT32_MIN, host chunk UINT64_MAX, readiness
+   0xff) over the slot's whole extent, and every group is marked dirty, so the next publish
    finds each entry different and sends the slot's tables in full. */
 static void mirror_forget(dhs_ctx *ctx, int32_t r)
 {
@@ -617,8 +617,10 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
            a retry may rewrite its pinned source, and the tables listed for the
            round's requests go out in full with the next publish */
         dsync(ctx);
-        for (int32_t b = 0; b < ctx->n_round; b++) mirror_forget(ctx, ctx->round_reqs[b]);
-        for (int32_t b = 0; b < ctx->n_round; b++) ctx->req[ctx->round_reqs[b]].in_round = 0;
+        for (int32_t b = 0; b < ctx->n_round; b++) {
+            mirror_forget(ctx, ctx->round_reqs[b]);
+            ctx->req[ctx->round_reqs[b]].in_round = 0;
+        }
         ctx->n_round = 0;
     }
     return s;
