@@ -154,6 +154,61 @@ static int test_gather(area *a)
     return 0;
 }
 
+/* ----------------------------------------- 1b. publish_list, every alignment */
+
+/* n pieces, each in its own 4 KiB slot of the device area (destinations never overlap), of 0..4096 bytes
+   at offsets that take the kernel's 16-byte, 4-byte and byte paths; sources anywhere in the host area. The
+   list lives in mapped pinned memory, as the core's does. Two passes rewrite the same sources between
+   launches: the second must see the new bytes (the sources are mirrors the host rewrites). */
+static int test_publish_list(area *a)
+{
+    const int32_t counts[] = {1, 7, 300, 1024, 2000}; /* 2000 > DHS_PUBLISH_MAX_BLOCKS: a block takes several */
+    const int32_t nmax = 2000, slots = (int32_t)(DEV_BYTES / 4096);
+    dhs_pub *list = NULL;
+    CHECK_OK(be_host_alloc(g_be, sizeof(dhs_pub) * (size_t)nmax, (void **)&list));
+    int64_t *slot = malloc(sizeof(int64_t) * (size_t)nmax);
+    CHECK(slot);
+    memset(a->shadow, 0x5a, DEV_BYTES);
+    CHECK_OK(g_be->ops->copy_sync(g_be, a->dev, a->shadow, DEV_BYTES));
+    CHECK_OK(g_be->ops->publish_list(g_be, list, 0));
+    CHECK_ST(g_be->ops->publish_list(g_be, list, -1), DHS_ERR_INVALID_ARG);
+    CHECK_ST(g_be->ops->publish_list(g_be, NULL, 3), DHS_ERR_INVALID_ARG);
+    int64_t npaths[3] = {0, 0, 0};
+    for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+        const int32_t n = counts[ci];
+        distinct(slot, n, slots, a->perm);
+        for (int32_t i = 0; i < n; i++) {
+            const int path = (int)rnd_below(3); /* 0: 16-byte, 1: 4-byte, 2: byte aligned */
+            const uint64_t unit = path == 0 ? 16 : path == 1 ? 4 : 1;
+            uint64_t bytes = unit * (uint64_t)rnd_below((int64_t)(4096 / unit) + 1);
+            const uint64_t doff = unit * (uint64_t)rnd_below((int64_t)((4096 - bytes) / unit) + 1);
+            const uint64_t soff = unit * (uint64_t)rnd_below((int64_t)((HOST_BYTES - bytes) / unit));
+            if (path == 2 && bytes > 0 && (doff | soff | bytes) % 4 == 0) bytes--; /* really unaligned */
+            list[i] = (dhs_pub){(uint64_t)(uintptr_t)(a->dev + slot[i] * 4096 + doff),
+                                (uint64_t)(uintptr_t)(a->host + soff), bytes};
+            npaths[(doff | soff | bytes) % 16 == 0 ? 0 : (doff | soff | bytes) % 4 == 0 ? 1 : 2]++;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass) /* new source bytes, the same list */
+                for (int32_t i = 0; i < n; i++)
+                    for (uint64_t b = 0; b < list[i].bytes; b++) ((uint8_t *)(uintptr_t)list[i].src)[b] ^= 0xff;
+            for (int32_t i = 0; i < n; i++)
+                memcpy(a->shadow + (list[i].dst - (uint64_t)(uintptr_t)a->dev), (const void *)(uintptr_t)list[i].src,
+                       list[i].bytes);
+            CHECK_OK(g_be->ops->publish_list(g_be, list, n));
+            CHECK_OK(g_be->ops->sync_compute(g_be));
+            if (compare_dev(a)) return 1;
+        }
+    }
+    CHECK(npaths[0] > 0 && npaths[1] > 0 && npaths[2] > 0);
+    be_host_free(g_be, list, sizeof(dhs_pub) * (size_t)nmax);
+    free(slot);
+    printf("ok   publish_list: %d lists, %lld / %lld / %lld pieces 16-byte / 4-byte / byte aligned, two passes each, "
+           "byte-exact\n", (int)(sizeof counts / sizeof *counts), (long long)npaths[0], (long long)npaths[1],
+           (long long)npaths[2]);
+    return 0;
+}
+
 /* ---------------------------------------------------- 2. errors, faults */
 
 static int test_errors(area *a)
@@ -657,6 +712,7 @@ int main(void)
     if (!a.shadow || !a.back || !a.perm) return 1;
 
     fail |= test_gather(&a);
+    if (!fail) fail |= test_publish_list(&a);
     if (!fail) fail |= test_errors(&a);
     if (!fail) fail |= test_async(&a);
     if (!fail) fail |= test_readers(&a);
