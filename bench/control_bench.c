@@ -48,6 +48,13 @@
  *                      [--backend cpu|cuda] [--resolver host|device]
  *                      [--mode full-sweep|per-round|per-page] [--stagger]
  *                      [--background] [--hot-rows N] [--tail-locations each|round|device]
+ *                      [--publish list|each|both]
+ *
+ * --publish each: the backend's publish_list is hidden, so a round begin
+ * publishes its descriptor and changed tables with one backend publish per
+ * piece (the path before publish_list, kept by the core for backends without
+ * it); both: every mode runs each, then list, and a ratio line compares the
+ * two (begin medians, the library's own, and calls included).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
@@ -80,6 +87,7 @@ static long hot_rows = 4096; /* --hot-rows: B per request and group */
 enum { TL_EACH, TL_ROUND, TL_DEVICE };
 static int tail_calls = -1; /* --tail-locations; main sets the engine's default (device with the device resolver) */
 static int stagger; /* --stagger: histories of context - (i * 64 / C) positions */
+static int pub_each; /* this run hides the backend's publish_list: the core publishes piece by piece */
 
 /* counts the call; returns its start time (after the modelled cost) */
 static double cost(int k)
@@ -222,7 +230,7 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
     counting.gather_h2d = c_gather;
     counting.copy_sync = c_copy_sync;
     if (inner->publish) counting.publish = c_publish;
-    if (inner->publish_list) counting.publish_list = c_publish_list;
+    counting.publish_list = inner->publish_list && !pub_each ? c_publish_list : NULL;
     if (inner->tick) counting.tick = c_tick;
     if (inner->dres_promote_all) counting.dres_promote_all = c_promote_all;
     if (inner->dres_promote) counting.dres_promote = c_promote;
@@ -402,7 +410,7 @@ int main(int argc, char **argv)
 {
     long Cs[16] = {2, 20, 64, 256}, nC = 4, context = 100000, rounds = 32, async_delay = 2;
     double hist_frac = 0.1;
-    int cuda = 0, dev_res = 0, only = -1, background = 0;
+    int cuda = 0, dev_res = 0, only = -1, background = 0, pub_mode = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--stagger")) { /* takes no value */
@@ -418,6 +426,7 @@ int main(int argc, char **argv)
                  "                     [--history-on-device F] [--async-delay N] [--backend cpu|cuda]\n"
                  "                     [--resolver host|device] [--mode full-sweep|per-round|per-page] [--stagger]\n"
                  "                     [--background] [--hot-rows N] [--tail-locations each|round|device]\n"
+                 "                     [--publish list|each|both]\n"
                  "  host microseconds per decode round in dhs_round_begin, the engine's host work\n"
                  "  (dhs_round_may_miss + dhs_tail_locations of every request and source) and\n"
                  "  dhs_round_end, with backend calls per round, at C requests of a GLM-5.3-like\n"
@@ -443,7 +452,10 @@ int main(int argc, char **argv)
                  "  the device pool in host memory: C = 256 needs a smaller one (e.g. 512) on a 24 GiB host.\n"
                  "  --tail-locations each|round|device: the engine's tail locations, one dhs_tail_locations per request\n"
                  "  and source, one dhs_round_tail_locations, or dhs_round_tail_locations_device (device resolver only;\n"
-                 "  the default there, round otherwise: the reference engine's defaults)");
+                 "  the default there, round otherwise: the reference engine's defaults)\n"
+                 "  --publish list|each|both: a round begin's publishes in one backend call (list, the default), one\n"
+                 "  call per piece (each: the backend's publish_list hidden), or both, each then list, with the ratio\n"
+                 "  each / list of the begin medians");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -472,6 +484,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--tail-locations")) {
             tail_calls = !strcmp(v, "each") ? TL_EACH : !strcmp(v, "round") ? TL_ROUND : !strcmp(v, "device") ? TL_DEVICE : -2;
             if (tail_calls == -2) { fprintf(stderr, "control_bench: bad --tail-locations %s\n", v); return 2; }
+        } else if (!strcmp(a, "--publish")) {
+            pub_mode = !strcmp(v, "list") ? 0 : !strcmp(v, "each") ? 1 : !strcmp(v, "both") ? 2 : -1;
+            if (pub_mode < 0) { fprintf(stderr, "control_bench: bad --publish %s\n", v); return 2; }
         } else if (!strcmp(a, "--hot-rows")) {
             hot_rows = strtol(v, &end, 10);
             if (*end || hot_rows < 64 || hot_rows > 1048576 || hot_rows % 64) {
@@ -497,11 +512,11 @@ int main(int argc, char **argv)
     if (tail_calls < 0) tail_calls = dev_res ? TL_DEVICE : TL_ROUND;
     static const char *tl_name[3] = {"each", "round", "device"};
     printf("control_bench: context %ld%s, %ld rounds per mode, hot rows %ld, call cost %.2f us, history on device %.2f, "
-           "copy delay %ld, backend %s, resolver %s, tail locations %s%s\n",
+           "copy delay %ld, backend %s, resolver %s, tail locations %s, publish %s%s\n",
            context, stagger ? " (staggered)" : "", rounds, hot_rows, call_us, hist_frac, async_delay, cuda ? "cuda" : "cpu",
-           dev_res ? "device" : "host", tl_name[tail_calls],
+           dev_res ? "device" : "host", tl_name[tail_calls], pub_mode == 0 ? "list" : pub_mode == 1 ? "each" : "each, list",
            background ? ", background" : "");
-    printf("%6s %-11s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
+    printf("%6s %-16s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
         double med[4][4], mean[4][4];
@@ -510,6 +525,11 @@ int main(int argc, char **argv)
         memset(mean, 0, sizeof mean);
         for (int m = 0; m < 4; m++) { /* the baselines first, then the library's path, same setup */
             if (background ? m < 2 : (m == 3 || (only >= 0 && m != only))) continue;
+            double pv_begin[2][2] = {{0}}; /* [each, list][calls included, own] */
+            for (int pv = pub_mode == 0; pv <= (pub_mode != 1); pv++) {
+            pub_each = pv == 0;
+            char mname[32];
+            snprintf(mname, sizeof mname, "%s%s", mode_name[m], pub_mode == 2 ? (pv ? "/list" : "/each") : "");
             phase_sum p;
             memset(&p, 0, sizeof p);
             for (int ph = 0; ph < 4; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
@@ -528,16 +548,18 @@ int main(int argc, char **argv)
                 med[m][ph] = median(p.us[ph], p.rounds);
                 free(p.us[ph]);
             }
-            printf("%6ld %-11s %9.1f %9.1f %9.1f %9.1f | %7.1f %7.1f %7.1f | %7.1f %7.1f %8.1f |", Cs[ci], mode_name[m],
+            pv_begin[pv][0] = med[m][0];
+            pv_begin[pv][1] = own_med[0];
+            printf("%6ld %-16s %9.1f %9.1f %9.1f %9.1f | %7.1f %7.1f %7.1f | %7.1f %7.1f %8.1f |", Cs[ci], mname,
                    med[m][0], med[m][1], med[m][2], med[m][0] + med[m][1] + med[m][2], mean[m][0], mean[m][2],
                    (double)(p.bk1 - p.bk0) / n, tot_calls(&p, 0) / n, tot_calls(&p, 1) / n, tot_calls(&p, 2) / n);
             for (int k = 0; k < K_N; k++)
                 if (p.calls[0][k]) printf(" %s %.1f", k_names[k], (double)p.calls[0][k] / n);
             printf("\n");
-            printf("%6s %-11s library's own host time (outside backend calls, the CPU backend's emulated clock "
+            printf("%6s %-16s library's own host time (outside backend calls, the CPU backend's emulated clock "
                    "included in the calls): begin median %.1f us, end median %.1f us\n", "", "", own_med[0], own_med[1]);
             /* the library's own phase clocks (dhs_get_host_time), backend calls included: where begin and end go */
-            printf("%6s %-11s library phases, us per round (means, calls included):", "", "");
+            printf("%6s %-16s library phases, us per round (means, calls included):", "", "");
             static const dhs_host_phase shown[] = {DHS_HP_HOUSEKEEPING, DHS_HP_SWEEP, DHS_HP_ADVANCE, DHS_HP_REPOPULATE,
                                                    DHS_HP_TAIL_ROOM, DHS_HP_PUBLISH, DHS_HP_DEVICE, DHS_HP_BACKUP,
                                                    DHS_HP_BACKGROUND};
@@ -545,14 +567,14 @@ int main(int argc, char **argv)
                 printf(" %s %.1f", dhs_host_phase_str(shown[k]), 1e-3 * (double)(p.hp1[shown[k]] - p.hp0[shown[k]]) / n);
             printf("\n");
             if (m == 3)
-                printf("%6ld %-11s bg_us median %.1f mean %.1f (dhs_background: host time overlapped with the step, "
+                printf("%6ld %-16s bg_us median %.1f mean %.1f (dhs_background: host time overlapped with the step, "
                        "not exposed), %.1f calls/round\n", Cs[ci], "", med[m][3], mean[m][3], tot_calls(&p, 3) / n);
             /* host us per round inside the backend's calls, by phase and kind (means) */
             for (int ph = 0; ph < 4; ph++) {
                 double tot = 0;
                 for (int k = 0; k < K_N; k++) tot += p.call_s[ph][k];
                 if (tot <= 0) continue;
-                printf("%6s %-11s %s in calls %.1f us/round:", "", "",
+                printf("%6s %-16s %s in calls %.1f us/round:", "", "",
                        ph == 0 ? "begin" : ph == 1 ? "caller" : ph == 2 ? "end" : "bg",
                        1e6 * tot / n);
                 for (int k = 0; k < K_N; k++)
@@ -561,16 +583,22 @@ int main(int argc, char **argv)
                                1e6 * p.call_s[ph][k] / (double)p.calls[ph][k]);
                 printf("\n");
             }
+            } /* pv */
+            if (pub_mode == 2)
+                printf("%6ld %-16s begin medians each / list: %.2f (calls included %.1f -> %.1f us), own %.2f "
+                       "(%.1f -> %.1f us)\n", Cs[ci], "ratio", pv_begin[1][0] > 0 ? pv_begin[0][0] / pv_begin[1][0] : 0.0,
+                       pv_begin[0][0], pv_begin[1][0], pv_begin[1][1] > 0 ? pv_begin[0][1] / pv_begin[1][1] : 0.0,
+                       pv_begin[0][1], pv_begin[1][1]);
         }
         if (background)
-            printf("%6ld %-11s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-page / background: medians | means; "
+            printf("%6ld %-16s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-page / background: medians | means; "
                    "exposed us per round %.1f -> %.1f mean)\n", Cs[ci], "ratio",
                    med[3][0] > 0 ? med[2][0] / med[3][0] : 0.0, "", med[3][2] > 0 ? med[2][2] / med[3][2] : 0.0,
                    (med[2][0] + med[2][1] + med[2][2]) / (med[3][0] + med[3][1] + med[3][2]),
                    mean[3][0] > 0 ? mean[2][0] / mean[3][0] : 0.0, mean[3][2] > 0 ? mean[2][2] / mean[3][2] : 0.0,
                    mean[2][0] + mean[2][1] + mean[2][2], mean[3][0] + mean[3][1] + mean[3][2]);
         else if (only < 0)
-        printf("%6ld %-11s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-round / per-page: medians | means)\n", Cs[ci],
+        printf("%6ld %-16s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-round / per-page: medians | means)\n", Cs[ci],
                "ratio", med[2][0] > 0 ? med[1][0] / med[2][0] : 0.0, "", med[2][2] > 0 ? med[1][2] / med[2][2] : 0.0,
                (med[1][0] + med[1][1] + med[1][2]) / (med[2][0] + med[2][1] + med[2][2]),
                mean[2][0] > 0 ? mean[1][0] / mean[2][0] : 0.0, mean[2][2] > 0 ? mean[1][2] / mean[2][2] : 0.0);
