@@ -594,6 +594,24 @@ dhs_status dhs_group_done(dhs_ctx *ctx, int32_t group);
    again, which commits. */
 dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
 
+/* dhs_round_end without its wait for the device: for an engine that knows
+   the accepted counts before its step completes (a round of width-1 queries
+   accepts 0 proposals: there are none), so it can close the round while the
+   step runs, after launching it, and take the round end off the host's
+   critical path between two steps. The same checks, commit, promotion and
+   tail backups as dhs_round_end; every copy and promotion it issues is
+   ordered after the device work issued before it (the step's writes of the
+   round's rows). Device resolver: the compute-stream wait and the error
+   word move to the next dhs_round_begin (or dhs_sync), which waits first,
+   before it changes anything, and returns the word's status (DHS_ERR_ROW_RANGE,
+   DHS_ERR_NOT_VISIBLE, DHS_ERR_STAGING) with the word cleared and no round
+   opened; a retry then opens the round. Unlike dhs_round_end, the round
+   with the bad entry is committed: an engine that must redo such a round
+   ends it with dhs_round_end. The rows it commits must be written when the
+   device runs the step: the same written-row checks (DHS_ERR_STATE) apply.
+   Host resolver: identical to dhs_round_end (it has no wait). */
+dhs_status dhs_round_end_early(dhs_ctx *ctx, const int32_t *accepted);
+
 /* Completes every outstanding copy and fence (for shutdown and tests).
    Inside a round nothing of the round's requests moves: their completed
    copies are published by the next dhs_round_begin (one location per row

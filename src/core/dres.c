@@ -73,6 +73,11 @@ struct dres_ctx {
     uint8_t *split;                /* [G] 1: the group's last resolve was split and its copy queue has not
                                       been joined (dhs_source_wait of the last source, dhs_group_done,
                                       the round end, a later resolve of the group) */
+    int unsettled;                 /* an early round end (dhs_round_end_early) left out its wait for the
+                                      compute stream: dres_settle waits before the pinned memory its
+                                      publishes read is rewritten */
+    int word_due;                  /* the error word of an early-ended round is not reported yet: it may be
+                                      set outside a round until dres_settle takes it */
 };
 
 /* ------------------------------------------------------------- layout */
@@ -251,8 +256,34 @@ static dhs_status dsync(const dhs_ctx *ctx)
     const dhs_backend_ops *ops = ctx->be->ops;
     if (!ops->sync_compute) return ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
     dhs_status s = ops->sync_compute(ctx->be);
-    if (s == DHS_OK) d->word_h[0] = *(volatile const int32_t *)d->err;
+    if (s == DHS_OK) {
+        d->word_h[0] = *(volatile const int32_t *)d->err;
+        d->unsettled = 0;
+    }
     return s;
+}
+
+/* The error word as the last synchronisation read it: its status (DHS_OK when clear), the word cleared on
+   the host and on the device */
+static dhs_status word_take(const dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    d->word_due = 0;
+    if (d->word_h[0] == 0) return DHS_OK;
+    const dhs_status s = (dhs_status)(-d->word_h[0]);
+    d->word_h[0] = 0;
+    const dhs_status s2 = ctx->be->ops->copy_sync(ctx->be, d->err, &d->word_h[0], sizeof(int32_t));
+    return s2 != DHS_OK ? s2 : s;
+}
+
+dhs_status dres_settle(dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (d->unsettled) {
+        const dhs_status s = dsync(ctx);
+        if (s != DHS_OK) return s;
+    }
+    return word_take(ctx);
 }
 
 /* A publish is a copy: DHS_FAULT_COPY makes it fail as a copy would (dhs_verify's faults reach the
@@ -272,7 +303,8 @@ static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t
    DRES_PUB_PIECE bytes so the device copies a large descriptor with many blocks. The list is pinned
    memory the device reads: a full list is issued and waited for before it is rewritten; pub_flush
    issues the rest, and every caller waits for the compute stream before the next round begin lists
-   again (the round end's synchronisation, or dres_publish_request's). */
+   again (the round end's synchronisation, dres_publish_request's, or after an early round end
+   dres_settle's at the next round begin). */
 static dhs_status pub_flush(dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
@@ -634,6 +666,9 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
 void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 {
     if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
+    /* after an early round end its publishes may not have run yet: they read the list and mirrors that
+       publish_dirty rewrites (a failed wait leaves the request dirty for its round's publish) */
+    if (ctx->dres->unsettled && dsync(ctx) != DHS_OK) return;
     /* the wait keeps the rule that no publish is pending when a mirror is rewritten; on a failure the
        request's tables go out in full with the next publish (its round's) */
     if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK && dsync(ctx) == DHS_OK) return;
@@ -774,7 +809,7 @@ dhs_status dres_join_all(dhs_ctx *ctx)
     return s;
 }
 
-dhs_status dres_round_end(dhs_ctx *ctx)
+dhs_status dres_round_end(dhs_ctx *ctx, int wait)
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
@@ -788,15 +823,13 @@ dhs_status dres_round_end(dhs_ctx *ctx)
        (two launches took 57 us of host time on the H200 machine). */
     if (memchr(d->pending, 1, (size_t)d->G))
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->be->payload_free);
-    if (s == DHS_OK) s = dsync(ctx); /* the round's one host synchronisation */
     if (s != DHS_OK) return s;
-    if (d->word_h[0] != 0) {
-        s = (dhs_status)(-d->word_h[0]);
-        d->word_h[0] = 0;
-        dhs_status s2 = ctx->be->ops->copy_sync(ctx->be, d->err, &d->word_h[0], sizeof(int32_t));
-        return s2 != DHS_OK ? s2 : s;
+    if (!wait) { /* an early round end: dres_settle waits, at the next round begin */
+        d->unsettled = d->word_due = 1;
+        return DHS_OK;
     }
-    return DHS_OK;
+    if ((s = dsync(ctx)) != DHS_OK) return s; /* the round's one host synchronisation */
+    return word_take(ctx);
 }
 
 /* ------------------------------------------------------------- statistics */
@@ -909,7 +942,7 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
     dviol v = {0, msg, msg_len};
     dhs_backend *be = ctx->be;
     if (dsync(ctx) != DHS_OK) { dfail(&v, "device: compute stream failed"); return v.n; }
-    if (d->word_h[0] != 0 && !ctx->round_open) dfail(&v, "device: error word %d outside a round", d->word_h[0]);
+    if (d->word_h[0] != 0 && !ctx->round_open && !d->word_due) dfail(&v, "device: error word %d outside a round", d->word_h[0]);
     int32_t owner;
     be->ops->copy_sync(be, &owner, d->owner, sizeof owner);
     if (!ctx->round_open && owner != -1) dfail(&v, "device: staging owner %d outside a round", owner);

@@ -67,6 +67,12 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
         ctx->named[reqs[i].id] = ctx->named_stamp;
     }
     uint64_t t = hp_now();
+    if (ctx->dres) { /* after an early round end: its wait and its error word, before anything changes */
+        dhs_status ds = dres_settle(ctx);
+        hp_add(ctx, DHS_HP_DEVICE, t);
+        if (ds != DHS_OK) return ds;
+        t = hp_now();
+    }
     res_housekeeping(ctx);
     hp_add(ctx, DHS_HP_HOUSEKEEPING, t);
     t = hp_now();
@@ -272,7 +278,7 @@ dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss)
     return DHS_OK;
 }
 
-static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
+static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted, int wait)
 {
     if (!ctx->round_open || ctx->tp_n) return DHS_ERR_STATE;
     if (ctx->n_round > 0 && !accepted) return DHS_ERR_INVALID_ARG;
@@ -292,7 +298,7 @@ static dhs_status round_end(dhs_ctx *ctx, const int32_t *accepted)
     }
     if (ctx->dres) { /* promotion, the round's one sync, the device error word */
         const uint64_t t = hp_now();
-        dhs_status ds = dres_round_end(ctx);
+        dhs_status ds = dres_round_end(ctx, wait);
         hp_add(ctx, DHS_HP_DEVICE, t);
         if (ds != DHS_OK) return ds;
     }
@@ -335,7 +341,16 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     const uint64_t t = hp_now();
-    dhs_status s = round_end(ctx, accepted);
+    dhs_status s = round_end(ctx, accepted, 1);
+    hp_add(ctx, DHS_HP_END, t);
+    return s;
+}
+
+dhs_status dhs_round_end_early(dhs_ctx *ctx, const int32_t *accepted)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    const uint64_t t = hp_now();
+    dhs_status s = round_end(ctx, accepted, 0);
     hp_add(ctx, DHS_HP_END, t);
     return s;
 }

@@ -666,7 +666,7 @@ typedef struct {
     int64_t rows_g[2];
     uint64_t next_uid, rng;
     uint8_t *buf;
-    long calls, entries, compared, staged_calls, reclaims, waits, mismatches;
+    long calls, entries, compared, staged_calls, reclaims, waits, mismatches, early;
 } cw;
 
 static int32_t grp_m(int g) { return g == 0 ? 1 : 4; }
@@ -707,7 +707,9 @@ static void c_open(cw *w, int32_t slot)
 /* hot_g[g] > 0: group g's own hot-cache size (dhs_config.group_hot_rows), 0: hot_rows */
 /* pub_cap > 0: the device context's publish list takes that many pieces before it is issued and waited
    for (dres_set_publish_cap), and the run must fill it some times */
-static void test_cross(uint64_t seed, const int32_t *hot_g, double frac, int32_t pub_cap)
+/* early: each context ends a random half of its rounds with dhs_round_end_early (the device context's
+   wait then moves to the next round begin, or to the import publish before it) */
+static void test_cross(uint64_t seed, const int32_t *hot_g, double frac, int32_t pub_cap, int early)
 {
     cw w;
     memset(&w, 0, sizeof w);
@@ -899,8 +901,11 @@ static void test_cross(uint64_t seed, const int32_t *hot_g, double frac, int32_t
         }
         int32_t acc[64];
         for (int32_t i = 0; i < nb; i++) acc[i] = (int32_t)dhs_rng_below(&w.rng, K[i]);
-        CHECK_ST(dhs_round_end(w.ctx[0], acc), DHS_OK);
-        CHECK_ST(dhs_round_end(w.ctx[1], acc), DHS_OK);
+        for (int x = 0; x < 2; x++) {
+            const int e = early && dhs_rng_below(&w.rng, 2);
+            w.early += e;
+            CHECK_ST(e ? dhs_round_end_early(w.ctx[x], acc) : dhs_round_end(w.ctx[x], acc), DHS_OK);
+        }
         if (rounds % 97 == 0) {
             CHECK_INV(w.ctx[0]);
             CHECK_INV(w.ctx[1]);
@@ -916,6 +921,10 @@ static void test_cross(uint64_t seed, const int32_t *hot_g, double frac, int32_t
            (unsigned long long)s1.census_host, (unsigned long long)s1.distinct_misses, (unsigned long long)s1.staging_rows,
            (unsigned long long)s0.staging_rows, (unsigned long long)s1.waits, (unsigned long long)s1.reclaims);
     CHECK(w.mismatches == 0);
+    if (early) {
+        printf("  early round ends: %ld of %ld\n", w.early, 2 * rounds);
+        CHECK(w.early > 0 && w.early < 2 * rounds);
+    }
     if (pub_cap > 0) {
         const int64_t full = dres_set_publish_cap(w.ctx[1], 0);
         printf("  publish list of %d pieces: issued full %" PRId64 " times\n", (int)pub_cap, full);
@@ -1192,6 +1201,13 @@ static dhs_status count_host_alloc(dhs_backend *be, size_t bytes, void **out)
     return g_real_ops->host_alloc(be, bytes, out);
 }
 
+static long g_syncs;
+static dhs_status count_sync(dhs_backend *be)
+{
+    g_syncs++;
+    return g_real_ops->sync_compute(be);
+}
+
 static long g_waits;
 static dhs_status count_wait(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t si)
 {
@@ -1215,6 +1231,7 @@ static dhs_backend *counted_backend(void)
     counted.publish_list = count_publish_list;
     counted.host_alloc = count_host_alloc;
     counted.dres_wait = count_wait;
+    counted.sync_compute = count_sync;
     be->ops = &counted;
     return be;
 }
@@ -1292,6 +1309,73 @@ static void test_round_end_pending(void)
     dhs_stats st;
     dhs_get_stats(ctx, &st);
     CHECK(st.staging_rows > 0);
+    dhs_ctx_destroy(ctx);
+    counted_backend_destroy(be);
+    free(rows);
+}
+
+/* dhs_round_end_early: the round end's wait moves to the next round begin. An early end makes no
+   compute-stream synchronisation and commits; the next dhs_round_begin makes one before anything else. A
+   bad entry of an early-ended round is reported by the next dhs_round_begin (no round opened, nothing
+   changed, the retry opens it) or by dhs_sync, and the round stays committed. */
+static void test_round_end_early(void)
+{
+    dhs_backend *be;
+    dhs_ctx *ctx = counted_two_groups(1, &be);
+    if (!ctx) return;
+    dhs_req r;
+    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
+    const void *rp[2] = {rows, rows + 64 * 64};
+    for (int src = 0; src < 2; src++)
+        for (int row = 0; row < 40; row++) th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, 1, src, row, 0);
+    CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
+    CHECK_ST(dhs_request_import(ctx, r, 40, rp, DHS_IMPORT_HOST), DHS_OK);
+    int32_t sel[8], loc[8], K = 1, acc = 0;
+    int64_t n = 40, pos;
+    /* round kinds: 0 good entries, ended early, the next begin counted; 1 a bad entry, reported by the
+       next begin; 2 a bad entry, reported by dhs_sync */
+    static const int kind[] = {0, 0, 1, 0, 2, 0};
+    for (size_t t = 0; t < sizeof kind / sizeof kind[0]; t++) {
+        long s0 = g_syncs;
+        CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
+        if (t > 0 && kind[t - 1] == 0) /* the early end before it left its wait here */
+            CHECKF(g_syncs - s0 == 1, "round %zu: %ld syncs in the round begin after an early end, want 1", t, g_syncs - s0);
+        CHECK_INV(ctx);
+        for (int src = 0; src < 2; src++) {
+            int32_t tl;
+            CHECK_ST(dhs_tail_locations(ctx, r, src, n, 1, &tl), DHS_OK);
+            th_fill_row((uint8_t *)dhs_source_pool(ctx, src) + (uint64_t)tl * dhs_pool_row_stride(ctx), 64, 1, src, n, 0);
+        }
+        for (int i = 0; i < 8; i++) sel[i] = (int32_t)((t * 8 + (size_t)i) % 40);
+        if (kind[t]) sel[3] = (int32_t)n + 5; /* not visible to the query at n */
+        for (int g = 0; g < 2; g++) {
+            CHECK_ST(dhs_resolve_device(ctx, g, 8, sel, loc, 0), DHS_OK);
+            CHECK(kind[t] ? loc[3] == -1 : loc[3] >= 0);
+            if (g == 0) CHECK_ST(dhs_group_done(ctx, 0), DHS_OK); /* its staging serves group 1 */
+        }
+        s0 = g_syncs;
+        const long p0 = g_promote_all;
+        CHECK_ST(dhs_round_end_early(ctx, &acc), DHS_OK);
+        CHECKF(g_syncs == s0, "round %zu: the early end synchronised %ld times", t, g_syncs - s0);
+        CHECK(g_promote_all - p0 == 1); /* the promotion is launched as by dhs_round_end */
+        n++;
+        CHECK_ST(dhs_request_positions(ctx, r, &pos), DHS_OK);
+        CHECKF(pos == n, "round %zu: %lld positions after the early end, want %lld", t, (long long)pos, (long long)n);
+        if (kind[t] == 0) continue; /* no check before the next begin: its wait is counted there */
+        CHECK_INV(ctx);
+        if (kind[t] == 1) {
+            CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_ERR_NOT_VISIBLE);
+            CHECK_ST(dhs_round_end(ctx, &acc), DHS_ERR_STATE); /* no round was opened */
+            CHECK_ST(dhs_request_positions(ctx, r, &pos), DHS_OK);
+            CHECK(pos == n);
+            CHECK_INV(ctx);
+        } else {
+            CHECK_ST(dhs_sync(ctx), DHS_ERR_NOT_VISIBLE);
+            CHECK_ST(dhs_sync(ctx), DHS_OK); /* the word was cleared */
+            CHECK_INV(ctx);
+        }
+    }
+    /* the last round was ended early: the context is destroyed with its wait outstanding */
     dhs_ctx_destroy(ctx);
     counted_backend_destroy(be);
     free(rows);
@@ -1894,12 +1978,15 @@ int main(void)
     test_window(seed);
     test_spec(seed);
     test_api();
-    test_cross(seed, (const int32_t[2]){0, 0}, 1.0, 0);
+    test_cross(seed, (const int32_t[2]){0, 0}, 1.0, 0, 0);
     /* per-group sizes: group 0 below K * k (staging), group 1 above the uniform 32 */
-    test_cross(seed ^ 0x9, (const int32_t[2]){24, 64}, 0.3, 0);
+    test_cross(seed ^ 0x9, (const int32_t[2]){24, 64}, 0.3, 0, 0);
     /* a publish list of 2 pieces: every round begin with a changed table issues it full */
-    test_cross(seed ^ 0x17, (const int32_t[2]){0, 0}, 1.0, 2);
+    test_cross(seed ^ 0x17, (const int32_t[2]){0, 0}, 1.0, 2, 0);
+    /* early round ends (dhs_round_end_early) in both contexts */
+    test_cross(seed ^ 0x2b, (const int32_t[2]){0, 0}, 0.5, 0, 1);
     test_round_end_pending();
+    test_round_end_early();
     test_publish_failure();
     test_import_pinning();
     test_split_resolve();
