@@ -77,12 +77,14 @@ int main(int argc, char **argv)
         CHECKF(nc >= 30, "seed corpus %s: %ld inputs, want >= 30", corpus, nc);
         CHECKF(nr >= 1, "regression inputs %s: %ld, want >= 1", regress, nr);
         CHECKF(c.shared >= 10, "the corpus opened %llu requests on a shared prefix, want >= 10", (unsigned long long)c.shared);
+        CHECKF(c.early_ends >= 10 && c.early_ends < c.rounds, "the corpus ended %llu of %llu rounds early, want >= 10 and not all",
+               (unsigned long long)c.early_ends, (unsigned long long)c.rounds);
     }
     printf("fuzz replay: %ld inputs, %llu contexts, %llu API calls (%llu ok, %llu refused), %llu injected faults met, "
-           "%llu locations read back, %llu rounds, %llu shared opens, %.2f s\n",
+           "%llu locations read back, %llu rounds (%llu ended early), %llu shared opens, %.2f s\n",
            files_run, (unsigned long long)c.created, (unsigned long long)c.ops, (unsigned long long)c.ok,
            (unsigned long long)c.errors, (unsigned long long)c.faults, (unsigned long long)c.resolved,
-           (unsigned long long)c.rounds, (unsigned long long)c.shared, th_now() - t0);
+           (unsigned long long)c.rounds, (unsigned long long)c.early_ends, (unsigned long long)c.shared, th_now() - t0);
     /* the replay must exercise the API, not stop at setup */
     CHECKF(c.created >= 20 && c.rounds >= 100 && c.resolved >= 1000, "replay too shallow: %llu contexts, %llu rounds, %llu read-backs",
            (unsigned long long)c.created, (unsigned long long)c.rounds, (unsigned long long)c.resolved);

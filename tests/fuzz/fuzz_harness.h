@@ -18,6 +18,7 @@ typedef struct fz_counts {
     uint64_t faults;       /* calls that met an injected fault */
     uint64_t resolved;     /* locations read back and compared */
     uint64_t rounds;       /* rounds closed */
+    uint64_t early_ends;   /* of which closed with dhs_round_end_early */
     uint64_t created;      /* contexts created */
     uint64_t shared;       /* requests opened on a shared prefix */
 } fz_counts;
