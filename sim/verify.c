@@ -393,9 +393,11 @@ static void run_round(vstate *v, const int32_t *slots, int32_t n, int full_check
     (void)full_check;
     int32_t acc[1024];
     for (int32_t i = 0; i < n; i++) acc[i] = (int32_t)dhs_rng_below(&v->rng, v->round_K[i]);
-    s = dhs_round_end(v->ctx, acc);
+    const int early = v->o->round_end == 1 || (v->o->round_end == 2 && dhs_rng_below(&v->rng, 2));
+    s = early ? dhs_round_end_early(v->ctx, acc) : dhs_round_end(v->ctx, acc);
     check(v, "round_end");
-    if (s != DHS_OK) unexpected(v, "dhs_round_end", s);
+    if (s != DHS_OK) unexpected(v, early ? "dhs_round_end_early" : "dhs_round_end", s);
+    else v->res->early_ends += (uint64_t)early;
 }
 
 /* before closing: every committed row must still be recoverable (no loss) */
@@ -596,6 +598,7 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
     fprintf(f,
             "{\"seed\": %llu, \"backend\": \"%s\", \"resolver\": \"%s\", \"layout\": \"%s\", \"policy\": \"%s\", \"requests\": %d, \"steps\": %d, "
             "\"k\": %d, \"hot_rows\": %d, \"spec\": %d, \"compress\": %d, \"pressure\": \"%s\", \"async_delay\": %d, \"faults\": %g,\n"
+            " \"round_end\": \"%s\", \"early_ends\": %llu,\n"
             " \"entries\": %llu, \"violations\": %llu, \"census\": {\"direct\": %llu, \"hot\": %llu, \"host\": %llu},\n"
             " \"distinct_misses\": %llu, \"host_rows_copied\": %llu, \"invariant_checks\": %llu, \"wrong_bytes\": %llu,\n"
             " \"admissions\": %llu, \"waits\": %llu, \"reclaims\": %llu, \"reclaimed_pages\": %llu, \"repopulated_pages\": %llu,\n"
@@ -605,6 +608,7 @@ void verify_print_json(FILE *f, const verify_opts *o, const verify_result *r)
             (unsigned long long)o->seed, o->use_cuda ? "cuda" : "cpu", dhs_resolver_str(o->resolver), layouts[o->layout],
             dhs_policy_str(o->resolver == DHS_RESOLVER_DEVICE ? DHS_POLICY_CLOCK : o->policy), o->requests, o->steps, o->k,
             o->hot_rows, o->spec, o->compress, o->pressure ? "high" : "low", o->async_delay, o->faults,
+            o->round_end == 1 ? "early" : o->round_end == 2 ? "mixed" : "wait", (unsigned long long)r->early_ends,
             (unsigned long long)s->entries, (unsigned long long)r->violations, (unsigned long long)s->census_direct,
             (unsigned long long)s->census_hot, (unsigned long long)s->census_host, (unsigned long long)s->distinct_misses,
             (unsigned long long)s->host_rows_copied, (unsigned long long)r->checks, (unsigned long long)r->wrong_bytes,

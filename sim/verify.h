@@ -35,10 +35,11 @@ typedef struct verify_opts {
     int use_cuda;          /* 1: the CUDA backend (device 0); async_delay/random_order are CPU-only */
     int corrupt_at_step;   /* >0: flip one byte of a returned location at this step (proves the checks bite) */
     dhs_resolver resolver; /* host | device (the device resolver: CLOCK-epoch policy, `policy` ignored) */
+    int round_end;         /* 0: dhs_round_end; 1: dhs_round_end_early every round; 2: either, at random */
 } verify_opts;
 
 typedef struct verify_result {
-    uint64_t violations, lost_rows, checks, faults_injected, wrong_bytes, wrong_status;
+    uint64_t violations, lost_rows, checks, faults_injected, wrong_bytes, wrong_status, early_ends;
     dhs_stats st;
     char first_violation[256];
 } verify_result;

@@ -14,6 +14,7 @@
 static const char *const backends[] = {"cpu", "cuda", NULL};
 static const char *const policies[] = {"lru", "clock", "fifo", "lfu", NULL};
 static const char *const resolvers[] = {"host", "device", NULL};
+static const char *const round_ends[] = {"wait", "early", "mixed", NULL};
 static const char *const reclaims[] = {"most-pages", "oldest", "newest", NULL};
 static const char *const pressures[] = {"low", "high", NULL};
 static const char *const consumers[] = {"own", "glm", "v41", NULL};
@@ -71,6 +72,9 @@ int cmd_verify(int argc, char **argv)
         A_INT("--async-delay", &o.async_delay, 0, 1000, "side-stream copies and reader fences complete N rounds late"),
         A_BOOL("--random-order", &o.random_order, "late completions in random order"),
         A_DBL("--faults", &o.faults, 0, 1, "probability of an injected allocation/copy fault per call"),
+        {.name = "--round-end", .type = ARG_ENUM, .dest = &o.round_end, .choices = round_ends,
+         .help = "wait (default): dhs_round_end; early: dhs_round_end_early every round (its wait moves to the next "
+                 "round begin); mixed: either, at random"},
         A_INT("--spec", &o.spec, 1, 8, "queries per request per round up to K (1 = no speculation)"),
         A_INT("--compress", &o.compress, 1, 64, "add a compressed source with M positions per row (1 = none)"),
         {.name = "--consumers", .type = ARG_ENUM, .dest = &layout, .choices = consumers,
