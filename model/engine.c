@@ -75,6 +75,8 @@ struct dhs_ref_engine {
     float *prob;            /* [V] */
     dhs_resolve_item *items;/* [slots] */
     dhs_req *reqs;          /* [slots] */
+    int32_t *acc0;          /* [slots] zeros: the accepted counts of a width-1 round (cfg.end_early) */
+    int ended_early;        /* this round was ended with dhs_round_end_early (cfg.end_early) */
     dhs_trace_item *titems; /* [slots] */
     const int32_t **tsel;   /* [slots][ng] */
     dhs_ref_gpu *gpu;       /* cfg.gpu: the GPU target pass */
@@ -343,11 +345,12 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->prob = calloc((size_t)e->V, sizeof(float));
     e->items = calloc(S, sizeof *e->items);
     e->reqs = calloc(S, sizeof *e->reqs);
+    e->acc0 = calloc(S, sizeof *e->acc0);
     e->titems = calloc(S, sizeof *e->titems);
     e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
     if (!e->titems || !e->tsel ||
         !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
-        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs) {
+        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs || !e->acc0) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_NOMEM;
     }
@@ -419,6 +422,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->prob);
     free(e->items);
     free(e->reqs);
+    free(e->acc0);
     free(e->titems);
     free(e->tsel);
     free(e->gtok);
@@ -937,6 +941,27 @@ static dhs_status background(dhs_ref_engine *e)
     return st;
 }
 
+/* cfg.end_early: a round whose queries are all of width 1 accepts 0 proposals before verification (it
+   has none), so it ends with dhs_round_end_early while the step runs (device step: after the launch;
+   host step: at the equivalent point, after the target's compute) instead of after verification */
+static dhs_status end_early(dhs_ref_engine *e, int32_t n, const int32_t *K)
+{
+    e->ended_early = 0;
+    if (!e->cfg.ctx || !e->cfg.end_early) return DHS_OK;
+    for (int32_t i = 0; i < n; i++)
+        if (K[i] != 1) return DHS_OK;
+    const double t0 = dhs_wall_s();
+    const dhs_status st = dhs_round_end_early(e->cfg.ctx, e->acc0);
+    e->stt.end_s += dhs_wall_s() - t0;
+    if (st != DHS_OK) {
+        set_err(e, "dhs_round_end_early", st);
+        return st;
+    }
+    e->ended_early = 1;
+    e->stt.early_ends++;
+    return DHS_OK;
+}
+
 /* one round's host parts (dhs_ref_step_times host_rounds): the last round's tail, the caller's
    time between the rounds, this round's head up to t_target, the control plane and prelaunch */
 static void host_parts(dhs_ref_engine *e, double t_target, double control, double prelaunch)
@@ -1134,6 +1159,7 @@ upload:
     }
     double t2 = dhs_wall_s();
     if ((st = background(e)) != DHS_OK) return st; /* the due tail backups, while the GPU runs the step */
+    if ((st = end_early(e, n, K)) != DHS_OK) return st; /* a width-1 round's end, beside the step */
     dhs_ref_engine_meter_flush(e); /* the last step's probe, while the GPU runs this one */
     /* the next round's RoPE values while the GPU runs this one: a plain item's next query is at n + 1
        (a speculative item's depends on its acceptance: computed before its upload) */
@@ -1205,6 +1231,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
             return DHS_ERR_INVALID_ARG;
         if (e->s[ids[i]].n + K[i] + 1 > e->cfg.max_positions) return DHS_ERR_ROW_RANGE;
     }
+    e->ended_early = 0;
     /* 1. proposals */
     double ta = dhs_wall_s();
     e->x_enter = ta;
@@ -1237,6 +1264,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     if (e->gpu) {
         st = gpu_target(e, n, ids, K, out->logits);
         if (st == DHS_OK) st = background(e); /* the equivalent point: after the target's compute */
+        if (st == DHS_OK) st = end_early(e, n, K);
         if (st != DHS_OK) return st;
         e->x_done = dhs_wall_s();
         goto verification;
@@ -1339,6 +1367,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         for (int32_t j = 0; j < K[i]; j++)
             dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
     if ((st = background(e)) != DHS_OK) return st; /* the equivalent point: after the target's compute */
+    if ((st = end_early(e, n, K)) != DHS_OK) return st;
     e->x_done = dhs_wall_s();
 verification:
     if (out->block)
@@ -1350,8 +1379,15 @@ verification:
         out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
                                   out->emitted + (int64_t)i * kmax);
     e->stt.verify_s += dhs_wall_s() - tv;
-    /* 5. close the round, commit the accepted prefix */
-    if (ctx) {
+    /* 5. close the round, commit the accepted prefix (done beside the step when it ended early: width 1
+       accepts 0) */
+    if (e->ended_early)
+        for (int32_t i = 0; i < n; i++)
+            if (out->accepted[i] != 0) {
+                snprintf(e->err, sizeof e->err, "round ended early with item %d accepting %d", i, out->accepted[i]);
+                return DHS_ERR_STATE;
+            }
+    if (ctx && !e->ended_early) {
         double te = dhs_wall_s();
         st = dhs_round_end(ctx, out->accepted);
         e->stt.end_s += dhs_wall_s() - te;

@@ -445,6 +445,11 @@ typedef struct dhs_ref_engine_cfg {
                                host writes the locations (dhs_round_tail_locations) and the upload copies
                                them; 0 (default): the device writes them where the step reads them
                                (dhs_round_tail_locations_device), the host only marks the rows written */
+    int end_early;          /* hierarchical: 1 = a round whose queries are all of width 1 ends with
+                               dhs_round_end_early while the step runs (device step: right after its
+                               launch; host step: after the target's compute), so the round end is
+                               off the host's path between two steps; 0 (default): dhs_round_end
+                               after verification. The same tokens either way */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
     int32_t profile_every;  /* device step: every this many rounds one round runs eagerly with
@@ -556,6 +561,8 @@ typedef struct dhs_ref_step_times {
        overlapped with the device, in none of the exposed parts above */
     uint64_t background_calls;
     double background_s;
+    /* hierarchical, cfg.end_early: rounds ended with dhs_round_end_early (their host time is in end_s) */
+    uint64_t early_ends;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;

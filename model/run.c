@@ -614,6 +614,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
     ec.tail_host = c.tail_host;
+    ec.end_early = use_hier && c.end_early;
     ec.import_mode = c.import_mode;
     if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
     ec.deploy = c.deploy;

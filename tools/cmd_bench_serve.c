@@ -55,6 +55,7 @@ static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const sv_tail_where[] = {"device", "host", NULL};
+static const char *const sv_round_ends[] = {"wait", "early", NULL};
 static const char *const sv_imports[] = {"device", "host", NULL}; /* DHS_REF_IMPORT_* order */
 static const char *const sv_copies[] = {"once", "twice", NULL}; /* dhs_ref_run_cfg.import_twice */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
@@ -197,7 +198,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice, tail_host;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice, tail_host, end_early;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
@@ -505,6 +506,7 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "draft_us", 1e6 * r->st.draft_s / na);
         cJSON_AddNumberToObject(h, "round_begin_us", 1e6 * r->st.begin_s / na);
         cJSON_AddNumberToObject(h, "round_end_us", 1e6 * r->st.end_s / na);
+        cJSON_AddNumberToObject(h, "early_ends", (double)r->st.early_ends); /* --round-end early */
         /* what the GPU waits for: the host's wall time from one plain round's step completing to the next
            one's launch (the critical path; host CPU time is the figures above) */
         cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
@@ -739,6 +741,10 @@ int cmd_bench_serve(int argc, char **argv)
                "cuda, device/graph step: device (default): the library writes the round's tail locations on the "
                "device (dhs_round_tail_locations_device); host: the host writes them and the step uploads them "
                "(dhs_round_tail_locations)"),
+        A_ENUM("--round-end", &o.end_early, sv_round_ends,
+               "hierarchical: wait (default): dhs_round_end after verification; early: a round whose queries are all "
+               "of width 1 ends with dhs_round_end_early while the step runs, off the host's path between two "
+               "steps (dhs run --round-end)"),
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
@@ -912,6 +918,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
     base.tail_host = o.tail_host;
+    base.end_early = o.end_early;
     base.deploy = deploy;
     base.copy_queue_blocks = o.copy_queue_blocks;
     base.host_cache_bytes = (uint64_t)(o.host_cache_gib * 1073741824.0);
@@ -1253,6 +1260,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddStringToObject(cf, "topk_impl", sv_topk_impls[o.topk_impl]);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddStringToObject(cf, "tail_locations", sv_tail_where[o.tail_host]);
+        cJSON_AddStringToObject(cf, "round_end", sv_round_ends[o.end_early]);
         cJSON_AddNumberToObject(cf, "host_cache_bytes", o.host_cache_gib * 1073741824.0);
         cJSON_AddBoolToObject(cf, "host_cache_fill", o.host_fill);
         cJSON_AddStringToObject(cf, "import", sv_imports[o.import_mode]);

@@ -30,6 +30,7 @@ typedef struct run_opts {
     int geometry;           /* index into geometries[] */
     int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap;
     int tail_host;
+    int end_early;
     int import_mode;        /* DHS_REF_IMPORT_* (the imports' flag) */
     int32_t repop_pages;    /* dhs_config.repop_pages (0: the library's default) */
     int32_t sessions;
@@ -72,6 +73,7 @@ static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const tail_where[] = {"device", "host", NULL};
+static const char *const round_ends[] = {"wait", "early", NULL};
 static const char *const topk_impls[] = {"model", "fused", "split", NULL};      /* DHS_REF_TOPK_* order */
 static const char *const imports[] = {"device", "host", NULL};                   /* DHS_REF_IMPORT_* order */
 
@@ -140,6 +142,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--tail-locations", .type = ARG_ENUM, .dest = &o->tail_host, .choices = tail_where,
          .help = "device/graph step, hierarchical: device (default): the library writes the round's tail locations on "
                  "the device (dhs_round_tail_locations_device); host: the host writes them, the step uploads them"},
+        {.name = "--round-end", .type = ARG_ENUM, .dest = &o->end_early, .choices = round_ends,
+         .help = "hierarchical: wait (default): dhs_round_end after verification; early: a round whose queries are all "
+                 "of width 1 ends with dhs_round_end_early while the step runs (the same tokens)"},
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): dhs_resolve_device with DHS_RESOLVE_SPLIT, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
@@ -336,6 +341,7 @@ int cmd_run(int argc, char **argv)
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
     c.tail_host = o.tail_host;
+    c.end_early = o.end_early;
     c.import_mode = o.import_mode;
     c.repop_pages = o.repop_pages;
     c.deploy = deploy;
@@ -499,6 +505,7 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "draft", 1e6 * st->draft_s / nr);
                 cJSON_AddNumberToObject(e, "round_begin", 1e6 * st->begin_s / nr);
                 cJSON_AddNumberToObject(e, "round_end", 1e6 * st->end_s / nr);
+                cJSON_AddNumberToObject(e, "early_ends", (double)st->early_ends); /* --round-end early */
                 cJSON_AddNumberToObject(e, "verify", 1e6 * st->verify_s / nr);
                 cJSON_AddNumberToObject(e, "meter", 1e6 * st->meter_s / nr);
                 /* the host's time around the target by part (model.h dhs_ref_step_times host_rounds); with
@@ -547,6 +554,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
+        cJSON_AddStringToObject(cf, "round_end", round_ends[o.end_early]);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
         if (o.prefill_buffers) cJSON_AddNumberToObject(cf, "prefill_chunk", o.prefill_chunk);
         char dg[24];
