@@ -281,6 +281,7 @@ dhs_round_tail_locations = _fn("dhs_round_tail_locations", _S, _CTX, c_int32, c_
 dhs_round_tail_locations_device = _fn("dhs_round_tail_locations_device", _S, _CTX, c_int32, c_int64, _I32P)
 dhs_group_done = _fn("dhs_group_done", _S, _CTX, c_int32)
 dhs_round_end = _fn("dhs_round_end", _S, _CTX, _I32P)
+dhs_round_end_early = _fn("dhs_round_end_early", _S, _CTX, _I32P)
 dhs_sync = _fn("dhs_sync", _S, _CTX)
 dhs_background = _fn("dhs_background", _S, _CTX)
 dhs_get_stats = _fn("dhs_get_stats", _S, _CTX, ctypes.POINTER(dhs_stats))

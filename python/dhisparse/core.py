@@ -770,13 +770,19 @@ class Context:
         self.round_begin(reqs, K)
         return Round(self, reqs, K if K is not None else [1] * len(list(reqs)))
 
-    def round_end(self, accepted=None):
+    def round_end(self, accepted=None, early=False):
+        """dhs_round_end; early=True: dhs_round_end_early, the same commit without waiting for the device
+        (device resolver: a bad entry of the round is raised by the next round_begin or sync; docs/API.md,
+        "The round end under the step")."""
         n = len(self._round[0]) if self._round else 0
         acc = [0] * n if accepted is None else [int(a) for a in accepted]
         if self._round is not None and len(acc) != n:
             raise ValueError(f"accepted: {len(acc)} values for the round's {n} requests")
         aa = (ctypes.c_int32 * max(len(acc), 1))(*acc)
-        check(_lib.dhs_round_end(self.handle, aa), "dhs_round_end")
+        if early:
+            check(_lib.dhs_round_end_early(self.handle, aa), "dhs_round_end_early")
+        else:
+            check(_lib.dhs_round_end(self.handle, aa), "dhs_round_end")
         self._round = None
 
     def group_done(self, group):

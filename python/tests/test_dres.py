@@ -217,6 +217,42 @@ def test_resolve_device_bad_entry_reported_at_round_end():
         ctx.assert_invariants()
 
 
+def test_round_end_early_reports_at_next_round_begin():
+    """round_end(early=True) commits a round with a bad entry; the next round_begin raises the entry's
+    status with no round opened and nothing changed, and its retry opens the round; sync reports it too."""
+    arch = make_arch("own", RB)
+    cfg = dres_config(arch, pressure=False)
+    with dhs.CpuBackend() as be, dhs.Context(arch, cfg, be) as ctx:
+        r = ctx.open(100)
+        r.import_rows(50, row_bytes_of(1, 0, np.arange(50), np.zeros(50), RB))
+        pool = writable_pool(ctx)
+        for t, report in enumerate(["round_begin", "sync", None]):
+            n = r.positions
+            ctx.round_begin([r])
+            pool[r.tail_locations(0, n, 1), :RB] = row_bytes_of(1, 0, [n], [1], RB)
+            sel = np.full((N, KMAX, K_SEL), -1, np.int32)
+            sel[0, 0, :2] = [3, n + 7 if report else n]  # row n + 7 is not visible to the query at n
+            loc = np.zeros((1, N, KMAX, K_SEL), np.int32)
+            ctx.resolve_device(0, sel, loc)
+            assert (loc[0, 0, 0, 1] == -1) == (report is not None)
+            ctx.round_end([0], early=True)
+            assert r.positions == n + 1  # committed, whatever the word
+            ctx.assert_invariants()
+            if report == "round_begin":
+                with pytest.raises(dhs.NotVisibleError):
+                    ctx.round_begin([r])
+                assert r.positions == n + 1
+                ctx.assert_invariants()
+            elif report == "sync":
+                with pytest.raises(dhs.NotVisibleError):
+                    ctx.sync()
+                ctx.sync()  # the word was cleared
+        ctx.round_begin([r])  # the last round had no bad entry
+        pool[r.tail_locations(0, 53, 1), :RB] = row_bytes_of(1, 0, [53], [1], RB)
+        ctx.round_end([0])
+        assert r.positions == 54
+
+
 def test_resolve_device_refused_in_host_mode():
     arch = make_arch("own", RB)
     cfg = dres_config(arch, pressure=False, resolver=dhs.Resolver.HOST)
