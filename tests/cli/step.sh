@@ -40,5 +40,23 @@ echo "$da" | grep -qE '^[0-9a-f]{16}$' || fail "tokens_digest '$da' is not 16 he
 [ "$da" != "$dc" ] || fail "tokens_digest did not change with the seed"
 echo "$a" | grep -q step_host_us_per_round && fail "the host step reports device-step times"
 
+# --round-end early (docs/API.md "The round end under the step"): width-1 rounds end with
+# dhs_round_end_early; the same tokens as --round-end wait, every round early at --spec 1 and none
+# at a width of 2 or more, with either resolver
+for res in host device; do
+    w=$(run --spec 1 --resolver $res --round-end wait) || fail "--round-end wait ($res) exited $?"
+    e=$(run --spec 1 --resolver $res --round-end early) || fail "--round-end early ($res) exited $?"
+    s2=$(run --spec 2 --resolver $res --round-end early) || fail "--round-end early --spec 2 ($res) exited $?"
+    [ "$(echo "$e" | key identical)" = true ] || fail "--round-end early ($res) not identical to resident"
+    [ "$(echo "$e" | key tokens_digest)" = "$(echo "$w" | key tokens_digest)" ] || fail "--round-end early ($res) changed the tokens"
+    [ "$(echo "$e" | key config.round_end)" = early ] || fail "config.round_end is not early"
+    ne=$(echo "$e" | key throughput.round_host_us.hier.early_ends) nr=$(echo "$e" | key throughput.round_host_us.hier.rounds)
+    [ "$ne" -gt 0 ] && [ "$ne" = "${nr%.0}" ] || fail "--spec 1 ($res): $ne of $nr rounds ended early, want all"
+    [ "$(echo "$w" | key throughput.round_host_us.hier.early_ends)" = 0 ] || fail "--round-end wait ($res) ended rounds early"
+    [ "$(echo "$s2" | key identical)" = true ] || fail "--round-end early --spec 2 ($res) not identical"
+done
+"$DHS" run --round-end sideways >/dev/null 2>&1; rc=$?
+[ $rc -eq 2 ] || fail "--round-end sideways exited $rc, not 2"
+
 if [ $fails -eq 0 ]; then echo "step: all checks passed"; else echo "step: $fails failed"; fi
 [ $fails -eq 0 ]
