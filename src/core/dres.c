@@ -297,9 +297,9 @@ static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t
 
 /* The publish list: a round begin's descriptor and changed tables go to the device in one backend call
    (publish_list) instead of one copy each, where the backend has the call (the CPU backend; the CUDA
-   backend's copy kernel waits for a measurement on the H200 and publishes per piece until then). Each
-   copy call cost the serving host 3.5-3.9 us, and a round begin made up to 54 of them at C = 64
-   (control_bench, staggered pages; bench/RESULTS.md). Pieces are cut at
+   backend's one kernel launch, publish.cu). Each copy call cost the serving host 1.6-3.9 us, and a
+   round begin made up to 54 of them at C = 64 (control_bench, staggered pages): one launch of 3.5-3.9 us
+   took the begin's median from 100.7 to 59.0 us there (bench/RESULTS.md). Pieces are cut at
    DRES_PUB_PIECE bytes so the device copies a large descriptor with many blocks. The list is pinned
    memory the device reads: a full list is issued and waited for before it is rewritten; pub_flush
    issues the rest, and every caller waits for the compute stream before the next round begin lists
