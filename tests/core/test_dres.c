@@ -1256,18 +1256,26 @@ static dhs_ctx *counted_two_groups(int32_t max_requests, dhs_backend **be)
     return ctx;
 }
 
+/* request uid 1 of 100 positions opened in ctx (two one-source groups) with 40 imported host rows of
+   version 0; returns the rows' buffer (the caller frees it) */
+static uint8_t *import_40(dhs_ctx *ctx, dhs_req *r)
+{
+    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
+    const void *rp[2] = {rows, rows + 64 * 64};
+    for (int src = 0; src < 2; src++)
+        for (int row = 0; row < 40; row++) th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, 1, src, row, 0);
+    CHECK_ST(dhs_request_open(ctx, 100, r), DHS_OK);
+    CHECK_ST(dhs_request_import(ctx, *r, 40, rp, DHS_IMPORT_HOST), DHS_OK);
+    return rows;
+}
+
 static void test_round_end_pending(void)
 {
     dhs_backend *be;
     dhs_ctx *ctx = counted_two_groups(1, &be);
     if (!ctx) return;
     dhs_req r;
-    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
-    const void *rp[2] = {rows, rows + 64 * 64};
-    for (int src = 0; src < 2; src++)
-        for (int row = 0; row < 40; row++) th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, 1, src, row, 0);
-    CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
-    CHECK_ST(dhs_request_import(ctx, r, 40, rp, DHS_IMPORT_HOST), DHS_OK);
+    uint8_t *rows = import_40(ctx, &r);
     /* 8 distinct host rows per call: 4 to the hot cache, 4 staged */
     int32_t sel[8], loc[8], K = 1, acc = 0;
     int64_t n = 40;
@@ -1324,12 +1332,7 @@ static void test_round_end_early(void)
     dhs_ctx *ctx = counted_two_groups(1, &be);
     if (!ctx) return;
     dhs_req r;
-    uint8_t *rows = aligned_alloc(64, 64 * 64 * 2);
-    const void *rp[2] = {rows, rows + 64 * 64};
-    for (int src = 0; src < 2; src++)
-        for (int row = 0; row < 40; row++) th_fill_row(rows + (size_t)(src * 64 + row) * 64, 64, 1, src, row, 0);
-    CHECK_ST(dhs_request_open(ctx, 100, &r), DHS_OK);
-    CHECK_ST(dhs_request_import(ctx, r, 40, rp, DHS_IMPORT_HOST), DHS_OK);
+    uint8_t *rows = import_40(ctx, &r);
     int32_t sel[8], loc[8], K = 1, acc = 0;
     int64_t n = 40, pos;
     /* round kinds: 0 good entries, ended early, the next begin counted; 1 a bad entry, reported by the
