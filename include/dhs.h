@@ -603,7 +603,8 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
    ordered after the device work issued before it (the step's writes of the
    round's rows). Device resolver: the compute-stream wait and the error
    word move to the next dhs_round_begin (or dhs_sync), which waits first,
-   before it changes anything, and returns the word's status (DHS_ERR_ROW_RANGE,
+   before it changes anything (for the round's resolves and publishes, not
+   for the promotion it launched), and returns the word's status (DHS_ERR_ROW_RANGE,
    DHS_ERR_NOT_VISIBLE, DHS_ERR_STAGING) with the word cleared and no round
    opened; a retry then opens the round. Unlike dhs_round_end, the round
    with the bad entry is committed: an engine that must redo such a round

@@ -76,6 +76,9 @@ struct dres_ctx {
     int unsettled;                 /* an early round end (dhs_round_end_early) left out its wait for the
                                       compute stream: dres_settle waits before the pinned memory its
                                       publishes read is rewritten */
+    dhs_ticket settle_t;           /* the early round end's ticket (record_readers before its promotion):
+                                      complete once every kernel and publish of the round ran; what
+                                      dres_settle waits for (0: wait for the whole compute stream) */
     int word_due;                  /* the error word of an early-ended round is not reported yet: it may be
                                       set outside a round until dres_settle takes it */
 };
@@ -259,8 +262,29 @@ static dhs_status dsync(const dhs_ctx *ctx)
     if (s == DHS_OK) {
         d->word_h[0] = *(volatile const int32_t *)d->err;
         d->unsettled = 0;
+        d->settle_t = 0;
     }
     return s;
+}
+
+/* After an early round end: waits for its ticket, not for the compute stream. The ticket was recorded
+   after the round's last resolve and before its promotion, so it completes once every kernel that can
+   set the error word and every publish that read the pinned descriptor, list and mirrors has run; the
+   promotion (kernels on device memory only, which may still run while the engine verifies) and the
+   copies after it stay in flight, ordered before the next round's work on the same stream. Without a
+   ticket (a backend without record_readers or sync_compute), the whole stream as dsync. */
+static dhs_status settle_wait(const dhs_ctx *ctx)
+{
+    struct dres_ctx *d = ctx->dres;
+    if (!d->unsettled) return DHS_OK;
+    const dhs_backend_ops *ops = ctx->be->ops;
+    if (!d->settle_t || !ops->sync_compute) return dsync(ctx);
+    const dhs_status s = ops->wait(ctx->be, d->settle_t);
+    if (s != DHS_OK) return s;
+    d->word_h[0] = *(volatile const int32_t *)d->err;
+    d->unsettled = 0;
+    d->settle_t = 0;
+    return DHS_OK;
 }
 
 /* The error word as the last synchronisation read it: its status (DHS_OK when clear), the word cleared on
@@ -276,13 +300,10 @@ static dhs_status word_take(const dhs_ctx *ctx)
     return s2 != DHS_OK ? s2 : s;
 }
 
-dhs_status dres_settle(dhs_ctx *ctx)
+dhs_status dres_settle(dhs_ctx *ctx, int full)
 {
-    struct dres_ctx *d = ctx->dres;
-    if (d->unsettled) {
-        const dhs_status s = dsync(ctx);
-        if (s != DHS_OK) return s;
-    }
+    const dhs_status s = full && ctx->dres->unsettled ? dsync(ctx) : settle_wait(ctx);
+    if (s != DHS_OK) return s;
     return word_take(ctx);
 }
 
@@ -668,7 +689,7 @@ void dres_publish_request(dhs_ctx *ctx, int32_t slot)
     if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
     /* after an early round end its publishes may not have run yet: they read the list and mirrors that
        publish_dirty rewrites (a failed wait leaves the request dirty for its round's publish) */
-    if (ctx->dres->unsettled && dsync(ctx) != DHS_OK) return;
+    if (settle_wait(ctx) != DHS_OK) return;
     /* the wait keeps the rule that no publish is pending when a mirror is rewritten; on a failure the
        request's tables go out in full with the next publish (its round's) */
     if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK && dsync(ctx) == DHS_OK) return;
@@ -821,6 +842,9 @@ dhs_status dres_round_end(dhs_ctx *ctx, int wait)
        instead of two per group (a group with nothing staged is a no-op);
        none when every group was declared done, e.g. inside a captured step
        (two launches took 57 us of host time on the H200 machine). */
+    /* an early round end: what the next round begin waits for, recorded before the promotion (see
+       settle_wait); a ticket from an earlier early end that no begin waited for is covered by it */
+    if (!wait && ops->record_readers && (s = ops->record_readers(ctx->be, &d->settle_t)) != DHS_OK) return s;
     if (memchr(d->pending, 1, (size_t)d->G))
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->be->payload_free);
     if (s != DHS_OK) return s;

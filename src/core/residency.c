@@ -1220,7 +1220,7 @@ dhs_status dhs_sync(dhs_ctx *ctx)
     if (ctx->dres && ctx->round_open) return DHS_ERR_STATE; /* the round's tail window is published */
     advance_all(ctx, 1);
     deferred_sweep(ctx, 1);
-    return ctx->dres ? dres_settle(ctx) : DHS_OK; /* an early round end's wait and error word */
+    return ctx->dres ? dres_settle(ctx, 1) : DHS_OK; /* an early round end's wait and error word */
 }
 
 /* ------------------------------------------------------------- shared prefix */

@@ -68,7 +68,7 @@ static dhs_status round_begin(dhs_ctx *ctx, int32_t n, const dhs_req *reqs, cons
     }
     uint64_t t = hp_now();
     if (ctx->dres) { /* after an early round end: its wait and its error word, before anything changes */
-        dhs_status ds = dres_settle(ctx);
+        dhs_status ds = dres_settle(ctx, 0);
         hp_add(ctx, DHS_HP_DEVICE, t);
         if (ds != DHS_OK) return ds;
         t = hp_now();

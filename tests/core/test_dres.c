@@ -1215,13 +1215,32 @@ static dhs_status count_wait(dhs_backend *be, const dres_state *st, const dres_r
     return g_real_ops->dres_wait(be, st, rd, si);
 }
 
+/* reader tickets recorded (the last one kept) and ticket waits (the first ticket waited for since
+   g_first_wait was set to 0 kept) */
+static long g_records, g_tk_waits;
+static dhs_ticket g_last_record, g_first_wait;
+static dhs_status count_record(dhs_backend *be, dhs_ticket *t)
+{
+    const dhs_status s = g_real_ops->record_readers(be, t);
+    g_records++;
+    g_last_record = *t;
+    return s;
+}
+
+static dhs_status count_tk_wait(dhs_backend *be, dhs_ticket t)
+{
+    g_tk_waits++;
+    if (!g_first_wait) g_first_wait = t;
+    return g_real_ops->wait(be, t);
+}
+
 /* a CPU backend whose promotions, publishes, host allocations and split-queue waits are counted
    (counted_backend_destroy puts the real ops back before destroying it) */
-static dhs_backend *counted_backend(void)
+static dhs_backend *counted_backend_opt(const dhs_cpu_options *opt)
 {
     static dhs_backend_ops counted;
     dhs_backend *be = NULL;
-    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    CHECK_ST(dhs_backend_cpu_create(opt, &be), DHS_OK);
     if (!be) return NULL;
     g_real_ops = be->ops;
     counted = *be->ops;
@@ -1232,9 +1251,13 @@ static dhs_backend *counted_backend(void)
     counted.host_alloc = count_host_alloc;
     counted.dres_wait = count_wait;
     counted.sync_compute = count_sync;
+    counted.record_readers = count_record;
+    counted.wait = count_tk_wait;
     be->ops = &counted;
     return be;
 }
+
+static dhs_backend *counted_backend(void) { return counted_backend_opt(NULL); }
 
 static void counted_backend_destroy(dhs_backend *be)
 {
@@ -1244,16 +1267,21 @@ static void counted_backend_destroy(dhs_backend *be)
 
 /* a two_groups context (k_max 1, hot 4) of max_requests slots on counted_backend(); NULL (nothing held)
    when either fails */
-static dhs_ctx *counted_two_groups(int32_t max_requests, dhs_backend **be)
+static dhs_ctx *counted_two_groups_opt(int32_t max_requests, dhs_backend **be, const dhs_cpu_options *opt)
 {
     dhs_arch a;
     dhs_config c;
     two_groups(&a, &c, max_requests, 1, 4);
     dhs_ctx *ctx = NULL;
-    if (!(*be = counted_backend())) return NULL;
+    if (!(*be = counted_backend_opt(opt))) return NULL;
     CHECK_ST(dhs_ctx_create(&a, &c, *be, &ctx), DHS_OK);
     if (!ctx) counted_backend_destroy(*be);
     return ctx;
+}
+
+static dhs_ctx *counted_two_groups(int32_t max_requests, dhs_backend **be)
+{
+    return counted_two_groups_opt(max_requests, be, NULL);
 }
 
 /* request uid 1 of 100 positions opened in ctx (two one-source groups) with 40 imported host rows of
@@ -1323,26 +1351,39 @@ static void test_round_end_pending(void)
 }
 
 /* dhs_round_end_early: the round end's wait moves to the next round begin. An early end makes no
-   compute-stream synchronisation and commits; the next dhs_round_begin makes one before anything else. A
+   compute-stream synchronisation and commits; the next dhs_round_begin waits before anything else. A
    bad entry of an early-ended round is reported by the next dhs_round_begin (no round opened, nothing
-   changed, the retry opens it) or by dhs_sync, and the round stays committed. */
-static void test_round_end_early(void)
+   changed, the retry opens it) or by dhs_sync, and the round stays committed. What the begin waits for:
+   with late fences (async_delay > 0), the ticket the early end recorded before its promotion, and no
+   compute-stream synchronisation; without (the backend's tickets are 0, complete at once), one
+   synchronisation of the compute stream. */
+static void test_round_end_early(int32_t async_delay)
 {
     dhs_backend *be;
-    dhs_ctx *ctx = counted_two_groups(1, &be);
+    const dhs_cpu_options opt = {.async_delay = async_delay};
+    dhs_ctx *ctx = counted_two_groups_opt(1, &be, &opt);
     if (!ctx) return;
     dhs_req r;
     uint8_t *rows = import_40(ctx, &r);
     int32_t sel[8], loc[8], K = 1, acc = 0;
     int64_t n = 40, pos;
+    dhs_ticket early_t = 0; /* the last early end's ticket */
     /* round kinds: 0 good entries, ended early, the next begin counted; 1 a bad entry, reported by the
        next begin; 2 a bad entry, reported by dhs_sync */
     static const int kind[] = {0, 0, 1, 0, 2, 0};
     for (size_t t = 0; t < sizeof kind / sizeof kind[0]; t++) {
-        long s0 = g_syncs;
+        long s0 = g_syncs, w0 = g_tk_waits;
+        g_first_wait = 0;
         CHECK_ST(dhs_round_begin(ctx, 1, &r, &K), DHS_OK);
-        if (t > 0 && kind[t - 1] == 0) /* the early end before it left its wait here */
-            CHECKF(g_syncs - s0 == 1, "round %zu: %ld syncs in the round begin after an early end, want 1", t, g_syncs - s0);
+        if (t > 0 && kind[t - 1] == 0) { /* the early end before it left its wait here */
+            const long want = async_delay ? 0 : 1;
+            CHECKF(g_syncs - s0 == want, "round %zu (delay %d): %ld syncs in the round begin after an early end, want %ld",
+                   t, async_delay, g_syncs - s0, want);
+            if (async_delay) /* first the early end's ticket (housekeeping may wait for others after it) */
+                CHECKF(g_tk_waits - w0 >= 1 && g_first_wait == early_t,
+                       "round %zu: the begin waited %ld times, first for ticket %llu, want the early end's %llu", t,
+                       g_tk_waits - w0, (unsigned long long)g_first_wait, (unsigned long long)early_t);
+        }
         CHECK_INV(ctx);
         for (int src = 0; src < 2; src++) {
             int32_t tl;
@@ -1357,10 +1398,15 @@ static void test_round_end_early(void)
             if (g == 0) CHECK_ST(dhs_group_done(ctx, 0), DHS_OK); /* its staging serves group 1 */
         }
         s0 = g_syncs;
-        const long p0 = g_promote_all;
+        const long p0 = g_promote_all, r0 = g_records;
+        w0 = g_tk_waits;
         CHECK_ST(dhs_round_end_early(ctx, &acc), DHS_OK);
         CHECKF(g_syncs == s0, "round %zu: the early end synchronised %ld times", t, g_syncs - s0);
+        CHECKF(g_tk_waits == w0, "round %zu: the early end waited for %ld tickets", t, g_tk_waits - w0);
         CHECK(g_promote_all - p0 == 1); /* the promotion is launched as by dhs_round_end */
+        CHECK(g_records - r0 == 1);       /* and the ticket the next begin waits for, before it */
+        early_t = g_last_record;
+        CHECK(async_delay ? early_t != 0 : early_t == 0);
         n++;
         CHECK_ST(dhs_request_positions(ctx, r, &pos), DHS_OK);
         CHECKF(pos == n, "round %zu: %lld positions after the early end, want %lld", t, (long long)pos, (long long)n);
@@ -1989,7 +2035,8 @@ int main(void)
     /* early round ends (dhs_round_end_early) in both contexts */
     test_cross(seed ^ 0x2b, (const int32_t[2]){0, 0}, 0.5, 0, 1);
     test_round_end_pending();
-    test_round_end_early();
+    test_round_end_early(0);
+    test_round_end_early(2);
     test_publish_failure();
     test_import_pinning();
     test_split_resolve();
