@@ -162,7 +162,9 @@ static int test_gather(area *a)
    launches: the second must see the new bytes (the sources are mirrors the host rewrites). */
 static int test_publish_list(area *a)
 {
-    const int32_t counts[] = {1, 7, 300, 1024, 2000}; /* 2000 > DHS_PUBLISH_MAX_BLOCKS: a block takes several */
+    /* 1: the backend's copies (a list that short); 2..: the kernel; 2000 > DHS_PUBLISH_MAX_BLOCKS: a block
+       takes several */
+    const int32_t counts[] = {1, 2, 7, 300, 1024, 2000};
     const int32_t nmax = 2000, slots = (int32_t)(DEV_BYTES / 4096);
     dhs_pub *list = NULL;
     CHECK_OK(be_host_alloc(g_be, sizeof(dhs_pub) * (size_t)nmax, (void **)&list));
