@@ -109,7 +109,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
            on host (a failed or aborted import gave it all back) */
         for (int32_t g = 0; !rq->imported && !rq->in_round && g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
-            if ((*gs->hist) || (*gs->tail_lo) || gs->backed_hi || gs->backup_hi || gs->opt_held || gs->opt_ready)
+            if ((*gs->hist) || (*gs->tail_lo) || (*gs->backed_hi) || gs->backup_hi || gs->opt_held || gs->opt_ready)
                 fail(&v, "import: request %d group %d not imported holds rows (hist %lld, optional %lld)", slot, g,
                      (long long)(*gs->hist), (long long)gs->opt_held);
             for (int64_t w = 0; w <= ctx->grp_max_rows[g] / 64; w++)
@@ -170,11 +170,11 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             if (gs->n_staged && !rq->in_round)
                 fail(&v, "staging: request %d group %d holds %d staged rows outside a round", slot, g, gs->n_staged);
             /* tail window */
-            if (!((*gs->tail_lo) <= gs->backed_hi && gs->backed_hi <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
+            if (!((*gs->tail_lo) <= (*gs->backed_hi) && (*gs->backed_hi) <= gs->backup_hi && gs->backup_hi <= (*gs->hist)))
                 fail(&v, "tail: request %d group %d tail_lo %lld backed_hi %lld backup_hi %lld hist %lld", slot, g,
-                     (long long)(*gs->tail_lo), (long long)gs->backed_hi, (long long)gs->backup_hi, (long long)(*gs->hist));
+                     (long long)(*gs->tail_lo), (long long)(*gs->backed_hi), (long long)gs->backup_hi, (long long)(*gs->hist));
             /* rows the ring keeps after their backup completed have their host copy */
-            for (int64_t row = (*gs->tail_lo); row < gs->backed_hi; row++)
+            for (int64_t row = (*gs->tail_lo); row < (*gs->backed_hi); row++)
                 if (!bit_get(gs->host_valid, row)) {
                     fail(&v, "tail: request %d group %d row %lld counts as backed up without a host copy", slot, g, (long long)row);
                     break;
@@ -193,6 +193,8 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             if (gs->hist != &rq->cm[g]) fail(&v, "layout: request %d group %d committed rows outside its array", slot, g);
             if (gs->tail_lo != &cm_tail_lo(ctx, rq)[g])
                 fail(&v, "layout: request %d group %d tail_lo outside its array", slot, g);
+            if (gs->backed_hi != &cm_backed_hi(ctx, rq)[g])
+                fail(&v, "layout: request %d group %d backed_hi outside its array", slot, g);
             for (int32_t si = 0; si < nsrc; si++)
                 if (gs->src[si].wr != &cm_wr(ctx, rq)[ctx->grp_src0[g] + si])
                     fail(&v, "layout: request %d group %d source %d written mark outside its array", slot, g, si);

@@ -61,7 +61,7 @@ typedef struct grp_state {
        committed rows after their host copy completed, until the ring needs their
        room (tail_room), so recent rows and the imported partial page stay direct */
     int64_t *tail_lo;      /* rows < tail_lo have a complete host copy (or are optional-ready); in request.cm */
-    int64_t backed_hi;     /* rows [tail_lo, backed_hi) also have a complete host copy */
+    int64_t *backed_hi;    /* rows [tail_lo, backed_hi) also have a complete host copy; in request.cm */
     int64_t backup_hi;     /* rows [backed_hi, backup_hi) have a backup in flight */
     dhs_ticket backup_ticket;
     uint64_t *host_valid;  /* bitmap [max_rows_g]: complete host copy */
@@ -115,8 +115,10 @@ typedef struct request {
        touches a few cache lines per request instead of one per group and source: cm[g] is group g's
        committed rows (grp_state.hist), cm[n_groups + ctx->grp_src0[g] + si] source si's written rows
        (src_state.wr), cm[n_groups + n_sources + g] group g's tail_lo (grp_state.tail_lo: the round begin's
-       tail room and the device resolver's round descriptor read it for every group of every request) */
-    int64_t *cm;        /* [n_groups + n_sources + n_groups]: committed rows, written marks, tail_lo */
+       tail room and the device resolver's round descriptor read it for every group of every request),
+       cm[2 n_groups + n_sources + g] its backed_hi (grp_state.backed_hi: the tail room's steady case, the
+       ring's start moved over rows whose copy completed, reads only these two) */
+    int64_t *cm;        /* [cm_len]: committed rows, written marks, tail_lo, backed_hi */
     int32_t *tp;        /* [n_sources][tail_rows / page_rows] every source's tail pages (src_state.tail_pages
                            points into it at source grp_src0[g] + si), so a round's tail locations touch
                            a few cache lines per request */
@@ -308,6 +310,12 @@ static inline int64_t *cm_tail_lo(const dhs_ctx *ctx, const request *rq)
 {
     return rq->cm + ctx->arch.n_groups + ctx->arch.n_sources;
 }
+static inline int64_t *cm_backed_hi(const dhs_ctx *ctx, const request *rq)
+{
+    return rq->cm + 2 * (int64_t)ctx->arch.n_groups + ctx->arch.n_sources;
+}
+/* request.cm's entries */
+static inline size_t cm_len(const dhs_ctx *ctx) { return (size_t)(3 * ctx->arch.n_groups + ctx->arch.n_sources); }
 
 /* Rows of group g that positions [0, pos) fill: complete ones (floor) and all, the last one partial
    (ceil). Most groups have m = 1; the round's loops over every group of every request took an int64
@@ -408,7 +416,15 @@ dhs_status tail_room_move(dhs_ctx *ctx, request *rq, int32_t g, int64_t need);
 static inline dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t hi)
 {
     const int64_t need = hi - ctx->cfg.tail_rows;
-    return need <= cm_tail_lo(ctx, rq)[g] ? DHS_OK : tail_room_move(ctx, rq, g, need);
+    int64_t *tail_lo = cm_tail_lo(ctx, rq);
+    if (need <= tail_lo[g]) return DHS_OK;
+    /* the steady case: the ring's start moves over rows whose host copy completed (request.cm only,
+       no group state: at C = 64 x 21 groups every ring moves every round) */
+    if (need <= cm_backed_hi(ctx, rq)[g]) {
+        tail_lo[g] = need;
+        return DHS_OK;
+    }
+    return tail_room_move(ctx, rq, g, need);
 }
 /* residency.c: shared prefixes (dhs_request_open_shared in request.c). sspan_reserve makes room for n
    more shared host spans, sspan_trim frees the empty table; share_back_up completes the parent's host

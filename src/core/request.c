@@ -62,7 +62,7 @@ void request_free_all(dhs_ctx *ctx, request *rq)
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) grp_state_free(ctx, rq, g, t);
         ctx_free(ctx, rq->g, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     }
-    ctx_free(ctx, rq->cm, (size_t)(2 * ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    ctx_free(ctx, rq->cm, cm_len(ctx), sizeof(int64_t));
     rq->cm = NULL;
     ctx_free(ctx, rq->tp, (size_t)ctx->arch.n_sources * (size_t)(ctx->cfg.tail_rows / ctx->cfg.page_rows), sizeof(int32_t));
     rq->tp = NULL;
@@ -79,11 +79,12 @@ static dhs_status request_alloc(dhs_ctx *ctx, request *rq, int32_t slot)
     rq->g = ctx_calloc(ctx, (size_t)ctx->arch.n_groups, sizeof(grp_state));
     if (!rq->g) return DHS_ERR_NOMEM;
     rq->in_use = 1; /* so request_free_all frees partial state */
-    rq->cm = ctx_calloc(ctx, (size_t)(2 * ctx->arch.n_groups + ctx->arch.n_sources), sizeof(int64_t));
+    rq->cm = ctx_calloc(ctx, cm_len(ctx), sizeof(int64_t));
     if (!rq->cm) return DHS_ERR_NOMEM;
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         rq->g[g].hist = &rq->cm[g];
         rq->g[g].tail_lo = &cm_tail_lo(ctx, rq)[g];
+        rq->g[g].backed_hi = &cm_backed_hi(ctx, rq)[g];
     }
     const size_t tpp = (size_t)(c->tail_rows / p); /* tail pages per source */
     rq->tp = ctx_calloc(ctx, (size_t)ctx->arch.n_sources * tpp, sizeof(int32_t));

@@ -436,7 +436,7 @@ static dhs_status import_place(dhs_ctx *ctx, request *rq, int32_t slot, int64_t 
         (*gs->hist) = hist;
         gs->import_rows = hist;
         (*gs->tail_lo) = ring_lo;
-        gs->backed_hi = hist;
+        (*gs->backed_hi) = hist;
         gs->backup_hi = hist;
         for (int32_t si = 0; si < nsrc; si++) (*gs->src[si].wr) = rows_all;
     }
@@ -459,7 +459,7 @@ fail:
             opt_set(rq, gs, hp, OPT_ABSENT);
         }
         gs->opt_held = 0;
-        (*gs->hist) = gs->import_rows = (*gs->tail_lo) = gs->backed_hi = gs->backup_hi = 0;
+        (*gs->hist) = gs->import_rows = (*gs->tail_lo) = (*gs->backed_hi) = gs->backup_hi = 0;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
@@ -624,8 +624,8 @@ static dhs_status backup_span(dhs_ctx *ctx, request *one, const int32_t *rqi, in
             ctx->st.backup_rows += (uint64_t)rows;
             ctx->st.backup_bytes += (uint64_t)rows * ctx->row_stride;
             if (!t) { /* completed at once */
-                for (int64_t row = gs->backed_hi; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
-                gs->backed_hi = gs->backup_hi;
+                for (int64_t row = (*gs->backed_hi); row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+                (*gs->backed_hi) = gs->backup_hi;
             }
         }
     return DHS_OK;
@@ -689,11 +689,11 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
                 if (!force) return;
                 if (ctx->be->ops->wait(ctx->be, gs->backup_ticket) != DHS_OK) return;
             }
-            for (int64_t row = gs->backed_hi; row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
-            gs->backed_hi = gs->backup_hi;
+            for (int64_t row = (*gs->backed_hi); row < gs->backup_hi; row++) bit_set(gs->host_valid, row);
+            (*gs->backed_hi) = gs->backup_hi;
             gs->backup_ticket = 0;
         }
-        if (!force || gs->backed_hi >= (*gs->hist)) return;
+        if (!force || (*gs->backed_hi) >= (*gs->hist)) return;
         if (backup_issue(ctx, rq, g, 1) != DHS_OK) return;
     }
 }
@@ -704,8 +704,8 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
 dhs_status tail_room_move(dhs_ctx *ctx, request *rq, int32_t g, int64_t need)
 {
     grp_state *gs = &rq->g[g];
-    for (int attempt = 0; attempt < 2 && gs->backed_hi < need; attempt++) backup_complete(ctx, rq, g, 1);
-    if (gs->backed_hi < need) return DHS_ERR_BACKEND;
+    for (int attempt = 0; attempt < 2 && (*gs->backed_hi) < need; attempt++) backup_complete(ctx, rq, g, 1);
+    if ((*gs->backed_hi) < need) return DHS_ERR_BACKEND;
     (*gs->tail_lo) = need;
     return DHS_OK;
 }
@@ -1236,7 +1236,7 @@ dhs_status share_back_up(dhs_ctx *ctx, request *rq, const int64_t *rows_g)
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *gs = &rq->g[g];
         backup_complete(ctx, rq, g, 1);
-        if (gs->backed_hi < (*gs->hist)) return DHS_ERR_BACKEND;
+        if ((*gs->backed_hi) < (*gs->hist)) return DHS_ERR_BACKEND;
         for (int64_t hp = 0; hp < gs->n_opt_pages && hp * p < rows_g[g]; hp++) {
             if (gs->opt_state[hp] == OPT_PENDING || gs->opt_backing[hp]) opt_advance(ctx, rq, g, hp, 1);
             if (gs->opt_state[hp] != OPT_READY) continue;
@@ -1474,7 +1474,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
         for (int64_t row = (*gs->hist); row < hist; row++) bit_set(gs->host_valid, row);
         (*gs->hist) = gs->import_rows = hist;
         (*gs->tail_lo) = nop_new[g] * p;
-        gs->backed_hi = gs->backup_hi = hist;
+        (*gs->backed_hi) = gs->backup_hi = hist;
         for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++) (*gs->src[si].wr) = rows_all;
     }
     rq->n = n;

@@ -301,8 +301,8 @@ static void backups_without_sync(int delay, int full)
     for (int i = 0; i < 3; i++)
         for (int32_t g = 0; g < 2; g++) {
             const grp_state *gs = &s.ctx->req[r[i].id].g[g];
-            CHECKF(gs->backed_hi == (*gs->hist), "delay %d, full sweep %d: request %d group %d backed up to %lld of %lld",
-                   delay, full, i, g, (long long)gs->backed_hi, (long long)(*gs->hist));
+            CHECKF((*gs->backed_hi) == (*gs->hist), "delay %d, full sweep %d: request %d group %d backed up to %lld of %lld",
+                   delay, full, i, g, (long long)(*gs->backed_hi), (long long)(*gs->hist));
         }
     CHECKF(full || s.ctx->n_work == 0, "delay %d: %d requests left on the work list with nothing to do", delay, s.ctx->n_work);
     free(rows);
@@ -385,8 +385,8 @@ static void backup_fault_lists_all(void)
     for (int i = 0; i < 2; i++)
         for (int32_t g = 0; g < 2; g++) {
             const grp_state *gs = &s.ctx->req[r[i].id].g[g];
-            CHECKF(gs->backed_hi == backup_due_hi(s.ctx, gs), "request %d group %d backed up to %lld of %lld", i, g,
-                   (long long)gs->backed_hi, (long long)(*gs->hist));
+            CHECKF((*gs->backed_hi) == backup_due_hi(s.ctx, gs), "request %d group %d backed up to %lld of %lld", i, g,
+                   (long long)(*gs->backed_hi), (long long)(*gs->hist));
         }
     free(rows);
     drop(&s);
@@ -572,8 +572,8 @@ static void page_backups(uint64_t seed, int delay, int32_t tail_rows)
     CHECK_ST(dhs_sync(s.ctx), DHS_OK);
     CHECK_INV(s.ctx);
     for (int32_t g = 0; g < 2; g++)
-        CHECKF(rq->g[g].backed_hi == (*rq->g[g].hist), "after dhs_sync: group %d backed up to %lld of %lld", g,
-               (long long)rq->g[g].backed_hi, (long long)(*rq->g[g].hist));
+        CHECKF((*rq->g[g].backed_hi) == (*rq->g[g].hist), "after dhs_sync: group %d backed up to %lld of %lld", g,
+               (long long)(*rq->g[g].backed_hi), (long long)(*rq->g[g].hist));
     check_host_rows(s.ctx, rq, uid, "after dhs_sync");
     for (int32_t src = 0; src < 3; src++) free((void *)rp[src]);
     free(rows);
