@@ -3,6 +3,7 @@
    usage or input (also --backend cuda where no CUDA device is usable), 3 a
    runtime error. Output files are renamed into place only on 0 or 1
    (outfile.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,16 @@
 #include "outfile.h"
 #include "tool.h"
 
+/* Whether what the command printed on standard output failed to reach it (a full disk, a closed pipe):
+   a run whose result is lost does not exit 0. Says why on stderr. */
+static int stdout_failed(void)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    fprintf(stderr, "dhs: standard output: %s\n", strerror(errno ? errno : EIO));
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     static const arg_sub cmds[] = {
@@ -18,14 +29,14 @@ int main(int argc, char **argv)
         {"verify", cmd_verify, "randomised exactness and invariant check of the library"},
         {"bench", cmd_bench, "benchmarks: resolve (in-process baselines), serve (the model at serving load)"},
         {"plan", cmd_plan, "memory planner: bytes per session, sessions per GPU"},
-        {"trace", cmd_trace, "selection traces: gen, info"},
+        {"trace", cmd_trace, "selection traces: gen, info, stats"},
         {"sim", cmd_sim, "replay a trace through the core: policies x hot-cache sizes"},
         {"serve-sim", cmd_serve_sim, "discrete-event serving simulator: latency-throughput curves"},
         {"pd-bench", cmd_pd, "prefill-to-decode import over UCX, two processes: GB/s vs memcpy"},
     };
     if (argc >= 2 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") || !strcmp(argv[1], "version"))) {
         tool_version_line(stdout);
-        return 0;
+        return stdout_failed() ? EXIT_RUNTIME : 0;
     }
     out_install();
     int rc = args_dispatch("dhs",
@@ -43,5 +54,6 @@ int main(int argc, char **argv)
     } else {
         out_discard();
     }
+    if (stdout_failed()) rc = EXIT_RUNTIME;
     return rc;
 }

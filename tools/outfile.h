@@ -3,15 +3,19 @@
  * interrupted run never empties or truncates a result that was already
  * there:
  *   - out_reserve() checks the path before any work (a folder, a missing
- *     parent folder, no write permission: exit 2 with the OS reason) and
- *     creates a temporary file next to it ("FILE.tmp.XXXXXX", same folder, so
- *     the final rename is atomic);
+ *     parent folder, no write permission, a file another option of the same
+ *     command already names: exit 2 with the reason) and creates a temporary
+ *     file in the file's own folder (".dhs-out.XXXXXX", so the final rename is
+ *     atomic and a long name still fits); a symbolic link is followed, so the
+ *     file it points to is what gets replaced, not the link;
  *   - the command writes into out_path(FILE) (or the FILE* of out_fopen());
  *   - dhs.c renames every temporary into place when the command ends with
  *     0 or 1 (out_commit) and removes them on any other status, on exit()
  *     and on SIGINT / SIGTERM / SIGHUP (the handler unlinks, then re-raises).
  * A path that exists and is not a regular file (/dev/null, a pipe) is
- * written in place: there is nothing to rename over. */
+ * written in place: there is nothing to rename over. An existing file with
+ * other hard links, or in a folder where no temporary can be made, gets its
+ * temporary in $TMPDIR (or /tmp) and the bytes copied into it at the end. */
 #ifndef DHS_TOOLS_OUTFILE_H
 #define DHS_TOOLS_OUTFILE_H
 
