@@ -182,7 +182,7 @@ static int bench_resolve(int argc, char **argv)
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = bench_backends,
          .help = "cpu: the host resolver on one core; cuda: the device resolver's plan + copy kernels against an "
-                 "O(B) scan baseline and the gather ceiling (needs a CUDA build and a device, else exit 3)"},
+                 "O(B) scan baseline and the gather ceiling (needs a CUDA build and a device, else exit 2)"},
         {.name = "--hot", .type = ARG_I64_LIST, .dest = Bs, .ilo = 64, .ihi = 1 << 22, .count = &nB, .max = 8,
          .seen = &seen_hot, .def = "cpu 2048,8192,65536; cuda 2048,4096,16384,65536",
          .help = "hot-cache sizes B (multiples of 64, each >= k; cuda: at most 65536)"},

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/resource.h>
 
 #include <cjson/cJSON.h>
@@ -891,6 +892,16 @@ int cmd_bench_serve(int argc, char **argv)
             if (o.concs[i] <= o.concs[j]) return args_fail(PROG, "--concurrency values must increase");
     if (tool_check_backend(PROG, sv_backends[o.backend])) return EXIT_USAGE;
     if (tool_output(PROG, o.output)) return EXIT_USAGE;
+    if (o.output && o.json) { /* FILE.partial is this run's to write and remove: not a file already there */
+        char pp[4096];
+        struct stat pst;
+        if (snprintf(pp, sizeof pp, "%s.partial", o.output) >= (int)sizeof pp)
+            return args_fail(PROG, "--output %s: the name is too long for its .partial file", o.output);
+        if (lstat(pp, &pst) == 0)
+            return args_fail(PROG, "--output %s: %s exists (the records of a run cut short, or a file of yours): move "
+                             "it away first; this run writes its records there as it goes and removes it at the end",
+                             o.output, pp);
+    }
     uint64_t budget = (uint64_t)(o.budget_gib * 1073741824.0);
     if (o.res_budget_gib <= 0) o.res_budget_gib = o.budget_gib;
     const uint64_t res_budget = (uint64_t)(o.res_budget_gib * 1073741824.0);
@@ -909,6 +920,11 @@ int cmd_bench_serve(int argc, char **argv)
         return args_fail(PROG, "--layers %d: the %s geometry has %d layers", o.layers, sv_geometries[o.geometry],
                          base.model.n_layers);
     if (o.layers) base.model.n_layers = o.layers;
+    if (o.layers && dhs_ref_cfg_check(&base.model)) /* a stack too short for the geometry's producer schedule */
+        return args_fail(PROG, "--layers %d: the %s geometry needs at least %d layers (%s)", o.layers,
+                         sv_geometries[o.geometry],
+                         base.model.layout == DHS_REF_LAYOUT_FOLLOW ? base.model.follow_lead + 1 : 1,
+                         dhs_ref_cfg_check(&base.model));
     base.tokens = o.tokens;
     base.spec = o.spec;
     base.seed = o.seed;

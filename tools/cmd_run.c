@@ -316,6 +316,12 @@ int cmd_run(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (o.layers) c.model.n_layers = o.layers;
+    if (o.layers && dhs_ref_cfg_check(&c.model)) { /* a stack too short for the geometry's producer schedule */
+        const int32_t lo = c.model.layout == DHS_REF_LAYOUT_FOLLOW ? c.model.follow_lead + 1 : 1;
+        fprintf(stderr, PROG ": --layers %d: the %s geometry needs at least %d layers (%s)\n", o.layers,
+                geometries[o.geometry], lo, dhs_ref_cfg_check(&c.model));
+        return EXIT_USAGE;
+    }
     c.model.seed = o.seed;
     c.sessions = o.sessions;
     c.context = o.context;
@@ -360,6 +366,17 @@ int cmd_run(int argc, char **argv)
         if (n < 0) return EXIT_USAGE;
         c.group_hot_rows = ghot;
         c.n_group_hot = n;
+        dhs_ref_model *gm = NULL; /* one size per layer group of the model: checked before any work */
+        if (dhs_ref_model_create(&c.model, &gm) != DHS_OK) {
+            fprintf(stderr, PROG ": cannot create the model\n");
+            return EXIT_RUNTIME;
+        }
+        const int32_t ng = dhs_ref_n_groups(gm);
+        dhs_ref_model_destroy(gm);
+        if (n != ng) {
+            fprintf(stderr, PROG ": --group-hot-rows: %d sizes for a model of %d groups\n", n, ng);
+            return EXIT_USAGE;
+        }
     }
     c.progress = progress;
     c.user = &prog;
@@ -536,7 +553,9 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "tokens", o.tokens);
         cJSON_AddNumberToObject(cf, "spec", o.spec);
         cJSON_AddNumberToObject(cf, "topk", mc->topk);
-        cJSON_AddNumberToObject(cf, "seed", (double)o.seed);
+        char seed_txt[24]; /* exact: a double would round seeds above 2^53 */
+        snprintf(seed_txt, sizeof seed_txt, "%" PRIu64, (uint64_t)o.seed);
+        cJSON_AddRawToObject(cf, "seed", seed_txt);
         cJSON_AddNumberToObject(cf, "slots", R.lib_cfg.max_requests);
         cJSON_AddNumberToObject(cf, "hot_rows", R.lib_cfg.hot_rows);
         if (o.group_hot) {

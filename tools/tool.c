@@ -181,8 +181,10 @@ int tool_group_hot_rows(const char *prog, const char *list, int32_t page_rows, i
     int32_t n = 0;
     while (*q) {
         char *end;
-        long v = strtol(q, &end, 10);
-        if (end == q || v < 0 || v > (1L << 30) || (*end && *end != ',') || n == DHS_MAX_SOURCES) {
+        /* digits only (no sign, no blank: strtol would skip them) and no empty element, trailing comma included */
+        long v = *q >= '0' && *q <= '9' ? strtol(q, &end, 10) : (end = (char *)q, 0);
+        if (end == q || v < 0 || v > (1L << 30) || (*end && *end != ',') || (*end == ',' && !end[1]) ||
+            n == DHS_MAX_SOURCES) {
             args_fail(prog, "--group-hot-rows wants up to %d row counts 0..2^30, comma-separated: '%s'", DHS_MAX_SOURCES,
                       list);
             return -1;

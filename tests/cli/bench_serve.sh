@@ -115,6 +115,14 @@ EOF
 expect 0 "$DHS" bench serve --geometry glm-5.3 --context 512 --device-budget-gib 0.5 --tokens 3 --modes adaptive \
     --concurrency 1 --and-capacity --json -q --output "$T/g.json"
 [ -e "$T/g.json.partial" ] && fail "bench serve --output: the partial records were left after a complete run"
+# a FILE.partial already there is not the run's to overwrite: exit 2 before any work, both files untouched
+echo PRECIOUS >"$T/p.json.partial"
+echo PRECIOUS >"$T/p.json"
+expect 2 "$DHS" bench serve --geometry glm-5.3 --context 512 --device-budget-gib 0.5 --tokens 3 --modes adaptive \
+    --concurrency 1 --json -q --output "$T/p.json"
+grep -q "p.json.partial exists" "$T/err" || fail "bench serve with a FILE.partial there: says so: $(cat "$T/err")"
+[ "$(cat "$T/p.json.partial")" = PRECIOUS ] && [ "$(cat "$T/p.json")" = PRECIOUS ] ||
+    fail "bench serve with a FILE.partial there: a file was changed"
 python3 - "$T/g.json" <<'EOF' || fail "bench serve glm-5.3 --and-capacity: $(head -c 600 "$T/g.json")"
 import json, sys
 d = json.load(open(sys.argv[1]))
