@@ -680,7 +680,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.profile_every = 8;
     o.seed = 1;
     const char *modes_s = "resident,fixed,adaptive", *spec_s = "1", *accept_s = "drafter";
-    int seen_step = 0, seen_prof = 0, seen_geom = 0;
+    int seen_step = 0, seen_prof = 0, seen_geom = 0, seen_tail = 0, seen_cqb = 0;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &o.backend, .choices = sv_backends,
          .help = "cuda: the model computes on the GPU through the device hierarchy (the figures that count); cpu: "
@@ -738,10 +738,10 @@ int cmd_bench_serve(int argc, char **argv)
          .seen = &seen_prof,
          .help = "cuda, device/graph step: every N-th round runs eagerly with events between its phases (the "
                  "breakdown); those rounds are left out of tokens/s and TPOT; 0: no breakdown"},
-        A_ENUM("--tail-locations", &o.tail_host, sv_tail_where,
-               "cuda, device/graph step: device (default): the library writes the round's tail locations on the "
-               "device (dhs_round_tail_locations_device); host: the host writes them and the step uploads them "
-               "(dhs_round_tail_locations)"),
+        {.name = "--tail-locations", .type = ARG_ENUM, .dest = &o.tail_host, .choices = sv_tail_where, .seen = &seen_tail,
+         .help = "cuda, device/graph step: device (default): the library writes the round's tail locations on the "
+                 "device (dhs_round_tail_locations_device); host: the host writes them and the step uploads them "
+                 "(dhs_round_tail_locations)"},
         A_ENUM("--round-end", &o.end_early, sv_round_ends,
                "hierarchical: wait (default): dhs_round_end after verification; early: a round whose queries are all "
                "of width 1 ends with dhs_round_end_early while the step runs, off the host's path between two "
@@ -768,8 +768,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_INT("--repop-pages", &o.repop_pages, 0, 1 << 24,
               "optional pages the hierarchy repopulates from host per round (dhs_config.repop_pages; 0: the "
               "library's default, 64)"),
-        A_INT("--copy-queue-blocks", &o.copy_queue_blocks, 0, 1 << 16,
-              "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"),
+        {.name = "--copy-queue-blocks", .type = ARG_INT, .dest = &o.copy_queue_blocks, .ilo = 0, .ihi = 1 << 16,
+         .seen = &seen_cqb,
+         .help = "cuda: thread blocks of each copy on the split resolve's queue (0: a quarter of the multiprocessors)"},
         A_ENUM("--topk-impl", &o.topk_impl, sv_topk_impls,
                "the decode top-k, the same selections and tokens each (dhs run --topk-impl): split (default): the "
                "library's fused top-k in its many-blocks-per-query form; fused: one block per query; model: the "
@@ -826,6 +827,10 @@ int cmd_bench_serve(int argc, char **argv)
     if (o.backend == 0 && seen_step && o.step != 0)
         return args_fail(PROG, "--step %s needs --backend cuda (the CPU backend has only the host step)", sv_steps[o.step]);
     if (o.backend == 0) o.step = 0;
+    if (o.backend == 0 && seen_tail)
+        return args_fail(PROG, "--tail-locations applies to --backend cuda with --step device or graph");
+    if (o.backend == 0 && seen_cqb)
+        return args_fail(PROG, "--copy-queue-blocks applies to --backend cuda (the CPU backend has no copy queue)");
     if (o.backend == 0 && seen_prof && o.profile_every)
         return args_fail(PROG, "--profile-every needs --backend cuda with --step device or graph");
     if (o.backend == 1 && o.step == 0 && seen_prof && o.profile_every)

@@ -49,6 +49,7 @@ typedef struct run_opts {
     int32_t prefill_buffers, prefill_chunk; /* 0: full-residency prefill; R: streamed (docs/FLASHOFFLOAD.md) */
     int64_t shared_prefix;  /* positions every prompt begins with (0: none) */
     int prefix;             /* with shared_prefix: 0 shared (held once), 1 private copies */
+    int seen_prefix;        /* --prefix given */
     int32_t arrival;        /* rounds between arrivals */
     int32_t slots;          /* request slots of the hierarchy */
     double history;         /* sessions' imported history the device budget holds on top */
@@ -127,7 +128,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         A_I64("--shared-prefix", &o->shared_prefix, 0, (int64_t)1 << 24,
               "every prompt begins with the same L positions (same tokens; synthetic history: the same rows), held "
               "once by the hierarchy (dhs_request_open_shared; --prefix private: every session its own copy)"),
-        {.name = "--prefix", .type = ARG_ENUM, .dest = &o->prefix, .choices = prefixes,
+        {.name = "--prefix", .type = ARG_ENUM, .dest = &o->prefix, .choices = prefixes, .seen = &o->seen_prefix,
          .help = "with --shared-prefix: shared (held once) or private (each session imports its whole prompt)"},
         {.name = "--storage", .type = ARG_ENUM, .dest = &o->storage, .choices = storages,
          .help = "with --compare none: which storage runs (default hier; refused with --compare resident, which runs both)"},
@@ -225,6 +226,11 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     if (o->shared_prefix > 0 && o->shared_prefix >= o->context - (o->context > 64 ? 31 : 0)) {
         fprintf(stderr, "dhs run: --shared-prefix %" PRId64 " must be below the shortest prompt (%" PRId64
                         " positions: --context less 31)\n", o->shared_prefix, o->context - (o->context > 64 ? 31 : 0));
+        return EXIT_USAGE;
+    }
+    if (o->seen_prefix && o->shared_prefix == 0) {
+        fprintf(stderr, "dhs run: --prefix %s needs --shared-prefix L (without it every prompt is its own)\n",
+                prefixes[o->prefix]);
         return EXIT_USAGE;
     }
     if (o->compare == 2 && (o->shared_prefix == 0 || o->storage != 0)) {

@@ -181,6 +181,11 @@ grep -q "needs at least 3 layers" "$T/err" || fail "bench serve --layers 1: name
 expect 2 "$DHS" run --group-hot-rows 64 "${TINY[@]}"
 grep -q "sizes for a model of" "$T/err" || fail "run --group-hot-rows 64: says how many: $(cat "$T/err")"
 expect 2 "$DHS" run --group-hot-rows 64,64,64,64, "${TINY[@]}"
+# flags that would be ignored are refused
+expect 2 "$DHS" run --prefix private "${TINY[@]}"
+grep -q -- "--shared-prefix" "$T/err" || fail "run --prefix without --shared-prefix: says what it needs: $(cat "$T/err")"
+expect 2 "$DHS" bench serve --context 256 --tokens 2 --concurrency 1 --waves 1 -q --copy-queue-blocks 5
+expect 2 "$DHS" bench serve --context 256 --tokens 2 --concurrency 1 --waves 1 -q --tail-locations host
 # a seed above 2^53 is written exactly (a JSON number with every digit)
 expect 0 "$DHS" run --seed 123456789012345678 --json "${TINY[@]}"
 grep -q '"seed": *123456789012345678[,}]' "$T/out" || fail "run --json: the seed exactly: $(grep -o '"seed"[^,]*' "$T/out")"
