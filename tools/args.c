@@ -1,6 +1,8 @@
 /* args.c - the one flag parser of the `dhs` tool (see args.h). */
 #include "args.h"
 
+#include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,9 +15,13 @@
 
 #include "outfile.h"
 
+/* a number starts at its first character: strtoll/strtod would skip leading
+   white space (" 5", "\t-1", "\n-5"); none is accepted */
+static int num_start_ok(const char *s) { return s && *s && !isspace((unsigned char)*s); }
+
 int arg_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
-    if (!s || !*s || *s == ' ' || *s == '\t') return -1;
+    if (!num_start_ok(s)) return -1;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
@@ -26,7 +32,7 @@ int arg_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
 
 int arg_f64(const char *s, double lo, double hi, double *out)
 {
-    if (!s || !*s || *s == ' ' || *s == '\t') return -1;
+    if (!num_start_ok(s)) return -1;
     char *end;
     errno = 0;
     double v = strtod(s, &end);
@@ -35,12 +41,19 @@ int arg_f64(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+int args_list_ok(const char *s)
+{
+    if (!s || !*s || *s == ',') return 0;
+    for (const char *p = s; *p; p++)
+        if (isspace((unsigned char)*p) || (*p == ',' && (p[1] == ',' || !p[1]))) return 0;
+    return 1;
+}
+
 int arg_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max)
 {
-    if (!s || !*s) return -1;
+    if (!args_list_ok(s)) return -1;
     int n = 0;
-    const char *p = s;
-    while (*p) {
+    for (const char *p = s;;) {
         char buf[32];
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
@@ -49,18 +62,17 @@ int arg_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max)
         buf[len] = 0;
         if (arg_i64(buf, lo, hi, &out[n])) return -1;
         n++;
-        p += len;
-        if (*p == ',') p++;
+        if (!c) break;
+        p = c + 1; /* an element follows every comma: "2,3," is refused above */
     }
     return n;
 }
 
 static int arg_f64_list(const char *s, double lo, double hi, double *out, int max)
 {
-    if (!s || !*s) return -1;
+    if (!args_list_ok(s)) return -1;
     int n = 0;
-    const char *p = s;
-    while (*p) {
+    for (const char *p = s;;) {
         char buf[64];
         const char *c = strchr(p, ',');
         size_t len = c ? (size_t)(c - p) : strlen(p);
@@ -69,10 +81,33 @@ static int arg_f64_list(const char *s, double lo, double hi, double *out, int ma
         buf[len] = 0;
         if (arg_f64(buf, lo, hi, &out[n])) return -1;
         n++;
-        p += len;
-        if (*p == ',') p++;
+        if (!c) break;
+        p = c + 1;
     }
     return n;
+}
+
+/* an ARG_STR whose placeholder names a comma list ("LIST", "B0,B1,..") is one:
+   the command splits it, the parser refuses empty elements first */
+static int str_is_list(const arg_spec *s) { return s->meta && (!strcmp(s->meta, "LIST") || strchr(s->meta, ',')); }
+
+cJSON *args_json_u64(uint64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    return cJSON_CreateRaw(b);
+}
+
+int args_json_set_u64(cJSON *o, const char *key, uint64_t v)
+{
+    cJSON *x = args_json_u64(v);
+    if (!x) return -1;
+    if (cJSON_GetObjectItemCaseSensitive(o, key) ? !cJSON_ReplaceItemInObjectCaseSensitive(o, key, x)
+                                                 : !cJSON_AddItemToObject(o, key, x)) {
+        cJSON_Delete(x);
+        return -1;
+    }
+    return 0;
 }
 
 int args_fail(const char *prog, const char *fmt, ...)
@@ -225,9 +260,23 @@ static const arg_spec *find_spec(const arg_cmd *cmd, const char *name, size_t le
     return NULL;
 }
 
+/* v for a one-line message: control characters as \t, \n or \xNN */
+static const char *shown(const char *v, char *b, size_t n)
+{
+    size_t o = 0;
+    for (; v && *v && o + 5 < n; v++) {
+        unsigned char ch = (unsigned char)*v;
+        if (ch == '\t' || ch == '\n') o += (size_t)snprintf(b + o, n - o, "\\%c", ch == '\t' ? 't' : 'n');
+        else if (iscntrl(ch)) o += (size_t)snprintf(b + o, n - o, "\\x%02x", ch);
+        else b[o++] = (char)ch;
+    }
+    b[o] = 0;
+    return b;
+}
+
 static int bad_value(const arg_cmd *cmd, const arg_spec *s, const char *v)
 {
-    char rng[256];
+    char rng[256], vb[256];
     range_text(s, rng, sizeof rng);
     const char *what = "a value";
     switch (s->type) {
@@ -241,8 +290,8 @@ static int bad_value(const arg_cmd *cmd, const arg_spec *s, const char *v)
     default: break;
     }
     if (s->type == ARG_I64_LIST || s->type == ARG_F64_LIST)
-        return args_fail(cmd->prog, "%s wants %s %s (at most %d), got '%s'", s->name, what, rng, s->max, v ? v : "");
-    return args_fail(cmd->prog, "%s wants %s %s, got '%s'", s->name, what, rng, v ? v : "");
+        return args_fail(cmd->prog, "%s wants %s %s (at most %d), got '%s'", s->name, what, rng, s->max, shown(v, vb, sizeof vb));
+    return args_fail(cmd->prog, "%s wants %s %s, got '%s'", s->name, what, rng, shown(v, vb, sizeof vb));
 }
 
 static int set_value(const arg_cmd *cmd, const arg_spec *s, const char *v)
@@ -261,7 +310,8 @@ static int set_value(const arg_cmd *cmd, const arg_spec *s, const char *v)
     case ARG_U64: {
         char *end;
         errno = 0;
-        if (!*v || *v == '-' || *v == ' ') return bad_value(cmd, s, v);
+        /* strtoull takes a sign ("-1" is 2^64-1) and leading white space: neither is a seed */
+        if (!num_start_ok(v) || *v == '-' || *v == '+') return bad_value(cmd, s, v);
         unsigned long long u = strtoull(v, &end, 10);
         if (errno || *end) return bad_value(cmd, s, v);
         *(uint64_t *)s->dest = u;
@@ -275,6 +325,11 @@ static int set_value(const arg_cmd *cmd, const arg_spec *s, const char *v)
     case ARG_IN:
     case ARG_OUT:
         if (!*v) return args_fail(cmd->prog, "%s wants a non-empty value", s->name);
+        if (s->type == ARG_STR && str_is_list(s) && !args_list_ok(v)) {
+            char vb[256];
+            return args_fail(cmd->prog, "%s wants a comma list without empty elements or spaces, got '%s'", s->name,
+                             shown(v, vb, sizeof vb));
+        }
         *(const char **)s->dest = v;
         break;
     case ARG_ENUM: {

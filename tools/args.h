@@ -94,9 +94,22 @@ typedef struct arg_sub {
    stderr, 2; -h/--help/help: usage on stdout, 0; unknown: error, 2. */
 int args_dispatch(const char *prog, const char *about, const arg_sub *subs, int n, int argc, char **argv);
 
-/* Parsing helpers kept for list-valued internals. */
+/* Parsing helpers kept for list-valued internals. A number starts at its
+   first character (no leading white space); lists refuse empty elements
+   ("2,,3", ",2", "2,") and white space. */
 int arg_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int arg_f64(const char *s, double lo, double hi, double *out);
 int arg_i64_list(const char *s, int64_t lo, int64_t hi, int64_t *out, int max);
+/* 1 when s is a well-formed comma list: non-empty, no empty element, no
+   white space. args_parse applies it to every ARG_STR whose meta names a list
+   ("LIST", or a placeholder with a comma such as "B0,B1,.."). */
+int args_list_ok(const char *s);
+
+/* JSON: a 64-bit integer as a number with its exact decimal digits (a cJSON
+   number is a double, exact only up to 2^53: seeds are not). args_json_set_u64
+   replaces the member `key` of object o or adds it; 0 ok, -1 out of memory. */
+struct cJSON;
+struct cJSON *args_json_u64(uint64_t v);
+int args_json_set_u64(struct cJSON *o, const char *key, uint64_t v);
 
 #endif

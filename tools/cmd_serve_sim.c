@@ -1,8 +1,9 @@
 /* cmd_serve_sim.c - `dhs serve-sim`: discrete-event serving simulator with
  * latency-throughput curves for resident, fixed-hot-cache and adaptive
  * serving, with and without speculation (docs/SIM.md). Output keys follow
- * vLLM's `bench serve`. Exit status: 0 success, 2 bad flags or input, 1 a
- * simulation failure. */
+ * vLLM's `bench serve`. Exit status: 0 success, 2 bad flags or input (a
+ * configuration that cannot hold its requests included), 3 a runtime failure. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -251,11 +252,11 @@ static int cal_read(const char *path, cal_file *F, char *err, size_t en)
                 goto out;
             }
         }
-        /* the simulator's flag ranges bound what a file may ask for */
-        if (F->budget_bytes <= 0 || F->tokens < 2 || F->tokens > (1 << 24) || F->spec < 1 || F->spec > 256 || F->spec >= F->tokens ||
+        /* the simulator's flag ranges bound what a file may ask for; the budget up to 2^50 B (1 PiB) */
+        if (F->budget_bytes <= 0 || F->budget_bytes > 0x1p50 || F->tokens < 2 || F->tokens > (1 << 24) || F->spec < 1 || F->spec > 256 || F->spec >= F->tokens ||
             F->waves < 1 || F->waves > 1024 || F->topk < 1 || F->topk > 65536 || F->layers < 1 || F->layers > 1024 || F->sources < 1 ||
             F->producers > F->layers || F->row_bytes < 16 || F->row_bytes > (1 << 20)) {
-            snprintf(err, en, "%s: config out of range (budget %g B, tokens %g, spec %g, waves %g, k %g, layers %g, sources %g, "
+            snprintf(err, en, "%s: config out of range (budget %g B (at most 2^50), tokens %g, spec %g, waves %g, k %g, layers %g, sources %g, "
                      "producers %g, row bytes %g)", path, F->budget_bytes, F->tokens, F->spec, F->waves, F->topk, F->layers,
                      F->sources, F->producers, F->row_bytes);
             goto out;
@@ -557,7 +558,7 @@ static int serve_calibrate(const cal_args *A)
         cJSON_AddNumberToObject(cfg, "hot", hot);
         cJSON_AddNumberToObject(cfg, "page_rows", page);
         cJSON_AddNumberToObject(cfg, "tail_rows", tail);
-        cJSON_AddNumberToObject(cfg, "seed", (double)A->w.seed);
+        args_json_set_u64(cfg, "seed", A->w.seed);
         cJSON *cb = cJSON_AddObjectToObject(j, "calibration");
         for (int i = 0; i < DHS_CAL_N_ + 3; i++) {
             cJSON *e = cJSON_AddObjectToObject(cb, names[i]);
@@ -719,6 +720,96 @@ static int serve_calibrate(const cal_args *A)
     free(lib_bytes);
     free(F.recs);
     return failed ? EXIT_RUNTIME : 0;
+}
+
+/* ------------------------------------------------------------- --requests-trace FILE
+ * The numbers of every request before the simulator reads them (sim/servesim.c
+ * takes a BurstGPT field's leading digits, "1000abc" as 1000, and converts a
+ * Mooncake length to an integer unchecked): each complete, finite, at most
+ * 2^53, and a length whole. A line this check cannot read is left to the
+ * simulator's own message. 0 ok, else "FILE:LINE: field ..." in err. */
+static int trace_num_ok(double v, int whole) { return isfinite(v) && fabs(v) <= 0x1p53 && (!whole || v == floor(v)); }
+
+/* a CSV line split in place as the simulator splits it: "quoted" or up to the next comma */
+static int trace_csv_split(char *line, char **fld, int max)
+{
+    int n = 0;
+    for (char *p = line; n < max;) {
+        if (*p == '"') {
+            fld[n++] = ++p;
+            while (*p && *p != '"') p++;
+            if (*p) *p++ = 0;
+            while (*p && *p != ',') p++;
+        } else {
+            fld[n++] = p;
+            while (*p && *p != ',') p++;
+        }
+        if (!*p) break;
+        *p++ = 0;
+    }
+    return n;
+}
+
+static int trace_check(const char *path, char *err, size_t en)
+{
+    static const char *const csv_names[3] = {"Timestamp", "Request tokens", "Response tokens"};
+    static const char *const mc_names[3] = {"timestamp", "input_length", "output_length"};
+    static const char *const wants[3] = {"a finite number (at most 2^53)", "a whole number of tokens (at most 2^53)",
+                                         "a whole number of tokens (at most 2^53)"};
+    FILE *f = fopen(path, "r");
+    if (!f) return 0; /* the simulator says why */
+    char *line = NULL, *fld[64];
+    size_t cap = 0;
+    long lineno = 0;
+    int csv = -1, col[3] = {-1, -1, -1}, rc = 0;
+    for (ssize_t len; !rc && (len = getline(&line, &cap, f)) >= 0;) {
+        lineno++;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
+        if (!line[0]) continue;
+        if (csv < 0) {
+            csv = line[0] != '{';
+            if (csv) { /* the header names the three columns (else the simulator says so) */
+                int nf = trace_csv_split(line, fld, 64);
+                for (int i = 0; i < nf; i++)
+                    for (int k = 0; k < 3; k++)
+                        if (!strcmp(fld[i], csv_names[k])) col[k] = i;
+                if (col[0] < 0 || col[1] < 0 || col[2] < 0) break;
+                continue;
+            }
+        }
+        if (csv) {
+            int nf = trace_csv_split(line, fld, 64);
+            for (int k = 0; k < 3 && !rc && col[k] < nf; k++) { /* too few fields: the simulator's message */
+                const char *v = fld[col[k]];
+                char *end;
+                double x = strtod(v, &end);
+                if (end == v || *end || isspace((unsigned char)*v) || !trace_num_ok(x, k > 0)) {
+                    snprintf(err, en, "%s:%ld: %s '%s' is not %s", path, lineno, csv_names[k], v, wants[k]);
+                    rc = -1;
+                }
+            }
+        } else {
+            cJSON *j = cJSON_Parse(line);
+            for (int k = 0; k < 3 && j && !rc; k++) {
+                const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, mc_names[k]);
+                if (cJSON_IsNumber(v) && !trace_num_ok(v->valuedouble, k > 0)) {
+                    snprintf(err, en, "%s:%ld: %s %.15g is not %s", path, lineno, mc_names[k], v->valuedouble, wants[k]);
+                    rc = -1;
+                }
+            }
+            cJSON_Delete(j);
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+/* A run that stopped on dhs_serve_run's sizing messages was given a configuration
+   that cannot hold its requests (--kv-gib, --max-batch, the lengths): a usage error */
+static int run_err_is_config(const char *e)
+{
+    return strstr(e, "never fit") || strstr(e, "raise --kv-gib") || strstr(e, "below the staging reservation");
 }
 
 static const char *const specs_on[] = {"both", "on", "off", "auto", "compare", NULL};
@@ -905,7 +996,7 @@ int cmd_serve_sim(int argc, char **argv)
             places[p] = 1;
         }
     }
-    if (sched && dhs_serve_parse_schedule(sched, &c)) return bad("--spec-schedule wants K@batch,...,K", sched);
+    if (sched && (!args_list_ok(sched) || dhs_serve_parse_schedule(sched, &c))) return bad("--spec-schedule wants K@batch,...,K", sched);
     if (seen_conc + seen_rates + (rtrace != NULL) > 1)
         return bad("choose one load axis: --concurrency, --rates or --requests-trace", NULL);
     for (int i = 0; seen_conc && i < n_conc; i++)
@@ -925,6 +1016,17 @@ int cmd_serve_sim(int argc, char **argv)
     if (w.context_min > w.context) return bad("--context-min above --context", NULL);
     if (w.output_min > w.output_len) return bad("--output-min above --output-len", NULL);
     if (!modes[0] && !modes[1] && !modes[2]) return bad("--modes is empty", NULL);
+    if (!rtrace && w.n_requests == 0) return bad("--requests 0 (all) is for --requests-trace; the synthetic load wants 1 or more", NULL);
+    if (!rtrace && modes[0]) {
+        /* resident: the longest request's KV and index keys must fit one rank's --kv-gib (dhs_serve_run's admission) */
+        double pos = (double)(w.context < c.max_context ? w.context : c.max_context) +
+                     (double)(w.output_len < c.max_output ? w.output_len : c.max_output);
+        double need = pos * c.cost.layers * (double)(c.cost.row_bytes + c.cost.idx_bytes);
+        if (need > c.kv_gib * 1073741824.0)
+            return args_fail(PROG, "--kv-gib %g: the longest request (%.0f positions, --context + --output-len) needs %.4g GiB "
+                             "resident (%d layers x %u bytes per position)", c.kv_gib, pos, need / 1073741824.0, c.cost.layers,
+                             c.cost.row_bytes + c.cost.idx_bytes);
+    }
     if (!jobs) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
@@ -934,7 +1036,7 @@ int cmd_serve_sim(int argc, char **argv)
         /* one pass over the whole trace before any run: every line checked, the
            requests counted; the runs then stream it */
         char err[512];
-        if (dhs_serve_trace_count(rtrace, &n_trace, err, sizeof err)) {
+        if (trace_check(rtrace, err, sizeof err) || dhs_serve_trace_count(rtrace, &n_trace, err, sizeof err)) {
             fprintf(stderr, "dhs serve-sim: %s\n", err);
             return EXIT_USAGE;
         }
@@ -991,7 +1093,7 @@ int cmd_serve_sim(int argc, char **argv)
     for (int i = 0; i < n_runs; i++)
         if (runs[i].rc) {
             fprintf(stderr, "dhs serve-sim: %s: %s\n", runs[i].tag, runs[i].err);
-            rc = EXIT_RUNTIME;
+            rc = run_err_is_config(runs[i].err) ? EXIT_USAGE : EXIT_RUNTIME;
             break;
         }
     if (rc) goto done;

@@ -249,6 +249,23 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "dhs sim: %s\n", err);
         return EXIT_USAGE;
     }
+    if (devmib) {
+        /* the core addresses at most 2^31-1 pool rows (pages of --page-rows rows, each as wide as the
+           trace's widest row): a larger pool is dhs_ctx_create's DHS_ERR_INVALID_ARG, refused here */
+        dhs_arch a;
+        dhs_trace_header_to_arch(&info.hdr, &a);
+        uint64_t stride = 16;
+        for (int32_t s = 0; s < a.n_sources; s++)
+            if (((a.sources[s].row_bytes + 15u) & ~15u) > stride) stride = (a.sources[s].row_bytes + 15u) & ~15u;
+        uint64_t pb = stride * (uint64_t)cfg.page_rows, max_pages = (uint64_t)(INT32_MAX / cfg.page_rows);
+        if (cfg.device_bytes / pb > max_pages) {
+            tool_progress_end(&prog);
+            dhs_sim_trace_info_free(&info);
+            return args_fail(PROG, "--device-mib %" PRId64 ": %" PRIu64 " pages of %d rows pass the core's 2^31-1 pool rows; "
+                             "at most %" PRIu64 " for this trace (%" PRIu64 "-byte rows)", devmib, cfg.device_bytes / pb,
+                             cfg.page_rows, ((max_pages + 1) * pb - 1) >> 20, stride);
+        }
+    }
     int progress = prog.on;
     int has_opt = 0;
     for (int i = 0; i < n_pol; i++) has_opt |= policies[i] == DHS_SIM_OPT;

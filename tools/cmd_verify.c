@@ -1,4 +1,5 @@
 /* dhs verify - randomised exactness and invariant check through the public API. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,11 @@ static int print_json(FILE *out, const verify_opts *o, const verify_result *r, c
         it = next;
     }
     cJSON_Delete(in);
+    /* the parse above made the seed a double: put back its exact digits */
+    if (args_json_set_u64(j, "seed", o->seed)) {
+        cJSON_Delete(j);
+        return -1;
+    }
     char *s = cJSON_PrintUnformatted(j);
     if (s) fprintf(out, "%s\n", s);
     cJSON_free(s);
@@ -47,10 +53,38 @@ static int print_json(FILE *out, const verify_opts *o, const verify_result *r, c
     return 0;
 }
 
+/* The device pool verify_run asks for holds, besides staging and history, the
+   hot cache and tail of every payload source for each request slot (all of
+   them at low pressure, half at high): sim/verify.c's sizes, counted here so
+   a configuration the core or the machine cannot hold is refused before any
+   work. 0 ok, else a message and EXIT_USAGE. */
+static int pool_check(const verify_opts *o, int use_cuda)
+{
+    int64_t n_src = o->layout == VERIFY_LAYOUT_GLM ? 5 : o->layout == VERIFY_LAYOUT_V41 ? 2 : 1;
+    if (o->compress > 1 && o->layout != VERIFY_LAYOUT_V41) n_src++;
+    int64_t tail = (int64_t)o->page_rows * ((4 * o->spec + 2 * o->k / 4 + o->page_rows - 1) / o->page_rows + 1);
+    int64_t slots = o->pressure ? (o->requests / 2 > 2 ? o->requests / 2 : 2) : o->requests;
+    /* < 2^11 x 2^3 x (2^20 + 2^14): no overflow */
+    int64_t rows = slots * n_src * ((int64_t)o->hot_rows + tail);
+    if (rows > INT32_MAX)
+        return args_fail(PROG, "%" PRId64 " request slots x %" PRId64 " payload source%s x (--hot %d + tail %" PRId64
+                         ") = %" PRId64 " pool rows: the core addresses at most 2^31-1 (lower --requests or --hot)",
+                         slots, n_src, n_src == 1 ? "" : "s", o->hot_rows, tail, rows);
+    double bytes = (double)rows * o->row_bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    double mem = pages > 0 && psize > 0 ? (double)pages * (double)psize : 0;
+    if (!use_cuda && mem > 0 && bytes > mem)
+        return args_fail(PROG, "the device pool needs at least %.1f GiB (%" PRId64 " rows of %d bytes), more than this "
+                         "machine's %.1f GiB of memory (lower --requests, --hot or --row-bytes)",
+                         bytes / 1073741824.0, rows, o->row_bytes, mem / 1073741824.0);
+    return 0;
+}
+
 int cmd_verify(int argc, char **argv)
 {
     verify_opts o = verify_opts_default();
     int json = 0, backend = 0, policy = (int)o.policy, resolver = (int)o.resolver, reclaim = 0, pressure = 0, layout = 0, no_check = 0, quiet = 0;
+    int seen_policy = 0;
     const char *output = NULL;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = backends,
@@ -63,9 +97,10 @@ int cmd_verify(int argc, char **argv)
         A_INT("--row-bytes", &o.row_bytes, 16, 1 << 16, "row size, a multiple of 16"),
         A_INT("--page-rows", &o.page_rows, 1, 4096, "rows per page"),
         A_INT("--max-prefix", &o.max_prefix, 0, 1 << 22, "imported prefix up to N positions"),
-        {.name = "--policy", .type = ARG_ENUM, .dest = &policy, .choices = policies, .help = "hot-cache replacement"},
+        {.name = "--policy", .type = ARG_ENUM, .dest = &policy, .choices = policies, .help = "hot-cache replacement",
+         .seen = &seen_policy},
         {.name = "--resolver", .type = ARG_ENUM, .dest = &resolver, .choices = resolvers,
-         .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs; implies --policy clock)"},
+         .help = "host: the host resolver; device: the device resolver (dres_spec.h, CLOCK with round epochs: --policy left out or clock)"},
         {.name = "--reclaim-order", .type = ARG_ENUM, .dest = &reclaim, .choices = reclaims, .help = "which request gives back history first"},
         {.name = "--pressure", .type = ARG_ENUM, .dest = &pressure, .choices = pressures,
          .help = "device capacity: history fits / forces waits and reclaim"},
@@ -99,6 +134,9 @@ int cmd_verify(int argc, char **argv)
     if (o.row_bytes % 16) return args_fail(PROG, "--row-bytes must be a multiple of 16, got %d", o.row_bytes);
     if (o.hot_rows % o.page_rows)
         return args_fail(PROG, "--hot (%d) must be a multiple of --page-rows (%d)", o.hot_rows, o.page_rows);
+    if (resolver == DHS_RESOLVER_DEVICE && seen_policy && policy != DHS_POLICY_CLOCK)
+        return args_fail(PROG, "--resolver device implements CLOCK only: --policy %s does not go with it (leave --policy out "
+                         "or give clock)", policies[policy]);
     o.use_cuda = backend == 1;
     o.policy = (dhs_policy)policy;
     o.resolver = (dhs_resolver)resolver;
@@ -106,6 +144,7 @@ int cmd_verify(int argc, char **argv)
     o.pressure = pressure;
     o.layout = layout == 0 ? VERIFY_LAYOUT_OWN : layout == 1 ? VERIFY_LAYOUT_GLM : VERIFY_LAYOUT_V41;
     o.check_every = !no_check;
+    if (pool_check(&o, o.use_cuda)) return EXIT_USAGE;
     if (tool_check_backend(PROG, backends[backend])) return EXIT_USAGE;
     if (o.use_cuda && (o.async_delay || o.random_order))
         fprintf(stderr, "dhs verify: --async-delay/--random-order apply to the CPU backend only (ignored)\n");
@@ -114,7 +153,11 @@ int cmd_verify(int argc, char **argv)
     verify_result res;
     int rc = verify_run(&o, &res);
     if (rc < 0) {
-        fprintf(stderr, "dhs verify: setup failed: the library rejected the configuration\n");
+        /* verify_run passes no status up: name what its setup asks of the library */
+        fprintf(stderr, "dhs verify: setup failed: the library rejected the configuration or could not allocate it "
+                        "(dhs_config_sizes, the %s backend, or dhs_ctx_create with a device pool of %d request slots "
+                        "x --hot %d rows x %d bytes plus tails and staging)\n",
+                backends[backend], o.requests, o.hot_rows, o.row_bytes);
         return EXIT_RUNTIME;
     }
     if (json) {

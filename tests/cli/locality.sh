@@ -179,7 +179,7 @@ expect 0 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --json --group-hot-
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 assert d["identical"] and d["config"]["group_hot_rows"] == [64, 64, 64, 256], d["config"]' "$T/out" \
     || fail "run --group-hot-rows: $(head -c 400 "$T/out")"
-expect 3 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --group-hot-rows 64,64,64
+expect 2 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --group-hot-rows 64,64,64
 grep -q "3 sizes for a model of 4 groups" "$T/err" || fail "run --group-hot-rows count: $(cat "$T/err")"
 expect 2 "$DHS" run --sessions 2 --context 512 --tokens 8 -q --group-hot-rows 64,32,64,64
 grep -q "not a multiple" "$T/err" || fail "run --group-hot-rows multiple: $(cat "$T/err")"
