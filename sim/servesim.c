@@ -1037,6 +1037,10 @@ out:
 
 /* ------------------------------------------------------------- request traces */
 /* splits a CSV line in place (quotes kept simple: no embedded quotes) */
+#define TRACE_LEN_MAX ((int64_t)1 << 53)
+/* a Mooncake length: whole, not negative (reported as such below) and at most 2^53 */
+static int trace_len_ok(double v) { return isfinite(v) && v == floor(v) && v <= (double)TRACE_LEN_MAX; }
+
 static int csv_split(char *line, char **f, int max)
 {
     int n = 0;
@@ -1151,8 +1155,15 @@ int dhs_serve_trace_next(dhs_serve_trace *t, dhs_serve_req *out, char *err, size
             q.t_s = strtod(fld[t->col_t], &e1);
             q.input_len = strtoll(fld[t->col_in], &e2, 10);
             q.output_len = strtoll(fld[t->col_out], &e3, 10);
-            if (e1 == fld[t->col_t] || e2 == fld[t->col_in] || e3 == fld[t->col_out] || !isfinite(q.t_s)) {
-                dhs_errf(err, err_len, "%s:%ld: bad number", path, t->lineno);
+            /* each field a whole number, nothing after it ("1000abc" is not 1000), lengths below 2^53 */
+            static const char *const names[3] = {"Timestamp", "Request tokens", "Response tokens"};
+            const int col[3] = {t->col_t, t->col_in, t->col_out};
+            const int bad = e1 == fld[col[0]] || *e1 || !isfinite(q.t_s) ? 0
+                            : e2 == fld[col[1]] || *e2 || q.input_len > TRACE_LEN_MAX ? 1
+                            : e3 == fld[col[2]] || *e3 || q.output_len > TRACE_LEN_MAX ? 2 : -1;
+            if (bad >= 0) {
+                dhs_errf(err, err_len, "%s:%ld: %s '%s' is not a %s", path, t->lineno, names[bad], fld[col[bad]],
+                         bad ? "whole number of tokens (at most 2^53)" : "finite number");
                 return -1;
             }
         } else {
@@ -1163,6 +1174,15 @@ int dhs_serve_trace_next(dhs_serve_trace *t, dhs_serve_req *out, char *err, size
             if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(in) || !cJSON_IsNumber(ou)) {
                 cJSON_Delete(j);
                 dhs_errf(err, err_len, "%s:%ld: a Mooncake line needs numeric timestamp, input_length, output_length", path, t->lineno);
+                return -1;
+            }
+            /* lengths converted only when whole and in range (a cast of 1e300 is undefined) */
+            const cJSON *bad = !isfinite(ts->valuedouble) ? ts : !trace_len_ok(in->valuedouble) ? in
+                               : !trace_len_ok(ou->valuedouble) ? ou : NULL;
+            if (bad) {
+                dhs_errf(err, err_len, "%s:%ld: %s %.15g is not a %s", path, t->lineno, bad->string, bad->valuedouble,
+                         bad == ts ? "finite number" : "whole number of tokens (at most 2^53)");
+                cJSON_Delete(j);
                 return -1;
             }
             q.t_s = ts->valuedouble / 1000.0; /* milliseconds */

@@ -3,7 +3,6 @@
  * serving, with and without speculation (docs/SIM.md). Output keys follow
  * vLLM's `bench serve`. Exit status: 0 success, 2 bad flags or input (a
  * configuration that cannot hold its requests included), 3 a runtime failure. */
-#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -722,89 +721,6 @@ static int serve_calibrate(const cal_args *A)
     return failed ? EXIT_RUNTIME : 0;
 }
 
-/* ------------------------------------------------------------- --requests-trace FILE
- * The numbers of every request before the simulator reads them (sim/servesim.c
- * takes a BurstGPT field's leading digits, "1000abc" as 1000, and converts a
- * Mooncake length to an integer unchecked): each complete, finite, at most
- * 2^53, and a length whole. A line this check cannot read is left to the
- * simulator's own message. 0 ok, else "FILE:LINE: field ..." in err. */
-static int trace_num_ok(double v, int whole) { return isfinite(v) && fabs(v) <= 0x1p53 && (!whole || v == floor(v)); }
-
-/* a CSV line split in place as the simulator splits it: "quoted" or up to the next comma */
-static int trace_csv_split(char *line, char **fld, int max)
-{
-    int n = 0;
-    for (char *p = line; n < max;) {
-        if (*p == '"') {
-            fld[n++] = ++p;
-            while (*p && *p != '"') p++;
-            if (*p) *p++ = 0;
-            while (*p && *p != ',') p++;
-        } else {
-            fld[n++] = p;
-            while (*p && *p != ',') p++;
-        }
-        if (!*p) break;
-        *p++ = 0;
-    }
-    return n;
-}
-
-static int trace_check(const char *path, char *err, size_t en)
-{
-    static const char *const csv_names[3] = {"Timestamp", "Request tokens", "Response tokens"};
-    static const char *const mc_names[3] = {"timestamp", "input_length", "output_length"};
-    static const char *const wants[3] = {"a finite number (at most 2^53)", "a whole number of tokens (at most 2^53)",
-                                         "a whole number of tokens (at most 2^53)"};
-    FILE *f = fopen(path, "r");
-    if (!f) return 0; /* the simulator says why */
-    char *line = NULL, *fld[64];
-    size_t cap = 0;
-    long lineno = 0;
-    int csv = -1, col[3] = {-1, -1, -1}, rc = 0;
-    for (ssize_t len; !rc && (len = getline(&line, &cap, f)) >= 0;) {
-        lineno++;
-        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
-        if (!line[0]) continue;
-        if (csv < 0) {
-            csv = line[0] != '{';
-            if (csv) { /* the header names the three columns (else the simulator says so) */
-                int nf = trace_csv_split(line, fld, 64);
-                for (int i = 0; i < nf; i++)
-                    for (int k = 0; k < 3; k++)
-                        if (!strcmp(fld[i], csv_names[k])) col[k] = i;
-                if (col[0] < 0 || col[1] < 0 || col[2] < 0) break;
-                continue;
-            }
-        }
-        if (csv) {
-            int nf = trace_csv_split(line, fld, 64);
-            for (int k = 0; k < 3 && !rc && col[k] < nf; k++) { /* too few fields: the simulator's message */
-                const char *v = fld[col[k]];
-                char *end;
-                double x = strtod(v, &end);
-                if (end == v || *end || isspace((unsigned char)*v) || !trace_num_ok(x, k > 0)) {
-                    snprintf(err, en, "%s:%ld: %s '%s' is not %s", path, lineno, csv_names[k], v, wants[k]);
-                    rc = -1;
-                }
-            }
-        } else {
-            cJSON *j = cJSON_Parse(line);
-            for (int k = 0; k < 3 && j && !rc; k++) {
-                const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, mc_names[k]);
-                if (cJSON_IsNumber(v) && !trace_num_ok(v->valuedouble, k > 0)) {
-                    snprintf(err, en, "%s:%ld: %s %.15g is not %s", path, lineno, mc_names[k], v->valuedouble, wants[k]);
-                    rc = -1;
-                }
-            }
-            cJSON_Delete(j);
-        }
-    }
-    free(line);
-    fclose(f);
-    return rc;
-}
-
 /* A run that stopped on dhs_serve_run's sizing messages was given a configuration
    that cannot hold its requests (--kv-gib, --max-batch, the lengths): a usage error */
 static int run_err_is_config(const char *e)
@@ -1036,7 +952,7 @@ int cmd_serve_sim(int argc, char **argv)
         /* one pass over the whole trace before any run: every line checked, the
            requests counted; the runs then stream it */
         char err[512];
-        if (trace_check(rtrace, err, sizeof err) || dhs_serve_trace_count(rtrace, &n_trace, err, sizeof err)) {
+        if (dhs_serve_trace_count(rtrace, &n_trace, err, sizeof err)) {
             fprintf(stderr, "dhs serve-sim: %s\n", err);
             return EXIT_USAGE;
         }
