@@ -250,6 +250,15 @@ uint64_t dres_state_bytes(const dhs_arch *a, const dhs_config *c, int64_t stage_
 }
 
 /* ------------------------------------------------------------- helpers */
+/* after a wait that covers every kernel issued so far that can set the error word: the word read, nothing
+   left to wait for */
+static void settled(struct dres_ctx *d)
+{
+    d->word_h[0] = *(volatile const int32_t *)d->err;
+    d->unsettled = 0;
+    d->settle_t = 0;
+}
+
 /* Waits for the compute stream and reads the error word (pinned host memory the kernels write), ordered
    after every kernel issued so far: one stream synchronisation (a 4-byte device-to-host copy and its
    synchronisation cost the serving host 40-50 us a round end). Leaves the word in word_h[0]. */
@@ -259,11 +268,7 @@ static dhs_status dsync(const dhs_ctx *ctx)
     const dhs_backend_ops *ops = ctx->be->ops;
     if (!ops->sync_compute) return ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
     dhs_status s = ops->sync_compute(ctx->be);
-    if (s == DHS_OK) {
-        d->word_h[0] = *(volatile const int32_t *)d->err;
-        d->unsettled = 0;
-        d->settle_t = 0;
-    }
+    if (s == DHS_OK) settled(d);
     return s;
 }
 
@@ -280,11 +285,8 @@ static dhs_status settle_wait(const dhs_ctx *ctx)
     const dhs_backend_ops *ops = ctx->be->ops;
     if (!d->settle_t || !ops->sync_compute) return dsync(ctx);
     const dhs_status s = ops->wait(ctx->be, d->settle_t);
-    if (s != DHS_OK) return s;
-    d->word_h[0] = *(volatile const int32_t *)d->err;
-    d->unsettled = 0;
-    d->settle_t = 0;
-    return DHS_OK;
+    if (s == DHS_OK) settled(d);
+    return s;
 }
 
 /* The error word as the last synchronisation read it: its status (DHS_OK when clear), the word cleared on
