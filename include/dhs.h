@@ -601,15 +601,22 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
    critical path between two steps. The same checks, commit, promotion and
    tail backups as dhs_round_end; every copy and promotion it issues is
    ordered after the device work issued before it (the step's writes of the
-   round's rows). Device resolver: the compute-stream wait and the error
-   word move to the next dhs_round_begin (or dhs_sync), which waits first,
-   before it changes anything (for the round's resolves and publishes, not
-   for the promotion it launched), and returns the word's status (DHS_ERR_ROW_RANGE,
-   DHS_ERR_NOT_VISIBLE, DHS_ERR_STAGING) with the word cleared and no round
-   opened; a retry then opens the round. Unlike dhs_round_end, the round
-   with the bad entry is committed: an engine that must redo such a round
-   ends it with dhs_round_end. The rows it commits must be written when the
-   device runs the step: the same written-row checks (DHS_ERR_STATE) apply.
+   round's rows). Device resolver: nothing waits for the step, so the engine
+   may open the next round, issue its control plane and launch its step while
+   the device still runs this one (an overlapped schedule). The next
+   dhs_round_begin waits only for the device to pass the previous round
+   begin's publishes (they precede this round's step); it reads the error
+   word once this round's fence (after its last resolve) has completed, and
+   waits for that fence at the latest in the round begin after the NEXT early
+   round end (or in dhs_round_end, dhs_sync). The call that reads a set word
+   returns its status (DHS_ERR_ROW_RANGE, DHS_ERR_NOT_VISIBLE,
+   DHS_ERR_STAGING) with the word cleared: a round begin then opens no round
+   (a retry opens it); dhs_round_end commits nothing and leaves its round open.
+   So the error of an early-ended round may be reported one round late, and
+   rounds ended early are committed even when their word was set: an engine
+   that must redo a round with a bad entry ends it with dhs_round_end. The
+   rows it commits must be written when the device runs the step: the same
+   written-row checks (DHS_ERR_STATE) apply.
    Host resolver: identical to dhs_round_end (it has no wait). */
 dhs_status dhs_round_end_early(dhs_ctx *ctx, const int32_t *accepted);
 

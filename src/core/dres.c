@@ -44,6 +44,11 @@ typedef struct dres_grp {
 
 #define DRES_PUB_CAP 1024   /* pieces of the publish list (24 KiB pinned) */
 #define DRES_PUB_PIECE 2048 /* bytes of one piece at most */
+/* Early-ended rounds whose error word a round begin may leave unread: the begin after an early end does
+   not wait for that round's step, so an engine can open round t + 1 while the device still runs round
+   t; the begin after the next early end waits for the older fence (round t's step, long done in an
+   engine that read its outputs) and reads the word. */
+#define DRES_EARLY_LAG 2
 
 struct dres_ctx {
     int32_t G, nsrc_max;
@@ -73,14 +78,19 @@ struct dres_ctx {
     uint8_t *split;                /* [G] 1: the group's last resolve was split and its copy queue has not
                                       been joined (dhs_source_wait of the last source, dhs_group_done,
                                       the round end, a later resolve of the group) */
-    int unsettled;                 /* an early round end (dhs_round_end_early) left out its wait for the
-                                      compute stream: dres_settle waits before the pinned memory its
-                                      publishes read is rewritten */
-    dhs_ticket settle_t;           /* the early round end's ticket (record_readers before its promotion):
-                                      complete once every kernel and publish of the round ran; what
-                                      dres_settle waits for (0: wait for the whole compute stream) */
+    dhs_ticket early_q[DRES_EARLY_LAG]; /* the fences of early-ended rounds (dhs_round_end_early: recorded
+                                      after the round's last resolve, before its promotion) whose error word
+                                      is not read yet, oldest first; a 0 ticket: the backend has no such
+                                      fence and the next round begin waits for the compute stream */
+    int32_t n_early;               /* tickets in early_q (at most DRES_EARLY_LAG - 1 outside a round end) */
+    dhs_ticket pub_t;              /* after the last round begin's publish list, recorded when an early-ended
+                                      round before it was still unread: the next round begin waits for it
+                                      (not for the step) before it rewrites the descriptor, the list and the
+                                      mirrors that publish read; 0: none (the newest early fence guards) */
     int word_due;                  /* the error word of an early-ended round is not reported yet: it may be
                                       set outside a round until dres_settle takes it */
+    int follows_early;             /* the round begin in progress follows an early round end: it records
+                                      pub_t after its list, for the next one */
 };
 
 /* ------------------------------------------------------------- layout */
@@ -255,8 +265,8 @@ uint64_t dres_state_bytes(const dhs_arch *a, const dhs_config *c, int64_t stage_
 static void settled(struct dres_ctx *d)
 {
     d->word_h[0] = *(volatile const int32_t *)d->err;
-    d->unsettled = 0;
-    d->settle_t = 0;
+    d->n_early = 0;
+    d->pub_t = 0;
 }
 
 /* Waits for the compute stream and reads the error word (pinned host memory the kernels write), ordered
@@ -272,21 +282,41 @@ static dhs_status dsync(const dhs_ctx *ctx)
     return s;
 }
 
-/* After an early round end: waits for its ticket, not for the compute stream. The ticket was recorded
-   after the round's last resolve and before its promotion, so it completes once every kernel that can
-   set the error word and every publish that read the pinned descriptor, list and mirrors has run; the
-   promotion (kernels on device memory only, which may still run while the engine verifies) and the
-   copies after it stay in flight, ordered before the next round's work on the same stream. Without a
-   ticket (a backend without record_readers or sync_compute), the whole stream as dsync. */
-static dhs_status settle_wait(const dhs_ctx *ctx)
+/* The round begin after early round ends: no wait for their steps.
+   1. The pinned memory the last round begin published from (descriptor, list, mirrors) is rewritten by
+      this one: its publishes must have run. They ran before that round's step, so the begin waits for
+      the fence recorded right after them (pub_t), which an engine that opens round t + 1 while the
+      device runs round t finds complete; without one, for the newest early fence (after that round's
+      last resolve: the wait the begin made before pub_t existed).
+   2. The error word: read once an early-ended round's fence completed (queried, not waited for), and
+      the oldest fence waited for when DRES_EARLY_LAG are outstanding, so a round's word is read at
+      the latest by the begin after the next early end (or by dhs_round_end, dhs_sync). A word found set
+      may still be written by a later round's kernel: the stream completes before it is read and
+      cleared (dsync), so no error is lost.
+   A backend without such fences (ticket 0) or without sync_compute: the whole stream, as dsync. */
+static dhs_status early_check(const dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
-    if (!d->unsettled) return DHS_OK;
-    const dhs_backend_ops *ops = ctx->be->ops;
-    if (!d->settle_t || !ops->sync_compute) return dsync(ctx);
-    const dhs_status s = ops->wait(ctx->be, d->settle_t);
-    if (s == DHS_OK) settled(d);
-    return s;
+    if (d->n_early == 0) return DHS_OK;
+    dhs_backend *be = ctx->be;
+    const dhs_backend_ops *ops = be->ops;
+    if (!ops->sync_compute) return dsync(ctx);
+    for (int32_t i = 0; i < d->n_early; i++)
+        if (!d->early_q[i]) return dsync(ctx);
+    dhs_status s = ops->wait(be, d->pub_t ? d->pub_t : d->early_q[d->n_early - 1]);
+    if (s != DHS_OK) return s;
+    d->pub_t = 0;
+    int32_t k = 0;
+    while (k < d->n_early && ops->done(be, d->early_q[k])) k++;
+    if (k == 0 && d->n_early == DRES_EARLY_LAG) {
+        if ((s = ops->wait(be, d->early_q[0])) != DHS_OK) return s;
+        k = 1;
+    }
+    if (k == 0) return DHS_OK;
+    if (*(volatile const int32_t *)d->err != 0) return dsync(ctx);
+    d->n_early -= k;
+    memmove(d->early_q, d->early_q + k, sizeof(dhs_ticket) * (size_t)d->n_early);
+    return DHS_OK;
 }
 
 /* The error word as the last synchronisation read it: its status (DHS_OK when clear), the word cleared on
@@ -304,8 +334,11 @@ static dhs_status word_take(const dhs_ctx *ctx)
 
 dhs_status dres_settle(dhs_ctx *ctx, int full)
 {
-    const dhs_status s = full && ctx->dres->unsettled ? dsync(ctx) : settle_wait(ctx);
+    struct dres_ctx *d = ctx->dres;
+    d->follows_early = !full && d->n_early > 0;
+    const dhs_status s = full && d->n_early ? dsync(ctx) : early_check(ctx);
     if (s != DHS_OK) return s;
+    if (d->n_early) return DHS_OK; /* the word of an early-ended round still unread: a later call reads it */
     return word_take(ctx);
 }
 
@@ -326,8 +359,8 @@ static dhs_status publish(const dhs_ctx *ctx, void *dst, const void *src, size_t
    DRES_PUB_PIECE bytes so the device copies a large descriptor with many blocks. The list is pinned
    memory the device reads: a full list is issued and waited for before it is rewritten; pub_flush
    issues the rest, and every caller waits for the compute stream before the next round begin lists
-   again (the round end's synchronisation, dres_publish_request's, or after an early round end
-   dres_settle's at the next round begin). */
+   again (the round end's synchronisation, dres_publish_request's), or after an early round end for the
+   fence after the list (pub_t; early_check at the next round begin). */
 static dhs_status pub_flush(dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
@@ -667,6 +700,11 @@ dhs_status dres_round_begin(dhs_ctx *ctx)
     for (int32_t b = 0; b < ctx->n_round && s == DHS_OK; b++) s = publish_dirty(ctx, ctx->round_reqs[b]);
     if (s == DHS_OK) s = pub_flush(ctx);
     else d->n_pub = 0; /* what was listed is dropped: the round is not opened */
+    /* after an early round end (so the next one may come early too, and its step may still run when
+       the next round begins): the next round begin waits for this fence, not for the step, before it
+       rewrites what the list reads (early_check) */
+    if (s == DHS_OK && d->follows_early && ctx->be->ops->record_readers)
+        s = ctx->be->ops->record_readers(ctx->be, &d->pub_t);
     if (s != DHS_OK) {
         /* the round is not opened; a publish already issued completes before
            a retry may rewrite its pinned source, and the tables listed for the
@@ -690,8 +728,9 @@ void dres_publish_request(dhs_ctx *ctx, int32_t slot)
 {
     if (!ctx->dres || ctx->round_open || !ctx->req[slot].tables_dirty) return;
     /* after an early round end its publishes may not have run yet: they read the list and mirrors that
-       publish_dirty rewrites (a failed wait leaves the request dirty for its round's publish) */
-    if (settle_wait(ctx) != DHS_OK) return;
+       publish_dirty rewrites (a failed wait leaves the request dirty for its round's publish); the word
+       read stays due for the next round begin */
+    if (ctx->dres->n_early && dsync(ctx) != DHS_OK) return;
     /* the wait keeps the rule that no publish is pending when a mirror is rewritten; on a failure the
        request's tables go out in full with the next publish (its round's) */
     if (publish_dirty(ctx, slot) == DHS_OK && pub_flush(ctx) == DHS_OK && dsync(ctx) == DHS_OK) return;
@@ -844,14 +883,19 @@ dhs_status dres_round_end(dhs_ctx *ctx, int wait)
        instead of two per group (a group with nothing staged is a no-op);
        none when every group was declared done, e.g. inside a captured step
        (two launches took 57 us of host time on the H200 machine). */
-    /* an early round end: what the next round begin waits for, recorded before the promotion (see
-       settle_wait); a ticket from an earlier early end that no begin waited for is covered by it */
-    if (!wait && ops->record_readers && (s = ops->record_readers(ctx->be, &d->settle_t)) != DHS_OK) return s;
+    /* an early round end: its fence, recorded before the promotion (see early_check); 0 without one */
+    dhs_ticket et = 0;
+    if (!wait && ops->record_readers && (s = ops->record_readers(ctx->be, &et)) != DHS_OK) return s;
     if (memchr(d->pending, 1, (size_t)d->G))
         s = ops->dres_promote_all(ctx->be, d->st_all, d->st_all_h, d->G, d->rd, !ctx->be->payload_free);
     if (s != DHS_OK) return s;
-    if (!wait) { /* an early round end: dres_settle waits, at the next round begin */
-        d->unsettled = d->word_due = 1;
+    if (!wait) { /* an early round end: its word is read by a later round begin (early_check) */
+        if (d->n_early == DRES_EARLY_LAG) { /* not after a round begin (it leaves fewer); the word stays set */
+            if ((s = ops->wait(ctx->be, d->early_q[0])) != DHS_OK) return s;
+            memmove(d->early_q, d->early_q + 1, sizeof(dhs_ticket) * (size_t)--d->n_early);
+        }
+        d->early_q[d->n_early++] = et;
+        d->word_due = 1;
         return DHS_OK;
     }
     if ((s = dsync(ctx)) != DHS_OK) return s; /* the round's one host synchronisation */
@@ -967,8 +1011,15 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
     struct dres_ctx *d = ctx->dres;
     dviol v = {0, msg, msg_len};
     dhs_backend *be = ctx->be;
-    if (dsync(ctx) != DHS_OK) { dfail(&v, "device: compute stream failed"); return v.n; }
-    if (d->word_h[0] != 0 && !ctx->round_open && !d->word_due) dfail(&v, "device: error word %d outside a round", d->word_h[0]);
+    /* every kernel complete, without settling anything (an early-ended round's fences and unread word stay
+       as they were: a check after every call must not change when a word is reported) */
+    const dhs_status qs = be->ops->sync_compute ? be->ops->sync_compute(be) : DHS_OK;
+    if (qs != DHS_OK) { dfail(&v, "device: compute stream failed"); return v.n; }
+    const int32_t word = *(volatile const int32_t *)d->err;
+    if (word != 0 && !ctx->round_open && !d->word_due) dfail(&v, "device: error word %d outside a round", word);
+    if (d->n_early < 0 || d->n_early >= DRES_EARLY_LAG + (ctx->round_open ? 0 : 1))
+        dfail(&v, "device: %d early-ended rounds unread (at most %d)", d->n_early, DRES_EARLY_LAG - (ctx->round_open ? 1 : 0));
+    if (d->n_early && !d->word_due) dfail(&v, "device: early-ended rounds unread but no word due");
     int32_t owner;
     be->ops->copy_sync(be, &owner, d->owner, sizeof owner);
     if (!ctx->round_open && owner != -1) dfail(&v, "device: staging owner %d outside a round", owner);

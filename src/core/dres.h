@@ -31,12 +31,12 @@ dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);
    descriptor's first rows and the published tail pages); DHS_ERR_UNSUPPORTED when the backend lacks it */
 dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);
 /* dhs_round_end after its argument checks: promotion, the one sync, error word; wait 0
-   (dhs_round_end_early): a fence before the promotion, which dres_settle waits for, and the word
-   left to dres_settle */
+   (dhs_round_end_early): a fence before the promotion, queued for dres_settle, and the word left to it */
 dhs_status dres_round_end(dhs_ctx *ctx, int wait);
-/* before a round begins and in dhs_sync: after an early round end, its wait (for its fence, or the
-   compute stream when the backend's fences are 0; full: the compute stream, as dhs_sync completes
-   everything); then the error word's status (cleared), as dhs_round_end reports it */
+/* before a round begins: after early round ends, no wait for their steps: the fence after the last
+   round begin's publishes, the word read once an early-ended round's fence completed (the oldest
+   waited for when two are queued); full (dhs_sync): the compute stream. Then the error word's status
+   (cleared), as dhs_round_end reports it, once every early-ended round's word was read */
 dhs_status dres_settle(dhs_ctx *ctx, int full);
 /* joins every split resolve's copy queue into the compute stream (round end, context destruction) */
 dhs_status dres_join_all(dhs_ctx *ctx);

@@ -138,8 +138,10 @@ typedef struct {
        device call that had one; 0: none), and whether a device call of the round could have run out of
        staging (then the word may hold DHS_ERR_STAGING instead) */
     int dword, dword_staging;
-    /* the same of a round ended with dhs_round_end_early: reported by the next round begin or sync */
-    int pword, pword_staging;
+    /* the same of a round ended with dhs_round_end_early: reported by the next round begin, or by the
+       one after the next early end (pword_due set: the library leaves at most one early-ended round's
+       word unread after a round begin), by dhs_round_end (first error wins) or dhs_sync */
+    int pword, pword_staging, pword_due;
 } fz;
 
 /* ------------------------------------------------------------------ failing */
@@ -576,7 +578,7 @@ static void op_close(fz *F)
 /* a request may join a round when one more position still fits */
 static int roundable(const fz *F, int q) { return F->rq[q].open && F->rq[q].n + 1 <= F->cfg.max_rows; }
 
-static int pword_report(fz *F, dhs_status s, const char *what);
+static int pword_report(fz *F, dhs_status s, const char *what, int may_defer);
 
 static void op_round_begin(fz *F, int clean)
 {
@@ -624,7 +626,7 @@ static void op_round_begin(fz *F, int clean)
     dhs_status s = dhs_round_begin(F->ctx, nn, rp, kp);
     if (F->tw) twin_status(F, s, dhs_round_begin(F->tw, nn, rp, kp));
     /* after an early round end whose word may be set: a valid call waits and reports the word first */
-    if (want == EXPECT_OK && pword_report(F, s, "round_begin")) return;
+    if (want == EXPECT_OK && pword_report(F, s, "round_begin", 1)) return;
     if (s == DHS_OK) {
         F->round_open = 1;
         F->nround = nn;
@@ -644,13 +646,15 @@ static void op_round_begin(fz *F, int clean)
 /* The word an early round end left (pword), as the next valid dhs_round_begin or dhs_sync reports it: its
    status (or DHS_ERR_STAGING) with nothing opened, or DHS_OK when no bad entry was predicted. Returns 1
    when the call reported it (judged here); a fault leaves the prediction for the next call. */
-static int pword_report(fz *F, dhs_status s, const char *what)
+static int pword_report(fz *F, dhs_status s, const char *what, int may_defer)
 {
     if (!F->pword && !F->pword_staging) return 0;
     if (is_fault(s)) return 0;
     const int dw = F->pword;
+    if (s == DHS_OK && may_defer && !F->pword_due) return 0; /* read one round late: still predicted */
     F->pword = 0;
     F->pword_staging = 0;
+    F->pword_due = 0;
     if (s == DHS_OK) {
         if (dw) fz_fail(F, "%s after an early round end whose word holds %s returned OK", what, dhs_status_str((dhs_status)dw));
         return 0;
@@ -1171,13 +1175,21 @@ static void op_round_end(fz *F, int clean)
     /* dhs_round_end_early in about half the rounds: the same checks and commit, the word left to the next
        round begin or sync */
     const int early = clean ? (int)(F->op & 1) : (int)((d >> 4) & 1);
+    /* an early-ended round's word still unread: dhs_round_end reads it (the first error set wins) */
+    if (!early && want == EXPECT_OK && F->round_open && (F->pword || F->pword_staging)) {
+        F->dword = F->pword ? F->pword : F->dword;
+        F->dword_staging |= F->pword_staging;
+        F->pword = F->pword_staging = F->pword_due = 0;
+        word = 1;
+    }
     snap_take(F);
     dhs_status s = early ? dhs_round_end_early(F->ctx, ap) : dhs_round_end(F->ctx, ap);
     if (F->tw) twin_status(F, s, early ? dhs_round_end_early(F->tw, ap) : dhs_round_end(F->tw, ap));
     if (F->cnt && early && s == DHS_OK) F->cnt->early_ends++;
+    if (early && s == DHS_OK && (F->pword || F->pword_staging)) F->pword_due = 1; /* a second one unread */
     if (word && early && s == DHS_OK) {
-        F->pword = F->dword;
-        F->pword_staging = F->dword_staging;
+        if (!F->pword) F->pword = F->dword; /* the first error stays in the word */
+        F->pword_staging |= F->dword_staging;
         F->dword = 0;
         F->dword_staging = 0;
         word = 0;
@@ -1234,7 +1246,7 @@ static void op_sync(fz *F)
     snap_take(F);
     dhs_status s = dhs_sync(F->ctx);
     if (F->tw) twin_status(F, s, dhs_sync(F->tw));
-    if (!(F->cfg.resolver == DHS_RESOLVER_DEVICE && F->round_open) && pword_report(F, s, "sync")) return;
+    if (!(F->cfg.resolver == DHS_RESOLVER_DEVICE && F->round_open) && pword_report(F, s, "sync", 0)) return;
     /* device resolver: the round's tail window is published, so no sync inside a round (docs/API.md) */
     judge(F, s, F->cfg.resolver == DHS_RESOLVER_DEVICE && F->round_open ? DHS_ERR_STATE : EXPECT_OK, 0);
 }
