@@ -66,6 +66,25 @@
 
 #include "core/internal.h"
 #include "dhs.h"
+#include "dhs_cuda.h"
+
+/* --overlap: the engine's step on the CUDA backend (bench/step_spin.cu); without CUDA there is no step */
+#ifdef DHS_HAVE_CUDA
+int cb_step_init(void *stream, int n);
+int cb_step_launch(int t, double us);
+int cb_step_wait(int t);
+double cb_step_gap_us(int t);
+double cb_step_us(int t);
+void cb_step_free(void);
+#else
+static int cb_step_init(void *stream, int n) { (void)stream, (void)n; return -1; }
+static int cb_step_launch(int t, double us) { (void)t, (void)us; return -1; }
+static int cb_step_wait(int t) { (void)t; return -1; }
+static double cb_step_gap_us(int t) { (void)t; return -1; }
+static double cb_step_us(int t) { (void)t; return -1; }
+static void cb_step_free(void) {}
+#endif
+static double step_us = -1; /* --overlap: the step's microseconds (-1: not that comparison) */
 
 static double now_s(void)
 {
@@ -170,6 +189,7 @@ static dhs_arch glm53(void)
 
 typedef struct {
     double *us[4];         /* begin, caller, end, dhs_background: per round */
+    double *gap, *step;    /* --overlap on CUDA: the stream's idle us before each round's step, the step's us */
     double *own[2];        /* begin, end outside backend calls (the library's own host work): per round */
     uint64_t calls[4][K_N];
     double call_s[4][K_N]; /* host seconds in each kind of backend call */
@@ -220,6 +240,14 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         o.payload_free = !dev_res; /* the device resolver needs payloads */
         o.async_delay = (int32_t)async_delay;
         if (dhs_backend_cpu_create(&o, &be) != DHS_OK) return -1;
+    }
+    /* modes 4 and 5 (--overlap): rounds ended with dhs_round_end_early around a step on the compute stream;
+       5 opens round t + 1 before waiting for step t (the backend's stream is asked before its ops are wrapped) */
+    const int stepped = mode >= 4 && cuda;
+    if (stepped && cb_step_init(dhs_cuda_stream(be), (int)(rounds + 4)) != 0) {
+        fprintf(stderr, "control_bench: --overlap: no events or stream for the step\n");
+        dhs_backend_destroy(be);
+        return -1;
     }
     inner = be->ops;
     counting = *inner;
@@ -337,6 +365,10 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
             for (int32_t s = 0; s < a.n_sources && !rc; s++)
                 if (dhs_tail_locations(ctx, r[i], s, n, 1, loc) != DHS_OK) rc = -3;
         }
+        if (!rc && stepped && cb_step_launch((int)t, step_us) != 0) {
+            fprintf(stderr, "control_bench: the step's launch failed (round %ld)\n", t);
+            rc = -7;
+        }
         /* the step is in flight: dhs_background (mode 3), timed apart from the exposed phases */
         double tb0 = now_s();
         memcpy(cb, calls, sizeof calls);
@@ -351,10 +383,19 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         double t2 = now_s();
         memcpy(c2, calls, sizeof calls);
         memcpy(s2, call_s, sizeof call_s);
-        if (rc || dhs_round_end(ctx, acc) != DHS_OK) { rc = rc ? rc : -4; break; }
+        if (rc || (mode >= 4 ? dhs_round_end_early(ctx, acc) : dhs_round_end(ctx, acc)) != DHS_OK) {
+            rc = rc ? rc : -4;
+            break;
+        }
         double t3 = now_s();
         memcpy(c3, calls, sizeof calls);
         memcpy(s3, call_s, sizeof call_s);
+        /* the engine reads a step's outputs: this round's (4), or the one before (5: this round's step
+           runs while the host forms the next round) */
+        if (stepped && (mode == 4 || t > 0) && cb_step_wait((int)(mode == 4 ? t : t - 1)) != 0) {
+            rc = -7;
+            break;
+        }
         if (t == 3) {
             ps->bk0 = ctx->st.backup_rows;
             dhs_get_host_time(ctx, ps->hp0, NULL);
@@ -382,6 +423,14 @@ static int run_one(long C, long context, long rounds, double hist_frac, long asy
         }
         ps->rounds++;
     }
+    if (stepped && !rc) {
+        if (cb_step_wait((int)(rounds + 3)) != 0) rc = -7;
+        for (long t = 4; t < rounds + 4 && !rc; t++) {
+            ps->gap[t - 4] = cb_step_gap_us((int)t);
+            ps->step[t - 4] = cb_step_us((int)t);
+        }
+    }
+    if (stepped) cb_step_free();
     ps->bk1 = ctx->st.backup_rows;
     dhs_get_host_time(ctx, ps->hp1, NULL);
     if (!rc && dhs_check_invariants(ctx, msg, sizeof msg) != 0) {
@@ -455,7 +504,13 @@ int main(int argc, char **argv)
                  "  the default there, round otherwise: the reference engine's defaults)\n"
                  "  --publish list|each|both: a round begin's publishes in one backend call (list, the default), one\n"
                  "  call per piece (each: the backend's publish_list hidden), or both, each then list, with the ratio\n"
-                 "  each / list of the begin medians");
+                 "  each / list of the begin medians\n"
+                 "  --overlap US: two runs of rounds ended with dhs_round_end_early around a step of US microseconds\n"
+                 "  (CUDA: one spinning kernel on the compute stream, events around it; CPU: no step): 'early' waits\n"
+                 "  for each round's step before the next round begins; 'overlap' begins round t + 1, issues its\n"
+                 "  control plane and launches its step before waiting for step t (an overlapped engine). On CUDA\n"
+                 "  each prints gap_us, the stream's idle time between two steps (what the host's round work\n"
+                 "  exposes), measured with events, and the ratio early / overlap");
             return 0;
         }
         if (!v) { fprintf(stderr, "control_bench: %s needs a value\n", a); return 2; }
@@ -496,6 +551,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--call-us")) {
             call_us = strtod(v, &end);
             if (*end || call_us < 0 || call_us > 1000) { fprintf(stderr, "control_bench: bad --call-us\n"); return 2; }
+        } else if (!strcmp(a, "--overlap")) {
+            step_us = strtod(v, &end);
+            if (*end || !(step_us >= 0 && step_us <= 1e6)) { fprintf(stderr, "control_bench: bad --overlap (0..1e6 us)\n"); return 2; }
         } else if (!strcmp(a, "--history-on-device")) {
             hist_frac = strtod(v, &end);
             if (*end || hist_frac < 0 || hist_frac > 1) { fprintf(stderr, "control_bench: bad --history-on-device\n"); return 2; }
@@ -510,6 +568,10 @@ int main(int argc, char **argv)
         return 2;
     }
     if (tail_calls < 0) tail_calls = dev_res ? TL_DEVICE : TL_ROUND;
+    if (step_us >= 0 && (background || only >= 0)) {
+        fprintf(stderr, "control_bench: --overlap runs its own two modes: no --background or --mode with it\n");
+        return 2;
+    }
     static const char *tl_name[3] = {"each", "round", "device"};
     printf("control_bench: context %ld%s, %ld rounds per mode, hot rows %ld, call cost %.2f us, history on device %.2f, "
            "copy delay %ld, backend %s, resolver %s, tail locations %s, publish %s%s\n",
@@ -519,12 +581,13 @@ int main(int argc, char **argv)
     printf("%6s %-16s %9s %9s %9s %9s | %7s %7s %8s | %7s %7s %7s | calls/round in begin (by kind)\n", "C", "mode",
            "begin_us", "caller_us", "end_us", "total_us", "b_mean", "e_mean", "bk_rows", "b_calls", "c_calls", "e_calls");
     for (int ci = 0; ci < nC; ci++) {
-        double med[4][4], mean[4][4];
-        static const char *mode_name[4] = {"full-sweep", "per-round", "per-page", "background"};
+        double med[6][4], mean[6][4], gap_med[6] = {0};
+        static const char *mode_name[6] = {"full-sweep", "per-round", "per-page", "background", "early", "overlap"};
         memset(med, 0, sizeof med);
         memset(mean, 0, sizeof mean);
-        for (int m = 0; m < 4; m++) { /* the baselines first, then the library's path, same setup */
-            if (background ? m < 2 : (m == 3 || (only >= 0 && m != only))) continue;
+        for (int m = 0; m < 6; m++) { /* the baselines first, then the library's path, same setup */
+            if (step_us >= 0 ? m < 4 : m >= 4) continue;
+            if (step_us < 0 && (background ? m < 2 : (m == 3 || (only >= 0 && m != only)))) continue;
             double pv_begin[2][2] = {{0}}; /* [each, list][calls included, own] */
             for (int pv = pub_mode == 0; pv <= (pub_mode != 1); pv++) {
             pub_each = pv == 0;
@@ -534,6 +597,8 @@ int main(int argc, char **argv)
             memset(&p, 0, sizeof p);
             for (int ph = 0; ph < 4; ph++) p.us[ph] = calloc((size_t)rounds, sizeof(double));
             for (int ph = 0; ph < 2; ph++) p.own[ph] = calloc((size_t)rounds, sizeof(double));
+            p.gap = calloc((size_t)rounds, sizeof(double));
+            p.step = calloc((size_t)rounds, sizeof(double));
             int rc = run_one(Cs[ci], context, rounds, hist_frac, async_delay, m, cuda, dev_res, &p);
             if (rc) { fprintf(stderr, "control_bench: C = %ld failed (%d)\n", Cs[ci], rc); return 1; }
             double n = (double)p.rounds;
@@ -566,6 +631,15 @@ int main(int argc, char **argv)
             for (size_t k = 0; k < sizeof shown / sizeof shown[0]; k++)
                 printf(" %s %.1f", dhs_host_phase_str(shown[k]), 1e-3 * (double)(p.hp1[shown[k]] - p.hp0[shown[k]]) / n);
             printf("\n");
+            if (m >= 4 && cuda) {
+                double gm = 0;
+                for (int64_t i = 0; i < p.rounds; i++) gm += p.gap[i] / n;
+                gap_med[m] = median(p.gap, p.rounds);
+                printf("%6ld %-16s gap_us median %.1f mean %.1f (the compute stream idle between two steps), step "
+                       "median %.1f us\n", Cs[ci], "", gap_med[m], gm, median(p.step, p.rounds));
+            }
+            free(p.gap);
+            free(p.step);
             if (m == 3)
                 printf("%6ld %-16s bg_us median %.1f mean %.1f (dhs_background: host time overlapped with the step, "
                        "not exposed), %.1f calls/round\n", Cs[ci], "", med[m][3], mean[m][3], tot_calls(&p, 3) / n);
@@ -590,7 +664,16 @@ int main(int argc, char **argv)
                        pv_begin[0][0], pv_begin[1][0], pv_begin[1][1] > 0 ? pv_begin[0][1] / pv_begin[1][1] : 0.0,
                        pv_begin[0][1], pv_begin[1][1]);
         }
-        if (background)
+        if (step_us >= 0)
+            printf("%6ld %-16s begin medians early / overlap %.2f (%.1f -> %.1f us)%s", Cs[ci], "ratio",
+                   med[5][0] > 0 ? med[4][0] / med[5][0] : 0.0, med[4][0], med[5][0],
+                   cuda ? "" : " (no device step on the CPU backend)\n");
+        if (step_us >= 0 && cuda)
+            printf(", stream idle between steps early / overlap %.2f (%.1f -> %.1f us)\n",
+                   gap_med[5] > 0 ? gap_med[4] / gap_med[5] : 0.0, gap_med[4], gap_med[5]);
+        if (step_us >= 0)
+            ;
+        else if (background)
             printf("%6ld %-16s %9.2f %9s %9.2f %9.2f | %7.2f %7.2f   (per-page / background: medians | means; "
                    "exposed us per round %.1f -> %.1f mean)\n", Cs[ci], "ratio",
                    med[3][0] > 0 ? med[2][0] / med[3][0] : 0.0, "", med[3][2] > 0 ? med[2][2] / med[3][2] : 0.0,

@@ -7,7 +7,9 @@
 #   2. the tests (DHS_TEST_SCALE 0.3) and `dhs verify --backend cuda --resolver device` with early and mixed
 #      round ends;
 #   3. `control_bench --backend cuda --resolver device --stagger --publish both` at C = 16 and 64 (the round
-#      begin with one copy per piece against the publish list, in one process);
+#      begin with one copy per piece against the publish list, in one process), and this tree's
+#      `--overlap 2000` (early ends waited for round by round against the overlapped schedule: the
+#      compute stream's idle time between two 2 ms steps, measured with events);
 #   4. `dhs bench serve` at 8K, C = 64 (24 GiB, the deployment's weights, dsv32-swe locality, 140 tokens so
 #      that pages complete) with `--round-end wait` and `--round-end early`, this tree and BASE alternating,
 #      twice; one line per run: exposed host us per round by part (tail / head / control), the library's
@@ -61,6 +63,12 @@ for v in $trees; do
   echo "## control_bench $v rc=$?"
   grep -E "per-page|ratio|begin in calls" "$out/cb_$v.txt"
 done
+# the overlapped schedule: round t + 1 begun, its control plane issued and its step launched before the
+# wait for step t (a 2 ms spinning step), against the same early ends waited for round by round
+timeout 200 "$out/b/new/control_bench" --backend cuda --resolver device --concurrency 16,64 --context 1024 \
+  --history-on-device 0.3 --rounds 100 --stagger --overlap 2000 > "$out/cb_overlap.txt" 2>&1
+echo "## control_bench --overlap 2000 rc=$?"
+grep -E "early|overlap|ratio|gap_us|begin in calls" "$out/cb_overlap.txt"
 el "control_bench done"
 S="bench serve --backend cuda --geometry glm-5.3 --modes adaptive --waves 1 --tokens 140 --deployment glm-5.3-8xh200
    --locality dsv32-swe --host-cache-fill --context 8192 --concurrency 64 --device-budget-gib 24 --json"
