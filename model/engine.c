@@ -77,6 +77,13 @@ struct dhs_ref_engine {
     dhs_req *reqs;          /* [slots] */
     int32_t *acc0;          /* [slots] zeros: the accepted counts of a width-1 round (cfg.end_early) */
     int ended_early;        /* this round was ended with dhs_round_end_early (cfg.end_early) */
+    /* cfg.end_early 2 (ahead): the round after this one, declared by dhs_ref_engine_next (next_n items,
+       width 1), is opened right after this round's early end, while its step runs; ahead_* is that
+       opened round until dhs_ref_engine_round runs it (ahead_tl: its tail locations were written too) */
+    int32_t next_n, ahead_n;
+    int32_t *next_ids, *ahead_ids; /* [slots] */
+    int32_t *ones;                 /* [slots] ones: the widths of a round opened ahead */
+    int ahead_open, ahead_tl;
     dhs_trace_item *titems; /* [slots] */
     const int32_t **tsel;   /* [slots][ng] */
     dhs_ref_gpu *gpu;       /* cfg.gpu: the GPU target pass */
@@ -346,15 +353,20 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->items = calloc(S, sizeof *e->items);
     e->reqs = calloc(S, sizeof *e->reqs);
     e->acc0 = calloc(S, sizeof *e->acc0);
+    e->next_ids = calloc(S, sizeof *e->next_ids);
+    e->ones = calloc(S, sizeof *e->ones);
+    e->ahead_ids = calloc(S, sizeof *e->ahead_ids);
     e->titems = calloc(S, sizeof *e->titems);
     e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
     if (!e->titems || !e->tsel ||
         !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
-        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs || !e->acc0) {
+        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs || !e->acc0 ||
+        !e->next_ids || !e->ahead_ids || !e->ones) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_NOMEM;
     }
     memset(e->rowbuf, 0, S * (K + 1) * DHS_REF_ROW_BYTES);
+    for (size_t i = 0; i < S; i++) e->ones[i] = 1;
     if (cfg->topk_impl != DHS_REF_TOPK_MODEL && cfg->topk_impl != DHS_REF_TOPK_FUSED && cfg->topk_impl != DHS_REF_TOPK_SPLIT) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_INVALID_ARG;
@@ -423,6 +435,9 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->items);
     free(e->reqs);
     free(e->acc0);
+    free(e->next_ids);
+    free(e->ones);
+    free(e->ahead_ids);
     free(e->titems);
     free(e->tsel);
     free(e->gtok);
@@ -962,6 +977,60 @@ static dhs_status end_early(dhs_ref_engine *e, int32_t n, const int32_t *K)
     return DHS_OK;
 }
 
+/* cfg.end_early 2 (ahead): after this round's early end, while its step runs, the next round
+   (dhs_ref_engine_next: the same requests continuing, width 1) is opened with dhs_round_begin and, on
+   the device step with device-written locations, gets its tail locations: the library's part of the
+   next round's control plane under this step instead of between two steps (the round begin no longer
+   waits for an early-ended round's step: docs/API.md). Its host time is in begin_s / tailloc_s and in
+   ahead_s, in no exposed part. */
+static dhs_status open_ahead(dhs_ref_engine *e)
+{
+    dhs_ctx *ctx = e->cfg.ctx;
+    const int32_t n = e->next_n;
+    e->next_n = 0;
+    if (!ctx || e->cfg.end_early < 2 || !e->ended_early || n == 0) return DHS_OK;
+    const double t0 = dhs_wall_s();
+    for (int32_t i = 0; i < n; i++) e->reqs[i] = e->s[e->next_ids[i]].req;
+    dhs_status st = dhs_round_begin(ctx, n, e->reqs, e->ones);
+    const double t1 = dhs_wall_s();
+    e->stt.begin_s += t1 - t0;
+    if (st != DHS_OK) {
+        set_err(e, "dhs_round_begin (the next round, opened ahead)", st);
+        return st;
+    }
+    memcpy(e->ahead_ids, e->next_ids, sizeof(int32_t) * (size_t)n);
+    e->ahead_n = n;
+    e->ahead_open = 1;
+    e->ahead_tl = 0;
+    if (e->gpu && e->cfg.step != DHS_REF_STEP_HOST && e->compact && e->rloc_dev && !e->cfg.tail_calls) {
+        dhs_ref_gpu_step_in in;
+        if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
+        if ((st = dhs_round_tail_locations_device(ctx, e->kmax, in.stride, e->rloc_dev)) != DHS_OK) {
+            set_err(e, "dhs_round_tail_locations_device (the next round, opened ahead)", st);
+            return st;
+        }
+        e->ahead_tl = 1;
+        e->stt.tailloc_s += dhs_wall_s() - t1;
+    }
+    e->stt.ahead_rounds++;
+    e->stt.ahead_s += dhs_wall_s() - t0;
+    return DHS_OK;
+}
+
+dhs_status dhs_ref_engine_next(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K)
+{
+    if (!e || n < 0 || n > e->cfg.max_slots || (n > 0 && (!ids || !K))) return DHS_ERR_INVALID_ARG;
+    e->next_n = 0;
+    if (e->cfg.end_early < 2 || !e->cfg.ctx) return DHS_OK; /* nothing is opened ahead: ignored */
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= e->cfg.max_sessions || !e->s[ids[i]].active) return DHS_ERR_INVALID_ARG;
+        if (K[i] != 1) return DHS_OK; /* a round of width > 1 is not known before verification */
+    }
+    memcpy(e->next_ids, ids, sizeof(int32_t) * (size_t)n);
+    e->next_n = n;
+    return DHS_OK;
+}
+
 /* one round's host parts (dhs_ref_step_times host_rounds): the last round's tail, the caller's
    time between the rounds, this round's head up to t_target, the control plane and prelaunch */
 static void host_parts(dhs_ref_engine *e, double t_target, double control, double prelaunch)
@@ -987,7 +1056,9 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
     const int32_t L = dhs_ref_model_cfg(m)->n_layers, kmax = e->kmax;
     dhs_ctx *ctx = e->cfg.ctx;
     dhs_status st;
-    if (ctx) {
+    if (ctx && e->ahead_tl) {
+        e->ahead_tl = 0; /* written when the round was opened ahead, under the last step */
+    } else if (ctx) {
         const double t0 = dhs_wall_s();
         if (e->cfg.tail_calls) { /* one call per item and source (the comparison: test_gpu_engine --bench-control) */
             for (int32_t i = 0; i < n; i++) {
@@ -1160,6 +1231,7 @@ upload:
     double t2 = dhs_wall_s();
     if ((st = background(e)) != DHS_OK) return st; /* the due tail backups, while the GPU runs the step */
     if ((st = end_early(e, n, K)) != DHS_OK) return st; /* a width-1 round's end, beside the step */
+    if ((st = open_ahead(e)) != DHS_OK) return st;       /* and the next round's opening */
     dhs_ref_engine_meter_flush(e); /* the last step's probe, while the GPU runs this one */
     /* the next round's RoPE values while the GPU runs this one: a plain item's next query is at n + 1
        (a speculative item's depends on its acceptance: computed before its upload) */
@@ -1239,8 +1311,18 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     double tb = dhs_wall_s();
     e->stt.all_rounds++;
     e->stt.draft_s += tb - ta;
-    /* 2. open the round */
-    if (ctx) {
+    /* 2. open the round (done already when it was opened ahead, under the last step) */
+    if (ctx && e->ahead_open) {
+        e->ahead_open = 0;
+        int same = n == e->ahead_n;
+        for (int32_t i = 0; i < n && same; i++) same = ids[i] == e->ahead_ids[i] && K[i] == 1;
+        if (!same) { /* an open round cannot be taken back: the caller declared another one */
+            snprintf(e->err, sizeof e->err, "the round opened ahead (%d items, width 1) is not the round asked for "
+                     "(%d items)", e->ahead_n, n);
+            return DHS_ERR_STATE;
+        }
+    } else if (ctx) {
+        e->ahead_tl = 0;
         for (int32_t i = 0; i < n; i++) e->reqs[i] = e->s[ids[i]].req;
         st = dhs_round_begin(ctx, n, e->reqs, K);
         e->stt.begin_s += dhs_wall_s() - tb;
@@ -1265,6 +1347,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         st = gpu_target(e, n, ids, K, out->logits);
         if (st == DHS_OK) st = background(e); /* the equivalent point: after the target's compute */
         if (st == DHS_OK) st = end_early(e, n, K);
+        if (st == DHS_OK) st = open_ahead(e);
         if (st != DHS_OK) return st;
         e->x_done = dhs_wall_s();
         goto verification;
@@ -1368,6 +1451,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
             dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
     if ((st = background(e)) != DHS_OK) return st; /* the equivalent point: after the target's compute */
     if ((st = end_early(e, n, K)) != DHS_OK) return st;
+    if ((st = open_ahead(e)) != DHS_OK) return st;
     e->x_done = dhs_wall_s();
 verification:
     if (out->block)

@@ -448,7 +448,9 @@ typedef struct dhs_ref_engine_cfg {
     int end_early;          /* hierarchical: 1 = a round whose queries are all of width 1 ends with
                                dhs_round_end_early while the step runs (device step: right after its
                                launch; host step: after the target's compute), so the round end is
-                               off the host's path between two steps; 0 (default): dhs_round_end
+                               off the host's path between two steps; 2 = as 1, and the round after
+                               it, declared by dhs_ref_engine_next, is opened there too (its round
+                               begin and tail locations under the step); 0 (default): dhs_round_end
                                after verification. The same tokens either way */
     int32_t ctx_requests;   /* device step, hierarchical: the context's max_requests (the N of
                                dhs_resolve_device's location layout) */
@@ -563,6 +565,10 @@ typedef struct dhs_ref_step_times {
     double background_s;
     /* hierarchical, cfg.end_early: rounds ended with dhs_round_end_early (their host time is in end_s) */
     uint64_t early_ends;
+    /* cfg.end_early 2: rounds opened ahead, under the step before them (dhs_ref_engine_next), and the
+       host time of their opening (round begin and tail locations, also in begin_s / tailloc_s) */
+    uint64_t ahead_rounds;
+    double ahead_s;
 } dhs_ref_step_times;
 
 typedef struct dhs_ref_engine dhs_ref_engine;
@@ -593,6 +599,12 @@ typedef struct dhs_ref_round_out {
 /* One round over sessions ids[0..n-1] with K[i] queries each. */
 dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K,
                                 dhs_ref_round_out *out);
+/* cfg.end_early 2 (ahead): declares the round after the next dhs_ref_engine_round call (ids[0..n-1],
+   every K[i] 1; the same sessions, no admission in between). That call then opens it right after its
+   own early end, while its step runs, and the following call must ask for exactly that round
+   (DHS_ERR_STATE otherwise: an opened round cannot be taken back). n = 0, a width other than 1, or
+   another cfg.end_early: nothing is opened ahead. DHS_ERR_INVALID_ARG for a bad id. */
+dhs_status dhs_ref_engine_next(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K);
 
 /* session state readers */
 int64_t dhs_ref_engine_positions(const dhs_ref_engine *e, int32_t id); /* committed n_r */

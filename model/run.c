@@ -614,7 +614,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
     ec.tail_host = c.tail_host;
-    ec.end_early = use_hier && c.end_early;
+    ec.end_early = use_hier ? c.end_early : 0;
     ec.import_mode = c.import_mode;
     if (c.deploy && c.step == DHS_REF_STEP_HOST) FAIL("a deployment's weight reads need --step device or graph");
     ec.deploy = c.deploy;
@@ -786,6 +786,18 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                 if (st != DHS_OK) FAIL("resident round %" PRId64 ": %s", round, dhs_status_str(st));
             }
             double t_round = 0;
+            if (eh && c.end_early == 2) {
+                /* --round-end ahead: the next round is known now when every session continues with width
+                   1 and nobody can be admitted before it (no arrival waiting or to come, no holder) */
+                int ahead = !sa && !holder_open;
+                for (int32_t i = 0; i < S && ahead; i++) ahead = state[i] == S_ACTIVE || state[i] == S_DONE;
+                for (int32_t i = 0; i < n && ahead; i++) {
+                    const int64_t left = c.tokens - dhs_ref_engine_generated(ref, ids[i]);
+                    ahead = Kv[i] == 1 && left - 1 > 0 && (left - 1 < KM ? left - 1 : KM) == 1;
+                }
+                dhs_status ns = dhs_ref_engine_next(eh, ahead ? n : 0, ids, Kv);
+                if (ns != DHS_OK) FAIL("dhs_ref_engine_next: %s", dhs_status_str(ns));
+            }
             if (eh) {
                 double ta = dhs_wall_s();
                 dhs_status st = dhs_ref_engine_round(eh, n, ids, Kv, &o_hier);

@@ -88,7 +88,8 @@ typedef struct dhs_ref_run_cfg {
                                 written by the host and uploaded (dhs_ref_engine_cfg.tail_host); 0: by the
                                 device */
     int end_early;           /* hierarchical engine: width-1 rounds end with dhs_round_end_early while the
-                                step runs (dhs_ref_engine_cfg.end_early) */
+                                step runs; 2: and the next round is opened there when it is known
+                                (dhs_ref_engine_cfg.end_early, dhs_ref_engine_next) */
     const struct dhs_deploy *deploy; /* device/graph step: a real deployment's weight reads in both
                                 engines' steps (dhs_ref_engine_cfg.deploy, model/deploy.h); NULL: none */
     int topk_impl;           /* both engines' decode top-k: DHS_REF_TOPK_MODEL | _FUSED (the

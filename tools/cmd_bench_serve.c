@@ -56,7 +56,7 @@ static const char *const sv_steps[] = {"host", "device", "graph", NULL};
 static const char *const sv_topk_impls[] = {"model", "fused", "split", NULL}; /* DHS_REF_TOPK_* order */
 static const char *const sv_on_off[] = {"off", "on", NULL};
 static const char *const sv_tail_where[] = {"device", "host", NULL};
-static const char *const sv_round_ends[] = {"wait", "early", NULL};
+static const char *const sv_round_ends[] = {"wait", "early", "ahead", NULL};
 static const char *const sv_imports[] = {"device", "host", NULL}; /* DHS_REF_IMPORT_* order */
 static const char *const sv_copies[] = {"once", "twice", NULL}; /* dhs_ref_run_cfg.import_twice */
 static const char *const mode_names[] = {"resident", "fixed", "adaptive"};
@@ -508,6 +508,8 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "round_begin_us", 1e6 * r->st.begin_s / na);
         cJSON_AddNumberToObject(h, "round_end_us", 1e6 * r->st.end_s / na);
         cJSON_AddNumberToObject(h, "early_ends", (double)r->st.early_ends); /* --round-end early */
+        cJSON_AddNumberToObject(h, "ahead_rounds", (double)r->st.ahead_rounds); /* --round-end ahead */
+        cJSON_AddNumberToObject(h, "ahead_us", r->st.ahead_rounds ? 1e6 * r->st.ahead_s / (double)r->st.ahead_rounds : 0.0);
         /* what the GPU waits for: the host's wall time from one plain round's step completing to the next
            one's launch (the critical path; host CPU time is the figures above) */
         cJSON_AddNumberToObject(h, "exposed_us", r->st.exposed_rounds ? 1e6 * r->st.exposed_s / (double)r->st.exposed_rounds : 0.0);
@@ -745,7 +747,8 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--round-end", &o.end_early, sv_round_ends,
                "hierarchical: wait (default): dhs_round_end after verification; early: a round whose queries are all "
                "of width 1 ends with dhs_round_end_early while the step runs, off the host's path between two "
-               "steps (dhs run --round-end)"),
+               "steps; ahead: as early, and the next round, when known, is opened under the step too (its "
+               "dhs_round_begin and tail locations; dhs run --round-end)"),
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),

@@ -74,7 +74,7 @@ static const char *const resolvers[] = {"host", "device", NULL};
 static const char *const steps[] = {"host", "device", "graph", NULL}; /* DHS_REF_STEP_* order */
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const tail_where[] = {"device", "host", NULL};
-static const char *const round_ends[] = {"wait", "early", NULL};
+static const char *const round_ends[] = {"wait", "early", "ahead", NULL};
 static const char *const topk_impls[] = {"model", "fused", "split", NULL};      /* DHS_REF_TOPK_* order */
 static const char *const imports[] = {"device", "host", NULL};                   /* DHS_REF_IMPORT_* order */
 
@@ -145,7 +145,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
                  "the device (dhs_round_tail_locations_device); host: the host writes them, the step uploads them"},
         {.name = "--round-end", .type = ARG_ENUM, .dest = &o->end_early, .choices = round_ends,
          .help = "hierarchical: wait (default): dhs_round_end after verification; early: a round whose queries are all "
-                 "of width 1 ends with dhs_round_end_early while the step runs (the same tokens)"},
+                 "of width 1 ends with dhs_round_end_early while the step runs (the same tokens); ahead: as early, and when "
+                 "the next round is known (every session continues with width 1, nobody to admit) it is opened there "
+                 "too: its dhs_round_begin and tail locations run under this step (docs/MODEL.md)"},
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): dhs_resolve_device with DHS_RESOLVE_SPLIT, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
@@ -529,6 +531,7 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "round_begin", 1e6 * st->begin_s / nr);
                 cJSON_AddNumberToObject(e, "round_end", 1e6 * st->end_s / nr);
                 cJSON_AddNumberToObject(e, "early_ends", (double)st->early_ends); /* --round-end early */
+                cJSON_AddNumberToObject(e, "ahead_rounds", (double)st->ahead_rounds); /* --round-end ahead */
                 cJSON_AddNumberToObject(e, "verify", 1e6 * st->verify_s / nr);
                 cJSON_AddNumberToObject(e, "meter", 1e6 * st->meter_s / nr);
                 /* the host's time around the target by part (model.h dhs_ref_step_times host_rounds); with

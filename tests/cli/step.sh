@@ -55,6 +55,22 @@ for res in host device; do
     [ "$(echo "$w" | key throughput.round_host_us.hier.early_ends)" = 0 ] || fail "--round-end wait ($res) ended rounds early"
     [ "$(echo "$s2" | key identical)" = true ] || fail "--round-end early --spec 2 ($res) not identical"
 done
+# --round-end ahead: as early, and the next round, when every session continues with width 1 and nobody
+# is waiting, is opened under this round's step (dhs_ref_engine_next): the same tokens, invariants
+# checked after every round (--check, with that round open), some rounds opened ahead but never the
+# first (admissions) nor at a width of 2
+for res in host device; do
+    w=$(run --spec 1 --tokens 6 --resolver $res --round-end wait) || fail "--round-end wait --tokens 6 ($res) exited $?"
+    h=$(run --spec 1 --tokens 6 --resolver $res --round-end ahead --check) || fail "--round-end ahead ($res) exited $?"
+    s2=$(run --spec 2 --tokens 6 --resolver $res --round-end ahead) || fail "--round-end ahead --spec 2 ($res) exited $?"
+    [ "$(echo "$h" | key identical)" = true ] || fail "--round-end ahead ($res) not identical to resident"
+    [ "$(echo "$h" | key tokens_digest)" = "$(echo "$w" | key tokens_digest)" ] || fail "--round-end ahead ($res) changed the tokens"
+    [ "$(echo "$h" | key config.round_end)" = ahead ] || fail "config.round_end is not ahead"
+    na=$(echo "$h" | key throughput.round_host_us.hier.ahead_rounds) nr=$(echo "$h" | key throughput.round_host_us.hier.rounds)
+    [ "${na%.0}" -gt 0 ] && [ "${na%.0}" -lt "${nr%.0}" ] || fail "--round-end ahead ($res): $na of $nr rounds opened ahead"
+    [ "$(echo "$s2" | key throughput.round_host_us.hier.ahead_rounds)" = 0 ] || fail "--spec 2 ($res): rounds opened ahead"
+    [ "$(echo "$s2" | key identical)" = true ] || fail "--round-end ahead --spec 2 ($res) not identical"
+done
 "$DHS" run --round-end sideways >/dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--round-end sideways exited $rc, not 2"
 

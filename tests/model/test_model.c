@@ -796,6 +796,42 @@ static void test_compare_all(uint64_t seed)
     run_compare(&c, "own/lru via dhs_read_location", NULL);
 }
 
+/* --round-end ahead (dhs_ref_engine_next): width-1 rounds end early and the next round, when every
+   session continues and nobody waits, is opened under the step (its round begin before this round's
+   verification, the round then run without one). Both resolvers, every layout, late copies: the logits
+   equal the resident engine's, the invariants hold after every round (a round open ahead among them),
+   the tokens equal those of --round-end early, and some rounds were opened ahead. An engine asked for
+   another round than the one it opened ahead refuses (DHS_ERR_STATE). */
+static void test_open_ahead(uint64_t seed)
+{
+    static const dhs_ref_layout layouts[] = {DHS_REF_LAYOUT_OWN, DHS_REF_LAYOUT_FOLLOW, DHS_REF_LAYOUT_COMPRESSED};
+    for (int li = 0; li < 3; li++)
+        for (int dev = 0; dev < 2; dev++) {
+            dhs_ref_run_cfg c = small_run(layouts[li], seed + 20 + (uint64_t)li);
+            c.spec = 1;
+            c.async_delay = 2;
+            c.resolver = dev ? DHS_RESOLVER_DEVICE : DHS_RESOLVER_HOST;
+            if (dev) c.policy = DHS_POLICY_CLOCK;
+            dhs_ref_run_result r[2];
+            for (int ah = 0; ah < 2; ah++) {
+                c.end_early = 1 + ah;
+                char what[80];
+                snprintf(what, sizeof what, "%s %s round end %s", dhs_ref_layout_str(layouts[li]), dev ? "device" : "host",
+                         ah ? "ahead" : "early");
+                run_compare(&c, what, NULL);
+                CHECKF(dhs_ref_run(&c, &r[ah]) == 0, "%s: %s", what, r[ah].errmsg);
+            }
+            CHECKF(r[0].tokens_digest == r[1].tokens_digest, "%s %s: tokens %016" PRIx64 " (early) vs %016" PRIx64 " (ahead)",
+                   dhs_ref_layout_str(layouts[li]), dev ? "device" : "host", r[0].tokens_digest, r[1].tokens_digest);
+            CHECKF(r[0].step_hier.ahead_rounds == 0 && r[1].step_hier.ahead_rounds > 0 &&
+                       r[1].step_hier.ahead_rounds < r[1].step_hier.early_ends,
+                   "%s %s: %" PRIu64 " rounds opened ahead (early: %" PRIu64 ") of %" PRIu64 " ended early",
+                   dhs_ref_layout_str(layouts[li]), dev ? "device" : "host", r[1].step_hier.ahead_rounds,
+                   r[0].step_hier.ahead_rounds, r[1].step_hier.early_ends);
+            for (int ah = 0; ah < 2; ah++) dhs_ref_run_result_free(&r[ah]);
+        }
+}
+
 static void test_spec_equals_plain(dhs_ref_layout layout, uint64_t seed)
 {
     dhs_ref_run_cfg c = small_run(layout, seed);
@@ -968,6 +1004,8 @@ int main(void)
         test_draft_catch_up(sd + 20);
         printf("drafter catch-up after plain rounds (proposals equal a fresh session's): %s\n", (int)th_failed ? "FAILED" : "ok");
         test_compare_all(sd + 100);
+        test_open_ahead(sd + 300);
+        printf("round end ahead (the next round opened under the step): %s\n", (int)th_failed ? "FAILED" : "ok");
         for (int l = 0; l <= DHS_REF_LAYOUT_COMPRESSED; l++) test_topk_impl((dhs_ref_layout)l, sd + 200 + (uint64_t)l);
         printf("top-k implementation fused == model (engines), model == fused == split (runs), 3 layouts: %s\n", (int)th_failed ? "FAILED" : "ok");
     }
