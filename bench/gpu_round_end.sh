@@ -11,7 +11,7 @@
 #      `--overlap 2000` (early ends waited for round by round against the overlapped schedule: the
 #      compute stream's idle time between two 2 ms steps, measured with events);
 #   4. `dhs bench serve` at 8K, C = 64 (24 GiB, the deployment's weights, dsv32-swe locality, 140 tokens so
-#      that pages complete) with `--round-end wait` and `--round-end early`, this tree and BASE alternating,
+#      that pages complete) with `--round-end wait`, `early` and (this tree) `ahead`, this tree and BASE alternating,
 #      twice; one line per run: exposed host us per round by part (tail / head / control), the library's
 #      round begin (housekeeping / tail room / publish) and end (its device wait), tokens digest.
 # Usage: BASE=/path/to/old/tree bash bench/gpu_round_end.sh   (env: OUT for the logs, SERVE_REPS 2)
@@ -83,17 +83,18 @@ except Exception as e:
 for r in j.get("records", []):
     sh = r.get("step_host") or {}; hp = r.get("host_parts_us") or {}; lh = r.get("lib_host_us") or {}
     print("%-16s tok/s %7.1f step %5.2f ms | exposed %6.1f: tail %6.1f head %6.1f control %5.1f | begin %5.1f "
-          "(housekeeping %4.1f tail room %4.1f publish %4.1f device %4.1f) end %5.1f | early %s | %s" % (
+          "(housekeeping %4.1f tail room %4.1f publish %4.1f device %4.1f) end %5.1f | early %s ahead %s | %s" % (
           name, r.get("output_throughput", 0), r.get("step_mean_ms", 0), sh.get("exposed_us", 0), hp.get("tail", 0),
           hp.get("head", 0), hp.get("control", 0), sh.get("round_begin_us", 0), lh.get("housekeeping", 0),
           lh.get("tail_room", 0), lh.get("publish", 0), lh.get("device", 0), sh.get("round_end_us", 0),
-          sh.get("early_ends", "-"), r.get("tokens_digest")))
+          sh.get("early_ends", "-"), sh.get("ahead_rounds", "-"), r.get("tokens_digest")))
 PY
 }
 for k in $(seq 1 "${SERVE_REPS:-2}"); do
   order="$trees"; [ $((k % 2)) = 0 ] && order=$(echo $trees | tr ' ' '\n' | tac | tr '\n' ' ')
   for v in $order; do
-    for re in wait early; do
+    ends="wait early"; [ "$v" = new ] && ends="wait early ahead" # BASE has no --round-end ahead
+    for re in $ends; do
       f="$out/serve_${v}_${re}_$k.json"
       timeout 150 "$out/b/$v/dhs" $S --round-end $re --output "$f" > "$out/serve_${v}_${re}_$k.log" 2>&1
       r=$?
