@@ -14,7 +14,9 @@
 #      that pages complete) with `--round-end wait`, `early` and (this tree) `ahead`, this tree and BASE alternating,
 #      twice; one line per run: exposed host us per round by part (tail / head / control), the library's
 #      round begin (housekeeping / tail room / publish) and end (its device wait), tokens digest.
-# Usage: BASE=/path/to/old/tree bash bench/gpu_round_end.sh   (env: OUT for the logs, SERVE_REPS 2)
+# Usage: BASE=/path/to/old/tree bash bench/gpu_round_end.sh   (env: OUT for the logs, SERVE_REPS 2;
+#        SERVE_CONTEXT 8192, SERVE_C 64, SERVE_GIB 24, SERVE_ENDS "wait early" (this tree adds ahead);
+#        ONLY_SERVE=1: no tests, no control_bench)
 # Expected about 8 minutes on an H200 host with 16 cores (two builds in parallel, about 30 s).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +34,9 @@ bld() { # SRC DIR TARGETS...
     cmake --build "$d" -j"$(nproc)" --target "$@" >> "$d.log" 2>&1 || { tail -20 "$d.log"; echo "BUILD FAILED $d"; }
 }
 mkdir -p "$out/b"
-bld "$root" "$out/b/new" dhs_tool control_bench test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph &
+if [ -n "${ONLY_SERVE:-}" ]; then bld "$root" "$out/b/new" dhs_tool &
+else bld "$root" "$out/b/new" dhs_tool control_bench test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph &
+fi
 trees=new
 if [ -n "${BASE:-}" ] && [ -d "$BASE" ]; then
   bld "$BASE" "$out/b/base" dhs_tool control_bench &
@@ -41,6 +45,7 @@ fi
 wait
 el "builds done ($trees)"
 rc=0
+[ -n "${ONLY_SERVE:-}" ] || {
 for t in test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph; do
   t1=$(date +%s)
   DHS_TEST_SEED=${DHS_TEST_SEED:-20261206} DHS_TEST_SCALE=0.3 timeout 200 "$out/b/new/$t" > "$out/$t.log" 2>&1
@@ -70,8 +75,10 @@ timeout 200 "$out/b/new/control_bench" --backend cuda --resolver device --concur
 echo "## control_bench --overlap 2000 rc=$?"
 grep -E "early|overlap|ratio|gap_us|begin in calls" "$out/cb_overlap.txt"
 el "control_bench done"
+}
 S="bench serve --backend cuda --geometry glm-5.3 --modes adaptive --waves 1 --tokens 140 --deployment glm-5.3-8xh200
-   --locality dsv32-swe --host-cache-fill --context 8192 --concurrency 64 --device-budget-gib 24 --json"
+   --locality dsv32-swe --host-cache-fill --context ${SERVE_CONTEXT:-8192} --concurrency ${SERVE_C:-64}
+   --device-budget-gib ${SERVE_GIB:-24} --json"
 summ() {
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -93,10 +100,10 @@ PY
 for k in $(seq 1 "${SERVE_REPS:-2}"); do
   order="$trees"; [ $((k % 2)) = 0 ] && order=$(echo $trees | tr ' ' '\n' | tac | tr '\n' ' ')
   for v in $order; do
-    ends="wait early"; [ "$v" = new ] && ends="wait early ahead" # BASE has no --round-end ahead
+    ends=${SERVE_ENDS:-wait early}; [ "$v" = new ] && ends="$ends ahead" # BASE has no --round-end ahead
     for re in $ends; do
       f="$out/serve_${v}_${re}_$k.json"
-      timeout 150 "$out/b/$v/dhs" $S --round-end $re --output "$f" > "$out/serve_${v}_${re}_$k.log" 2>&1
+      timeout "${SERVE_TIMEOUT:-150}" "$out/b/$v/dhs" $S --round-end $re --output "$f" > "$out/serve_${v}_${re}_$k.log" 2>&1
       r=$?
       [ $r = 0 ] || { echo "## serve $v $re #$k rc=$r"; tail -3 "$out/serve_${v}_${re}_$k.log"; }
       summ "$v $re #$k" "$f"
