@@ -1069,6 +1069,64 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     g_model = NULL;
 }
 
+/* --round-end ahead on the emulated device step (eager: the emulation has no graphs): width-1 rounds end early and, once
+   every session is admitted, the next round is opened under the step (its round begin and device tail
+   locations before this round's wait). The hierarchy's logits equal the resident engine's, the
+   invariants hold after every round (with the next round open), the tokens equal those of --round-end
+   early and of the CPU run, and rounds were opened ahead (not the ones with arrivals or the last). */
+static void test_round_ahead(uint64_t seed)
+{
+    for (int step = DHS_REF_STEP_DEVICE; step <= DHS_REF_STEP_DEVICE; step++) {
+        dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+        c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+        c.model.n_layers = 5;
+        c.model.topk = 192;
+        c.model.seed = seed;
+        c.geometry = "glm-5.3";
+        c.synthetic = 1;
+        c.sessions = 3;
+        c.context = 600;
+        c.tokens = 8;
+        c.spec = 1;
+        c.seed = seed;
+        c.slots = 3;
+        c.history = 0.5;
+        c.arrival = 1;
+        c.async_delay = 2;
+        c.check = 1;
+        dhs_ref_run_result r[3];
+        int rc[3];
+        rc[0] = dhs_ref_run(&c, &r[0]); /* the CPU run */
+        dhs_ref_model *m = NULL;
+        CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+        g_model = m;
+        c.gpu_model = 1;
+        c.step = step;
+        for (int ah = 0; ah < 2; ah++) {
+            c.end_early = 1 + ah;
+            rc[1 + ah] = dhs_ref_run(&c, &r[1 + ah]);
+        }
+        const char *sn = dhs_ref_step_str(step);
+        CHECKF(rc[0] == 0 && rc[1] == 0 && rc[2] == 0, "%s step: %s / %s / %s", sn, r[0].errmsg, r[1].errmsg, r[2].errmsg);
+        if (rc[0] == 0 && rc[1] == 0 && rc[2] == 0) {
+            CHECKF(r[2].identical && r[2].invariant_violations == 0, "%s step ahead: identical %d, %" PRIu64 " violations",
+                   sn, r[2].identical, r[2].invariant_violations);
+            CHECKF(r[1].tokens_digest == r[2].tokens_digest && r[0].tokens_digest == r[2].tokens_digest,
+                   "%s step: tokens %016" PRIx64 " (CPU) %016" PRIx64 " (early) %016" PRIx64 " (ahead)", sn,
+                   r[0].tokens_digest, r[1].tokens_digest, r[2].tokens_digest);
+            CHECKF(r[1].step_hier.ahead_rounds == 0 && r[2].step_hier.ahead_rounds > 0 &&
+                       r[2].step_hier.ahead_rounds + 2 < r[2].step_hier.early_ends,
+                   "%s step: %" PRIu64 " rounds opened ahead of %" PRIu64 " ended early (early run: %" PRIu64 ")", sn,
+                   r[2].step_hier.ahead_rounds, r[2].step_hier.early_ends, r[1].step_hier.ahead_rounds);
+            printf("  glm-5.3 5 layers, %s step, round end ahead: %" PRIu64 " of %" PRIu64 " rounds opened under the step "
+                   "before them, tokens == early == CPU run\n", sn, r[2].step_hier.ahead_rounds, r[2].step_hier.early_ends);
+        }
+        for (int i = 0; i < 3; i++) dhs_ref_run_result_free(&r[i]);
+        dhs_ref_model_destroy(m);
+        g_model = NULL;
+    }
+}
+
 /* profiled rounds of the device step (profile_every): every 2nd round runs
    eagerly with marks; each phase's emulated time is the number of launches
    in it, so the attribution is checked exactly; those rounds are left out of
@@ -1557,6 +1615,7 @@ int main(int argc, char **argv)
     test_run(DHS_REF_GEOM_GLM53, 14, DHS_REF_VERIFY_SAMPLE, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 9, 0, 0);
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 12, 1, 1);
     test_profile(seed + 4);
+    test_round_ahead(seed + 14);
     test_rope_ahead(seed + 12);
     test_deploy_step(seed + 10);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
