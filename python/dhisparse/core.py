@@ -772,8 +772,9 @@ class Context:
 
     def round_end(self, accepted=None, early=False):
         """dhs_round_end; early=True: dhs_round_end_early, the same commit without waiting for the device
-        (device resolver: a bad entry of the round is raised by the next round_begin or sync; docs/API.md,
-        "The round end under the step")."""
+        (device resolver: a bad entry of the round is raised by the next round_begin, or, when the device
+        still runs the round's step, by the round_begin after the next early end, round_end or sync;
+        docs/API.md, "The round end under the step")."""
         n = len(self._round[0]) if self._round else 0
         acc = [0] * n if accepted is None else [int(a) for a in accepted]
         if self._round is not None and len(acc) != n:
