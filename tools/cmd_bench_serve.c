@@ -823,6 +823,7 @@ int cmd_bench_serve(int argc, char **argv)
             for (int i = 0; i < 3; i++)
                 if (!strcmp(t, mode_names[i])) k = i;
             if (k < 0) return args_fail(PROG, "--modes: unknown mode '%s' (resident, fixed, adaptive)", t);
+            if (use[k]) return args_fail(PROG, "--modes: '%s' twice", t);
             use[k] = 1;
         }
         if (!use[0] && !use[1] && !use[2]) return args_fail(PROG, "--modes: none given");

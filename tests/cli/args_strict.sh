@@ -25,6 +25,7 @@ expect 0 "$DHS" trace gen --out "$T/t.dtr" --requests 2 --rounds 20 --k 128 --co
 # ---------------------------------------------------------------- comma lists: no empty element anywhere
 expect_bad --concurrency bench serve --concurrency 2,3,
 expect_bad --concurrency bench serve --concurrency ,2
+expect_bad --modes bench serve --modes adaptive,adaptive
 expect_bad --hot bench resolve --hot 2048,
 expect_bad --hot sim --trace "$T/t.dtr" --hot 64,
 expect_bad --concurrency serve-sim --concurrency 2,3,
