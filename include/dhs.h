@@ -725,7 +725,10 @@ dhs_status dhs_get_mem(const dhs_ctx *ctx, dhs_mem *out);
 
 /* ---------------------------------------------------------------- checks */
 /* Invariant checkers, usable inside assert(): return 0 when everything holds,
-   else the number of violations found; the first is described in msg. */
+   else the number of violations found; the first is described in msg.
+   Device resolver: synchronises the compute stream to read the device's
+   state, and leaves an early-ended round's error word and fences as they
+   were (a check after every call does not change when a word is reported). */
 int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len);
 
 /* Reads the bytes a location addresses (for tests and verification). */
