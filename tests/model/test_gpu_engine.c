@@ -1127,6 +1127,90 @@ static void test_round_ahead(uint64_t seed)
     }
 }
 
+/* dhs_ref_engine_next on a hierarchical engine (emulated device step, 2 sessions): a bad id is refused and
+   declares nothing; a width other than 1 or cfg.end_early 1 opens nothing ahead; a declared round is
+   opened under the step of the round before it (counted in ahead_rounds, and that round runs without a
+   round begin of its own); a round other than the declared one is refused (DHS_ERR_STATE: the round
+   opened ahead cannot be taken back). */
+static void test_next_refusals(uint64_t seed)
+{
+    dhs_ref_cfg mc = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+    mc.n_layers = 5;
+    mc.topk = 64;
+    mc.seed = seed;
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&mc, &m), DHS_OK);
+    if (!m) return;
+    g_model = m;
+    const int32_t C = 2;
+    const int64_t context = 200, max_pos = context + 64;
+    dhs_arch arch;
+    dhs_ref_arch(m, &arch);
+    dhs_config cfg = dhs_ref_hier_config(m, C, max_pos, 1, (double)C, context, 16);
+    cfg.resolver = DHS_RESOLVER_DEVICE;
+    cfg.policy = DHS_POLICY_CLOCK;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    dhs_ref_engine *e[2] = {NULL, NULL}; /* end_early 2, then 1 */
+    CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+    if (be) CHECK_ST(dhs_ctx_create(&arch, &cfg, be, &ctx), DHS_OK);
+    int32_t ids[2] = {0, 1}, K[2] = {1, 1}, K2[2] = {2, 1}, A[2], E[2 * 2], tok[200];
+    float lg[2 * 2 * 256];
+    for (int w = 0; w < 2 && ctx; w++) {
+        dhs_ref_engine_cfg ec;
+        memset(&ec, 0, sizeof ec);
+        ec.max_sessions = C;
+        ec.max_slots = C;
+        ec.k_max = 1;
+        ec.max_positions = max_pos;
+        ec.page_rows = 16;
+        ec.ctx = ctx;
+        ec.gpu = 1;
+        ec.step = DHS_REF_STEP_DEVICE;
+        ec.ctx_requests = cfg.max_requests;
+        ec.end_early = 2 - w;
+        CHECK_ST(dhs_ref_engine_create(m, &ec, &e[w]), DHS_OK);
+        if (!e[w]) break;
+        for (int32_t i = 0; i < C && w == 0; i++) {
+            dhs_req req;
+            dhs_ref_prefill p;
+            dhs_ref_prompt(7, i, mc.vocab, context, tok);
+            CHECK_ST(dhs_request_open(ctx, max_pos, &req), DHS_OK);
+            CHECK_ST(dhs_ref_prefill_synthetic(m, tok, context, 11 + (uint64_t)i, &p), DHS_OK);
+            CHECK_ST(dhs_ref_engine_start(e[w], i, &p, req), DHS_OK);
+            dhs_ref_prefill_free(&p);
+        }
+    }
+    if (e[0] && e[1] && (int)mc.vocab <= 256) {
+        dhs_ref_round_out o = {lg, A, E, NULL};
+        dhs_ref_step_times t;
+        const int32_t bad[2] = {0, 5};
+        CHECK_ST(dhs_ref_engine_next(e[0], 2, bad, K), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_ref_engine_next(e[0], -1, ids, K), DHS_ERR_INVALID_ARG);
+        CHECK_ST(dhs_ref_engine_next(e[1], 2, ids, K), DHS_OK); /* end_early 1: ignored */
+        CHECK_ST(dhs_ref_engine_next(e[0], 2, ids, K2), DHS_OK); /* width 2: nothing opened ahead */
+        CHECK_ST(dhs_ref_engine_round(e[0], 2, ids, K, &o), DHS_OK);
+        dhs_ref_engine_step_times(e[0], &t);
+        CHECKF(t.ahead_rounds == 0 && t.early_ends == 1, "after a width-2 declaration: %" PRIu64 " ahead, %" PRIu64 " early",
+               t.ahead_rounds, t.early_ends);
+        CHECK_ST(dhs_ref_engine_next(e[0], 2, ids, K), DHS_OK);
+        CHECK_ST(dhs_ref_engine_round(e[0], 2, ids, K, &o), DHS_OK);
+        dhs_ref_engine_step_times(e[0], &t);
+        CHECKF(t.ahead_rounds == 1, "a declared round: %" PRIu64 " rounds opened ahead, want 1", t.ahead_rounds);
+        const double begin_s = t.begin_s;
+        char msg[200];
+        CHECKF(dhs_check_invariants(ctx, msg, sizeof msg) == 0, "with the round open ahead: %s", msg);
+        CHECK_ST(dhs_ref_engine_round(e[0], 1, ids + 1, K, &o), DHS_ERR_STATE); /* not the round opened */
+        dhs_ref_engine_step_times(e[0], &t);
+        CHECKF(t.begin_s == begin_s, "the refused round called dhs_round_begin");
+    }
+    for (int w = 0; w < 2; w++) dhs_ref_engine_destroy(e[w]);
+    dhs_ctx_destroy(ctx);
+    dhs_backend_destroy(be);
+    dhs_ref_model_destroy(m);
+    g_model = NULL;
+}
+
 /* profiled rounds of the device step (profile_every): every 2nd round runs
    eagerly with marks; each phase's emulated time is the number of launches
    in it, so the attribution is checked exactly; those rounds are left out of
@@ -1616,6 +1700,7 @@ int main(int argc, char **argv)
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 12, 1, 1);
     test_profile(seed + 4);
     test_round_ahead(seed + 14);
+    test_next_refusals(seed + 15);
     test_rope_ahead(seed + 12);
     test_deploy_step(seed + 10);
     /* topk_impl fused: the GPU model's launch arguments emulated on the kernel's CPU twin */
