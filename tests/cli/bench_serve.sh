@@ -200,4 +200,15 @@ assert d["config"]["group_hot_rows"] == [64, 64, 64, 256] and r and all(x["token
 expect 2 "$DHS" bench serve --geometry tiny --context 1024 --device-budget-gib $B --tokens 3 --group-hot-rows 64,64 -q
 grep -q "2 sizes for a model of 4 groups" "$T/err" || fail "bench serve --group-hot-rows count: $(cat "$T/err")"
 
+# --round-end early and ahead (the next round opened under the step when it is known): the tokens of
+# --round-end wait, in every record
+for re in wait early ahead; do
+    expect 0 "$DHS" bench serve --geometry tiny --modes adaptive --context 300 --concurrency 2 --tokens 6 --spec 1 \
+        --round-end $re --json -q
+    python3 -c 'import json,sys; print(" ".join(r["tokens_digest"] for r in json.load(open(sys.argv[1]))["records"]))' \
+        "$T/out" > "$T/digest_$re" || fail "bench serve --round-end $re: $(head -c 300 "$T/out")"
+done
+[ -s "$T/digest_wait" ] && cmp -s "$T/digest_wait" "$T/digest_early" && cmp -s "$T/digest_wait" "$T/digest_ahead" ||
+    fail "bench serve --round-end: tokens differ: wait $(cat "$T/digest_wait"), early $(cat "$T/digest_early"), ahead $(cat "$T/digest_ahead")"
+
 finish bench_serve
