@@ -612,7 +612,9 @@ dhs_status dhs_round_end(dhs_ctx *ctx, const int32_t *accepted);
    returns its status (DHS_ERR_ROW_RANGE, DHS_ERR_NOT_VISIBLE,
    DHS_ERR_STAGING) with the word cleared: a round begin then opens no round
    (a retry opens it); dhs_round_end commits nothing and leaves its round open.
-   So the error of an early-ended round may be reported one round late, and
+   So the error of an early-ended round may be reported one round late (the
+   word keeps the first error: one report may then stand for the bad entries
+   of more than one round), and
    rounds ended early are committed even when their word was set: an engine
    that must redo a round with a bad entry ends it with dhs_round_end. The
    rows it commits must be written when the device runs the step: the same

@@ -276,7 +276,11 @@ static dhs_status dsync(const dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
-    if (!ops->sync_compute) return ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
+    if (!ops->sync_compute) { /* the copy is ordered after every kernel too: nothing left to wait for */
+        const dhs_status s = ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
+        if (s == DHS_OK) d->n_early = 0, d->pub_t = 0;
+        return s;
+    }
     dhs_status s = ops->sync_compute(ctx->be);
     if (s == DHS_OK) settled(d);
     return s;
@@ -292,7 +296,8 @@ static dhs_status dsync(const dhs_ctx *ctx)
       the oldest fence waited for when DRES_EARLY_LAG are outstanding, so a round's word is read at
       the latest by the begin after the next early end (or by dhs_round_end, dhs_sync). A word found set
       may still be written by a later round's kernel: the stream completes before it is read and
-      cleared (dsync), so no error is lost.
+      cleared (dsync): a set word is always reported (it keeps the first error, so one report may stand
+      for more than one early-ended round's entries; docs/API.md).
    A backend without such fences (ticket 0) or without sync_compute: the whole stream, as dsync. */
 static dhs_status early_check(const dhs_ctx *ctx)
 {
@@ -336,7 +341,11 @@ dhs_status dres_settle(dhs_ctx *ctx, int full)
 {
     struct dres_ctx *d = ctx->dres;
     d->follows_early = !full && d->n_early > 0;
-    const dhs_status s = full && d->n_early ? dsync(ctx) : early_check(ctx);
+    /* a synchronisation since the early end (a full publish list, dhs_resolve, dhs_get_stats) already read
+       a set word and emptied the queue: reported now, not left to fences queued after it. The word may
+       have been read before later kernels ran, so the stream completes first (then nothing can set it) */
+    const int seen = d->word_due && d->word_h[0] != 0;
+    const dhs_status s = (full && d->n_early) || seen ? dsync(ctx) : early_check(ctx);
     if (s != DHS_OK) return s;
     if (d->n_early) return DHS_OK; /* the word of an early-ended round still unread: a later call reads it */
     return word_take(ctx);
