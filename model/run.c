@@ -787,14 +787,12 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
             }
             double t_round = 0;
             if (eh && c.end_early == 2) {
-                /* --round-end ahead: the next round is known now when every session continues with width
-                   1 and nobody can be admitted before it (no arrival waiting or to come, no holder) */
-                int ahead = !sa && !holder_open;
+                /* --round-end ahead: the next round is known now when every round has width 1 (spec 1, no
+                   controller), every session continues and nobody can be admitted before it (no arrival
+                   waiting or to come, no holder) */
+                int ahead = !sa && !holder_open && KM == 1;
                 for (int32_t i = 0; i < S && ahead; i++) ahead = state[i] == S_ACTIVE || state[i] == S_DONE;
-                for (int32_t i = 0; i < n && ahead; i++) {
-                    const int64_t left = c.tokens - dhs_ref_engine_generated(ref, ids[i]);
-                    ahead = Kv[i] == 1 && left - 1 > 0 && (left - 1 < KM ? left - 1 : KM) == 1;
-                }
+                for (int32_t i = 0; i < n && ahead; i++) ahead = c.tokens - dhs_ref_engine_generated(ref, ids[i]) > 1;
                 dhs_status ns = dhs_ref_engine_next(eh, ahead ? n : 0, ids, Kv);
                 if (ns != DHS_OK) FAIL("dhs_ref_engine_next: %s", dhs_status_str(ns));
             }

@@ -260,30 +260,29 @@ uint64_t dres_state_bytes(const dhs_arch *a, const dhs_config *c, int64_t stage_
 }
 
 /* ------------------------------------------------------------- helpers */
-/* after a wait that covers every kernel issued so far that can set the error word: the word read, nothing
-   left to wait for */
-static void settled(struct dres_ctx *d)
-{
-    d->word_h[0] = *(volatile const int32_t *)d->err;
-    d->n_early = 0;
-    d->pub_t = 0;
-}
-
 /* Waits for the compute stream and reads the error word (pinned host memory the kernels write), ordered
    after every kernel issued so far: one stream synchronisation (a 4-byte device-to-host copy and its
-   synchronisation cost the serving host 40-50 us a round end). Leaves the word in word_h[0]. */
+   synchronisation cost the serving host 40-50 us a round end). Leaves the word in word_h[0]; nothing is
+   left to wait for, so the early-ended rounds' fences and the publish fence are dropped. */
 static dhs_status dsync(const dhs_ctx *ctx)
 {
     struct dres_ctx *d = ctx->dres;
     const dhs_backend_ops *ops = ctx->be->ops;
-    if (!ops->sync_compute) { /* the copy is ordered after every kernel too: nothing left to wait for */
-        const dhs_status s = ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
-        if (s == DHS_OK) d->n_early = 0, d->pub_t = 0;
-        return s;
+    dhs_status s;
+    if (!ops->sync_compute) {
+        s = ops->copy_sync(ctx->be, d->word_h, d->err, sizeof(int32_t));
+    } else if ((s = ops->sync_compute(ctx->be)) == DHS_OK) {
+        d->word_h[0] = *(volatile const int32_t *)d->err;
     }
-    dhs_status s = ops->sync_compute(ctx->be);
-    if (s == DHS_OK) settled(d);
+    if (s == DHS_OK) d->n_early = 0, d->pub_t = 0;
     return s;
+}
+
+/* the k oldest early-ended rounds' fences, completed, out of the queue */
+static void early_pop(struct dres_ctx *d, int32_t k)
+{
+    d->n_early -= k;
+    memmove(d->early_q, d->early_q + k, sizeof(dhs_ticket) * (size_t)d->n_early);
 }
 
 /* The round begin after early round ends: no wait for their steps.
@@ -319,8 +318,7 @@ static dhs_status early_check(const dhs_ctx *ctx)
     }
     if (k == 0) return DHS_OK;
     if (*(volatile const int32_t *)d->err != 0) return dsync(ctx);
-    d->n_early -= k;
-    memmove(d->early_q, d->early_q + k, sizeof(dhs_ticket) * (size_t)d->n_early);
+    early_pop(d, k);
     return DHS_OK;
 }
 
@@ -901,7 +899,7 @@ dhs_status dres_round_end(dhs_ctx *ctx, int wait)
     if (!wait) { /* an early round end: its word is read by a later round begin (early_check) */
         if (d->n_early == DRES_EARLY_LAG) { /* not after a round begin (it leaves fewer); the word stays set */
             if ((s = ops->wait(ctx->be, d->early_q[0])) != DHS_OK) return s;
-            memmove(d->early_q, d->early_q + 1, sizeof(dhs_ticket) * (size_t)--d->n_early);
+            early_pop(d, 1);
         }
         d->early_q[d->n_early++] = et;
         d->word_due = 1;
@@ -1022,9 +1020,10 @@ int dres_check(const dhs_ctx *ctx, char *msg, size_t msg_len)
     dhs_backend *be = ctx->be;
     /* every kernel complete, without settling anything (an early-ended round's fences and unread word stay
        as they were: a check after every call must not change when a word is reported) */
-    const dhs_status qs = be->ops->sync_compute ? be->ops->sync_compute(be) : DHS_OK;
+    int32_t word = 0;
+    const dhs_status qs = be->ops->sync_compute ? be->ops->sync_compute(be) : be->ops->copy_sync(be, &word, d->err, sizeof word);
     if (qs != DHS_OK) { dfail(&v, "device: compute stream failed"); return v.n; }
-    const int32_t word = *(volatile const int32_t *)d->err;
+    if (be->ops->sync_compute) word = *(volatile const int32_t *)d->err;
     if (word != 0 && !ctx->round_open && !d->word_due) dfail(&v, "device: error word %d outside a round", word);
     if (d->n_early < 0 || d->n_early >= DRES_EARLY_LAG + (ctx->round_open ? 0 : 1))
         dfail(&v, "device: %d early-ended rounds unread (at most %d)", d->n_early, DRES_EARLY_LAG - (ctx->round_open ? 1 : 0));

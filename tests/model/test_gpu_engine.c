@@ -1076,7 +1076,8 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
    early and of the CPU run, and rounds were opened ahead (not the ones with arrivals or the last). */
 static void test_round_ahead(uint64_t seed)
 {
-    for (int step = DHS_REF_STEP_DEVICE; step <= DHS_REF_STEP_DEVICE; step++) {
+    {
+        const int step = DHS_REF_STEP_DEVICE;
         dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
         c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
         c.model.n_layers = 5;
