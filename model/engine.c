@@ -106,6 +106,9 @@ struct dhs_ref_engine {
     /* the host parts of a round (dhs_ref_step_times host_rounds): when the last round returned (0:
        none, failed, or a session started since), its tail, and this round's call and target times */
     double x_exit, x_tail, x_enter, x_done;
+    /* the last round's tail by part and this round's control plane by part (host_parts) */
+    double x_logits, x_meter, x_verify, x_end, x_inputs, x_tables;
+    double t_logits, t_meter, t_verify, t_end; /* x_logits .. x_end of the round before (its tail) */
     double x_tailloc;       /* this round's dhs_tail_locations time (step times tailloc_s) */
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
@@ -1037,6 +1040,15 @@ static void host_parts(dhs_ref_engine *e, double t_target, double control, doubl
 {
     e->stt.host_rounds++;
     e->stt.tail_s += e->x_tail;
+    e->stt.tail_logits_s += e->t_logits;
+    e->stt.tail_meter_s += e->t_meter;
+    e->stt.tail_verify_s += e->t_verify;
+    e->stt.tail_end_s += e->t_end;
+    if (control > 0) {
+        e->stt.ctl_inputs_s += e->x_inputs;
+        e->stt.ctl_tables_s += e->x_tables;
+        e->stt.ctl_upload_s += control - e->x_inputs - e->x_tables;
+    }
     e->stt.between_s += e->x_enter - e->x_exit;
     e->stt.head_s += t_target - e->x_enter;
     e->stt.xcontrol_s += control;
@@ -1143,8 +1155,11 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                 e->stt.rope_now++;
             }
         }
+    const double t_in = dhs_wall_s();
+    e->x_inputs = t_in - t0;
     if (e->compact) {
         if ((st = compact_tables(e, n, ids, K, &in)) != DHS_OK) return st;
+        e->x_tables = dhs_wall_s() - t_in;
         goto upload;
     }
     /* where the block's rows go (they count as written; the step writes them) */
@@ -1181,6 +1196,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                 in.rowdst[o + q] = (uint8_t *)s->grows[src] + t * DHS_REF_ROW_BYTES;
         }
     }
+    e->x_tables = dhs_wall_s() - t_in;
 upload:
     if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
     double t1 = dhs_wall_s();
@@ -1256,7 +1272,8 @@ upload:
         e->snap_K = K[0];
         e->snap_n = e->s[ids[0]].n;
         e->snap_round = e->rounds;
-        e->stt.meter_s += dhs_wall_s() - tm;
+        e->x_meter = dhs_wall_s() - tm;
+        e->stt.meter_s += e->x_meter;
     }
     if (!prof && !captured && e->gpu_idle_since > 0 && e->x_exit > 0) { /* the GPU waited for the host since the last round */
         e->stt.exposed_rounds++;
@@ -1265,8 +1282,10 @@ upload:
     }
     e->x_done = t3;
     e->gpu_idle_since = !prof && !captured ? t3 : 0;
+    const double tlg = dhs_wall_s();
     for (int32_t i = 0; i < n; i++)
         memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    e->x_logits = dhs_wall_s() - tlg;
     if (prof) { /* its phases, not in stt: those are the serving rounds */
         double us[DHS_REF_PH_N] = {0};
         if ((st = dhs_ref_gpu_prof_collect(e->gpu, us, DHS_REF_PH_N)) != DHS_OK) return step_gpu_fail(e, "profile", st);
@@ -1304,6 +1323,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         if (e->s[ids[i]].n + K[i] + 1 > e->cfg.max_positions) return DHS_ERR_ROW_RANGE;
     }
     e->ended_early = 0;
+    e->x_logits = e->x_meter = e->x_inputs = e->x_tables = 0;
     /* 1. proposals */
     double ta = dhs_wall_s();
     e->x_enter = ta;
@@ -1462,7 +1482,9 @@ verification:
     for (int32_t i = 0; i < n; i++)
         out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
                                   out->emitted + (int64_t)i * kmax);
-    e->stt.verify_s += dhs_wall_s() - tv;
+    e->x_verify = dhs_wall_s() - tv;
+    e->stt.verify_s += e->x_verify;
+    e->x_end = 0;
     /* 5. close the round, commit the accepted prefix (done beside the step when it ended early: width 1
        accepts 0) */
     if (e->ended_early)
@@ -1474,7 +1496,8 @@ verification:
     if (ctx && !e->ended_early) {
         double te = dhs_wall_s();
         st = dhs_round_end(ctx, out->accepted);
-        e->stt.end_s += dhs_wall_s() - te;
+        e->x_end = dhs_wall_s() - te;
+        e->stt.end_s += e->x_end;
         if (st != DHS_OK) {
             set_err(e, "dhs_round_end", st);
             return st;
@@ -1512,6 +1535,7 @@ verification:
     }
     e->x_exit = dhs_wall_s();
     e->x_tail = e->x_exit - e->x_done;
+    e->t_logits = e->x_logits, e->t_meter = e->x_meter, e->t_verify = e->x_verify, e->t_end = e->x_end;
     return DHS_OK;
 }
 

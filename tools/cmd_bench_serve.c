@@ -534,6 +534,15 @@ static cJSON *rec_json(const sv_rec *r)
         /* of the control plane: the library's dhs_tail_locations calls (per device-step round) */
         cJSON_AddNumberToObject(h, "control_tail_locations", r->st.rounds ? 1e6 * r->st.tailloc_s / (double)r->st.rounds : 0.0);
         cJSON_AddNumberToObject(h, "prelaunch", 1e6 * r->st.prelaunch_s / n);
+        /* of the tail: the logits out, the locality meter's snapshot (the benchmark's instrument), the
+           verification, dhs_round_end; of the control plane: the queries' inputs, the tables, the upload */
+        cJSON_AddNumberToObject(h, "tail_logits", 1e6 * r->st.tail_logits_s / n);
+        cJSON_AddNumberToObject(h, "tail_meter", 1e6 * r->st.tail_meter_s / n);
+        cJSON_AddNumberToObject(h, "tail_verify", 1e6 * r->st.tail_verify_s / n);
+        cJSON_AddNumberToObject(h, "tail_end", 1e6 * r->st.tail_end_s / n);
+        cJSON_AddNumberToObject(h, "control_inputs", 1e6 * r->st.ctl_inputs_s / n);
+        cJSON_AddNumberToObject(h, "control_tables", 1e6 * r->st.ctl_tables_s / n);
+        cJSON_AddNumberToObject(h, "control_upload", 1e6 * r->st.ctl_upload_s / n);
         cJSON_AddNumberToObject(h, "total", 1e6 * (r->st.tail_s + r->st.between_s + r->st.head_s + r->st.xcontrol_s + r->st.prelaunch_s) / n);
         /* every round */
         cJSON_AddNumberToObject(h, "meter", 1e6 * r->st.meter_s / na);

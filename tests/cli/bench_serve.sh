@@ -75,6 +75,13 @@ for h in hp:
     assert h["control"] == 0 and h["prelaunch"] == 0 and h["tail"] > 0 and h["head"] > 0, h
     assert abs(sum(h[k] for k in parts) - h["total"]) <= 1e-6 * h["total"] + 1e-9, h
     assert h["background"] >= 0, h  # dhs_background, overlapped with the step (hierarchical modes)
+    # the tail by part (the host step: no logits copy, no meter snapshot, no control plane); the parts
+    # are inside the tail, and the verification is timed in every round
+    sub = ("tail_logits", "tail_meter", "tail_verify", "tail_end")
+    assert all(h[k] >= 0 for k in sub), h
+    assert h["tail_logits"] == 0 and h["tail_meter"] == 0 and h["tail_verify"] > 0, h
+    assert sum(h[k] for k in sub) <= h["tail"] * (1 + 1e-9), h
+    assert h["control_inputs"] == 0 and h["control_tables"] == 0 and h["control_upload"] == 0, h
 # exactness across the sweep: a session's tokens depend on its prompt only, not on the batch or the storage
 assert d["tokens_identical"] is True and d["token_mismatches"] == 0, d["token_mismatches"]
 assert all(r["token_mismatches"] == 0 for r in recs), [r["token_mismatches"] for r in recs]
