@@ -97,9 +97,10 @@ for r in j.get("records", []):
           sh.get("early_ends", "-"), sh.get("ahead_rounds", "-"), r.get("tokens_digest")))
     if "tail_meter" in hp:
         print("%-16s   tail: logits %.1f meter %.1f verify %.1f end %.1f | control: inputs %.1f tables %.1f upload %.1f"
-              " | between %.1f prelaunch %.1f" % ("", hp["tail_logits"], hp["tail_meter"], hp["tail_verify"],
-              hp["tail_end"], hp["control_inputs"], hp["control_tables"], hp["control_upload"],
-              hp.get("between", 0), hp.get("prelaunch", 0)))
+              " (copy %.1f event %.1f) | between %.1f prelaunch %.1f" % ("", hp["tail_logits"], hp["tail_meter"],
+              hp["tail_verify"], hp["tail_end"], hp["control_inputs"], hp["control_tables"], hp["control_upload"],
+              hp.get("control_upload_copy", -1), hp.get("control_upload_event", -1), hp.get("between", 0),
+              hp.get("prelaunch", 0)))
 PY
 }
 for k in $(seq 1 "${SERVE_REPS:-2}"); do

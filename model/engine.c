@@ -107,7 +107,7 @@ struct dhs_ref_engine {
        none, failed, or a session started since), its tail, and this round's call and target times */
     double x_exit, x_tail, x_enter, x_done;
     /* the last round's tail by part and this round's control plane by part (host_parts) */
-    double x_logits, x_meter, x_verify, x_end, x_inputs, x_tables;
+    double x_logits, x_meter, x_verify, x_end, x_inputs, x_tables, x_upcopy, x_upevent;
     double t_logits, t_meter, t_verify, t_end; /* x_logits .. x_end of the round before (its tail) */
     double x_tailloc;       /* this round's dhs_tail_locations time (step times tailloc_s) */
     int prof_now;           /* this round is profiled (marks on) */
@@ -1048,6 +1048,8 @@ static void host_parts(dhs_ref_engine *e, double t_target, double control, doubl
         e->stt.ctl_inputs_s += e->x_inputs;
         e->stt.ctl_tables_s += e->x_tables;
         e->stt.ctl_upload_s += control - e->x_inputs - e->x_tables;
+        e->stt.ctl_upload_copy_s += e->x_upcopy;
+        e->stt.ctl_upload_event_s += e->x_upevent;
     }
     e->stt.between_s += e->x_enter - e->x_exit;
     e->stt.head_s += t_target - e->x_enter;
@@ -1199,6 +1201,7 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     e->x_tables = dhs_wall_s() - t_in;
 upload:
     if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
+    dhs_ref_gpu_upload_times(e->gpu, &e->x_upcopy, &e->x_upevent);
     double t1 = dhs_wall_s();
     int captured = 0;
     /* a profiled round runs eagerly with marks (a graph round is timed as a whole) */

@@ -151,6 +151,8 @@ typedef struct dhs_ref_gpu_step_in {
 
 dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in);
 dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
+/* the last dhs_ref_gpu_step_upload's host time: its copy calls and its event record (0 without one) */
+void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *event_s);
 /* Compact tables (set once, before the first step; the engine's default): the upload of a
    round is O(what changed), not O(layers x queries).
    - base / kcodes / kscales stay on the device between rounds; the host mirrors keep what the

@@ -117,6 +117,11 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     (void)g, (void)nq;
     return DHS_ERR_UNSUPPORTED;
 }
+void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *event_s)
+{
+    (void)g;
+    *copy_s = *event_s = 0.0;
+}
 int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g)
 {
     (void)g;

@@ -552,8 +552,8 @@ typedef struct dhs_ref_step_times {
     double tail_logits_s, tail_meter_s, tail_verify_s, tail_end_s;
     /* of xcontrol_s (device step): tokens, positions and RoPE values of the queries; the row locations
        and pointer tables (dhs_round_tail_locations*, when not issued ahead; changed items' tables);
-       the inputs' upload */
-    double ctl_inputs_s, ctl_tables_s, ctl_upload_s;
+       the inputs' upload, and of it the host time of its copy calls and of its event record */
+    double ctl_inputs_s, ctl_tables_s, ctl_upload_s, ctl_upload_copy_s, ctl_upload_event_s;
     /* device step: queries whose RoPE values were computed during the step before (a plain item's
        next position) and those computed in the control plane */
     uint64_t rope_ahead, rope_now;

@@ -16,6 +16,7 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <time.h>
 
 #include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
@@ -40,6 +41,14 @@ static inline cudaError_t att_launch_model(cudaStream_t st, int nq, int nh, int 
 #include "model/fp8_f16.h"    /* FP8 codes to half bits without a table: the indexer scores */
 #include "model/gpu.h"
 #include "model/prep_kern.cuh" /* the per-query projections (rows, indexer query, attention prep/out, logits) */
+/* host wall clock (the upload's host time, dhs_ref_gpu_upload_times) */
+static double now_mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static_assert(G_MAX_TOPK <= ATT_MAXK && G_MAX_HEADS <= ATT_MAXH, "attn_kern.cuh holds the model's k and heads");
 
 /* ------------------------------------------------------------------ numerics */
@@ -569,6 +578,7 @@ struct dhs_ref_gpu {
     int rloc_dev;     /* 1: the library writes rloc on the device (dhs_ref_gpu_step_rloc_device) */
     cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
     int up_pending;
+    double up_copy_s, up_event_s; /* the last upload's host time: its copy calls, its event record */
     cudaGraphExec_t exec;
     int exec_nq;      /* nq the graph was captured with */
     int capturing;
@@ -1216,6 +1226,7 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
         if (g->pos_h[q] > g->max_t) g->max_t = g->pos_h[q];
     if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
     /* positions, tokens and the first nq RoPE rows: one copy of the inputs block */
+    const double u0 = now_mono_s();
     CK(cudaMemcpyAsync(g->inb, g->inb_h, g->inb_cs + sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st),
        "step inputs");
     if (g->compact) { /* the row locations; the tables are on the device (dhs_ref_gpu_step_tables) */
@@ -1230,9 +1241,18 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
                              cudaMemcpyHostToDevice, g->st),
            "step pointer tables");
     }
+    const double u1 = now_mono_s();
     CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
+    g->up_copy_s = u1 - u0;
+    g->up_event_s = now_mono_s() - u1;
     g->up_pending = 1;
     return DHS_OK;
+}
+
+extern "C" void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *event_s)
+{
+    *copy_s = g ? g->up_copy_s : 0.0;
+    *event_s = g ? g->up_event_s : 0.0;
 }
 
 extern "C" dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)

@@ -543,6 +543,8 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "control_inputs", 1e6 * r->st.ctl_inputs_s / n);
         cJSON_AddNumberToObject(h, "control_tables", 1e6 * r->st.ctl_tables_s / n);
         cJSON_AddNumberToObject(h, "control_upload", 1e6 * r->st.ctl_upload_s / n);
+        cJSON_AddNumberToObject(h, "control_upload_copy", 1e6 * r->st.ctl_upload_copy_s / n);
+        cJSON_AddNumberToObject(h, "control_upload_event", 1e6 * r->st.ctl_upload_event_s / n);
         cJSON_AddNumberToObject(h, "total", 1e6 * (r->st.tail_s + r->st.between_s + r->st.head_s + r->st.xcontrol_s + r->st.prelaunch_s) / n);
         /* every round */
         cJSON_AddNumberToObject(h, "meter", 1e6 * r->st.meter_s / na);
