@@ -859,7 +859,11 @@ const char *dhs_ref_step_str(int step)
     return step == DHS_REF_STEP_DEVICE ? "device" : step == DHS_REF_STEP_GRAPH ? "graph" : "host";
 }
 
-void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t) { *t = e->stt; }
+void dhs_ref_engine_step_times(const dhs_ref_engine *e, dhs_ref_step_times *t)
+{
+    *t = e->stt;
+    if (e->gpu) dhs_ref_gpu_step_counts(e->gpu, &t->inputs_waits, &t->inputs_in_step);
+}
 
 static dhs_status step_gpu_fail(dhs_ref_engine *e, const char *what, dhs_status st)
 {
@@ -1006,9 +1010,8 @@ static dhs_status open_ahead(dhs_ref_engine *e)
     e->ahead_open = 1;
     e->ahead_tl = 0;
     if (e->gpu && e->cfg.step != DHS_REF_STEP_HOST && e->compact && e->rloc_dev && !e->cfg.tail_calls) {
-        dhs_ref_gpu_step_in in;
-        if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
-        if ((st = dhs_round_tail_locations_device(ctx, e->kmax, in.stride, e->rloc_dev)) != DHS_OK) {
+        /* the stride only: dhs_ref_gpu_step_inputs would wait for the step, which reads its inputs */
+        if ((st = dhs_round_tail_locations_device(ctx, e->kmax, dhs_ref_gpu_step_stride(e->gpu), e->rloc_dev)) != DHS_OK) {
             set_err(e, "dhs_round_tail_locations_device (the next round, opened ahead)", st);
             return st;
         }

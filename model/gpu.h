@@ -127,8 +127,12 @@ dhs_status dhs_ref_gpu_logits(dhs_ref_gpu *g, float *logits_host);
    base (the rows its locations index), kcodes / kscales (its key store; read
    on producers), and rope[q * 64 ..]: position pos[q]'s 32 cos then 32 sin
    (dhs_ref_rope_cs; the engine computes a plain item's next one while the
-   GPU runs the step before) -> dhs_ref_gpu_step_upload(nq): one copy per
-   array (asynchronous). Then the step (launches only):
+   GPU runs the step before) -> dhs_ref_gpu_step_upload(nq): the tokens,
+   positions and RoPE values are read by the step itself (its first kernel,
+   from the pinned mirror's device address: the host issues no copy for them,
+   and the mirror may be rewritten only after dhs_ref_gpu_step_wait; a
+   dhs_ref_gpu_step_inputs before it waits for the step); the other arrays
+   one copy each (asynchronous). Then the step (launches only):
      embed; per layer: rows(l), on a producer select(l) (selections into
      dhs_ref_gpu_step_sel(): [q][topk] int32, -1 padding, i.e. the layout of
      dhs_resolve_device when q = b * k_max + j), attend(l, loc_dev: [q][topk]
@@ -153,6 +157,12 @@ dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in);
 dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq);
 /* the last dhs_ref_gpu_step_upload's host time: its copy calls and its event record (0 without one) */
 void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *event_s);
+/* the tables' stride (max queries), without dhs_ref_gpu_step_inputs' wait: for work issued while a
+   step runs (the engine's round opened ahead) */
+int32_t dhs_ref_gpu_step_stride(const dhs_ref_gpu *g);
+/* dhs_ref_gpu_step_inputs calls that had to wait for a step still reading the inputs block, and whether
+   the step reads that block itself (1) or the upload copies it (0) */
+void dhs_ref_gpu_step_counts(const dhs_ref_gpu *g, uint64_t *inputs_waits, int *inputs_in_step);
 /* Compact tables (set once, before the first step; the engine's default): the upload of a
    round is O(what changed), not O(layers x queries).
    - base / kcodes / kscales stay on the device between rounds; the host mirrors keep what the

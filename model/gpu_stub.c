@@ -122,6 +122,17 @@ void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *even
     (void)g;
     *copy_s = *event_s = 0.0;
 }
+int32_t dhs_ref_gpu_step_stride(const dhs_ref_gpu *g)
+{
+    (void)g;
+    return 0;
+}
+void dhs_ref_gpu_step_counts(const dhs_ref_gpu *g, uint64_t *inputs_waits, int *inputs_in_step)
+{
+    (void)g;
+    *inputs_waits = 0;
+    *inputs_in_step = 0;
+}
 int32_t *dhs_ref_gpu_step_rloc_device(dhs_ref_gpu *g)
 {
     (void)g;

@@ -554,6 +554,11 @@ typedef struct dhs_ref_step_times {
        and pointer tables (dhs_round_tail_locations*, when not issued ahead; changed items' tables);
        the inputs' upload, and of it the host time of its copy calls and of its event record */
     double ctl_inputs_s, ctl_tables_s, ctl_upload_s, ctl_upload_copy_s, ctl_upload_event_s;
+    /* device step: 1 when the step reads its inputs block (tokens, positions, RoPE values) from the
+       pinned mirror itself, 0 when the upload copies it; the rounds whose inputs had to wait for the
+       step before (never on the engine's own path: model/gpu.h) */
+    int inputs_in_step;
+    uint64_t inputs_waits;
     /* device step: queries whose RoPE values were computed during the step before (a plain item's
        next position) and those computed in the control plane */
     uint64_t rope_ahead, rope_now;

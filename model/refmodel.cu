@@ -579,6 +579,14 @@ struct dhs_ref_gpu {
     cudaEvent_t up_ev;/* after the last upload from the pinned mirrors */
     int up_pending;
     double up_copy_s, up_event_s; /* the last upload's host time: its copy calls, its event record */
+    /* the inputs block read by the step itself (k_inputs, the step's first kernel) from the pinned
+       mirror through its device address, instead of a cudaMemcpyAsync the host issues: that one call
+       cost the serving host 40-45 us of the 109-142 us between two steps at 32K (bench/RESULTS.md).
+       in_pending: an upload's step may still read the mirror (cleared by dhs_ref_gpu_step_wait) */
+    const uint8_t *inb_hd;
+    size_t in_bytes;
+    int in_pending;
+    uint64_t in_waits; /* dhs_ref_gpu_step_inputs calls that waited for a step (dhs_ref_gpu_step_counts) */
     cudaGraphExec_t exec;
     int exec_nq;      /* nq the graph was captured with */
     int capturing;
@@ -763,6 +771,9 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
             g->pos_h = (int64_t *)(void *)g->inb_h;
             g->tok_h = (int32_t *)(void *)(g->inb_h + Q * sizeof(int64_t));
             g->cs_h = (float *)(void *)(g->inb_h + g->inb_cs);
+            void *hd = NULL;
+            if (cudaHostGetDevicePointer(&hd, g->inb_h, 0) == cudaSuccess) g->inb_hd = (const uint8_t *)hd;
+            else (void)cudaGetLastError(); /* no mapped address: the copy call instead */
         }
         AL(g->x, Q * (size_t)dd * sizeof(float));
         AL(g->xn, Q * (size_t)dd * sizeof(float));
@@ -1145,6 +1156,11 @@ extern "C" dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_i
         CK(cudaEventSynchronize(g->up_ev), "step inputs wait");
         g->up_pending = 0;
     }
+    if (g->in_pending) { /* a step still reads the inputs block: the engine waits for it first */
+        CK(cudaStreamSynchronize(g->st), "step inputs wait (the step)");
+        g->in_pending = 0;
+        g->in_waits++;
+    }
     const size_t LQ = (size_t)g->L * (size_t)g->maxq;
     in->tokens = g->tok_h;
     in->pos = g->pos_h;
@@ -1225,28 +1241,49 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     for (int q = 0; q < nq; q++) /* the RoPE values are the engine's (in.rope) */
         if (g->pos_h[q] > g->max_t) g->max_t = g->pos_h[q];
     if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
-    /* positions, tokens and the first nq RoPE rows: one copy of the inputs block */
+    /* positions, tokens and the first nq RoPE rows: one block, read by the step's first kernel from the
+       mirror's device address (k_inputs), else one copy */
     const double u0 = now_mono_s();
-    CK(cudaMemcpyAsync(g->inb, g->inb_h, g->inb_cs + sizeof(float) * 64 * (size_t)nq, cudaMemcpyHostToDevice, g->st),
-       "step inputs");
+    g->in_bytes = g->inb_cs + sizeof(float) * 64 * (size_t)nq;
+    int copied = 0;
+    if (g->inb_hd)
+        g->in_pending = 1;
+    else {
+        CK(cudaMemcpyAsync(g->inb, g->inb_h, g->in_bytes, cudaMemcpyHostToDevice, g->st), "step inputs");
+        copied = 1;
+    }
     if (g->compact) { /* the row locations; the tables are on the device (dhs_ref_gpu_step_tables) */
         const size_t rp = sizeof(int32_t) * (size_t)g->maxq;
-        if (!g->rows_at_pos && !g->rloc_dev)
+        if (!g->rows_at_pos && !g->rloc_dev) {
             CK(cudaMemcpy2DAsync(g->rloc, rp, g->rloc_h, rp, sizeof(int32_t) * (size_t)nq, (size_t)g->n_rsrc,
                                  cudaMemcpyHostToDevice, g->st),
                "step row locations");
+            copied = 1;
+        }
     } else { /* the first nq entries of every [table][layer] row: one 2D copy */
         const size_t pitch = sizeof(void *) * (size_t)g->maxq;
         CK(cudaMemcpy2DAsync(g->tab, pitch, g->tab_h, pitch, sizeof(void *) * (size_t)nq, 4 * (size_t)g->L,
                              cudaMemcpyHostToDevice, g->st),
            "step pointer tables");
+        copied = 1;
     }
     const double u1 = now_mono_s();
-    CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
     g->up_copy_s = u1 - u0;
-    g->up_event_s = now_mono_s() - u1;
-    g->up_pending = 1;
+    g->up_event_s = 0;
+    if (copied) { /* the copies' event: the next dhs_ref_gpu_step_inputs waits for it */
+        CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
+        g->up_event_s = now_mono_s() - u1;
+        g->up_pending = 1;
+    }
     return DHS_OK;
+}
+
+extern "C" int32_t dhs_ref_gpu_step_stride(const dhs_ref_gpu *g) { return g ? g->maxq : 0; }
+
+extern "C" void dhs_ref_gpu_step_counts(const dhs_ref_gpu *g, uint64_t *inputs_waits, int *inputs_in_step)
+{
+    *inputs_waits = g ? g->in_waits : 0;
+    *inputs_in_step = g && g->inb_hd ? 1 : 0;
 }
 
 extern "C" void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *event_s)
@@ -1255,8 +1292,23 @@ extern "C" void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, d
     *event_s = g ? g->up_event_s : 0.0;
 }
 
+/* the step's inputs block from the pinned mirror (its device address) into device memory: the step's
+   first kernel, so the host issues no copy for it (uncached loads: the host rewrites the mirror between
+   two steps) */
+__global__ void k_inputs(uint4 *__restrict__ dst, const uint4 *src, size_t n16)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __ldcv(src + i);
+}
+
 extern "C" dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
+    if (g->inb_hd) { /* the inputs block (dhs_ref_gpu_step_upload): 16-byte multiples (inb_cs is 256-aligned) */
+        const size_t n16 = g->in_bytes / 16;
+        const unsigned blocks = (unsigned)((n16 + 255) / 256 < 64 ? (n16 + 255) / 256 : 64);
+        k_inputs<<<blocks ? blocks : 1, 256, 0, g->st>>>((uint4 *)(void *)g->inb, (const uint4 *)(const void *)g->inb_hd, n16);
+        CK(cudaGetLastError(), "k_inputs");
+    }
     if (g->compact) { /* every layer's row destinations (compact tables) */
         dim3 grid((unsigned)((g->nq + 127) / 128), (unsigned)g->L);
         k_rowdst<<<grid, 128, 0, g->st>>>(g->tab, g->L, g->maxq, g->nq, g->pos, g->lsrc, g->rloc, g->rows_at_pos);
@@ -1319,6 +1371,7 @@ extern "C" dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits
     if (g->capturing) return DHS_ERR_STATE;
     CK(cudaStreamSynchronize(g->st), "step sync");
     g->up_pending = 0;
+    g->in_pending = 0;
     if (g->fused) {
         dhs_status st = check_nan(g, 0, g->L);
         if (st != DHS_OK) return st;

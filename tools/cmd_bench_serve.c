@@ -508,6 +508,9 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "round_begin_us", 1e6 * r->st.begin_s / na);
         cJSON_AddNumberToObject(h, "round_end_us", 1e6 * r->st.end_s / na);
         cJSON_AddNumberToObject(h, "early_ends", (double)r->st.early_ends); /* --round-end early */
+        /* the step reads its inputs block itself (no copy call on the host's path), and waits for it */
+        cJSON_AddBoolToObject(h, "inputs_in_step", r->st.inputs_in_step != 0);
+        cJSON_AddNumberToObject(h, "inputs_waits", (double)r->st.inputs_waits);
         cJSON_AddNumberToObject(h, "ahead_rounds", (double)r->st.ahead_rounds); /* --round-end ahead */
         cJSON_AddNumberToObject(h, "ahead_us", r->st.ahead_rounds ? 1e6 * r->st.ahead_s / (double)r->st.ahead_rounds : 0.0);
         /* what the GPU waits for: the host's wall time from one plain round's step completing to the next

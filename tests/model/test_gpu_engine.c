@@ -81,6 +81,9 @@ struct dhs_ref_gpu {
     int32_t *lsrc;          /* [L] */
     int32_t *rloc_h, *rloc; /* [n_rsrc][maxq]: mirror and the "device" copy */
     int rloc_dev;           /* dhs_ref_gpu_step_rloc_device: the library writes rloc */
+    int in_pending;         /* refmodel.cu: the step reads tokens / positions / RoPE from the mirrors itself;
+                               set by the upload, read by embed, cleared by step_wait */
+    uint64_t in_waits;      /* dhs_ref_gpu_step_inputs calls made while a step still read the mirrors */
 };
 
 /* device allocations (dhs_ref_gpu_alloc): a freed one is poisoned and kept (never reused) until the
@@ -124,6 +127,9 @@ static void blocks_release(void)
 
 /* the device step's uploaded RoPE rows that differ from dhs_ref_rope_cs of their position */
 static uint64_t g_rope_bad, g_rope_rows;
+/* steps whose inputs mirrors (tokens, positions; RoPE poisoned when read) changed between the step's read
+   and dhs_ref_gpu_step_wait: on the GPU the step might have read the new values */
+static uint64_t g_inputs_raced, g_inputs_steps;
 
 int dhs_ref_gpu_available(void) { return 1; }
 const char *dhs_ref_gpu_error(const dhs_ref_gpu *g)
@@ -436,6 +442,10 @@ static void **tab_at(dhs_ref_gpu *g, int which, int32_t l) { return g->tab + ((s
 
 dhs_status dhs_ref_gpu_step_inputs(dhs_ref_gpu *g, dhs_ref_gpu_step_in *in)
 {
+    if (g->in_pending) { /* refmodel.cu synchronises with the step here: counted, the engine never should */
+        g->in_waits++;
+        g->in_pending = 0;
+    }
     const size_t LQ = (size_t)g->L * (size_t)g->maxq;
     in->tokens = g->tok_h;
     in->pos = g->pos_h;
@@ -502,17 +512,8 @@ dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
 {
     if (nq < 1 || nq > g->maxq) return DHS_ERR_INVALID_ARG;
     g->nq = nq;
+    g->in_pending = 1; /* tokens, positions, RoPE values: read by the step (embed) from the mirrors */
     if (g_noop) return DHS_OK; /* --bench-control: a real upload is a DMA the host only issues */
-    memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
-    memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
-    for (int32_t q = 0; q < nq; q++) { /* what refmodel.cu uploads as RoPE: the engine's values */
-        if (g->pos_h[q] < 0) continue;
-        float want[64];
-        dhs_ref_rope_cs(g->pos_h[q], want, want + 32);
-        g_rope_bad += memcmp(g->cs_h + (int64_t)q * 64, want, sizeof want) != 0;
-        g_rope_rows++;
-    }
-    memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
     if (g->compact) { /* the row locations (rewritten every round: poisoned after the copy); the tables
                          stay on the "device" as dhs_ref_gpu_step_tables left them */
         if (!g->rows_at_pos && !g->rloc_dev) {
@@ -556,11 +557,38 @@ dhs_status dhs_ref_gpu_step_weights(dhs_ref_gpu *g, uint64_t bytes)
     return DHS_OK;
 }
 
+/* refmodel.cu's k_inputs: the step reads the inputs block from the pinned mirrors as its first kernel,
+   after the upload and before dhs_ref_gpu_step_wait (the engine must not rewrite them in between) */
+static void step_read_inputs(dhs_ref_gpu *g)
+{
+    const int32_t nq = g->nq;
+    memcpy(g->tok, g->tok_h, sizeof(int32_t) * (size_t)nq);
+    memcpy(g->pos, g->pos_h, sizeof(int64_t) * (size_t)nq);
+    for (int32_t q = 0; q < nq; q++) { /* what refmodel.cu reads as RoPE: the engine's values */
+        if (g->pos_h[q] < 0) continue;
+        float want[64];
+        dhs_ref_rope_cs(g->pos_h[q], want, want + 32);
+        g_rope_bad += memcmp(g->cs_h + (int64_t)q * 64, want, sizeof want) != 0;
+        g_rope_rows++;
+    }
+    memset(g->cs_h, 0xA5, sizeof(float) * 64 * (size_t)g->maxq); /* a stale value would show next round */
+}
+
+int32_t dhs_ref_gpu_step_stride(const dhs_ref_gpu *g) { return g->maxq; }
+
+void dhs_ref_gpu_step_counts(const dhs_ref_gpu *g, uint64_t *inputs_waits, int *inputs_in_step)
+{
+    *inputs_waits = g->in_waits;
+    *inputs_in_step = 1;
+}
+
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g)
 {
     g_step_calls++;
     g_emulated_calls++;
     if (g_noop) return DHS_OK;
+    if (!g->in_pending) return DHS_ERR_STATE; /* a step without an upload since the last wait */
+    step_read_inputs(g);
     if (g->compact) /* refmodel.cu k_rowdst: rowdst = base + (int64_t)row * 656 */
         for (int32_t l = 0; l < g->L; l++)
             for (int32_t q = 0; q < g->nq; q++) {
@@ -703,6 +731,14 @@ dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g)
 
 dhs_status dhs_ref_gpu_step_wait(dhs_ref_gpu *g, const float **logits)
 {
+    if (g->in_pending && !g_noop) { /* the mirrors as the step read them, until now */
+        int same = memcmp(g->tok, g->tok_h, sizeof(int32_t) * (size_t)g->nq) == 0 &&
+                   memcmp(g->pos, g->pos_h, sizeof(int64_t) * (size_t)g->nq) == 0;
+        for (size_t i = 0; i < sizeof(float) * 64 * (size_t)g->maxq && same; i++) same = ((const uint8_t *)g->cs_h)[i] == 0xA5;
+        g_inputs_raced += !same;
+        g_inputs_steps++;
+    }
+    g->in_pending = 0;
     *logits = g->logits_h;
     return DHS_OK;
 }
@@ -1131,6 +1167,11 @@ static void test_round_ahead(uint64_t seed)
             CHECKF(r[1].tokens_digest == r[2].tokens_digest && r[0].tokens_digest == r[2].tokens_digest,
                    "%s step: tokens %016" PRIx64 " (CPU) %016" PRIx64 " (early) %016" PRIx64 " (ahead)", sn,
                    r[0].tokens_digest, r[1].tokens_digest, r[2].tokens_digest);
+            /* the round opened under the step neither waited for that step's read of its inputs nor
+               rewrote them while it could still read them */
+            CHECKF(r[2].step_hier.inputs_waits == 0 && r[1].step_hier.inputs_waits == 0,
+                   "%s step: inputs that waited for the step before: %" PRIu64 " (early) %" PRIu64 " (ahead)", sn,
+                   r[1].step_hier.inputs_waits, r[2].step_hier.inputs_waits);
             CHECKF(r[1].step_hier.ahead_rounds == 0 && r[2].step_hier.ahead_rounds > 0 &&
                        r[2].step_hier.ahead_rounds + 2 < r[2].step_hier.early_ends,
                    "%s step: %" PRIu64 " rounds opened ahead of %" PRIu64 " ended early (early run: %" PRIu64 ")", sn,
@@ -1336,6 +1377,9 @@ static void test_rope_ahead(uint64_t seed)
     int rc = dhs_ref_run(&c, &r);
     CHECKF(rc == 0 && r.identical, "spec 1 device step: %s", r.errmsg);
     CHECKF(g_rope_rows > 0 && g_rope_bad == 0, "%" PRIu64 " of %" PRIu64 " uploaded RoPE rows differ", g_rope_bad, g_rope_rows);
+    CHECKF(r.step_hier.inputs_in_step == 1 && r.step_hier.inputs_waits == 0 && r.step_res.inputs_waits == 0,
+           "inputs read by the step: %d, inputs that waited for a step: %" PRIu64 " / %" PRIu64, r.step_hier.inputs_in_step,
+           r.step_res.inputs_waits, r.step_hier.inputs_waits);
     const dhs_ref_step_times *t[2] = {&r.step_res, &r.step_hier};
     for (int k = 0; k < 2; k++)
         CHECKF(t[k]->rope_now == (uint64_t)c.sessions && t[k]->rope_ahead + t[k]->rope_now == g_rope_rows / 2,
@@ -1731,6 +1775,8 @@ int main(int argc, char **argv)
     test_streamed_prefill(DHS_REF_GEOM_GLM53, 8, seed + 7);
     test_streamed_prefill(DHS_REF_GEOM_DSV32, 5, seed + 8);
     CHECKF(g_bad_rowdst == 0, "%" PRIu64 " valid queries of the device step had no row destination", g_bad_rowdst);
+    CHECKF(g_inputs_steps > 0 && g_inputs_raced == 0,
+           "%" PRIu64 " of %" PRIu64 " steps saw their inputs mirrors rewritten before their wait", g_inputs_raced, g_inputs_steps);
     CHECKF(g_dead_refs == 0 && g_ptr_checks > 0, "%" PRIu64 " of %" PRIu64 " table pointers named freed device memory",
            g_dead_refs, g_ptr_checks);
     free(g_qrec);
