@@ -122,11 +122,15 @@ struct dhs_ref_engine {
     uint64_t shadow_bad;    /* located rows differing from the model's own copy */
     char shadow_first[256];
     uint64_t rounds;
-    int32_t *probe_h;       /* device step with a locmeter: pinned [ng][kmax][k] queries of batch item 0 */
-    /* the last step's probe, copied out when its wait returns and fed to the meter after the next
-       launch (the GPU then runs the next step; the meter's work is not on the critical path), or
-       before a session ends or the meter is read (dhs_ref_engine_meter_flush) */
-    int32_t *probe_snap;
+    /* device step with a locmeter: two pinned [ng][kmax][k] buffers of batch item 0's queries, written by
+       the steps in turn (dhs_ref_gpu_probe_copy / _flip); probe_par: the one the next step writes */
+    int32_t *probe_h[2];
+    int probe_par;
+    /* the last step's probe (its buffer probe_snap), fed to the meter after the next launch (the GPU then
+       runs the next step, which writes the other buffer: neither the meter's work nor a copy of the
+       probe is on the path between two steps), or before a session ends or the meter is read
+       (dhs_ref_engine_meter_flush) */
+    const int32_t *probe_snap;
     int32_t snap_id, snap_K; /* the probe's session and queries; snap_K 0: nothing pending */
     int64_t snap_n;          /* that session's positions then */
     uint64_t snap_round;     /* e->rounds then */
@@ -382,8 +386,8 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
         dhs_status st = gpu_create(e);
         if (st == DHS_OK && cfg->locmeter && cfg->step != DHS_REF_STEP_HOST) {
             const uint64_t pb = sizeof(int32_t) * (uint64_t)e->ng * (uint64_t)e->kmax * (uint64_t)e->k;
-            st = dhs_ref_gpu_host_alloc(e->gpu, pb, (void **)&e->probe_h);
-            if (st == DHS_OK && !(e->probe_snap = malloc((size_t)pb))) st = DHS_ERR_NOMEM;
+            st = dhs_ref_gpu_host_alloc(e->gpu, pb, (void **)&e->probe_h[0]);
+            if (st == DHS_OK) st = dhs_ref_gpu_host_alloc(e->gpu, pb, (void **)&e->probe_h[1]);
         }
         if (st != DHS_OK) {
             dhs_ref_engine_destroy(e);
@@ -454,8 +458,8 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->gtail);
     free(e->tab_epoch);
     if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
-    if (e->probe_h) dhs_ref_gpu_host_free(e->gpu, e->probe_h);
-    free(e->probe_snap);
+    for (int b = 0; b < 2; b++)
+        if (e->probe_h[b]) dhs_ref_gpu_host_free(e->gpu, e->probe_h[b]);
     dhs_ref_gpu_destroy(e->gpu);
     free(e);
 }
@@ -891,8 +895,9 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         if (li->producer) {
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
-            if (e->probe_h && /* the queries of batch item 0 back to the host, for the locality meter */
-                (st = dhs_ref_gpu_queue_copy(e->gpu, 0, e->probe_h + (int64_t)g * e->kmax * e->k, dhs_ref_gpu_step_sel(e->gpu),
+            if (e->probe_h[0] && /* the queries of batch item 0 back to the host, for the locality meter */
+                (st = dhs_ref_gpu_probe_copy(e->gpu, e->probe_h[0] + (int64_t)g * e->kmax * e->k,
+                                             e->probe_h[1] + (int64_t)g * e->kmax * e->k, dhs_ref_gpu_step_sel(e->gpu),
                                              sizeof(int32_t) * (uint64_t)e->kmax * (uint64_t)e->k)) != DHS_OK)
                 return step_gpu_fail(e, "locality probe", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
@@ -930,6 +935,8 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         }
     }
     if ((st = dhs_ref_gpu_step_logits(e->gpu)) != DHS_OK) return step_gpu_fail(e, "logits", st);
+    /* the next step writes the locality probe's other buffer */
+    if (e->probe_h[0] && (st = dhs_ref_gpu_probe_flip(e->gpu)) != DHS_OK) return step_gpu_fail(e, "locality probe", st);
     dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER); /* closes the last interval */
     return DHS_OK;
 }
@@ -1266,14 +1273,13 @@ upload:
     const float *lg = NULL;
     if ((st = dhs_ref_gpu_step_wait(e->gpu, &lg)) != DHS_OK) return step_gpu_fail(e, "wait", st);
     double t3 = dhs_wall_s();
-    if (e->probe_h) { /* batch item 0's queries, fed to the meter after the next launch */
+    if (e->probe_h[0]) { /* batch item 0's queries, fed to the meter after the next launch */
         const double tm = dhs_wall_s();
         dhs_ref_engine_meter_flush(e); /* a launch failed in between: nothing may be lost */
-        /* the meter reads item 0's K queries of each group: those rows only (all kmax of every group
-           were 688 KB a round at GLM-5.3's 21 groups, spec 4, k 2048, on the path between two steps) */
-        for (int32_t g = 0; g < e->ng; g++)
-            memcpy(e->probe_snap + (int64_t)g * e->kmax * e->k, e->probe_h + (int64_t)g * e->kmax * e->k,
-                   sizeof(int32_t) * (size_t)K[0] * (size_t)e->k);
+        /* the buffer this step wrote stays as it is until the step after next: no copy here (a snapshot of
+           item 0's queries cost 29-33 us between two steps at 32K, C = 64: bench/RESULTS.md) */
+        e->probe_snap = e->probe_h[e->probe_par];
+        e->probe_par ^= 1;
         e->snap_id = ids[0];
         e->snap_K = K[0];
         e->snap_n = e->s[ids[0]].n;

@@ -90,6 +90,13 @@ dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev);
 dhs_status dhs_ref_gpu_queue_wait(dhs_ref_gpu *g, int32_t queue, int64_t ev);
 dhs_status dhs_ref_gpu_queues_sync(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_memset(dhs_ref_gpu *g, void *dev, int value, uint64_t bytes);
+/* ---- the locality meter's probe of a device step, double-buffered: probe_copy copies `bytes` (a
+   multiple of 4) from src on the model's stream to dst[par] (pinned host or device memory), where par
+   is a device-side bit that probe_flip toggles (both capturable, so a graph replayed every round
+   alternates the buffers): the host reads the buffer of step t while step t + 1 writes the other one,
+   with no copy of its own between two steps. The bit starts at 0. */
+dhs_status dhs_ref_gpu_probe_copy(dhs_ref_gpu *g, void *dst0, void *dst1, const void *src, uint64_t bytes);
+dhs_status dhs_ref_gpu_probe_flip(dhs_ref_gpu *g);
 
 /* A round's queries: nq = items x k_max slots; tokens[q], pos[q] (< 0:
    invalid slot); RoPE tables are computed here from pos. Embeds x. */

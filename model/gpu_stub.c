@@ -122,6 +122,16 @@ void dhs_ref_gpu_upload_times(const dhs_ref_gpu *g, double *copy_s, double *even
     (void)g;
     *copy_s = *event_s = 0.0;
 }
+dhs_status dhs_ref_gpu_probe_copy(dhs_ref_gpu *g, void *dst0, void *dst1, const void *src, uint64_t bytes)
+{
+    (void)g, (void)dst0, (void)dst1, (void)src, (void)bytes;
+    return DHS_ERR_UNSUPPORTED;
+}
+dhs_status dhs_ref_gpu_probe_flip(dhs_ref_gpu *g)
+{
+    (void)g;
+    return DHS_ERR_UNSUPPORTED;
+}
 int32_t dhs_ref_gpu_step_stride(const dhs_ref_gpu *g)
 {
     (void)g;

@@ -587,6 +587,7 @@ struct dhs_ref_gpu {
     size_t in_bytes;
     int in_pending;
     uint64_t in_waits; /* dhs_ref_gpu_step_inputs calls that waited for a step (dhs_ref_gpu_step_counts) */
+    int32_t *probe_par; /* dhs_ref_gpu_probe_copy / _flip: the device-side buffer bit (with the step's buffers) */
     cudaGraphExec_t exec;
     int exec_nq;      /* nq the graph was captured with */
     int capturing;
@@ -673,6 +674,7 @@ extern "C" void dhs_ref_gpu_destroy(dhs_ref_gpu *g)
     cudaFree(g->anv);
     cudaFreeHost(g->ptrs_h);
     cudaFreeHost(g->inb_h);
+    if (g->probe_par) cudaFree(g->probe_par);
     cudaFree(g->tab);
     cudaFreeHost(g->tab_h);
     cudaFree(g->lsrc);
@@ -795,6 +797,8 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
         AL(g->ao, Q * (size_t)d->n_heads * G_NOPE * sizeof(float));
         AL(g->aidx, Q * (size_t)d->topk * sizeof(int32_t));
         AL(g->anv, Q * sizeof(int32_t));
+        AL(g->probe_par, sizeof(int32_t));
+        if (e == cudaSuccess) e = cudaMemset(g->probe_par, 0, sizeof(int32_t));
 #undef AL
         if (e == cudaSuccess) e = cudaMallocHost((void **)&g->ptrs_h, 4 * Q * sizeof(void *));
         /* device step: pointer tables of every layer, pinned mirrors, the logits' landing place */
@@ -882,6 +886,36 @@ extern "C" dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void
 {
     if (!g || queue < 0 || queue > 2 || (queue && !g->qs[queue - 1])) return DHS_ERR_INVALID_ARG;
     if (bytes) CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, queue_stream(g, queue)), "queue copy");
+    return DHS_OK;
+}
+
+/* the probe's copy into dst[*par] (4-byte elements: the meter's selections) and the bit's toggle */
+__global__ void k_probe_copy(int32_t *dst0, int32_t *dst1, const int32_t *par, const int32_t *src, uint64_t n)
+{
+    int32_t *dst = *par ? dst1 : dst0;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+__global__ void k_probe_flip(int32_t *par) { *par ^= 1; }
+
+extern "C" dhs_status dhs_ref_gpu_probe_copy(dhs_ref_gpu *g, void *dst0, void *dst1, const void *src, uint64_t bytes)
+{
+    if (!g || !dst0 || !dst1 || !src || (bytes & 3u)) return DHS_ERR_INVALID_ARG;
+    if (!g->probe_par) return DHS_ERR_STATE; /* no device step buffers */
+    const uint64_t n = bytes / 4;
+    if (n == 0) return DHS_OK;
+    const unsigned blocks = (unsigned)((n + 255) / 256 < 32 ? (n + 255) / 256 : 32);
+    k_probe_copy<<<blocks, 256, 0, g->st>>>((int32_t *)dst0, (int32_t *)dst1, g->probe_par, (const int32_t *)src, n);
+    CK(cudaGetLastError(), "k_probe_copy");
+    return DHS_OK;
+}
+
+extern "C" dhs_status dhs_ref_gpu_probe_flip(dhs_ref_gpu *g)
+{
+    if (!g || !g->probe_par) return DHS_ERR_STATE;
+    k_probe_flip<<<1, 1, 0, g->st>>>(g->probe_par);
+    CK(cudaGetLastError(), "k_probe_flip");
     return DHS_OK;
 }
 

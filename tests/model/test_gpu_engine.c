@@ -84,6 +84,7 @@ struct dhs_ref_gpu {
     int in_pending;         /* refmodel.cu: the step reads tokens / positions / RoPE from the mirrors itself;
                                set by the upload, read by embed, cleared by step_wait */
     uint64_t in_waits;      /* dhs_ref_gpu_step_inputs calls made while a step still read the mirrors */
+    int probe_par;          /* refmodel.cu's device-side probe bit (dhs_ref_gpu_probe_copy / _flip) */
 };
 
 /* device allocations (dhs_ref_gpu_alloc): a freed one is poisoned and kept (never reused) until the
@@ -285,6 +286,17 @@ dhs_status dhs_ref_gpu_queue_copy(dhs_ref_gpu *g, int32_t queue, void *dst, cons
     (void)g;
     if (queue < 0 || queue > 2) return DHS_ERR_INVALID_ARG;
     memcpy(dst, src, bytes);
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_probe_copy(dhs_ref_gpu *g, void *dst0, void *dst1, const void *src, uint64_t bytes)
+{
+    if (!dst0 || !dst1 || !src || (bytes & 3u)) return DHS_ERR_INVALID_ARG;
+    if (!g_noop) memcpy(g->probe_par ? dst1 : dst0, src, bytes);
+    return DHS_OK;
+}
+dhs_status dhs_ref_gpu_probe_flip(dhs_ref_gpu *g)
+{
+    g->probe_par ^= 1;
     return DHS_OK;
 }
 dhs_status dhs_ref_gpu_queue_record(dhs_ref_gpu *g, int32_t queue, int64_t ev)
