@@ -73,6 +73,7 @@ struct dhs_ref_engine {
     uint8_t *fetch;         /* [k][656] rows read with dhs_read_location (fetch_rows) */
     int32_t *fidx;          /* [k] */
     float *prob;            /* [V] */
+    float *lbuf;            /* [max_slots][kmax][V]: the logits when the caller asks for none (round_out.logits NULL) */
     dhs_resolve_item *items;/* [slots] */
     dhs_req *reqs;          /* [slots] */
     int32_t *acc0;          /* [slots] zeros: the accepted counts of a width-1 round (cfg.end_early) */
@@ -357,6 +358,7 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->fetch = aligned_alloc(16, (size_t)e->k * DHS_REF_ROW_BYTES);
     e->fidx = calloc((size_t)e->k, sizeof(int32_t));
     e->prob = calloc((size_t)e->V, sizeof(float));
+    e->lbuf = calloc(S * K * (size_t)e->V, sizeof(float));
     e->items = calloc(S, sizeof *e->items);
     e->reqs = calloc(S, sizeof *e->reqs);
     e->acc0 = calloc(S, sizeof *e->acc0);
@@ -367,7 +369,7 @@ dhs_status dhs_ref_engine_create(const dhs_ref_model *m, const dhs_ref_engine_cf
     e->tsel = calloc(S * (size_t)e->ng, sizeof *e->tsel);
     if (!e->titems || !e->tsel ||
         !e->s || !e->slot_used || !e->ring || !e->sc || !e->blk || !e->dprob || !e->X || !e->XN || !e->sel ||
-        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->items || !e->reqs || !e->acc0 ||
+        !e->loc || !e->rowbuf || !e->fetch || !e->fidx || !e->prob || !e->lbuf || !e->items || !e->reqs || !e->acc0 ||
         !e->next_ids || !e->ahead_ids || !e->ones) {
         dhs_ref_engine_destroy(e);
         return DHS_ERR_NOMEM;
@@ -439,6 +441,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->fetch);
     free(e->fidx);
     free(e->prob);
+    free(e->lbuf);
     free(e->items);
     free(e->reqs);
     free(e->acc0);
@@ -1139,7 +1142,8 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
    (tail locations; compact tables: the changed items' pointer tables, else every
    layer's tables; the upload), then the step
    (eager, or a CUDA graph), then the logits */
-static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits)
+static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, const int32_t *K, float *logits,
+                           const float **vlog)
 {
     const dhs_ref_model *m = e->m;
     const dhs_ref_cfg *c = dhs_ref_model_cfg(m);
@@ -1295,8 +1299,12 @@ upload:
     e->x_done = t3;
     e->gpu_idle_since = !prof && !captured ? t3 : 0;
     const double tlg = dhs_wall_s();
-    for (int32_t i = 0; i < n; i++)
-        memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+    *vlog = lg; /* verified where the step left them (pinned, untouched until the next step's launch) */
+    if (logits) { /* the caller's copy */
+        for (int32_t i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * kmax * e->V, lg + (int64_t)i * kmax * e->V, sizeof(float) * (size_t)K[i] * (size_t)e->V);
+        *vlog = logits;
+    }
     e->x_logits = dhs_wall_s() - tlg;
     if (prof) { /* its phases, not in stt: those are the serving rounds */
         double us[DHS_REF_PH_N] = {0};
@@ -1336,6 +1344,9 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     }
     e->ended_early = 0;
     e->x_logits = e->x_meter = e->x_inputs = e->x_tables = 0;
+    /* the logits verified: the caller's out->logits, or (NULL) the engine's buffer or the device step's */
+    float *LG = out->logits ? out->logits : e->lbuf;
+    const float *vlog = LG;
     /* 1. proposals */
     double ta = dhs_wall_s();
     e->x_enter = ta;
@@ -1365,7 +1376,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     }
     /* 3. the target, layer by layer over the batch */
     if (e->gpu && e->cfg.step != DHS_REF_STEP_HOST) {
-        st = gpu_step(e, n, ids, K, out->logits); /* its host parts: gpu_step */
+        st = gpu_step(e, n, ids, K, out->logits, &vlog); /* its host parts: gpu_step */
         e->x_exit = 0;
         if (st != DHS_OK) return st;
         goto verification;
@@ -1376,7 +1387,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
         e->x_exit = 0;
     }
     if (e->gpu) {
-        st = gpu_target(e, n, ids, K, out->logits);
+        st = gpu_target(e, n, ids, K, LG);
         if (st == DHS_OK) st = background(e); /* the equivalent point: after the target's compute */
         if (st == DHS_OK) st = end_early(e, n, K);
         if (st == DHS_OK) st = open_ahead(e);
@@ -1480,7 +1491,7 @@ dhs_status dhs_ref_engine_round(dhs_ref_engine *e, int32_t n, const int32_t *ids
     }
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < K[i]; j++)
-            dhs_ref_logits(m, Xat(e, e->X, i, j), out->logits + ((int64_t)i * kmax + j) * V);
+            dhs_ref_logits(m, Xat(e, e->X, i, j), LG + ((int64_t)i * kmax + j) * V);
     if ((st = background(e)) != DHS_OK) return st; /* the equivalent point: after the target's compute */
     if ((st = end_early(e, n, K)) != DHS_OK) return st;
     if ((st = open_ahead(e)) != DHS_OK) return st;
@@ -1492,7 +1503,7 @@ verification:
     /* 4. verification */
     const double tv = dhs_wall_s();
     for (int32_t i = 0; i < n; i++)
-        out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], out->logits + (int64_t)i * kmax * V,
+        out->accepted[i] = verify(e, &e->s[ids[i]], i, K[i], vlog + (int64_t)i * kmax * V,
                                   out->emitted + (int64_t)i * kmax);
     e->x_verify = dhs_wall_s() - tv;
     e->stt.verify_s += e->x_verify;

@@ -603,7 +603,8 @@ dhs_status dhs_ref_engine_start_shared(dhs_ref_engine *e, int32_t id, const dhs_
 dhs_status dhs_ref_engine_finish(dhs_ref_engine *e, int32_t id);
 
 typedef struct dhs_ref_round_out {
-    float *logits;      /* [n][k_max][V]: target logits of every query (rows j >= K_i untouched) */
+    float *logits;      /* [n][k_max][V]: target logits of every query (rows j >= K_i untouched); NULL: not
+                           copied out (the device step verifies them where they arrived) */
     int32_t *accepted;  /* [n] A_i */
     int32_t *emitted;   /* [n][k_max]: tokens emitted (A_i + 1 of them) */
     int32_t *block;     /* optional [n][k_max]: the queries' input tokens (anchor, proposals) */

@@ -777,7 +777,9 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
         }
         if ((uint64_t)n > r->max_active) r->max_active = (uint64_t)n;
         if (n > 0) {
-            dhs_ref_round_out o_res = {L_res, A_res, E_res, NULL}, o_hier = {L_hier, A_hier, E_hier, NULL};
+            /* the logits are compared only when both engines run: otherwise none is copied out */
+            dhs_ref_round_out o_res = {er && eh ? L_res : NULL, A_res, E_res, NULL},
+                              o_hier = {er && eh ? L_hier : NULL, A_hier, E_hier, NULL};
             double t_res0 = r->t_resident;
             if (er) {
                 double ta = dhs_wall_s();
