@@ -15,8 +15,10 @@
 #      twice; one line per run: exposed host us per round by part (tail / head / control), the library's
 #      round begin (housekeeping / tail room / publish) and end (its device wait), tokens digest.
 # Usage: BASE=/path/to/old/tree bash bench/gpu_round_end.sh   (env: OUT for the logs, SERVE_REPS 2;
-#        SERVE_CONTEXT 8192, SERVE_C 64, SERVE_GIB 24, SERVE_ENDS "wait early" (this tree adds ahead);
-#        ONLY_SERVE=1: no tests, no control_bench)
+#        SERVE_CONTEXT 8192, SERVE_C 64, SERVE_GIB 24, SERVE_ENDS "wait early" (this tree adds ahead, and
+#        BASE too with BASE_AHEAD=1; SERVE_ENDS=" ": ahead only);
+#        ONLY_SERVE=1: no tests, no control_bench; MODEL_TESTS=1: test_gpu_model and the graph step's
+#        resident-against-hierarchical run first)
 # Expected about 8 minutes on an H200 host with 16 cores (two builds in parallel, about 30 s).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,8 +36,9 @@ bld() { # SRC DIR TARGETS...
     cmake --build "$d" -j"$(nproc)" --target "$@" >> "$d.log" 2>&1 || { tail -20 "$d.log"; echo "BUILD FAILED $d"; }
 }
 mkdir -p "$out/b"
-if [ -n "${ONLY_SERVE:-}" ]; then bld "$root" "$out/b/new" dhs_tool &
-else bld "$root" "$out/b/new" dhs_tool control_bench test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph &
+mt=(); [ -n "${MODEL_TESTS:-}" ] && mt=(test_gpu_model)
+if [ -n "${ONLY_SERVE:-}" ]; then bld "$root" "$out/b/new" dhs_tool "${mt[@]}" &
+else bld "$root" "$out/b/new" dhs_tool control_bench test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph "${mt[@]}" &
 fi
 trees=new
 if [ -n "${BASE:-}" ] && [ -d "$BASE" ]; then
@@ -45,6 +48,20 @@ fi
 wait
 el "builds done ($trees)"
 rc=0
+# MODEL_TESTS=1: the GPU model against the CPU model, and resident against hierarchical on the graph step
+if [ -n "${MODEL_TESTS:-}" ]; then
+  t1=$(date +%s)
+  DHS_TEST_SEED=${DHS_TEST_SEED:-20261206} DHS_TEST_SCALE=0.3 timeout 200 "$out/b/new/test_gpu_model" > "$out/test_gpu_model.log" 2>&1
+  r=$?
+  [ $r = 0 ] || rc=1
+  echo "## test_gpu_model rc=$r ($(( $(date +%s) - t1 )) s) $(grep -h 'passed,\|passed\b' "$out/test_gpu_model.log" | tail -1)"
+  [ $r = 0 ] || grep -m 10 "FAIL\|failed" "$out/test_gpu_model.log"
+  timeout 120 "$out/b/new/dhs" run --backend cuda --step graph --geometry glm-5.3 --sessions 4 --context 8192 --tokens 8 \
+    --spec 4 --compare resident --json > "$out/run_exact.json" 2> "$out/run_exact.err"
+  r=$?
+  [ $r = 0 ] || rc=1
+  echo "## dhs run --step graph --compare resident rc=$r $(grep -o '"identical": *[a-z]*\|"logit_mismatches": *[0-9]*\|"tokens_digest": *"[0-9a-f]*"' "$out/run_exact.json" | tr '\n' ' ')"
+fi
 [ -n "${ONLY_SERVE:-}" ] || {
 for t in test_cuda test_dres_api_cuda test_dres_cuda test_dres_graph; do
   t1=$(date +%s)
@@ -106,7 +123,8 @@ PY
 for k in $(seq 1 "${SERVE_REPS:-2}"); do
   order="$trees"; [ $((k % 2)) = 0 ] && order=$(echo $trees | tr ' ' '\n' | tac | tr '\n' ' ')
   for v in $order; do
-    ends=${SERVE_ENDS:-wait early}; [ "$v" = new ] && ends="$ends ahead" # BASE has no --round-end ahead
+    # ahead: this tree, and BASE too with BASE_AHEAD=1 (a BASE before f544efc has no --round-end ahead)
+    ends=${SERVE_ENDS:-wait early}; { [ "$v" = new ] || [ -n "${BASE_AHEAD:-}" ]; } && ends="$ends ahead"
     for re in $ends; do
       f="$out/serve_${v}_${re}_$k.json"
       timeout "${SERVE_TIMEOUT:-150}" "$out/b/$v/dhs" $S --round-end $re --output "$f" > "$out/serve_${v}_${re}_$k.log" 2>&1
