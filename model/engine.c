@@ -126,7 +126,8 @@ struct dhs_ref_engine {
     /* device step with a locmeter: two pinned [ng][kmax][k] buffers of batch item 0's queries, written by
        the steps in turn (dhs_ref_gpu_probe_copy / _flip); probe_par: the one the next step writes */
     int32_t *probe_h[2];
-    int probe_par;
+    int probe_par;   /* the buffer the next step writes (the host's copy of the device bit) */
+    int probe_step;  /* the buffer the last launched step writes */
     /* the last step's probe (its buffer probe_snap), fed to the meter after the next launch (the GPU then
        runs the next step, which writes the other buffer: neither the meter's work nor a copy of the
        probe is on the path between two steps), or before a session ends or the meter is read
@@ -1155,6 +1156,9 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     e->x_tailloc = 0;
     if (ctx && n > e->cfg.ctx_requests) return DHS_ERR_INVALID_ARG;
     if ((st = dhs_ref_gpu_step_inputs(e->gpu, &in)) != DHS_OK) return step_gpu_fail(e, "inputs", st);
+    /* a round that failed after its launch left its predecessor's probe unfed, in the buffer this step
+       writes: fed now (the step before has completed: dhs_ref_gpu_step_inputs waited for it) */
+    if (e->snap_K && e->probe_snap == e->probe_h[e->probe_par]) dhs_ref_engine_meter_flush(e);
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < kmax; j++) {
             int32_t q = i * kmax + j;
@@ -1259,8 +1263,11 @@ upload:
     } else {
         st = gpu_step_issue(e);
         e->prof_now = 0;
-        if (st != DHS_OK) return st;
+        if (st != DHS_OK) return st; /* its last launch, the probe's flip, not issued: the bits agree */
     }
+    /* the step runs and toggles the probe's device bit: the host's follows now, whatever fails below */
+    e->probe_step = e->probe_par;
+    e->probe_par ^= 1;
     double t2 = dhs_wall_s();
     if ((st = background(e)) != DHS_OK) return st; /* the due tail backups, while the GPU runs the step */
     if ((st = end_early(e, n, K)) != DHS_OK) return st; /* a width-1 round's end, beside the step */
@@ -1279,11 +1286,10 @@ upload:
     double t3 = dhs_wall_s();
     if (e->probe_h[0]) { /* batch item 0's queries, fed to the meter after the next launch */
         const double tm = dhs_wall_s();
-        dhs_ref_engine_meter_flush(e); /* a launch failed in between: nothing may be lost */
+        dhs_ref_engine_meter_flush(e); /* the last probe, if the flush after this launch did not run */
         /* the buffer this step wrote stays as it is until the step after next: no copy here (a snapshot of
            item 0's queries cost 29-33 us between two steps at 32K, C = 64: bench/RESULTS.md) */
-        e->probe_snap = e->probe_h[e->probe_par];
-        e->probe_par ^= 1;
+        e->probe_snap = e->probe_h[e->probe_step];
         e->snap_id = ids[0];
         e->snap_K = K[0];
         e->snap_n = e->s[ids[0]].n;

@@ -546,8 +546,9 @@ typedef struct dhs_ref_step_times {
        prelaunch the upload's end to the launch: dhs_round_may_miss, the deployment's bytes */
     uint64_t host_rounds;
     double tail_s, between_s, head_s, xcontrol_s, prelaunch_s;
-    /* of tail_s (device step): the logits copied out, the locality meter's snapshot of batch item 0's
-       selections (the benchmark's instrument, not the engine's work), the verification, dhs_round_end
+    /* of tail_s (device step): the logits copied out (only for a caller that asks for them), the
+       locality meter's hand-over of batch item 0's selections (the benchmark's instrument, not the
+       engine's work; the step wrote them into one of two buffers), the verification, dhs_round_end
        (0 when the round ended early, beside the step); the rest is the commit */
     double tail_logits_s, tail_meter_s, tail_verify_s, tail_end_s;
     /* of xcontrol_s (device step): tokens, positions and RoPE values of the queries; the row locations

@@ -537,7 +537,7 @@ static cJSON *rec_json(const sv_rec *r)
         /* of the control plane: the library's dhs_tail_locations calls (per device-step round) */
         cJSON_AddNumberToObject(h, "control_tail_locations", r->st.rounds ? 1e6 * r->st.tailloc_s / (double)r->st.rounds : 0.0);
         cJSON_AddNumberToObject(h, "prelaunch", 1e6 * r->st.prelaunch_s / n);
-        /* of the tail: the logits out, the locality meter's snapshot (the benchmark's instrument), the
+        /* of the tail: the logits out, the locality meter's hand-over (the benchmark's instrument), the
            verification, dhs_round_end; of the control plane: the queries' inputs, the tables, the upload */
         cJSON_AddNumberToObject(h, "tail_logits", 1e6 * r->st.tail_logits_s / n);
         cJSON_AddNumberToObject(h, "tail_meter", 1e6 * r->st.tail_meter_s / n);
