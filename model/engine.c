@@ -1179,7 +1179,6 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
     e->x_inputs = t_in - t0;
     if (e->compact) {
         if ((st = compact_tables(e, n, ids, K, &in)) != DHS_OK) return st;
-        e->x_tables = dhs_wall_s() - t_in;
         goto upload;
     }
     /* where the block's rows go (they count as written; the step writes them) */
@@ -1216,8 +1215,8 @@ static dhs_status gpu_step(dhs_ref_engine *e, int32_t n, const int32_t *ids, con
                 in.rowdst[o + q] = (uint8_t *)s->grows[src] + t * DHS_REF_ROW_BYTES;
         }
     }
-    e->x_tables = dhs_wall_s() - t_in;
 upload:
+    e->x_tables = dhs_wall_s() - t_in;
     if ((st = dhs_ref_gpu_step_upload(e->gpu, nq)) != DHS_OK) return step_gpu_fail(e, "upload", st);
     dhs_ref_gpu_upload_times(e->gpu, &e->x_upcopy, &e->x_upevent);
     double t1 = dhs_wall_s();

@@ -16,7 +16,6 @@
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <time.h>
 
 #include "dev/topk_spec.h"  /* the library's fused top-k (dhs_cuda_topk_fused_n): topk = fused */
 #include "model/attn_row.cuh" /* fm/fa/fs, g_expf, the row score: shared with overlap.cu */
@@ -41,14 +40,9 @@ static inline cudaError_t att_launch_model(cudaStream_t st, int nq, int nh, int 
 #include "model/fp8_f16.h"    /* FP8 codes to half bits without a table: the indexer scores */
 #include "model/gpu.h"
 #include "model/prep_kern.cuh" /* the per-query projections (rows, indexer query, attention prep/out, logits) */
-/* host wall clock (the upload's host time, dhs_ref_gpu_upload_times) */
-static double now_mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+extern "C" {
+#include "sim/util.h" /* dhs_wall_s: the upload's host time */
 }
-
 static_assert(G_MAX_TOPK <= ATT_MAXK && G_MAX_HEADS <= ATT_MAXH, "attn_kern.cuh holds the model's k and heads");
 
 /* ------------------------------------------------------------------ numerics */
@@ -1277,7 +1271,7 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
     if (g->max_t >= g->dims.maxpos) return DHS_ERR_ROW_RANGE;
     /* positions, tokens and the first nq RoPE rows: one block, read by the step's first kernel from the
        mirror's device address (k_inputs), else one copy */
-    const double u0 = now_mono_s();
+    const double u0 = dhs_wall_s();
     g->in_bytes = g->inb_cs + sizeof(float) * 64 * (size_t)nq;
     int copied = 0;
     if (g->inb_hd)
@@ -1301,12 +1295,12 @@ extern "C" dhs_status dhs_ref_gpu_step_upload(dhs_ref_gpu *g, int32_t nq)
            "step pointer tables");
         copied = 1;
     }
-    const double u1 = now_mono_s();
+    const double u1 = dhs_wall_s();
     g->up_copy_s = u1 - u0;
     g->up_event_s = 0;
     if (copied) { /* the copies' event: the next dhs_ref_gpu_step_inputs waits for it */
         CK(cudaEventRecord(g->up_ev, g->st), "step upload event");
-        g->up_event_s = now_mono_s() - u1;
+        g->up_event_s = dhs_wall_s() - u1;
         g->up_pending = 1;
     }
     return DHS_OK;

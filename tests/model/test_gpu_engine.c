@@ -1139,27 +1139,19 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
    locations before this round's wait). The hierarchy's logits equal the resident engine's, the
    invariants hold after every round (with the next round open), the tokens equal those of --round-end
    early and of the CPU run, and rounds were opened ahead (not the ones with arrivals or the last). */
+static dhs_ref_run_cfg glm_device_cfg(uint64_t seed, int32_t layers, int32_t topk, int64_t context, int32_t spec);
+
 static void test_round_ahead(uint64_t seed)
 {
     {
         const int step = DHS_REF_STEP_DEVICE;
-        dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-        c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
-        c.model.n_layers = 5;
-        c.model.topk = 192;
-        c.model.seed = seed;
-        c.geometry = "glm-5.3";
-        c.synthetic = 1;
-        c.sessions = 3;
-        c.context = 600;
+        dhs_ref_run_cfg c = glm_device_cfg(seed, 5, 192, 600, 1);
         c.tokens = 8;
-        c.spec = 1;
-        c.seed = seed;
         c.slots = 3;
-        c.history = 0.5;
         c.arrival = 1;
         c.async_delay = 2;
-        c.check = 1;
+        c.gpu_model = 0; /* the CPU run first */
+        c.step = dhs_ref_run_cfg_default().step;
         dhs_ref_run_result r[3];
         int rc[3];
         rc[0] = dhs_ref_run(&c, &r[0]); /* the CPU run */
