@@ -1311,8 +1311,10 @@ dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int
                 if (s != DHS_OK) return s;
             }
             /* the incomplete compressed row of a prefix that is all of the parent's positions lives only in
-               the parent's ring: into the child's host rows, from where the placement fills its ring */
-            if (rows_all > hist) {
+               the parent's ring: into the child's host rows, from where the placement fills its ring. Only
+               when the parent's row counts as written (after an import; a round end leaves an incomplete
+               row unwritten until the next block writes it): otherwise the child's is unwritten too (below) */
+            if (rows_all > hist && (*ps->wr) > hist) {
                 const int32_t src = ctx->grp_srcs[g][si];
                 s = be_copy_sync(ctx->be, host_row(ctx, cs, hist), pool_row(ctx, tail_loc(ctx, ps, hist)),
                                  ctx->arch.sources[src].row_bytes);
@@ -1335,6 +1337,11 @@ dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int
     /* the prefix rows are on host in the child's table: place them as a host import does */
     dhs_status s = import_place(ctx, cq, slot, P, NULL, 0, 1);
     if (s != DHS_OK) return s;
+    /* an incomplete boundary row the parent has not written is not written in the child either: its first
+       block writes it (the placement counted every row of the prefix as written) */
+    for (int32_t g = 0; g < ctx->arch.n_groups; g++)
+        for (int32_t si = 0; si < ctx->grp_nsrc[g]; si++)
+            if ((*pq->g[g].src[si].wr) < (*cq->g[g].src[si].wr)) (*cq->g[g].src[si].wr) = (*cq->g[g].hist);
     /* the parent's ready optional pages of the prefix: one more holder each */
     for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
         grp_state *pg = &pq->g[g], *cg = &cq->g[g];

@@ -23,6 +23,7 @@ int main(void)
     dhs_backend_destroy(probe);
     const uint64_t seed = th_seed("test_share_cuda");
     test_boundary();
+    test_boundary_after_round();
     test_exact(4, 2600, 0, DHS_IMPORT_DEVICE, 0, 30, 0, seed);
     test_exact(3, 2301, 777, DHS_IMPORT_HOST, 1, 20, 0, seed + 1);
     test_exact(3, 1030, 2000, DHS_IMPORT_DEVICE, 1, 20, 1, seed + 2); /* the device resolver on the GPU */

@@ -429,9 +429,13 @@ static void op_open_shared(fz *F)
                         r->wuid[src][row] = pr->wuid[src][row];
                     }
                     /* an incomplete compressed row at the boundary (P is all of the parent's positions): the
-                       library copies the parent's bytes of it, which its last round wrote, and counts it as
-                       written, as an import of P positions does (the parent itself rewrites it next round) */
-                    if (P % F->m[g]) r->known[src][all - 1] = 1;
+                       library copies the parent's bytes of it and counts it as written when the parent's row
+                       counts as written (an import of P positions; a round end leaves it unwritten, whatever
+                       its block wrote: the next block rewrites it), else the child's first block writes it */
+                    if (P % F->m[g]) {
+                        if (pr->whi[src] >= all) r->known[src][all - 1] = 1;
+                        else r->whi[src] = all - 1;
+                    }
                 }
             }
             if (F->cnt) F->cnt->shared++;
