@@ -1190,6 +1190,23 @@ static void test_round_ahead(uint64_t seed)
     }
 }
 
+/* the emulated device step's engine over a library context: C sessions and slots, width 1 */
+static dhs_ref_engine_cfg device_engine_cfg(int32_t C, int64_t max_pos, dhs_ctx *ctx, int32_t ctx_requests)
+{
+    dhs_ref_engine_cfg ec;
+    memset(&ec, 0, sizeof ec);
+    ec.max_sessions = C;
+    ec.max_slots = C;
+    ec.k_max = 1;
+    ec.max_positions = max_pos;
+    ec.page_rows = 16;
+    ec.ctx = ctx;
+    ec.gpu = 1;
+    ec.step = DHS_REF_STEP_DEVICE;
+    ec.ctx_requests = ctx_requests;
+    return ec;
+}
+
 /* dhs_ref_engine_next on a hierarchical engine (emulated device step, 2 sessions): a bad id is refused and
    declares nothing; a width other than 1 or cfg.end_early 1 opens nothing ahead; a declared round is
    opened under the step of the round before it (counted in ahead_rounds, and that round runs without a
@@ -1220,17 +1237,7 @@ static void test_next_refusals(uint64_t seed)
     int32_t ids[2] = {0, 1}, K[2] = {1, 1}, K2[2] = {2, 1}, A[2], E[2 * 2], tok[200];
     float lg[2 * 2 * 256];
     for (int w = 0; w < 2 && ctx; w++) {
-        dhs_ref_engine_cfg ec;
-        memset(&ec, 0, sizeof ec);
-        ec.max_sessions = C;
-        ec.max_slots = C;
-        ec.k_max = 1;
-        ec.max_positions = max_pos;
-        ec.page_rows = 16;
-        ec.ctx = ctx;
-        ec.gpu = 1;
-        ec.step = DHS_REF_STEP_DEVICE;
-        ec.ctx_requests = cfg.max_requests;
+        dhs_ref_engine_cfg ec = device_engine_cfg(C, max_pos, ctx, cfg.max_requests);
         ec.end_early = 2 - w;
         CHECK_ST(dhs_ref_engine_create(m, &ec, &e[w]), DHS_OK);
         if (!e[w]) break;
@@ -1577,17 +1584,7 @@ static int bench_one(const dhs_ref_model *m, int32_t C, int full, int32_t warm, 
     int32_t *tok = calloc((size_t)context, sizeof(int32_t));
     dhs_status st = dhs_backend_cpu_create(NULL, &be);
     if (st == DHS_OK) st = dhs_ctx_create(&arch, &cfg, be, &ctx);
-    dhs_ref_engine_cfg ec;
-    memset(&ec, 0, sizeof ec);
-    ec.max_sessions = C;
-    ec.max_slots = C;
-    ec.k_max = 1;
-    ec.max_positions = max_pos;
-    ec.page_rows = 16;
-    ec.ctx = ctx;
-    ec.gpu = 1;
-    ec.step = DHS_REF_STEP_DEVICE;
-    ec.ctx_requests = cfg.max_requests;
+    dhs_ref_engine_cfg ec = device_engine_cfg((int32_t)C, max_pos, ctx, cfg.max_requests);
     ec.full_tables = full == 1;
     ec.tail_calls = full == 1 || full == 2; /* the full tables' path always calls per item and source */
     ec.tail_host = full == 3;
