@@ -65,6 +65,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_cuda.h"
+#include "model/bench_kern.cuh" /* row and selection fillers, time_calls: shared with mla_bench.cu */
 #include "dev/topk_spec.h"
 #include "model/attn_kern.cuh"
 #include "model/attn_kern_r2.cuh" /* the previous split-K kernel, timed beside it */
@@ -75,44 +76,6 @@
 
 #define TENSOR_PEAK 989e12 /* H200 SXM dense BF16 FLOP/s, stated */
 #define STEP_LAYERS 78     /* glm-5.3 */
-
-static __device__ __forceinline__ uint64_t hmix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* rows: FP8 codes without the NaN codes (bit 3 clear), tile scales 2^-7,
-   small bf16 RoPE values */
-__global__ void k_fill_rows(uint4 *pool, int64_t nvec, uint64_t seed)
-{
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nvec; j += (int64_t)gridDim.x * blockDim.x) {
-        const int v = (int)(j % ATT_RV);
-        uint64_t a = hmix(seed + 2 * (uint64_t)j), b = hmix(seed + 2 * (uint64_t)j + 1);
-        uint4 x;
-        if (v < G_NOPE / 16) {
-            x = make_uint4((uint32_t)a & 0x77777777u, (uint32_t)(a >> 32) & 0x77777777u, (uint32_t)b & 0x77777777u,
-                           (uint32_t)(b >> 32) & 0x77777777u);
-        } else if (v == G_NOPE / 16) {
-            const uint32_t s = 0x3c000000u; /* 2^-7 */
-            x = make_uint4(s, s, s, s);
-        } else {
-            const uint32_t m = 0x003f003fu, e = 0x3c003c00u; /* bf16 ~ 2^-7 .. 2^-6, either sign */
-            x = make_uint4(((uint32_t)a & m) | e | ((uint32_t)a & 0x80008000u), ((uint32_t)(a >> 32) & m) | e,
-                           ((uint32_t)b & m) | e | ((uint32_t)b & 0x80008000u), ((uint32_t)(b >> 32) & m) | e);
-        }
-        pool[j] = x;
-    }
-}
-
-__global__ void k_fill_sel(int32_t *aidx, int64_t n, int64_t ctx, uint64_t seed)
-{
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n; j += (int64_t)gridDim.x * blockDim.x)
-        aidx[j] = (int32_t)(hmix(seed ^ (uint64_t)j * 0x9e3779b97f4a7c15ull) % (uint64_t)ctx);
-}
 
 __global__ void k_fill_f(float *x, int64_t n, uint64_t seed)
 {
@@ -146,41 +109,7 @@ static int parse_list(const char *s, int64_t *out, int max)
     return n;
 }
 
-static int cmp_f(const void *a, const void *b)
-{
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double worst_ratio;
-
-/* p50 of single calls between events and the mean of a back-to-back stream, in us; call(arg, r) issues call r */
-typedef void (*call_fn)(void *arg, int r);
-static void time_calls(call_fn call, void *arg, int reps, cudaStream_t st, double *p50, double *b2b)
-{
-    for (int r = 0; r < 3; r++) call(arg, r);
-    cudaEvent_t *ev = (cudaEvent_t *)malloc(sizeof(cudaEvent_t) * 2 * (size_t)reps);
-    float *t = (float *)malloc(sizeof(float) * (size_t)reps);
-    for (int r = 0; r < 2 * reps; r++) CK(cudaEventCreate(&ev[r]));
-    for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(ev[2 * r], st));
-        call(arg, r);
-        CK(cudaEventRecord(ev[2 * r + 1], st));
-    }
-    CK(cudaStreamSynchronize(st));
-    for (int r = 0; r < reps; r++) CK(cudaEventElapsedTime(&t[r], ev[2 * r], ev[2 * r + 1]));
-    qsort(t, (size_t)reps, sizeof(float), cmp_f);
-    *p50 = t[reps / 2] * 1e3;
-    CK(cudaEventRecord(ev[0], st));
-    for (int r = 0; r < reps; r++) call(arg, r);
-    CK(cudaEventRecord(ev[1], st));
-    CK(cudaEventSynchronize(ev[1]));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
-    *b2b = ms * 1e3 / reps;
-    for (int r = 0; r < 2 * reps; r++) CK(cudaEventDestroy(ev[r]));
-    free(ev), free(t);
-}
 
 static void print_row(const char *name, int64_t ctx, int C, double bytes, double flops, double p50, double b2b,
                       double hbm_gbs, int track)
