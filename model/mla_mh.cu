@@ -1,0 +1,354 @@
+/* mla_mh.cu - sparse MLA decode attention over all query heads with tensor
+ * cores (model/mla_mh.h; the CPU specification is dhs_mla_mh_ref in
+ * mla_mh.c). C-style CUDA, one extern "C" launcher.
+ *
+ *   k_mla_mh       grid (splits, n_heads / 64, nq), 256 threads (8 warps),
+ *                  one block per SM (201,728 bytes of shared memory). The
+ *                  block's 64 heads of the query (bf16, 576 values) are
+ *                  loaded into shared memory once; then for each tile of 64
+ *                  located rows of its split (dhs_mla_mh_split_tiles):
+ *                    1. the tile's 656-byte FP8 rows were gathered into a
+ *                       staging buffer by cp.async (16-byte copies, base[q] +
+ *                       (int64_t)loc * 656) while the previous tile computed;
+ *                    2. they are decoded once into bf16 K rows (FP8 E4M3 ->
+ *                       f16 -> f32 exactly, times the tile scale in f32, one
+ *                       rounding to bf16: the spec's K; RoPE copied); rows
+ *                       past the query's valid count are zeros;
+ *                    3. the next tile's gather is issued;
+ *                    4. S = Q K^T (mma.sync m16n8k16 bf16, f32 accumulation;
+ *                       warp w: heads 16 (w & 3).., rows 32 (w >> 2)..), times
+ *                       c = sm_scale log2 e, masked rows -inf; the tile
+ *                       maximum per head through shared memory (the warp pair
+ *                       of a head group agrees on it); the running maximum m,
+ *                       alpha = exp2(m - m_new), p = bf16(exp2(s - m_new)) into
+ *                       shared memory, each warp's l over its 32 rows;
+ *                    5. O = O alpha + P V (V = the first 512 values of the K
+ *                       rows, read transposed by ldmatrix; warp w: heads
+ *                       16 (w & 3).., values 256 (w >> 2)..: 128 f32
+ *                       accumulators per thread).
+ *                  The split's (m, l, O unnormalised) go to the partials.
+ *   k_mla_mh_comb  grid (nq n_heads), 128 threads, 4 values each: M = max m,
+ *                  w = exp2(m - M) (0 for an empty split), L = sum w l (a
+ *                  fixed shuffle tree over the splits, one per lane),
+ *                  O = sum w o in split order, out = O / L.
+ *
+ * Deterministic: no atomics, every sum in a fixed order that depends only on
+ * the (nq, n_heads, k, splits) of the launch and the query's valid count, so
+ * the same rows in the same entry order give the same bits wherever they
+ * live (resident or hierarchical). Not the CPU model's bits: the tensor
+ * cores' dot products, bf16 P and exp2f differ from dhs_mla_mh_ref in the
+ * last bits; tests/cuda/test_mla_mh_cuda.c bounds the difference.
+ * Bytes read per query: nv x 656 (the rows, once) + the query (L2) + the
+ * partials (L2). */
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "model/mla_mh.h"
+#include "model/mla_mh.cuh" /* cp.async, mma.sync, ldmatrix, bf16 packing */
+
+#define MH_T 256                  /* threads per block */
+#define MH_ROW 656                /* bytes per row */
+#define MH_RV (MH_ROW / 16)       /* 16-byte vectors per row: 41 */
+#define MH_QS (DHS_MLA_DQK + 8)   /* Q / K row stride in bf16: 1168 bytes, 4 banks apart (conflict-free) */
+#define MH_PS (DHS_MLA_TILE + 8)  /* P row stride in bf16: 144 bytes, 4 banks apart */
+#define MH_OFF_K (DHS_MLA_HG * MH_QS * 2)
+#define MH_OFF_ST (MH_OFF_K + DHS_MLA_TILE * MH_QS * 2)
+#define MH_OFF_P (MH_OFF_ST + DHS_MLA_TILE * MH_ROW)
+#define MH_OFF_R (MH_OFF_P + DHS_MLA_HG * MH_PS * 2)
+#define MH_SMEM (MH_OFF_R + 5 * DHS_MLA_HG * 4) /* 201,984 bytes: rmax, rl (2 x 64 each), alpha (64) */
+
+static_assert(DHS_MLA_HG == 64 && DHS_MLA_TILE == 64, "warp layout: 4 head groups of 16 x 2 row halves of 32");
+static_assert(MH_OFF_K % 16 == 0 && MH_OFF_ST % 16 == 0 && MH_OFF_P % 16 == 0 && MH_OFF_R % 16 == 0, "16-byte aligned");
+static_assert(MH_SMEM <= 227 * 1024, "one block per SM");
+
+/* gather rows [r0, r0 + nr) of the query's valid entries into the staging buffer */
+static __device__ __forceinline__ void mh_gather(uint8_t *st, const uint8_t *base, const int32_t *loc, int r0, int nr)
+{
+    for (int v = threadIdx.x; v < nr * MH_RV; v += MH_T) {
+        const int row = v / MH_RV, col = v - row * MH_RV;
+        mh_cp16(st + row * MH_ROW + col * 16, base + (int64_t)loc[r0 + row] * MH_ROW + col * 16);
+    }
+}
+
+/* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
+   32 (w & 1).., values 128 (w >> 1).. (V read by 2 head groups instead of 4; the rescale factors through
+   shared memory). Both are exact to the same specification; mla_bench times them side by side.
+   AB: parts left out, for mla_bench --ablate only (the outputs are then wrong): 1 the decode, 2 the
+   S product, 4 the P V product, 8 the gathers of the rows. */
+template <int PV, int AB>
+__global__ void __launch_bounds__(MH_T, 1)
+    k_mla_mh(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
+             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, float c, float *__restrict__ part)
+{
+    extern __shared__ __align__(16) uint8_t sm[];
+    uint16_t *qs = (uint16_t *)sm, *ks = (uint16_t *)(sm + MH_OFF_K), *ps = (uint16_t *)(sm + MH_OFF_P);
+    uint8_t *stg = sm + MH_OFF_ST;
+    float *rmax = (float *)(sm + MH_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
+    const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int hb = (w & 3) * 16, half = w >> 2, rb = half * 32, dvb = half * 256;
+    int nv = nvp[qi];
+    if (nv <= 0) return; /* the combine leaves the output alone */
+    if (nv > k) nv = k;
+    const int nt = (nv + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
+    const int t0 = (int)((int64_t)s * nt / splits), t1 = (int)((int64_t)(s + 1) * nt / splits);
+    const int64_t pidx = ((int64_t)qi * splits + s) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
+    float *pm = part + pidx, *pl = part + (int64_t)nq * splits * nh + pidx;
+    float *po = part + 2 * (int64_t)nq * splits * nh + pidx * DHS_MLA_DV;
+    if (t0 == t1) { /* an empty split: m = -inf, l = 0, O = 0 */
+        for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += MH_T) po[i] = 0.0f;
+        if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
+        return;
+    }
+    const uint8_t *bq = base[qi];
+    const int32_t *lq = loc + (int64_t)qi * k;
+    { /* the block's 64 heads of the query: 72 vectors of 16 bytes each */
+        const uint16_t *qh = q + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DQK;
+        for (int v = tid; v < DHS_MLA_HG * (DHS_MLA_DQK / 8); v += MH_T) {
+            const int h = v / (DHS_MLA_DQK / 8), col = v - h * (DHS_MLA_DQK / 8);
+            mh_cp16(qs + h * MH_QS + col * 8, qh + (int64_t)h * DHS_MLA_DQK + col * 8);
+        }
+    }
+    if (!(AB & 8)) mh_gather(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE));
+    mh_commit();
+
+    float o[32][4];
+#pragma unroll
+    for (int j = 0; j < 32; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f; /* heads hb + g, hb + g + 8 */
+
+    for (int ti = t0; ti < t1; ti++) {
+        const int r0 = ti * DHS_MLA_TILE, nr = min(DHS_MLA_TILE, nv - r0);
+        mh_wait_all();
+        __syncthreads(); /* the gather (and the query) landed; the previous tile's readers are done */
+        /* 2. decode: 64 rows x 72 groups of 8 values (64 of codes, 8 of RoPE) */
+        for (int u = tid; u < (AB & 1 ? 0 : DHS_MLA_TILE * 72); u += MH_T) {
+            const int row = u / 72, grp = u - row * 72;
+            uint4 out = make_uint4(0, 0, 0, 0);
+            if (row < nr) {
+                const uint8_t *rw = stg + row * MH_ROW;
+                if (grp < 64) {
+                    const uint2 cd = *(const uint2 *)(rw + grp * 8);
+                    const float ts = ((const float *)(rw + DHS_MLA_DV))[grp >> 4];
+                    out = make_uint4(mh_dec2(cd.x & 0xffffu, ts), mh_dec2(cd.x >> 16, ts), mh_dec2(cd.y & 0xffffu, ts),
+                                     mh_dec2(cd.y >> 16, ts));
+                } else {
+                    out = *(const uint4 *)(rw + DHS_MLA_DV + 16 + (grp - 64) * 16);
+                }
+            }
+            *(uint4 *)(ks + row * MH_QS + grp * 8) = out;
+        }
+        __syncthreads(); /* K decoded; the staging buffer is free */
+        if (ti + 1 < t1 && !(AB & 8)) {
+            const int n0 = (ti + 1) * DHS_MLA_TILE;
+            mh_gather(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0));
+            mh_commit();
+        }
+        /* 4. S = Q K^T over this warp's 16 heads x 32 rows */
+        float sacc[4][4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.0f;
+        {
+            const uint16_t *qa = qs + (hb + (lane & 15)) * MH_QS + (lane >> 4) * 8;
+            const uint16_t *kb = ks + (rb + (lane & 7) + ((lane >> 4) << 3)) * MH_QS + ((lane >> 3) & 1) * 8;
+#pragma unroll 4
+            for (int kk = 0; kk < (AB & 2 ? 0 : DHS_MLA_DQK); kk += 16) {
+                uint32_t a[4], b[4];
+                mh_ldsm4(a, qa + kk);
+                mh_ldsm4(b, kb + kk); /* rows rb..rb+15: (b0, b1) of n-tiles 0 and 1 */
+                mh_mma(sacc[0], a, b[0], b[1]);
+                mh_mma(sacc[1], a, b[2], b[3]);
+                mh_ldsm4(b, kb + 16 * MH_QS + kk); /* rows rb+16..rb+31 */
+                mh_mma(sacc[2], a, b[0], b[1]);
+                mh_mma(sacc[3], a, b[2], b[3]);
+            }
+        }
+        float x0 = -INFINITY, x1 = -INFINITY; /* the tile maxima of heads hb + g, hb + g + 8 over this warp's rows */
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int row = rb + 8 * j + 2 * t + e;
+                sacc[j][e] = row < nr ? sacc[j][e] * c : -INFINITY;
+                sacc[j][2 + e] = row < nr ? sacc[j][2 + e] * c : -INFINITY;
+                x0 = fmaxf(x0, sacc[j][e]);
+                x1 = fmaxf(x1, sacc[j][2 + e]);
+            }
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+        if (t == 0) rmax[half * DHS_MLA_HG + hb + g] = x0, rmax[half * DHS_MLA_HG + hb + g + 8] = x1;
+        __syncthreads();
+        x0 = fmaxf(rmax[hb + g], rmax[DHS_MLA_HG + hb + g]);
+        x1 = fmaxf(rmax[hb + g + 8], rmax[DHS_MLA_HG + hb + g + 8]);
+        const float mn0 = fmaxf(m0, x0), mn1 = fmaxf(m1, x1);
+        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float al0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mu0), al1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mu1);
+        m0 = mn0, m1 = mn1;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const float p0 = mh_bf(exp2f(sacc[j][0] - mu0)), p1 = mh_bf(exp2f(sacc[j][1] - mu0));
+            const float p2 = mh_bf(exp2f(sacc[j][2] - mu1)), p3 = mh_bf(exp2f(sacc[j][3] - mu1));
+            s0 += p0 + p1, s1 += p2 + p3;
+            const int col = rb + 8 * j + 2 * t;
+            *(uint32_t *)(ps + (hb + g) * MH_PS + col) = mh_pack(p0, p1);
+            *(uint32_t *)(ps + (hb + g + 8) * MH_PS + col) = mh_pack(p2, p3);
+        }
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        l0 = l0 * al0 + s0, l1 = l1 * al1 + s1;
+        if (PV == 0) {
+#pragma unroll
+            for (int j = 0; j < 32; j++) o[j][0] *= al0, o[j][1] *= al0, o[j][2] *= al1, o[j][3] *= al1;
+        } else if (half == 0 && t == 0) {
+            salpha[hb + g] = al0, salpha[hb + g + 8] = al1;
+        }
+        __syncthreads(); /* P (and alpha) complete */
+        /* 5. O += P V, 4 steps of 16 rows */
+        if (AB & 4) {
+        } else if (PV == 0) { /* this warp's 16 heads x 256 values */
+            const uint16_t *pa = ps + (hb + (lane & 15)) * MH_PS + (lane >> 4) * 8;
+            const uint16_t *vb = ks + (lane & 15) * MH_QS + dvb + (lane >> 4) * 8;
+#pragma unroll
+            for (int kk = 0; kk < DHS_MLA_TILE; kk += 16) {
+                uint32_t a[4];
+                mh_ldsm4(a, pa + kk);
+#pragma unroll
+                for (int j = 0; j < 32; j += 2) {
+                    uint32_t b[4];
+                    mh_ldsm4t(b, vb + kk * MH_QS + j * 8);
+                    mh_mma(o[j], a, b[0], b[1]);
+                    mh_mma(o[j + 1], a, b[2], b[3]);
+                }
+            }
+        } else { /* this warp's 32 heads x 128 values: o[16 i + j], head tile i, value tile j */
+            const int ph = (w & 1) * 32, dq = (w >> 1) * 128;
+            const float a0 = salpha[ph + g], a1 = salpha[ph + g + 8], a2 = salpha[ph + 16 + g], a3 = salpha[ph + 24 + g];
+#pragma unroll
+            for (int j = 0; j < 16; j++) {
+                o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+                o[16 + j][0] *= a2, o[16 + j][1] *= a2, o[16 + j][2] *= a3, o[16 + j][3] *= a3;
+            }
+            const uint16_t *pa = ps + (ph + (lane & 15)) * MH_PS + (lane >> 4) * 8;
+            const uint16_t *vb = ks + (lane & 15) * MH_QS + dq + (lane >> 4) * 8;
+#pragma unroll
+            for (int kk = 0; kk < DHS_MLA_TILE; kk += 16) {
+                uint32_t x0[4], x1[4];
+                mh_ldsm4(x0, pa + kk);
+                mh_ldsm4(x1, pa + 16 * MH_PS + kk);
+#pragma unroll
+                for (int j = 0; j < 16; j += 2) {
+                    uint32_t b[4];
+                    mh_ldsm4t(b, vb + kk * MH_QS + j * 8);
+                    mh_mma(o[j], x0, b[0], b[1]);
+                    mh_mma(o[16 + j], x1, b[0], b[1]);
+                    mh_mma(o[j + 1], x0, b[2], b[3]);
+                    mh_mma(o[17 + j], x1, b[2], b[3]);
+                }
+            }
+        }
+    }
+    /* the split's partials: l summed over the warp pair */
+    if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
+    __syncthreads();
+    if (half == 0 && t == 0) {
+        pm[hb + g] = m0, pm[hb + g + 8] = m1;
+        pl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
+        pl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
+    }
+#pragma unroll
+    for (int j = 0; j < 32; j++) {
+        const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
+        const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
+        *(float2 *)(po + (int64_t)(hr + g) * DHS_MLA_DV + col) = make_float2(o[j][0], o[j][1]);
+        *(float2 *)(po + (int64_t)(hr + g + 8) * DHS_MLA_DV + col) = make_float2(o[j][2], o[j][3]);
+    }
+}
+
+__global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,
+                                                     const float *__restrict__ part, float *__restrict__ out)
+{
+    const int qi = blockIdx.x / nh, h = blockIdx.x - qi * nh, nq = gridDim.x / nh, lane = threadIdx.x & 31;
+    if (nvp[qi] <= 0) return;
+    const int64_t n = (int64_t)nq * splits * nh;
+    const float *pm = part + (int64_t)qi * splits * nh + h, *pl = pm + n;
+    const float *po = part + 2 * n + ((int64_t)qi * splits * nh + h) * DHS_MLA_DV + threadIdx.x * 4;
+    /* lane s holds split s's m and l (splits <= 32): every warp the same, reduced by the same tree */
+    const float ms = lane < splits ? pm[(int64_t)lane * nh] : -INFINITY;
+    float M = ms;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    const float ws = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+    float L = lane < splits ? ws * pl[(int64_t)lane * nh] : 0.0f;
+#pragma unroll
+    for (int o = 16; o; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+    float4 a = make_float4(0, 0, 0, 0);
+#pragma unroll 8
+    for (int s = 0; s < splits; s++) {
+        const float w = __shfl_sync(0xffffffffu, ws, s);
+        const float4 v = *(const float4 *)(po + (int64_t)s * nh * DHS_MLA_DV);
+        a.x += w * v.x, a.y += w * v.y, a.z += w * v.z, a.w += w * v.w;
+    }
+    *(float4 *)(out + ((int64_t)qi * nh + h) * DHS_MLA_DV + threadIdx.x * 4) =
+        make_float4(a.x / L, a.y / L, a.z / L, a.w / L);
+}
+
+typedef void (*mh_kernel_fn)(const uint16_t *, const uint8_t *const *, const int32_t *, const int32_t *, int32_t,
+                             int32_t, int32_t, float, float *);
+
+/* variant = PV | AB << 1 (the ablations mla_bench --ablate times) */
+static mh_kernel_fn mh_kernel(int variant)
+{
+    switch (variant) {
+#define MH_V(pv, ab) \
+    case (pv) | ((ab) << 1): return k_mla_mh<pv, ab>;
+        MH_V(0, 0) MH_V(1, 0) MH_V(1, 1) MH_V(1, 2) MH_V(1, 4) MH_V(1, 6) MH_V(1, 8) MH_V(1, 9) MH_V(1, 14) MH_V(1, 15)
+#undef MH_V
+    }
+    return NULL;
+}
+
+extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
+                                               const uint8_t *const *base, const int32_t *loc, const int32_t *nv,
+                                               float *part, float *out, void *stream)
+{
+    dhs_status e = dhs_mla_mh_check(d);
+    if (e != DHS_OK) return e;
+    const mh_kernel_fn fn = variant >= 0 && variant < 32 ? mh_kernel(variant) : NULL;
+    if (!fn) return DHS_ERR_INVALID_ARG;
+    if (d->nq == 0) return DHS_OK;
+    if (d->nq > 65535) return DHS_ERR_INVALID_ARG;
+    if (!q || !base || !loc || !nv || !part || !out) return DHS_ERR_INVALID_ARG;
+    if (((uintptr_t)q | (uintptr_t)part | (uintptr_t)out) & 15) return DHS_ERR_MISALIGNED;
+    /* the shared-memory opt-in is per device: remembered for the first 16 (a benign race: every setter
+       sets the same value), set at every launch on the others */
+    static int smem_set[16][32];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
+    if (dev < 0 || dev >= 16 || !smem_set[dev][variant]) {
+        if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess)
+            return DHS_ERR_BACKEND;
+        if (dev >= 0 && dev < 16) smem_set[dev][variant] = 1;
+    }
+    cudaStream_t st = (cudaStream_t)stream;
+    const float c = d->sm_scale * 1.4426950408889634f;
+    const dim3 grid((unsigned)d->splits, (unsigned)(d->n_heads / DHS_MLA_HG), (unsigned)d->nq);
+    fn<<<grid, MH_T, MH_SMEM, st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, c, part);
+    k_mla_mh_comb<<<(unsigned)(d->nq * d->n_heads), DHS_MLA_DV / 4, 0, st>>>(nv, d->n_heads, d->splits, part, out);
+    return cudaGetLastError() == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
+}
+
+extern "C" dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
+                                        const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream)
+{
+    return dhs_mla_mh_attend_kernel(d, 0, q, base, loc, nv, part, out, stream);
+}

@@ -1,0 +1,143 @@
+/*
+ * mla_mh.h - multi-head sparse MLA decode attention (DeepSeek-V3.2 / GLM-5.3
+ * style): every query head attends over the same k selected 656-byte rows
+ * (docs/MODEL.md "Row format": 512 FP8 E4M3 codes, 4 fp32 tile scales, 64 bf16
+ * RoPE values), 576-wide keys, 512-wide values (the latent itself).
+ *
+ * Two implementations of one algorithm:
+ *   dhs_mla_mh_ref     the CPU specification (model/mla_mh.c), host pointers;
+ *   dhs_mla_mh_attend  the GPU kernel (model/mla_mh.cu, tensor cores), device
+ *                      pointers; without CUDA a stub returning DHS_ERR_UNSUPPORTED.
+ * They agree within a tolerance: only the summation order of the two dot
+ * products (Q.K and P.V) and exp2f's last bits may differ.
+ *
+ * The algorithm (all float arithmetic, in this order):
+ *   K[j] = bf16_rne(e4m3(code_j) * scale[j/128]) for j < 512 (the product in
+ *          fp32, rounded to bf16, back to float); K[512+j] = RoPE bf16 value j;
+ *          V = K[0..512). Q = the bf16 inputs decoded.
+ *   c    = sm_scale * 1.4426950408889634f (log2 e), in fp32.
+ *   Per query qi with nv = nv[qi] > 0, head h, split s (dhs_mla_mh_split_tiles):
+ *     m = -inf, l = 0, o[512] = 0; per tile of 64 rows of the split (the last
+ *     tile of the query may be partial):
+ *       s_i   = dot(Q_h, K_i, 576) * c          (fp32 accumulation, fixed order:
+ *               the spec uses dhs_ref_dot's 8 lanes; the kernel its own)
+ *       tmax  = fmaxf over the tile's s_i (from -inf; a NaN score is ignored
+ *               here and propagates through p_i)
+ *       m_new = fmaxf(m, tmax); mu = m_new == -inf ? 0 : m_new
+ *       alpha = m == -inf ? 0 : exp2f(m - mu)
+ *       p_i   = bf16_rne(exp2f(s_i - mu))        (encode, then decode)
+ *       l     = l * alpha + (p_0 + p_1 + ...)    (tile sum in row order)
+ *       o[j]  = o[j] * alpha + (p_0 V_0[j] + p_1 V_1[j] + ...)   (row order)
+ *       m     = m_new
+ *     the split's partial is (m, l, o); a split with no tiles: (-inf, 0, 0).
+ *   Combine over splits: M = fmaxf over the m_s; w_s = m_s == -inf ? 0 :
+ *     exp2f(m_s - M); L = sum_s w_s l_s; O[j] = sum_s w_s o_s[j] (split order);
+ *     out[qi][h][j] = O[j] / L.
+ *   NaN inputs propagate as fp32 arithmetic propagates them.
+ *
+ * The work decomposition the kernel uses: one block per (query, group of 64
+ * heads, split); a split owns a contiguous range of 64-row tiles of the query's
+ * valid entries (dhs_mla_mh_split_tiles); the partials (m, l, o) of the splits
+ * are combined afterwards. The split count is dhs_mla_mh_splits.
+ */
+#ifndef DHS_MODEL_MLA_MH_H
+#define DHS_MODEL_MLA_MH_H
+
+#include <stdint.h>
+
+#include "dhs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DHS_MLA_DQK 576   /* 512 latent + 64 RoPE */
+#define DHS_MLA_DV 512
+#define DHS_MLA_TILE 64   /* rows per tile */
+#define DHS_MLA_HG 64     /* heads per block (one head group) */
+#define DHS_MLA_MAXK 2048 /* entries per query */
+#define DHS_MLA_MAX_HEADS 128
+#define DHS_MLA_MAX_SPLITS 32
+#define DHS_MLA_ROW_BYTES 656 /* = DHS_REF_ROW_BYTES */
+#define DHS_MLA_LOG2E 1.4426950408889634f
+
+typedef struct {
+    int32_t nq;       /* queries (0: nothing to do) */
+    int32_t n_heads;  /* 64 or 128 (a multiple of DHS_MLA_HG, at most 128) */
+    int32_t k;        /* entries per query: the stride of loc, 1..DHS_MLA_MAXK */
+    int32_t splits;   /* row splits per query, 1..32 (dhs_mla_mh_splits) */
+    float sm_scale;   /* softmax scale, finite and > 0 */
+} dhs_mla_mh_desc;
+
+/* Argument check shared by the CPU spec and the GPU launcher: DHS_OK, or
+   DHS_ERR_INVALID_ARG for d NULL, nq < 0, n_heads not 64 or 128, splits
+   outside 1..32, k outside 1..2048, sm_scale not finite or <= 0. */
+dhs_status dhs_mla_mh_check(const dhs_mla_mh_desc *d);
+
+/* The split count the kernel uses for nq queries of up to k rows on n_sm SMs
+   (one block of 64 heads per SM): fit = the most splits whose blocks
+   (nq * (n_heads/64) * splits) stay within one wave of n_sm, clamped to
+   [1, min(32, ceil(k/64))]; then the fewest splits whose longest split has
+   as few tiles as with fit (fewer partials for the same time). A second wave
+   would double the time for a few blocks. Deterministic function of its
+   arguments only; nq, n_heads, k or n_sm <= 0 give 1. */
+int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm);
+
+/* Tiles [t0, t1) of split s for a query with nv valid rows: nt = ceil(nv/64)
+   tiles, t0 = s*nt/splits, t1 = (s+1)*nt/splits (integer division, 64-bit
+   intermediate). Rows are [t0*64, min(t1*64, nv)). nv <= 0, splits <= 0 or s
+   outside [0, splits): t0 = t1 = 0. Every split gets floor or ceil of
+   nt/splits tiles; splits > nt leaves some splits empty. */
+void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits, int32_t s, int32_t *t0, int32_t *t1);
+
+/* Bytes of the partials workspace the GPU launcher needs:
+   nq * splits * n_heads * (DHS_MLA_DV + 2) * 4; 0 when d fails dhs_mla_mh_check. */
+uint64_t dhs_mla_mh_part_bytes(const dhs_mla_mh_desc *d);
+
+/* The CPU specification (host pointers). q: bf16 bit patterns
+   [nq][n_heads][576]; base[qi]: the rows of query qi, the row of location loc
+   at base[qi] + (int64_t)loc * 656; loc [nq][k]: the first nv[qi] entries are
+   the valid locations in entry order (the caller already dropped -1);
+   nv[qi] <= 0: out of that query left untouched. out: float [nq][n_heads][512].
+   DHS_ERR_INVALID_ARG (nothing written) for a failing dhs_mla_mh_check, a NULL
+   pointer (base[qi] too, where nv[qi] > 0), nv[qi] > k, or a negative location
+   among a query's first nv[qi] entries (the GPU kernel does not check these
+   two: there they are undefined). DHS_ERR_NOMEM (nothing written) when the
+   scratch (about k * 576 floats) cannot be allocated. Never prints. */
+dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
+                          const int32_t *loc, const int32_t *nv, float *out);
+
+/* The GPU launcher (model/mla_mh.cu; without CUDA a stub in model/mla_mh.c
+   returning DHS_ERR_UNSUPPORTED). All pointers are device pointers except d;
+   base is a device array of nq device pointers; part has
+   dhs_mla_mh_part_bytes(d) bytes; stream a cudaStream_t or NULL.
+   - q, part and out 16-byte aligned (else DHS_ERR_MISALIGNED), and every
+     base[qi] too (not checked: the rows are copied 16 bytes at a time);
+   - nq <= 65535 (the grid's third dimension), else DHS_ERR_INVALID_ARG; nq 0:
+     DHS_OK, nothing launched, pointers not checked;
+   - on the GPU nv[qi] > k reads k rows, and locations are not checked;
+   - the kernel needs 201,984 bytes of shared memory per block (sm_90: H100,
+     H200); a GPU without them: DHS_ERR_BACKEND. A launch failure (or an
+     earlier error of the caller's still pending on the device) gives
+     DHS_ERR_BACKEND.
+   Not the spec's bits: the tensor cores' dot products, the order of the l
+   sums (a shuffle tree), contracted multiply-adds in the rescale and the
+   combine and exp2f's last bits differ; tests/cuda/test_mla_mh_cuda.c
+   bounds the difference by 8e-3 x max |V|. */
+dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
+                             const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream);
+
+/* The same with a choice of kernel variant (model/mla_mh.cu: 0, the default, and 1, another split of the
+   P V product over the warps), for benchmarks that time them side by side. 1 | AB << 1 with AB one of
+   1, 2, 4, 6, 8, 9, 14, 15 leaves parts out (the decode, the S product, the P V product, the gathers:
+   mla_bench --ablate): the outputs are then wrong. Other variants: DHS_ERR_INVALID_ARG. Without CUDA:
+   DHS_ERR_UNSUPPORTED. */
+dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
+                                    const uint8_t *const *base, const int32_t *loc, const int32_t *nv, float *part,
+                                    float *out, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

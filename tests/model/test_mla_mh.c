@@ -1,0 +1,640 @@
+/* test_mla_mh.c - the CPU specification of the multi-head sparse MLA decode attention and its split
+ * plan (model/mla_mh.h), on the CPU:
+ *   - the split count: in [1, min(32, ceil(k/64))]; its blocks nq * (n_heads/64) * splits in one wave of
+ *     n_sm (unless one split already needs more); no count in one wave gives a shorter longest split;
+ *     no smaller count gives the same longest split; the same on a second call; degenerate arguments give 1;
+ *   - the split tiles: for every nv in 1..2048 and splits 1..32 the splits' tiles partition
+ *     [0, ceil(nv/64)) in order, without gaps or overlaps, floor or ceil of nt/splits tiles each;
+ *     the partials' bytes are the documented product;
+ *   - dhs_mla_mh_ref against a double-precision softmax attention over the same K/V and Q (decoded here
+ *     independently: dhs_ref_fp8_decode times the tile scale, rounded to bf16; exact max, exp2 in double,
+ *     no bf16 rounding of p): seeded random cases with 64 and 128 heads, 1..4 queries, nv in 1..2048
+ *     (1, 63, 64, 65, 2048 among them), splits 1..32 (more splits than tiles included), real rows
+ *     (dhs_ref_row_encode of random latents, magnitudes 2^-3..2^3; one in four with its tile scales
+ *     multiplied by 1..1.5, so that code x scale needs the bf16 rounding) at random locations of a pool,
+ *     repeated locations, -1 padding after the valid entries: every output within 8e-3 x max|V| (over
+ *     the query's valid rows); the worst relative error is printed and must be > 0 (the bound is not
+ *     vacuous);
+ *   - the spec's outputs are the bits of the header's algorithm transcribed literally here (its own row
+ *     decode and split arithmetic), on small cases with 1, 32 and random splits;
+ *   - a mutation: negating part of a selected row that dominates the softmax moves an output by more than
+ *     the tolerance (the comparison can fail);
+ *   - determinism: the same rows moved to other locations of a bigger pool (other base pointers, same
+ *     entry order) give bit-identical outputs, and a query computed alone the same bits as in its batch;
+ *     outputs of queries with nv <= 0 keep a NaN sentinel bit pattern;
+ *   - a NaN code in a selected row makes every output of its query NaN, and no other query's;
+ *   - argument errors (NULL pointers, n_heads 0/32/96/192, splits 0/33, k 0/2049, sm_scale <= 0, NaN or
+ *     infinite, nq < 0, nv > k, a negative valid location, a NULL base of a valid query): the invalid
+ *     status and out unchanged;
+ *   - without CUDA, dhs_mla_mh_attend answers DHS_ERR_UNSUPPORTED.
+ * Prints its seed (DHS_TEST_SEED replays it). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model/mla_mh.h"
+#include "model/model.h"
+#include "test_help.h"
+
+#define TOL 8e-3
+#define SENT 0x7fbadbadu /* a NaN pattern: an output left alone keeps it */
+#define RB DHS_MLA_ROW_BYTES
+
+static double worst_rel;  /* max |spec - double| / vmax over every checked output */
+static long outputs_checked;
+
+static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
+
+static uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void fill_sent(float *o, int64_t n)
+{
+    const uint32_t s = SENT;
+    for (int64_t i = 0; i < n; i++) memcpy(o + i, &s, 4);
+}
+
+/* ------------------------------------------------------------------ split plan */
+static void test_splits(uint64_t *rng)
+{
+    static const int32_t ks[] = {1, 2, 63, 64, 65, 127, 128, 129, 500, 1000, 1984, 2047, 2048};
+    static const int32_t sms[] = {1, 2, 7, 8, 78, 114, 132, 133, 264, 1000, 100000};
+    long bad = 0;
+    for (int32_t nq = 1; nq <= 300; nq += (nq < 40 ? 1 : 37))
+        for (int32_t nh = 64; nh <= 128; nh += 64)
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0] + 4; ki++)
+                for (size_t si = 0; si < sizeof sms / sizeof sms[0] + 2; si++) {
+                    const int32_t k = ki < sizeof ks / sizeof ks[0] ? ks[ki] : 1 + (int32_t)dhs_rng_below(rng, 2048);
+                    const int32_t sm = si < sizeof sms / sizeof sms[0] ? sms[si] : 1 + (int32_t)dhs_rng_below(rng, 400);
+                    const int32_t s = dhs_mla_mh_splits(nq, nh, k, sm);
+                    int64_t cap = (k + 63) / 64;
+                    if (cap > 32) cap = 32;
+                    const int64_t blocks = (int64_t)nq * (nh / 64);
+                    const int64_t nt = (k + 63) / 64;
+                    int ok = s >= 1 && s <= cap && s == dhs_mla_mh_splits(nq, nh, k, sm);
+                    ok = ok && (blocks * s <= sm || s == 1); /* one wave */
+                    for (int64_t x = 1; ok && x <= cap && blocks * x <= sm; x++) /* no one-wave count is faster */
+                        ok = (nt + x - 1) / x >= (nt + s - 1) / s;
+                    if (ok && s > 1) /* and no smaller count as fast */
+                        ok = (nt + s - 2) / (s - 1) > (nt + s - 1) / s;
+                    if (!ok && bad++ < 5) CHECKF(0, "splits(nq %d, heads %d, k %d, sm %d) = %d", nq, nh, k, sm, s);
+                }
+    CHECKF(bad == 0, "%ld wrong split counts", bad);
+    CHECK(dhs_mla_mh_splits(1, 64, 2048, 132) == 32);
+    CHECK(dhs_mla_mh_splits(1, 128, 2048, 132) == 32);
+    CHECK(dhs_mla_mh_splits(132, 64, 2048, 132) == 1);
+    CHECK(dhs_mla_mh_splits(16, 128, 2048, 132) == 4);
+    CHECK(dhs_mla_mh_splits(8, 64, 2048, 132) == 16);
+    CHECK(dhs_mla_mh_splits(20, 64, 2048, 132) == 6);
+    CHECK(dhs_mla_mh_splits(20, 128, 2048, 132) == 3);
+    CHECK(dhs_mla_mh_splits(200, 128, 2048, 132) == 1);
+    CHECK(dhs_mla_mh_splits(1, 64, 100, 132) == 2);
+    CHECK(dhs_mla_mh_splits(0, 64, 2048, 132) == 1);
+    CHECK(dhs_mla_mh_splits(4, 0, 2048, 132) == 1);
+    CHECK(dhs_mla_mh_splits(4, 64, 0, 132) == 1);
+    CHECK(dhs_mla_mh_splits(4, 64, 2048, 0) == 1);
+    CHECK(dhs_mla_mh_splits(-3, 64, 2048, -1) == 1);
+
+    bad = 0;
+    for (int32_t nv = 1; nv <= DHS_MLA_MAXK; nv++)
+        for (int32_t S = 1; S <= 32; S++) {
+            const int32_t nt = (nv + 63) / 64;
+            int32_t next = 0;
+            for (int32_t s = 0; s < S; s++) {
+                int32_t t0 = -7, t1 = -7;
+                dhs_mla_mh_split_tiles(nv, S, s, &t0, &t1);
+                const int32_t n = t1 - t0;
+                int ok = t0 == next && (n == nt / S || n == (nt + S - 1) / S) && t1 <= nt;
+                if (!ok && bad++ < 5) CHECKF(0, "nv %d splits %d split %d: tiles [%d, %d) after %d", nv, S, s, t0, t1, next);
+                next = t1;
+            }
+            if (next != nt && bad++ < 5) CHECKF(0, "nv %d splits %d: tiles end at %d, not %d", nv, S, next, nt);
+        }
+    CHECKF(bad == 0, "%ld wrong split tiles", bad);
+    int32_t t0 = -1, t1 = -1;
+    dhs_mla_mh_split_tiles(0, 4, 0, &t0, &t1);
+    CHECK(t0 == 0 && t1 == 0);
+    dhs_mla_mh_split_tiles(100, 4, 4, &t0, &t1);
+    CHECK(t0 == t1);
+    dhs_mla_mh_split_tiles(2048, 32, 31, &t0, &t1);
+    CHECK(t0 == 31 && t1 == 32);
+
+    dhs_mla_mh_desc d = {3, 128, 2048, 7, 0.05f};
+    CHECK(dhs_mla_mh_part_bytes(&d) == 3ull * 7 * 128 * 514 * 4);
+    d.splits = 0;
+    CHECK(dhs_mla_mh_part_bytes(&d) == 0);
+    CHECK(dhs_mla_mh_part_bytes(NULL) == 0);
+}
+
+/* ------------------------------------------------------------------ cases */
+typedef struct tcase {
+    dhs_mla_mh_desc d;
+    int64_t pool_rows;
+    uint8_t *pool;
+    int64_t *off;         /* [nq] first pool row of query qi's base */
+    int64_t *prow;        /* [nq] pool rows query qi may select */
+    const uint8_t **base; /* [nq] */
+    uint16_t *q;
+    int32_t *loc, *nv;
+    float *out;
+} tcase;
+
+static void random_row(uint64_t *rng, uint8_t *row)
+{
+    float lat[DHS_REF_LAT];
+    const float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, 7) - 3);
+    for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = unif(rng) * mag;
+    dhs_ref_row_encode(lat, row);
+    /* one row in four gets tile scales that are not powers of two (the format allows any fp32 scale):
+       then code x scale is not always a bf16 value and the bf16 rounding of K and V shows */
+    if (dhs_rng_below(rng, 4) == 0) {
+        float sc[4];
+        memcpy(sc, row + DHS_MLA_DV, sizeof sc);
+        for (int t = 0; t < 4; t++) sc[t] *= 1.0f + 0.5f * dhs_rng_f24(rng);
+        memcpy(row + DHS_MLA_DV, sc, sizeof sc);
+    }
+}
+
+/* nq queries of nh heads, k entries, nvs[qi] valid ones (<= 0: none); each query selects from its own pool
+   range of 1..2 nv + 8 rows (repeats likely); padding -1 after the valid entries */
+static void case_build(tcase *c, int32_t nq, int32_t nh, int32_t k, int32_t splits, const int32_t *nvs, float qmag,
+                       uint64_t *rng)
+{
+    memset(c, 0, sizeof *c);
+    c->d = (dhs_mla_mh_desc){nq, nh, k, splits, (float)((0.5 + 1.5 * dhs_rng_unit(rng)) / sqrt((double)DHS_MLA_DQK))};
+    c->off = th_alloc(sizeof(int64_t) * (size_t)nq);
+    c->prow = th_alloc(sizeof(int64_t) * (size_t)nq);
+    c->base = th_alloc(sizeof(void *) * (size_t)nq);
+    c->nv = th_alloc(sizeof(int32_t) * (size_t)nq);
+    c->loc = th_alloc(sizeof(int32_t) * (size_t)nq * k);
+    c->q = th_alloc(sizeof(uint16_t) * (size_t)nq * nh * DHS_MLA_DQK);
+    c->out = th_alloc(sizeof(float) * (size_t)nq * nh * DHS_MLA_DV);
+    for (int32_t qi = 0; qi < nq; qi++) {
+        const int32_t n = nvs[qi] > 0 ? nvs[qi] : 1;
+        c->nv[qi] = nvs[qi];
+        c->prow[qi] = 1 + dhs_rng_below(rng, 2 * (int64_t)n + 8);
+        c->off[qi] = c->pool_rows;
+        c->pool_rows += c->prow[qi];
+    }
+    c->pool = th_alloc((size_t)c->pool_rows * RB);
+    for (int64_t r = 0; r < c->pool_rows; r++) random_row(rng, c->pool + r * RB);
+    for (int32_t qi = 0; qi < nq; qi++) {
+        c->base[qi] = c->pool + c->off[qi] * RB;
+        for (int32_t e = 0; e < k; e++)
+            c->loc[(int64_t)qi * k + e] = e < c->nv[qi] ? (int32_t)dhs_rng_below(rng, c->prow[qi]) : -1;
+        for (int32_t h = 0; h < nh; h++) {
+            const float hm = qmag * ldexpf(1.0f, (int)dhs_rng_below(rng, 3) - 1);
+            for (int j = 0; j < DHS_MLA_DQK; j++)
+                c->q[((int64_t)qi * nh + h) * DHS_MLA_DQK + j] = dhs_ref_bf16_encode(unif(rng) * hm);
+        }
+    }
+    fill_sent(c->out, (int64_t)nq * nh * DHS_MLA_DV);
+}
+
+static void case_free(tcase *c)
+{
+    free(c->off);
+    free(c->prow);
+    free(c->base);
+    free(c->nv);
+    free(c->loc);
+    free(c->q);
+    free(c->out);
+    free(c->pool);
+    memset(c, 0, sizeof *c);
+}
+
+/* the key/value row as the specification defines it, decoded here independently of model/mla_mh.c */
+static void kv_expect(const uint8_t *row, float *kv)
+{
+    float sc[4];
+    memcpy(sc, row + DHS_MLA_DV, sizeof sc);
+    for (int j = 0; j < DHS_MLA_DV; j++)
+        kv[j] = dhs_ref_bf16_decode(dhs_ref_bf16_encode(dhs_ref_fp8_decode(row[j]) * sc[j / 128]));
+    for (int j = 0; j < 64; j++) {
+        uint16_t h;
+        memcpy(&h, row + DHS_MLA_DV + 16 + 2 * j, 2);
+        kv[DHS_MLA_DV + j] = dhs_ref_bf16_decode(h);
+    }
+}
+
+/* the double-precision reference for query qi, head h over rows (decoded) */
+static void ref_double(const tcase *c, const float *rows, int32_t n, int32_t qi, int32_t h, double *s, double *o)
+{
+    double qf[DHS_MLA_DQK], mx = -INFINITY, sum = 0;
+    const double cd = (double)c->d.sm_scale * 1.4426950408889634;
+    for (int j = 0; j < DHS_MLA_DQK; j++) qf[j] = dhs_ref_bf16_decode(c->q[((int64_t)qi * c->d.n_heads + h) * DHS_MLA_DQK + j]);
+    for (int32_t e = 0; e < n; e++) {
+        const float *r = rows + (int64_t)e * DHS_MLA_DQK;
+        double a = 0;
+        for (int j = 0; j < DHS_MLA_DQK; j++) a += qf[j] * r[j];
+        s[e] = a * cd;
+        if (s[e] > mx) mx = s[e];
+    }
+    for (int j = 0; j < DHS_MLA_DV; j++) o[j] = 0;
+    for (int32_t e = 0; e < n; e++) {
+        const double p = exp2(s[e] - mx);
+        const float *r = rows + (int64_t)e * DHS_MLA_DQK;
+        sum += p;
+        for (int j = 0; j < DHS_MLA_DV; j++) o[j] += p * r[j];
+    }
+    for (int j = 0; j < DHS_MLA_DV; j++) o[j] /= sum;
+}
+
+/* compares c->out with the double reference over the rows `pool` holds (NULL: the case's own pool);
+   returns the worst relative error of the case (a NaN or out-of-tolerance output returns at least TOL * 2
+   and, unless quiet, fails) */
+static double case_check(const tcase *c, const uint8_t *pool, const char *tag, int quiet)
+{
+    const int32_t nq = c->d.nq, nh = c->d.n_heads, k = c->d.k;
+    if (!pool) pool = c->pool;
+    float *rows = th_alloc(sizeof(float) * (size_t)k * DHS_MLA_DQK);
+    double *s = th_alloc(sizeof(double) * (size_t)k), o[DHS_MLA_DV], worst = 0;
+    long bad = 0;
+    for (int32_t qi = 0; qi < nq; qi++) {
+        const int32_t n = c->nv[qi];
+        const float *out = c->out + (int64_t)qi * nh * DHS_MLA_DV;
+        if (n <= 0) {
+            long moved = 0;
+            for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DV; i++) moved += fbits(out[i]) != SENT;
+            if (!quiet) CHECKF(moved == 0, "%s: query %d (nv %d): %ld outputs written", tag, qi, n, moved);
+            continue;
+        }
+        double vmax = 0;
+        for (int32_t e = 0; e < n; e++) {
+            float *r = rows + (int64_t)e * DHS_MLA_DQK;
+            kv_expect(pool + (c->off[qi] + c->loc[(int64_t)qi * k + e]) * RB, r);
+            for (int j = 0; j < DHS_MLA_DV; j++)
+                if (fabs(r[j]) > vmax) vmax = fabs(r[j]);
+        }
+        for (int32_t h = 0; h < nh; h++) {
+            ref_double(c, rows, n, qi, h, s, o);
+            for (int j = 0; j < DHS_MLA_DV; j++) {
+                const float got = out[(int64_t)h * DHS_MLA_DV + j];
+                double rel = fabs((double)got - o[j]) / vmax;
+                if (!(rel <= TOL)) {
+                    if (!quiet && bad++ < 3)
+                        CHECKF(0, "%s: query %d (nv %d, splits %d) head %d [%d]: %.9g, double %.9g (vmax %.4g)", tag, qi, n,
+                               c->d.splits, h, j, got, o[j], vmax);
+                    if (!(rel == rel)) rel = 2 * TOL; /* NaN */
+                }
+                if (rel > worst) worst = rel;
+                if (!quiet) outputs_checked++;
+            }
+        }
+    }
+    if (!quiet) {
+        CHECKF(bad == 0, "%s: %ld outputs outside %.0e x vmax", tag, bad, TOL);
+        if (worst > worst_rel) worst_rel = worst;
+    }
+    free(rows);
+    free(s);
+    return worst;
+}
+
+static dhs_status case_run(tcase *c) { return dhs_mla_mh_ref(&c->d, c->q, c->base, c->loc, c->nv, c->out); }
+
+static void test_against_double(uint64_t *rng)
+{
+    /* the fixed cases: the edges of the tiles and of k, more splits than tiles, one split */
+    /* splits 0: a random count; big: only at full scale (not under sanitizers: they stay under ~20 s) */
+    static const struct {
+        int32_t nh, nq, k, splits, nv[4], big;
+    } fixed[] = {
+        {64, 1, 2048, 0, {2048}, 0},           {128, 1, 2048, 0, {2048}, 0},       {64, 1, 2048, 1, {2048}, 1},
+        {128, 1, 2048, 32, {2047}, 1},         {64, 4, 65, 0, {1, 63, 64, 65}, 0}, {128, 4, 130, 32, {65, 1, 64, 63}, 0},
+        {64, 4, 65, 1, {65, 64, 63, 1}, 0},    {128, 2, 64, 2, {64, 1}, 0},        {64, 3, 1, 32, {1, 1, 1}, 0},
+        {64, 4, 200, 3, {0, 129, -1, 200}, 0}, {128, 3, 1000, 0, {1000, 193, 0}, 1}, {64, 2, 1000, 32, {700, 0}, 0},
+    };
+    const int full = th_scale() >= 0.5;
+    static const float qmags[] = {0.25f, 1.0f, 4.0f};
+    const int nfixed = (int)(sizeof fixed / sizeof fixed[0]);
+    int nrand = (int)(24 * th_scale());
+    if (nrand < 6) nrand = 6;
+    double t = th_now();
+    int ran = 0;
+    for (int ci = 0; ci < nfixed + nrand; ci++) {
+        int32_t nh, nq, k, splits, nv[4];
+        if (ci < nfixed) {
+            if (fixed[ci].big && !full) continue;
+            nh = fixed[ci].nh, nq = fixed[ci].nq, k = fixed[ci].k, splits = fixed[ci].splits;
+            if (splits == 0) splits = 1 + (int32_t)dhs_rng_below(rng, 32);
+            memcpy(nv, fixed[ci].nv, sizeof nv);
+        } else {
+            static const int32_t special[] = {1, 63, 64, 65, 127, 128, 129};
+            nh = dhs_rng_below(rng, 2) ? 128 : 64;
+            nq = 1 + (int32_t)dhs_rng_below(rng, 4);
+            /* keep the work modest: long queries come one or two at a time */
+            const int32_t kmax = (nq <= 2 ? 2048 / nq / (nh / 64) : 320) / (full ? 1 : 2);
+            k = 1 + (int32_t)dhs_rng_below(rng, kmax);
+            splits = 1 + (int32_t)dhs_rng_below(rng, 32);
+            for (int32_t qi = 0; qi < nq; qi++) {
+                const int32_t sp = special[dhs_rng_below(rng, sizeof special / sizeof special[0])];
+                const int64_t r = dhs_rng_below(rng, 4);
+                nv[qi] = r == 0 ? k : r == 1 && sp <= k ? sp : 1 + (int32_t)dhs_rng_below(rng, k);
+            }
+        }
+        tcase c;
+        case_build(&c, nq, nh, k, splits, nv, qmags[dhs_rng_below(rng, 3)], rng);
+        char tag[96];
+        snprintf(tag, sizeof tag, "case %d (heads %d, nq %d, k %d, splits %d)", ci, nh, nq, k, splits);
+        CHECK_ST(case_run(&c), DHS_OK);
+        const double w = case_check(&c, NULL, tag, 0);
+        ran++;
+        if (ci < nfixed)
+            printf("%s nv %d%s: worst %.3e x vmax\n", tag, nv[0], nq > 1 ? ".." : "", w);
+        case_free(&c);
+    }
+    printf("spec vs double: %d cases, %ld outputs, worst |error| %.3e x max|V| (tolerance %.0e), %.2f s\n",
+           ran, outputs_checked, worst_rel, TOL, th_now() - t);
+    CHECKF(worst_rel > 0, "the worst error is %g: the comparison is vacuous", worst_rel);
+    CHECKF(worst_rel <= TOL, "worst %g", worst_rel);
+}
+
+/* one selected row dominates the softmax (its latent is the heads' shared query direction, times 8);
+   negating its first 128 latent values must move the outputs by far more than the tolerance */
+static void test_mutation(uint64_t *rng)
+{
+    const int32_t nv[1] = {256};
+    tcase c;
+    case_build(&c, 1, 64, 256, 4, nv, 1.0f, rng);
+    float dir[DHS_MLA_DQK], lat[DHS_REF_LAT];
+    for (int j = 0; j < DHS_MLA_DQK; j++) dir[j] = dhs_rng_below(rng, 2) ? 1.0f : -1.0f;
+    for (int32_t h = 0; h < 64; h++)
+        for (int j = 0; j < DHS_MLA_DQK; j++) c.q[(int64_t)h * DHS_MLA_DQK + j] = dhs_ref_bf16_encode(dir[j]);
+    /* entry 150 (split 2 of 4) selects a row no other entry selects */
+    const int32_t star = (int32_t)c.prow[0];
+    uint8_t *pool2 = th_alloc((size_t)(c.pool_rows + 1) * RB);
+    memcpy(pool2, c.pool, (size_t)c.pool_rows * RB);
+    free(c.pool);
+    c.pool = pool2;
+    c.pool_rows++;
+    c.prow[0]++;
+    c.base[0] = c.pool;
+    c.loc[150] = star;
+    for (int j = 0; j < DHS_REF_LAT; j++) lat[j] = 8.0f * dir[j];
+    dhs_ref_row_encode(lat, c.pool + (int64_t)star * RB);
+    CHECK_ST(case_run(&c), DHS_OK);
+    const double clean = case_check(&c, NULL, "mutation (clean)", 0);
+    /* the mutated row: the reference keeps reading the original bytes */
+    uint8_t *orig = th_alloc((size_t)c.pool_rows * RB);
+    memcpy(orig, c.pool, (size_t)c.pool_rows * RB);
+    for (int j = 0; j < 128; j++) lat[j] = -lat[j];
+    dhs_ref_row_encode(lat, c.pool + (int64_t)star * RB);
+    fill_sent(c.out, 64 * DHS_MLA_DV);
+    CHECK_ST(case_run(&c), DHS_OK);
+    const double mut = case_check(&c, orig, "mutation", 1);
+    printf("mutation: clean worst %.3e, with the dominant row negated in part %.3e x vmax\n", clean, mut);
+    CHECKF(mut > 10 * TOL, "a mutated dominant row moves the outputs by only %g x vmax", mut);
+    free(orig);
+    case_free(&c);
+}
+
+/* the same entries at other locations of a bigger pool, all queries on one base: the same bits; each
+   query alone: the same bits; nv <= 0: the sentinel stays */
+static void test_determinism(uint64_t *rng)
+{
+    const int32_t nv[4] = {100, 0, 200, -1};
+    tcase c;
+    case_build(&c, 4, 128, 200, 5, nv, 1.0f, rng);
+    CHECK_ST(case_run(&c), DHS_OK);
+    case_check(&c, NULL, "determinism", 0);
+    const int64_t n_out = 4 * 128 * DHS_MLA_DV;
+
+    /* the bigger pool: row r of the case's pool at perm[r] */
+    const int64_t P = c.pool_rows, P2 = 3 * P + 7;
+    int64_t *perm = th_alloc(sizeof(int64_t) * (size_t)P2);
+    for (int64_t i = 0; i < P2; i++) perm[i] = i;
+    for (int64_t i = P2 - 1; i > 0; i--) {
+        const int64_t j = dhs_rng_below(rng, i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    uint8_t *pool2 = th_alloc((size_t)P2 * RB);
+    for (int64_t r = 0; r < P2; r++) random_row(rng, pool2 + r * RB);
+    for (int64_t r = 0; r < P; r++) memcpy(pool2 + perm[r] * RB, c.pool + r * RB, RB);
+    int32_t *loc2 = th_alloc(sizeof(int32_t) * 4 * 200);
+    const uint8_t *base2[4];
+    for (int32_t qi = 0; qi < 4; qi++) {
+        base2[qi] = pool2;
+        for (int32_t e = 0; e < 200; e++) {
+            const int32_t l = c.loc[qi * 200 + e];
+            loc2[qi * 200 + e] = e < c.nv[qi] ? (int32_t)perm[c.off[qi] + l] : -1;
+        }
+    }
+    float *out2 = th_alloc(sizeof(float) * (size_t)n_out);
+    fill_sent(out2, n_out);
+    CHECK_ST(dhs_mla_mh_ref(&c.d, c.q, base2, loc2, c.nv, out2), DHS_OK);
+    CHECKF(memcmp(out2, c.out, sizeof(float) * (size_t)n_out) == 0, "moved rows give other bits");
+
+    /* each valid query alone */
+    for (int32_t qi = 0; qi < 4; qi++) {
+        if (c.nv[qi] <= 0) continue;
+        dhs_mla_mh_desc d1 = c.d;
+        d1.nq = 1;
+        fill_sent(out2, 128 * DHS_MLA_DV);
+        CHECK_ST(dhs_mla_mh_ref(&d1, c.q + (int64_t)qi * 128 * DHS_MLA_DQK, &c.base[qi], c.loc + qi * 200, &c.nv[qi], out2),
+                 DHS_OK);
+        CHECKF(memcmp(out2, c.out + (int64_t)qi * 128 * DHS_MLA_DV, sizeof(float) * 128 * DHS_MLA_DV) == 0,
+               "query %d alone gives other bits", qi);
+    }
+    /* a second run: the same bits */
+    fill_sent(out2, n_out);
+    CHECK_ST(dhs_mla_mh_ref(&c.d, c.q, c.base, c.loc, c.nv, out2), DHS_OK);
+    CHECK(memcmp(out2, c.out, sizeof(float) * (size_t)n_out) == 0);
+    free(out2);
+    free(loc2);
+    free(pool2);
+    free(perm);
+    case_free(&c);
+}
+
+/* a NaN code among the selected row's latent: NaN score, NaN p: every output of that query NaN */
+static void test_nan(uint64_t *rng)
+{
+    const int32_t nv[2] = {70, 70};
+    tcase c;
+    case_build(&c, 2, 64, 70, 3, nv, 1.0f, rng);
+    /* query 0's entry 5 reads a row no entry of query 1 reads (query 1 has its own pool range) */
+    c.pool[(c.off[0] + c.loc[5]) * RB + 17] = 0x7f;
+    CHECK_ST(case_run(&c), DHS_OK);
+    long nan0 = 0, nan1 = 0;
+    for (int64_t i = 0; i < 64 * DHS_MLA_DV; i++) {
+        nan0 += isnan(c.out[i]) != 0;
+        nan1 += isnan(c.out[64 * DHS_MLA_DV + i]) != 0;
+    }
+    CHECKF(nan0 == 64 * DHS_MLA_DV && nan1 == 0, "NaN outputs: query 0 %ld of %d, query 1 %ld", nan0, 64 * DHS_MLA_DV, nan1);
+    case_free(&c);
+}
+
+/* the algorithm of model/mla_mh.h transcribed literally (its own row decode and split arithmetic; the
+   score's dot is dhs_ref_dot, the spec's fixed order): the spec's outputs must be these bits */
+static void literal(const tcase *c, int32_t qi, int32_t h, float *out)
+{
+    const int32_t n = c->nv[qi], S = c->d.splits, k = c->d.k;
+    const float cc = c->d.sm_scale * 1.4426950408889634f;
+    float qh[DHS_MLA_DQK], m[32], l[32], (*o)[DHS_MLA_DV] = th_alloc(sizeof(float) * 32 * DHS_MLA_DV);
+    float *rows = th_alloc(sizeof(float) * (size_t)n * DHS_MLA_DQK);
+    for (int32_t e = 0; e < n; e++) kv_expect(c->base[qi] + (int64_t)c->loc[(int64_t)qi * k + e] * RB, rows + (int64_t)e * DHS_MLA_DQK);
+    for (int j = 0; j < DHS_MLA_DQK; j++) qh[j] = dhs_ref_bf16_decode(c->q[((int64_t)qi * c->d.n_heads + h) * DHS_MLA_DQK + j]);
+    const int64_t nt = (n + 63) / 64;
+    for (int32_t s = 0; s < S; s++) {
+        m[s] = -INFINITY, l[s] = 0;
+        for (int j = 0; j < DHS_MLA_DV; j++) o[s][j] = 0;
+        for (int64_t t = s * nt / S; t < (s + 1) * nt / S; t++) {
+            const int64_t r0 = t * 64, r1 = r0 + 64 < n ? r0 + 64 : n;
+            float sc[64], tmax = -INFINITY, psum = 0, acc[DHS_MLA_DV] = {0};
+            for (int64_t i = r0; i < r1; i++) {
+                sc[i - r0] = dhs_ref_dot(qh, rows + i * DHS_MLA_DQK, DHS_MLA_DQK) * cc;
+                tmax = fmaxf(tmax, sc[i - r0]);
+            }
+            const float mn = fmaxf(m[s], tmax), mu = mn == -INFINITY ? 0 : mn;
+            const float alpha = m[s] == -INFINITY ? 0 : exp2f(m[s] - mu);
+            for (int64_t i = r0; i < r1; i++) {
+                const float p = dhs_ref_bf16_decode(dhs_ref_bf16_encode(exp2f(sc[i - r0] - mu)));
+                psum += p;
+                for (int j = 0; j < DHS_MLA_DV; j++) acc[j] += p * rows[i * DHS_MLA_DQK + j];
+            }
+            l[s] = l[s] * alpha + psum;
+            for (int j = 0; j < DHS_MLA_DV; j++) o[s][j] = o[s][j] * alpha + acc[j];
+            m[s] = mn;
+        }
+    }
+    float M = -INFINITY, L = 0;
+    for (int32_t s = 0; s < S; s++) M = fmaxf(M, m[s]);
+    for (int j = 0; j < DHS_MLA_DV; j++) out[j] = 0;
+    for (int32_t s = 0; s < S; s++) {
+        const float w = m[s] == -INFINITY ? 0 : exp2f(m[s] - M);
+        L += w * l[s];
+        for (int j = 0; j < DHS_MLA_DV; j++) out[j] += w * o[s][j];
+    }
+    for (int j = 0; j < DHS_MLA_DV; j++) out[j] /= L;
+    free(rows);
+    free(o);
+}
+
+static void test_literal(uint64_t *rng)
+{
+    static const int32_t nvs[][3] = {{1, 64, 65}, {200, 63, 129}, {130, 0, 7}};
+    float want[DHS_MLA_DV];
+    for (int ci = 0; ci < 6; ci++) {
+        const int32_t nh = ci & 1 ? 128 : 64, splits = ci < 2 ? 1 + ci * 31 : 1 + (int32_t)dhs_rng_below(rng, 32);
+        tcase c;
+        case_build(&c, 3, nh, 200, splits, nvs[ci % 3], ci < 3 ? 1.0f : 4.0f, rng);
+        CHECK_ST(case_run(&c), DHS_OK);
+        long diff = 0;
+        for (int32_t qi = 0; qi < 3; qi++) {
+            if (c.nv[qi] <= 0) continue;
+            for (int32_t h = 0; h < nh; h += 1 + (int32_t)dhs_rng_below(rng, 16)) {
+                literal(&c, qi, h, want);
+                diff += memcmp(want, c.out + ((int64_t)qi * nh + h) * DHS_MLA_DV, sizeof want) != 0;
+            }
+        }
+        CHECKF(diff == 0, "literal case %d (heads %d, splits %d): %ld heads differ from the literal algorithm", ci, nh, splits,
+               diff);
+        case_free(&c);
+    }
+}
+
+/* ------------------------------------------------------------------ argument errors */
+static void test_args(uint64_t *rng)
+{
+    const int32_t nv[2] = {5, 8};
+    tcase c;
+    case_build(&c, 2, 64, 8, 2, nv, 1.0f, rng);
+    const int64_t n_out = 2 * 64 * DHS_MLA_DV;
+    const dhs_mla_mh_desc ok = c.d;
+    CHECK_ST(dhs_mla_mh_check(&ok), DHS_OK);
+    CHECK_ST(dhs_mla_mh_check(NULL), DHS_ERR_INVALID_ARG);
+
+#define UNCHANGED(what)                                                                                \
+    do {                                                                                               \
+        long moved_ = 0;                                                                               \
+        for (int64_t i_ = 0; i_ < n_out; i_++) moved_ += fbits(c.out[i_]) != SENT;                     \
+        CHECKF(moved_ == 0, "%s: %ld outputs written", what, moved_);                                  \
+    } while (0)
+
+    const struct {
+        const char *what;
+        dhs_mla_mh_desc d;
+    } bad[] = {
+        {"n_heads 0", {2, 0, 8, 2, ok.sm_scale}},          {"n_heads 32", {2, 32, 8, 2, ok.sm_scale}},
+        {"n_heads 96", {2, 96, 8, 2, ok.sm_scale}},        {"n_heads 192", {2, 192, 8, 2, ok.sm_scale}},
+        {"n_heads -64", {2, -64, 8, 2, ok.sm_scale}},      {"splits 0", {2, 64, 8, 0, ok.sm_scale}},
+        {"splits 33", {2, 64, 8, 33, ok.sm_scale}},        {"splits -1", {2, 64, 8, -1, ok.sm_scale}},
+        {"k 0", {2, 64, 0, 2, ok.sm_scale}},               {"k 2049", {2, 64, 2049, 2, ok.sm_scale}},
+        {"k -8", {2, 64, -8, 2, ok.sm_scale}},             {"sm_scale 0", {2, 64, 8, 2, 0.0f}},
+        {"sm_scale -0", {2, 64, 8, 2, -0.0f}},             {"sm_scale -1", {2, 64, 8, 2, -1.0f}},
+        {"sm_scale NaN", {2, 64, 8, 2, NAN}},              {"sm_scale inf", {2, 64, 8, 2, INFINITY}},
+        {"nq -1", {-1, 64, 8, 2, ok.sm_scale}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECKF(dhs_mla_mh_check(&bad[i].d) == DHS_ERR_INVALID_ARG, "check accepts %s", bad[i].what);
+        CHECKF(dhs_mla_mh_ref(&bad[i].d, c.q, c.base, c.loc, c.nv, c.out) == DHS_ERR_INVALID_ARG, "ref accepts %s",
+               bad[i].what);
+        UNCHANGED(bad[i].what);
+        CHECKF(dhs_mla_mh_part_bytes(&bad[i].d) == 0, "%s: part bytes", bad[i].what);
+    }
+    CHECK_ST(dhs_mla_mh_ref(NULL, c.q, c.base, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_mla_mh_ref(&ok, NULL, c.base, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, NULL, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, NULL, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, NULL, c.out), DHS_ERR_INVALID_ARG);
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, c.nv, NULL), DHS_ERR_INVALID_ARG);
+    UNCHANGED("NULL pointers");
+    /* nv > k on the second query: nothing written, the first query's output included */
+    c.nv[1] = 9;
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    UNCHANGED("nv > k");
+    c.nv[1] = 8;
+    /* a negative location among the valid entries; padding after them is not looked at */
+    c.loc[8 + 7] = -1;
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    UNCHANGED("negative location");
+    c.loc[8 + 7] = 0;
+    /* a NULL base of a valid query; NULL is fine for a query with nv <= 0 */
+    const uint8_t *b1 = c.base[1];
+    c.base[1] = NULL;
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, c.nv, c.out), DHS_ERR_INVALID_ARG);
+    UNCHANGED("NULL base");
+    c.nv[1] = 0;
+    CHECK_ST(dhs_mla_mh_ref(&ok, c.q, c.base, c.loc, c.nv, c.out), DHS_OK);
+    case_check(&c, NULL, "args (query 1 without rows)", 0);
+    c.base[1] = b1;
+    /* nq 0: nothing to do */
+    dhs_mla_mh_desc z = ok;
+    z.nq = 0;
+    fill_sent(c.out, n_out);
+    CHECK_ST(dhs_mla_mh_check(&z), DHS_OK);
+    CHECK_ST(dhs_mla_mh_ref(&z, c.q, c.base, c.loc, c.nv, c.out), DHS_OK);
+    UNCHANGED("nq 0");
+    CHECK(dhs_mla_mh_part_bytes(&z) == 0);
+#undef UNCHANGED
+
+#ifndef DHS_HAVE_CUDA
+    float part[4];
+    CHECK_ST(dhs_mla_mh_attend(&ok, c.q, c.base, c.loc, c.nv, part, c.out, NULL), DHS_ERR_UNSUPPORTED);
+    CHECK_ST(dhs_mla_mh_attend(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL), DHS_ERR_UNSUPPORTED);
+#endif
+    case_free(&c);
+}
+
+int main(void)
+{
+    uint64_t seed = th_seed("test_mla_mh");
+    static void (*const parts[])(uint64_t *) = {test_splits, test_args,     test_nan,
+                                                test_determinism, test_literal, test_mutation, test_against_double};
+    static const char *const names[] = {"split plan", "arguments", "NaN", "determinism", "literal", "mutation", "vs double"};
+    const double t0 = th_now();
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        const double t = th_now();
+        parts[i](&seed);
+        printf("%s: %.2f s\n", names[i], th_now() - t);
+    }
+    printf("test_mla_mh: %.2f s\n", th_now() - t0);
+    return th_summary();
+}
