@@ -33,7 +33,9 @@
 #   kernels   kern_bench: the GPU model's split-K attention against its floor
 #             (bytes / HBM measured here, FLOPs / tensor peak) at 100K and 32K,
 #             C = 2, 8, 20; the indexer scores and top-k; the per-query
-#             projections against the previous kernels (checked bit-equal)
+#             projections against the previous kernels (checked bit-equal);
+#             test_mla_mh_cuda and mla_bench: the multi-head tensor-core
+#             attention against the CPU spec and its roofline
 #   serve     dhs bench serve at 100K (GLM-5.3 geometry), resident and
 #             adaptive, C = 1, 2 (minutes)
 #   sanitize  compute-sanitizer memcheck/racecheck/synccheck on reduced runs
@@ -174,10 +176,18 @@ suite_step() {
   return $rc
 }
 suite_kernels() {
+  local rc=0
   run kernels 300 "$b/kern_bench"
+  [ $r = 0 ] || rc=1
   cat "$out/kernels.log"
-  sum=$(grep -m1 "^kern_bench:" "$out/kernels.log")
-  return $r
+  run mla_test 120 "$b/test_mla_mh_cuda"
+  [ $r = 0 ] || rc=1
+  grep -v "^case" "$out/mla_test.log" | tail -3
+  run mla 240 "$b/mla_bench"
+  [ $r = 0 ] || rc=1
+  grep "^mla" "$out/mla.log"
+  sum="$(grep -m1 "^kern_bench:" "$out/kernels.log"); $(grep -m1 "variant 0" "$out/mla.log")"
+  return $rc
 }
 suite_serve() {
   run serve 590 "$b/dhs" bench serve --backend cuda --geometry glm-5.3 --context 100000 --modes resident,adaptive \
