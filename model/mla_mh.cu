@@ -3,13 +3,17 @@
  * mla_mh.c). C-style CUDA, one extern "C" launcher.
  *
  *   k_mla_mh       grid (splits, n_heads / 64, nq), 256 threads (8 warps),
- *                  one block per SM (201,728 bytes of shared memory). The
+ *                  one block per SM (202,000 bytes of shared memory). The
  *                  block's 64 heads of the query (bf16, 576 values) are
  *                  loaded into shared memory once; then for each tile of 64
  *                  located rows of its split (dhs_mla_mh_split_tiles):
  *                    1. the tile's 656-byte FP8 rows were gathered into a
- *                       staging buffer by cp.async (16-byte copies, base[q] +
- *                       (int64_t)loc * 656) while the previous tile computed;
+ *                       staging buffer while the previous tile computed: by
+ *                       warp 0 with one Hopper bulk copy per row (base[q] +
+ *                       (int64_t)loc * 656), completing in bytes on an
+ *                       mbarrier (variant 1: 41 cp.async of 16 bytes per row,
+ *                       which kept the load/store queue full: ncu's most
+ *                       sampled stall);
  *                    2. they are decoded once into bf16 K rows (FP8 E4M3 ->
  *                       f16 -> f32 exactly, times the tile scale in f32, one
  *                       rounding to bf16: the spec's K; RoPE copied); rows
@@ -60,7 +64,8 @@
 #define MH_OFF_ST (MH_OFF_K + DHS_MLA_TILE * MH_QS * 2)
 #define MH_OFF_P (MH_OFF_ST + DHS_MLA_TILE * MH_ROW)
 #define MH_OFF_R (MH_OFF_P + DHS_MLA_HG * MH_PS * 2)
-#define MH_SMEM (MH_OFF_R + 5 * DHS_MLA_HG * 4) /* 201,984 bytes: rmax, rl (2 x 64 each), alpha (64) */
+#define MH_OFF_B (MH_OFF_R + 5 * DHS_MLA_HG * 4)
+#define MH_SMEM (MH_OFF_B + 16) /* 202,000 bytes: rmax, rl (2 x 64 each), alpha (64); the mbarrier */
 
 static_assert(DHS_MLA_HG == 64 && DHS_MLA_TILE == 64, "warp layout: 4 head groups of 16 x 2 row halves of 32");
 static_assert(MH_OFF_K % 16 == 0 && MH_OFF_ST % 16 == 0 && MH_OFF_P % 16 == 0 && MH_OFF_R % 16 == 0, "16-byte aligned");
@@ -80,7 +85,18 @@ static __device__ __forceinline__ void mh_gather(uint8_t *st, const uint8_t *bas
    shared memory). Both are exact to the same specification; mla_bench times them side by side.
    AB: parts left out, for mla_bench --ablate only (the outputs are then wrong): 1 the decode, 2 the
    S product, 4 the P V product, 8 the gathers of the rows. */
-template <int PV, int AB>
+/* the same by warp 0 with one bulk copy per row, completing on bar (one arrival with the bytes) */
+static __device__ __forceinline__ void mh_gather_bulk(uint8_t *st, const uint8_t *base, const int32_t *loc, int r0, int nr,
+                                                      uint64_t *bar)
+{
+    if (threadIdx.x >= 32) return;
+    if (threadIdx.x == 0) mh_mbar_expect(bar, (unsigned)(nr * MH_ROW));
+    __syncwarp();
+    for (int row = threadIdx.x; row < nr; row += 32)
+        mh_bulk(st + row * MH_ROW, base + (int64_t)loc[r0 + row] * MH_ROW, MH_ROW, bar);
+}
+
+template <int PV, int AB, int BULK>
 __global__ void __launch_bounds__(MH_T, 1)
     k_mla_mh(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
              const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, float c, float *__restrict__ part)
@@ -89,6 +105,7 @@ __global__ void __launch_bounds__(MH_T, 1)
     uint16_t *qs = (uint16_t *)sm, *ks = (uint16_t *)(sm + MH_OFF_K), *ps = (uint16_t *)(sm + MH_OFF_P);
     uint8_t *stg = sm + MH_OFF_ST;
     float *rmax = (float *)(sm + MH_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
+    uint64_t *bar = (uint64_t *)(sm + MH_OFF_B);
     const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int hb = (w & 3) * 16, half = w >> 2, rb = half * 32, dvb = half * 256;
@@ -114,7 +131,13 @@ __global__ void __launch_bounds__(MH_T, 1)
             mh_cp16(qs + h * MH_QS + col * 8, qh + (int64_t)h * DHS_MLA_DQK + col * 8);
         }
     }
-    if (!(AB & 8)) mh_gather(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE));
+    if (BULK) {
+        if (tid == 0) mh_mbar_init(bar, 1);
+        __syncthreads();
+        if (!(AB & 8)) mh_gather_bulk(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE), bar);
+    } else if (!(AB & 8)) {
+        mh_gather(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE));
+    }
     mh_commit();
 
     float o[32][4];
@@ -124,7 +147,8 @@ __global__ void __launch_bounds__(MH_T, 1)
 
     for (int ti = t0; ti < t1; ti++) {
         const int r0 = ti * DHS_MLA_TILE, nr = min(DHS_MLA_TILE, nv - r0);
-        mh_wait_all();
+        mh_wait_all(); /* the query (and the rows, without BULK) */
+        if (BULK && !(AB & 8)) mh_mbar_wait(bar, (unsigned)(ti - t0) & 1u);
         __syncthreads(); /* the gather (and the query) landed; the previous tile's readers are done */
         /* 2. decode: 64 rows x 72 groups of 8 values (64 of codes, 8 of RoPE) */
         for (int u = tid; u < (AB & 1 ? 0 : DHS_MLA_TILE * 72); u += MH_T) {
@@ -146,8 +170,12 @@ __global__ void __launch_bounds__(MH_T, 1)
         __syncthreads(); /* K decoded; the staging buffer is free */
         if (ti + 1 < t1 && !(AB & 8)) {
             const int n0 = (ti + 1) * DHS_MLA_TILE;
-            mh_gather(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0));
-            mh_commit();
+            if (BULK) {
+                mh_gather_bulk(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0), bar);
+            } else {
+                mh_gather(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0));
+                mh_commit();
+            }
         }
         /* 4. S = Q K^T over this warp's 16 heads x 32 rows */
         float sacc[4][4];
@@ -305,13 +333,15 @@ __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__
 typedef void (*mh_kernel_fn)(const uint16_t *, const uint8_t *const *, const int32_t *, const int32_t *, int32_t,
                              int32_t, int32_t, float, float *);
 
-/* variant = PV | AB << 1 (the ablations mla_bench --ablate times) */
+/* variant = base | AB << 2: base 0 the default (rows gathered by bulk copies), 1 the rows gathered by
+   16-byte cp.async, 2 as 0 with the other P V split; AB the ablations of base 0 (mla_bench --ablate) */
 static mh_kernel_fn mh_kernel(int variant)
 {
     switch (variant) {
-#define MH_V(pv, ab) \
-    case (pv) | ((ab) << 1): return k_mla_mh<pv, ab>;
-        MH_V(0, 0) MH_V(1, 0) MH_V(1, 1) MH_V(1, 2) MH_V(1, 4) MH_V(1, 6) MH_V(1, 8) MH_V(1, 9) MH_V(1, 14) MH_V(1, 15)
+#define MH_V(base, pv, ab, bulk) \
+    case (base) | ((ab) << 2): return k_mla_mh<pv, ab, bulk>;
+        MH_V(0, 0, 0, 1) MH_V(1, 0, 0, 0) MH_V(2, 1, 0, 1) MH_V(0, 0, 1, 1) MH_V(0, 0, 2, 1) MH_V(0, 0, 4, 1)
+        MH_V(0, 0, 6, 1) MH_V(0, 0, 8, 1) MH_V(0, 0, 9, 1) MH_V(0, 0, 14, 1) MH_V(0, 0, 15, 1)
 #undef MH_V
     }
     return NULL;
@@ -323,7 +353,7 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
 {
     dhs_status e = dhs_mla_mh_check(d);
     if (e != DHS_OK) return e;
-    const mh_kernel_fn fn = variant >= 0 && variant < 32 ? mh_kernel(variant) : NULL;
+    const mh_kernel_fn fn = variant >= 0 && variant < 64 ? mh_kernel(variant) : NULL;
     if (!fn) return DHS_ERR_INVALID_ARG;
     if (d->nq == 0) return DHS_OK;
     if (d->nq > 65535) return DHS_ERR_INVALID_ARG;
@@ -331,7 +361,7 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
     if (((uintptr_t)q | (uintptr_t)part | (uintptr_t)out) & 15) return DHS_ERR_MISALIGNED;
     /* the shared-memory opt-in is per device: remembered for the first 16 (a benign race: every setter
        sets the same value), set at every launch on the others */
-    static int smem_set[16][32];
+    static int smem_set[16][64];
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
     if (dev < 0 || dev >= 16 || !smem_set[dev][variant]) {

@@ -59,4 +59,36 @@ static __device__ __forceinline__ uint32_t mh_dec2(uint32_t w16, float ts)
     return mh_pack(__fmul_rn(f.x, ts), __fmul_rn(f.y, ts));
 }
 
+/* the Hopper bulk copy (TMA engine): one instruction per row instead of one per 16 bytes, completion
+   counted in bytes on an mbarrier in shared memory (sm_90) */
+static __device__ __forceinline__ void mh_mbar_init(uint64_t *bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(count));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+/* one arrival that also expects bytes more transfer on the current phase */
+static __device__ __forceinline__ void mh_mbar_expect(uint64_t *bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+static __device__ __forceinline__ void mh_bulk(void *smem, const void *gmem, unsigned bytes, uint64_t *bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     (unsigned)__cvta_generic_to_shared(smem)),
+                 "l"(gmem), "r"(bytes), "r"((unsigned)__cvta_generic_to_shared(bar))
+                 : "memory");
+}
+/* wait until the phase with this parity completed */
+static __device__ __forceinline__ void mh_mbar_wait(uint64_t *bar, unsigned parity)
+{
+    asm volatile("{\n\t.reg .pred p;\n"
+                 "MH_WAIT:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n\t"
+                 "@!p bra MH_WAIT;\n}\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
 #endif

@@ -116,7 +116,7 @@ dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uin
    - nq <= 65535 (the grid's third dimension), else DHS_ERR_INVALID_ARG; nq 0:
      DHS_OK, nothing launched, pointers not checked;
    - on the GPU nv[qi] > k reads k rows, and locations are not checked;
-   - the kernel needs 201,984 bytes of shared memory per block (sm_90: H100,
+   - the kernel needs 202,000 bytes of shared memory per block (sm_90: H100,
      H200); a GPU without them: DHS_ERR_BACKEND. A launch failure (or an
      earlier error of the caller's still pending on the device) gives
      DHS_ERR_BACKEND.
@@ -127,11 +127,12 @@ dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uin
 dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
                              const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream);
 
-/* The same with a choice of kernel variant (model/mla_mh.cu: 0, the default, and 1, another split of the
-   P V product over the warps), for benchmarks that time them side by side. 1 | AB << 1 with AB one of
-   1, 2, 4, 6, 8, 9, 14, 15 leaves parts out (the decode, the S product, the P V product, the gathers:
-   mla_bench --ablate): the outputs are then wrong. Other variants: DHS_ERR_INVALID_ARG. Without CUDA:
-   DHS_ERR_UNSUPPORTED. */
+/* The same with a choice of kernel variant (model/mla_mh.cu), for benchmarks that time them side by
+   side: 0 the default (the rows gathered by the Hopper bulk copy, one per row), 1 the rows gathered by
+   16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the warps.
+   AB << 2 with AB one of 1, 2, 4, 6, 8, 9, 14, 15 leaves parts of variant 0 out (the decode, the S
+   product, the P V product, the gathers: mla_bench --ablate): the outputs are then wrong. Other variants:
+   DHS_ERR_INVALID_ARG. Without CUDA: DHS_ERR_UNSUPPORTED. */
 dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
                                     const uint8_t *const *base, const int32_t *loc, const int32_t *nv, float *part,
                                     float *out, void *stream);
