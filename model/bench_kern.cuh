@@ -84,4 +84,45 @@ static void time_calls(call_fn call, void *arg, int reps, cudaStream_t st, doubl
     free(ev), free(t);
 }
 
+/* a comma-separated list of positive integers: their count (at most max), -1 on a malformed one */
+static int parse_list(const char *s, int64_t *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s || v < 1) return -1;
+        out[n++] = v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+/* instantiate a captured graph, launch it once, then the median of 5 timed launches in us; the graph
+   and its instance are destroyed */
+static double graph_replay_us(cudaStream_t st, cudaGraph_t graph)
+{
+    cudaGraphExec_t exec;
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaGraphLaunch(exec, st));
+    float gms[5];
+    for (int r = 0; r < 5; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&gms[r], e0, e1));
+    }
+    qsort(gms, 5, sizeof(float), cmp_f);
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return gms[2] * 1e3;
+}
+
 #endif

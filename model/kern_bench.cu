@@ -95,19 +95,6 @@ __global__ void k_fill_pow2(float *x, int64_t n)
         x[j] = ldexpf(1.0f, -7 - (int)(hmix((uint64_t)j) & 1));
 }
 
-static int parse_list(const char *s, int64_t *out, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long long v = strtoll(s, &end, 10);
-        if (end == s || v < 1) return -1;
-        out[n++] = v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
-}
 
 static double worst_ratio;
 
@@ -469,25 +456,10 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
         /* a step's attention as the graph step issues it: STEP_LAYERS calls captured once, replayed */
         a.which = 0;
         cudaGraph_t graph;
-        cudaGraphExec_t exec;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         for (int l = 0; l < STEP_LAYERS; l++) att_call(&a, l);
         CK(cudaStreamEndCapture(st, &graph));
-        CK(cudaGraphInstantiate(&exec, graph, 0));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        CK(cudaGraphLaunch(exec, st));
-        float gms[5];
-        for (int r = 0; r < 5; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(exec, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            CK(cudaEventElapsedTime(&gms[r], e0, e1));
-        }
-        qsort(gms, 5, sizeof(float), cmp_f);
-        const double graph_us = gms[2] * 1e3;
+        const double graph_us = graph_replay_us(st, graph);
         print_row(r2 == 1 ? "attn-r2" : r2 == 2 ? "attn-r2f" : "attention", ctx, C, row_bytes, flops, p50, b2b, hbm_gbs,
                   !r2);
         printf("  two kernels (part + merge) p50 %.1f b2b %.1f; merge alone p50 %.1f b2b %.1f; %d layers in one "
@@ -508,10 +480,6 @@ static void bench_attention(int64_t ctx, int C, int nh, int reps, double hbm_gbs
                    (long long)ctx, C, best, b2b_new, b2b_split, b2b < b2bp ? b2b : b2bp, fb, best / fb,
                    (b2b < b2bp ? b2b : b2bp) / fb, (b2b < b2bp ? b2b : b2bp) / best);
         }
-        CK(cudaGraphExecDestroy(exec));
-        CK(cudaGraphDestroy(graph));
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
     }
     free(hb), free(hnv);
     void *bufs[] = {pool, aidx, anv, base, aq, pm, ps, po, ao, cnt};
@@ -714,7 +682,6 @@ static int pj_checks;
 static double pj_graph(pj_state *s, int nop_only, int *launches)
 {
     cudaGraph_t graph;
-    cudaGraphExec_t exec;
     int n = 0;
     CK(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
     for (int l = 0; l < s->L; l++) {
@@ -736,26 +703,8 @@ static double pj_graph(pj_state *s, int nop_only, int *launches)
     n++;
     CK(cudaGetLastError());
     CK(cudaStreamEndCapture(s->st, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaGraphLaunch(exec, s->st));
-    float gms[5];
-    for (int r = 0; r < 5; r++) {
-        CK(cudaEventRecord(e0, s->st));
-        CK(cudaGraphLaunch(exec, s->st));
-        CK(cudaEventRecord(e1, s->st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&gms[r], e0, e1));
-    }
-    qsort(gms, 5, sizeof(float), cmp_f);
-    CK(cudaGraphExecDestroy(exec));
-    CK(cudaGraphDestroy(graph));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
     if (launches) *launches = n;
-    return gms[2] * 1e3;
+    return graph_replay_us(s->st, graph);
 }
 
 static void nop_call(void *arg, int r)

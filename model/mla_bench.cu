@@ -196,50 +196,30 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
     CK(cudaStreamSynchronize(st));
     double first = 0;
     for (s.variant = 0; s.variant < NVAR; s.variant++) {
-    mh_call(&s, 0);
-    CK(cudaStreamSynchronize(st));
-    check_query(&s, 0, hbase);
-    if (C > 1) check_query(&s, C - 1, hbase);
+        mh_call(&s, 0);
+        CK(cudaStreamSynchronize(st));
+        check_query(&s, 0, hbase);
+        if (C > 1) check_query(&s, C - 1, hbase);
 
-    double p50, b2b;
-    time_calls(mh_call, &s, reps, st, &p50, &b2b);
-    /* 78 layers in one graph */
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    for (int l = 0; l < STEP_LAYERS; l++) mh_call(&s, l);
-    CK(cudaStreamEndCapture(st, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphLaunch(ge, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    float gms[5];
-    for (int r = 0; r < 5; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(ge, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&gms[r], e0, e1));
-    }
-    qsort(gms, 5, sizeof(float), cmp_f);
-    const double graph = gms[2] * 1e3 / STEP_LAYERS;
+        double p50, b2b;
+        time_calls(mh_call, &s, reps, st, &p50, &b2b);
+        /* 78 layers in one graph */
+        cudaGraph_t gr;
+        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (int l = 0; l < STEP_LAYERS; l++) mh_call(&s, l);
+        CK(cudaStreamEndCapture(st, &gr));
+        const double graph = graph_replay_us(st, gr) / STEP_LAYERS;
 
-    const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
-    const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
-    const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
-    printf("mla-mh/%d   %7lld %3d %5d %6d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", s.variant,
-           (long long)ctx, C, H, s.d.splits, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl, b2b / fl, graph / fl,
-           flops / (graph * 1e-6) / 1e12);
-    if (s.variant == 0) first = graph, printf("\n");
-    else printf("  /0 is x%.2f faster\n", graph / first);
-    double *w = C >= 8 ? worst_hi : worst_lo;
-    if (graph / fl > w[s.variant]) w[s.variant] = graph / fl;
-
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(gr));
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
+        const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
+        const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
+        const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
+        printf("mla-mh/%d   %7lld %3d %5d %6d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", s.variant,
+               (long long)ctx, C, H, s.d.splits, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl, b2b / fl, graph / fl,
+               flops / (graph * 1e-6) / 1e12);
+        if (s.variant == 0) first = graph, printf("\n");
+        else printf("  /0 is x%.2f faster\n", graph / first);
+        double *w = C >= 8 ? worst_hi : worst_lo;
+        if (graph / fl > w[s.variant]) w[s.variant] = graph / fl;
     }
     if (ablate) { /* variant 0 with parts left out: what each costs (no check: the outputs are wrong) */
         static const int abl[] = {1, 2, 4, 6, 8, 9, 14, 15};
@@ -255,20 +235,6 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
     void *bufs[] = {pool, (void *)s.base, s.loc, s.q, s.nv, s.part, s.out};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CK(cudaFree(bufs[i]));
     free(hbase), free(hnv);
-}
-
-static int parse_list(const char *s, int64_t *out, int max)
-{
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long long v = strtoll(s, &end, 10);
-        if (end == s || v < 1) return -1;
-        out[n++] = v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
 }
 
 static void usage(FILE *f)

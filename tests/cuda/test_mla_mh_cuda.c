@@ -171,6 +171,20 @@ static int64_t first_diff(const float *a, const float *b, int64_t n)
     return -1;
 }
 
+static void free_dev(void *const *p, int n)
+{
+    for (int i = 0; i < n; i++) CK(cudaFree(p[i]));
+}
+
+/* the same bits in o1 and o2 (n outputs of nh heads), else a failure naming the first difference */
+static void check_same_bits(const float *o1, const float *o2, int64_t n, int32_t nh, int cno, const char *what)
+{
+    const int64_t i = first_diff(o1, o2, n);
+    CHECKF(i < 0, "case %d: %s: other bits at q %d h %d value %d: %.9g vs %.9g", cno, what,
+           i < 0 ? 0 : (int)(i / ((int64_t)nh * DHS_MLA_DV)), i < 0 ? 0 : (int)(i / DHS_MLA_DV % nh),
+           i < 0 ? 0 : (int)(i % DHS_MLA_DV), i < 0 ? 0.0 : (double)o1[i], i < 0 ? 0.0 : (double)o2[i]);
+}
+
 /* GPU vs spec for query qi: the outputs out of tolerance (the first reported in *first); updates the worst */
 static long compare_query(const float *g, const float *r, int32_t nh, float vmax, int64_t *first, double *worst)
 {
@@ -267,12 +281,7 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     /* 3a. the same launch again (the workspace poisoned with zeros instead of NaN): the same bits */
     st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, 0x00, d_out, o2, NULL, "second launch", cno);
     CHECKF(st == DHS_OK, "case %d: second launch returned %d", cno, (int)st);
-    {
-        const int64_t i = first_diff(o1, o2, (int64_t)nout);
-        CHECKF(i < 0, "case %d: a second launch differs at q %d h %d value %d: %.9g then %.9g", cno,
-               i < 0 ? 0 : (int)(i / ((int64_t)nh * DHS_MLA_DV)), i < 0 ? 0 : (int)(i / DHS_MLA_DV % nh),
-               i < 0 ? 0 : (int)(i % DHS_MLA_DV), i < 0 ? 0.0 : (double)o1[i], i < 0 ? 0.0 : (double)o2[i]);
-    }
+    check_same_bits(o1, o2, (int64_t)nout, nh, cno, "a second launch");
 
     /* 3b. the rows at other locations of a bigger pool (the unused rows NaN), other bases, on a stream */
     {
@@ -314,10 +323,7 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
         CK(cudaStreamCreate(&str));
         st = launch(&d, d_q, d_base2, d_loc2, d_nv, d_part, pb, 0x7f, d_out, o2, str, "moved rows", cno);
         CHECKF(st == DHS_OK, "case %d: the launch on moved rows returned %d", cno, (int)st);
-        const int64_t i = first_diff(o1, o2, (int64_t)nout);
-        CHECKF(i < 0, "case %d: the rows at other locations give other bits at q %d h %d value %d: %.9g vs %.9g", cno,
-               i < 0 ? 0 : (int)(i / ((int64_t)nh * DHS_MLA_DV)), i < 0 ? 0 : (int)(i / DHS_MLA_DV % nh),
-               i < 0 ? 0 : (int)(i % DHS_MLA_DV), i < 0 ? 0.0 : (double)o1[i], i < 0 ? 0.0 : (double)o2[i]);
+        check_same_bits(o1, o2, (int64_t)nout, nh, cno, "the rows at other locations");
         CK(cudaStreamDestroy(str));
         CK(cudaFree(d_pool2));
         CK(cudaFree(d_base2));
@@ -381,20 +387,11 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
         CK(cudaMemcpy(d_nv, nv, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice));
         st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, 0xff, d_out, o2, NULL, "other queries changed", cno);
         CHECKF(st == DHS_OK, "case %d: the launch with other queries changed returned %d", cno, (int)st);
-        const int64_t i = first_diff(o1, o2, (int64_t)nh * DHS_MLA_DV);
-        CHECKF(i < 0, "case %d: query 0 changes with the other queries' rows at head %d value %d: %.9g vs %.9g", cno,
-               i < 0 ? 0 : (int)(i / DHS_MLA_DV), i < 0 ? 0 : (int)(i % DHS_MLA_DV), i < 0 ? 0.0 : (double)o1[i],
-               i < 0 ? 0.0 : (double)o2[i]);
+        check_same_bits(o1, o2, (int64_t)nh * DHS_MLA_DV, nh, cno, "query 0 with the other queries changed");
     }
 
 done:
-    CK(cudaFree(d_pool));
-    CK(cudaFree(d_base));
-    CK(cudaFree(d_q));
-    CK(cudaFree(d_loc));
-    CK(cudaFree(d_nv));
-    CK(cudaFree(d_part));
-    CK(cudaFree(d_out));
+    free_dev((void *[]){d_pool, (void *)d_base, d_q, d_loc, d_nv, d_part, d_out}, 7);
     free(pool), free(rvmax), free(loc), free(q), free(o1), free(o2), free(ref);
 }
 
@@ -495,13 +492,7 @@ static void test_args(uint64_t *rng)
 #undef BAD_CALL
 #undef ATT
     free(o), free(pw), free(pool), free(q);
-    CK(cudaFree(d_pool));
-    CK(cudaFree(d_base));
-    CK(cudaFree(d_q));
-    CK(cudaFree(d_loc));
-    CK(cudaFree(d_nv));
-    CK(cudaFree(d_part));
-    CK(cudaFree(d_out));
+    free_dev((void *[]){d_pool, (void *)d_base, d_q, d_loc, d_nv, d_part, d_out}, 7);
 }
 
 /* the comparison can fail: one output moved by just over the tolerance is the one flagged */

@@ -84,20 +84,26 @@ static void test_splits(uint64_t *rng)
                     if (!ok && bad++ < 5) CHECKF(0, "splits(nq %d, heads %d, k %d, sm %d) = %d", nq, nh, k, sm, s);
                 }
     CHECKF(bad == 0, "%ld wrong split counts", bad);
-    CHECK(dhs_mla_mh_splits(1, 64, 2048, 132) == 32);
-    CHECK(dhs_mla_mh_splits(1, 128, 2048, 132) == 32);
-    CHECK(dhs_mla_mh_splits(132, 64, 2048, 132) == 1);
-    CHECK(dhs_mla_mh_splits(16, 128, 2048, 132) == 4);
-    CHECK(dhs_mla_mh_splits(8, 64, 2048, 132) == 16);
-    CHECK(dhs_mla_mh_splits(20, 64, 2048, 132) == 6);
-    CHECK(dhs_mla_mh_splits(20, 128, 2048, 132) == 3);
-    CHECK(dhs_mla_mh_splits(200, 128, 2048, 132) == 1);
-    CHECK(dhs_mla_mh_splits(1, 64, 100, 132) == 2);
-    CHECK(dhs_mla_mh_splits(0, 64, 2048, 132) == 1);
-    CHECK(dhs_mla_mh_splits(4, 0, 2048, 132) == 1);
-    CHECK(dhs_mla_mh_splits(4, 64, 0, 132) == 1);
-    CHECK(dhs_mla_mh_splits(4, 64, 2048, 0) == 1);
-    CHECK(dhs_mla_mh_splits(-3, 64, 2048, -1) == 1);
+    static const int32_t fixed[][5] = { /* nq, heads, k, SMs: splits */
+        {1, 64, 2048, 132, 32},
+        {1, 128, 2048, 132, 32},
+        {132, 64, 2048, 132, 1},
+        {16, 128, 2048, 132, 4},
+        {8, 64, 2048, 132, 16},
+        {20, 64, 2048, 132, 6},
+        {20, 128, 2048, 132, 3},
+        {200, 128, 2048, 132, 1},
+        {1, 64, 100, 132, 2},
+        {0, 64, 2048, 132, 1},
+        {4, 0, 2048, 132, 1},
+        {4, 64, 0, 132, 1},
+        {4, 64, 2048, 0, 1},
+        {-3, 64, 2048, -1, 1},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        const int32_t *f = fixed[i], got = dhs_mla_mh_splits(f[0], f[1], f[2], f[3]);
+        CHECKF(got == f[4], "splits(%d, %d, %d, %d) = %d, not %d", f[0], f[1], f[2], f[3], got, f[4]);
+    }
 
     bad = 0;
     for (int32_t nv = 1; nv <= DHS_MLA_MAXK; nv++)
