@@ -1,8 +1,8 @@
 /* mla_mh.c - the CPU specification of the multi-head sparse MLA decode
  * attention (model/mla_mh.h has the algorithm), its split plan and argument
  * check, and, without CUDA, the GPU launcher's stub. The GPU kernel
- * (model/mla_mh.cu) computes the same algorithm with tensor cores; only the
- * summation order of the Q.K and P.V dot products and exp2f's last bits differ.
+ * (model/mla_mh.cu) computes the same algorithm with tensor cores (what differs:
+ * the header, dhs_mla_mh_attend).
  *
  * The build does not contract (C11 without GNU extensions: -ffp-contract=off),
  * so every step below is one IEEE float operation in the written order. */
@@ -40,18 +40,6 @@ int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm)
     if (fit < 1) fit = 1;
     const int64_t per = (nt + fit - 1) / fit; /* the longest split's tiles */
     return (int32_t)((nt + per - 1) / per);   /* the fewest splits with that longest split */
-}
-
-void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits, int32_t s, int32_t *t0, int32_t *t1)
-{
-    int64_t a = 0, b = 0;
-    if (nv > 0 && splits > 0 && s >= 0 && s < splits) {
-        const int64_t nt = ((int64_t)nv + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
-        a = (int64_t)s * nt / splits;
-        b = ((int64_t)s + 1) * nt / splits;
-    }
-    if (t0) *t0 = (int32_t)a;
-    if (t1) *t1 = (int32_t)b;
 }
 
 uint64_t dhs_mla_mh_part_bytes(const dhs_mla_mh_desc *d)

@@ -80,11 +80,6 @@ static __device__ __forceinline__ void mh_gather(uint8_t *st, const uint8_t *bas
     }
 }
 
-/* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
-   32 (w & 1).., values 128 (w >> 1).. (V read by 2 head groups instead of 4; the rescale factors through
-   shared memory). Both are exact to the same specification; mla_bench times them side by side.
-   AB: parts left out, for mla_bench --ablate only (the outputs are then wrong): 1 the decode, 2 the
-   S product, 4 the P V product, 8 the gathers of the rows. */
 /* the same by warp 0 with one bulk copy per row, completing on bar (one arrival with the bytes) */
 static __device__ __forceinline__ void mh_gather_bulk(uint8_t *st, const uint8_t *base, const int32_t *loc, int r0, int nr,
                                                       uint64_t *bar)
@@ -96,6 +91,26 @@ static __device__ __forceinline__ void mh_gather_bulk(uint8_t *st, const uint8_t
         mh_bulk(st + row * MH_ROW, base + (int64_t)loc[r0 + row] * MH_ROW, MH_ROW, bar);
 }
 
+/* the rows of the tile from valid entry n0 (at most 64, nv in all): with BULK by bulk copies completing on
+   bar, else by cp.async in their own commit group */
+template <int BULK>
+static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t *base, const int32_t *loc, int n0,
+                                                      int nv, uint64_t *bar)
+{
+    const int nr = min(DHS_MLA_TILE, nv - n0);
+    if (BULK) {
+        mh_gather_bulk(st, base, loc, n0, nr, bar);
+    } else {
+        mh_gather(st, base, loc, n0, nr);
+        mh_commit();
+    }
+}
+
+/* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
+   32 (w & 1).., values 128 (w >> 1).. (V read by 2 head groups instead of 4; the rescale factors through
+   shared memory). Both are exact to the same specification; mla_bench times them side by side.
+   AB: parts left out, for mla_bench --ablate only (the outputs are then wrong): 1 the decode, 2 the
+   S product, 4 the P V product, 8 the gathers of the rows. BULK: the rows by bulk copies, else cp.async. */
 template <int PV, int AB, int BULK>
 __global__ void __launch_bounds__(MH_T, 1)
     k_mla_mh(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
@@ -112,8 +127,8 @@ __global__ void __launch_bounds__(MH_T, 1)
     int nv = nvp[qi];
     if (nv <= 0) return; /* the combine leaves the output alone */
     if (nv > k) nv = k;
-    const int nt = (nv + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
-    const int t0 = (int)((int64_t)s * nt / splits), t1 = (int)((int64_t)(s + 1) * nt / splits);
+    int32_t t0, t1;
+    dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
     const int64_t pidx = ((int64_t)qi * splits + s) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
     float *pm = part + pidx, *pl = part + (int64_t)nq * splits * nh + pidx;
     float *po = part + 2 * (int64_t)nq * splits * nh + pidx * DHS_MLA_DV;
@@ -131,14 +146,12 @@ __global__ void __launch_bounds__(MH_T, 1)
             mh_cp16(qs + h * MH_QS + col * 8, qh + (int64_t)h * DHS_MLA_DQK + col * 8);
         }
     }
+    mh_commit();
     if (BULK) {
         if (tid == 0) mh_mbar_init(bar, 1);
         __syncthreads();
-        if (!(AB & 8)) mh_gather_bulk(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE), bar);
-    } else if (!(AB & 8)) {
-        mh_gather(stg, bq, lq, t0 * DHS_MLA_TILE, min(DHS_MLA_TILE, nv - t0 * DHS_MLA_TILE));
     }
-    mh_commit();
+    if (!(AB & 8)) mh_gather_tile<BULK>(stg, bq, lq, t0 * DHS_MLA_TILE, nv, bar);
 
     float o[32][4];
 #pragma unroll
@@ -168,15 +181,7 @@ __global__ void __launch_bounds__(MH_T, 1)
             *(uint4 *)(ks + row * MH_QS + grp * 8) = out;
         }
         __syncthreads(); /* K decoded; the staging buffer is free */
-        if (ti + 1 < t1 && !(AB & 8)) {
-            const int n0 = (ti + 1) * DHS_MLA_TILE;
-            if (BULK) {
-                mh_gather_bulk(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0), bar);
-            } else {
-                mh_gather(stg, bq, lq, n0, min(DHS_MLA_TILE, nv - n0));
-                mh_commit();
-            }
-        }
+        if (ti + 1 < t1 && !(AB & 8)) mh_gather_tile<BULK>(stg, bq, lq, (ti + 1) * DHS_MLA_TILE, nv, bar);
         /* 4. S = Q K^T over this warp's 16 heads x 32 rows */
         float sacc[4][4];
 #pragma unroll

@@ -8,8 +8,7 @@
  *   dhs_mla_mh_ref     the CPU specification (model/mla_mh.c), host pointers;
  *   dhs_mla_mh_attend  the GPU kernel (model/mla_mh.cu, tensor cores), device
  *                      pointers; without CUDA a stub returning DHS_ERR_UNSUPPORTED.
- * They agree within a tolerance: only the summation order of the two dot
- * products (Q.K and P.V) and exp2f's last bits may differ.
+ * They agree within a tolerance (what differs: dhs_mla_mh_attend below).
  *
  * The algorithm (all float arithmetic, in this order):
  *   K[j] = bf16_rne(e4m3(code_j) * scale[j/128]) for j < 512 (the product in
@@ -88,7 +87,22 @@ int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm);
    intermediate). Rows are [t0*64, min(t1*64, nv)). nv <= 0, splits <= 0 or s
    outside [0, splits): t0 = t1 = 0. Every split gets floor or ceil of
    nt/splits tiles; splits > nt leaves some splits empty. */
-void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits, int32_t s, int32_t *t0, int32_t *t1);
+#ifdef __CUDACC__
+#define DHS_MLA_HD __host__ __device__
+#else
+#define DHS_MLA_HD
+#endif
+static inline DHS_MLA_HD void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits, int32_t s, int32_t *t0, int32_t *t1)
+{
+    int64_t a = 0, b = 0;
+    if (nv > 0 && splits > 0 && s >= 0 && s < splits) {
+        const int64_t nt = ((int64_t)nv + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
+        a = (int64_t)s * nt / splits;
+        b = ((int64_t)s + 1) * nt / splits;
+    }
+    if (t0) *t0 = (int32_t)a;
+    if (t1) *t1 = (int32_t)b;
+}
 
 /* Bytes of the partials workspace the GPU launcher needs:
    nq * splits * n_heads * (DHS_MLA_DV + 2) * 4; 0 when d fails dhs_mla_mh_check. */
