@@ -114,7 +114,8 @@ static void mh_call(void *arg, int r)
     }
 }
 
-static double worst_lo[NVAR], worst_hi[NVAR]; /* the worst graph / floor by variant at C < 8 and at C >= 8 */
+/* the worst graph / floor by variant (and, last, dhs_mla_mh_plan's with clusters) at C < 8 and at C >= 8 */
+static double worst_lo[NVAR + 1], worst_hi[NVAR + 1];
 static double worst_err;
 
 /* query qi of layer 0 against the CPU specification */
@@ -159,7 +160,32 @@ static void check_query(const mh_state *s, int qi, const uint8_t *const *hbase)
     free(hloc), free(idx), free(rows), free(hq), free(ref), free(got);
 }
 
-static int ablate; /* --ablate */
+static int ablate, sweep; /* --ablate, --sweep */
+static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit */
+
+/* one timed configuration: checked against the spec, p50 / b2b / graph; prints its line, returns graph µs */
+static double time_config(mh_state *s, const char *name, int64_t ctx, const uint8_t *const *hbase, int reps,
+                          double fl, double bytes, double flops, double fb, double ff, double base_graph)
+{
+    const int C = s->d.nq;
+    mh_call(s, 0);
+    CK(cudaStreamSynchronize(s->st));
+    check_query(s, 0, hbase);
+    if (C > 1) check_query(s, C - 1, hbase);
+    double p50, b2b;
+    time_calls(mh_call, s, reps, s->st, &p50, &b2b);
+    cudaGraph_t gr; /* 78 layers in one graph */
+    CK(cudaStreamBeginCapture(s->st, cudaStreamCaptureModeThreadLocal));
+    for (int l = 0; l < STEP_LAYERS; l++) mh_call(s, l);
+    CK(cudaStreamEndCapture(s->st, &gr));
+    const double graph = graph_replay_us(s->st, gr) / STEP_LAYERS;
+    printf("%-10s %7lld %3d %5d %3d/%-2d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", name,
+           (long long)ctx, C, s->d.n_heads, s->d.splits, s->d.cluster, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl,
+           b2b / fl, graph / fl, flops / (graph * 1e-6) / 1e12);
+    if (base_graph > 0) printf("  /0 is x%.2f faster\n", base_graph / graph);
+    else printf("\n");
+    return graph;
+}
 
 static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hbm, double peak, int n_sm, cudaStream_t st)
 {
@@ -191,35 +217,41 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
     for (int q = 0; q < C; q++) hnv[q] = K;
     CK(cudaMalloc((void **)&s.nv, sizeof(int32_t) * (size_t)C));
     CK(cudaMemcpy(s.nv, hnv, sizeof(int32_t) * (size_t)C, cudaMemcpyHostToDevice));
-    CK(cudaMalloc((void **)&s.part, dhs_mla_mh_part_bytes(&s.d)));
+    dhs_mla_mh_desc dmax = s.d;
+    dmax.splits = DHS_MLA_MAX_SPLITS; /* the largest workspace of any configuration timed */
+    CK(cudaMalloc((void **)&s.part, dhs_mla_mh_part_bytes(&dmax)));
     CK(cudaMalloc((void **)&s.out, sizeof(float) * (size_t)C * H * DHS_MLA_DV));
     CK(cudaStreamSynchronize(st));
+    const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
+    const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
+    const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
     double first = 0;
-    for (s.variant = 0; s.variant < NVAR; s.variant++) {
-        mh_call(&s, 0);
-        CK(cudaStreamSynchronize(st));
-        check_query(&s, 0, hbase);
-        if (C > 1) check_query(&s, C - 1, hbase);
-
-        double p50, b2b;
-        time_calls(mh_call, &s, reps, st, &p50, &b2b);
-        /* 78 layers in one graph */
-        cudaGraph_t gr;
-        CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        for (int l = 0; l < STEP_LAYERS; l++) mh_call(&s, l);
-        CK(cudaStreamEndCapture(st, &gr));
-        const double graph = graph_replay_us(st, gr) / STEP_LAYERS;
-
-        const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
-        const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
-        const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
-        printf("mla-mh/%d   %7lld %3d %5d %6d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", s.variant,
-               (long long)ctx, C, H, s.d.splits, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl, b2b / fl, graph / fl,
-               flops / (graph * 1e-6) / 1e12);
-        if (s.variant == 0) first = graph, printf("\n");
-        else printf("  /0 is x%.2f faster\n", graph / first);
+    const int32_t base_splits = s.d.splits;
+    for (s.variant = 0; s.variant < NVAR; s.variant++) { /* without clusters */
+        char name[32];
+        snprintf(name, sizeof name, "mla-mh/%d", s.variant);
+        const double graph = time_config(&s, name, ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
+        if (s.variant == 0) first = graph;
         double *w = C >= 8 ? worst_hi : worst_lo;
         if (graph / fl > w[s.variant]) w[s.variant] = graph / fl;
+    }
+    s.variant = 0;
+    if (cl_fit[2] > 0) { /* the plan with clusters; with --sweep every one-wave (splits, cluster) with np <= 4 */
+        int32_t ps, pc;
+        dhs_mla_mh_plan(C, H, K, n_sm, cl_fit, &ps, &pc);
+        s.d.splits = ps, s.d.cluster = pc;
+        const double graph = time_config(&s, "plan", ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
+        double *w = C >= 8 ? worst_hi : worst_lo;
+        if (graph / fl > w[NVAR]) w[NVAR] = graph / fl;
+        const int nt = K / DHS_MLA_TILE;
+        for (int cs = 2; sweep && cs <= DHS_MLA_MAX_CLUSTER; cs++)
+            for (int np = 1; np <= 4 && cs * np <= nt && cs * np <= DHS_MLA_MAX_SPLITS; np++) {
+                if (cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
+                if (cs * np == ps && cs == pc) continue;
+                s.d.splits = cs * np, s.d.cluster = cs;
+                time_config(&s, "sweep", ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
+            }
+        s.d.splits = base_splits, s.d.cluster = 0;
     }
     if (ablate) { /* variant 0 with parts left out: what each costs (no check: the outputs are wrong) */
         static const int abl[] = {1, 2, 4, 6, 8, 9, 14, 15};
@@ -240,12 +272,14 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mla_bench [--contexts N,N,...] [--batch C,C,...] [--heads 64|128,...] [--splits S] [--reps R]\n"
-               "                 [--ablate]\n"
+               "                 [--ablate] [--sweep]\n"
                "  The multi-head sparse MLA decode attention (model/mla_mh.cu: tensor cores, FP8 rows decoded in the\n"
                "  kernel, split over the located rows, a fixed-order combine) against its roofline max(bytes / HBM,\n"
                "  FLOPs / tensor peak), both measured in this process; checked against the CPU specification first.\n"
                "  --splits: row splits per query (default: dhs_mla_mh_splits for this GPU). --ablate: also variant 0\n"
-               "  with parts left out (decode, S product, P V product, gathers): what each costs.\n"
+               "  with parts left out (decode, S product, P V product, gathers): what each costs. Where the GPU\n"
+               "  holds clusters, the line 'plan' is dhs_mla_mh_plan's (splits/cluster: the splits of a cluster\n"
+               "  combined in its shared memory); --sweep: also every other one-wave (splits, cluster).\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 64,128 --reps 100\n");
 }
 
@@ -268,6 +302,8 @@ int main(int argc, char **argv)
             if (splits < 1 || splits > DHS_MLA_MAX_SPLITS) return usage(stderr), 2;
         } else if (!strcmp(argv[i], "--ablate")) {
             ablate = 1;
+        } else if (!strcmp(argv[i], "--sweep")) {
+            sweep = 1;
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
             if (reps < 5 || reps > 100000) return usage(stderr), 2;
@@ -298,15 +334,19 @@ int main(int argc, char **argv)
     printf("k = %d rows x %d B per query; times in us; graph = per layer of %d calls in one CUDA graph; /fl = time / "
            "max(floor_B, floor_F); TF = FLOP/s of the graph time\n",
            K, DHS_MLA_ROW_BYTES, STEP_LAYERS);
-    printf("kernel     context   C heads splits       MB      p50      b2b    graph  floor_B  floor_F  p50/fl  b2b/fl  "
+    if (dhs_mla_mh_cluster_fit(cl_fit) != DHS_OK) memset(cl_fit, 0, sizeof cl_fit);
+    printf("clusters of 1..%d blocks held at once:", DHS_MLA_MAX_CLUSTER);
+    for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) printf(" %d", (int)cl_fit[c]);
+    printf("\n");
+    printf("kernel     context   C heads spl/cl       MB      p50      b2b    graph  floor_B  floor_F  p50/fl  b2b/fl  "
            "grf/fl      TF\n");
     for (int i = 0; i < nctx; i++)
         for (int j = 0; j < nb; j++)
             for (int h = 0; h < nh; h++)
                 bench_one(ctxs[i], (int)batch[j], (int)heads[h], splits, reps, hbm, peak, prop.multiProcessorCount, st);
-    for (int v = 0; v < NVAR; v++)
-        printf("mla_bench: variant %d: worst graph/floor %.2f at C >= 8 (bar 2x), %.2f at C < 8 (bar 3x)\n", v,
-               worst_hi[v], worst_lo[v]);
+    for (int v = 0; v <= NVAR; v++)
+        printf("mla_bench: %s %d: worst graph/floor %.2f at C >= 8 (bar 2x), %.2f at C < 8 (bar 3x)\n",
+               v < NVAR ? "variant" : "plan with clusters, variant", v < NVAR ? v : 0, worst_hi[v], worst_lo[v]);
     printf("mla_bench: every checked output within %.2g x vmax of the specification\n", worst_err);
     CK(cudaStreamDestroy(st));
     return 0;

@@ -25,7 +25,15 @@ dhs_status dhs_mla_mh_check(const dhs_mla_mh_desc *d)
     if (d->k < 1 || d->k > DHS_MLA_MAXK) return DHS_ERR_INVALID_ARG;
     if (d->splits < 1 || d->splits > DHS_MLA_MAX_SPLITS) return DHS_ERR_INVALID_ARG;
     if (!isfinite(d->sm_scale) || !(d->sm_scale > 0.0f)) return DHS_ERR_INVALID_ARG;
+    if (d->cluster < 0 || d->cluster > DHS_MLA_MAX_CLUSTER) return DHS_ERR_INVALID_ARG;
+    if (d->cluster >= 2 && d->splits % d->cluster) return DHS_ERR_INVALID_ARG;
     return DHS_OK;
+}
+
+/* partials per query that go through the workspace (or, with one cluster, none: 1) */
+static int32_t partials_per_query(const dhs_mla_mh_desc *d)
+{
+    return d->cluster >= 2 ? d->splits / d->cluster : d->splits;
 }
 
 int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm)
@@ -42,10 +50,38 @@ int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm)
     return (int32_t)((nt + per - 1) / per);   /* the fewest splits with that longest split */
 }
 
+void dhs_mla_mh_plan(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm, const int32_t *fit, int32_t *splits,
+                     int32_t *cluster)
+{
+    int32_t bs = dhs_mla_mh_splits(nq, n_heads, k, n_sm), bc = 0;
+    if (fit && nq > 0 && n_heads > 0 && k > 0 && n_sm > 0) {
+        const int64_t groups = ((int64_t)n_heads + DHS_MLA_HG - 1) / DHS_MLA_HG;
+        const int64_t nt = ((int64_t)k + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
+        const int64_t smax = nt < DHS_MLA_MAX_SPLITS ? nt : DHS_MLA_MAX_SPLITS;
+        int64_t best_per = (nt + bs - 1) / bs, best_np = 0, best_s = 0, best_cs = 0; /* to beat: the base plan */
+        for (int64_t cs = 2; cs <= DHS_MLA_MAX_CLUSTER; cs++) {
+            if (fit[cs] <= 0) continue;
+            for (int64_t np = 1; cs * np <= smax && (int64_t)nq * groups * np <= fit[cs]; np++) {
+                const int64_t S = cs * np, per = (nt + S - 1) / S;
+                int better = per < best_per || !best_cs;
+                if (per == best_per && best_cs)
+                    better = np != best_np ? np < best_np : S != best_s ? S < best_s : cs > best_cs;
+                if (per > best_per) better = 0;
+                if (better) best_per = per, best_np = np, best_s = S, best_cs = cs;
+            }
+        }
+        if (best_cs) bs = (int32_t)best_s, bc = (int32_t)best_cs;
+    }
+    if (splits) *splits = bs;
+    if (cluster) *cluster = bc;
+}
+
 uint64_t dhs_mla_mh_part_bytes(const dhs_mla_mh_desc *d)
 {
     if (dhs_mla_mh_check(d) != DHS_OK) return 0;
-    return (uint64_t)d->nq * (uint64_t)d->splits * (uint64_t)d->n_heads * (uint64_t)(DHS_MLA_DV + 2) * 4u;
+    if (d->cluster >= 2 && d->cluster == d->splits) return 0;
+    return (uint64_t)d->nq * (uint64_t)partials_per_query(d) * (uint64_t)d->n_heads * (uint64_t)(DHS_MLA_DV + 2) *
+           4u;
 }
 
 /* the decoded key/value row: dhs_ref_row_decode (the model's E4M3 table times
@@ -89,6 +125,27 @@ static void split_partial(const float *qh, const float *K, int32_t r0, int32_t r
     *l_out = l;
 }
 
+/* combines n partials (o[512], m, l) at part, part + st (DV + 2) floats, ... (st: the stride in
+   partials) into (o, *M, *L) in their order (the algorithm's combine); o may be the first partial's o */
+static void combine(float *part, int32_t n, int32_t stride, float *o, float *M_out, float *L_out)
+{
+    const size_t st = (size_t)stride * (DHS_MLA_DV + 2);
+    float M = -INFINITY;
+    for (int32_t s = 0; s < n; s++) M = fmaxf(M, part[s * st + DHS_MLA_DV]);
+    float L = 0.0f, acc[DHS_MLA_DV];
+    for (int j = 0; j < DHS_MLA_DV; j++) acc[j] = 0.0f;
+    for (int32_t s = 0; s < n; s++) {
+        const float *ps = part + s * st;
+        const float ms = ps[DHS_MLA_DV];
+        const float w = ms == -INFINITY ? 0.0f : exp2f(ms - M);
+        L = L + w * ps[DHS_MLA_DV + 1];
+        for (int j = 0; j < DHS_MLA_DV; j++) acc[j] = acc[j] + w * ps[j];
+    }
+    memcpy(o, acc, sizeof acc);
+    *M_out = M;
+    *L_out = L;
+}
+
 dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
                           const int32_t *loc, const int32_t *nv, float *out)
 {
@@ -128,19 +185,17 @@ dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uin
                 float *ps = part + (size_t)s * (DHS_MLA_DV + 2);
                 split_partial(qh, K, r0, r1, c, &ps[DHS_MLA_DV], &ps[DHS_MLA_DV + 1], ps);
             }
-            /* combine in split order */
-            float M = -INFINITY;
-            for (int32_t s = 0; s < S; s++) M = fmaxf(M, part[(size_t)s * (DHS_MLA_DV + 2) + DHS_MLA_DV]);
-            float L = 0.0f;
+            /* with clusters: the partials of each cluster's splits combined into the cluster's (in place
+               of its first split's), then those; without, or with one cluster: all of them at once */
             float *o = out + ((int64_t)qi * nh + h) * DHS_MLA_DV;
-            for (int j = 0; j < DHS_MLA_DV; j++) o[j] = 0.0f;
-            for (int32_t s = 0; s < S; s++) {
-                const float *ps = part + (size_t)s * (DHS_MLA_DV + 2);
-                const float ms = ps[DHS_MLA_DV];
-                const float w = ms == -INFINITY ? 0.0f : exp2f(ms - M);
-                L = L + w * ps[DHS_MLA_DV + 1];
-                for (int j = 0; j < DHS_MLA_DV; j++) o[j] = o[j] + w * ps[j];
-            }
+            const int32_t cs = d->cluster >= 2 && d->cluster < S ? d->cluster : 1;
+            if (cs > 1)
+                for (int32_t s = 0; s < S; s += cs) {
+                    float *pc = part + (size_t)s * (DHS_MLA_DV + 2);
+                    combine(pc, cs, 1, pc, &pc[DHS_MLA_DV], &pc[DHS_MLA_DV + 1]);
+                }
+            float M, L;
+            combine(part, S / cs, cs, o, &M, &L);
             for (int j = 0; j < DHS_MLA_DV; j++) o[j] = o[j] / L;
         }
     }
@@ -162,5 +217,12 @@ dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const
 {
     (void)variant;
     return dhs_mla_mh_attend(d, q, base, loc, nv, part, out, stream);
+}
+
+dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1])
+{
+    if (!fit) return DHS_ERR_INVALID_ARG;
+    for (int c = 0; c <= DHS_MLA_MAX_CLUSTER; c++) fit[c] = 0;
+    return DHS_ERR_UNSUPPORTED;
 }
 #endif

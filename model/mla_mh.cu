@@ -50,6 +50,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "model/mla_mh.h"
@@ -66,10 +67,15 @@
 #define MH_OFF_R (MH_OFF_P + DHS_MLA_HG * MH_PS * 2)
 #define MH_OFF_B (MH_OFF_R + 5 * DHS_MLA_HG * 4)
 #define MH_SMEM (MH_OFF_B + 16) /* 202,000 bytes: rmax, rl (2 x 64 each), alpha (64); the mbarrier */
+#define MH_XS (DHS_MLA_DV + 8)   /* the cluster combine's O row stride in floats: 2080 bytes, 8 banks apart */
+#define MH_WS DHS_MLA_MAX_CLUSTER /* the cluster combine's weights per head */
 
 static_assert(DHS_MLA_HG == 64 && DHS_MLA_TILE == 64, "warp layout: 4 head groups of 16 x 2 row halves of 32");
 static_assert(MH_OFF_K % 16 == 0 && MH_OFF_ST % 16 == 0 && MH_OFF_P % 16 == 0 && MH_OFF_R % 16 == 0, "16-byte aligned");
 static_assert(MH_SMEM <= 227 * 1024, "one block per SM");
+static_assert(DHS_MLA_HG * MH_XS * 4 <= MH_OFF_ST, "the cluster combine's O over the query and K buffers");
+static_assert(DHS_MLA_HG * (MH_WS + 2) * 4 <= DHS_MLA_TILE * MH_ROW, "its weights in the staging buffer");
+static_assert(2 * DHS_MLA_HG * 4 <= DHS_MLA_HG * MH_PS * 2, "its m and l in the P buffer");
 
 /* gather rows [r0, r0 + nr) of the query's valid entries into the staging buffer */
 static __device__ __forceinline__ void mh_gather(uint8_t *st, const uint8_t *base, const int32_t *loc, int r0, int nr)
@@ -111,10 +117,11 @@ static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t
    shared memory). Both are exact to the same specification; mla_bench times them side by side.
    AB: parts left out, for mla_bench --ablate only (the outputs are then wrong): 1 the decode, 2 the
    S product, 4 the P V product, 8 the gathers of the rows. BULK: the rows by bulk copies, else cp.async. */
-template <int PV, int AB, int BULK>
+template <int PV, int AB, int BULK, int CL>
 __global__ void __launch_bounds__(MH_T, 1)
     k_mla_mh(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
-             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, float c, float *__restrict__ part)
+             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
+             float *__restrict__ part, float *__restrict__ out)
 {
     extern __shared__ __align__(16) uint8_t sm[];
     uint16_t *qs = (uint16_t *)sm, *ks = (uint16_t *)(sm + MH_OFF_K), *ps = (uint16_t *)(sm + MH_OFF_P);
@@ -125,33 +132,35 @@ __global__ void __launch_bounds__(MH_T, 1)
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int hb = (w & 3) * 16, half = w >> 2, rb = half * 32, dvb = half * 256;
     int nv = nvp[qi];
-    if (nv <= 0) return; /* the combine leaves the output alone */
+    if (nv <= 0) return; /* the combine leaves the output alone (a cluster: all its blocks, one query) */
     if (nv > k) nv = k;
     int32_t t0, t1;
     dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
-    const int64_t pidx = ((int64_t)qi * splits + s) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
-    float *pm = part + pidx, *pl = part + (int64_t)nq * splits * nh + pidx;
-    float *po = part + 2 * (int64_t)nq * splits * nh + pidx * DHS_MLA_DV;
-    if (t0 == t1) { /* an empty split: m = -inf, l = 0, O = 0 */
+    /* the partial this block writes: its split's, or with clusters its cluster's (np per query) */
+    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s;
+    const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
+    float *pm = part + pidx, *pl = part + (int64_t)nq * np * nh + pidx;
+    float *po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
+    if (!CL && t0 == t1) { /* an empty split: m = -inf, l = 0, O = 0 (in a cluster: the same, combined below) */
         for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += MH_T) po[i] = 0.0f;
         if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
         return;
     }
     const uint8_t *bq = base[qi];
     const int32_t *lq = loc + (int64_t)qi * k;
-    { /* the block's 64 heads of the query: 72 vectors of 16 bytes each */
+    if (t0 < t1) { /* the block's 64 heads of the query: 72 vectors of 16 bytes each */
         const uint16_t *qh = q + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DQK;
         for (int v = tid; v < DHS_MLA_HG * (DHS_MLA_DQK / 8); v += MH_T) {
             const int h = v / (DHS_MLA_DQK / 8), col = v - h * (DHS_MLA_DQK / 8);
             mh_cp16(qs + h * MH_QS + col * 8, qh + (int64_t)h * DHS_MLA_DQK + col * 8);
         }
+        mh_commit();
+        if (BULK) {
+            if (tid == 0) mh_mbar_init(bar, 1);
+            __syncthreads();
+        }
+        if (!(AB & 8)) mh_gather_tile<BULK>(stg, bq, lq, t0 * DHS_MLA_TILE, nv, bar);
     }
-    mh_commit();
-    if (BULK) {
-        if (tid == 0) mh_mbar_init(bar, 1);
-        __syncthreads();
-    }
-    if (!(AB & 8)) mh_gather_tile<BULK>(stg, bq, lq, t0 * DHS_MLA_TILE, nv, bar);
 
     float o[32][4];
 #pragma unroll
@@ -292,19 +301,78 @@ __global__ void __launch_bounds__(MH_T, 1)
     }
     /* the split's partials: l summed over the warp pair */
     if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
-    __syncthreads();
+    __syncthreads(); /* also: every warp is done with the query, K and P buffers */
+    if (!CL) {
+        if (half == 0 && t == 0) {
+            pm[hb + g] = m0, pm[hb + g + 8] = m1;
+            pl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
+            pl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
+        }
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
+            const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
+            *(float2 *)(po + (int64_t)(hr + g) * DHS_MLA_DV + col) = make_float2(o[j][0], o[j][1]);
+            *(float2 *)(po + (int64_t)(hr + g + 8) * DHS_MLA_DV + col) = make_float2(o[j][2], o[j][3]);
+        }
+        return;
+    }
+    /* the cluster's splits combined in shared memory: each block puts its (m, l, O) in its own (O over the
+       query and K buffers, m and l in the P buffer), then block r of the cluster combines a 1/cs share of
+       the 64 x 512 values, reading every block's O in rank (= split) order through distributed shared
+       memory, and writes the output (one cluster per query) or the cluster's partial */
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    float *xo = (float *)sm, *xm = (float *)(sm + MH_OFF_P), *xl = xm + DHS_MLA_HG;
+    float *wt = (float *)stg, *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
     if (half == 0 && t == 0) {
-        pm[hb + g] = m0, pm[hb + g + 8] = m1;
-        pl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
-        pl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
+        xm[hb + g] = m0, xm[hb + g + 8] = m1;
+        xl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
+        xl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
     }
 #pragma unroll
     for (int j = 0; j < 32; j++) {
         const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
         const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
-        *(float2 *)(po + (int64_t)(hr + g) * DHS_MLA_DV + col) = make_float2(o[j][0], o[j][1]);
-        *(float2 *)(po + (int64_t)(hr + g + 8) * DHS_MLA_DV + col) = make_float2(o[j][2], o[j][3]);
+        *(float2 *)(xo + (hr + g) * MH_XS + col) = make_float2(o[j][0], o[j][1]);
+        *(float2 *)(xo + (hr + g + 8) * MH_XS + col) = make_float2(o[j][2], o[j][3]);
     }
+    cl.sync(); /* every block's (m, l, O) visible to the cluster */
+    /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
+       shuffle trees), so one cluster per query gives the bits of the launch without clusters */
+    for (int h = w; h < DHS_MLA_HG; h += MH_T / 32) {
+        const float mr = lane < cs ? cl.map_shared_rank(xm, lane)[h] : -INFINITY;
+        float M = mr;
+#pragma unroll
+        for (int x = 16; x; x >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, x));
+        const float wr = mr == -INFINITY ? 0.0f : exp2f(mr - M);
+        float L = lane < cs ? wr * cl.map_shared_rank(xl, lane)[h] : 0.0f;
+#pragma unroll
+        for (int x = 16; x; x >>= 1) L += __shfl_xor_sync(0xffffffffu, L, x);
+        if (lane < cs) wt[h * MH_WS + lane] = wr;
+        if (lane == 0) hM[h] = M, hL[h] = L;
+    }
+    __syncthreads();
+    const int rank = (int)cl.block_rank(), n4 = DHS_MLA_HG * DHS_MLA_DV / 4;
+    const int f0 = rank * n4 / cs, f1 = (rank + 1) * n4 / cs;
+    for (int f = f0 + tid; f < f1; f += MH_T) {
+        const int h = f / (DHS_MLA_DV / 4), col = (f - h * (DHS_MLA_DV / 4)) * 4;
+        float4 a = make_float4(0, 0, 0, 0);
+        for (int r = 0; r < cs; r++) {
+            const float wr = wt[h * MH_WS + r];
+            const float4 v = *(const float4 *)(cl.map_shared_rank(xo, r) + h * MH_XS + col);
+            a.x += wr * v.x, a.y += wr * v.y, a.z += wr * v.z, a.w += wr * v.w;
+        }
+        if (np == 1) {
+            const float L = hL[h];
+            *(float4 *)(out + ((int64_t)qi * nh + hg * DHS_MLA_HG + h) * DHS_MLA_DV + col) =
+                make_float4(a.x / L, a.y / L, a.z / L, a.w / L);
+        } else {
+            *(float4 *)(po + (int64_t)h * DHS_MLA_DV + col) = a;
+        }
+    }
+    if (np > 1 && rank == 0 && tid < DHS_MLA_HG) pm[tid] = hM[tid], pl[tid] = hL[tid];
+    cl.sync(); /* no block leaves while another still reads its shared memory */
 }
 
 __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,
@@ -336,20 +404,44 @@ __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__
 }
 
 typedef void (*mh_kernel_fn)(const uint16_t *, const uint8_t *const *, const int32_t *, const int32_t *, int32_t,
-                             int32_t, int32_t, float, float *);
+                             int32_t, int32_t, int32_t, float, float *, float *);
 
 /* variant = base | AB << 2: base 0 the default (rows gathered by bulk copies), 1 the rows gathered by
-   16-byte cp.async, 2 as 0 with the other P V split; AB the ablations of base 0 (mla_bench --ablate) */
-static mh_kernel_fn mh_kernel(int variant)
+   16-byte cp.async, 2 as 0 with the other P V split; AB the ablations of base 0 (mla_bench --ablate,
+   without clusters); cl: the kernel that combines a cluster's splits */
+static mh_kernel_fn mh_kernel(int variant, int cl)
 {
+    if (cl) switch (variant) {
+        case 0: return k_mla_mh<0, 0, 1, 1>;
+        case 1: return k_mla_mh<0, 0, 0, 1>;
+        case 2: return k_mla_mh<1, 0, 1, 1>;
+        default: return NULL;
+        }
     switch (variant) {
 #define MH_V(base, pv, ab, bulk) \
-    case (base) | ((ab) << 2): return k_mla_mh<pv, ab, bulk>;
+    case (base) | ((ab) << 2): return k_mla_mh<pv, ab, bulk, 0>;
         MH_V(0, 0, 0, 1) MH_V(1, 0, 0, 0) MH_V(2, 1, 0, 1) MH_V(0, 0, 1, 1) MH_V(0, 0, 2, 1) MH_V(0, 0, 4, 1)
         MH_V(0, 0, 6, 1) MH_V(0, 0, 8, 1) MH_V(0, 0, 9, 1) MH_V(0, 0, 14, 1) MH_V(0, 0, 15, 1)
 #undef MH_V
     }
     return NULL;
+}
+
+/* the per-device attributes of a kernel (its shared memory; with clusters, sizes above 8): set for the
+   first 16 devices once (a benign race: every setter sets the same values), on the others every time */
+static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
+{
+    static int set[16][2][64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
+    const int known = dev >= 0 && dev < 16;
+    if (known && set[dev][cl][variant]) return DHS_OK;
+    if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess)
+        return DHS_ERR_BACKEND;
+    if (cl && cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+        return DHS_ERR_BACKEND;
+    if (known) set[dev][cl][variant] = 1;
+    return DHS_OK;
 }
 
 extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
@@ -358,27 +450,33 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
 {
     dhs_status e = dhs_mla_mh_check(d);
     if (e != DHS_OK) return e;
-    const mh_kernel_fn fn = variant >= 0 && variant < 64 ? mh_kernel(variant) : NULL;
+    const int cl = d->cluster >= 2, cs = cl ? d->cluster : 1, np = d->splits / cs;
+    const mh_kernel_fn fn = variant >= 0 && variant < 64 ? mh_kernel(variant, cl) : NULL;
     if (!fn) return DHS_ERR_INVALID_ARG;
     if (d->nq == 0) return DHS_OK;
     if (d->nq > 65535) return DHS_ERR_INVALID_ARG;
-    if (!q || !base || !loc || !nv || !part || !out) return DHS_ERR_INVALID_ARG;
+    const int need_part = !cl || np > 1;
+    if (!q || !base || !loc || !nv || (need_part && !part) || !out) return DHS_ERR_INVALID_ARG;
     if (((uintptr_t)q | (uintptr_t)part | (uintptr_t)out) & 15) return DHS_ERR_MISALIGNED;
-    /* the shared-memory opt-in is per device: remembered for the first 16 (a benign race: every setter
-       sets the same value), set at every launch on the others */
-    static int smem_set[16][64];
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
-    if (dev < 0 || dev >= 16 || !smem_set[dev][variant]) {
-        if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess)
-            return DHS_ERR_BACKEND;
-        if (dev >= 0 && dev < 16) smem_set[dev][variant] = 1;
-    }
+    if ((e = mh_attrs(fn, variant, cl)) != DHS_OK) return e;
     cudaStream_t st = (cudaStream_t)stream;
     const float c = d->sm_scale * 1.4426950408889634f;
     const dim3 grid((unsigned)d->splits, (unsigned)(d->n_heads / DHS_MLA_HG), (unsigned)d->nq);
-    fn<<<grid, MH_T, MH_SMEM, st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, c, part);
-    k_mla_mh_comb<<<(unsigned)(d->nq * d->n_heads), DHS_MLA_DV / 4, 0, st>>>(nv, d->n_heads, d->splits, part, out);
+    if (cl) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)cs, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.gridDim = grid, cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM, cfg.stream = st;
+        cfg.attrs = at, cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, fn, q, base, loc, nv, d->k, d->n_heads, d->splits, (int32_t)cs, c, part, out) !=
+            cudaSuccess)
+            return DHS_ERR_BACKEND;
+    } else {
+        fn<<<grid, MH_T, MH_SMEM, st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, 1, c, part, out);
+    }
+    if (need_part)
+        k_mla_mh_comb<<<(unsigned)(d->nq * d->n_heads), DHS_MLA_DV / 4, 0, st>>>(nv, d->n_heads, np, part, out);
     return cudaGetLastError() == cudaSuccess ? DHS_OK : DHS_ERR_BACKEND;
 }
 
@@ -386,4 +484,28 @@ extern "C" dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t
                                         const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream)
 {
     return dhs_mla_mh_attend_kernel(d, 0, q, base, loc, nv, part, out, stream);
+}
+
+extern "C" dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1])
+{
+    if (!fit) return DHS_ERR_INVALID_ARG;
+    for (int c = 0; c <= DHS_MLA_MAX_CLUSTER; c++) fit[c] = 0;
+    const mh_kernel_fn fn = mh_kernel(0, 1);
+    dhs_status e = mh_attrs(fn, 0, 1);
+    if (e != DHS_OK) return e;
+    for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)c), cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM;
+        cfg.attrs = at, cfg.numAttrs = 1;
+        int n = 0;
+        if (cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg) != cudaSuccess) {
+            (void)cudaGetLastError(); /* a size the device refuses: 0 */
+            n = 0;
+        }
+        fit[c] = n;
+    }
+    return DHS_OK;
 }

@@ -29,15 +29,26 @@
  *       o[j]  = o[j] * alpha + (p_0 V_0[j] + p_1 V_1[j] + ...)   (row order)
  *       m     = m_new
  *     the split's partial is (m, l, o); a split with no tiles: (-inf, 0, 0).
- *   Combine over splits: M = fmaxf over the m_s; w_s = m_s == -inf ? 0 :
- *     exp2f(m_s - M); L = sum_s w_s l_s; O[j] = sum_s w_s o_s[j] (split order);
- *     out[qi][h][j] = O[j] / L.
+ *   Combine of partials (m_s, l_s, o_s) in order: M = fmaxf over the m_s;
+ *     w_s = m_s == -inf ? 0 : exp2f(m_s - M); L = sum_s w_s l_s;
+ *     O[j] = sum_s w_s o_s[j]: the combined partial is (M, L, O).
+ *   Without clusters (cluster 0 or 1) the splits' partials are combined, and
+ *   out[qi][h][j] = O[j] / L. With clusters of cs splits (cluster = cs >= 2),
+ *   the partials of splits [c cs, (c+1) cs) are combined into cluster c's
+ *   partial first, then the splits / cs clusters' partials are combined the
+ *   same way, and out = O / L; when cluster == splits the one cluster's
+ *   partial gives out = O / L directly: the same as without clusters.
  *   NaN inputs propagate as fp32 arithmetic propagates them.
  *
  * The work decomposition the kernel uses: one block per (query, group of 64
  * heads, split); a split owns a contiguous range of 64-row tiles of the query's
  * valid entries (dhs_mla_mh_split_tiles); the partials (m, l, o) of the splits
- * are combined afterwards. The split count is dhs_mla_mh_splits.
+ * are combined afterwards, by a second kernel; or, with clusters (sm_90), the
+ * cs blocks of a cluster combine their splits in their shared memory (each
+ * reads the others' through the cluster's distributed shared memory) and only
+ * the clusters' partials go through the workspace, none when one cluster holds
+ * all of a query's splits. The split count and cluster size are
+ * dhs_mla_mh_plan's (dhs_mla_mh_splits without clusters).
  */
 #ifndef DHS_MODEL_MLA_MH_H
 #define DHS_MODEL_MLA_MH_H
@@ -57,6 +68,7 @@ extern "C" {
 #define DHS_MLA_MAXK 2048 /* entries per query */
 #define DHS_MLA_MAX_HEADS 128
 #define DHS_MLA_MAX_SPLITS 32
+#define DHS_MLA_MAX_CLUSTER 16 /* blocks per cluster (more than 8: the GPU's non-portable sizes) */
 #define DHS_MLA_ROW_BYTES 656 /* = DHS_REF_ROW_BYTES */
 #define DHS_MLA_LOG2E 1.4426950408889634f
 
@@ -66,11 +78,13 @@ typedef struct {
     int32_t k;        /* entries per query: the stride of loc, 1..DHS_MLA_MAXK */
     int32_t splits;   /* row splits per query, 1..32 (dhs_mla_mh_splits) */
     float sm_scale;   /* softmax scale, finite and > 0 */
+    int32_t cluster;  /* 0 or 1: no clusters; 2..16 dividing splits: splits per cluster */
 } dhs_mla_mh_desc;
 
 /* Argument check shared by the CPU spec and the GPU launcher: DHS_OK, or
    DHS_ERR_INVALID_ARG for d NULL, nq < 0, n_heads not 64 or 128, splits
-   outside 1..32, k outside 1..2048, sm_scale not finite or <= 0. */
+   outside 1..32, k outside 1..2048, sm_scale not finite or <= 0, cluster
+   outside 0..16 or (>= 2 and) not dividing splits. */
 dhs_status dhs_mla_mh_check(const dhs_mla_mh_desc *d);
 
 /* The split count the kernel uses for nq queries of up to k rows on n_sm SMs
@@ -81,6 +95,20 @@ dhs_status dhs_mla_mh_check(const dhs_mla_mh_desc *d);
    would double the time for a few blocks. Deterministic function of its
    arguments only; nq, n_heads, k or n_sm <= 0 give 1. */
 int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm);
+
+/* The split count and cluster size for nq queries of up to k rows on n_sm
+   SMs, where fit[cs] (cs = 1..16) is how many clusters of cs blocks of the
+   kernel the GPU holds at once (dhs_mla_mh_cluster_fit; 0: none) and fit NULL
+   means no clusters. Without clusters: (dhs_mla_mh_splits, 0). With them:
+   among the (splits = cs np, cs) with cs in 2..16, fit[cs] > 0, np >= 1,
+   splits <= min(32, ceil(k/64)) and the nq (n_heads/64) np clusters within
+   fit[cs] (one wave), the one whose longest split has the fewest tiles, then
+   the fewest partials per query np, then the fewest splits, then the largest
+   cs; it is taken when its longest split has no more tiles than
+   dhs_mla_mh_splits' plan, else that plan (cluster 0). Deterministic
+   function of its arguments. nq, n_heads, k or n_sm <= 0: (1, 0). */
+void dhs_mla_mh_plan(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm, const int32_t *fit, int32_t *splits,
+                     int32_t *cluster);
 
 /* Tiles [t0, t1) of split s for a query with nv valid rows: nt = ceil(nv/64)
    tiles, t0 = s*nt/splits, t1 = (s+1)*nt/splits (integer division, 64-bit
@@ -105,7 +133,9 @@ static inline DHS_MLA_HD void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits,
 }
 
 /* Bytes of the partials workspace the GPU launcher needs:
-   nq * splits * n_heads * (DHS_MLA_DV + 2) * 4; 0 when d fails dhs_mla_mh_check. */
+   nq * np * n_heads * (DHS_MLA_DV + 2) * 4 with np = splits (no clusters) or
+   splits / cluster; 0 when d fails dhs_mla_mh_check, and 0 when cluster ==
+   splits >= 2 (no workspace: part may be NULL). */
 uint64_t dhs_mla_mh_part_bytes(const dhs_mla_mh_desc *d);
 
 /* The CPU specification (host pointers). q: bf16 bit patterns
@@ -129,6 +159,9 @@ dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uin
      base[qi] too (not checked: the rows are copied 16 bytes at a time);
    - nq <= 65535 (the grid's third dimension), else DHS_ERR_INVALID_ARG; nq 0:
      DHS_OK, nothing launched, pointers not checked;
+   - cluster >= 2 launches clusters of that many blocks: a GPU that cannot
+     hold one (dhs_mla_mh_cluster_fit gives 0) fails the launch:
+     DHS_ERR_BACKEND;
    - on the GPU nv[qi] > k reads k rows, and locations are not checked;
    - the kernel needs 202,000 bytes of shared memory per block (sm_90: H100,
      H200); a GPU without them: DHS_ERR_BACKEND. A launch failure (or an
@@ -145,11 +178,18 @@ dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const 
    side: 0 the default (the rows gathered by the Hopper bulk copy, one per row), 1 the rows gathered by
    16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the warps.
    AB << 2 with AB one of 1, 2, 4, 6, 8, 9, 14, 15 leaves parts of variant 0 out (the decode, the S
-   product, the P V product, the gathers: mla_bench --ablate): the outputs are then wrong. Other variants:
-   DHS_ERR_INVALID_ARG. Without CUDA: DHS_ERR_UNSUPPORTED. */
+   product, the P V product, the gathers: mla_bench --ablate): the outputs are then wrong; ablations
+   are without clusters (d->cluster >= 2: DHS_ERR_INVALID_ARG). Other variants: DHS_ERR_INVALID_ARG.
+   Without CUDA: DHS_ERR_UNSUPPORTED. */
 dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
                                     const uint8_t *const *base, const int32_t *loc, const int32_t *nv, float *part,
                                     float *out, void *stream);
+
+/* fit[cs] for cs = 0..16: how many clusters of cs blocks of the kernel the current device holds at once
+   (cudaOccupancyMaxActiveClusters; fit[0] = 0, fit[1] = blocks at once; 0 where a size is refused).
+   DHS_ERR_INVALID_ARG for fit NULL; DHS_ERR_BACKEND when the device cannot be queried; without CUDA
+   DHS_ERR_UNSUPPORTED (fit all 0). */
+dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1]);
 
 #ifdef __cplusplus
 }

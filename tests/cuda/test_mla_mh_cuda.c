@@ -84,11 +84,17 @@ typedef struct mcase {
     float sm_scale; /* > 0 as given; 0: 1/sqrt(576); -1: random in [0.01, 0.2] */
     float qscale;   /* query magnitude factor (values in [-2, 2] x qscale); 0: random in [8, 32] */
     int odd;        /* 1: every row's tile scales times 1..1.5 (not powers of two: V needs its bf16 rounding) */
+    int32_t cluster; /* >= 0 as given; CL_PLAN: splits and cluster from dhs_mla_mh_plan with the device's
+                        cluster fit; CL_RAND: a random divisor of splits in 2..16 the device holds */
 } mcase;
 
 enum { NV_RAND, NV_ALL, NV_NONE };
 #define SPL_PLAN 0
 #define SPL_RAND (-1)
+#define CL_PLAN (-1)
+#define CL_RAND (-2)
+static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit of the device */
+static long cluster_cases, cluster_one; /* cases run with clusters; of them with one cluster per query */
 
 /* one random row; its max |V| (the spec's decoded, bf16-rounded first 512 values) in *vmax */
 static void random_row(uint64_t *rng, int odd, uint8_t *row, float *vmax)
@@ -209,11 +215,21 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     int32_t splits = mc->splits;
     if (splits == SPL_PLAN) splits = dhs_mla_mh_splits(nq, nh, k, n_sm);
     if (splits == SPL_RAND) splits = 1 + (int32_t)dhs_rng_below(rng, DHS_MLA_MAX_SPLITS);
+    int32_t cluster = mc->cluster;
+    if (cluster >= 2 && cl_fit[cluster] <= 0) cluster = CL_RAND; /* a size this device does not hold */
+    if (cluster == CL_PLAN) dhs_mla_mh_plan(nq, nh, k, n_sm, cl_fit, &splits, &cluster);
+    if (cluster == CL_RAND) { /* a random divisor of splits the device holds, else none */
+        int32_t div[DHS_MLA_MAX_CLUSTER], nd = 0;
+        for (int32_t c = 2; c <= DHS_MLA_MAX_CLUSTER; c++)
+            if (splits % c == 0 && cl_fit[c] > 0) div[nd++] = c;
+        cluster = nd ? div[dhs_rng_below(rng, nd)] : 0;
+    }
+    cluster_cases += cluster >= 2, cluster_one += cluster >= 2 && cluster == splits;
     float sm = mc->sm_scale;
     if (sm == 0.0f) sm = 1.0f / sqrtf((float)DHS_MLA_DQK);
     if (sm < 0.0f) sm = 0.01f + 0.19f * dhs_rng_f24(rng);
     float qs = mc->qscale > 0 ? mc->qscale : 8.0f + 24.0f * dhs_rng_f24(rng);
-    const dhs_mla_mh_desc d = {nq, nh, k, splits, sm};
+    const dhs_mla_mh_desc d = {nq, nh, k, splits, sm, cluster};
     CHECKF(dhs_mla_mh_check(&d) == DHS_OK, "case %d: desc fails its check", cno);
     const size_t nout = (size_t)nq * nh * DHS_MLA_DV, nqv = (size_t)nq * nh * DHS_MLA_DQK;
     const uint64_t pb = dhs_mla_mh_part_bytes(&d);
@@ -399,7 +415,7 @@ done:
 static void test_args(uint64_t *rng)
 {
     const int32_t nq = 2, nh = 64, k = 64, P = 100;
-    const dhs_mla_mh_desc good = {nq, nh, k, 2, 1.0f / 24.0f};
+    const dhs_mla_mh_desc good = {nq, nh, k, 2, 1.0f / 24.0f, 0};
     const uint64_t pb = dhs_mla_mh_part_bytes(&good);
     const size_t nout = (size_t)nq * nh * DHS_MLA_DV, nqv = (size_t)nq * nh * DHS_MLA_DQK;
     uint8_t *pool = xmalloc((size_t)nq * P * RB);
@@ -448,9 +464,10 @@ static void test_args(uint64_t *rng)
     BAD_CALL(ATT(&good, d_q, d_base, d_loc, d_nv, NULL, d_out));
     BAD_CALL(ATT(&good, d_q, d_base, d_loc, d_nv, d_part, NULL));
     static const dhs_mla_mh_desc bad_desc[] = {
-        {2, 32, 64, 2, 0.05f},     {2, 64, 64, 0, 0.05f},     {2, 96, 64, 2, 0.05f},  {2, 192, 64, 2, 0.05f},
-        {2, 0, 64, 2, 0.05f},      {2, 64, 64, 33, 0.05f},    {2, 64, 0, 2, 0.05f},   {2, 64, 2049, 2, 0.05f},
-        {2, 64, 64, 2, 0.0f},      {2, 64, 64, 2, -0.05f},    {-1, 64, 64, 2, 0.05f},
+        {2, 32, 64, 2, 0.05f, 0},  {2, 64, 64, 0, 0.05f, 0},  {2, 96, 64, 2, 0.05f, 0},  {2, 192, 64, 2, 0.05f, 0},
+        {2, 0, 64, 2, 0.05f, 0},   {2, 64, 64, 33, 0.05f, 0}, {2, 64, 0, 2, 0.05f, 0},   {2, 64, 2049, 2, 0.05f, 0},
+        {2, 64, 64, 2, 0.0f, 0},   {2, 64, 64, 2, -0.05f, 0}, {-1, 64, 64, 2, 0.05f, 0}, {2, 64, 64, 2, 0.05f, 3},
+        {2, 64, 64, 4, 0.05f, 17}, {2, 64, 64, 6, 0.05f, 4},  {2, 64, 64, 2, 0.05f, -1},
     };
     for (size_t i = 0; i < sizeof bad_desc / sizeof bad_desc[0]; i++) {
         const dhs_status s = ATT(&bad_desc[i], d_q, d_base, d_loc, d_nv, d_part, d_out);
@@ -489,6 +506,20 @@ static void test_args(uint64_t *rng)
     long written = 0;
     for (size_t i = 0; i < nout; i++) written += fbits(o[i]) != SENT;
     CHECKF(written == (long)nout, "the valid call wrote %ld of %zu outputs", written, nout);
+    if (cl_fit[2] > 0) { /* one cluster per query needs no workspace: part NULL is valid, and gives the same bits */
+        float *o2 = xmalloc(nout * 4);
+        dhs_mla_mh_desc dc = good;
+        dc.cluster = dc.splits;
+        CHECK(dhs_mla_mh_part_bytes(&dc) == 0);
+        CHECK_ST(ATT(&dc, d_q, d_base, d_loc, d_nv, NULL, d_out), DHS_OK);
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(o2, d_out, nout * 4, cudaMemcpyDeviceToHost));
+        long diff = 0;
+        for (size_t i = 0; i < nout; i++) diff += fbits(o[i]) != fbits(o2[i]);
+        CHECKF(diff == 0, "one cluster of %d splits: %ld outputs differ from the launch without clusters",
+               (int)dc.splits, diff);
+        free(o2);
+    }
 #undef BAD_CALL
 #undef ATT
     free(o), free(pw), free(pool), free(q);
@@ -528,6 +559,11 @@ int main(void)
     CK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     printf("device: %s, sm_%d%d, %d SMs, %d bytes of shared memory per block (opt-in)\n", prop.name, prop.major,
            prop.minor, n_sm, smem_optin);
+    CHECK_ST(dhs_mla_mh_cluster_fit(cl_fit), DHS_OK);
+    printf("clusters of 1..%d blocks held at once:", DHS_MLA_MAX_CLUSTER);
+    for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) printf(" %d", (int)cl_fit[c]);
+    printf("\n");
+    CHECKF(cl_fit[1] >= 1 && cl_fit[1] <= n_sm, "clusters of 1: %d held, %d SMs", (int)cl_fit[1], n_sm);
     h_sent = xmalloc(NOUT_MAX * 4 + GUARD);
     for (size_t i = 0; i < NOUT_MAX + GUARD / 4; i++) h_sent[i] = SENT;
     const double t0 = th_now();
@@ -537,19 +573,26 @@ int main(void)
 
     const int small = th_scale() < 0.5; /* compute-sanitizer: fewer and smaller cases */
     static const mcase fixed[] = {
-        /* nq, heads, k, nv mode, splits, sm_scale, qscale, odd */
-        {6, 128, 2048, NV_ALL, SPL_PLAN, 0.0f, 1.0f, 0},  /* the model's size, the device's plan */
-        {1, 64, 1, NV_ALL, SPL_RAND, 0.0f, 1.0f, 0},      /* one row; most splits empty */
-        {2, 128, 63, NV_ALL, 32, 0.0f, 1.0f, 0},          /* one partial tile, 31 empty splits */
-        {3, 64, 64, NV_RAND, 1, -1.0f, 1.0f, 0},          /* one whole tile */
-        {2, 64, 65, NV_ALL, 2, 0.0f, 1.0f, 0},            /* the second split: one row */
-        {4, 128, 2048, NV_ALL, SPL_PLAN, 0.0f, 32.0f, 0}, /* wide scores: rows underflow */
-        {3, 64, 1000, NV_RAND, SPL_RAND, -1.0f, 0.0f, 0}, /* wide, random scale and splits */
-        {6, 64, 2048, NV_RAND, 32, 0.2f, 0.0f, 0},        /* wide, the largest scale, 32 splits */
-        {1, 128, 200, NV_NONE, SPL_PLAN, 0.0f, 1.0f, 0},  /* no valid query */
-        {3, 128, 200, NV_NONE, 3, 0.0f, 1.0f, 0},
-        {5, 128, 2048, NV_RAND, SPL_PLAN, 0.0f, 1.0f, 1}, /* tile scales not powers of two */
-        {2, 64, 1000, NV_RAND, SPL_RAND, -1.0f, 0.0f, 1},
+        /* nq, heads, k, nv mode, splits, sm_scale, qscale, odd, cluster */
+        {6, 128, 2048, NV_ALL, SPL_PLAN, 0.0f, 1.0f, 0, 0},  /* the model's size, the device's plan */
+        {1, 64, 1, NV_ALL, SPL_RAND, 0.0f, 1.0f, 0, 0},      /* one row; most splits empty */
+        {2, 128, 63, NV_ALL, 32, 0.0f, 1.0f, 0, 0},          /* one partial tile, 31 empty splits */
+        {3, 64, 64, NV_RAND, 1, -1.0f, 1.0f, 0, 0},          /* one whole tile */
+        {2, 64, 65, NV_ALL, 2, 0.0f, 1.0f, 0, 0},            /* the second split: one row */
+        {4, 128, 2048, NV_ALL, SPL_PLAN, 0.0f, 32.0f, 0, 0}, /* wide scores: rows underflow */
+        {3, 64, 1000, NV_RAND, SPL_RAND, -1.0f, 0.0f, 0, 0}, /* wide, random scale and splits */
+        {6, 64, 2048, NV_RAND, 32, 0.2f, 0.0f, 0, 0},        /* wide, the largest scale, 32 splits */
+        {1, 128, 200, NV_NONE, SPL_PLAN, 0.0f, 1.0f, 0, 0},  /* no valid query */
+        {3, 128, 200, NV_NONE, 3, 0.0f, 1.0f, 0, 0},
+        {5, 128, 2048, NV_RAND, SPL_PLAN, 0.0f, 1.0f, 1, 0}, /* tile scales not powers of two */
+        {2, 64, 1000, NV_RAND, SPL_RAND, -1.0f, 0.0f, 1, 0},
+        {6, 128, 2048, NV_ALL, SPL_PLAN, 0.0f, 1.0f, 0, CL_PLAN},  /* the plan with clusters */
+        {2, 64, 2048, NV_RAND, SPL_PLAN, 0.0f, 1.0f, 0, CL_PLAN},
+        {4, 64, 2048, NV_ALL, 16, 0.0f, 32.0f, 0, 16},             /* one cluster of 16 per query, wide */
+        {3, 128, 2048, NV_RAND, 32, -1.0f, 0.0f, 1, 8},            /* 4 clusters' partials per query */
+        {2, 64, 65, NV_ALL, 6, 0.0f, 1.0f, 0, 3},                  /* clusters of empty splits */
+        {3, 64, 1000, NV_RAND, 12, -1.0f, 0.0f, 0, CL_RAND},
+        {2, 128, 200, NV_NONE, 4, 0.0f, 1.0f, 0, 2},               /* no valid query, clusters */
     };
     static const int32_t ks[] = {1, 63, 64, 65, 200, 1000, 2048, 0 /* random */};
     int cases = 0;
@@ -570,6 +613,7 @@ int main(void)
         mc.sm_scale = dhs_rng_below(&rng, 2) ? 0.0f : -1.0f;
         mc.qscale = dhs_rng_below(&rng, 3) == 0 ? 0.0f : 1.0f;
         mc.odd = dhs_rng_below(&rng, 4) == 0;
+        mc.cluster = dhs_rng_below(&rng, 3) == 0 ? 0 : mc.splits == SPL_PLAN ? CL_PLAN : CL_RAND;
         run_case(&mc, cases++, &rng);
     }
 
@@ -579,6 +623,9 @@ int main(void)
            cudaGetErrorString(es), cudaGetErrorString(el));
     CHECKF(outputs_checked > 0 && sent_checked > 0, "vacuous: %ld outputs compared, %ld sentinel queries",
            outputs_checked, sent_checked);
+    CHECKF(cl_fit[2] == 0 || (cluster_cases >= 4 && cluster_one >= 1), "clusters held, but only %ld cases with them (%ld "
+           "with one cluster per query)", cluster_cases, cluster_one);
+    printf("cases with clusters: %ld (one cluster per query: %ld)\n", cluster_cases, cluster_one);
     printf("cases: %d; outputs compared %ld; max |gpu - spec| / vmax %.3g (case %d; bound %g); %.1f s\n", cases,
            outputs_checked, worst_rel, worst_case, TOL, th_now() - t0);
     free(h_sent);

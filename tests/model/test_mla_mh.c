@@ -59,6 +59,85 @@ static void fill_sent(float *o, int64_t n)
 }
 
 /* ------------------------------------------------------------------ split plan */
+/* dhs_mla_mh_plan against its definition: every one-wave (splits, cluster) candidate enumerated */
+static void plan_check(int32_t nq, int32_t nh, int32_t k, int32_t sm, const int32_t *fit, long *bad)
+{
+    int32_t S = -1, cl = -1;
+    dhs_mla_mh_plan(nq, nh, k, sm, fit, &S, &cl);
+    const int32_t base = dhs_mla_mh_splits(nq, nh, k, sm);
+    const int64_t nt = (k + 63) / 64, groups = nh / 64, smax = nt < 32 ? nt : 32;
+    int ok;
+    if (!fit) {
+        ok = S == base && cl == 0;
+    } else {
+        /* the best candidate by (tiles of the longest split, partials, splits, -cluster) */
+        int64_t bper = 0, bnp = 0, bS = 0, bcs = 0;
+        for (int64_t cs = 2; cs <= 16; cs++)
+            for (int64_t np = 1; fit[cs] > 0 && cs * np <= smax && nq * groups * np <= fit[cs]; np++) {
+                const int64_t per = (nt + cs * np - 1) / (cs * np);
+                const int better = !bcs || per < bper ||
+                                   (per == bper && (np < bnp || (np == bnp && (cs * np < bS || (cs * np == bS && cs > bcs)))));
+                if (better) bper = per, bnp = np, bS = cs * np, bcs = cs;
+            }
+        if (bcs && bper <= (nt + base - 1) / base)
+            ok = S == bS && cl == bcs && S % cl == 0 && nq * groups * (S / cl) <= fit[cl];
+        else
+            ok = S == base && cl == 0;
+    }
+    dhs_mla_mh_desc d = {nq, nh, k, S, 0.1f, cl};
+    ok = ok && (nq <= 0 || nh <= 0 || k <= 0 || k > 2048 || (nh != 64 && nh != 128) || dhs_mla_mh_check(&d) == DHS_OK);
+    if (!ok && (*bad)++ < 5)
+        CHECKF(0, "plan(nq %d, heads %d, k %d, sm %d, fit %s) = (%d, %d), base %d", nq, nh, k, sm, fit ? "table" : "NULL",
+               S, cl, base);
+}
+
+static void test_plan(uint64_t *rng)
+{
+    /* H100-like (132 SMs, GPCs of 16 to 18), only the portable sizes, none above 1, random */
+    static const int32_t h100[17] = {0, 132, 66, 42, 32, 24, 20, 16, 16, 14, 12, 8, 8, 8, 8, 8, 7};
+    static const int32_t portable[17] = {0, 132, 66, 42, 32, 24, 20, 16, 16};
+    static const int32_t none[17] = {0, 132};
+    int32_t rnd[17];
+    const int32_t *tables[] = {NULL, h100, portable, none, rnd};
+    static const int32_t ks[] = {1, 63, 64, 65, 640, 1000, 2048};
+    long bad = 0;
+    for (size_t ti = 0; ti < sizeof tables / sizeof tables[0]; ti++)
+        for (int32_t nq = 1; nq <= 200; nq += nq < 24 ? 1 : 29)
+            for (int32_t nh = 64; nh <= 128; nh += 64)
+                for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                    if (tables[ti] == rnd) {
+                        rnd[0] = 0, rnd[1] = 132;
+                        for (int c = 2; c <= 16; c++) rnd[c] = (int32_t)dhs_rng_below(rng, 3) ? (int32_t)dhs_rng_below(rng, 70) : 0;
+                    }
+                    plan_check(nq, nh, ks[ki], 132, tables[ti], &bad);
+                    plan_check(nq, nh, ks[ki], 1 + (int32_t)dhs_rng_below(rng, 300), tables[ti], &bad);
+                }
+    CHECKF(bad == 0, "%ld wrong plans", bad);
+    static const int32_t fixed[][6] = { /* nq, heads, k, table (0 h100, 1 portable, 2 none): splits, cluster */
+        {2, 64, 2048, 0, 32, 16},  /* 4 clusters of 16: 2 partials per query, one tile per block */
+        {8, 64, 2048, 0, 16, 8},   /* 8 clusters of 16 do not fit (7): 16 of 8, 2 partials per query */
+        {8, 64, 2048, 1, 16, 8},
+        {20, 64, 2048, 0, 6, 6},   /* 20 clusters of 6 fit (20): one per query, no workspace */
+        {21, 64, 2048, 0, 6, 3},   /* 21 of 6 do not: 42 of 3, 2 partials per query */
+        {20, 128, 2048, 0, 3, 3},  /* 40 clusters of 3 fit (42) */
+        {8, 128, 2048, 0, 8, 8},   /* 16 of 8 */
+        {132, 64, 2048, 0, 1, 0},  /* a split per query already fills the GPU */
+        {8, 64, 2048, 2, 16, 0},   /* no clusters held: the base plan */
+    };
+    const int32_t *ft[] = {h100, portable, none};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        const int32_t *f = fixed[i];
+        int32_t S, cl;
+        dhs_mla_mh_plan(f[0], f[1], f[2], 132, ft[f[3]], &S, &cl);
+        CHECKF(S == f[4] && cl == f[5], "plan(%d, %d, %d, 132, table %d) = (%d, %d), not (%d, %d)", f[0], f[1], f[2], f[3],
+               S, cl, f[4], f[5]);
+    }
+    int32_t S = -1, cl = -1;
+    dhs_mla_mh_plan(0, 64, 2048, 132, h100, &S, &cl);
+    CHECK(S == 1 && cl == 0);
+    dhs_mla_mh_plan(4, 64, 2048, 132, h100, NULL, NULL); /* NULL outputs: nothing written, no crash */
+}
+
 static void test_splits(uint64_t *rng)
 {
     static const int32_t ks[] = {1, 2, 63, 64, 65, 127, 128, 129, 500, 1000, 1984, 2047, 2048};
@@ -105,6 +184,8 @@ static void test_splits(uint64_t *rng)
         CHECKF(got == f[4], "splits(%d, %d, %d, %d) = %d, not %d", f[0], f[1], f[2], f[3], got, f[4]);
     }
 
+    test_plan(rng);
+
     bad = 0;
     for (int32_t nv = 1; nv <= DHS_MLA_MAXK; nv++)
         for (int32_t S = 1; S <= 32; S++) {
@@ -129,9 +210,15 @@ static void test_splits(uint64_t *rng)
     dhs_mla_mh_split_tiles(2048, 32, 31, &t0, &t1);
     CHECK(t0 == 31 && t1 == 32);
 
-    dhs_mla_mh_desc d = {3, 128, 2048, 7, 0.05f};
+    dhs_mla_mh_desc d = {3, 128, 2048, 7, 0.05f, 0};
     CHECK(dhs_mla_mh_part_bytes(&d) == 3ull * 7 * 128 * 514 * 4);
-    d.splits = 0;
+    d.cluster = 1; /* 1: no clusters either */
+    CHECK(dhs_mla_mh_part_bytes(&d) == 3ull * 7 * 128 * 514 * 4);
+    d.cluster = 7; /* one cluster per query: no workspace */
+    CHECK(dhs_mla_mh_part_bytes(&d) == 0 && dhs_mla_mh_check(&d) == DHS_OK);
+    d.splits = 28; /* 4 clusters' partials per query */
+    CHECK(dhs_mla_mh_part_bytes(&d) == 3ull * 4 * 128 * 514 * 4);
+    d.cluster = 0, d.splits = 0;
     CHECK(dhs_mla_mh_part_bytes(&d) == 0);
     CHECK(dhs_mla_mh_part_bytes(NULL) == 0);
 }
@@ -171,7 +258,7 @@ static void case_build(tcase *c, int32_t nq, int32_t nh, int32_t k, int32_t spli
                        uint64_t *rng)
 {
     memset(c, 0, sizeof *c);
-    c->d = (dhs_mla_mh_desc){nq, nh, k, splits, (float)((0.5 + 1.5 * dhs_rng_unit(rng)) / sqrt((double)DHS_MLA_DQK))};
+    c->d = (dhs_mla_mh_desc){nq, nh, k, splits, (float)((0.5 + 1.5 * dhs_rng_unit(rng)) / sqrt((double)DHS_MLA_DQK)), 0};
     c->off = th_alloc(sizeof(int64_t) * (size_t)nq);
     c->prow = th_alloc(sizeof(int64_t) * (size_t)nq);
     c->base = th_alloc(sizeof(void *) * (size_t)nq);
@@ -510,10 +597,23 @@ static void literal(const tcase *c, int32_t qi, int32_t h, float *out)
             m[s] = mn;
         }
     }
+    /* with clusters of cs < S splits: each cluster's splits combined into (m, l, o)[c], then those */
+    const int32_t cs = c->d.cluster >= 2 && c->d.cluster < S ? c->d.cluster : 1, np = S / cs;
+    for (int32_t ci = 0; ci < np && cs > 1; ci++) {
+        float Mc = -INFINITY, Lc = 0, oc[DHS_MLA_DV] = {0};
+        for (int32_t s = ci * cs; s < (ci + 1) * cs; s++) Mc = fmaxf(Mc, m[s]);
+        for (int32_t s = ci * cs; s < (ci + 1) * cs; s++) {
+            const float w = m[s] == -INFINITY ? 0 : exp2f(m[s] - Mc);
+            Lc += w * l[s];
+            for (int j = 0; j < DHS_MLA_DV; j++) oc[j] += w * o[s][j];
+        }
+        m[ci] = Mc, l[ci] = Lc;
+        memcpy(o[ci], oc, sizeof oc);
+    }
     float M = -INFINITY, L = 0;
-    for (int32_t s = 0; s < S; s++) M = fmaxf(M, m[s]);
+    for (int32_t s = 0; s < np; s++) M = fmaxf(M, m[s]);
     for (int j = 0; j < DHS_MLA_DV; j++) out[j] = 0;
-    for (int32_t s = 0; s < S; s++) {
+    for (int32_t s = 0; s < np; s++) {
         const float w = m[s] == -INFINITY ? 0 : exp2f(m[s] - M);
         L += w * l[s];
         for (int j = 0; j < DHS_MLA_DV; j++) out[j] += w * o[s][j];
@@ -523,27 +623,68 @@ static void literal(const tcase *c, int32_t qi, int32_t h, float *out)
     free(o);
 }
 
+/* whether a valid query's rows are split over two clusters or more, one of them over two splits or more
+   (then and only then the clusters' combine can give other bits than the combine of all splits at once) */
+static int clusters_reorder(const tcase *c)
+{
+    for (int32_t qi = 0; qi < c->d.nq; qi++) {
+        int with_rows = 0, multi = 0;
+        for (int32_t s0 = 0; c->nv[qi] > 0 && s0 < c->d.splits; s0 += c->d.cluster) {
+            int n = 0;
+            for (int32_t s = s0; s < s0 + c->d.cluster; s++) {
+                int32_t a, b;
+                dhs_mla_mh_split_tiles(c->nv[qi], c->d.splits, s, &a, &b);
+                n += b > a;
+            }
+            with_rows += n > 0, multi |= n > 1;
+        }
+        if (with_rows > 1 && multi) return 1;
+    }
+    return 0;
+}
+
 static void test_literal(uint64_t *rng)
 {
     static const int32_t nvs[][3] = {{1, 64, 65}, {200, 63, 129}, {130, 0, 7}};
-    float want[DHS_MLA_DV];
-    for (int ci = 0; ci < 6; ci++) {
-        const int32_t nh = ci & 1 ? 128 : 64, splits = ci < 2 ? 1 + ci * 31 : 1 + (int32_t)dhs_rng_below(rng, 32);
+    float want[DHS_MLA_DV], flat[DHS_MLA_DV];
+    int reordered = 0;
+    static const int32_t cl_cases[][2] = {{4, 2}, {6, 3}, {8, 8}, {12, 4}, {16, 2}, {32, 16}, {30, 5}};
+    for (int ci = 0; ci < 6 + 2 * (int)(sizeof cl_cases / sizeof cl_cases[0]); ci++) {
+        /* 0..5 without clusters; then each (splits, cluster) twice, the second on wide scores */
+        const int32_t nh = ci & 1 ? 128 : 64, *cc = ci >= 6 ? cl_cases[(ci - 6) / 2] : NULL;
+        const int32_t splits = cc ? cc[0] : ci < 2 ? 1 + ci * 31 : 1 + (int32_t)dhs_rng_below(rng, 32);
         tcase c;
-        case_build(&c, 3, nh, 200, splits, nvs[ci % 3], ci < 3 ? 1.0f : 4.0f, rng);
+        case_build(&c, 3, nh, 200, splits, nvs[ci % 3], ci < 3 || (cc && ci % 2 == 0) ? 1.0f : 4.0f, rng);
+        c.d.cluster = cc ? cc[1] : 0;
         CHECK_ST(case_run(&c), DHS_OK);
-        long diff = 0;
+        long diff = 0, same_as_flat = 0, checked = 0;
         for (int32_t qi = 0; qi < 3; qi++) {
             if (c.nv[qi] <= 0) continue;
             for (int32_t h = 0; h < nh; h += 1 + (int32_t)dhs_rng_below(rng, 16)) {
                 literal(&c, qi, h, want);
                 diff += memcmp(want, c.out + ((int64_t)qi * nh + h) * DHS_MLA_DV, sizeof want) != 0;
+                if (cc) { /* the same without clusters: equal bits exactly when one cluster holds every split */
+                    dhs_mla_mh_desc d0 = c.d;
+                    d0.cluster = 0;
+                    tcase c0 = c;
+                    c0.d = d0;
+                    literal(&c0, qi, h, flat);
+                    same_as_flat += memcmp(want, flat, sizeof want) == 0;
+                    checked++;
+                }
             }
         }
-        CHECKF(diff == 0, "literal case %d (heads %d, splits %d): %ld heads differ from the literal algorithm", ci, nh, splits,
-               diff);
+        CHECKF(diff == 0, "literal case %d (heads %d, splits %d, cluster %d): %ld heads differ from the literal algorithm",
+               ci, nh, splits, c.d.cluster, diff);
+        if (cc && cc[0] == cc[1])
+            CHECKF(same_as_flat == checked, "case %d: one cluster of %d splits: %ld of %ld heads as without clusters", ci,
+                   splits, same_as_flat, checked);
+        else if (cc && clusters_reorder(&c) && ++reordered) /* the clusters' combine reorders the sums: other bits */
+            CHECKF(same_as_flat < checked, "case %d: clusters of %d of %d splits: every head as without clusters", ci,
+                   cc[1], splits);
         case_free(&c);
     }
+    CHECKF(reordered >= 4, "only %d cases where the clusters reorder the combine", reordered);
 }
 
 /* ------------------------------------------------------------------ argument errors */
@@ -568,15 +709,17 @@ static void test_args(uint64_t *rng)
         const char *what;
         dhs_mla_mh_desc d;
     } bad[] = {
-        {"n_heads 0", {2, 0, 8, 2, ok.sm_scale}},          {"n_heads 32", {2, 32, 8, 2, ok.sm_scale}},
-        {"n_heads 96", {2, 96, 8, 2, ok.sm_scale}},        {"n_heads 192", {2, 192, 8, 2, ok.sm_scale}},
-        {"n_heads -64", {2, -64, 8, 2, ok.sm_scale}},      {"splits 0", {2, 64, 8, 0, ok.sm_scale}},
-        {"splits 33", {2, 64, 8, 33, ok.sm_scale}},        {"splits -1", {2, 64, 8, -1, ok.sm_scale}},
-        {"k 0", {2, 64, 0, 2, ok.sm_scale}},               {"k 2049", {2, 64, 2049, 2, ok.sm_scale}},
-        {"k -8", {2, 64, -8, 2, ok.sm_scale}},             {"sm_scale 0", {2, 64, 8, 2, 0.0f}},
-        {"sm_scale -0", {2, 64, 8, 2, -0.0f}},             {"sm_scale -1", {2, 64, 8, 2, -1.0f}},
-        {"sm_scale NaN", {2, 64, 8, 2, NAN}},              {"sm_scale inf", {2, 64, 8, 2, INFINITY}},
-        {"nq -1", {-1, 64, 8, 2, ok.sm_scale}},
+        {"n_heads 0", {2, 0, 8, 2, ok.sm_scale, 0}},          {"n_heads 32", {2, 32, 8, 2, ok.sm_scale, 0}},
+        {"n_heads 96", {2, 96, 8, 2, ok.sm_scale, 0}},        {"n_heads 192", {2, 192, 8, 2, ok.sm_scale, 0}},
+        {"n_heads -64", {2, -64, 8, 2, ok.sm_scale, 0}},      {"splits 0", {2, 64, 8, 0, ok.sm_scale, 0}},
+        {"splits 33", {2, 64, 8, 33, ok.sm_scale, 0}},        {"splits -1", {2, 64, 8, -1, ok.sm_scale, 0}},
+        {"k 0", {2, 64, 0, 2, ok.sm_scale, 0}},               {"k 2049", {2, 64, 2049, 2, ok.sm_scale, 0}},
+        {"k -8", {2, 64, -8, 2, ok.sm_scale, 0}},             {"sm_scale 0", {2, 64, 8, 2, 0.0f, 0}},
+        {"sm_scale -0", {2, 64, 8, 2, -0.0f, 0}},             {"sm_scale -1", {2, 64, 8, 2, -1.0f, 0}},
+        {"sm_scale NaN", {2, 64, 8, 2, NAN, 0}},              {"sm_scale inf", {2, 64, 8, 2, INFINITY, 0}},
+        {"nq -1", {-1, 64, 8, 2, ok.sm_scale, 0}},            {"cluster -1", {2, 64, 8, 2, ok.sm_scale, -1}},
+        {"cluster 17", {2, 64, 8, 17, ok.sm_scale, 17}},      {"cluster 3 of 2", {2, 64, 8, 2, ok.sm_scale, 3}},
+        {"cluster 4 of 6", {2, 64, 8, 6, ok.sm_scale, 4}},    {"cluster 32 of 32", {2, 64, 8, 32, ok.sm_scale, 32}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECKF(dhs_mla_mh_check(&bad[i].d) == DHS_ERR_INVALID_ARG, "check accepts %s", bad[i].what);
