@@ -182,7 +182,7 @@ static double time_config(mh_state *s, const char *name, int64_t ctx, const uint
     printf("%-10s %7lld %3d %5d %3d/%-2d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", name,
            (long long)ctx, C, s->d.n_heads, s->d.splits, s->d.cluster, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl,
            b2b / fl, graph / fl, flops / (graph * 1e-6) / 1e12);
-    if (base_graph > 0) printf("  /0 is x%.2f faster\n", base_graph / graph);
+    if (base_graph > 0) printf("  graph / variant 0's: %.3f\n", graph / base_graph);
     else printf("\n");
     return graph;
 }
@@ -236,7 +236,7 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
         if (graph / fl > w[s.variant]) w[s.variant] = graph / fl;
     }
     s.variant = 0;
-    if (cl_fit[2] > 0) { /* the plan with clusters; with --sweep every one-wave (splits, cluster) with np <= 4 */
+    if (cl_fit[2] > 0) { /* the plan with clusters; --sweep: other one-wave (splits, cluster) */
         int32_t ps, pc;
         dhs_mla_mh_plan(C, H, K, n_sm, cl_fit, &ps, &pc);
         s.d.splits = ps, s.d.cluster = pc;
@@ -244,8 +244,9 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
         double *w = C >= 8 ? worst_hi : worst_lo;
         if (graph / fl > w[NVAR]) w[NVAR] = graph / fl;
         const int nt = K / DHS_MLA_TILE;
-        for (int cs = 2; sweep && cs <= DHS_MLA_MAX_CLUSTER; cs++)
-            for (int np = 1; np <= 4 && cs * np <= nt && cs * np <= DHS_MLA_MAX_SPLITS; np++) {
+        static const int sizes[] = {2, 3, 4, 6, 8, 12, 16};
+        for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++)
+            for (int cs = sizes[ci], np = 1; np <= 2 && cs * np <= nt && cs * np <= DHS_MLA_MAX_SPLITS; np++) {
                 if (cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
                 if (cs * np == ps && cs == pc) continue;
                 s.d.splits = cs * np, s.d.cluster = cs;
@@ -279,7 +280,8 @@ static void usage(FILE *f)
                "  --splits: row splits per query (default: dhs_mla_mh_splits for this GPU). --ablate: also variant 0\n"
                "  with parts left out (decode, S product, P V product, gathers): what each costs. Where the GPU\n"
                "  holds clusters, the line 'plan' is dhs_mla_mh_plan's (splits/cluster: the splits of a cluster\n"
-               "  combined in its shared memory); --sweep: also every other one-wave (splits, cluster).\n"
+               "  combined in its shared memory); --sweep: also the other one-wave (splits, cluster) with clusters\n"
+               "  of 2, 3, 4, 6, 8, 12 or 16 and 1 or 2 partials per query.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 64,128 --reps 100\n");
 }
 

@@ -31,19 +31,28 @@
  *                       16 (w & 3).., values 256 (w >> 2)..: 128 f32
  *                       accumulators per thread).
  *                  The split's (m, l, O unnormalised) go to the partials.
+ *                  With clusters (CL, cluster dims (cs, 1, 1): cs consecutive
+ *                  splits of one query and head group), the blocks instead
+ *                  put theirs in their own shared memory and, after a
+ *                  cluster barrier, block r combines a 1/cs share of the
+ *                  64 x 512 values over the cs blocks through distributed
+ *                  shared memory (M, the weights and L as k_mla_mh_comb
+ *                  computes them): the output when cs == splits (no
+ *                  partials, no second kernel), else the cluster's partial.
  *   k_mla_mh_comb  grid (nq n_heads), 128 threads, 4 values each: M = max m,
  *                  w = exp2(m - M) (0 for an empty split), L = sum w l (a
  *                  fixed shuffle tree over the splits, one per lane),
  *                  O = sum w o in split order, out = O / L.
  *
  * Deterministic: no atomics, every sum in a fixed order that depends only on
- * the (nq, n_heads, k, splits) of the launch and the query's valid count, so
+ * the (nq, n_heads, k, splits, cluster) of the launch and the query's valid
+ * count (cluster == splits: the order without clusters), so
  * the same rows in the same entry order give the same bits wherever they
  * live (resident or hierarchical). Not the CPU model's bits: the tensor
  * cores' dot products, bf16 P and exp2f differ from dhs_mla_mh_ref in the
  * last bits; tests/cuda/test_mla_mh_cuda.c bounds the difference.
  * Bytes read per query: nv x 656 (the rows, once) + the query (L2) + the
- * partials (L2). */
+ * partials (L2; none with one cluster per query). */
 #include <math.h>
 #include <stdint.h>
 
@@ -436,10 +445,12 @@ static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
     if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
     const int known = dev >= 0 && dev < 16;
     if (known && set[dev][cl][variant]) return DHS_OK;
-    if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess)
+    if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not left pending for the caller's next check */
         return DHS_ERR_BACKEND;
+    }
     if (cl && cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-        return DHS_ERR_BACKEND;
+        (void)cudaGetLastError(); /* refused: the sizes above 8 then fail to launch (cluster_fit: 0) */
     if (known) set[dev][cl][variant] = 1;
     return DHS_OK;
 }
@@ -470,8 +481,10 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
         cfg.gridDim = grid, cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM, cfg.stream = st;
         cfg.attrs = at, cfg.numAttrs = 1;
         if (cudaLaunchKernelEx(&cfg, fn, q, base, loc, nv, d->k, d->n_heads, d->splits, (int32_t)cs, c, part, out) !=
-            cudaSuccess)
+            cudaSuccess) {
+            (void)cudaGetLastError(); /* a retry without clusters must not find this error pending */
             return DHS_ERR_BACKEND;
+        }
     } else {
         fn<<<grid, MH_T, MH_SMEM, st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, 1, c, part, out);
     }
@@ -501,8 +514,14 @@ extern "C" dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1
         cfg.gridDim = dim3((unsigned)c), cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM;
         cfg.attrs = at, cfg.numAttrs = 1;
         int n = 0;
-        if (cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg) != cudaSuccess) {
-            (void)cudaGetLastError(); /* a size the device refuses: 0 */
+        const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();
+            /* a size the device refuses holds none; any other failure (or at size 1) is the device's */
+            if (c == 1 || (err != cudaErrorInvalidClusterSize && err != cudaErrorInvalidValue)) {
+                for (int x = 0; x <= DHS_MLA_MAX_CLUSTER; x++) fit[x] = 0;
+                return DHS_ERR_BACKEND;
+            }
             n = 0;
         }
         fit[c] = n;

@@ -94,7 +94,7 @@ enum { NV_RAND, NV_ALL, NV_NONE };
 #define CL_PLAN (-1)
 #define CL_RAND (-2)
 static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit of the device */
-static long cluster_cases, cluster_one; /* cases run with clusters; of them with one cluster per query */
+static long cluster_cases, cluster_one, cluster_same; /* cases with clusters; with one per query; compared without */
 
 /* one random row; its max |V| (the spec's decoded, bf16-rounded first 512 values) in *vmax */
 static void random_row(uint64_t *rng, int odd, uint8_t *row, float *vmax)
@@ -298,6 +298,20 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, 0x00, d_out, o2, NULL, "second launch", cno);
     CHECKF(st == DHS_OK, "case %d: second launch returned %d", cno, (int)st);
     check_same_bits(o1, o2, (int64_t)nout, nh, cno, "a second launch");
+
+    /* 3c. one cluster per query: the bits of the same splits without clusters (own workspace) */
+    if (cluster >= 2 && cluster == splits) {
+        dhs_mla_mh_desc d0 = d;
+        d0.cluster = 0;
+        const uint64_t pb0 = dhs_mla_mh_part_bytes(&d0);
+        uint8_t *d_part0;
+        CK(cudaMalloc((void **)&d_part0, pb0 + GUARD));
+        st = launch(&d0, d_q, d_base, d_loc, d_nv, d_part0, pb0, 0xff, d_out, o2, NULL, "without clusters", cno);
+        CHECKF(st == DHS_OK, "case %d: the launch without clusters returned %d", cno, (int)st);
+        check_same_bits(o1, o2, (int64_t)nout, nh, cno, "the same splits without clusters");
+        CK(cudaFree(d_part0));
+        cluster_same++;
+    }
 
     /* 3b. the rows at other locations of a bigger pool (the unused rows NaN), other bases, on a stream */
     {
@@ -511,6 +525,7 @@ static void test_args(uint64_t *rng)
         dhs_mla_mh_desc dc = good;
         dc.cluster = dc.splits;
         CHECK(dhs_mla_mh_part_bytes(&dc) == 0);
+        CK(cudaMemcpy(d_out, h_sent, nout * 4, cudaMemcpyHostToDevice)); /* what it does not write keeps the sentinel */
         CHECK_ST(ATT(&dc, d_q, d_base, d_loc, d_nv, NULL, d_out), DHS_OK);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(o2, d_out, nout * 4, cudaMemcpyDeviceToHost));
@@ -590,6 +605,8 @@ int main(void)
         {2, 64, 2048, NV_RAND, SPL_PLAN, 0.0f, 1.0f, 0, CL_PLAN},
         {4, 64, 2048, NV_ALL, 16, 0.0f, 32.0f, 0, 16},             /* one cluster of 16 per query, wide */
         {3, 128, 2048, NV_RAND, 32, -1.0f, 0.0f, 1, 8},            /* 4 clusters' partials per query */
+        {3, 64, 2048, NV_RAND, 8, 0.0f, 1.0f, 0, 8},               /* one portable cluster per query */
+        {2, 128, 1000, NV_RAND, 4, -1.0f, 0.0f, 1, 4},
         {2, 64, 65, NV_ALL, 6, 0.0f, 1.0f, 0, 3},                  /* clusters of empty splits */
         {3, 64, 1000, NV_RAND, 12, -1.0f, 0.0f, 0, CL_RAND},
         {2, 128, 200, NV_NONE, 4, 0.0f, 1.0f, 0, 2},               /* no valid query, clusters */
@@ -623,8 +640,9 @@ int main(void)
            cudaGetErrorString(es), cudaGetErrorString(el));
     CHECKF(outputs_checked > 0 && sent_checked > 0, "vacuous: %ld outputs compared, %ld sentinel queries",
            outputs_checked, sent_checked);
-    CHECKF(cl_fit[2] == 0 || (cluster_cases >= 4 && cluster_one >= 1), "clusters held, but only %ld cases with them (%ld "
-           "with one cluster per query)", cluster_cases, cluster_one);
+    CHECKF(cl_fit[2] == 0 || (cluster_cases >= 4 && cluster_one >= 2 && cluster_same == cluster_one),
+           "clusters held, but only %ld cases with them (%ld with one cluster per query, %ld compared without)",
+           cluster_cases, cluster_one, cluster_same);
     printf("cases with clusters: %ld (one cluster per query: %ld)\n", cluster_cases, cluster_one);
     printf("cases: %d; outputs compared %ld; max |gpu - spec| / vmax %.3g (case %d; bound %g); %.1f s\n", cases,
            outputs_checked, worst_rel, worst_case, TOL, th_now() - t0);
