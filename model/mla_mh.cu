@@ -311,41 +311,30 @@ __global__ void __launch_bounds__(MH_T, 1)
     /* the split's partials: l summed over the warp pair */
     if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
     __syncthreads(); /* also: every warp is done with the query, K and P buffers */
-    if (!CL) {
-        if (half == 0 && t == 0) {
-            pm[hb + g] = m0, pm[hb + g + 8] = m1;
-            pl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
-            pl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
-        }
-#pragma unroll
-        for (int j = 0; j < 32; j++) {
-            const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
-            const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
-            *(float2 *)(po + (int64_t)(hr + g) * DHS_MLA_DV + col) = make_float2(o[j][0], o[j][1]);
-            *(float2 *)(po + (int64_t)(hr + g + 8) * DHS_MLA_DV + col) = make_float2(o[j][2], o[j][3]);
-        }
-        return;
-    }
-    /* the cluster's splits combined in shared memory: each block puts its (m, l, O) in its own (O over the
-       query and K buffers, m and l in the P buffer), then block r of the cluster combines a 1/cs share of
-       the 64 x 512 values, reading every block's O in rank (= split) order through distributed shared
-       memory, and writes the output (one cluster per query) or the cluster's partial */
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
+    /* the split's (m, l, O): to the partials, or with clusters (below) into this block's own shared memory
+       (O over the query and K buffers, m and l in the P buffer) */
     float *xo = (float *)sm, *xm = (float *)(sm + MH_OFF_P), *xl = xm + DHS_MLA_HG;
-    float *wt = (float *)stg, *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
+    float *dm = CL ? xm : pm, *dl = CL ? xl : pl, *dO = CL ? xo : po;
+    const int64_t ds = CL ? MH_XS : DHS_MLA_DV;
     if (half == 0 && t == 0) {
-        xm[hb + g] = m0, xm[hb + g + 8] = m1;
-        xl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
-        xl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
+        dm[hb + g] = m0, dm[hb + g + 8] = m1;
+        dl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
+        dl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
     }
 #pragma unroll
     for (int j = 0; j < 32; j++) {
         const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
         const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
-        *(float2 *)(xo + (hr + g) * MH_XS + col) = make_float2(o[j][0], o[j][1]);
-        *(float2 *)(xo + (hr + g + 8) * MH_XS + col) = make_float2(o[j][2], o[j][3]);
+        *(float2 *)(dO + (hr + g) * ds + col) = make_float2(o[j][0], o[j][1]);
+        *(float2 *)(dO + (hr + g + 8) * ds + col) = make_float2(o[j][2], o[j][3]);
     }
+    if (!CL) return;
+    /* the cluster's splits combined: block r of the cluster combines a 1/cs share of the 64 x 512 values,
+       reading every block's O in rank (= split) order through distributed shared memory, and writes the
+       output (one cluster per query) or the cluster's partial */
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    float *wt = (float *)stg, *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
     cl.sync(); /* every block's (m, l, O) visible to the cluster */
     /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
        shuffle trees), so one cluster per query gives the bits of the launch without clusters */
