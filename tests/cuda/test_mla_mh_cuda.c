@@ -396,10 +396,10 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
                bq < 0 ? 0 : (int)nv[bq], bq < 0 ? 0 : (int)(bi / DHS_MLA_DV), bq < 0 ? 0 : (int)(bi % DHS_MLA_DV),
                bq < 0 ? 0.0 : (double)o1[bo], bq < 0 ? 0.0 : (double)ref[bo],
                bq < 0 ? 0.0 : fabs((double)o1[bo] - (double)ref[bo]) / (double)bvmax, (double)bvmax);
-        printf("case %2d: nq %d heads %3d k %4d splits %2d sm_scale %.4f qscale %5.2f%s valid queries %d rows %6d: "
-               "max |gpu - spec| / vmax %.3g\n",
-               cno, (int)nq, (int)nh, (int)k, (int)splits, (double)sm, (double)qs, mc->odd ? " odd scales" : "",
-               n_valid, sum_nv, cworst);
+        printf("case %2d: nq %d heads %3d k %4d splits %2d cluster %2d sm_scale %.4f qscale %5.2f%s valid queries %d "
+               "rows %6d: max |gpu - spec| / vmax %.3g\n",
+               cno, (int)nq, (int)nh, (int)k, (int)splits, (int)cluster, (double)sm, (double)qs,
+               mc->odd ? " odd scales" : "", n_valid, sum_nv, cworst);
         fflush(stdout);
     }
 
