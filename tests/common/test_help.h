@@ -56,6 +56,25 @@ static long th_passed, th_failed;
         }                                                                              \
     } while (0)
 
+/* GPU tests: exit status 77, which CTest (SKIP_RETURN_CODE) reports as skipped, never as passed.
+   TH_MAIN_WITHOUT_CUDA is the whole main of a build without CUDA; TH_SKIP_WITHOUT_DEVICE (in main, after
+   cuda_runtime_api.h) returns from it when no device is present. */
+#define TH_SKIP 77
+#define TH_MAIN_WITHOUT_CUDA                   \
+    int main(void)                             \
+    {                                          \
+        printf("SKIP: built without CUDA\n"); \
+        return TH_SKIP;                        \
+    }
+#define TH_SKIP_WITHOUT_DEVICE()                                      \
+    do {                                                              \
+        int n_dev_ = 0;                                               \
+        if (cudaGetDeviceCount(&n_dev_) != cudaSuccess || n_dev_ < 1) { \
+            printf("SKIP: no CUDA device\n");                        \
+            return TH_SKIP;                                           \
+        }                                                             \
+    } while (0)
+
 #define CHECK_ST(expr, want)                                                                        \
     do {                                                                                            \
         dhs_status got_ = (expr);                                                                   \
@@ -163,6 +182,17 @@ static inline int th_loc_holds(const dhs_ctx *ctx, int32_t src, uint32_t row_byt
     if (dhs_read_location(ctx, src, loc, got) != DHS_OK) return 0;
     th_fill_row(want, row_bytes, uid, src, row, ver);
     return memcmp(want, got, row_bytes) == 0;
+}
+
+/* a uniform float in [-1, 1): 24 random bits (dhs_rng_f24), exactly */
+static inline float th_unif(uint64_t *r) { return dhs_rng_f24(r) * 2.0f - 1.0f; }
+
+/* the bit pattern of a float */
+static inline uint32_t th_fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
 }
 
 static inline void *th_alloc(size_t bytes)

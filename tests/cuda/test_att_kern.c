@@ -27,11 +27,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 #include <cuda_runtime_api.h>
 
@@ -45,15 +41,6 @@ int main(void)
 static float *d_lut;
 static double worst_rel; /* max |gpu - double| / vmax seen */
 static int nan_outputs;   /* (query, head) outputs the CPU made NaN (NaN codes): must be > 0 */
-
-static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
 
 /* the softmax in double over the decoded rows and the float scores (so the
    tolerance covers only the softmax and its split-K merge), for head q */
@@ -93,12 +80,12 @@ static void run_case_r(int32_t nq, int32_t nh, int32_t k, int portable, float qm
     float lat[DHS_REF_LAT];
     for (int64_t r = 0; r < total; r++) {
         float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, rspan) + rlo);
-        for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = unif(rng) * mag;
+        for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = th_unif(rng) * mag;
         if (nanrows && dhs_rng_below(rng, 8) == 0) lat[dhs_rng_below(rng, DHS_REF_NOPE)] = NAN;
         dhs_ref_row_encode(lat, pool + r * DHS_REF_ROW_BYTES);
     }
     float *aq = malloc(sizeof(float) * (size_t)nq * nh * DHS_REF_LAT);
-    for (int64_t i = 0; i < (int64_t)nq * nh * DHS_REF_LAT; i++) aq[i] = unif(rng) * qmag;
+    for (int64_t i = 0; i < (int64_t)nq * nh * DHS_REF_LAT; i++) aq[i] = th_unif(rng) * qmag;
     int32_t *loc = malloc(sizeof(int32_t) * (size_t)nq * k), *aidx = malloc(sizeof(int32_t) * (size_t)nq * k);
     static const int pv[] = {100, 100, 90, 50, 3, 0};
     for (int32_t q = 0; q < nq; q++) {
@@ -176,7 +163,7 @@ static void run_case_r(int32_t nq, int32_t nh, int32_t k, int portable, float qm
             const float *g = ao + ((size_t)q * nh + h) * DHS_REF_NOPE;
             if (anv[q] <= 0) {
                 int same = 1;
-                for (int i = 0; i < DHS_REF_NOPE; i++) same &= fbits(g[i]) == SENT;
+                for (int i = 0; i < DHS_REF_NOPE; i++) same &= th_fbits(g[i]) == SENT;
                 CHECKF(same, "q %d (nv %d): output written", (int)q, (int)anv[q]);
                 continue;
             }
@@ -195,7 +182,7 @@ static void run_case_r(int32_t nq, int32_t nh, int32_t k, int portable, float qm
                 for (int i = 0; i < DHS_REF_NOPE; i++) cpu_nan |= o[i] != o[i];
                 int bad = -1; /* the same bits; a NaN only as a NaN (its payload is the hardware's) */
                 for (int i = 0; i < DHS_REF_NOPE && bad < 0; i++)
-                    if (fbits(o[i]) != fbits(g[i]) && !(o[i] != o[i] && g[i] != g[i])) bad = i;
+                    if (th_fbits(o[i]) != th_fbits(g[i]) && !(o[i] != o[i] && g[i] != g[i])) bad = i;
                 CHECKF(bad < 0, "q %d h %d nv %d k %d: value %d gpu %.9g cpu %.9g", (int)q, (int)h, (int)nv, (int)k,
                        bad, bad < 0 ? 0.0 : (double)g[bad], bad < 0 ? 0.0 : (double)o[bad]);
                 if (cpu_nan) nan_outputs++;
@@ -231,11 +218,7 @@ static void run_case(int32_t nq, int32_t nh, int32_t k, int portable, float qmag
 
 int main(void)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
+    TH_SKIP_WITHOUT_DEVICE();
     uint64_t rng = th_seed("test_att_kern");
     CK(cudaMalloc((void **)&d_lut, 256 * sizeof(float)));
     CK(cudaMemcpy(d_lut, dhs_ref_fp8_table(), 256 * sizeof(float), cudaMemcpyHostToDevice));

@@ -39,11 +39,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 
 #include <cuda_runtime_api.h>

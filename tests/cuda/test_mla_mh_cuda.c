@@ -29,11 +29,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 #include <cuda_runtime_api.h>
 
@@ -56,25 +52,6 @@ static uint32_t *h_sent;         /* NOUT_MAX + GUARD / 4 sentinels */
 static double worst_rel;         /* max |gpu - spec| / vmax */
 static int worst_case = -1;
 static long outputs_checked, sent_checked;
-
-static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        printf("out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
 
 /* ------------------------------------------------------------------ one case */
 typedef struct mcase {
@@ -101,7 +78,7 @@ static void random_row(uint64_t *rng, int odd, uint8_t *row, float *vmax)
 {
     float lat[DHS_REF_LAT];
     const float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, 7) - 3);
-    for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = unif(rng) * mag;
+    for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = th_unif(rng) * mag;
     dhs_ref_row_encode(lat, row);
     if (odd) {
         float sc[4];
@@ -137,7 +114,7 @@ static void draw_loc(uint64_t *rng, int32_t k, int32_t nv, int32_t P, int32_t *l
 
 static void draw_q(uint64_t *rng, float qs, int32_t nh, uint16_t *q)
 {
-    for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DQK; i++) q[i] = dhs_ref_bf16_encode(2.0f * unif(rng) * qs);
+    for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DQK; i++) q[i] = dhs_ref_bf16_encode(2.0f * th_unif(rng) * qs);
 }
 
 /* fills out (and its guard) with the sentinel and the workspace with byte `poison` (its guard with GPAT),
@@ -155,7 +132,7 @@ static dhs_status launch(const dhs_mla_mh_desc *d, const uint16_t *q, const uint
     CK(cudaDeviceSynchronize());
     CK(cudaGetLastError());
     CK(cudaMemcpy(h_out, out, nout * 4, cudaMemcpyDeviceToHost));
-    uint8_t *g = xmalloc(GUARD);
+    uint8_t *g = th_alloc(GUARD);
     CK(cudaMemcpy(g, part + pb, GUARD, cudaMemcpyDeviceToHost));
     int bad = -1;
     for (int i = 0; i < GUARD && bad < 0; i++)
@@ -173,7 +150,7 @@ static dhs_status launch(const dhs_mla_mh_desc *d, const uint16_t *q, const uint
 static int64_t first_diff(const float *a, const float *b, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        if (fbits(a[i]) != fbits(b[i])) return i;
+        if (th_fbits(a[i]) != th_fbits(b[i])) return i;
     return -1;
 }
 
@@ -243,11 +220,11 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
         total += P[qi];
         nv[qi] = draw_nv(rng, mc->nvmode, k, qi == 0);
     }
-    uint8_t *pool = xmalloc((size_t)total * RB);
-    float *rvmax = xmalloc(sizeof(float) * (size_t)total);
+    uint8_t *pool = th_alloc((size_t)total * RB);
+    float *rvmax = th_alloc(sizeof(float) * (size_t)total);
     for (int64_t r = 0; r < total; r++) random_row(rng, mc->odd, pool + r * RB, &rvmax[r]);
-    int32_t *loc = xmalloc(sizeof(int32_t) * (size_t)nq * k);
-    uint16_t *q = xmalloc(2 * nqv);
+    int32_t *loc = th_alloc(sizeof(int32_t) * (size_t)nq * k);
+    uint16_t *q = th_alloc(2 * nqv);
     for (int32_t qi = 0; qi < nq; qi++) {
         draw_loc(rng, k, nv[qi], P[qi], loc + (int64_t)qi * k);
         draw_q(rng, qs, nh, q + (int64_t)qi * nh * DHS_MLA_DQK);
@@ -276,7 +253,7 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     CK(cudaMemcpy(d_loc, loc, sizeof(int32_t) * (size_t)nq * k, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_nv, nv, sizeof(int32_t) * (size_t)nq, cudaMemcpyHostToDevice));
 
-    float *o1 = xmalloc(nout * 4), *o2 = xmalloc(nout * 4), *ref = xmalloc(nout * 4);
+    float *o1 = th_alloc(nout * 4), *o2 = th_alloc(nout * 4), *ref = th_alloc(nout * 4);
     dhs_status st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, 0xff, d_out, o1, NULL, "first launch", cno);
     CHECKF(st == DHS_OK, "case %d: dhs_mla_mh_attend returned %d (%s)", cno, (int)st, dhs_status_str(st));
     if (st != DHS_OK) goto done;
@@ -287,11 +264,11 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
         const float *g = o1 + (size_t)qi * nh * DHS_MLA_DV;
         int64_t bad = -1;
         for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DV && bad < 0; i++)
-            if (fbits(g[i]) != SENT) bad = i;
+            if (th_fbits(g[i]) != SENT) bad = i;
         sent_checked++;
         CHECKF(bad < 0, "case %d q %d (nv %d): output written at head %d value %d (0x%08x)", cno, (int)qi, (int)nv[qi],
                bad < 0 ? 0 : (int)(bad / DHS_MLA_DV), bad < 0 ? 0 : (int)(bad % DHS_MLA_DV),
-               bad < 0 ? 0u : fbits(g[bad]));
+               bad < 0 ? 0u : th_fbits(g[bad]));
     }
 
     /* 3a. the same launch again (the workspace poisoned with zeros instead of NaN): the same bits */
@@ -322,9 +299,9 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
             off2[qi] = total2;
             total2 += P2[qi];
         }
-        uint8_t *pool2 = xmalloc((size_t)total2 * RB);
+        uint8_t *pool2 = th_alloc((size_t)total2 * RB);
         memset(pool2, 0xff, (size_t)total2 * RB);
-        int32_t *loc2 = xmalloc(sizeof(int32_t) * (size_t)nq * k), *perm = xmalloc(sizeof(int32_t) * 2 * (MAXP + 64));
+        int32_t *loc2 = th_alloc(sizeof(int32_t) * (size_t)nq * k), *perm = th_alloc(sizeof(int32_t) * 2 * (MAXP + 64));
         for (int32_t qi = 0; qi < nq; qi++) {
             for (int32_t i = 0; i < P2[qi]; i++) perm[i] = i;
             for (int32_t i = P2[qi] - 1; i > 0; i--) {
@@ -432,11 +409,11 @@ static void test_args(uint64_t *rng)
     const dhs_mla_mh_desc good = {nq, nh, k, 2, 1.0f / 24.0f, 0};
     const uint64_t pb = dhs_mla_mh_part_bytes(&good);
     const size_t nout = (size_t)nq * nh * DHS_MLA_DV, nqv = (size_t)nq * nh * DHS_MLA_DQK;
-    uint8_t *pool = xmalloc((size_t)nq * P * RB);
+    uint8_t *pool = th_alloc((size_t)nq * P * RB);
     float vm;
     for (int32_t r = 0; r < nq * P; r++) random_row(rng, 0, pool + (size_t)r * RB, &vm);
     int32_t loc[2 * 64], nv[2] = {k, 40};
-    uint16_t *q = xmalloc(2 * nqv);
+    uint16_t *q = th_alloc(2 * nqv);
     for (int32_t qi = 0; qi < nq; qi++) draw_loc(rng, k, nv[qi], P, loc + qi * k);
     draw_q(rng, 1.0f, nh * nq, q);
     uint8_t *d_pool, *d_part;
@@ -506,8 +483,8 @@ static void test_args(uint64_t *rng)
     CK(cudaDeviceSynchronize());
     CK(cudaGetLastError());
     /* nothing launched: the outputs (and their guard) and the workspace (and its guard) as filled */
-    float *o = xmalloc(nout * 4 + GUARD);
-    uint8_t *pw = xmalloc(pb + GUARD);
+    float *o = th_alloc(nout * 4 + GUARD);
+    uint8_t *pw = th_alloc(pb + GUARD);
     CK(cudaMemcpy(o, d_out, nout * 4 + GUARD, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(pw, d_part, pb + GUARD, cudaMemcpyDeviceToHost));
     int same = memcmp(o, h_sent, nout * 4 + GUARD) == 0;
@@ -518,10 +495,10 @@ static void test_args(uint64_t *rng)
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(o, d_out, nout * 4, cudaMemcpyDeviceToHost));
     long written = 0;
-    for (size_t i = 0; i < nout; i++) written += fbits(o[i]) != SENT;
+    for (size_t i = 0; i < nout; i++) written += th_fbits(o[i]) != SENT;
     CHECKF(written == (long)nout, "the valid call wrote %ld of %zu outputs", written, nout);
     if (cl_fit[2] > 0) { /* one cluster per query needs no workspace: part NULL is valid, and gives the same bits */
-        float *o2 = xmalloc(nout * 4);
+        float *o2 = th_alloc(nout * 4);
         dhs_mla_mh_desc dc = good;
         dc.cluster = dc.splits;
         CHECK(dhs_mla_mh_part_bytes(&dc) == 0);
@@ -530,7 +507,7 @@ static void test_args(uint64_t *rng)
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(o2, d_out, nout * 4, cudaMemcpyDeviceToHost));
         long diff = 0;
-        for (size_t i = 0; i < nout; i++) diff += fbits(o[i]) != fbits(o2[i]);
+        for (size_t i = 0; i < nout; i++) diff += th_fbits(o[i]) != th_fbits(o2[i]);
         CHECKF(diff == 0, "one cluster of %d splits: %ld outputs differ from the launch without clusters",
                (int)dc.splits, diff);
         free(o2);
@@ -545,7 +522,7 @@ static void test_args(uint64_t *rng)
 static void test_compare(void)
 {
     const int32_t nh = 64;
-    float *r = xmalloc(sizeof(float) * nh * DHS_MLA_DV), *g = xmalloc(sizeof(float) * nh * DHS_MLA_DV);
+    float *r = th_alloc(sizeof(float) * nh * DHS_MLA_DV), *g = th_alloc(sizeof(float) * nh * DHS_MLA_DV);
     for (int i = 0; i < nh * DHS_MLA_DV; i++) r[i] = g[i] = 0.25f * (float)((i % 17) - 8);
     const float vmax = 2.0f;
     int64_t first;
@@ -561,11 +538,7 @@ static void test_compare(void)
 
 int main(void)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
+    TH_SKIP_WITHOUT_DEVICE();
     uint64_t rng = th_seed("test_mla_mh_cuda");
     struct cudaDeviceProp prop;
     int smem_optin = 0;
@@ -579,7 +552,7 @@ int main(void)
     for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) printf(" %d", (int)cl_fit[c]);
     printf("\n");
     CHECKF(cl_fit[1] >= 1 && cl_fit[1] <= n_sm, "clusters of 1: %d held, %d SMs", (int)cl_fit[1], n_sm);
-    h_sent = xmalloc(NOUT_MAX * 4 + GUARD);
+    h_sent = th_alloc(NOUT_MAX * 4 + GUARD);
     for (size_t i = 0; i < NOUT_MAX + GUARD / 4; i++) h_sent[i] = SENT;
     const double t0 = th_now();
 

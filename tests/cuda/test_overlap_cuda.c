@@ -26,11 +26,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 #include <cuda_runtime_api.h>
 
@@ -286,11 +282,7 @@ static void test_errors(void)
 
 int main(void)
 {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
+    TH_SKIP_WITHOUT_DEVICE();
     uint64_t rng = th_seed("test_overlap_cuda");
     CK(dhs_cuda_ov_init());
     CK(cudaMalloc((void **)&d_lut, 256 * sizeof(float)));

@@ -30,11 +30,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 #include <cuda_runtime_api.h>
 
@@ -47,8 +43,6 @@ int main(void)
 #define H 4
 #define K_MAX 2048
 #define SENT 0x7fbadbadu
-
-static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
 
 typedef struct sess_keys {
     uint8_t *codes; /* host [(P+7)/8][D][8] */
@@ -114,16 +108,16 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
         h_ks[q] = sk[sess_of[q]].d_scales;
     }
     float *iq = th_alloc(sizeof(float) * (size_t)nq * H * D), iw[MAXQ * H];
-    for (int i = 0; i < nq * H * D; i++) iq[i] = unif(rng);
+    for (int i = 0; i < nq * H * D; i++) iq[i] = th_unif(rng);
     if (edges) {
         const int qb = (int)dhs_rng_below(rng, (uint64_t)nq), qs = (int)dhs_rng_below(rng, (uint64_t)nq);
         /* above 2^119 (the products stay finite: codes are below 2^9) */
         iq[(size_t)qb * H * D + dhs_rng_below(rng, (uint64_t)(H * D))] = ldexpf(dhs_rng_below(rng, 2) ? 1.01f : -1.01f, 119);
-        for (int i = 0; i < H * D; i += 3) iq[(size_t)qs * H * D + i] = ldexpf(unif(rng), -128); /* subnormals */
+        for (int i = 0; i < H * D; i += 3) iq[(size_t)qs * H * D + i] = ldexpf(th_unif(rng), -128); /* subnormals */
     }
     for (int q = 0; q < nq; q++) {
         const int kind = (int)dhs_rng_below(rng, 4); /* 0: all-zero weights (every score ties at 0); 1: positive */
-        for (int h = 0; h < H; h++) iw[q * H + h] = kind == 0 ? 0.0f : kind == 1 ? fabsf(unif(rng)) : unif(rng);
+        for (int h = 0; h < H; h++) iw[q * H + h] = kind == 0 ? 0.0f : kind == 1 ? fabsf(th_unif(rng)) : th_unif(rng);
     }
     /* device buffers */
     void **d_kc;
@@ -245,11 +239,7 @@ static int64_t run_case(uint64_t *rng, int D, int64_t P, int nq, int32_t k, cons
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
+    TH_SKIP_WITHOUT_DEVICE();
     uint64_t rng = th_seed("test_sel_kern");
     float *d_lut;
     CK(cudaMalloc((void **)&d_lut, sizeof(float) * 256));

@@ -25,11 +25,7 @@
 #include "test_help.h"
 
 #ifndef DHS_HAVE_CUDA
-int main(void)
-{
-    printf("SKIP: built without CUDA\n");
-    return 77;
-}
+TH_MAIN_WITHOUT_CUDA
 #else
 #include <cuda_runtime_api.h>
 
@@ -232,11 +228,7 @@ static int64_t run_case_n(bufs *b, int64_t n, int32_t k, int32_t batch, int shar
 
 int main(void)
 {
-    int count = 0;
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-        printf("SKIP: no CUDA device\n");
-        return 77;
-    }
+    TH_SKIP_WITHOUT_DEVICE();
     uint64_t rng = th_seed("test_topk_cuda");
     bufs b = {0};
     b.cap_scores = 1 << 23; /* 8M candidates: 8 queries of 1M */

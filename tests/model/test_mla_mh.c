@@ -43,15 +43,6 @@
 static double worst_rel;  /* max |spec - double| / vmax over every checked output */
 static long outputs_checked;
 
-static float unif(uint64_t *r) { return (float)(dhs_rng_next(r) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f; }
-
-static uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
 static void fill_sent(float *o, int64_t n)
 {
     const uint32_t s = SENT;
@@ -70,13 +61,13 @@ static void plan_check(int32_t nq, int32_t nh, int32_t k, int32_t sm, const int3
     if (!fit) {
         ok = S == base && cl == 0;
     } else {
-        /* the best candidate by (tiles of the longest split, partials, splits, -cluster) */
+        /* the best candidate by (tiles of the longest split, partials, splits) */
         int64_t bper = 0, bnp = 0, bS = 0, bcs = 0;
         for (int64_t cs = 2; cs <= 16; cs++)
             for (int64_t np = 1; fit[cs] > 0 && cs * np <= smax && nq * groups * np <= fit[cs]; np++) {
                 const int64_t per = (nt + cs * np - 1) / (cs * np);
                 const int better = !bcs || per < bper ||
-                                   (per == bper && (np < bnp || (np == bnp && (cs * np < bS || (cs * np == bS && cs > bcs)))));
+                                   (per == bper && (np < bnp || (np == bnp && cs * np < bS)));
                 if (better) bper = per, bnp = np, bS = cs * np, bcs = cs;
             }
         if (bcs && bper <= (nt + base - 1) / base)
@@ -240,7 +231,7 @@ static void random_row(uint64_t *rng, uint8_t *row)
 {
     float lat[DHS_REF_LAT];
     const float mag = ldexpf(1.0f, (int)dhs_rng_below(rng, 7) - 3);
-    for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = unif(rng) * mag;
+    for (int i = 0; i < DHS_REF_LAT; i++) lat[i] = th_unif(rng) * mag;
     dhs_ref_row_encode(lat, row);
     /* one row in four gets tile scales that are not powers of two (the format allows any fp32 scale):
        then code x scale is not always a bf16 value and the bf16 rounding of K and V shows */
@@ -282,7 +273,7 @@ static void case_build(tcase *c, int32_t nq, int32_t nh, int32_t k, int32_t spli
         for (int32_t h = 0; h < nh; h++) {
             const float hm = qmag * ldexpf(1.0f, (int)dhs_rng_below(rng, 3) - 1);
             for (int j = 0; j < DHS_MLA_DQK; j++)
-                c->q[((int64_t)qi * nh + h) * DHS_MLA_DQK + j] = dhs_ref_bf16_encode(unif(rng) * hm);
+                c->q[((int64_t)qi * nh + h) * DHS_MLA_DQK + j] = dhs_ref_bf16_encode(th_unif(rng) * hm);
         }
     }
     fill_sent(c->out, (int64_t)nq * nh * DHS_MLA_DV);
@@ -353,7 +344,7 @@ static double case_check(const tcase *c, const uint8_t *pool, const char *tag, i
         const float *out = c->out + (int64_t)qi * nh * DHS_MLA_DV;
         if (n <= 0) {
             long moved = 0;
-            for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DV; i++) moved += fbits(out[i]) != SENT;
+            for (int64_t i = 0; i < (int64_t)nh * DHS_MLA_DV; i++) moved += th_fbits(out[i]) != SENT;
             if (!quiet) CHECKF(moved == 0, "%s: query %d (nv %d): %ld outputs written", tag, qi, n, moved);
             continue;
         }
@@ -701,7 +692,7 @@ static void test_args(uint64_t *rng)
 #define UNCHANGED(what)                                                                                \
     do {                                                                                               \
         long moved_ = 0;                                                                               \
-        for (int64_t i_ = 0; i_ < n_out; i_++) moved_ += fbits(c.out[i_]) != SENT;                     \
+        for (int64_t i_ = 0; i_ < n_out; i_++) moved_ += th_fbits(c.out[i_]) != SENT;                     \
         CHECKF(moved_ == 0, "%s: %ld outputs written", what, moved_);                                  \
     } while (0)
 
