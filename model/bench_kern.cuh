@@ -1,11 +1,14 @@
 /* bench_kern.cuh - what the model's kernel benchmarks (model/kern_bench.cu,
  * model/mla_bench.cu) share: random 656-byte rows and selections filled on the
- * device, and the timing of a call (p50 between events, back-to-back mean). */
+ * device, the timing of a call (p50 between events, back-to-back mean) and of
+ * a graph, and their common options and device opening. */
 #ifndef DHS_MODEL_BENCH_KERN_CUH
 #define DHS_MODEL_BENCH_KERN_CUH
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -97,6 +100,38 @@ static int parse_list(const char *s, int64_t *out, int max)
         if (*end && *end != ',') return -1;
     }
     return n;
+}
+
+/* the options every kernel benchmark takes: argv[*i] is --contexts, --batch or --reps (its value consumed,
+   *i advanced): 1; something else: 0; a malformed or missing value: -1 */
+static int parse_common(int argc, char **argv, int *i, int64_t *ctxs, int *nctx, int64_t *batch, int *nb, int *reps)
+{
+    const char *a = argv[*i];
+    const int known = !strcmp(a, "--contexts") || !strcmp(a, "--batch") || !strcmp(a, "--reps");
+    if (!known) return 0;
+    if (*i + 1 >= argc) return -1;
+    const char *v = argv[++*i];
+    if (!strcmp(a, "--contexts")) return (*nctx = parse_list(v, ctxs, 8)) < 1 ? -1 : 1;
+    if (!strcmp(a, "--batch")) return (*nb = parse_list(v, batch, 8)) < 1 ? -1 : 1;
+    *reps = atoi(v);
+    return *reps < 5 || *reps > 100000 ? -1 : 1;
+}
+
+/* the contexts (min_ctx..2^31-1) and batches (..256) checked, then the device: 0 with a non-blocking stream
+   in *st and the device's properties, else the exit status after a message on stderr */
+static int bench_open(const char *name, const int64_t *ctxs, int nctx, int64_t min_ctx, const int64_t *batch, int nb,
+                      cudaStream_t *st, cudaDeviceProp *prop)
+{
+    for (int i = 0; i < nctx; i++)
+        if (ctxs[i] < min_ctx || ctxs[i] > INT32_MAX)
+            return fprintf(stderr, "%s: context must be %lld..2^31-1\n", name, (long long)min_ctx), 2;
+    for (int i = 0; i < nb; i++)
+        if (batch[i] > 256) return fprintf(stderr, "%s: batch must be 1..256\n", name), 2;
+    int dev = 0;
+    if (cudaGetDeviceCount(&dev) != cudaSuccess || dev < 1) return fprintf(stderr, "%s: no CUDA device\n", name), 1;
+    CK(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+    CK(cudaGetDeviceProperties(prop, 0));
+    return 0;
 }
 
 /* instantiate a captured graph, launch it once, then the median of 5 timed launches in us; the graph

@@ -881,15 +881,13 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20};
-    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0, proj_only = 0, idx_only = 0;
+    int nctx = 2, nb = 3, nh = 1, reps = 200, no_select = 0, proj_only = 0, idx_only = 0, pc;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) {
-            if ((nctx = parse_list(argv[++i], ctxs, 8)) < 1) return usage(stderr), 2;
-        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-            if ((nb = parse_list(argv[++i], batch, 8)) < 1) return usage(stderr), 2;
+        } else if ((pc = parse_common(argc, argv, &i, ctxs, &nctx, batch, &nb, &reps)) != 0) {
+            if (pc < 0) return usage(stderr), 2;
         } else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
             nh = atoi(argv[++i]);
             if (nh < 1 || nh > ATT_MAXH) return usage(stderr), 2;
@@ -899,27 +897,15 @@ int main(int argc, char **argv)
             proj_only = 1;
         } else if (!strcmp(argv[i], "--indexer-only")) {
             idx_only = 1;
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 5 || reps > 100000) return usage(stderr), 2;
         } else {
             usage(stderr);
             return 2;
         }
     }
-    for (int i = 0; i < nctx; i++)
-        if (ctxs[i] < ATT_MAXK || ctxs[i] > INT32_MAX) return fprintf(stderr, "kern_bench: context must be 2048..2^31-1\n"), 2;
-    for (int i = 0; i < nb; i++)
-        if (batch[i] > 256) return fprintf(stderr, "kern_bench: batch must be 1..256\n"), 2;
-    int dev = 0;
-    if (cudaGetDeviceCount(&dev) != cudaSuccess || dev < 1) {
-        fprintf(stderr, "kern_bench: no CUDA device\n");
-        return 1;
-    }
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
+    const int rc = bench_open("kern_bench", ctxs, nctx, ATT_MAXK, batch, nb, &st, &prop);
+    if (rc) return rc;
     const double hbm = bench_d2d_gbs(st);
     float *d_lut;
     CK(cudaMalloc((void **)&d_lut, 256 * sizeof(float)));

@@ -163,11 +163,18 @@ static void check_query(const mh_state *s, int qi, const uint8_t *const *hbase)
 static int ablate, sweep; /* --ablate, --sweep */
 static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit */
 
-/* one timed configuration: checked against the spec, p50 / b2b / graph; prints its line, returns graph µs */
+static double hbm, peak; /* GB/s and FLOP/s, measured once in main */
+
+/* one timed configuration: checked against the spec, p50 / b2b / graph against its floor; prints its line
+   (with base_graph > 0 the ratio to variant 0's graph time); slot >= 0: the worst graph / floor to update
+   (worst_lo / worst_hi[slot]); returns the graph time in us */
 static double time_config(mh_state *s, const char *name, int64_t ctx, const uint8_t *const *hbase, int reps,
-                          double fl, double bytes, double flops, double fb, double ff, double base_graph)
+                          double base_graph, int slot)
 {
-    const int C = s->d.nq;
+    const int C = s->d.nq, H = s->d.n_heads;
+    const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
+    const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
+    const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
     mh_call(s, 0);
     CK(cudaStreamSynchronize(s->st));
     check_query(s, 0, hbase);
@@ -180,14 +187,16 @@ static double time_config(mh_state *s, const char *name, int64_t ctx, const uint
     CK(cudaStreamEndCapture(s->st, &gr));
     const double graph = graph_replay_us(s->st, gr) / STEP_LAYERS;
     printf("%-10s %7lld %3d %5d %3d/%-2d %8.2f %8.1f %8.1f %8.1f %8.2f %8.2f %7.2f %7.2f %7.2f %7.0f", name,
-           (long long)ctx, C, s->d.n_heads, s->d.splits, s->d.cluster, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl,
-           b2b / fl, graph / fl, flops / (graph * 1e-6) / 1e12);
+           (long long)ctx, C, H, s->d.splits, s->d.cluster, bytes / 1e6, p50, b2b, graph, fb, ff, p50 / fl, b2b / fl,
+           graph / fl, flops / (graph * 1e-6) / 1e12);
     if (base_graph > 0) printf("  graph / variant 0's: %.3f\n", graph / base_graph);
     else printf("\n");
+    double *w = C >= 8 ? worst_hi : worst_lo;
+    if (slot >= 0 && graph / fl > w[slot]) w[slot] = graph / fl;
     return graph;
 }
 
-static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hbm, double peak, int n_sm, cudaStream_t st)
+static void bench_one(int64_t ctx, int C, int H, int splits, int reps, int n_sm, cudaStream_t st)
 {
     mh_state s;
     memset(&s, 0, sizeof s);
@@ -222,27 +231,20 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
     CK(cudaMalloc((void **)&s.part, dhs_mla_mh_part_bytes(&dmax)));
     CK(cudaMalloc((void **)&s.out, sizeof(float) * (size_t)C * H * DHS_MLA_DV));
     CK(cudaStreamSynchronize(st));
-    const double bytes = (double)C * K * DHS_MLA_ROW_BYTES + (double)C * H * (DHS_MLA_DQK * 2 + DHS_MLA_DV * 4);
-    const double flops = (double)C * K * H * 2.0 * (DHS_MLA_DQK + DHS_MLA_DV);
-    const double fb = bytes / (hbm * 1e9) * 1e6, ff = flops / peak * 1e6, fl = fb > ff ? fb : ff;
     double first = 0;
     const int32_t base_splits = s.d.splits;
     for (s.variant = 0; s.variant < NVAR; s.variant++) { /* without clusters */
         char name[32];
         snprintf(name, sizeof name, "mla-mh/%d", s.variant);
-        const double graph = time_config(&s, name, ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
+        const double graph = time_config(&s, name, ctx, hbase, reps, first, s.variant);
         if (s.variant == 0) first = graph;
-        double *w = C >= 8 ? worst_hi : worst_lo;
-        if (graph / fl > w[s.variant]) w[s.variant] = graph / fl;
     }
     s.variant = 0;
     if (cl_fit[2] > 0) { /* the plan with clusters; --sweep: other one-wave (splits, cluster) */
         int32_t ps, pc;
         dhs_mla_mh_plan(C, H, K, n_sm, cl_fit, &ps, &pc);
         s.d.splits = ps, s.d.cluster = pc;
-        const double graph = time_config(&s, "plan", ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
-        double *w = C >= 8 ? worst_hi : worst_lo;
-        if (graph / fl > w[NVAR]) w[NVAR] = graph / fl;
+        time_config(&s, "plan", ctx, hbase, reps, first, NVAR);
         const int nt = K / DHS_MLA_TILE;
         static const int sizes[] = {2, 3, 4, 6, 8, 12, 16};
         for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++)
@@ -250,7 +252,7 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, double hb
                 if (cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
                 if (cs * np == ps && cs == pc) continue;
                 s.d.splits = cs * np, s.d.cluster = cs;
-                time_config(&s, "sweep", ctx, hbase, reps, fl, bytes, flops, fb, ff, first);
+                time_config(&s, "sweep", ctx, hbase, reps, first, -1);
             }
         s.d.splits = base_splits, s.d.cluster = 0;
     }
@@ -288,15 +290,13 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     int64_t ctxs[8] = {100000, 32768}, batch[8] = {2, 8, 20}, heads[4] = {64, 128};
-    int nctx = 2, nb = 3, nh = 2, reps = 100, splits = 0;
+    int nctx = 2, nb = 3, nh = 2, reps = 100, splits = 0, pc;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--contexts") && i + 1 < argc) {
-            if ((nctx = parse_list(argv[++i], ctxs, 8)) < 1) return usage(stderr), 2;
-        } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-            if ((nb = parse_list(argv[++i], batch, 8)) < 1) return usage(stderr), 2;
+        } else if ((pc = parse_common(argc, argv, &i, ctxs, &nctx, batch, &nb, &reps)) != 0) {
+            if (pc < 0) return usage(stderr), 2;
         } else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
             if ((nh = parse_list(argv[++i], heads, 4)) < 1) return usage(stderr), 2;
         } else if (!strcmp(argv[i], "--splits") && i + 1 < argc) {
@@ -306,30 +306,18 @@ int main(int argc, char **argv)
             ablate = 1;
         } else if (!strcmp(argv[i], "--sweep")) {
             sweep = 1;
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 5 || reps > 100000) return usage(stderr), 2;
         } else {
             usage(stderr);
             return 2;
         }
     }
-    for (int i = 0; i < nctx; i++)
-        if (ctxs[i] < K || ctxs[i] > INT32_MAX) return fprintf(stderr, "mla_bench: context must be 2048..2^31-1\n"), 2;
-    for (int i = 0; i < nb; i++)
-        if (batch[i] > 256) return fprintf(stderr, "mla_bench: batch must be 1..256\n"), 2;
     for (int i = 0; i < nh; i++)
         if (heads[i] != 64 && heads[i] != 128) return fprintf(stderr, "mla_bench: heads must be 64 or 128\n"), 2;
-    int dev = 0;
-    if (cudaGetDeviceCount(&dev) != cudaSuccess || dev < 1) {
-        fprintf(stderr, "mla_bench: no CUDA device\n");
-        return 1;
-    }
     cudaStream_t st;
-    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    const double hbm = bench_d2d_gbs(st), peak = mma_peak(prop.multiProcessorCount, st);
+    const int rc = bench_open("mla_bench", ctxs, nctx, K, batch, nb, &st, &prop);
+    if (rc) return rc;
+    hbm = bench_d2d_gbs(st), peak = mma_peak(prop.multiProcessorCount, st);
     printf("device: %s, %d SMs; HBM (1 GiB D2D copy, read + write): %.0f GB/s; tensor peak (mma.sync m16n8k16 bf16, "
            "measured): %.0f TFLOP/s (stated dense BF16: %.0f)\n",
            prop.name, prop.multiProcessorCount, hbm, peak / 1e12, STATED_PEAK / 1e12);
@@ -345,7 +333,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < nctx; i++)
         for (int j = 0; j < nb; j++)
             for (int h = 0; h < nh; h++)
-                bench_one(ctxs[i], (int)batch[j], (int)heads[h], splits, reps, hbm, peak, prop.multiProcessorCount, st);
+                bench_one(ctxs[i], (int)batch[j], (int)heads[h], splits, reps, prop.multiProcessorCount, st);
     for (int v = 0; v <= NVAR; v++)
         printf("mla_bench: %s %d: worst graph/floor %.2f at C >= 8 (bar 2x), %.2f at C < 8 (bar 3x)\n",
                v < NVAR ? "variant" : "plan with clusters, variant", v < NVAR ? v : 0, worst_hi[v], worst_lo[v]);

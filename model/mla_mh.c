@@ -63,10 +63,11 @@ void dhs_mla_mh_plan(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm, const
             if (fit[cs] <= 0) continue;
             for (int64_t np = 1; cs * np <= smax && (int64_t)nq * groups * np <= fit[cs]; np++) {
                 const int64_t S = cs * np, per = (nt + S - 1) / S;
-                int better = per < best_per || !best_cs;
-                if (per == best_per && best_cs)
-                    better = np != best_np ? np < best_np : S != best_s ? S < best_s : cs > best_cs;
-                if (per > best_per) better = 0;
+                /* fewer tiles, then fewer partials, then fewer splits (the first candidate: no more tiles) */
+                const int better = !best_cs ? per <= best_per
+                                 : per != best_per ? per < best_per
+                                 : np != best_np ? np < best_np
+                                                 : S < best_s;
                 if (better) best_per = per, best_np = np, best_s = S, best_cs = cs;
             }
         }

@@ -55,6 +55,7 @@
  * partials (L2; none with one cluster per query). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -146,7 +147,7 @@ __global__ void __launch_bounds__(MH_T, 1)
     int32_t t0, t1;
     dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
     /* the partial this block writes: its split's, or with clusters its cluster's (np per query) */
-    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s;
+    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s; /* no division without clusters */
     const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
     float *pm = part + pidx, *pl = part + (int64_t)nq * np * nh + pidx;
     float *po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
@@ -444,6 +445,17 @@ static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
     return DHS_OK;
 }
 
+/* the launch of grid in clusters of cs blocks along x (at: the configuration's one attribute) */
+static cudaLaunchConfig_t mh_cluster_cfg(dim3 grid, int cs, cudaStream_t st, cudaLaunchAttribute *at)
+{
+    cudaLaunchConfig_t cfg = {};
+    at->id = cudaLaunchAttributeClusterDimension;
+    at->val.clusterDim.x = (unsigned)cs, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
+    cfg.gridDim = grid, cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM, cfg.stream = st;
+    cfg.attrs = at, cfg.numAttrs = 1;
+    return cfg;
+}
+
 extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int variant, const uint16_t *q,
                                                const uint8_t *const *base, const int32_t *loc, const int32_t *nv,
                                                float *part, float *out, void *stream)
@@ -463,12 +475,8 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
     const float c = d->sm_scale * 1.4426950408889634f;
     const dim3 grid((unsigned)d->splits, (unsigned)(d->n_heads / DHS_MLA_HG), (unsigned)d->nq);
     if (cl) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)cs, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = grid, cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM, cfg.stream = st;
-        cfg.attrs = at, cfg.numAttrs = 1;
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = mh_cluster_cfg(grid, cs, st, &at);
         if (cudaLaunchKernelEx(&cfg, fn, q, base, loc, nv, d->k, d->n_heads, d->splits, (int32_t)cs, c, part, out) !=
             cudaSuccess) {
             (void)cudaGetLastError(); /* a retry without clusters must not find this error pending */
@@ -491,24 +499,20 @@ extern "C" dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t
 extern "C" dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1])
 {
     if (!fit) return DHS_ERR_INVALID_ARG;
-    for (int c = 0; c <= DHS_MLA_MAX_CLUSTER; c++) fit[c] = 0;
+    memset(fit, 0, sizeof(int32_t) * (DHS_MLA_MAX_CLUSTER + 1));
     const mh_kernel_fn fn = mh_kernel(0, 1);
     dhs_status e = mh_attrs(fn, 0, 1);
     if (e != DHS_OK) return e;
     for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        cfg.gridDim = dim3((unsigned)c), cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM;
-        cfg.attrs = at, cfg.numAttrs = 1;
+        cudaLaunchAttribute at;
+        const cudaLaunchConfig_t cfg = mh_cluster_cfg(dim3((unsigned)c), c, NULL, &at);
         int n = 0;
         const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg);
         if (err != cudaSuccess) {
             (void)cudaGetLastError();
             /* a size the device refuses holds none; any other failure (or at size 1) is the device's */
             if (c == 1 || (err != cudaErrorInvalidClusterSize && err != cudaErrorInvalidValue)) {
-                for (int x = 0; x <= DHS_MLA_MAX_CLUSTER; x++) fit[x] = 0;
+                memset(fit, 0, sizeof(int32_t) * (DHS_MLA_MAX_CLUSTER + 1));
                 return DHS_ERR_BACKEND;
             }
             n = 0;
