@@ -17,8 +17,10 @@
  *      k-th value), an ordered pass over the candidates ranks the ties by
  *      position (warp ballots + block prefix, tile by tile) and keeps ranks <
  *      need - the reference tie rule either way.
- *   3. bitonic sort of the kept 64-bit keys in shared memory, descending (keys
- *      are distinct, so this is the reference order); the first min(n, k) are
+ *   3. bitonic sort of the kept 64-bit keys, descending (keys are distinct, so
+ *      this is the reference order): the strides of 64 and more in shared
+ *      memory, the smaller ones in registers, a warp holding 64 keys (21
+ *      barriers for 2048 keys instead of 66); the first min(n, k) are
  *      the answer. The hot-slot lookup is fused here: slot_of[pos] is read for
  *      those k positions only - never for the other n - k candidates.
  * n <= k skips 1-2. Per-query counts (dhs_cuda_topk_fused_n): block q runs the
@@ -127,18 +129,60 @@ __device__ static void tk_write_none(int32_t k, int32_t *__restrict__ orow, int3
     }
 }
 
-/* bitonic sort of sh.key[0..m) descending (padded to a power of two), then
-   the answer: the first cnt keys' positions with the fused lookup, -1 after */
+/* one compare-exchange of the bitonic network on a key held in a register: x is
+   key i, y its partner i ^ stride; the lower index of the pair keeps the larger
+   key where the pair's run (bit `size` of the lower index) sorts descending */
+__device__ static __forceinline__ uint64_t tk_cmpx(uint64_t x, uint64_t y, uint32_t i, uint32_t stride, uint32_t size)
+{
+    const bool lower = (i & stride) == 0, desc = ((i & ~stride) & size) == 0;
+    return lower == desc ? (x > y ? x : y) : (x < y ? x : y);
+}
+
+/* the stages of one size with stride <= 32 in registers: warp w's chunks of 64
+   keys (lane holds keys cb + lane and cb + lane + 32), from sh.key and back;
+   sizes lo..hi (powers of two <= 64 each; or one size > 64 with its small
+   strides) - the same network as the shared-memory stages, so the same order */
+__device__ static void tk_sort_regs(tk_shared &sh, uint32_t P, uint32_t lo, uint32_t hi)
+{
+    const uint32_t lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (uint32_t cb = 64 * w; cb < P; cb += 64 * TK_WARPS) {
+        const uint32_t i0 = cb + lane, i1 = i0 + 32;
+        uint64_t x0 = sh.key[i0], x1 = sh.key[i1];
+        for (uint32_t size = lo; size <= hi; size <<= 1) {
+            if (size >= 64) { /* stride 32: the thread's own pair */
+                const uint64_t a = x0, b = x1;
+                x0 = tk_cmpx(a, b, i0, 32, size);
+                x1 = tk_cmpx(b, a, i1, 32, size);
+            }
+            for (uint32_t stride = (size >= 64 ? 16u : size >> 1); stride > 0; stride >>= 1) {
+                const uint64_t y0 = __shfl_xor_sync(0xffffffffu, x0, (int)stride);
+                const uint64_t y1 = __shfl_xor_sync(0xffffffffu, x1, (int)stride);
+                x0 = tk_cmpx(x0, y0, i0, stride, size);
+                x1 = tk_cmpx(x1, y1, i1, stride, size);
+            }
+        }
+        sh.key[i0] = x0, sh.key[i1] = x1;
+    }
+}
+
+/* bitonic sort of sh.key[0..m) descending (padded with KEY_NONE, the smallest
+   key, to a power of two of at least 64), then the answer: the first cnt keys'
+   positions with the fused lookup, -1 after. The strides below 64 run in
+   registers (a warp holds 64 keys: shuffles and the thread's own pair), the
+   others in shared memory: 21 barriers for 2048 keys instead of 66. The keys are
+   distinct but for the padding, so the order is the one sorted order. */
 __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, int32_t k, const int32_t *__restrict__ so,
                                      int32_t *__restrict__ orow, int32_t *__restrict__ oloc)
 {
     const int tid = threadIdx.x;
-    uint32_t P = 1;
+    uint32_t P = 64;
     while (P < m) P <<= 1;
     for (uint32_t i = m + tid; i < P; i += TK_THREADS) sh.key[i] = DHS_TOPK_KEY_NONE;
     __syncthreads();
-    for (uint32_t size = 2; size <= P; size <<= 1) {
-        for (uint32_t stride = size >> 1; stride > 0; stride >>= 1) {
+    tk_sort_regs(sh, P, 2, 64); /* sizes 2..64 whole */
+    __syncthreads();
+    for (uint32_t size = 128; size <= P; size <<= 1) {
+        for (uint32_t stride = size >> 1; stride >= 64; stride >>= 1) {
             for (uint32_t t = tid; t < P / 2; t += TK_THREADS) {
                 uint32_t a = 2 * t - (t & (stride - 1)), b = a + stride;
                 bool desc = (a & size) == 0;
@@ -147,6 +191,8 @@ __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, in
             }
             __syncthreads();
         }
+        tk_sort_regs(sh, P, size, size); /* strides 32..1 of this size */
+        __syncthreads();
     }
     /* the answer, with the fused lookup for the selected positions only */
     for (uint32_t i = tid; i < (uint32_t)k; i += TK_THREADS) {
