@@ -254,6 +254,13 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, int n_sm,
                 s.d.splits = cs * np, s.d.cluster = cs;
                 time_config(&s, "sweep", ctx, hbase, reps, first, -1);
             }
+        for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++) { /* the base plan's splits */
+            const int cs = sizes[ci], np = base_splits / cs;
+            if (base_splits % cs || np <= 2 || cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
+            if (base_splits == ps && cs == pc) continue;
+            s.d.splits = base_splits, s.d.cluster = cs;
+            time_config(&s, "same-S", ctx, hbase, reps, first, -1);
+        }
         s.d.splits = base_splits, s.d.cluster = 0;
     }
     if (ablate) { /* variant 0 with parts left out: what each costs (no check: the outputs are wrong) */
@@ -283,7 +290,8 @@ static void usage(FILE *f)
                "  with parts left out (decode, S product, P V product, gathers): what each costs. Where the GPU\n"
                "  holds clusters, the line 'plan' is dhs_mla_mh_plan's (splits/cluster: the splits of a cluster\n"
                "  combined in its shared memory); --sweep: also the other one-wave (splits, cluster) with clusters\n"
-               "  of 2, 3, 4, 6, 8, 12 or 16 and 1 or 2 partials per query.\n"
+               "  of 2, 3, 4, 6, 8, 12 or 16 and 1 or 2 partials per query, and (same-S) each of those sizes at the\n"
+               "  splits of the plan without clusters.\n"
                "  Defaults: --contexts 100000,32768 --batch 2,8,20 --heads 64,128 --reps 100\n");
 }
 
