@@ -245,21 +245,20 @@ static void bench_one(int64_t ctx, int C, int H, int splits, int reps, int n_sm,
         dhs_mla_mh_plan(C, H, K, n_sm, cl_fit, &ps, &pc);
         s.d.splits = ps, s.d.cluster = pc;
         time_config(&s, "plan", ctx, hbase, reps, first, NVAR);
+        /* --sweep: with each size cs, cs and 2 cs splits (1 or 2 partials per query), and the splits of the
+           plan without clusters where cs divides them (same-S); each once, where one wave holds it */
         const int nt = K / DHS_MLA_TILE;
         static const int sizes[] = {2, 3, 4, 6, 8, 12, 16};
-        for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++)
-            for (int cs = sizes[ci], np = 1; np <= 2 && cs * np <= nt && cs * np <= DHS_MLA_MAX_SPLITS; np++) {
-                if (cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
-                if (cs * np == ps && cs == pc) continue;
-                s.d.splits = cs * np, s.d.cluster = cs;
-                time_config(&s, "sweep", ctx, hbase, reps, first, -1);
+        for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++) {
+            const int cs = sizes[ci], cand[3] = {cs, 2 * cs, base_splits % cs || base_splits <= 2 * cs ? 0 : base_splits};
+            for (int j = 0; j < 3; j++) {
+                const int S = cand[j];
+                if (!S || S > nt || S > DHS_MLA_MAX_SPLITS || cl_fit[cs] <= 0 ||
+                    (int64_t)C * (H / DHS_MLA_HG) * (S / cs) > cl_fit[cs] || (S == ps && cs == pc))
+                    continue;
+                s.d.splits = S, s.d.cluster = cs;
+                time_config(&s, j < 2 ? "sweep" : "same-S", ctx, hbase, reps, first, -1);
             }
-        for (size_t ci = 0; sweep && ci < sizeof sizes / sizeof sizes[0]; ci++) { /* the base plan's splits */
-            const int cs = sizes[ci], np = base_splits / cs;
-            if (base_splits % cs || np <= 2 || cl_fit[cs] <= 0 || (int64_t)C * (H / DHS_MLA_HG) * np > cl_fit[cs]) continue;
-            if (base_splits == ps && cs == pc) continue;
-            s.d.splits = base_splits, s.d.cluster = cs;
-            time_config(&s, "same-S", ctx, hbase, reps, first, -1);
         }
         s.d.splits = base_splits, s.d.cluster = 0;
     }

@@ -30,7 +30,8 @@ dhs_status dhs_mla_mh_check(const dhs_mla_mh_desc *d)
     return DHS_OK;
 }
 
-/* partials per query that go through the workspace (or, with one cluster, none: 1) */
+/* partials per query: the splits', or the clusters' (1 with one cluster per query, which then needs no
+   workspace: dhs_mla_mh_part_bytes) */
 static int32_t partials_per_query(const dhs_mla_mh_desc *d)
 {
     return d->cluster >= 2 ? d->splits / d->cluster : d->splits;

@@ -467,7 +467,7 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
     if (!fn) return DHS_ERR_INVALID_ARG;
     if (d->nq == 0) return DHS_OK;
     if (d->nq > 65535) return DHS_ERR_INVALID_ARG;
-    const int need_part = !cl || np > 1;
+    const int need_part = dhs_mla_mh_part_bytes(d) > 0; /* 0: one cluster per query, no second kernel */
     if (!q || !base || !loc || !nv || (need_part && !part) || !out) return DHS_ERR_INVALID_ARG;
     if (((uintptr_t)q | (uintptr_t)part | (uintptr_t)out) & 15) return DHS_ERR_MISALIGNED;
     if ((e = mh_attrs(fn, variant, cl)) != DHS_OK) return e;
