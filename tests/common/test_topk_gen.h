@@ -31,10 +31,12 @@ typedef enum {
     G_ZEROS,    /* -0.0 / +0.0 and tiny denormals */
     G_ANYBITS,  /* any non-NaN bit pattern */
     G_NEG,      /* all negative, ties */
+    G_TIEBIN,   /* ~a scores in [8, 9), ~e in [4, 4.5), the rest below 1/4: one 1/8-octave bin of ~e keys
+                   (1,024..4,095) holds the k-th best when a < k < a + e (a 512..1,535) */
     G_NGEN
 } gen_kind;
 
-static const char *const gen_name[G_NGEN] = {"uniform", "all-equal", "levels", "inf", "zeros", "any-bits", "negative"};
+static const char *const gen_name[G_NGEN] = {"uniform", "all-equal", "levels", "inf", "zeros", "any-bits", "negative", "tie-bin"};
 
 static inline void gen_scores(gen_kind g, float *s, int64_t n, uint64_t *rng)
 {
@@ -42,6 +44,7 @@ static inline void gen_scores(gen_kind g, float *s, int64_t n, uint64_t *rng)
     int nl = 2 + (int)dhs_rng_below(rng, 4);
     for (int i = 0; i < 5; i++) lv[i] = (float)dhs_rng_below(rng, 7) - 3.0f;
     float one = any_float(rng);
+    const int64_t ta = g == G_TIEBIN ? 512 + dhs_rng_below(rng, 1024) : 0, te = g == G_TIEBIN ? 1024 + dhs_rng_below(rng, 3072) : 0;
     for (int64_t i = 0; i < n; i++) {
         switch (g) {
         case G_UNIFORM: s[i] = (float)(dhs_rng_next(rng) >> 40) / 16777216.0f; break;
@@ -59,6 +62,12 @@ static inline void gen_scores(gen_kind g, float *s, int64_t n, uint64_t *rng)
         }
         case G_ANYBITS: s[i] = any_float(rng); break;
         case G_NEG: s[i] = -(float)dhs_rng_below(rng, 1 + (int)(n / 4)) - 0.5f; break;
+        case G_TIEBIN: { /* ta / n and te / n of the scores, in expectation */
+            const int64_t r = dhs_rng_below(rng, n);
+            const float f = (float)(dhs_rng_next(rng) >> 41) / 8388608.0f;
+            s[i] = r < ta ? 8.0f + f : r < ta + te ? 4.0f + 0.5f * f : 0.25f * f;
+            break;
+        }
         default: s[i] = 0.0f;
         }
     }
