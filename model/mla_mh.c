@@ -59,16 +59,17 @@ void dhs_mla_mh_plan(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm, const
         const int64_t groups = ((int64_t)n_heads + DHS_MLA_HG - 1) / DHS_MLA_HG;
         const int64_t nt = ((int64_t)k + DHS_MLA_TILE - 1) / DHS_MLA_TILE;
         const int64_t smax = nt < DHS_MLA_MAX_SPLITS ? nt : DHS_MLA_MAX_SPLITS;
-        int64_t best_per = (nt + bs - 1) / bs, best_s = 0, best_cs = 0; /* to beat: the base plan */
+        int64_t best_per = (nt + bs - 1) / bs, best_s = 0, best_cs = 0, best_over = 0; /* to beat: the base plan */
         for (int64_t cs = 2; cs <= DHS_MLA_MAX_CLUSTER; cs++) {
             if (fit[cs] <= 0) continue;
             for (int64_t np = 1; cs * np <= smax && (int64_t)nq * groups * np <= fit[cs]; np++) {
-                const int64_t S = cs * np, per = (nt + S - 1) / S;
-                /* fewer tiles, then the smaller cluster, then fewer splits: the candidates come in that
-                   order (cs, then np, upwards), so a later one wins only on fewer tiles (the first one:
-                   on no more tiles than the base plan) */
-                const int better = best_cs ? per < best_per : per <= best_per;
-                if (better) best_per = per, best_s = S, best_cs = cs;
+                const int64_t S = cs * np, per = (nt + S - 1) / S, over = np > DHS_MLA_PART_FEW ? np : 0;
+                /* fewer tiles, then no more than DHS_MLA_PART_FEW partials per query (else fewer), then
+                   the smaller cluster, then fewer splits: the candidates come in the order of the last
+                   two keys (cs, then np, upwards), so a later one wins only on the first two (the first
+                   one: on no more tiles than the base plan) */
+                const int better = !best_cs ? per <= best_per : per != best_per ? per < best_per : over < best_over;
+                if (better) best_per = per, best_s = S, best_cs = cs, best_over = over;
             }
         }
         if (best_cs) bs = (int32_t)best_s, bc = (int32_t)best_cs;

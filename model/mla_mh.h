@@ -69,6 +69,7 @@ extern "C" {
 #define DHS_MLA_MAX_HEADS 128
 #define DHS_MLA_MAX_SPLITS 32
 #define DHS_MLA_MAX_CLUSTER 16 /* blocks per cluster (more than 8: the GPU's non-portable sizes) */
+#define DHS_MLA_PART_FEW 8     /* dhs_mla_mh_plan: partials per query it need not cut further */
 #define DHS_MLA_ROW_BYTES 656 /* = DHS_REF_ROW_BYTES */
 #define DHS_MLA_LOG2E 1.4426950408889634f
 
@@ -103,9 +104,12 @@ int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm);
    among the (splits = cs np, cs) with cs in 2..16, fit[cs] > 0, np >= 1,
    splits <= min(32, ceil(k/64)) and the nq (n_heads/64) np clusters within
    fit[cs] (one wave), the one whose longest split has the fewest tiles, then
-   the smallest cluster, then the fewest splits (measured on an H100: clusters
-   of 2 took 2.6-26 % off the kernel without clusters at the same splits, while
-   the larger ones, with fewer partials, gained less or lost); it is taken
+   at most DHS_MLA_PART_FEW partials per query (splits / cs; where none has so
+   few, the fewest), then the smallest cluster, then the fewest splits
+   (measured on an H100 at 100K, C = 2, 64 heads, 32 splits: clusters of 2, 4,
+   8, 16 (16, 8, 4, 2 partials) 24.2, 22.1, 23.1, 28.4 us against 26.3
+   without clusters; at the other batches of that table only clusters of 2
+   fit one wave, at 0.80-0.97x); it is taken
    when its longest split has no more tiles than
    dhs_mla_mh_splits' plan, else that plan (cluster 0). Deterministic
    function of its arguments. nq, n_heads, k or n_sm <= 0: (1, 0). */

@@ -61,15 +61,17 @@ static void plan_check(int32_t nq, int32_t nh, int32_t k, int32_t sm, const int3
     if (!fit) {
         ok = S == base && cl == 0;
     } else {
-        /* the best candidate by (tiles of the longest split, cluster size, splits), every pair
-           compared with every other, in reverse order, so the result cannot come from the order */
-        int64_t bper = 0, bS = 0, bcs = 0;
+        /* the best candidate by (tiles of the longest split, partials per query past DHS_MLA_PART_FEW
+           (0 when within it), cluster size, splits), every pair compared with every other, in
+           reverse order, so the result cannot come from the order */
+        int64_t bper = 0, bS = 0, bcs = 0, bover = 0;
         for (int64_t cs = 16; cs >= 2; cs--)
             for (int64_t np = smax; np >= 1; np--) {
                 if (fit[cs] <= 0 || cs * np > smax || nq * groups * np > fit[cs]) continue;
-                const int64_t per = (nt + cs * np - 1) / (cs * np);
-                const int better = !bcs || per < bper || (per == bper && (cs < bcs || (cs == bcs && cs * np < bS)));
-                if (better) bper = per, bS = cs * np, bcs = cs;
+                const int64_t per = (nt + cs * np - 1) / (cs * np), over = np > DHS_MLA_PART_FEW ? np : 0;
+                const int better = !bcs || per < bper ||
+                                   (per == bper && (over < bover || (over == bover && (cs < bcs || (cs == bcs && cs * np < bS)))));
+                if (better) bper = per, bS = cs * np, bcs = cs, bover = over;
             }
         if (bcs && bper <= (nt + base - 1) / base)
             ok = S == bS && cl == bcs && S % cl == 0 && nq * groups * (S / cl) <= fit[cl];
@@ -107,7 +109,9 @@ static void test_plan(uint64_t *rng)
                 }
     CHECKF(bad == 0, "%ld wrong plans", bad);
     static const int32_t fixed[][6] = { /* nq, heads, k, table (0 h100, 1 portable, 2 none): splits, cluster */
-        {2, 64, 2048, 0, 32, 2},   /* one tile per block; clusters of 2 (32 of them), 16 partials per query */
+        {2, 64, 2048, 0, 32, 4},   /* one tile per block; clusters of 4 (16 of them), 8 partials per query:
+                                      clusters of 2 leave 16 */
+        {2, 128, 2048, 0, 32, 2},  /* 32 clusters of 4 do not fit (30): clusters of 2, 16 partials */
         {8, 64, 2048, 0, 16, 2},   /* two tiles per block: 64 clusters of 2 fit (66) */
         {8, 64, 2048, 1, 16, 2},
         {20, 64, 2048, 0, 6, 2},   /* 60 of 2 fit; 7 splits (5 tiles) would need 80 */
