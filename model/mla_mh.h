@@ -109,7 +109,7 @@ int32_t dhs_mla_mh_splits(int32_t nq, int32_t n_heads, int32_t k, int32_t n_sm);
    (measured on an H100 at 100K, C = 2, 64 heads, 32 splits: clusters of 2, 4,
    8, 16 (16, 8, 4, 2 partials) 24.2, 22.1, 23.1, 28.4 us against 26.3
    without clusters; at the other batches of that table only clusters of 2
-   fit one wave, at 0.80-0.97x); it is taken
+   fit one wave, at 0.74-0.98x); it is taken
    when its longest split has no more tiles than
    dhs_mla_mh_splits' plan, else that plan (cluster 0). Deterministic
    function of its arguments. nq, n_heads, k or n_sm <= 0: (1, 0). */
