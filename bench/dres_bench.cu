@@ -60,6 +60,7 @@ extern "C" {
 #include "cuda/gather.cuh"
 #include "util/rng.h"
 }
+#include "cuda/ldst.cuh"
 
 #include "dres_bench.h"
 /* a failed CUDA call ends the run with the runtime-error status of the dhs tool */
@@ -119,15 +120,6 @@ static __global__ void init_state(dres_state st, int32_t *lru)
 }
 
 static __device__ __forceinline__ uint32_t hsh(int32_t s, uint32_t mask) { return ((uint32_t)s * 2654435761u) & mask; }
-
-static __device__ __forceinline__ uint4 ldnc(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 /* block-wide exclusive scan of v (SCAN_T threads); sw[33] shared */
 static __device__ __forceinline__ int bscan(int v, int *sw, int *total)
@@ -278,11 +270,11 @@ static __global__ void __launch_bounds__(SCAN_T) scan_resolve(const __grid_const
         uint4 *dst = (uint4 *)(st.pool + (uint64_t)dres_phys(&st, r, 0, DRES_CODE(DRES_K_HOT, q)) * st.row_stride);
         uint4 x0, x1;
         const uint32_t v0 = lane, v1 = lane + 32;
-        if (v0 < vecs) x0 = ldnc(src + v0);
-        if (v1 < vecs) x1 = ldnc(src + v1);
+        if (v0 < vecs) x0 = dhs_ld_nc_v4(src + v0);
+        if (v1 < vecs) x1 = dhs_ld_nc_v4(src + v1);
         if (v0 < vecs) dst[v0] = x0;
         if (v1 < vecs) dst[v1] = x1;
-        for (uint32_t v = lane + 64; v < vecs; v += 32) dst[v] = ldnc(src + v);
+        for (uint32_t v = lane + 64; v < vecs; v += 32) dst[v] = dhs_ld_nc_v4(src + v);
     }
 }
 

@@ -21,7 +21,7 @@
  * prefetching its misses' rows (branch wip/l2-prefetch) was 0.96-1.12x the library's path with rows
  * together and up to 1.76x slower with them scattered, so it was not merged.
  * Usage: l2host_bench [n_rows_list=32,2048,16384] [reps=15] [delay_ns=20000]
- * Build: the l2host_bench target (CUDA builds), or nvcc -O3 -arch=sm_90 -Ibench dev/l2host_bench.cu
+ * Build: the l2host_bench target (CUDA builds), or nvcc -O3 -arch=sm_90 -Ibench -Isrc dev/l2host_bench.cu
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,32 +29,18 @@
 #include <string.h>
 
 #include "bench_cuda.h"
+#include "cuda/ldst.cuh"
 
 #define ROW 656
 #define VECS (ROW / 16)
 
-static __device__ __forceinline__ uint4 ld_nc(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ void st_cg(uint4 *p, uint4 v)
-{
-    asm volatile("st.global.cg.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
-
 static __device__ __forceinline__ void copy_row(const char *src, char *dst, int lane)
 {
     uint4 a = make_uint4(0, 0, 0, 0), b = a;
-    if (lane < VECS) a = ld_nc((const uint4 *)(src + 16 * lane));
-    if (lane + 32 < VECS) b = ld_nc((const uint4 *)(src + 16 * (lane + 32)));
-    if (lane < VECS) st_cg((uint4 *)(dst + 16 * lane), a);
-    if (lane + 32 < VECS) st_cg((uint4 *)(dst + 16 * (lane + 32)), b);
+    if (lane < VECS) a = dhs_ld_nc_v4((const uint4 *)(src + 16 * lane));
+    if (lane + 32 < VECS) b = dhs_ld_nc_v4((const uint4 *)(src + 16 * (lane + 32)));
+    if (lane < VECS) dhs_st_cg_v4((uint4 *)(dst + 16 * lane), a);
+    if (lane + 32 < VECS) dhs_st_cg_v4((uint4 *)(dst + 16 * (lane + 32)), b);
 }
 
 __global__ void k_copy(const char *src, const int64_t *rows, int n, char *dst)

@@ -68,6 +68,7 @@
 #include <stdint.h>
 
 #include "cuda/dres.cuh"
+#include "cuda/ldst.cuh"
 #include "dhs_cuda.h"
 
 #define FULL 0xffffffffu
@@ -90,21 +91,6 @@ typedef struct dres_scratch {
 } dres_scratch;
 
 /* ------------------------------------------------------------ helpers */
-
-static __device__ __forceinline__ uint4 ld_nc_v4(const uint4 *p)
-{
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
-static __device__ __forceinline__ void st_cg_v4(uint4 *p, uint4 v)
-{
-    asm volatile("st.global.cg.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-}
 
 static __device__ __forceinline__ int warp_incl_scan(int v)
 {
@@ -972,10 +958,10 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     for (uint32_t v0 = 0; v0 < vecs; v0 += 64) {
                         const uint32_t va = v0 + (uint32_t)lane, vb = va + 32u;
                         uint4 xa, xb;
-                        if (va < vecs) xa = ld_nc_v4(src + va);
-                        if (vb < vecs) xb = ld_nc_v4(src + vb);
-                        if (va < vecs) st_cg_v4(dst + va, xa);
-                        if (vb < vecs) st_cg_v4(dst + vb, xb);
+                        if (va < vecs) xa = dhs_ld_nc_v4(src + va);
+                        if (vb < vecs) xb = dhs_ld_nc_v4(src + vb);
+                        if (va < vecs) dhs_st_cg_v4(dst + va, xa);
+                        if (vb < vecs) dhs_st_cg_v4(dst + vb, xb);
                     }
                 }
             }
@@ -1324,14 +1310,14 @@ static __device__ __forceinline__ void copy_pairs(const uint64_t *__restrict__ p
 #pragma unroll
                 for (int c = 0; c < DRES_CP_VECS; c++) {
                     const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
-                    if (ok[u] && v < vecs) x[u][c] = ld_nc_v4(src[u] + v);
+                    if (ok[u] && v < vecs) x[u][c] = dhs_ld_nc_v4(src[u] + v);
                 }
 #pragma unroll
             for (int u = 0; u < DRES_CP_ROWS; u++)
 #pragma unroll
                 for (int c = 0; c < DRES_CP_VECS; c++) {
                     const uint32_t v = v0 + (uint32_t)c * 32u + (uint32_t)lane;
-                    if (ok[u] && v < vecs) st_cg_v4(dst[u] + v, x[u][c]);
+                    if (ok[u] && v < vecs) dhs_st_cg_v4(dst[u] + v, x[u][c]);
                 }
         }
     }
