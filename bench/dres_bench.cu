@@ -1117,6 +1117,13 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
         fprintf(stderr, "%s: no usable CUDA device: %s\n", prog, de != cudaSuccess ? cudaGetErrorString(de) : "none found");
         return 3;
     }
+    if (o->carveout != -1) {
+        const cudaError_t ce = dhs_dres_set_carveout(o->carveout);
+        if (ce != cudaSuccess) {
+            fprintf(stderr, "%s: carveout %d: %s\n", prog, (int)o->carveout, cudaGetErrorString(ce));
+            return 3;
+        }
+    }
     const double t0 = now_us();
     g_rng = SEED;
     world w;
@@ -1178,6 +1185,7 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
         FILE *f = R.js;
         fprintf(f, "{%s\"record\":\"run\",\"bench\":\"resolve\",\"backend\":\"cuda\",\"gpu\":", o->prov ? o->prov : "");
         jstr(f, prop.name);
+        fprintf(f, ",\"carveout\":%d", (int)o->carveout);
         fprintf(f, ",\"sms\":%d,\"k\":%d,\"row_bytes\":%u,\"reps\":%d,\"graph_calls\":%d,\"empty_kernel_p50_us\":%.2f,"
                    "\"empty_kernel_p90_us\":%.2f,\"span_gib_requested\":%.3f,\"host_pages\":\"%s\","
                    "\"hugepages_total\":%lld,\"hugepages_free\":%lld,\"hugepagesize_kb\":%lld,"
@@ -1198,6 +1206,8 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
                     "# R/call (M = 0 only) = %d resolves captured back to back in ONE graph, graph p50 / %d: what a "
                     "resolve costs inside a captured decode step, without the per-launch event floor\n",
             o->graph_calls, o->graph_calls);
+    if (o->carveout != -1)
+        fprintf(R.info, "# the resolver kernels' preferred shared-memory carveout: %d %% (--carveout)\n", (int)o->carveout);
     if (R.tab) {
         fprintf(R.tab, "%-4s %-7s %5s %6s %5s %2s | %8s %8s %8s | %8s %8s | %8s | %7s %7s %5s | %6s | %8s | %s\n", "lay", "pages",
                 "batch", "B", "M", "K", "ours50", "ours90", "graph50", "scan50", "scan90", "ceil50", "GB/s", "ceilGB",

@@ -1367,6 +1367,7 @@ static __global__ void dres_reset_kernel(const __grid_constant__ dres_state st, 
 
 extern "C" size_t dhs_dres_scratch_bytes(void) { return sizeof(dres_scratch); }
 
+
 extern "C" cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned long long *calls)
 {
 #ifdef DRES_PHASE_TIMING
@@ -1549,4 +1550,18 @@ extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot,
     if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;
     dres_reset_kernel<<<64, 256, 0, s>>>(*st, slot);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t dhs_dres_set_carveout(int percent)
+{
+    if (percent < -1 || percent > 100) return cudaErrorInvalidValue;
+    const void *const fn[] = {(const void *)dres_plan_kernel<true>, (const void *)dres_plan_kernel<false>,
+                              (const void *)dres_copy_kernel,       (const void *)dres_copy_all_kernel,
+                              (const void *)dres_promote_kernel,    (const void *)dres_promote_all_kernel,
+                              (const void *)dres_tail_locs_kernel};
+    for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
+        const cudaError_t e = cudaFuncSetAttribute(fn[i], cudaFuncAttributePreferredSharedMemoryCarveout, percent);
+        if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
 }

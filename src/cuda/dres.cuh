@@ -57,6 +57,13 @@ size_t dhs_dres_scratch_bytes(void);
    list (block), 7 misses' locations + stats, 8 end. cudaErrorNotSupported without the macro. */
 #define DHS_DRES_PHASES 9
 cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned long long *calls);
+
+/* Benchmarks only: the preferred shared-memory carveout of every resolver kernel
+   (cudaFuncAttributePreferredSharedMemoryCarveout: percent 0..100 of the SM's unified L1 / shared storage,
+   or -1 for the driver's default), process-wide until set again. Whether the plan kernel's block and the
+   copy kernel's blocks (launched beside it as programmatic dependents) can share an SM, and whether the SM
+   must change its configuration between the two, may depend on it. cudaErrorInvalidValue outside -1..100. */
+cudaError_t dhs_dres_set_carveout(int percent);
 cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
