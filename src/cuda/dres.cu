@@ -1367,7 +1367,6 @@ static __global__ void dres_reset_kernel(const __grid_constant__ dres_state st, 
 
 extern "C" size_t dhs_dres_scratch_bytes(void) { return sizeof(dres_scratch); }
 
-
 extern "C" cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned long long *calls)
 {
 #ifdef DRES_PHASE_TIMING
