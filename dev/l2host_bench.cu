@@ -18,8 +18,8 @@
  * Answer on an H200 (bench/RESULTS.md): no. A second copy of the same rows, or one after an L2 prefetch
  * kernel, took as long as a cold one (32 rows 6.0 against 6.1 µs, 2,048 rows 41.7 against 40.1); in one
  * kernel a prefetch 20 µs ahead saved 0.5 µs at 32 rows and 2.3 µs of 38.5 at 2,048. The plan kernel
- * prefetching its misses' rows (branch wip/l2-prefetch) was 0.96-1.12x the library's path with rows
- * together and up to 1.76x slower with them scattered, so it was not merged.
+ * issuing one cp.async.bulk.prefetch.L2 per miss and source right after its hit pass was 0.96-1.12x the
+ * library's path with rows together and up to 1.76x slower with them scattered, so it was not merged.
  * Usage: l2host_bench [n_rows_list=32,2048,16384] [reps=15] [delay_ns=20000]
  * Build: the l2host_bench target (CUDA builds), or nvcc -O3 -arch=sm_90 -Ibench -Isrc dev/l2host_bench.cu
  */
@@ -140,7 +140,8 @@ int main(int argc, char **argv)
     printf("%8s %9s %9s %9s %9s %9s | %9s %9s | %s\n", "rows", "cold", "again", "pf-line", "pf-bulk", "dev-cold",
            "in-k nopf", "in-k pf", "µs");
     srand(20261206);
-    float *t = (float *)malloc(sizeof(float) * (size_t)reps * 8);
+    float *t = (float *)malloc(sizeof(float) * (size_t)reps);
+    if (!rows_h || !t) return fprintf(stderr, "out of host memory\n"), 1;
     for (int i = 0; i < nn; i++) {
         const int n = ns[i];
         for (int r = 0; r < n; r++) rows_h[r] = (int64_t)(((uint64_t)rand() << 31 | (uint64_t)rand()) % nrows_span);

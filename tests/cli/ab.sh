@@ -32,6 +32,7 @@ TREES="x=$T/nowhere" expect 2 bash "$ROOT/bench/gpu_ab.sh" -- dhs --version
 grep -q "bad tree" "$T/err" || fail "gpu_ab.sh: bad tree message: $(cat "$T/err")"
 TREES="x=$T/ab/$h" expect 2 bash "$ROOT/bench/gpu_ab.sh" --rounds 0 -- dhs --version
 TREES="x=$T/ab/$h" expect 2 bash "$ROOT/bench/gpu_ab.sh"
+TREES="x=$T/ab/$h" expect 2 bash "$ROOT/bench/gpu_ab.sh" -- ls # the command must be the dhs tool
 
 expect 0 bash "$ROOT/scripts/carry_cjson.sh" --help
 expect 2 bash "$ROOT/scripts/carry_cjson.sh" a b
