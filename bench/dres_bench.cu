@@ -517,6 +517,7 @@ typedef struct world {
     dhs_copy_pair *h_pairs;
     cudaStream_t s;
     int sms;
+    int32_t copy_blocks; /* the copy kernel's grid (--copy-blocks, else the library's) */
     /* geometry */
     int32_t k, maxN, maxB;
     uint32_t row;
@@ -756,7 +757,7 @@ static void run_one(job *j, int what)
     world *w = j->w;
     switch (what) {
     case W_OURS:
-        CK(dhs_dres_resolve_launch(&j->st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
+        CK(dhs_dres_resolve_launch(&j->st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
         break;
     case W_GRAPH: CK(cudaGraphLaunch(j->gexec, w->s)); break;
     case W_GRAPHR: CK(cudaGraphLaunch(j->gexec_r, w->s)); break;
@@ -769,9 +770,9 @@ static void run_one(job *j, int what)
         if (j->np) CK(dhs_cuda_gather_launch(w->gpairs, j->np, w->row, dhs_cuda_gather_grid(j->np, 4 * w->sms), w->s));
         break;
     case W_PLAN: /* plan kernel + the one-block error store */
-        CK(dhs_dres_resolve_launch(&j->st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, 4 * w->sms, w->s));
+        CK(dhs_dres_resolve_launch(&j->st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, w->copy_blocks, w->s));
         break;
-    case W_COPY: CK(dhs_dres_copy_launch(&j->st, 4 * w->sms, w->s)); break;
+    case W_COPY: CK(dhs_dres_copy_launch(&j->st, w->copy_blocks, w->s)); break;
     case W_EMPTY:
         empty_kernel<<<1, 32, 0, w->s>>>();
         CK(cudaGetLastError());
@@ -913,13 +914,13 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                         /* graph of the two kernels */
                         cudaGraph_t g, gr = NULL;
                         CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
-                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
+                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
                         CK(cudaStreamEndCapture(w->s, &g));
                         CK(cudaGraphInstantiate(&j.gexec, g, 0));
                         if (M == 0) { /* R resolves back to back in one graph */
                             CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
                             for (int r = 0; r < o->graph_calls; r++)
-                                CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, 4 * w->sms, w->s));
+                                CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
                             CK(cudaStreamEndCapture(w->s, &gr));
                             CK(cudaGraphInstantiate(&j.gexec_r, gr, 0));
                         }
@@ -1035,7 +1036,7 @@ static void breakdown(runner *R, const dhs_bench_sweep *sw)
                         }
                         /* the copy kernel moves the pairs of the last plan: one plan on a fresh state first */
                         init_state<<<dim3(64, (unsigned)N), 256, 0, w->s>>>(j.st, w->lru);
-                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, 4 * w->sms, w->s));
+                        CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, w->copy_blocks, w->s));
                         const tstat cp = time_it(&j, W_COPY, o->reps, R->ev);
                         if (R->tab)
                             fprintf(R->tab, "# breakdown %4d %6d %5d %2d | %8.2f %8.2f | %8.2f %8.2f | %s\n", N, B, j.M, j.K,
@@ -1137,6 +1138,7 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
     sweep_max(&o->breakdown, &w.maxN, &w.maxB);
     w.maxrows = (int64_t)w.maxB + 4096;
     setup(&w);
+    w.copy_blocks = o->copy_blocks ? o->copy_blocks : DHS_DRES_COPY_BLOCKS_PER_SM * w.sms;
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(scan_resolve, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 4 * 16384));
@@ -1186,6 +1188,7 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
         fprintf(f, "{%s\"record\":\"run\",\"bench\":\"resolve\",\"backend\":\"cuda\",\"gpu\":", o->prov ? o->prov : "");
         jstr(f, prop.name);
         fprintf(f, ",\"carveout\":%d", (int)o->carveout);
+        fprintf(f, ",\"copy_blocks\":%d", (int)w.copy_blocks);
         fprintf(f, ",\"sms\":%d,\"k\":%d,\"row_bytes\":%u,\"reps\":%d,\"graph_calls\":%d,\"empty_kernel_p50_us\":%.2f,"
                    "\"empty_kernel_p90_us\":%.2f,\"span_gib_requested\":%.3f,\"host_pages\":\"%s\","
                    "\"hugepages_total\":%lld,\"hugepages_free\":%lld,\"hugepagesize_kb\":%lld,"
@@ -1206,6 +1209,8 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
                     "# R/call (M = 0 only) = %d resolves captured back to back in ONE graph, graph p50 / %d: what a "
                     "resolve costs inside a captured decode step, without the per-launch event floor\n",
             o->graph_calls, o->graph_calls);
+    fprintf(R.info, "# the copy kernel's grid: %d blocks of %d threads%s\n", (int)w.copy_blocks, DHS_DRES_COPY_THREADS,
+            o->copy_blocks ? " (--copy-blocks)" : " (the library's)");
     if (o->carveout != -1)
         fprintf(R.info, "# the resolver kernels' preferred shared-memory carveout: %d %% (--carveout)\n", (int)o->carveout);
     if (R.tab) {

@@ -60,6 +60,7 @@ typedef struct dhs_bench_resolve_opts {
     int32_t graph_calls;       /* R: resolves captured back to back in one graph (M = 0 configurations) */
     int32_t carveout;          /* the resolver kernels' preferred shared-memory carveout (dhs_dres_set_carveout),
                                   percent, or -1: left at the driver's default */
+    int32_t copy_blocks;       /* the copy kernel's grid; 0: the library's (DHS_DRES_COPY_BLOCKS_PER_SM x SMs) */
     double span_gib;           /* scattered span (halved down to 0.5 GiB when it cannot be had) */
     int host_pages;            /* DHS_BENCH_PAGES_* */
     int64_t max_batch_misses;  /* > 0: leave out configurations with batch x M above it */
@@ -100,6 +101,7 @@ static inline void dhs_bench_resolve_defaults(dhs_bench_resolve_opts *o)
     o->reps = 60;
     o->graph_calls = 16;
     o->carveout = -1;
+    o->copy_blocks = 0;
     o->span_gib = 8;
     o->host_pages = DHS_BENCH_PAGES_DEFAULT;
     o->prog = "dres_bench";
@@ -134,6 +136,8 @@ static inline int dhs_bench_resolve_validate(const dhs_bench_resolve_opts *o, ch
     if (o->row_bytes < 16 || o->row_bytes > DHS_BENCH_MAX_ROW || o->row_bytes % 16)
         return snprintf(why, n, "row bytes %d must be a multiple of 16 in 16..%d", (int)o->row_bytes, DHS_BENCH_MAX_ROW), -1;
     if (o->reps < 10 || o->reps > 100000) return snprintf(why, n, "reps %d is not in 10..100000", (int)o->reps), -1;
+    if (o->copy_blocks < 0 || o->copy_blocks > 65536)
+        return snprintf(why, n, "copy blocks %d is not in 0..65536", (int)o->copy_blocks), -1;
     if (o->carveout < -1 || o->carveout > 100)
         return snprintf(why, n, "carveout %d is not in -1..100", (int)o->carveout), -1;
     if (o->graph_calls < 1 || o->graph_calls > 256)

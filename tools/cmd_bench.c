@@ -170,14 +170,15 @@ static int bench_resolve(int argc, char **argv)
     int64_t batch[8] = {1, 8, 64, 256}, mis[8] = {64}, qs[8] = {1, 4};
     int nbatch = 4, nmis = 1, nq = 2;
     int64_t k = 2048, rounds = 2000, row_bytes = 576, repeats64 = 5;
-    int32_t reps = 60, graph_calls = 16, carveout = -1;
+    int32_t reps = 60, graph_calls = 16, carveout = -1, copy_blocks = 0;
     double span_gib = 8;
     int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0, plan_path = 0, seen_path = 0;
     static const char *const plan_paths[] = {"few", "block", "both", "fused", "all", NULL};
     static const int plan_bits[] = {DHS_BENCH_PATH_FEW, DHS_BENCH_PATH_BLOCK, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK,
                                     DHS_BENCH_PATH_FUSED, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_FUSED};
     int seen_hot = 0, seen_mis = 0, seen_row = 0, seen_batch = 0, seen_q = 0, seen_rounds = 0, seen_pol = 0,
-        seen_repeat = 0, seen_reps = 0, seen_graph = 0, seen_layout = 0, seen_span = 0, seen_pages = 0, seen_carve = 0;
+        seen_repeat = 0, seen_reps = 0, seen_graph = 0, seen_layout = 0, seen_span = 0, seen_pages = 0, seen_carve = 0,
+        seen_cblk = 0;
     const char *output = NULL;
     arg_spec sp[] = {
         {.name = "--backend", .type = ARG_ENUM, .dest = &backend, .choices = bench_backends,
@@ -213,6 +214,8 @@ static int bench_resolve(int argc, char **argv)
          .help = "cuda: the resolver kernels' preferred shared-memory carveout, percent of the SM's L1 / shared "
                  "storage (an experiment: whether the plan and copy kernels share an SM); -1 = the driver's "
                  "default"},
+        {.name = "--copy-blocks", .type = ARG_INT, .dest = &copy_blocks, .ilo = 0, .ihi = 65536, .seen = &seen_cblk,
+         .help = "cuda: the copy kernel's grid in blocks; 0 = the library's (its blocks per SM x the SMs)"},
         {.name = "--layout", .type = ARG_ENUM, .dest = &layout, .choices = bench_layouts, .seen = &seen_layout,
          .help = "cuda: host rows of the misses: each request's contiguous (compact), or each at a random place "
                  "of a multi-GiB span (scattered; configurations with misses only)"},
@@ -281,6 +284,7 @@ static int bench_resolve(int argc, char **argv)
         o.reps = reps;
         o.graph_calls = graph_calls;
         o.carveout = carveout;
+        o.copy_blocks = copy_blocks;
         o.span_gib = span_gib;
         o.host_pages = pages;
         o.json = json;
@@ -293,7 +297,8 @@ static int bench_resolve(int argc, char **argv)
                                        {seen_graph, "--graph-calls"}, {seen_layout, "--layout"},
                                        {seen_span, "--span-gib"}, {seen_pages, "--host-pages"},
                                        {brk, "--breakdown"},          {quiet, "--quiet"},
-                                       {seen_path, "--plan-path"},    {seen_carve, "--carveout"}};
+                                       {seen_path, "--plan-path"},    {seen_carve, "--carveout"},
+                                       {seen_cblk, "--copy-blocks"}};
         int r = other_backend_flag(cmd.prog, cuda_only, sizeof cuda_only / sizeof cuda_only[0], "cuda");
         if (r) return r;
     }

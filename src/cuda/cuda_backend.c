@@ -672,7 +672,7 @@ dhs_status dhs_backend_cuda_create(int device, dhs_backend **out)
     c->device = device;
     c->sms = sms;
     c->max_blocks = DHS_CU_BLOCKS_PER_SM * sms;
-    c->dres_copy_blocks = DHS_CU_BLOCKS_PER_SM * sms;
+    c->dres_copy_blocks = DHS_DRES_COPY_BLOCKS_PER_SM * sms;
     c->split_blocks = split_blocks_default(sms);
     c->next_ticket = 1;
 

@@ -1336,8 +1336,10 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
         const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
         if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
     }
-    /* nothing left by the plan kernel (no misses, or every block copied its own): done */
-    if (!do_copy || (sc && *(volatile unsigned *)&sc->skip)) return;
+    /* nothing left by the plan kernel (no misses, or every block copied its own): done. One load of the
+       flag per block, not per warp: every copy block reads the same word, and a load per warp of a few
+       hundred blocks queues at that word's L2 slice (the flag cost more than the npairs scan it skips) */
+    if (!do_copy || (sc && __syncthreads_or(threadIdx.x == 0 && *(volatile unsigned *)&sc->skip))) return;
     copy_pairs(pairs, npairs, N, per_slot_pairs, vecs, src, nsrc);
 }
 

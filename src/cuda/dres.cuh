@@ -44,6 +44,7 @@ extern "C" {
 #endif
 #define DHS_DRES_MAX_ENTRIES 16384 /* k_max * max_k of one request, at most */
 #define DHS_DRES_COPY_THREADS 256 /* copy kernel block: 8 warps, one row each */
+#define DHS_DRES_COPY_BLOCKS_PER_SM 4 /* the resolve copy kernel's grid per SM (the backend's default) */
 
 size_t dhs_dres_scratch_bytes(void);
 
