@@ -827,8 +827,8 @@ typedef struct runner {
 
 static const char *pname(int kind) { return dhs_bench_page_names()[kind]; }
 /* plan paths by index: bit i of dhs_bench_resolve_opts.plan_paths */
-static const char *const path_name[3] = {"few", "block", "fused"};
-static const int32_t path_flags[3] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_FUSED_COPY};
+static const char *const path_name[3] = {"few", "block", "copy"};
+static const int32_t path_flags[3] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_COPY_KERNEL};
 
 /* JSON string (escaped) */
 static void jstr(FILE *f, const char *s)

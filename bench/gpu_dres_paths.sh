@@ -8,7 +8,8 @@
 #      x B 2048/4096/16384/32768/65536 x misses 0/32/300/2048: every configuration timed with the library's
 #      plan kernel (new: its hit pass and the few-miss path) and with the block-only variant (old: the hit
 #      pass and miss path of the base tree), same selections, same process;
-#   3b. only with DRES_FUSED=1: --plan-path fused at misses 0 and 32;
+#   3b. only with DRES_COPYK=1: --plan-path copy (the few-miss path leaving its rows to the copy kernel)
+#       at misses 0 and 32;
 #   4. the phase-timing build: `--breakdown --plan-path both` on a small grid: plan kernel alone, copy
 #      kernel alone, and the plan kernel's phase boundaries (mean us from its start, block 0);
 #   5. on stdout: the table p50 new / old / HiSparse (bench/data/hisparse_grid.txt, the peer's 2026-12-03
@@ -16,7 +17,7 @@
 #      HiSparse, and the phase lines. Every log goes into ONE file, $OUT/dres_paths_logs.tgz, when OUT is
 #      set (a device run returns few files); the logs themselves are in build-paths/out.
 # Usage: bash bench/gpu_dres_paths.sh   (env: OUT; DRES_REPS 30; DHS_TEST_SCALE 0.1; DRES_SEED 20261201;
-#        DRES_FUSED 0). Expected under 3 minutes on an H200 host with 16 cores.
+#        DRES_COPYK 0). Expected under 3 minutes on an H200 host with 16 cores.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/build-paths/out
@@ -53,13 +54,13 @@ t1=$(date +%s)
 "$dhs" bench resolve --backend cuda --layout compact --queries 1 --plan-path both --reps "${DRES_REPS:-30}" -q \
   --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0,32,300,2048 > "$out/grid.txt" 2>&1
 echo "grid: rc=$? ($(( $(date +%s) - t1 )) s)"
-if [ "${DRES_FUSED:-0}" = 1 ]; then
+if [ "${DRES_COPYK:-0}" = 1 ]; then
   t1=$(date +%s)
-  "$dhs" bench resolve --backend cuda --layout compact --queries 1 --plan-path fused --reps "${DRES_REPS:-30}" -q \
-    --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0,32 > "$out/grid_fused.txt" 2>&1
-  echo "grid fused (misses 0, 32): rc=$? ($(( $(date +%s) - t1 )) s)"
+  "$dhs" bench resolve --backend cuda --layout compact --queries 1 --plan-path copy --reps "${DRES_REPS:-30}" -q \
+    --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0,32 > "$out/grid_copyk.txt" 2>&1
+  echo "grid copy (misses 0, 32): rc=$? ($(( $(date +%s) - t1 )) s)"
 else
-  : > "$out/grid_fused.txt"
+  : > "$out/grid_copyk.txt"
 fi
 wait $phb
 dph=$(find "$ph" -maxdepth 2 -name dhs -type f -perm -u+x | head -1)
@@ -79,19 +80,19 @@ awk 'FNR==1 { f++ }
      f==1 && $1 !~ /^#/ && NF==4 { hs[$1" "$2" "$3] = $4; next }
      f>=2 && $1=="comp" { k=$3" "$4" "$5; p=$NF; v[k" "p]=$8; if (p=="few") { ord[++n]=k; rc[k]=$(NF-2) } }
      END {
-       printf "%5s %6s %5s | %8s %8s %7s | %8s %7s %7s | %8s %8s\n", "batch", "B", "M", "new", "old", "new/old", "HiSp", "new/HiS", "old/HiS", "fused", "R/call"
+       printf "%5s %6s %5s | %8s %8s %7s | %8s %7s %7s | %8s %8s\n", "batch", "B", "M", "new", "old", "new/old", "HiSp", "new/HiS", "old/HiS", "copy", "R/call"
        lg=0; m=0; lh=0; mh=0; lo=0; over=""; no=0; nh=0; oo=0
        for (i=1;i<=n;i++) { k=ord[i]; split(k, q, " "); a=v[k" few"]; bb=v[k" block"]; h=(k in hs)?hs[k]:""
          r=(bb>0)?a/bb:0; if (r>0) { lg+=log(r); m++ }
          rh="      -"; ro="      -"
          if (h!="") { nh++; rh=sprintf("%7.3f",a/h); lh+=log(a/h); mh++; if (a/h>0.8) { no++; over=over" ["k"]" }
                       if (bb>0) { ro=sprintf("%7.3f",bb/h); lo+=log(bb/h); if (bb/h>0.8) oo++ } }
-         fu=(k" fused" in v)?sprintf("%8.2f",v[k" fused"]):"       -"
+         fu=(k" copy" in v)?sprintf("%8.2f",v[k" copy"]):"       -"
          printf "%5s %6s %5s | %8.2f %8.2f %7.3f | %8s %s %s | %s %8s\n", q[1], q[2], q[3], a, bb, r, (h!=""?h:"n/a"), rh, ro, fu, rc[k] }
        if (m) printf "geomean new/old over %d configurations: %.3f\n", m, exp(lg/m)
        if (mh) printf "geomean over the %d comparable configurations: new/HiSparse %.3f, old/HiSparse %.3f\n", mh, exp(lh/mh), exp(lo/mh)
        printf "new > 0.8x HiSparse in %d of %d comparable configurations (old: %d):%s\n", no, nh, oo, over }' \
-  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt" "$out/grid_fused.txt"
+  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt" "$out/grid_copyk.txt"
 echo "# phases (phase-timing build; mean us from the plan kernel's start, block 0; path few = new, block = old;"
 echo "# columns: init hits claims|dedupe ranks victims pairs locs end; new's init includes the loads it moved there)"
 grep -h "^# breakdown\|^# phases" "$out/phases.txt" 2>/dev/null | grep -v "^# phases:" | sed 's/^# //' | head -40

@@ -62,7 +62,8 @@
 #define DRES_PROMO_BIT 0x80000000u /* used[q] = epoch ^ this: promoted in this pass */
 #define DRES_PLAN_BLOCK_ONLY 1     /* dres_state.plan_flags: the CUDA plan kernel's block-only variant (the
                                       previous hit pass, never the few-miss path) */
-#define DRES_PLAN_FUSED_COPY 2     /* dres_state.plan_flags: the few-miss path copies its own rows (payload, not split) */
+#define DRES_PLAN_COPY_KERNEL 2    /* dres_state.plan_flags: the few-miss path leaves its rows to the copy kernel (without
+                                      it, the library's default, the path copies them itself with payload, not split) */
 
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
 enum { DRES_PAD = -1 };

@@ -24,10 +24,11 @@
  *
  * No GPU (or built without CUDA): exits 77, which CMake maps to a skip.
  * Every fourth configuration runs the plan kernel's block-wide miss path only
- * (DRES_PLAN_BLOCK_ONLY), another fourth the few-miss path copying its own
- * rows (DRES_PLAN_FUSED_COPY), the others the few-miss path where a request
- * has at most 64 miss entries: all must make the specification's decisions
- * and move the same bytes.
+ * (DRES_PLAN_BLOCK_ONLY), another fourth the few-miss path leaving its rows
+ * to the copy kernel (DRES_PLAN_COPY_KERNEL), the others the library's
+ * default: the few-miss path, copying its own rows, where a request has at
+ * most 64 miss entries. All must make the specification's decisions and
+ * move the same bytes.
  * DHS_TEST_SEED fixes the seed, DHS_TEST_SCALE scales the number of calls
  * (default >= 100000 calls).
  */
@@ -658,7 +659,7 @@ int main(void)
     }
     const long target = (long)(100000 * th_scale());
     long total = 0, per_cfg_max = target / 20 > 200 ? target / 20 : 200;
-    int cfgs = 0, failed_cfgs = 0, block_cfgs = 0, fused_cfgs = 0;
+    int cfgs = 0, failed_cfgs = 0, block_cfgs = 0, copyk_cfgs = 0;
     uint32_t epoch = 1;
     uint64_t stats[DRES_S_COUNT] = {0};
     while (total < target) {
@@ -679,8 +680,8 @@ int main(void)
             w.gst.plan_flags = DRES_PLAN_BLOCK_ONLY;
             block_cfgs++;
         } else if (cfgs % 4 == 1) {
-            w.gst.plan_flags = DRES_PLAN_FUSED_COPY;
-            fused_cfgs++;
+            w.gst.plan_flags = DRES_PLAN_COPY_KERNEL;
+            copyk_cfgs++;
         }
         const long budget = rndi(per_cfg_max / 4, per_cfg_max);
         const int bad = run_cfg(&w, budget, &epoch);
@@ -703,8 +704,8 @@ int main(void)
            (unsigned long long)stats[DRES_S_MISSES], (unsigned long long)stats[DRES_S_STAGED],
            (unsigned long long)stats[DRES_S_PROMOTED]);
     printf("error words: range %ld, visibility %ld, staging %ld\n", g_errs[8], g_errs[9], g_errs[16]);
-    printf("plan paths: %d configurations few-miss where it fits (%d of them copying their own rows), %d block-wide "
-           "only\n", cfgs - block_cfgs, fused_cfgs, block_cfgs);
+    printf("plan paths: %d configurations few-miss where it fits (%d of them leaving the rows to the copy kernel), "
+           "%d block-wide only\n", cfgs - block_cfgs, copyk_cfgs, block_cfgs);
     CHECK(total >= target);
     /* the full workload must have exercised every path it claims to (a
        reduced run, e.g. under compute-sanitizer, need not reach all) */
