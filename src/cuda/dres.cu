@@ -43,7 +43,8 @@
  * every warp from shared window masks, then assignment and locations
  * together; then the block copies its own rows (a warp per pair, one more
  * barrier) unless plan_flags has DRES_PLAN_COPY_KERNEL, so the copy kernel
- * has nothing of that block to move. The same variant also shortens step 1's chain: the descriptor header, round position b's
+ * has nothing of that block to move.
+ * The same variant also shortens step 1's chain: the descriptor header, round position b's
  * fields (prefetched at the library's layout), the selection and the request's counters are in flight
  * before the first barrier (cp.async / prefetch, no registers across it), slot_of is loaded with the
  * direct lookup, and a request's first call of the round takes the protecting atomic without reading
