@@ -498,6 +498,9 @@ static void span_free(span *sp)
 
 /* ------------------------------------------------------------ setup */
 
+#define RD_STRIDE 65536          /* bytes per round descriptor buffer */
+#define FRESH0 (1u << 20)        /* --fresh-rounds: the graph descriptors' first epoch */
+
 typedef struct world {
     /* device */
     int32_t *slot_of, *row_of, *meta, *staged, *hot_pages, *tail_pages, *opt_pages, *arena_page, *dmiss, *ndmiss,
@@ -507,6 +510,10 @@ typedef struct world {
     uint64_t *host_chunks, *pairs, *stats;
     int64_t *code;
     dres_round *rd;
+    /* --fresh-rounds: the R calls of the graph read descriptors R_i = rdr + i * RD_STRIDE, epochs FRESH0 + i
+       (advanced by R before every replay) */
+    uint8_t *rdr;
+    int32_t fresh, R;
     void *scratch;
     dhs_copy_pair *gpairs; /* ceiling gather pairs (device) */
     /* host */
@@ -558,7 +565,7 @@ static void setup(world *w)
     CK(cudaMalloc(&w->sel, N * per * 4));
     CK(cudaMalloc(&w->loc, N * per * 4));
     CK(cudaMalloc(&w->sloc, N * per * 4));
-    CK(cudaMalloc(&w->rd, 65536));
+    CK(cudaMalloc(&w->rd, RD_STRIDE));
     CK(cudaMalloc(&w->gpairs, N * k * sizeof(dhs_copy_pair)));
     CK(cudaMalloc(&w->scratch, dhs_dres_scratch_bytes()));
     CK(dhs_dres_scratch_init(w->scratch, w->s));
@@ -588,7 +595,7 @@ static void teardown(world *w)
                  w->arena_page, w->dmiss, w->ndmiss, w->victim, w->npairs, w->err,   w->owner,
                  w->sel,     w->loc,    w->lru,    w->evict,  w->hitl,      w->sloc,       w->used,
                  w->ref,     w->opt_ready, w->pool, w->host_chunks, w->pairs, w->stats,    w->code,
-                 w->rd,      w->scratch, w->gpairs};
+                 w->rd,      w->scratch, w->gpairs, w->rdr};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) CK(cudaFree(d[i]));
     CK(cudaFreeHost(w->compact));
     span_free(&w->sp);
@@ -706,6 +713,12 @@ static int64_t make_sel(world *w, const dres_state *st, int32_t N, int32_t M)
     return np;
 }
 
+/* --fresh-rounds: n descriptors at rd0 + i * stride move to epoch + add (untimed, between timings) */
+static __global__ void bump_epochs(uint8_t *rd0, size_t stride, int32_t n, uint32_t add)
+{
+    for (int32_t i = 0; i < n; i++) ((dres_round *)(rd0 + (size_t)i * stride))->epoch += add;
+}
+
 static void set_round(world *w, int32_t N, int32_t K)
 {
     static uint8_t buf[65536];
@@ -723,6 +736,11 @@ static void set_round(world *w, int32_t N, int32_t K)
         ((int64_t *)(buf + rd->off_tail_lo))[b] = w->maxrows + 1; /* no tail hits */
     }
     CK(cudaMemcpy(w->rd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
+    if (w->fresh) /* the graph's descriptors: the same, each with its own epoch (disjoint from w->rd's) */
+        for (int32_t i = 0; i < w->R; i++) {
+            rd->epoch = FRESH0 + (uint32_t)i;
+            CK(cudaMemcpy(w->rdr + (size_t)i * RD_STRIDE, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
+        }
 }
 
 /* ------------------------------------------------------------ timing */
@@ -785,16 +803,25 @@ static tstat time_it(job *j, int what, int reps, cudaEvent_t *ev)
     world *w = j->w;
     const dim3 ig(64, (unsigned)j->N);
     const int restore = j->M > 0 && (what == W_OURS || what == W_GRAPH || what == W_SCAN || what == W_PLAN);
+    /* --fresh-rounds without misses: every call of the plan kernel starts a new round (with misses the
+       restore above already makes every call its request's first of the round) */
+    const int bump = w->fresh && j->M == 0 && (what == W_OURS || what == W_GRAPH || what == W_PLAN || what == W_GRAPHR);
     float *t = (float *)malloc((size_t)reps * sizeof(float));
     if (what != W_EMPTY) init_state<<<ig, 256, 0, w->s>>>(j->st, w->lru);
-    for (int i = 0; i < 3; i++) { /* warm-up */
+    for (int i = 0; i < 3 + reps; i++) { /* 3 warm-ups, then the timed reps */
+        if (bump) {
+            if (what == W_GRAPHR) bump_epochs<<<1, 1, 0, w->s>>>(w->rdr, RD_STRIDE, w->R, (uint32_t)w->R);
+            else bump_epochs<<<1, 1, 0, w->s>>>((uint8_t *)w->rd, RD_STRIDE, 1, 1u);
+            CK(cudaGetLastError());
+        }
+        if (i < 3) {
+            run_one(j, what);
+            if (restore) init_state<<<ig, 256, 0, w->s>>>(j->st, w->lru);
+            continue;
+        }
+        CK(cudaEventRecord(ev[2 * (i - 3)], w->s));
         run_one(j, what);
-        if (restore) init_state<<<ig, 256, 0, w->s>>>(j->st, w->lru);
-    }
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(ev[2 * i], w->s));
-        run_one(j, what);
-        CK(cudaEventRecord(ev[2 * i + 1], w->s));
+        CK(cudaEventRecord(ev[2 * (i - 3) + 1], w->s));
         if (restore) init_state<<<ig, 256, 0, w->s>>>(j->st, w->lru);
     }
     CK(cudaStreamSynchronize(w->s));
@@ -919,8 +946,10 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                         CK(cudaGraphInstantiate(&j.gexec, g, 0));
                         if (M == 0) { /* R resolves back to back in one graph */
                             CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
-                            for (int r = 0; r < o->graph_calls; r++)
-                                CK(dhs_dres_resolve_launch(&j.st, w->rd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
+                            for (int r = 0; r < o->graph_calls; r++) {
+                                const dres_round *rdc = w->fresh ? (const dres_round *)(w->rdr + (size_t)r * RD_STRIDE) : w->rd;
+                                CK(dhs_dres_resolve_launch(&j.st, rdc, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
+                            }
                             CK(cudaStreamEndCapture(w->s, &gr));
                             CK(cudaGraphInstantiate(&j.gexec_r, gr, 0));
                         }
@@ -1139,6 +1168,9 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
     w.maxrows = (int64_t)w.maxB + 4096;
     setup(&w);
     w.copy_blocks = o->copy_blocks ? o->copy_blocks : DHS_DRES_COPY_BLOCKS_PER_SM * w.sms;
+    w.fresh = o->fresh_rounds;
+    w.R = o->graph_calls;
+    if (w.fresh) CK(cudaMalloc(&w.rdr, (size_t)w.R * RD_STRIDE));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(scan_resolve, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 4 * 16384));
@@ -1188,7 +1220,7 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
         fprintf(f, "{%s\"record\":\"run\",\"bench\":\"resolve\",\"backend\":\"cuda\",\"gpu\":", o->prov ? o->prov : "");
         jstr(f, prop.name);
         fprintf(f, ",\"carveout\":%d", (int)o->carveout);
-        fprintf(f, ",\"copy_blocks\":%d", (int)w.copy_blocks);
+        fprintf(f, ",\"copy_blocks\":%d,\"fresh_rounds\":%s", (int)w.copy_blocks, w.fresh ? "true" : "false");
         fprintf(f, ",\"sms\":%d,\"k\":%d,\"row_bytes\":%u,\"reps\":%d,\"graph_calls\":%d,\"empty_kernel_p50_us\":%.2f,"
                    "\"empty_kernel_p90_us\":%.2f,\"span_gib_requested\":%.3f,\"host_pages\":\"%s\","
                    "\"hugepages_total\":%lld,\"hugepages_free\":%lld,\"hugepagesize_kb\":%lld,"
@@ -1211,6 +1243,10 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
             o->graph_calls, o->graph_calls);
     fprintf(R.info, "# the copy kernel's grid: %d blocks of %d threads%s\n", (int)w.copy_blocks, DHS_DRES_COPY_THREADS,
             o->copy_blocks ? " (--copy-blocks)" : " (the library's)");
+    fprintf(R.info, "%s", w.fresh ? "# --fresh-rounds: without misses every call starts a new round (its hits protected by "
+                                    "atomics, as a decode step's first call of a group)\n"
+                                  : "# without misses the calls repeat one round: after the first, a call reads `used` "
+                                    "and takes no atomic (--fresh-rounds: every call a new round)\n");
     if (o->carveout != -1)
         fprintf(R.info, "# the resolver kernels' preferred shared-memory carveout: %d %% (--carveout)\n", (int)o->carveout);
     if (R.tab) {

@@ -62,6 +62,8 @@ typedef struct dhs_bench_resolve_opts {
     int32_t carveout;          /* the resolver kernels' preferred shared-memory carveout (dhs_dres_set_carveout),
                                   percent, or -1: left at the driver's default */
     int32_t copy_blocks;       /* the copy kernel's grid; 0: the library's (DHS_DRES_COPY_BLOCKS_PER_SM x SMs) */
+    int fresh_rounds;          /* without misses, every call a new round (each hit protected by an atomic, as a
+                                  decode step's first call of a group); 0: the calls repeat one round */
     double span_gib;           /* scattered span (halved down to 0.5 GiB when it cannot be had) */
     int host_pages;            /* DHS_BENCH_PAGES_* */
     int64_t max_batch_misses;  /* > 0: leave out configurations with batch x M above it */
@@ -103,6 +105,7 @@ static inline void dhs_bench_resolve_defaults(dhs_bench_resolve_opts *o)
     o->graph_calls = 16;
     o->carveout = -1;
     o->copy_blocks = 0;
+    o->fresh_rounds = 0;
     o->span_gib = 8;
     o->host_pages = DHS_BENCH_PAGES_DEFAULT;
     o->prog = "dres_bench";

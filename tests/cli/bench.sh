@@ -13,7 +13,7 @@ trap 'rm -rf "$T"' EXIT
 # ---------------------------------------------------------------- help
 expect 0 "$DHS" bench resolve --help
 for f in --backend --hot --hot-rows --batch --misses --queries --k --row-bytes --rounds --policy --repeat --reps \
-         --graph-calls --layout --span-gib --host-pages --breakdown --carveout --copy-blocks --json --output; do
+         --graph-calls --layout --span-gib --host-pages --breakdown --carveout --copy-blocks --fresh-rounds --json --output; do
     grep -q -- "^  \(-., \)\?$f " "$T/out" || fail "bench resolve --help does not list $f"
 done
 tr -s ' \n' '  ' <"$T/out" >"$T/help1" # one line: wrapped descriptions joined
@@ -61,6 +61,8 @@ expect 2 "$DHS" bench resolve --backend cuda --copy-blocks -1
 expect 2 "$DHS" bench resolve --backend cuda --copy-blocks 65537
 expect 2 "$DHS" bench resolve --backend cpu --copy-blocks 8
 grep -q -- "--copy-blocks applies to --backend cuda only" "$T/err" || fail "cpu + --copy-blocks: message"
+expect 2 "$DHS" bench resolve --backend cpu --fresh-rounds
+grep -q -- "--fresh-rounds applies to --backend cuda only" "$T/err" || fail "cpu + --fresh-rounds: message"
 
 # ---------------------------------------------------------------- cuda: runs on a GPU, else exit 2 ("not available here") cleanly
 tiny=(--batch 1 --hot-rows 2048 --misses 0,32 --queries 1 --reps 10 --graph-calls 4 --span-gib 0.5 --json)
@@ -80,7 +82,7 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]  # every stdout line is one JSON object
 run = recs[0]
 assert run["record"] == "run" and run["backend"] == "cuda", run
-for key in ("version", "commit", "device", "gpu", "carveout", "copy_blocks", "empty_kernel_p50_us", "empty_kernel_p90_us", "graph_calls",
+for key in ("version", "commit", "device", "gpu", "carveout", "copy_blocks", "fresh_rounds", "empty_kernel_p50_us", "empty_kernel_p90_us", "graph_calls",
             "hugepages_total", "thp_enabled"):
     assert key in run, key
 cfg = [r for r in recs if r["record"] == "config"]
