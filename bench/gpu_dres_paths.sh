@@ -10,6 +10,8 @@
 #      pass and miss path of the base tree), same selections, same process;
 #   3b. only with DRES_COPYK=1: --plan-path copy (the few-miss path leaving its rows to the copy kernel)
 #       at misses 0 and 32;
+#   3c. the no-miss configurations again with --fresh-rounds (every call a round's first: its hits take the
+#       protecting atomics), per call in a graph in the table's R/fresh column;
 #   4. the phase-timing build: `--breakdown --plan-path both` on a small grid: plan kernel alone, copy
 #      kernel alone, and the plan kernel's phase boundaries (mean us from its start, block 0);
 #   5. on stdout: the table p50 new / old / HiSparse (bench/data/hisparse_grid.txt, the peer's 2026-12-03
@@ -62,6 +64,10 @@ if [ "${DRES_COPYK:-0}" = 1 ]; then
 else
   : > "$out/grid_copyk.txt"
 fi
+t1=$(date +%s) # without misses, every call a round's first (hits protected by atomics, as in a decode step)
+"$dhs" bench resolve --backend cuda --layout compact --queries 1 --reps "${DRES_REPS:-30}" -q --fresh-rounds \
+  --batch 1,8,64,256 --hot 2048,4096,16384,32768,65536 --misses 0 > "$out/grid_fresh.txt" 2>&1
+echo "grid --fresh-rounds (misses 0): rc=$? ($(( $(date +%s) - t1 )) s)"
 wait $phb
 dph=$(find "$ph" -maxdepth 2 -name dhs -type f -perm -u+x | head -1)
 if [ "$(cat "$out/build_ph.rc" 2>/dev/null)" = 0 ] && [ -n "$dph" ]; then
@@ -75,12 +81,14 @@ fi
 grep -h "floor" "$out/grid.txt" | head -1
 echo "# p50 us per call (eager, each with the floor above); new = the library's plan kernel (its hit pass, the"
 echo "# few-miss path where a request fits it), old = the block-only variant (the base tree's hit pass and miss"
-echo "# path); HiSp = bench/data/hisparse_grid.txt; R/call = per call in a 16-call graph (M = 0, new)"
+echo "# path); HiSp = bench/data/hisparse_grid.txt; R/call = per call in a 16-call graph (M = 0, new);"
+echo "# R/fresh = the same with --fresh-rounds (every call a round's first, its hits protected by atomics)"
 awk 'FNR==1 { f++ }
      f==1 && $1 !~ /^#/ && NF==4 { hs[$1" "$2" "$3] = $4; next }
+     FILENAME ~ /grid_fresh[.]txt$/ { if ($1=="comp") fr[$3" "$4" "$5] = $(NF-2); next }
      f>=2 && $1=="comp" { k=$3" "$4" "$5; p=$NF; v[k" "p]=$8; if (p=="few") { ord[++n]=k; rc[k]=$(NF-2) } }
      END {
-       printf "%5s %6s %5s | %8s %8s %7s | %8s %7s %7s | %8s %8s\n", "batch", "B", "M", "new", "old", "new/old", "HiSp", "new/HiS", "old/HiS", "copy", "R/call"
+       printf "%5s %6s %5s | %8s %8s %7s | %8s %7s %7s | %8s %8s %8s\n", "batch", "B", "M", "new", "old", "new/old", "HiSp", "new/HiS", "old/HiS", "copy", "R/call", "R/fresh"
        lg=0; m=0; lh=0; mh=0; lo=0; over=""; no=0; nh=0; oo=0
        for (i=1;i<=n;i++) { k=ord[i]; split(k, q, " "); a=v[k" few"]; bb=v[k" block"]; h=(k in hs)?hs[k]:""
          r=(bb>0)?a/bb:0; if (r>0) { lg+=log(r); m++ }
@@ -88,11 +96,11 @@ awk 'FNR==1 { f++ }
          if (h!="") { nh++; rh=sprintf("%7.3f",a/h); lh+=log(a/h); mh++; if (a/h>0.8) { no++; over=over" ["k"]" }
                       if (bb>0) { ro=sprintf("%7.3f",bb/h); lo+=log(bb/h); if (bb/h>0.8) oo++ } }
          fu=(k" copy" in v)?sprintf("%8.2f",v[k" copy"]):"       -"
-         printf "%5s %6s %5s | %8.2f %8.2f %7.3f | %8s %s %s | %s %8s\n", q[1], q[2], q[3], a, bb, r, (h!=""?h:"n/a"), rh, ro, fu, rc[k] }
+         printf "%5s %6s %5s | %8.2f %8.2f %7.3f | %8s %s %s | %s %8s %8s\n", q[1], q[2], q[3], a, bb, r, (h!=""?h:"n/a"), rh, ro, fu, rc[k], (k in fr)?fr[k]:"-" }
        if (m) printf "geomean new/old over %d configurations: %.3f\n", m, exp(lg/m)
        if (mh) printf "geomean over the %d comparable configurations: new/HiSparse %.3f, old/HiSparse %.3f\n", mh, exp(lh/mh), exp(lo/mh)
        printf "new > 0.8x HiSparse in %d of %d comparable configurations (old: %d):%s\n", no, nh, oo, over }' \
-  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt" "$out/grid_copyk.txt"
+  "$root/bench/data/hisparse_grid.txt" "$out/grid.txt" "$out/grid_copyk.txt" "$out/grid_fresh.txt"
 echo "# phases (phase-timing build; mean us from the plan kernel's start, block 0; path few = new, block = old;"
 echo "# columns: init hits claims|dedupe ranks victims pairs locs end; new's init includes the loads it moved there)"
 grep -h "^# breakdown\|^# phases" "$out/phases.txt" 2>/dev/null | grep -v "^# phases:" | sed 's/^# //' | head -40
