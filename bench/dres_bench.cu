@@ -721,7 +721,7 @@ static __global__ void bump_epochs(uint8_t *rd0, size_t stride, int32_t n, uint3
 
 static void set_round(world *w, int32_t N, int32_t K)
 {
-    static uint8_t buf[65536];
+    static uint8_t buf[RD_STRIDE];
     memset(buf, 0, sizeof buf);
     dres_round *rd = (dres_round *)buf;
     rd->n_round = N;

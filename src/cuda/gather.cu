@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "cuda/gather.cuh"
+#include "cuda/ldst.cuh"
 
 #ifndef DHS_GATHER_VECS
 #define DHS_GATHER_VECS 4 /* 16-byte vectors per lane per pass */
@@ -33,6 +34,9 @@
 #define DHS_GATHER_ROWS 4 /* rows of one warp loaded together */
 #endif
 
+/* the load of cuda/ldst.cuh without `volatile`: the compiler may move it (the gather's loads of a pass are
+   issued before its stores in the source anyway); kept as it was measured, the ceiling the resolver's copies
+   are compared with */
 static __device__ __forceinline__ uint4 ld_nc_v4(const uint4 *p)
 {
     uint4 v;
@@ -47,13 +51,6 @@ static __device__ __forceinline__ ulonglong2 ld_nc_pair(const ulonglong2 *p)
     ulonglong2 v;
     asm("ld.global.nc.L1::no_allocate.v2.u64 {%0,%1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(p));
     return v;
-}
-
-static __device__ __forceinline__ void st_cg_v4(uint4 *p, uint4 v)
-{
-    asm volatile("st.global.cg.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-                 "r"(v.w)
-                 : "memory");
 }
 
 /* pairs: [n] {src, dst} as two 64-bit addresses; vecs: 16-byte vectors per row;
@@ -97,7 +94,7 @@ static __global__ void __launch_bounds__(DHS_GATHER_THREADS)
 #pragma unroll
                     for (int c = 0; c < DHS_GATHER_VECS; c++) {
                         const uint32_t v = v0 + (uint32_t)c * 32u + lane;
-                        if (j + u * DHS_GATHER_WARPS < cnt && v < vecs) st_cg_v4(dst[u] + v, r[u][c]);
+                        if (j + u * DHS_GATHER_WARPS < cnt && v < vecs) dhs_st_cg_v4(dst[u] + v, r[u][c]);
                     }
                 }
             }
