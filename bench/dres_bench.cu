@@ -854,9 +854,8 @@ typedef struct runner {
 
 static const char *pname(int kind) { return dhs_bench_page_names()[kind]; }
 /* plan paths by index: bit i of dhs_bench_resolve_opts.plan_paths */
-#define NPATH 4
-static const char *const path_name[NPATH] = {"few", "block", "copy", "whole"};
-static const int32_t path_flags[NPATH] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_COPY_KERNEL, DRES_PLAN_WHOLE};
+static const char *const path_name[3] = {"few", "block", "copy"};
+static const int32_t path_flags[3] = {0, DRES_PLAN_BLOCK_ONLY, DRES_PLAN_COPY_KERNEL};
 
 /* JSON string (escaped) */
 static void jstr(FILE *f, const char *s)
@@ -934,7 +933,7 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                     j.scan_smem = (size_t)2 * 4 * (1u << j.hbits);
                     tstat sc = {0, 0}, ce = {0, 0};
                     int timed = 0; /* scan and ceiling: timed once, with the first path */
-                    for (int pi = 0; pi < NPATH; pi++) { /* the plan paths asked for, on the same selections */
+                    for (int pi = 0; pi < 3; pi++) { /* the plan paths asked for, on the same selections */
                         if (!(paths & (1 << pi))) continue;
                         j.st.plan_flags = path_flags[pi];
                         const int first_path = !timed;
@@ -1053,7 +1052,7 @@ static void breakdown(runner *R, const dhs_bench_sweep *sw)
                     progress(R, "breakdown", N, B, j.M, j.K);
                     j.np = make_sel(w, &j.st, N, j.M);
                     set_round(w, N, j.K);
-                    for (int pi = 0; pi < NPATH; pi++) {
+                    for (int pi = 0; pi < 3; pi++) {
                         if (!(paths & (1 << pi))) continue;
                         j.st.plan_flags = path_flags[pi];
                         if (timing) CK(dhs_dres_phase_read(0, 1, NULL, NULL));

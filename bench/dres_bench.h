@@ -33,11 +33,10 @@ extern "C" {
 #define DHS_BENCH_MAX_ROW 8192    /* row bytes, multiple of 16 */
 
 /* plan paths (bits of dhs_bench_resolve_opts.plan_paths): the plan kernel's few-miss path where a request
-   fits it, copying its own rows, a request shared by several plan blocks where the batch leaves SMs idle
-   (the library's default), the block-wide miss path only, the few-miss path leaving its rows to the copy
-   kernel, and the library's default with one plan block per request (dres_state.plan_flags 0,
-   DRES_PLAN_BLOCK_ONLY, DRES_PLAN_COPY_KERNEL, DRES_PLAN_WHOLE) */
-enum { DHS_BENCH_PATH_FEW = 1, DHS_BENCH_PATH_BLOCK = 2, DHS_BENCH_PATH_COPY = 4, DHS_BENCH_PATH_WHOLE = 8 };
+   fits it, copying its own rows (the library's default), the block-wide miss path only, and the few-miss
+   path leaving its rows to the copy kernel (dres_state.plan_flags 0, DRES_PLAN_BLOCK_ONLY,
+   DRES_PLAN_COPY_KERNEL) */
+enum { DHS_BENCH_PATH_FEW = 1, DHS_BENCH_PATH_BLOCK = 2, DHS_BENCH_PATH_COPY = 4 };
 /* layouts (bits) */
 enum { DHS_BENCH_COMPACT = 1, DHS_BENCH_SCATTERED = 2 };
 /* host page kinds of the scattered span; ALL measures each kind the machine allows */
@@ -151,7 +150,7 @@ static inline int dhs_bench_resolve_validate(const dhs_bench_resolve_opts *o, ch
     if (o->host_pages < DHS_BENCH_PAGES_DEFAULT || o->host_pages > DHS_BENCH_PAGES_ALL)
         return snprintf(why, n, "unknown host page kind %d", o->host_pages), -1;
     if (!(o->layouts & (DHS_BENCH_COMPACT | DHS_BENCH_SCATTERED))) return snprintf(why, n, "no layout"), -1;
-    if (o->plan_paths & ~(DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_COPY | DHS_BENCH_PATH_WHOLE))
+    if (o->plan_paths & ~(DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_COPY))
         return snprintf(why, n, "unknown plan path bits %#x", (unsigned)o->plan_paths), -1;
     if ((o->layouts & DHS_BENCH_COMPACT) && dhs_bench_sweep_validate(&o->compact, o->k, "compact", why, n)) return -1;
     if ((o->layouts & DHS_BENCH_SCATTERED) && dhs_bench_sweep_validate(&o->scattered, o->k, "scattered", why, n)) return -1;

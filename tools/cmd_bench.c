@@ -174,14 +174,9 @@ static int bench_resolve(int argc, char **argv)
     double span_gib = 8;
     int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0, plan_path = 0, seen_path = 0,
         fresh = 0;
-    static const char *const plan_paths[] = {"few", "block", "both", "copy", "whole", "split", "all", NULL};
-    static const int plan_bits[] = {DHS_BENCH_PATH_FEW,
-                                    DHS_BENCH_PATH_BLOCK,
-                                    DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK,
-                                    DHS_BENCH_PATH_COPY,
-                                    DHS_BENCH_PATH_WHOLE,
-                                    DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_WHOLE,
-                                    DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_COPY | DHS_BENCH_PATH_WHOLE};
+    static const char *const plan_paths[] = {"few", "block", "both", "copy", "all", NULL};
+    static const int plan_bits[] = {DHS_BENCH_PATH_FEW, DHS_BENCH_PATH_BLOCK, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK,
+                                    DHS_BENCH_PATH_COPY, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_COPY};
     int seen_hot = 0, seen_mis = 0, seen_row = 0, seen_batch = 0, seen_q = 0, seen_rounds = 0, seen_pol = 0,
         seen_repeat = 0, seen_reps = 0, seen_graph = 0, seen_layout = 0, seen_span = 0, seen_pages = 0, seen_carve = 0,
         seen_cblk = 0;
@@ -239,13 +234,11 @@ static int bench_resolve(int argc, char **argv)
         A_BOOL("--breakdown", &brk, "cuda: also the plan kernel alone and the copy kernel alone (compact layout); in a "
                                     "build with -DDHS_DRES_PHASE_TIMING=ON also the plan kernel's phase times"),
         {.name = "--plan-path", .type = ARG_ENUM, .dest = &plan_path, .choices = plan_paths, .seen = &seen_path,
-         .help = "cuda: the plan kernel's variant: few (the library's: a request with at most 64 miss entries takes "
-                 "the few-miss path, which copies its own rows; where the batch leaves SMs idle, up to 8 plan "
-                 "blocks share a request's hit pass), block (the block-wide path for every request), both (few and "
-                 "block), copy (the few-miss path leaving its rows to the copy kernel, the default until "
-                 "2026-12-06), whole (few with one plan block per request, the default until 2026-12-06), split "
-                 "(few and whole), all (the four); several: each configuration timed with each, same selections, "
-                 "a 'path' column"},
+         .help = "cuda: the plan kernel's miss path: few (the library's: a request with at most 64 miss entries takes "
+                 "the few-miss path, which copies its own rows), block (the block-wide path for every request), "
+                 "both (few and block), copy (the few-miss path leaving its rows to the copy kernel, the default "
+                 "until 2026-12-06), all (the three); several paths: each configuration timed with each, same "
+                 "selections, a 'path' column"},
         {.name = "--quiet", .alias = 'q', .type = ARG_BOOL, .dest = &quiet, .help = "cuda: no progress on stderr"},
         A_BOOL("--json", &json, "cpu: one JSON object (with version, commit, date, host, device); cuda: one JSON "
                                 "object per line (a run record, then one per configuration), nothing else on stdout"),

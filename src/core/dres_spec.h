@@ -64,11 +64,6 @@
                                       previous hit pass, never the few-miss path) */
 #define DRES_PLAN_COPY_KERNEL 2    /* dres_state.plan_flags: the few-miss path leaves its rows to the copy kernel (without
                                       it, the library's default, the path copies them itself with payload, not split) */
-#define DRES_PLAN_WHOLE 4          /* dres_state.plan_flags: one plan block per request even where the grid would leave SMs
-                                      idle (without it, the library's default, dres_plan_split blocks share a request's
-                                      hit pass) */
-#define DRES_SPLIT_MAX 8           /* dres_plan_split: plan blocks of one request, at most */
-#define DRES_SPLIT_MIN 256         /* dres_plan_split: entries of one such block, at least */
 
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
 enum { DRES_PAD = -1 };
@@ -84,8 +79,6 @@ enum {
     DRES_M_PROT_EPOCH = 2,
     DRES_M_NPROT = 3,    /* slots with used == prot_epoch */
     DRES_M_NSTAGED = 4,  /* staged rows this round */
-    DRES_M_SPLIT = 6,    /* words 6-7, one 8-byte word (meta is 64-byte aligned): the CUDA plan kernel's blocks
-                            of a split request count in (dres_plan_split); 0 between calls, as on the CPU */
     DRES_META = 8
 };
 
@@ -193,29 +186,6 @@ DHS_HD int64_t dres_hot(int64_t s, int32_t q, int32_t B)
     if (q < 0) return DRES_CODE(DRES_K_MISS, s);
     if (q >= B) return DRES_CODE(DRES_K_STAGE, q - B);
     return DRES_CODE(DRES_K_HOT, q);
-}
-
-/* The CUDA plan kernel's blocks per request: where N requests would leave SMs idle, up to DRES_SPLIT_MAX
-   blocks share one request's hit pass, each taking at least DRES_SPLIT_MIN of its `all` entries (the last
-   of them to finish decides the request's misses); 1: one block per request. n_sm: the device's SMs, so
-   N * split <= n_sm (one wave of the plan kernel's one block per SM). */
-DHS_HD int32_t dres_plan_split(int32_t N, int64_t all, int32_t n_sm)
-{
-    if (N <= 0 || all <= 0 || n_sm <= N) return 1;
-    int64_t s = n_sm / N;
-    if (s > DRES_SPLIT_MAX) s = DRES_SPLIT_MAX;
-    if (s > all / DRES_SPLIT_MIN) s = all / DRES_SPLIT_MIN;
-    return s < 1 ? 1 : (int32_t)s;
-}
-
-/* entries [*lo, *hi) of part p of a request's `all` entries split in S parts: chunks of ceil(all / S)
-   rounded up to a multiple of 32 (whole warps); trailing parts may be empty */
-DHS_HD void dres_split_range(int64_t all, int32_t S, int32_t p, int64_t *lo, int64_t *hi)
-{
-    const int64_t c = ((all + S - 1) / S + 31) / 32 * 32;
-    const int64_t l = (int64_t)p * c < all ? (int64_t)p * c : all;
-    *lo = l;
-    *hi = l + c < all ? l + c : all;
 }
 
 /* 5. physical pool row of a code for source si of request slot r */

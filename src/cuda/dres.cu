@@ -142,21 +142,6 @@ static __device__ __forceinline__ void cp_async8(void *smem, const void *gmem)
 
 static __device__ __forceinline__ void prefetch_l1(const void *gmem) { asm volatile("prefetch.global.L1 [%0];" ::"l"(gmem)); }
 
-/* a split request's meeting word (dres_plan_kernel) */
-#define SPLIT_ARRIVE (1ull << 56)
-#define SPLIT_PUB (1ull << 48)
-static __device__ __forceinline__ void fence_acq_rel_gpu(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-static __device__ __forceinline__ unsigned long long ld_acquire_u64(const unsigned long long *p)
-{
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-static __device__ __forceinline__ void st_relaxed_u64(unsigned long long *p, unsigned long long v)
-{
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
 static __device__ __forceinline__ void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;" ::: "memory"); }
 
 /* position of the k-th (1-based) set bit of m (m has at least k) */
@@ -178,11 +163,12 @@ static __device__ __forceinline__ uint64_t err_key(int32_t b, int phase, int64_t
     return ((uint64_t)b << 40) | ((uint64_t)phase << 39) | ((uint64_t)idx << 8) | (uint64_t)(code & 0xff);
 }
 
-/* Is request slot `me` in the round (this thread's share of the
+/* Is request slot blockIdx.x in the round (this thread's share of the
    positions)? A slot in the round gets npairs from its own block; every other
    slot's count is 0 (the CPU zeroes all N first). */
-static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_t n_round, int32_t me)
+static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_t n_round)
 {
+    const int32_t me = (int32_t)blockIdx.x;
     int in = 0;
     for (int32_t i = (int32_t)threadIdx.x; i < n_round; i += (int32_t)blockDim.x) in |= dres_rd_slot(rd, i) == me;
     return in;
@@ -190,7 +176,7 @@ static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_
 
 static __device__ void zero_npairs_if_absent(const dres_state *st, const dres_round *rd, int32_t n_round)
 {
-    if (!__syncthreads_or(slot_in_round(rd, n_round, (int32_t)blockIdx.x)) && threadIdx.x == 0) st->npairs[blockIdx.x] = 0;
+    if (!__syncthreads_or(slot_in_round(rd, n_round)) && threadIdx.x == 0) st->npairs[blockIdx.x] = 0;
 }
 
 /* CLOCK sweep by the whole block (all threads call it): up to `need`
@@ -437,16 +423,13 @@ static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
    barrier (see f_rs below), and a request whose miss entries fit FEW_MAX takes the few-miss path
    instead, others the block-wide one. The launcher picks FEW = false for states with
    DRES_PLAN_BLOCK_ONLY. */
-template <bool FEW, bool SPLIT>
+template <bool FEW>
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
-                                                              const __grid_constant__ dres_divs dv, int fuse,
-                                                              int32_t nsplit_arg)
+                                                              const __grid_constant__ dres_divs dv, int fuse)
 {
-    static_assert(FEW || !SPLIT, "a split request needs the library's variant");
-    const int32_t nsplit = SPLIT ? nsplit_arg : 1; /* SPLIT = false: the kernel of one block per request */
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
@@ -464,26 +447,12 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     __shared__ int s_fd[FEW ? FEW_MAX : 1], s_dm[FEW ? FEW_MAX : 1], s_fkey[FEW ? FEW_MAX : 1];
     __shared__ uint32_t s_em[FEW ? FEW_WIN : 1], s_rm[FEW ? FEW_WIN : 1];
     __shared__ int s_vic[FEW ? FEW_MAX : 1];
-    __shared__ int s_nmb;  /* a split request (nsplit > 1): this block's miss entries, then the request's */
-    __shared__ int s_pub;  /* the last part of a split request: every other part had published at its arrival */
-    __shared__ int s_last; /* this block decides the request's misses (1 unless a part of a split request
-                              that did not arrive last) */
     int few_path = 0;
     (void)few_path;
     const dres_state *sp = &st;
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    /* round position b; with nsplit > 1 (FEW only) part `part` of its entries (dres_plan_split): entries
-       [alo, ahi) of its [KK][k] row */
-    const int32_t b = (int32_t)(blockIdx.x / (unsigned)nsplit), part = (int32_t)(blockIdx.x % (unsigned)nsplit);
-    const int32_t N = st.N, B = st.B, nsrc = st.nsrc, KK = st.spec_width;
+    const int32_t b = (int32_t)blockIdx.x, N = st.N, B = st.B, nsrc = st.nsrc, KK = st.spec_width;
     const int64_t all = (int64_t)KK * k;
-    int32_t alo = 0, ahi = (int32_t)all; /* all <= DHS_DRES_MAX_ENTRIES */
-    if (SPLIT) {
-        int64_t l, h;
-        dres_split_range(all, nsplit, part, &l, &h);
-        alo = (int32_t)l;
-        ahi = (int32_t)h;
-    }
 
     /* launched as a programmatic dependent of the kernel before it on the stream (the previous call's
        copy kernel inside a captured step): wait for that grid before reading anything (a no-op when
@@ -517,12 +486,12 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             prefetch_l1(rc + p_tl + 8 * ((int64_t)st.group * N + b));
         }
         if (N <= DT && tid < N) f_rs = *(const int32_t *)((const char *)rd + dres_rd_off_slot0() + 4 * (int64_t)tid);
-        if (ahi - alo <= 2 * (int64_t)DT && b < __ldg(&rd->n_round)) { /* this thread's two selection entries
-                                             into shared (cp.async: no register lives across the barrier); it
-                                             waits before it. Only rows of the round: the buffer may end there */
-            const int32_t *selb0 = sel + (int64_t)b * KK * k + alo;
-            if (alo + tid < ahi) cp_async4(&s_sel[tid], selb0 + tid);
-            if (alo + tid + DT < ahi) cp_async4(&s_sel[tid + DT], selb0 + tid + DT);
+        if (all <= 2 * (int64_t)DT && b < __ldg(&rd->n_round)) { /* this thread's two selection entries into shared
+                                             (cp.async: no register lives across the barrier); it waits
+                                             before it. Only rows of the round: the buffer may end there */
+            const int32_t *selb0 = sel + (int64_t)b * KK * k;
+            if (tid < all) cp_async4(&s_sel[tid], selb0 + tid);
+            if (tid + DT < all) cp_async4(&s_sel[tid + DT], selb0 + tid + DT);
             cp_async_wait_all();
         }
     }
@@ -530,10 +499,9 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     asm volatile("griddepcontrol.launch_dependents;");
     if (tid == 0) {
         s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
-        if (FEW) s_nm = s_nmb = 0;
-        s_last = 1;
+        if (FEW) s_nm = 0;
         s_err = NO_ERR;
-        if (blockIdx.x == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
+        if (b == 0) atomicAdd((unsigned long long *)&st.stats[DRES_S_CALLS], 1ull);
         if (FEW) { /* the header's offsets: the library's layout, or read the fields from them */
             cp_async_wait_all();
         }
@@ -544,12 +512,12 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
        layout and N <= DT: loaded above) */
     int in_round = 0;
     if (FEW && s_rdh[0] == dres_rd_off_slot0() && N <= DT) in_round = tid < n_round && f_rs == b;
-    else in_round = slot_in_round(rd, n_round, b);
+    else in_round = slot_in_round(rd, n_round);
 
     if (b >= n_round) {
         for (int32_t si = 0; si < nsrc; si++) {
             int32_t *l = loc + (((int64_t)si * N + b) * KK) * k;
-            for (int64_t e = alo + tid; e < ahi; e += DT) l[e] = -1;
+            for (int64_t e = tid; e < all; e += DT) l[e] = -1;
         }
     } else {
         /* FEW: the fields at the header's offsets (in shared); with the library's layout they are in L1
@@ -606,15 +574,13 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         const int32_t f_pe = FEW ? __ldcg(meta + DRES_M_PROT_EPOCH) : 0;
         /* entries past the request's K queries: -1 in every source, nothing read */
         for (int32_t si = 0; si < nsrc; si++)
-            for (int32_t e = (int32_t)(nent > alo ? nent : alo) + tid; e < (int32_t)ahi; e += DT) locb[si * lstride + e] = -1;
+            for (int32_t e = (int32_t)nent + tid; e < (int32_t)all; e += DT) locb[si * lstride + e] = -1;
 
         /* 1-3 and 5 for everything but misses: validate, direct, hot (protect
            every hit of the union), code, locations; DU entries of a thread in
            flight together, each kind of load issued for all of them before
            any is used (selection, then slot_of, then used + page tables) */
-        uint32_t mm = 0; /* bit j: entry plo + j * DT + tid is a miss */
-        const int32_t plo = SPLIT ? alo : 0, phi = SPLIT ? (nent < ahi ? (int32_t)nent : ahi) : (int32_t)nent; /* this
-                                                                       block's entries of the request */
+        uint32_t mm = 0; /* bit j: entry j * DT + tid is a miss */
         int c_direct = 0, c_hot = 0, c_prot = 0, c_ent = 0;
         unsigned long long my_err = NO_ERR;
         /* one pass: U entries of each thread (U = DU; 2 when the request has at most 2 T entries, so no
@@ -625,8 +591,8 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             int64_t c[U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const int64_t e = plo + base + (int64_t)u * DT + tid;
-                s[u] = e < phi ? (pre && u < 2 ? s_sel[u * DT + tid] : __ldg(selb + e)) : -1;
+                const int64_t e = base + (int64_t)u * DT + tid;
+                s[u] = e < nent ? (pre && u < 2 ? s_sel[u * DT + tid] : __ldg(selb + e)) : -1;
             }
             /* FEW: slot_of of every entry in range now, in flight with the direct lookup's opt_ready
                loads (the spec reads it only for entries that are not direct; the others drop it) */
@@ -634,7 +600,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             for (int u = 0; u < U; u++) qs[u] = FEW && U == 2 && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const int64_t e = plo + base + (int64_t)u * DT + tid;
+                const int64_t e = base + (int64_t)u * DT + tid;
                 const int32_t v = dres_validate(s[u], st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
                 if (v == 1) {
                     c[u] = DRES_PAD;
@@ -674,11 +640,11 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                const int64_t e = plo + base + (int64_t)u * DT + tid;
-                if (e >= phi) continue;
+                const int64_t e = base + (int64_t)u * DT + tid;
+                if (e >= nent) continue;
                 code[e] = c[u];
                 if (c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS) {
-                    mm |= 1u << (uint32_t)((e - plo) / DT);
+                    mm |= 1u << (uint32_t)(e / DT);
                     continue;
                 }
                 locb[e] = l0[u];
@@ -690,80 +656,17 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 for (int u = 0; u < U; u++) l[u] = c[u] < 0 ? -1 : (int32_t)phys_fast(sp, dv, r, si, c[u]);
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    const int64_t e = plo + base + (int64_t)u * DT + tid;
-                    if (e < phi && !(c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS)) locb[si * lstride + e] = l[u];
+                    const int64_t e = base + (int64_t)u * DT + tid;
+                    if (e < nent && !(c[u] > 0 && DRES_KIND(c[u]) == DRES_K_MISS)) locb[si * lstride + e] = l[u];
                 }
             }
 #pragma unroll
             for (int u = 0; u < U; u++) c_prot += old[u] != epoch;
         };
-        if (phi - plo <= 2 * (int64_t)DT) {
-            if (phi > plo) pass(dres_ic<2>{}, 0, FEW && ahi - alo <= 2 * (int64_t)DT);
+        if (nent <= 2 * (int64_t)DT) {
+            if (nent > 0) pass(dres_ic<2>{}, 0, FEW && all <= 2 * (int64_t)DT);
         } else {
-            for (int64_t base = 0; plo + base < phi; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base, false);
-        }
-        /* a split request (nsplit > 1): the parts' counts meet in one 8-byte word of meta (SPLIT_ARRIVE
-           arrivals | SPLIT_PUB publications | protected slots << 24 | miss entries). A part adds its counts
-           without a fence (relaxed: it does not wait for its own stores); the last to arrive takes the
-           request on from here. A request without misses needs nothing the others stored, so that block goes
-           on at once; the others publish their stores (a release fence, then a second count) off its path,
-           and the last block waits for the publications only when it has misses to decide (the sweep reads
-           their reference bits, the miss bits come from their codes). Whoever completes the word (every
-           part arrived, every other part published) sets it back to 0 for the next call. */
-        if (SPLIT) {
-            block_add(&s_prot, c_prot);
-            block_add(&s_nmb, __popc(mm));
-            c_prot = 0;
-            mm = 0;
-            __syncthreads();
-            unsigned long long *acc = (unsigned long long *)(meta + DRES_M_SPLIT);
-            if (tid == 0) {
-                const unsigned long long mine = SPLIT_ARRIVE | ((unsigned long long)s_prot << 24) | (unsigned long long)s_nmb;
-                const unsigned long long now = atomicAdd(acc, mine) + mine;
-                s_last = (int32_t)(now >> 56) == nsplit;
-                s_pub = 0;
-                if (s_last) {
-                    s_prot = (int)((now >> 24) & 0xffffffull);
-                    s_nmb = (int)(now & 0xffffffull);
-                    if ((int32_t)((now >> 48) & 0xffull) == nsplit - 1) { /* every other part published first */
-                        fence_acq_rel_gpu();
-                        st_relaxed_u64(acc, 0ull);
-                        s_pub = 1;
-                    }
-                }
-            }
-            __syncthreads();
-            if (!s_last) {
-                if (tid == 0) { /* publish: this block's code, location and reference-bit stores first */
-                    fence_acq_rel_gpu();
-                    const unsigned long long now = atomicAdd(acc, SPLIT_PUB) + SPLIT_PUB;
-                    if ((int32_t)(now >> 56) == nsplit && (int32_t)((now >> 48) & 0xffull) == nsplit - 1)
-                        st_relaxed_u64(acc, 0ull); /* completed: after every arrival and publication */
-                }
-            } else if (s_nmb > 0 && !s_pub) {
-                if (tid == 0) { /* every part has arrived, so each publishes soon; 0 = completed and reset */
-                    for (;;) {
-                        const unsigned long long v = ld_acquire_u64(acc);
-                        if (v == 0 || (int32_t)((v >> 48) & 0xffull) == nsplit - 1) break;
-                        __nanosleep(32);
-                    }
-                }
-                __syncthreads();
-            }
-            if (s_last && s_nmb > 0) { /* the request's miss bits (entry j * DT + tid: bit j) from every part's codes */
-                const int ntile = (int)((nent + DT - 1) / DT);
-                for (int j0 = 0; j0 < ntile; j0 += DU) {
-                    long long cl[DU];
-#pragma unroll
-                    for (int u = 0; u < DU; u++) {
-                        const int64_t e = (int64_t)(j0 + u) * DT + tid;
-                        cl[u] = j0 + u < ntile && e < nent ? __ldcg((const long long *)code + e) : 0;
-                    }
-#pragma unroll
-                    for (int u = 0; u < DU; u++)
-                        if (cl[u] > 0 && DRES_KIND(cl[u]) == DRES_K_MISS) mm |= 1u << (uint32_t)(j0 + u);
-                }
-            }
+            for (int64_t base = 0; base < nent; base += (int64_t)DU * DT) pass(dres_ic<DU>{}, base, false);
         }
         if (FEW) { /* the few-miss path's list of miss entries (e, s): one shared atomic per warp; entries
                       past FEW_MAX are counted, not stored (the request then takes the block-wide path).
@@ -784,7 +687,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                 m_np = s_meta[DRES_M_NPROT];
             }
             int32_t np = m_np;
-            if (s_last && m_pe != (int32_t)epoch) {
+            if (m_pe != (int32_t)epoch) {
                 meta[DRES_M_PROT_EPOCH] = (int32_t)epoch;
                 np = 0;
             }
@@ -798,7 +701,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         PH(2);
         int c_host = 0;
         if (!any_miss) {
-            if (tid == 0 && s_last) {
+            if (tid == 0) {
                 meta[DRES_M_NPROT] = s_nprot0 + s_prot;
                 st.ndmiss[r] = 0;
                 st.npairs[r] = 0;
@@ -1253,7 +1156,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     }
     /* npairs of an absent slot; this block's first error goes to the call's
        smallest key, which the copy kernel that follows stores into st.err */
-    if (!__syncthreads_or(in_round) && tid == 0 && part == 0) st.npairs[b] = 0;
+    if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
     if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
     /* the copy kernel's skip flag: the last plan block to finish publishes whether any block left
        pairs (one atomic per plan block; none per copy block) */
@@ -1566,18 +1469,8 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
         return cudaErrorInvalidValue;
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
        its launch overlaps the previous call's copy kernel inside a captured step */
-    /* blocks per request (dres_plan_split): the library's variant shares a request's hit pass among up to
-       DRES_SPLIT_MAX blocks where N requests leave SMs idle */
-    int32_t nsplit = 1;
-    if (!(st->plan_flags & (DRES_PLAN_BLOCK_ONLY | DRES_PLAN_WHOLE))) {
-        int dev = 0, n_sm = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
-        if (e != cudaSuccess) return e;
-        nsplit = dres_plan_split(st->N, (int64_t)st->spec_width * k, n_sm);
-    }
     cudaLaunchAttribute at;
-    cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)(st->N * nsplit)), DT, 0, s, 1, &at);
+    cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
     /* the few-miss path copies its own rows (measured 0.84-0.99x the time of leaving them to the copy
        kernel with 32 misses, batch 1-256, B 2048-65536, both layouts; neutral without misses) unless
        asked not to (DRES_PLAN_COPY_KERNEL), with payload, and when the copy kernel on s moves every
@@ -1585,12 +1478,10 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
     const int sp = split && payload && st->nsrc > 1;
     const int fuse = !(st->plan_flags & DRES_PLAN_COPY_KERNEL) && payload && !sp;
     cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
-                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false, false>, *st, rd, k, sel, loc,
-                                             (dres_scratch *)scratch, divs_make(st, k), 0, 1)
-                    : nsplit > 1 ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, true>, *st, rd, k, sel, loc,
-                                                      (dres_scratch *)scratch, divs_make(st, k), fuse, nsplit)
-                                 : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, false>, *st, rd, k, sel, loc,
-                                                      (dres_scratch *)scratch, divs_make(st, k), fuse, 1);
+                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
+                                             (dres_scratch *)scratch, divs_make(st, k), 0)
+                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true>, *st, rd, k, sel, loc,
+                                             (dres_scratch *)scratch, divs_make(st, k), fuse);
     if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
@@ -1670,8 +1561,7 @@ extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot,
 extern "C" cudaError_t dhs_dres_set_carveout(int percent)
 {
     if (percent < -1 || percent > 100) return cudaErrorInvalidValue;
-    const void *const fn[] = {(const void *)dres_plan_kernel<true, false>, (const void *)dres_plan_kernel<true, true>,
-                              (const void *)dres_plan_kernel<false, false>,
+    const void *const fn[] = {(const void *)dres_plan_kernel<true>, (const void *)dres_plan_kernel<false>,
                               (const void *)dres_copy_kernel,       (const void *)dres_copy_all_kernel,
                               (const void *)dres_promote_kernel,    (const void *)dres_promote_all_kernel,
                               (const void *)dres_tail_locs_kernel};

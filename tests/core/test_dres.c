@@ -646,36 +646,6 @@ static void test_window(uint64_t seed)
     CHECK(1);
 }
 
-/* B2. dres_plan_split / dres_split_range (the CUDA plan kernel's blocks of one request): over batch
-   sizes, request sizes and SM counts, the split keeps one wave (N * S <= max(SMs, N)), at most
-   DRES_SPLIT_MAX blocks of at least DRES_SPLIT_MIN entries, and is the largest such; its parts cover
-   the entries in order, disjoint, warp-aligned, none empty */
-static void test_split(void)
-{
-    static const int32_t sms[] = {1, 16, 78, 114, 132, 144};
-    long bad = 0;
-    for (size_t si = 0; si < sizeof sms / sizeof sms[0]; si++)
-        for (int32_t N = 1; N <= 300; N++)
-            for (int64_t all = 64; all <= 16384; all += all < 2048 ? 64 : 1024) /* the CUDA limit, DHS_DRES_MAX_ENTRIES */ {
-                const int32_t n_sm = sms[si], S = dres_plan_split(N, all, n_sm);
-                int ok = S >= 1 && S <= DRES_SPLIT_MAX && (S == 1 || ((int64_t)N * S <= n_sm && all / S >= DRES_SPLIT_MIN));
-                const int32_t T = S + 1; /* one more would break a rule */
-                ok = ok && (T > DRES_SPLIT_MAX || (int64_t)N * T > n_sm || all / T < DRES_SPLIT_MIN);
-                int64_t next = 0;
-                for (int32_t p = 0; p < S && ok; p++) {
-                    int64_t lo, hi;
-                    dres_split_range(all, S, p, &lo, &hi);
-                    ok = lo == next && hi > lo && lo % 32 == 0 && hi - lo <= ((all + S - 1) / S + 31) / 32 * 32;
-                    next = hi;
-                }
-                ok = ok && next == all;
-                if (!ok && bad++ < 5) CHECKF(0, "split N %d all %lld SMs %d: S %d", N, (long long)all, n_sm, S);
-            }
-    CHECKF(bad == 0, "%ld bad splits", bad);
-    CHECK(dres_plan_split(1, 2048, 132) == DRES_SPLIT_MAX && dres_plan_split(64, 2048, 132) == 2 &&
-          dres_plan_split(67, 2048, 132) == 1 && dres_plan_split(1, 300, 132) == 1);
-}
-
 /* =================================================================== C */
 #define C_SRC 4
 #define C_ROWB 64
@@ -2117,7 +2087,6 @@ int main(void)
 {
     uint64_t seed = th_seed("test_dres");
     test_window(seed);
-    test_split();
     test_spec(seed);
     test_api();
     test_cross(seed, (const int32_t[2]){0, 0}, 1.0, 0, 0);

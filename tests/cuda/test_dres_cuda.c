@@ -25,12 +25,10 @@
  * No GPU (or built without CUDA): exits 77, which CMake maps to a skip.
  * Every fourth configuration runs the plan kernel's block-wide miss path only
  * (DRES_PLAN_BLOCK_ONLY), another fourth the few-miss path leaving its rows
- * to the copy kernel (DRES_PLAN_COPY_KERNEL), one in eight one plan block per
- * request (DRES_PLAN_WHOLE), the others the library's default: a request's
- * hit pass shared by up to 8 plan blocks where the batch leaves SMs idle
- * (dres_plan_split), the few-miss path, copying its own rows, where a request
- * has at most 64 miss entries. All must make the specification's decisions
- * and move the same bytes.
+ * to the copy kernel (DRES_PLAN_COPY_KERNEL), the others the library's
+ * default: the few-miss path, copying its own rows, where a request has at
+ * most 64 miss entries. All must make the specification's decisions and
+ * move the same bytes.
  * DHS_TEST_SEED fixes the seed, DHS_TEST_SCALE scales the number of calls
  * (default >= 100000 calls).
  */
@@ -661,10 +659,7 @@ int main(void)
     }
     const long target = (long)(100000 * th_scale());
     long total = 0, per_cfg_max = target / 20 > 200 ? target / 20 : 200;
-    int cfgs = 0, failed_cfgs = 0, block_cfgs = 0, copyk_cfgs = 0, whole_cfgs = 0, split_cfgs = 0;
-    int dev = 0, n_sm = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        n_sm = 0;
+    int cfgs = 0, failed_cfgs = 0, block_cfgs = 0, copyk_cfgs = 0;
     uint32_t epoch = 1;
     uint64_t stats[DRES_S_COUNT] = {0};
     while (total < target) {
@@ -687,15 +682,7 @@ int main(void)
         } else if (cfgs % 4 == 1) {
             w.gst.plan_flags = DRES_PLAN_COPY_KERNEL;
             copyk_cfgs++;
-        } else if (cfgs % 8 == 6) { /* one block per request where the library would split it */
-            w.gst.plan_flags = DRES_PLAN_WHOLE;
-            whole_cfgs++;
         }
-        /* the library's variant shares a request among several plan blocks where N leaves SMs idle (at
-           the configuration's largest call; smaller calls may split less) */
-        if (!(w.gst.plan_flags & (DRES_PLAN_BLOCK_ONLY | DRES_PLAN_WHOLE)) &&
-            dres_plan_split(w.c.N, (int64_t)w.c.k_max * w.c.max_k, n_sm) > 1)
-            split_cfgs++;
         const long budget = rndi(per_cfg_max / 4, per_cfg_max);
         const int bad = run_cfg(&w, budget, &epoch);
         if (bad) {
@@ -717,15 +704,13 @@ int main(void)
            (unsigned long long)stats[DRES_S_MISSES], (unsigned long long)stats[DRES_S_STAGED],
            (unsigned long long)stats[DRES_S_PROMOTED]);
     printf("error words: range %ld, visibility %ld, staging %ld\n", g_errs[8], g_errs[9], g_errs[16]);
-    printf("plan paths: %d configurations few-miss where it fits (%d of them leaving the rows to the copy kernel, "
-           "%d with requests split among plan blocks, %d kept whole), %d block-wide only (%d SMs)\n",
-           cfgs - block_cfgs, copyk_cfgs, split_cfgs, whole_cfgs, block_cfgs, n_sm);
+    printf("plan paths: %d configurations few-miss where it fits (%d of them leaving the rows to the copy kernel), "
+           "%d block-wide only\n", cfgs - block_cfgs, copyk_cfgs, block_cfgs);
     CHECK(total >= target);
     /* the full workload must have exercised every path it claims to (a
        reduced run, e.g. under compute-sanitizer, need not reach all) */
     if (target >= 50000) {
         CHECK(g_errs[8] > 0 && g_errs[9] > 0 && g_errs[16] > 0);
-        CHECK(split_cfgs > 0 && whole_cfgs > 0);
         CHECK(stats[DRES_S_MISSES] > 0 && stats[DRES_S_STAGED] > 0 && stats[DRES_S_PROMOTED] > 0);
         CHECK(stats[DRES_S_DIRECT] > 0 && stats[DRES_S_HOT] > 0);
     } else {
