@@ -469,7 +469,8 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
        index within the group, N = dhs_config.max_requests)
    Rows b >= n_round and queries j >= K_b are padding: never read from sel,
    -1 in loc. The host checks only what needs no data: ctx and flags
-   (DHS_ERR_INVALID_ARG for a bit other than DHS_RESOLVE_SPLIT), group
+   (DHS_ERR_INVALID_ARG for a bit other than DHS_RESOLVE_SPLIT and
+   DHS_RESOLVE_DIRECT), group
    (DHS_ERR_UNKNOWN_SOURCE), an open round (DHS_ERR_NOT_IN_ROUND), 1 <= k <=
    sel_k (DHS_ERR_INVALID_ARG / DHS_ERR_K_TOO_LARGE), sel and loc non-NULL
    (DHS_ERR_INVALID_ARG) and 4-byte aligned (DHS_ERR_MISALIGNED); host
@@ -500,6 +501,19 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    waiting for it reads stale rows there as well. The flag changes nothing
    for a group of one source or on a payload-free backend. */
 #define DHS_RESOLVE_SPLIT 1u
+/* flags = DHS_RESOLVE_DIRECT: for a round that cannot miss in `group`
+   (dhs_round_may_miss(ctx, group) answers 0, checked here: DHS_ERR_STATE
+   otherwise, nothing launched). Every valid entry is then served directly
+   (tail, ready optional pages): the same locations, state and error word as
+   without the flag, in one kernel instead of two (CUDA: no hot-cache reads,
+   no copy kernel), and the group needs no promotion, so dhs_group_done
+   launches nothing for it unless an earlier resolve of the round left one
+   pending. A step captured with the flag must be replayed only in rounds
+   that cannot miss: replayed in one that can, an entry the flag's kernel
+   cannot serve yields -1 and DHS_ERR_STATE in the error word (reported by
+   dhs_round_end), never a wrong row. With DHS_RESOLVE_SPLIT the split is
+   ignored (nothing can be copied). */
+#define DHS_RESOLVE_DIRECT 2u
 dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
                               unsigned flags);
 

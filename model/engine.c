@@ -114,6 +114,8 @@ struct dhs_ref_engine {
     int prof_now;           /* this round is profiled (marks on) */
     int split_now;          /* this round's step uses the split resolve (copy_overlap and the round may miss) */
     int graph_split;        /* the captured graph's split_now */
+    int direct_now;         /* this round's step resolves with DHS_RESOLVE_DIRECT (direct_resolve, cannot miss) */
+    int graph_direct;       /* the captured graph's direct_now */
     uint64_t wlayer;        /* deploy: weight bytes each layer of this round's step reads */
     uint64_t graph_wlayer;  /* the captured graph's wlayer */
     uint64_t wchunk;        /* the weight buffer's size: a layer reads in chunks of at most this */
@@ -906,8 +908,13 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
                 return step_gpu_fail(e, "locality probe", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
             if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev,
-                                                e->split_now ? DHS_RESOLVE_SPLIT : 0)) != DHS_OK) {
-                set_err(e, e->split_now ? "dhs_resolve_device (DHS_RESOLVE_SPLIT)" : "dhs_resolve_device", st);
+                                                e->split_now    ? DHS_RESOLVE_SPLIT
+                                                : e->direct_now ? DHS_RESOLVE_DIRECT
+                                                                : 0)) != DHS_OK) {
+                set_err(e, e->split_now    ? "dhs_resolve_device (DHS_RESOLVE_SPLIT)"
+                           : e->direct_now ? "dhs_resolve_device (DHS_RESOLVE_DIRECT)"
+                                           : "dhs_resolve_device",
+                        st);
                 return st;
             }
         } else if (ctx && e->split_now) {
@@ -1227,15 +1234,18 @@ upload:
     e->prof_now = prof; /* read by gpu_step_issue and dhs_ref_engine_mark while the step is issued */
     /* the split resolve only where a copy can happen: its queue's fork and joins cost graph time
        even when nothing is copied (measured on the H200: bench/RESULTS.md) */
-    e->split_now = 0;
-    if (ctx && e->cfg.copy_overlap && e->nsrc_max > 1) { /* one source per group: nothing to split */
+    /* a round that cannot miss resolves with DHS_RESOLVE_DIRECT: one kernel a group, no promotion */
+    e->split_now = e->direct_now = 0;
+    const int may_split = e->cfg.copy_overlap && e->nsrc_max > 1; /* one source per group: nothing to split */
+    if (ctx && (may_split || e->cfg.direct_resolve)) {
         int mm = 0;
         const dhs_status ms = dhs_round_may_miss(ctx, -1, &mm);
         if (ms != DHS_OK) {
             set_err(e, "dhs_round_may_miss", ms);
             return ms;
         }
-        e->split_now = mm;
+        e->split_now = may_split && mm;
+        e->direct_now = e->cfg.direct_resolve && !mm;
     }
     /* the deployment's weight bytes of this round: its queries (speculative: every verified query is a
        token of the batch) */
@@ -1247,9 +1257,11 @@ upload:
     }
     const double t_launch = dhs_wall_s();
     if (e->cfg.step == DHS_REF_STEP_GRAPH && !prof) {
-        /* first round, the batch size changed, the split mode did, or the weight bytes did */
-        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now || e->graph_wlayer != e->wlayer) {
+        /* first round, the batch size changed, the split or direct mode did, or the weight bytes did */
+        if (dhs_ref_gpu_graph_queries(e->gpu) != nq || e->graph_split != e->split_now ||
+            e->graph_direct != e->direct_now || e->graph_wlayer != e->wlayer) {
             e->graph_split = e->split_now;
+            e->graph_direct = e->direct_now;
             e->graph_wlayer = e->wlayer;
             if ((st = dhs_ref_gpu_capture_begin(e->gpu)) != DHS_OK) return step_gpu_fail(e, "capture", st);
             dhs_status is = gpu_step_issue(e);
@@ -1321,6 +1333,7 @@ upload:
     }
     e->stt.rounds++;
     e->stt.split_rounds += (uint64_t)e->split_now;
+    e->stt.direct_rounds += (uint64_t)e->direct_now;
     if (captured) {
         e->stt.captures++;
         e->stt.capture_s += t3 - t0;

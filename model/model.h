@@ -463,6 +463,9 @@ typedef struct dhs_ref_engine_cfg {
                                before its attention, so the recovery of sources 1.. overlaps the
                                group's earlier layers (docs/MODEL.md "Device step"); 0:
                                dhs_resolve_device. The same bytes either way */
+    int direct_resolve;     /* device step, hierarchical: 1 = a round that cannot miss (dhs_round_may_miss 0)
+                               resolves with DHS_RESOLVE_DIRECT (one kernel a group, no promotion), its
+                               graph captured apart; 0: never. The same bytes either way */
     int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref
@@ -519,6 +522,7 @@ int dhs_ref_topk_parse(const char *s, int *out); /* 0 on success */
 typedef struct dhs_ref_step_times {
     uint64_t rounds, captures;
     uint64_t split_rounds; /* rounds whose step used the split resolve (copy_overlap, the round may miss) */
+    uint64_t direct_rounds; /* rounds whose step resolved with DHS_RESOLVE_DIRECT (direct_resolve, cannot miss) */
     double control_s, launch_s, wait_s, capture_s;
     /* every round (any step, profiled ones too): the host drafter, dhs_round_begin,
        dhs_round_end (hierarchical only) */

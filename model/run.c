@@ -42,6 +42,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.async_delay = 1;
     c.threads = 1;
     c.copy_overlap = 1;
+    c.direct_resolve = 1;
     c.topk_impl = DHS_REF_TOPK_SPLIT; /* the fastest on the H200, the same selections as the others */
     c.accept_hi = -1;
     return c;
@@ -613,6 +614,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.profile_every = c.step != DHS_REF_STEP_HOST ? c.profile_every : 0;
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
+    ec.direct_resolve = use_hier && c.direct_resolve;
     ec.tail_host = c.tail_host;
     ec.end_early = use_hier ? c.end_early : 0;
     ec.import_mode = c.import_mode;

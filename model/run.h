@@ -84,6 +84,8 @@ typedef struct dhs_ref_run_cfg {
                                 (0: the library's default) */
     int copy_overlap;        /* device/graph step, hierarchical engine: the split resolve
                                 (dhs_ref_engine_cfg.copy_overlap; docs/MODEL.md "Device step") */
+    int direct_resolve;      /* device/graph step, hierarchical engine: DHS_RESOLVE_DIRECT in rounds that
+                                cannot miss (dhs_ref_engine_cfg.direct_resolve) */
     int tail_host;           /* device/graph step, hierarchical engine: 1 = the round's tail locations
                                 written by the host and uploaded (dhs_ref_engine_cfg.tail_host); 0: by the
                                 device */

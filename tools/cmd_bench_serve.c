@@ -199,7 +199,8 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, host_fill, import_twice, tail_host, end_early;
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, direct_resolve, host_fill, import_twice, tail_host,
+        end_early;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
@@ -498,6 +499,7 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "graph_captures", (double)r->st.captures);
         cJSON_AddNumberToObject(h, "capture_ms", 1e3 * r->st.capture_s);
         cJSON_AddNumberToObject(h, "split_rounds", (double)r->st.split_rounds);
+        cJSON_AddNumberToObject(h, "direct_rounds", (double)r->st.direct_rounds);
         /* the round's library work before and after the step (admission, tail locations, the
            hierarchy's copies and bookkeeping): decode time less the step's and the profiled rounds' */
         double in_step = r->st.control_s + r->st.launch_s + r->st.wait_s + r->st.capture_s;
@@ -686,6 +688,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.geometry = 1;
     o.step = 2;
     o.copy_overlap = 1;
+    o.direct_resolve = 1;
     o.topk_impl = DHS_REF_TOPK_SPLIT;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
     o.n_contexts = 2;
@@ -766,6 +769,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--copy-overlap", &o.copy_overlap, sv_on_off,
                "cuda, device/graph step: on (default): the recovery of a group's later sources overlaps its "
                "earlier layers (dhs run --copy-overlap); off: one copy per group before its first layer"),
+        A_ENUM("--direct-resolve", &o.direct_resolve, sv_on_off,
+               "cuda, device/graph step: on (default): a round that cannot miss resolves with DHS_RESOLVE_DIRECT, "
+               "one kernel a group and no promotion (dhs run --direct-resolve); off: never"),
         A_DBL("--host-cache-gib", &o.host_cache_gib, 0, 1 << 20,
               "the hierarchy keeps closed sessions' pinned host rows, up to this many GiB, for the next sessions' "
               "imports (dhs_config.host_cache_bytes; 0: freed at close)"),
@@ -956,6 +962,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.step = o.step;
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
+    base.direct_resolve = o.direct_resolve;
     base.tail_host = o.tail_host;
     base.end_early = o.end_early;
     base.deploy = deploy;

@@ -28,7 +28,7 @@
 typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
-    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap;
+    int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap, direct_resolve;
     int tail_host;
     int end_early;
     int import_mode;        /* DHS_REF_IMPORT_* (the imports' flag) */
@@ -98,6 +98,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->temperature = 1.0;
     o->prefill_chunk = 2048;
     o->copy_overlap = 1;
+    o->direct_resolve = 1;
     o->topk_impl = DHS_REF_TOPK_SPLIT;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
@@ -151,6 +152,9 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--copy-overlap", .type = ARG_ENUM, .dest = &o->copy_overlap, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): dhs_resolve_device with DHS_RESOLVE_SPLIT, the recovery of a "
                  "group's later sources overlaps its earlier layers; off: dhs_resolve_device"},
+        {.name = "--direct-resolve", .type = ARG_ENUM, .dest = &o->direct_resolve, .choices = on_off,
+         .help = "device/graph step, hierarchical: on (default): a round that cannot miss (dhs_round_may_miss 0) resolves "
+                 "with DHS_RESOLVE_DIRECT, one kernel a group and no promotion; off: never (the same tokens)"},
         {.name = "--deployment", .type = ARG_STR, .dest = &o->deployment, .meta = "NAME",
          .help = "device/graph step: both engines' steps also read the weights one GPU of this deployment reads "
                  "(glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); the tokens do not change",
@@ -354,6 +358,7 @@ int cmd_run(int argc, char **argv)
     c.step = o.step;
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
+    c.direct_resolve = o.direct_resolve;
     c.tail_host = o.tail_host;
     c.end_early = o.end_early;
     c.import_mode = o.import_mode;
@@ -517,6 +522,7 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "captures", (double)st->captures);
                 cJSON_AddNumberToObject(e, "capture_rounds_s", st->capture_s);
                 cJSON_AddNumberToObject(e, "split_rounds", (double)st->split_rounds);
+                cJSON_AddNumberToObject(e, "direct_rounds", (double)st->direct_rounds);
             }
         }
         { /* every round, any step: the host drafter and the library's round calls, per engine */
@@ -581,6 +587,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddStringToObject(cf, "import", imports[o.import_mode]);
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
+        cJSON_AddBoolToObject(cf, "direct_resolve", o.direct_resolve && o.step != 0);
         cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
         cJSON_AddStringToObject(cf, "round_end", round_ends[o.end_early]);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);

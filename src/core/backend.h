@@ -71,13 +71,15 @@ typedef struct dhs_backend_ops {
     /* readies the split resolve for G groups of up to nsrc sources each
        (dres_create, outside any round; may be called again, grows only) */
     dhs_status (*dres_init)(dhs_backend *be, int32_t G, int32_t nsrc);
-    /* split (the core sets it only with payload and nsrc > 1): source 0's rows are copied on the compute
+    /* mode (dres_spec.h DRES_MODE_*): DRES_MODE_SPLIT (the core sets it only with payload and nsrc > 1,
+       never with DIRECT): source 0's rows are copied on the compute
        stream; sources 1..nsrc-1 follow one by one on the backend's copy queue
        (CUDA: forked from the compute stream after source 0's copy; CPU:
        deferred until dres_wait), each made visible to the compute stream by
-       dres_wait(si) */
+       dres_wait(si); DRES_MODE_DIRECT: nothing can be staged or copied, so the call launches one
+       kernel (CUDA: the plan kernel stores the error word itself) */
     dhs_status (*dres_resolve)(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                               const int32_t *sel, int32_t *loc, int payload, int split);
+                               const int32_t *sel, int32_t *loc, int payload, int mode);
     /* compute-stream work issued after this call sees the rows of sources
        1..si of the group's last split resolve (si = nsrc - 1 joins the copy
        queue back into the compute stream); only after a split resolve */

@@ -806,8 +806,24 @@ dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_item
     return s != DHS_OK ? s : s2;
 }
 
+int dres_may_miss(const dhs_ctx *ctx, int32_t group)
+{
+    const int64_t p = ctx->cfg.page_rows;
+    const int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? ctx->arch.n_groups : group + 1;
+    int any = 0;
+    for (int32_t i = 0; i < ctx->n_round && !any; i++) {
+        const request *rq = &ctx->req[ctx->round_reqs[i]];
+        for (int32_t g = g0; g < g1 && !any; g++) {
+            const grp_state *gs = &rq->g[g];
+            /* rows below the tail window are direct only in ready optional pages */
+            any = gs->opt_ready < gs->n_opt_pages || (*gs->tail_lo) > gs->n_opt_pages * p;
+        }
+    }
+    return any;
+}
+
 static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
-                                 int split)
+                                 int split, int direct)
 {
     if (!ctx) return DHS_ERR_INVALID_ARG;
     if (!ctx->dres) return DHS_ERR_STATE;
@@ -818,13 +834,17 @@ static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const i
     if (!sel_dev || !loc_dev) return DHS_ERR_INVALID_ARG;
     if ((uintptr_t)sel_dev % sizeof(int32_t) || (uintptr_t)loc_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
     struct dres_ctx *d = ctx->dres;
+    if (direct) { /* only for a round that cannot miss here: nothing staged, nothing to promote */
+        if (dres_may_miss(ctx, group)) return DHS_ERR_STATE;
+        split = 0;
+    }
     /* the plan rewrites the copy list the queue may still be reading */
     dhs_status s = join(ctx, group);
     if (s != DHS_OK) return s;
     split = split && !ctx->be->payload_free && ctx->grp_nsrc[group] > 1;
-    d->pending[group] = 1;
+    if (!direct) d->pending[group] = 1; /* a direct call stages nothing: an earlier call's pending stays */
     s = ctx->be->ops->dres_resolve(ctx->be, &d->g[group].st, d->rd, k, sel_dev, loc_dev, !ctx->be->payload_free,
-                                   split);
+                                   (split ? DRES_MODE_SPLIT : 0) | (direct ? DRES_MODE_DIRECT : 0));
     if (s == DHS_OK) d->split[group] = (uint8_t)split;
     return s;
 }
@@ -832,9 +852,10 @@ static dhs_status resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const i
 dhs_status dhs_resolve_device(dhs_ctx *ctx, int32_t group, int32_t k, const int32_t *sel_dev, int32_t *loc_dev,
                               unsigned flags)
 {
-    if (!ctx || (flags & ~(unsigned)DHS_RESOLVE_SPLIT)) return DHS_ERR_INVALID_ARG;
+    if (!ctx || (flags & ~(unsigned)(DHS_RESOLVE_SPLIT | DHS_RESOLVE_DIRECT))) return DHS_ERR_INVALID_ARG;
     const uint64_t t = hp_now();
-    dhs_status s = resolve_device(ctx, group, k, sel_dev, loc_dev, (flags & DHS_RESOLVE_SPLIT) != 0);
+    dhs_status s = resolve_device(ctx, group, k, sel_dev, loc_dev, (flags & DHS_RESOLVE_SPLIT) != 0,
+                                  (flags & DHS_RESOLVE_DIRECT) != 0);
     hp_add(ctx, DHS_HP_RESOLVE, t);
     return s;
 }
@@ -866,6 +887,8 @@ dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
     /* promotion copies staging rows the queue may still be writing */
     dhs_status s = join(ctx, g);
     if (s != DHS_OK) return s;
+    /* no resolve of the group since its last promotion, or only direct ones: nothing staged */
+    if (!ctx->dres->pending[g]) return DHS_OK;
     s = ctx->be->ops->dres_promote(ctx->be, &ctx->dres->g[g].st, ctx->dres->rd, !ctx->be->payload_free);
     if (s == DHS_OK) ctx->dres->pending[g] = 0;
     return s;

@@ -27,6 +27,8 @@ int64_t dres_set_publish_cap(dhs_ctx *ctx, int32_t cap);
 /* dhs_resolve after host validation */
 dhs_status dres_resolve_items(dhs_ctx *ctx, int32_t g, int32_t k, int32_t n_items, const dhs_resolve_item *items);
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g);
+/* dhs_round_may_miss's answer for an open round (group -1: any group; checked by the caller) */
+int dres_may_miss(const dhs_ctx *ctx, int32_t group);
 /* dhs_round_tail_locations_device after its checks: one launch on the compute stream (the round
    descriptor's first rows and the published tail pages); DHS_ERR_UNSUPPORTED when the backend lacks it */
 dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);

@@ -65,8 +65,9 @@ void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si
 }
 
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
-                      int payload, int split)
+                      int payload, int mode)
 {
+    const int split = (mode & DRES_MODE_SPLIT) != 0, direct = (mode & DRES_MODE_DIRECT) != 0;
     const int32_t N = st->N, B = st->B, nsrc = st->nsrc, KK = st->spec_width;
     const int64_t per_slot = (int64_t)st->spec_width * st->sel_k;
     const uint32_t epoch = rd->epoch;
@@ -101,6 +102,7 @@ void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, con
             if (v != 0) { code[e] = DRES_CODE(DRES_K_BAD, 0); set_err(st, v); continue; }
             int64_t c = dres_direct(s, tail_lo, st->T, st->p, opt_ready, st->max_opt_pages);
             if (c) { code[e] = c; st->stats[DRES_S_DIRECT]++; continue; }
+            if (direct) { code[e] = DRES_CODE(DRES_K_BAD, 0); set_err(st, 12); continue; } /* DHS_ERR_STATE */
             c = dres_hot(s, slot_of[s], B);
             code[e] = c;
             if (DRES_KIND(c) == DRES_K_HOT) {

@@ -65,6 +65,12 @@
 #define DRES_PLAN_COPY_KERNEL 2    /* dres_state.plan_flags: the few-miss path leaves its rows to the copy kernel (without
                                       it, the library's default, the path copies them itself with payload, not split) */
 
+/* dres_cpu_resolve / backend dres_resolve `mode` bits */
+#define DRES_MODE_SPLIT 1  /* copy source 0's recovered rows only; the others follow (the split resolve) */
+#define DRES_MODE_DIRECT 2 /* the round cannot miss (dhs_round_may_miss 0): a valid entry that is not served
+                              directly is an error (DHS_ERR_STATE, -1 locations), never a hot lookup, so the
+                              call stages and copies nothing and needs no promotion */
+
 /* logical location codes: kind in the top 3 bits of a 32-bit value */
 enum { DRES_PAD = -1 };
 enum { DRES_K_TAIL = 1, DRES_K_OPT = 2, DRES_K_HOT = 3, DRES_K_STAGE = 4, DRES_K_MISS = 5, DRES_K_BAD = 6 };
@@ -296,11 +302,12 @@ DHS_HD int32_t dres_sweep_window(uint32_t elig, int32_t width, int32_t need, int
 }
 
 /* The CPU specification (dres_cpu.c); the CUDA kernels mirror it.
-   split: the call copies source 0's recovered rows only, the others follow
-   with dres_cpu_copy_source (the split resolve); 0: every source's. The copy
-   list is pair miss * nsrc + si either way. */
+   mode DRES_MODE_SPLIT: the call copies source 0's recovered rows only, the
+   others follow with dres_cpu_copy_source (the split resolve); without it
+   every source's. The copy list is pair miss * nsrc + si either way.
+   mode DRES_MODE_DIRECT: see there. */
 void dres_cpu_resolve(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel, int32_t *loc,
-                      int payload, int split);
+                      int payload, int mode);
 /* copies source si's pairs of the last resolve of every request of the round */
 void dres_cpu_copy_source(const dres_state *st, const dres_round *rd, int32_t si);
 void dres_cpu_promote(const dres_state *st, const dres_round *rd, int payload);

@@ -263,18 +263,7 @@ dhs_status dhs_round_may_miss(const dhs_ctx *ctx, int32_t group, int *may_miss)
     if (!ctx || !may_miss) return DHS_ERR_INVALID_ARG;
     if (group < -1 || group >= ctx->arch.n_groups) return DHS_ERR_UNKNOWN_SOURCE;
     if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
-    const int64_t p = ctx->cfg.page_rows;
-    const int32_t g0 = group < 0 ? 0 : group, g1 = group < 0 ? ctx->arch.n_groups : group + 1;
-    int any = 0;
-    for (int32_t i = 0; i < ctx->n_round && !any; i++) {
-        const request *rq = &ctx->req[ctx->round_reqs[i]];
-        for (int32_t g = g0; g < g1 && !any; g++) {
-            const grp_state *gs = &rq->g[g];
-            /* rows below the tail window are direct only in ready optional pages */
-            any = gs->opt_ready < gs->n_opt_pages || (*gs->tail_lo) > gs->n_opt_pages * p;
-        }
-    }
-    *may_miss = any;
+    *may_miss = dres_may_miss(ctx, group);
     return DHS_OK;
 }
 

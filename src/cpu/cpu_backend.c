@@ -241,9 +241,10 @@ static dhs_status cpu_wait(dhs_backend *be, dhs_ticket t)
    device tier. Compute-stream work is synchronous here; async_delay and
    random_order apply to side-stream copies and reader fences only. */
 static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                                   const int32_t *sel, int32_t *loc, int payload, int split)
+                                   const int32_t *sel, int32_t *loc, int payload, int mode)
 {
     cpu_impl *c = be->impl;
+    const int split = (mode & DRES_MODE_SPLIT) != 0;
     struct split_cur *cur = split_find(c, st->stats);
     if (split && !cur) { /* room first: a failure changes nothing */
         if (c->n_split == c->cap_split) {
@@ -258,7 +259,7 @@ static dhs_status cpu_dres_resolve(dhs_backend *be, const dres_state *st, const 
     }
     /* split: sources 1.. wait for dres_wait, so an engine that reads a
        source without waiting for it reads stale rows here too */
-    dres_cpu_resolve(st, rd, k, sel, loc, payload, split);
+    dres_cpu_resolve(st, rd, k, sel, loc, payload, mode);
     if (cur) cur->next = split ? 1 : st->nsrc;
     return DHS_OK;
 }

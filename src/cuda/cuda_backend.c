@@ -469,9 +469,10 @@ static dhs_status cu_dres_init(dhs_backend *be, int32_t G, int32_t nsrc)
 /* All on the compute stream (and, split, the copy queue), fixed grids, no host
    sync, no allocation: a call can be captured into a CUDA graph. */
 static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
-                                  const int32_t *sel, int32_t *loc, int payload, int split)
+                                  const int32_t *sel, int32_t *loc, int payload, int mode)
 {
     cu_backend *c = cu_of(be);
+    const int split = (mode & DRES_MODE_SPLIT) != 0, direct = (mode & DRES_MODE_DIRECT) != 0;
     if (!st || !rd || !sel || !loc || k <= 0 || k > st->sel_k || st->N <= 0) return DHS_ERR_INVALID_ARG;
     if (split && (st->group < 0 || st->group >= c->split_G || st->nsrc > c->split_nsrc)) return DHS_ERR_STATE;
     dhs_status s = cu_enter(c);
@@ -480,7 +481,7 @@ static dhs_status cu_dres_resolve(dhs_backend *be, const dres_state *st, const d
                                c->split_blocks};
     if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_PLAN);
     CU_TRY(c, dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, c->dres_scratch, c->dres_copy_blocks, c->compute,
-                                           c->mark, c->mark_user, split ? &sp : NULL));
+                                           c->mark, c->mark_user, split ? &sp : NULL, direct));
     if (c->mark) c->mark(c->mark_user, DHS_CUDA_MARK_END);
     return DHS_OK;
 }

@@ -50,6 +50,9 @@
  * direct lookup, and a request's first call of the round takes the protecting atomic without reading
  * `used` first: four dependent round trips to the end of the hits instead of six to eight.
  * dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false (the previous step 1 too).
+ * DIRECT = true (DRES_MODE_DIRECT, a round that cannot miss): the library's variant without slot_of
+ * loads; a valid entry not served directly is an error (DHS_ERR_STATE), so no request reaches a miss
+ * path, and no copy kernel follows: the last plan block (the ticket) stores the call's first error.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
@@ -423,13 +426,15 @@ static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
    barrier (see f_rs below), and a request whose miss entries fit FEW_MAX takes the few-miss path
    instead, others the block-wide one. The launcher picks FEW = false for states with
    DRES_PLAN_BLOCK_ONLY. */
-template <bool FEW>
+template <bool FEW, bool DIRECT>
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
                                                               const __grid_constant__ dres_divs dv, int fuse)
 {
+    static_assert(FEW || !DIRECT, "DRES_MODE_DIRECT runs the library's variant");
+    constexpr bool direct = DIRECT; /* DRES_MODE_DIRECT: see dres_cpu_resolve */
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
@@ -597,7 +602,8 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             /* FEW: slot_of of every entry in range now, in flight with the direct lookup's opt_ready
                loads (the spec reads it only for entries that are not direct; the others drop it) */
 #pragma unroll
-            for (int u = 0; u < U; u++) qs[u] = FEW && U == 2 && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
+            for (int u = 0; u < U; u++)
+                qs[u] = FEW && U == 2 && !direct && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
@@ -610,7 +616,13 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     if (key < my_err) my_err = key;
                 } else {
                     c[u] = direct_fast(s[u], tail_lo, dv, opt_ready, st.max_opt_pages);
-                    if (c[u]) c_direct++;
+                    if (c[u]) {
+                        c_direct++;
+                    } else if (direct) { /* DRES_MODE_DIRECT: not served directly is DHS_ERR_STATE */
+                        c[u] = DRES_CODE(DRES_K_BAD, 0);
+                        const unsigned long long key = err_key(b, 0, e, 12);
+                        if (key < my_err) my_err = key;
+                    }
                 }
             }
 #pragma unroll
@@ -1157,13 +1169,27 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     /* npairs of an absent slot; this block's first error goes to the call's
        smallest key, which the copy kernel that follows stores into st.err */
     if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
-    if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
     /* the copy kernel's skip flag: the last plan block to finish publishes whether any block left
-       pairs (one atomic per plan block; none per copy block) */
+       pairs (one atomic per plan block; none per copy block). DRES_MODE_DIRECT (no copy kernel, no pairs):
+       the low half counts the blocks with an error instead, and the last block stores the call's first
+       error as the copy kernel does; a block with an error orders its key before its count (a fence only
+       there, so a call without errors pays none) */
     if (tid == 0) {
-        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | (unsigned long long)left);
+        const int had_err = s_err != NO_ERR;
+        if (had_err) {
+            atomicMin(&sc->errkey, s_err);
+            if (direct) __threadfence();
+        }
+        const unsigned long long low = direct ? (unsigned long long)had_err : (unsigned long long)left;
+        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | low);
         if ((old >> 32) == gridDim.x - 1u) {
-            sc->skip = (unsigned)((old & 0xffffffffull) + (unsigned long long)left) == 0u;
+            const unsigned long long n_low = (old & 0xffffffffull) + low;
+            sc->skip = direct || n_low == 0u;
+            if (direct && n_low) {
+                __threadfence();
+                const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+                if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
+            }
             sc->ticket = 0;
         }
     }
@@ -1457,13 +1483,13 @@ extern "C" cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_
                                                const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                int32_t copy_blocks, cudaStream_t s)
 {
-    return dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, scratch, copy_blocks, s, NULL, NULL, NULL);
+    return dhs_dres_resolve_launch_mark(st, rd, k, sel, loc, payload, scratch, copy_blocks, s, NULL, NULL, NULL, 0);
 }
 
 extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k,
                                                     const int32_t *sel, int32_t *loc, int payload, void *scratch,
                                                     int32_t copy_blocks, cudaStream_t s, void (*mark)(void *, int),
-                                                    void *user, const dhs_dres_split *split)
+                                                    void *user, const dhs_dres_split *split, int direct)
 {
     if (st->N <= 0 || k <= 0 || k > st->sel_k || !scratch || (int64_t)st->spec_width * st->sel_k > DHS_DRES_MAX_ENTRIES)
         return cudaErrorInvalidValue;
@@ -1475,14 +1501,17 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
        kernel with 32 misses, batch 1-256, B 2048-65536, both layouts; neutral without misses) unless
        asked not to (DRES_PLAN_COPY_KERNEL), with payload, and when the copy kernel on s moves every
        source (not a split resolve) */
-    const int sp = split && payload && st->nsrc > 1;
+    const int sp = split && payload && st->nsrc > 1 && !direct;
     const int fuse = !(st->plan_flags & DRES_PLAN_COPY_KERNEL) && payload && !sp;
-    cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
-                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
+    /* direct: the library's variant whatever plan_flags say (the block-only one has no direct mode) */
+    cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, true>, *st, rd, k, sel, loc,
+                                                (dres_scratch *)scratch, divs_make(st, k), 0)
+                    : (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
+                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false, false>, *st, rd, k, sel, loc,
                                              (dres_scratch *)scratch, divs_make(st, k), 0)
-                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true>, *st, rd, k, sel, loc,
+                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, false>, *st, rd, k, sel, loc,
                                              (dres_scratch *)scratch, divs_make(st, k), fuse);
-    if (e != cudaSuccess) return e;
+    if (e != cudaSuccess || direct) return e; /* direct: nothing to copy, the plan stored the error */
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
     e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
@@ -1561,7 +1590,8 @@ extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot,
 extern "C" cudaError_t dhs_dres_set_carveout(int percent)
 {
     if (percent < -1 || percent > 100) return cudaErrorInvalidValue;
-    const void *const fn[] = {(const void *)dres_plan_kernel<true>, (const void *)dres_plan_kernel<false>,
+    const void *const fn[] = {(const void *)dres_plan_kernel<true, false>, (const void *)dres_plan_kernel<true, true>,
+                              (const void *)dres_plan_kernel<false, false>,
                               (const void *)dres_copy_kernel,       (const void *)dres_copy_all_kernel,
                               (const void *)dres_promote_kernel,    (const void *)dres_promote_all_kernel,
                               (const void *)dres_tail_locs_kernel};

@@ -271,13 +271,15 @@ static uint64_t host_addr(const toy *t, int32_t r, int32_t si, int64_t s)
     return (uint64_t)(uintptr_t)(t->chunks[((int64_t)r * t->nsrc + si) * t->st.n_host_chunks + s / HCR] + (s % HCR) * t->stride);
 }
 
-typedef struct { long calls, entries, misses, victims, staged, stage_fail, bad, promoted, free_fills; } a_counts;
+typedef struct { long calls, entries, misses, victims, staged, stage_fail, bad, promoted, free_fills, direct_calls, not_direct; } a_counts;
 
 /* round-level memory: the location each (b, row) got this round, per source 0 */
 typedef struct { int32_t *loc0; } round_mem;
 
-/* one resolve call predicted and checked; returns 0 */
-static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok, a_counts *cnt, int32_t *first_loc)
+/* one resolve call predicted and checked; returns 0. direct: DRES_MODE_DIRECT (a valid entry that is not
+   served directly is DHS_ERR_STATE and -1, nothing else changes) */
+static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok, a_counts *cnt, int32_t *first_loc,
+                   int direct)
 {
     dres_state *st = &t->st;
     const int32_t N = t->N, KK = t->KK, B = t->B, ns = t->nsrc;
@@ -332,6 +334,7 @@ static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok
             if ((s + 1) * t->m > n + j + 1) { kind[e] = DRES_K_BAD; if (!exp_err) exp_err = 9; continue; }
             if (s >= tl) { kind[e] = DRES_K_TAIL; val[e] = s % t->T; continue; }
             if (ready[s / t->p]) { kind[e] = DRES_K_OPT; val[e] = s; continue; }
+            if (direct) { kind[e] = DRES_K_BAD; cnt->not_direct++; if (!exp_err) exp_err = 12; continue; }
             const int32_t q = slot_of[s];
             if (q >= B) { kind[e] = DRES_K_STAGE; val[e] = q - B; continue; }
             if (q >= 0) { kind[e] = DRES_K_HOT; val[e] = q; used[q] = t->epoch; ref[q] = 1; continue; }
@@ -432,8 +435,9 @@ static void a_call(toy *t, uint64_t *rng, int32_t n_round, int32_t k, int bad_ok
         npexp[b] = np;
         free(used); free(ref); free(slot_of); free(row_of); free(kind); free(val); free(placed);
     }
-    dres_cpu_resolve(st, t->rd, k, sel, loc, 1, 0);
+    dres_cpu_resolve(st, t->rd, k, sel, loc, 1, direct ? DRES_MODE_DIRECT : 0);
     cnt->calls++;
+    cnt->direct_calls += direct;
     /* ---- compare */
     int bad_loc = 0;
     for (int64_t i = 0; i < ns * N * per && bad_loc < 3; i++)
@@ -602,7 +606,8 @@ static void test_spec(uint64_t seed)
             const int32_t k = 1 + (int32_t)dhs_rng_below(&rng, t.maxk);
             const int bad_ok = dhs_rng_below(&rng, 8) == 0;
             const int calls = 1 + (int32_t)dhs_rng_below(&rng, 2);
-            for (int c = 0; c < calls; c++) a_call(&t, &rng, n_round, k, bad_ok, &cnt, first_loc);
+            for (int c = 0; c < calls; c++)
+                a_call(&t, &rng, n_round, k, bad_ok, &cnt, first_loc, dhs_rng_below(&rng, 6) == 0);
             a_promote(&t, n_round, &cnt);
             t.err = 0;
             /* commit: history grows, the tail window moves on */
@@ -622,7 +627,10 @@ static void test_spec(uint64_t seed)
            "%ld staging failures), %ld bad entries, %ld promoted\n",
            states, cnt.calls, cnt.entries, cnt.misses, cnt.free_fills, cnt.victims, cnt.staged, cnt.stage_fail, cnt.bad,
            cnt.promoted);
+    printf("spec: %ld calls in direct mode, %ld entries there not served directly (DHS_ERR_STATE)\n", cnt.direct_calls,
+           cnt.not_direct);
     CHECK(cnt.victims > 0 && cnt.staged > 0 && cnt.stage_fail > 0 && cnt.bad > 0 && cnt.promoted > 0 && cnt.free_fills > 0);
+    CHECK(cnt.direct_calls > 0 && cnt.not_direct > 0);
 }
 
 /* =================================================================== B */
@@ -1898,8 +1906,9 @@ static void test_device_precedence(void)
     CHECK_ST(dhs_resolve_device(ctx, 0, 9, NULL, mis, 0), DHS_ERR_K_TOO_LARGE);
     CHECK_ST(dhs_resolve_device(ctx, 0, 4, NULL, mis, 0), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, 0), DHS_ERR_MISALIGNED);
-    /* flags: DHS_RESOLVE_SPLIT is the only bit; any other is refused before anything is looked at */
-    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, 2u), DHS_ERR_INVALID_ARG);
+    /* flags: DHS_RESOLVE_SPLIT and DHS_RESOLVE_DIRECT are the only bits; any other is refused before
+       anything is looked at */
+    CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, 4u), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_resolve_device(ctx, 0, 4, buf, mis, DHS_RESOLVE_SPLIT | 0x80000000u), DHS_ERR_INVALID_ARG);
     CHECK_ST(dhs_resolve_device(NULL, 0, 4, buf, mis, 0), DHS_ERR_INVALID_ARG);
     /* tail locations: the count and buffer, alignment, then the rows, then the ring */
@@ -1918,7 +1927,10 @@ static void test_device_precedence(void)
 
 /* dhs_round_may_miss: 0 exactly while every row a query can select is direct (the imported history in
    ready optional pages, the rest in the tail ring), and then a resolve of every visible row copies nothing;
-   1 once the ring has let decoded rows go (or the history stays on host), and then rows are recovered */
+   1 once the ring has let decoded rows go (or the history stays on host), and then rows are recovered.
+   DHS_RESOLVE_DIRECT: refused (DHS_ERR_STATE, locations untouched) where the group may miss; where it
+   cannot, the same locations as a resolve without it, and dhs_group_done promotes nothing after it (the
+   promotions counted on counted_backend) */
 static void test_round_may_miss(void)
 {
     for (int resident = 1; resident >= 0; resident--) {
@@ -1931,12 +1943,12 @@ static void test_round_may_miss(void)
             c.resident_first = 1;
             c.repop_pages = 64;
         }
-        dhs_backend *be = NULL;
-        CHECK_ST(dhs_backend_cpu_create(NULL, &be), DHS_OK);
+        dhs_backend *be = counted_backend();
+        if (!be) return;
         dhs_ctx *ctx = NULL;
         CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
         if (!ctx) return;
-        int mm = -7, m0 = -7, m1 = -7;
+        int mm = -7, m0 = -7, m1 = -7, direct_ok = 0, direct_refused = 0;
         CHECK_ST(dhs_round_may_miss(NULL, -1, &mm), DHS_ERR_INVALID_ARG);
         CHECK_ST(dhs_round_may_miss(ctx, -1, &mm), DHS_ERR_NOT_IN_ROUND);
         CHECK(mm == -7); /* written only on DHS_OK */
@@ -1948,7 +1960,7 @@ static void test_round_may_miss(void)
         dhs_req r;
         CHECK_ST(dhs_request_open(ctx, 200, &r), DHS_OK);
         CHECK_ST(dhs_request_import(ctx, r, H, rp, DHS_IMPORT_HOST), DHS_OK);
-        int32_t K = 1, acc = 0, sel[64], loc[64];
+        int32_t K = 1, acc = 0, sel[64], loc[64], loc2[64];
         int64_t n = H;
         int seen0 = 0, seen1 = 0;
         for (int t = 0; t < 24; t++) {
@@ -1971,8 +1983,26 @@ static void test_round_may_miss(void)
             const int32_t lo = n + 1 > 64 ? (int32_t)(n + 1 - 64) : 0, cnt = (int32_t)(n + 1 - lo) < 64 ? (int32_t)(n + 1 - lo) : 64;
             for (int i = 0; i < 64; i++) sel[i] = i < cnt ? lo + i : -1;
             for (int g = 0; g < 2; g++) {
+                const int gm = g ? m1 : m0;
+                for (int i = 0; i < 64; i++) loc2[i] = -77;
+                const long p0 = g_promote;
+                if (gm) { /* refused before anything is launched */
+                    CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc2, DHS_RESOLVE_DIRECT | DHS_RESOLVE_SPLIT), DHS_ERR_STATE);
+                    for (int i = 0; i < 64; i++) CHECK(loc2[i] == -77);
+                    direct_refused++;
+                } else { /* direct alone: no promotion; then the same locations without the flag */
+                    CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc2, DHS_RESOLVE_DIRECT), DHS_OK);
+                    CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
+                    CHECKF(g_promote == p0, "round %d group %d: %ld promotions after a direct resolve", t, g, g_promote - p0);
+                    direct_ok++;
+                }
                 CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc, 0), DHS_OK);
+                if (!gm) /* and a direct call after it leaves the promotion it needs pending */
+                    CHECK_ST(dhs_resolve_device(ctx, g, 64, sel, loc2, DHS_RESOLVE_DIRECT), DHS_OK);
                 CHECK_ST(dhs_group_done(ctx, g), DHS_OK);
+                CHECKF(g_promote == p0 + 1, "round %d group %d: %ld promotions", t, g, g_promote - p0);
+                if (!gm)
+                    for (int i = 0; i < 64; i++) CHECKF(loc2[i] == loc[i], "round %d group %d entry %d: direct %d, %d", t, g, i, loc2[i], loc[i]);
             }
             dhs_get_stats(ctx, &s1);
             if (mm == 0) {
@@ -1991,8 +2021,10 @@ static void test_round_may_miss(void)
         /* resident: direct until the 16-row ring lets decoded rows go; host: every round may miss */
         CHECKF(resident ? seen0 > 0 && seen1 > 0 : seen0 == 0, "%s: %d rounds may_miss 0, %d rounds 1",
                resident ? "resident" : "host", seen0, seen1);
+        CHECKF(resident ? direct_ok > 0 && direct_refused > 0 : direct_ok == 0 && direct_refused > 0,
+               "%s: %d direct resolves, %d refused", resident ? "resident" : "host", direct_ok, direct_refused);
         dhs_ctx_destroy(ctx);
-        dhs_backend_destroy(be);
+        counted_backend_destroy(be);
         free(rows);
     }
 }
