@@ -505,8 +505,9 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    (dhs_round_may_miss(ctx, group) answers 0, checked here: DHS_ERR_STATE
    otherwise, nothing launched). Every valid entry is then served directly
    (tail, ready optional pages): the same locations, state and error word as
-   without the flag, in one kernel instead of two (CUDA: no hot-cache reads,
-   no copy kernel), and the group needs no promotion, so dhs_group_done
+   without the flag, in one kernel instead of two (CUDA: a direct kernel
+   spread over the SMs, no hot-cache reads, no copy kernel), and the group
+   needs no promotion, so dhs_group_done
    launches nothing for it unless an earlier resolve of the round left one
    pending. A step captured with the flag must be replayed only in rounds
    that cannot miss: replayed in one that can, an entry the flag's kernel

@@ -50,9 +50,12 @@
  * direct lookup, and a request's first call of the round takes the protecting atomic without reading
  * `used` first: four dependent round trips to the end of the hits instead of six to eight.
  * dres_state.plan_flags = DRES_PLAN_BLOCK_ONLY launches FEW = false (the previous step 1 too).
- * DIRECT = true (DRES_MODE_DIRECT, a round that cannot miss): the library's variant without slot_of
- * loads; a valid entry not served directly is an error (DHS_ERR_STATE), so no request reaches a miss
- * path, and no copy kernel follows: the last plan block (the ticket) stores the call's first error.
+ *
+ * Direct kernel (DRES_MODE_DIRECT, a round that cannot miss): instead of the plan and copy kernels. No
+ * request can reach the hot cache, so a call maps selections to locations with no per-request decision
+ * but the protection epoch: blocks (x, b) take DIRECT_T entries of round position b each, spread over
+ * the SMs (the plan kernel's one block per request is bound by one SM's scattered loads); a valid entry
+ * not served directly is DHS_ERR_STATE; the last block (a ticket) stores the call's first error.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
  * with small B, one wave of two blocks per SM; 1024 is faster where slot_of
@@ -85,6 +88,7 @@
 #define DRES_CP_ROWS 4 /* rows of one warp in flight together */
 #define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
 #define NO_ERR 0xffffffffffffffffull
+#define DIRECT_T 256 /* direct kernel: entries (threads) of a block */
 static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
@@ -426,15 +430,13 @@ static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
    barrier (see f_rs below), and a request whose miss entries fit FEW_MAX takes the few-miss path
    instead, others the block-wide one. The launcher picks FEW = false for states with
    DRES_PLAN_BLOCK_ONLY. */
-template <bool FEW, bool DIRECT>
+template <bool FEW>
 static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kernel(const __grid_constant__ dres_state st,
                                                               const dres_round *__restrict__ rd, int32_t k,
                                                               const int32_t *__restrict__ sel,
                                                               int32_t *__restrict__ loc, dres_scratch *sc,
                                                               const __grid_constant__ dres_divs dv, int fuse)
 {
-    static_assert(FEW || !DIRECT, "DRES_MODE_DIRECT runs the library's variant");
-    constexpr bool direct = DIRECT; /* DRES_MODE_DIRECT: see dres_cpu_resolve */
     __shared__ int s_cnt[32 * NWARP]; /* (tile, warp) counts -> offsets */
     __shared__ int s_w[33];
     __shared__ int s_direct, s_hot, s_prot, s_host, s_entries, s_taken, s_stop;
@@ -602,8 +604,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
             /* FEW: slot_of of every entry in range now, in flight with the direct lookup's opt_ready
                loads (the spec reads it only for entries that are not direct; the others drop it) */
 #pragma unroll
-            for (int u = 0; u < U; u++)
-                qs[u] = FEW && U == 2 && !direct && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
+            for (int u = 0; u < U; u++) qs[u] = FEW && U == 2 && s[u] >= 0 && s[u] < st.max_rows ? slot_of[s[u]] : -1;
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 const int64_t e = base + (int64_t)u * DT + tid;
@@ -616,13 +617,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
                     if (key < my_err) my_err = key;
                 } else {
                     c[u] = direct_fast(s[u], tail_lo, dv, opt_ready, st.max_opt_pages);
-                    if (c[u]) {
-                        c_direct++;
-                    } else if (direct) { /* DRES_MODE_DIRECT: not served directly is DHS_ERR_STATE */
-                        c[u] = DRES_CODE(DRES_K_BAD, 0);
-                        const unsigned long long key = err_key(b, 0, e, 12);
-                        if (key < my_err) my_err = key;
-                    }
+                    if (c[u]) c_direct++;
                 }
             }
 #pragma unroll
@@ -1169,31 +1164,112 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     /* npairs of an absent slot; this block's first error goes to the call's
        smallest key, which the copy kernel that follows stores into st.err */
     if (!__syncthreads_or(in_round) && tid == 0) st.npairs[b] = 0;
+    if (tid == 0 && s_err != NO_ERR) atomicMin(&sc->errkey, s_err);
     /* the copy kernel's skip flag: the last plan block to finish publishes whether any block left
-       pairs (one atomic per plan block; none per copy block). DRES_MODE_DIRECT (no copy kernel, no pairs):
-       the low half counts the blocks with an error instead, and the last block stores the call's first
-       error as the copy kernel does; a block with an error orders its key before its count (a fence only
-       there, so a call without errors pays none) */
+       pairs (one atomic per plan block; none per copy block) */
     if (tid == 0) {
-        const int had_err = s_err != NO_ERR;
-        if (had_err) {
-            atomicMin(&sc->errkey, s_err);
-            if (direct) __threadfence();
-        }
-        const unsigned long long low = direct ? (unsigned long long)had_err : (unsigned long long)left;
-        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | low);
+        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | (unsigned long long)left);
         if ((old >> 32) == gridDim.x - 1u) {
-            const unsigned long long n_low = (old & 0xffffffffull) + low;
-            sc->skip = direct || n_low == 0u;
-            if (direct && n_low) {
-                __threadfence();
-                const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
-                if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
-            }
+            sc->skip = (unsigned)((old & 0xffffffffull) + (unsigned long long)left) == 0u;
             sc->ticket = 0;
         }
     }
     PH_END(few_path);
+}
+
+/* ------------------------------------------------------------ direct kernel */
+
+/* DRES_MODE_DIRECT: the codes, locations, state, statistics and error word of dres_cpu_resolve with that
+   mode. Block (x, b): entries x * DIRECT_T + tid of round position b (padding positions b >= n_round: -1);
+   block (0, b) also sets the counters of b's slot (the protection epoch, no distinct misses) and zeroes
+   npairs of slot index b (every slot's count is 0 after a call that copies nothing). */
+static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __grid_constant__ dres_state st,
+                                                                      const dres_round *__restrict__ rd, int32_t k,
+                                                                      const int32_t *__restrict__ sel,
+                                                                      int32_t *__restrict__ loc, dres_scratch *sc,
+                                                                      const __grid_constant__ dres_divs dv)
+{
+    __shared__ int s_direct, s_ent;
+    __shared__ unsigned long long s_err;
+    asm volatile("griddepcontrol.wait;" ::: "memory"); /* as the plan kernel: after the kernel before it */
+    asm volatile("griddepcontrol.launch_dependents;");
+    const int tid = (int)threadIdx.x;
+    const int32_t b = (int32_t)blockIdx.y, N = st.N, nsrc = st.nsrc, KK = st.spec_width;
+    const int64_t all = (int64_t)KK * k, e = (int64_t)blockIdx.x * DIRECT_T + tid;
+    const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
+    int32_t *locb = loc + (int64_t)b * KK * k;
+    if (tid == 0) {
+        s_direct = s_ent = 0;
+        s_err = NO_ERR;
+    }
+    __syncthreads();
+    const int32_t n_round = rd->n_round;
+    int c_direct = 0, c_ent = 0;
+    unsigned long long my_err = NO_ERR;
+    if (b >= n_round) {
+        if (e < all)
+            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = -1;
+    } else {
+        const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
+        const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
+        const int64_t nent = (int64_t)K * k;
+        int64_t c = DRES_PAD;
+        if (e < nent) {
+            const int32_t s = __ldg(sel + (int64_t)b * KK * k + e);
+            const int32_t v = dres_validate(s, st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
+            if (v == 0) {
+                c = direct_fast(s, tail_lo, dv, st.opt_ready + (int64_t)r * st.max_opt_pages, st.max_opt_pages);
+                if (c) c_direct = 1;
+            }
+            if (v > 1 || (v == 0 && !c)) { /* bad, or not served directly (DHS_ERR_STATE) */
+                c = DRES_CODE(DRES_K_BAD, 0);
+                my_err = err_key(b, 0, e, v > 1 ? v : 12);
+            }
+            st.code[(int64_t)r * KK * st.sel_k + e] = c;
+        }
+        if (e < all) {
+            const int ok = c >= 0 && DRES_KIND(c) != DRES_K_BAD;
+            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = ok ? (int32_t)phys_fast(&st, dv, r, si, c) : -1;
+            c_ent = ok;
+        }
+        if (blockIdx.x == 0 && tid == 0) { /* the request's counters: a call without misses */
+            int32_t *meta = st.meta + (int64_t)r * DRES_META;
+            if (meta[DRES_M_PROT_EPOCH] != (int32_t)rd->epoch) {
+                meta[DRES_M_PROT_EPOCH] = (int32_t)rd->epoch;
+                meta[DRES_M_NPROT] = 0;
+            }
+            st.ndmiss[r] = 0;
+        }
+    }
+    if (blockIdx.x == 0 && tid == 0) st.npairs[b] = 0;
+    block_add(&s_direct, c_direct);
+    block_add(&s_ent, c_ent);
+    if (my_err != NO_ERR) atomicMin(&s_err, my_err);
+    __syncthreads();
+    if (tid == 0) {
+        unsigned long long *S = (unsigned long long *)st.stats;
+        if (blockIdx.x == 0 && b == 0) atomicAdd(S + DRES_S_CALLS, 1ull);
+        if (s_direct) atomicAdd(S + DRES_S_DIRECT, (unsigned long long)s_direct);
+        if (s_ent) atomicAdd(S + DRES_S_ENTRIES, (unsigned long long)s_ent);
+        /* the call's first error: a block with one orders its key before its count (a fence only there, so
+           a call without errors pays none); the last block to count stores the smallest key's code into
+           st.err when that is 0, as the copy kernel does after the plan kernel */
+        const int had = s_err != NO_ERR;
+        if (had) {
+            atomicMin(&sc->errkey, s_err);
+            __threadfence();
+        }
+        const unsigned long long old = atomicAdd(&sc->ticket, (1ull << 32) | (unsigned long long)had);
+        if ((old >> 32) == gridDim.x * gridDim.y - 1u) {
+            if ((old & 0xffffffffull) + (unsigned long long)had) {
+                __threadfence();
+                const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+                if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
+            }
+            sc->skip = 1u;
+            sc->ticket = 0;
+        }
+    }
 }
 
 /* ------------------------------------------------------------ promote kernel */
@@ -1503,15 +1579,19 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
        source (not a split resolve) */
     const int sp = split && payload && st->nsrc > 1 && !direct;
     const int fuse = !(st->plan_flags & DRES_PLAN_COPY_KERNEL) && payload && !sp;
-    /* direct: the library's variant whatever plan_flags say (the block-only one has no direct mode) */
-    cudaError_t e = direct ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, true>, *st, rd, k, sel, loc,
-                                                (dres_scratch *)scratch, divs_make(st, k), 0)
-                    : (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
-                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false, false>, *st, rd, k, sel, loc,
+    if (direct) { /* DRES_MODE_DIRECT: the direct kernel alone, blocks of DIRECT_T entries of one request */
+        const int64_t all = (int64_t)st->spec_width * k;
+        cudaLaunchConfig_t dc = launch_cfg(dim3((unsigned)((all + DIRECT_T - 1) / DIRECT_T), (unsigned)st->N), DIRECT_T, 0, s,
+                                           1, &at);
+        return cudaLaunchKernelEx(&dc, dres_direct_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
+                                  divs_make(st, k));
+    }
+    cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
+                        ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
                                              (dres_scratch *)scratch, divs_make(st, k), 0)
-                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true, false>, *st, rd, k, sel, loc,
+                        : cudaLaunchKernelEx(&cfg, dres_plan_kernel<true>, *st, rd, k, sel, loc,
                                              (dres_scratch *)scratch, divs_make(st, k), fuse);
-    if (e != cudaSuccess || direct) return e; /* direct: nothing to copy, the plan stored the error */
+    if (e != cudaSuccess) return e;
     if (mark) mark(user, DHS_CUDA_MARK_COPY); /* profiling: an event here ends the PDL overlap */
     /* the copy kernel also stores the call's first error: launched (one block) without payload too */
     e = copy_launch(st, copy_blocks, s, 1, payload != 0, scratch, sp ? 0 : -1);
@@ -1590,8 +1670,8 @@ extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot,
 extern "C" cudaError_t dhs_dres_set_carveout(int percent)
 {
     if (percent < -1 || percent > 100) return cudaErrorInvalidValue;
-    const void *const fn[] = {(const void *)dres_plan_kernel<true, false>, (const void *)dres_plan_kernel<true, true>,
-                              (const void *)dres_plan_kernel<false, false>,
+    const void *const fn[] = {(const void *)dres_plan_kernel<true>,  (const void *)dres_plan_kernel<false>,
+                              (const void *)dres_direct_kernel,
                               (const void *)dres_copy_kernel,       (const void *)dres_copy_all_kernel,
                               (const void *)dres_promote_kernel,    (const void *)dres_promote_all_kernel,
                               (const void *)dres_tail_locs_kernel};

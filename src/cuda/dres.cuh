@@ -80,8 +80,8 @@ typedef struct dhs_dres_split {
 } dhs_dres_split;
 /* the same with a profiling hook: mark(user, DHS_CUDA_MARK_COPY) between the plan and the copy launch;
    split: NULL, or copy sources >= 1 on split->queue (with payload and nsrc > 1); direct (DRES_MODE_DIRECT):
-   the plan kernel alone (a valid entry not served directly is an error, nothing is copied; its last block
-   stores the call's first error), split ignored */
+   the direct kernel alone (blocks of 256 entries of one request; a valid entry not served directly is an
+   error, nothing is copied; its last block stores the call's first error), split ignored */
 cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,
                                          int32_t *loc, int payload, void *scratch, int32_t copy_blocks, cudaStream_t s,
                                          void (*mark)(void *, int), void *user, const dhs_dres_split *split,
