@@ -513,6 +513,7 @@ typedef struct world {
     /* --fresh-rounds: the R calls of the graph read descriptors R_i = rdr + i * RD_STRIDE, epochs FRESH0 + i
        (advanced by R before every replay) */
     uint8_t *rdr;
+    dres_round *rdd; /* --direct: w->rd's round with every tail window from row 0 (every row served directly) */
     int32_t fresh, R;
     void *scratch;
     dhs_copy_pair *gpairs; /* ceiling gather pairs (device) */
@@ -595,7 +596,7 @@ static void teardown(world *w)
                  w->arena_page, w->dmiss, w->ndmiss, w->victim, w->npairs, w->err,   w->owner,
                  w->sel,     w->loc,    w->lru,    w->evict,  w->hitl,      w->sloc,       w->used,
                  w->ref,     w->opt_ready, w->pool, w->host_chunks, w->pairs, w->stats,    w->code,
-                 w->rd,      w->scratch, w->gpairs, w->rdr};
+                 w->rd,      w->scratch, w->gpairs, w->rdr, w->rdd};
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) CK(cudaFree(d[i]));
     CK(cudaFreeHost(w->compact));
     span_free(&w->sp);
@@ -736,6 +737,11 @@ static void set_round(world *w, int32_t N, int32_t K)
         ((int64_t *)(buf + rd->off_tail_lo))[b] = w->maxrows + 1; /* no tail hits */
     }
     CK(cudaMemcpy(w->rd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
+    if (w->rdd) { /* --direct: the same round, every row at or above the tail window's start */
+        for (int32_t b = 0; b < N; b++) ((int64_t *)(buf + rd->off_tail_lo))[b] = 0;
+        CK(cudaMemcpy(w->rdd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
+        for (int32_t b = 0; b < N; b++) ((int64_t *)(buf + rd->off_tail_lo))[b] = w->maxrows + 1;
+    }
     if (w->fresh) /* the graph's descriptors: the same, each with its own epoch (disjoint from w->rd's) */
         for (int32_t i = 0; i < w->R; i++) {
             rd->epoch = FRESH0 + (uint32_t)i;
@@ -756,7 +762,7 @@ static tstat summarize(float *t, int n)
     return s;
 }
 
-enum { W_OURS, W_GRAPH, W_GRAPHR, W_SCAN, W_CEIL, W_PLAN, W_COPY, W_EMPTY };
+enum { W_OURS, W_GRAPH, W_GRAPHR, W_SCAN, W_CEIL, W_PLAN, W_COPY, W_EMPTY, W_DIRECT, W_DPLAN, W_DGRAPH };
 
 static __global__ void empty_kernel(void) {}
 
@@ -765,7 +771,7 @@ typedef struct job {
     dres_state st;
     int32_t N, K, M;
     int64_t np;
-    cudaGraphExec_t gexec, gexec_r;
+    cudaGraphExec_t gexec, gexec_r, gexec_d;
     uint32_t hbits;
     size_t scan_smem;
 } job;
@@ -791,6 +797,14 @@ static void run_one(job *j, int what)
         CK(dhs_dres_resolve_launch(&j->st, w->rd, w->k, w->sel, w->loc, 0, w->scratch, w->copy_blocks, w->s));
         break;
     case W_COPY: CK(dhs_dres_copy_launch(&j->st, w->copy_blocks, w->s)); break;
+    case W_DIRECT: /* --direct: the direct kernel on the all-tail round */
+        CK(dhs_dres_resolve_launch_mark(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s, NULL,
+                                        NULL, NULL, 1));
+        break;
+    case W_DPLAN: /* --direct: the plan and copy kernels on the same round */
+        CK(dhs_dres_resolve_launch(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
+        break;
+    case W_DGRAPH: CK(cudaGraphLaunch(j->gexec_d, w->s)); break;
     case W_EMPTY:
         empty_kernel<<<1, 32, 0, w->s>>>();
         CK(cudaGetLastError());
@@ -890,6 +904,50 @@ static int count_sweep(const runner *R, const dhs_bench_sweep *s, int layout)
             for (int mi = 0; mi < s->n_misses; mi++)
                 for (int qi = 0; qi < s->n_queries; qi++) n += !skip(R, layout, s->batch[bi], s->misses[mi]);
     return n;
+}
+
+static tstat time_it(job *j, int what, int reps, cudaEvent_t *ev);
+
+/* --direct (after a compact M = 0 configuration, its selections as they are): the same round with every row
+   in the tail window (w->rdd), so every entry is served directly, as in a round that cannot miss; the
+   direct kernel (DRES_MODE_DIRECT) against the plan and copy kernels on it, eager p50 / p90 and per call
+   in one graph of R calls of each */
+static void direct_rows(runner *R, job *j)
+{
+    world *w = j->w;
+    const int32_t Rc = R->o->graph_calls;
+    j->st.plan_flags = 0;
+    tstat t[4];
+    for (int v = 0; v < 2; v++) { /* v 0: direct, 1: plan + copy */
+        t[2 * v] = time_it(j, v ? W_DPLAN : W_DIRECT, R->o->reps, R->ev);
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
+        for (int r = 0; r < Rc; r++) {
+            if (v) CK(dhs_dres_resolve_launch(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
+            else
+                CK(dhs_dres_resolve_launch_mark(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s,
+                                                NULL, NULL, NULL, 1));
+        }
+        CK(cudaStreamEndCapture(w->s, &g));
+        CK(cudaGraphInstantiate(&j->gexec_d, g, 0));
+        t[2 * v + 1] = time_it(j, W_DGRAPH, R->o->reps, R->ev);
+        CK(cudaGraphExecDestroy(j->gexec_d));
+        CK(cudaGraphDestroy(g));
+    }
+    /* the direct calls' locations: every entry a tail row (-1 only past the query's entries) */
+    const double dr = t[1].p50 / Rc, pr = t[3].p50 / Rc;
+    if (R->js) {
+        fprintf(R->js,
+                "{\"record\":\"direct\",\"batch\":%d,\"B\":%d,\"K\":%d,\"direct_p50_us\":%.2f,\"direct_p90_us\":%.2f,"
+                "\"direct_per_call_us\":%.3f,\"plan_copy_p50_us\":%.2f,\"plan_copy_p90_us\":%.2f,\"plan_copy_per_call_us\":%.3f}\n",
+                j->N, j->st.B, j->K, t[0].p50, t[0].p90, dr, t[2].p50, t[2].p90, pr);
+        fflush(R->js);
+    }
+    if (R->info) {
+        fprintf(R->info, "# direct %5d %6d %2d | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %6.3f\n", j->N, j->st.B, j->K,
+                t[0].p50, t[0].p90, dr, t[2].p50, t[2].p90, pr, dr / pr);
+        fflush(R->info);
+    }
 }
 
 static void progress(runner *R, const char *what, int32_t N, int32_t B, int32_t M, int32_t K)
@@ -1013,6 +1071,7 @@ static void sweep(runner *R, const dhs_bench_sweep *sw, int layout)
                             R->pr[R->npr++] = pres{w->sp.kind, N, B, M, K, gbs, cgbs};
                         }
                     }
+                    if (o->direct && M == 0 && !scat) direct_rows(R, &j);
                 }
         }
 }
@@ -1171,6 +1230,7 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
     w.fresh = o->fresh_rounds;
     w.R = o->graph_calls;
     if (w.fresh) CK(cudaMalloc(&w.rdr, (size_t)w.R * RD_STRIDE));
+    if (o->direct) CK(cudaMalloc(&w.rdd, RD_STRIDE));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(scan_resolve, cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 4 * 16384));
@@ -1249,6 +1309,11 @@ extern "C" int dhs_bench_resolve_cuda(const dhs_bench_resolve_opts *o)
                                     "and takes no atomic (--fresh-rounds: every call a new round)\n");
     if (o->carveout != -1)
         fprintf(R.info, "# the resolver kernels' preferred shared-memory carveout: %d %% (--carveout)\n", (int)o->carveout);
+    if (o->direct)
+        fprintf(R.info, "# --direct: each compact M = 0 configuration again with every row in the tail window (a round that "
+                        "cannot miss), p50 / p90 us eager and per call in a graph of %d: batch B K | direct kernel "
+                        "(DHS_RESOLVE_DIRECT) | plan + copy kernels | direct / plan+copy per call\n",
+                (int)o->graph_calls);
     if (R.tab) {
         fprintf(R.tab, "%-4s %-7s %5s %6s %5s %2s | %8s %8s %8s | %8s %8s | %8s | %7s %7s %5s | %6s | %8s | %s\n", "lay", "pages",
                 "batch", "B", "M", "K", "ours50", "ours90", "graph50", "scan50", "scan90", "ceil50", "GB/s", "ceilGB",

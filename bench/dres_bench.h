@@ -64,6 +64,9 @@ typedef struct dhs_bench_resolve_opts {
     int32_t copy_blocks;       /* the copy kernel's grid; 0: the library's (DHS_DRES_COPY_BLOCKS_PER_SM x SMs) */
     int fresh_rounds;          /* without misses, every call a new round (each hit protected by an atomic, as a
                                   decode step's first call of a group); 0: the calls repeat one round */
+    int direct;                /* compact layout, M = 0: also every configuration's selections as tail rows (a round
+                                  that cannot miss): the direct kernel (DRES_MODE_DIRECT) against the plan and copy
+                                  kernels on them, eager and per call in a graph of graph_calls */
     double span_gib;           /* scattered span (halved down to 0.5 GiB when it cannot be had) */
     int host_pages;            /* DHS_BENCH_PAGES_* */
     int64_t max_batch_misses;  /* > 0: leave out configurations with batch x M above it */
@@ -106,6 +109,7 @@ static inline void dhs_bench_resolve_defaults(dhs_bench_resolve_opts *o)
     o->carveout = -1;
     o->copy_blocks = 0;
     o->fresh_rounds = 0;
+    o->direct = 0;
     o->span_gib = 8;
     o->host_pages = DHS_BENCH_PAGES_DEFAULT;
     o->prog = "dres_bench";

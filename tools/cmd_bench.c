@@ -173,7 +173,7 @@ static int bench_resolve(int argc, char **argv)
     int32_t reps = 60, graph_calls = 16, carveout = -1, copy_blocks = 0;
     double span_gib = 8;
     int pol_i = 0, backend = 0, json = 0, layout = 2, pages = 0, brk = 0, quiet = 0, plan_path = 0, seen_path = 0,
-        fresh = 0;
+        fresh = 0, direct = 0;
     static const char *const plan_paths[] = {"few", "block", "both", "copy", "all", NULL};
     static const int plan_bits[] = {DHS_BENCH_PATH_FEW, DHS_BENCH_PATH_BLOCK, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK,
                                     DHS_BENCH_PATH_COPY, DHS_BENCH_PATH_FEW | DHS_BENCH_PATH_BLOCK | DHS_BENCH_PATH_COPY};
@@ -221,6 +221,10 @@ static int bench_resolve(int argc, char **argv)
                "cuda: without misses, every call starts a new round, so each hit is protected by an atomic as in a "
                "decode step's first call of a group (without it the calls repeat one round and, after the first, "
                "only read the hot slots' round stamps); with misses every call already starts from a fresh state"),
+        A_BOOL("--direct", &direct,
+               "cuda: each compact configuration without misses again with every row in the tail window (a round "
+               "that cannot miss): the direct kernel (DHS_RESOLVE_DIRECT) against the plan and copy kernels on the "
+               "same selections, eager and per call in a graph ('# direct' lines, 'direct' JSON records)"),
         {.name = "--layout", .type = ARG_ENUM, .dest = &layout, .choices = bench_layouts, .seen = &seen_layout,
          .help = "cuda: host rows of the misses: each request's contiguous (compact), or each at a random place "
                  "of a multi-GiB span (scattered; configurations with misses only)"},
@@ -291,6 +295,7 @@ static int bench_resolve(int argc, char **argv)
         o.carveout = carveout;
         o.copy_blocks = copy_blocks;
         o.fresh_rounds = fresh;
+        o.direct = direct;
         o.span_gib = span_gib;
         o.host_pages = pages;
         o.json = json;
@@ -304,7 +309,8 @@ static int bench_resolve(int argc, char **argv)
                                        {seen_span, "--span-gib"}, {seen_pages, "--host-pages"},
                                        {brk, "--breakdown"},          {quiet, "--quiet"},
                                        {seen_path, "--plan-path"},    {seen_carve, "--carveout"},
-                                       {seen_cblk, "--copy-blocks"},  {fresh, "--fresh-rounds"}};
+                                       {seen_cblk, "--copy-blocks"},  {fresh, "--fresh-rounds"},
+                                       {direct, "--direct"}};
         int r = other_backend_flag(cmd.prog, cuda_only, sizeof cuda_only / sizeof cuda_only[0], "cuda");
         if (r) return r;
     }
