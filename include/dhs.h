@@ -507,9 +507,8 @@ dhs_status dhs_resolve(dhs_ctx *ctx, int32_t group, int32_t k, int32_t n_items,
    (tail, ready optional pages): the same locations, state and error word as
    without the flag, in one kernel instead of two (CUDA: a direct kernel
    spread over the SMs, no hot-cache reads, no copy kernel), and the group
-   needs no promotion, so dhs_group_done
-   launches nothing for it unless an earlier resolve of the round left one
-   pending. A step captured with the flag must be replayed only in rounds
+   needs no promotion, so dhs_group_done launches nothing for it unless an
+   earlier resolve of the round left one pending. A step captured with the flag must be replayed only in rounds
    that cannot miss: replayed in one that can, an entry the flag's kernel
    cannot serve yields -1 and DHS_ERR_STATE in the error word (reported by
    dhs_round_end), never a wrong row. With DHS_RESOLVE_SPLIT the split is

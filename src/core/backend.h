@@ -77,7 +77,7 @@ typedef struct dhs_backend_ops {
        (CUDA: forked from the compute stream after source 0's copy; CPU:
        deferred until dres_wait), each made visible to the compute stream by
        dres_wait(si); DRES_MODE_DIRECT: nothing can be staged or copied, so the call launches one
-       kernel (CUDA: the plan kernel stores the error word itself) */
+       kernel (CUDA: the direct kernel, which stores the error word itself) */
     dhs_status (*dres_resolve)(dhs_backend *be, const dres_state *st, const dres_round *rd, int32_t k,
                                const int32_t *sel, int32_t *loc, int payload, int mode);
     /* compute-stream work issued after this call sees the rows of sources

@@ -16,7 +16,9 @@
  *    did; every location's bytes are checked; a row keeps one location per
  *    round across calls; selected rows are never evicted; staging happens
  *    only when every slot is protected. Promotion is predicted the same way
- *    and must be idempotent.
+ *    and must be idempotent. One call in six runs in direct mode
+ *    (DRES_MODE_DIRECT): an entry not served directly is predicted as
+ *    DHS_ERR_STATE and -1, with nothing else changed.
  * B. dres_sweep_window against a bit-at-a-time loop on random windows (the
  *    victim sequence of A already compares the windowed sweep with the
  *    brute-force CLOCK on random states).
