@@ -737,16 +737,16 @@ static void set_round(world *w, int32_t N, int32_t K)
         ((int64_t *)(buf + rd->off_tail_lo))[b] = w->maxrows + 1; /* no tail hits */
     }
     CK(cudaMemcpy(w->rd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
-    if (w->rdd) { /* --direct: the same round, every row at or above the tail window's start */
-        for (int32_t b = 0; b < N; b++) ((int64_t *)(buf + rd->off_tail_lo))[b] = 0;
-        CK(cudaMemcpy(w->rdd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
-        for (int32_t b = 0; b < N; b++) ((int64_t *)(buf + rd->off_tail_lo))[b] = w->maxrows + 1;
-    }
     if (w->fresh) /* the graph's descriptors: the same, each with its own epoch (disjoint from w->rd's) */
         for (int32_t i = 0; i < w->R; i++) {
             rd->epoch = FRESH0 + (uint32_t)i;
             CK(cudaMemcpy(w->rdr + (size_t)i * RD_STRIDE, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
         }
+    if (w->rdd) { /* --direct: the same round (w->rd's epoch), every row at or above the tail window's start */
+        rd->epoch = 1;
+        for (int32_t b = 0; b < N; b++) ((int64_t *)(buf + rd->off_tail_lo))[b] = 0;
+        CK(cudaMemcpy(w->rdd, buf, (size_t)rd->bytes, cudaMemcpyHostToDevice));
+    }
 }
 
 /* ------------------------------------------------------------ timing */
@@ -922,19 +922,13 @@ static void direct_rows(runner *R, job *j)
         t[2 * v] = time_it(j, v ? W_DPLAN : W_DIRECT, R->o->reps, R->ev);
         cudaGraph_t g;
         CK(cudaStreamBeginCapture(w->s, cudaStreamCaptureModeThreadLocal));
-        for (int r = 0; r < Rc; r++) {
-            if (v) CK(dhs_dres_resolve_launch(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s));
-            else
-                CK(dhs_dres_resolve_launch_mark(&j->st, w->rdd, w->k, w->sel, w->loc, 1, w->scratch, w->copy_blocks, w->s,
-                                                NULL, NULL, NULL, 1));
-        }
+        for (int r = 0; r < Rc; r++) run_one(j, v ? W_DPLAN : W_DIRECT);
         CK(cudaStreamEndCapture(w->s, &g));
         CK(cudaGraphInstantiate(&j->gexec_d, g, 0));
         t[2 * v + 1] = time_it(j, W_DGRAPH, R->o->reps, R->ev);
         CK(cudaGraphExecDestroy(j->gexec_d));
         CK(cudaGraphDestroy(g));
     }
-    /* the direct calls' locations: every entry a tail row (-1 only past the query's entries) */
     const double dr = t[1].p50 / Rc, pr = t[3].p50 / Rc;
     if (R->js) {
         fprintf(R->js,

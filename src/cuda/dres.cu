@@ -173,6 +173,14 @@ static __device__ __forceinline__ uint64_t err_key(int32_t b, int phase, int64_t
 /* Is request slot blockIdx.x in the round (this thread's share of the
    positions)? A slot in the round gets npairs from its own block; every other
    slot's count is 0 (the CPU zeroes all N first). */
+/* The call's first error, once every plan (or direct) block has offered its key: the smallest key's code
+   goes into *err when that is 0 (the first error of the round wins), and the key back to NO_ERR. */
+static __device__ __forceinline__ void err_store(dres_scratch *sc, int32_t *err)
+{
+    const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
+    if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
+}
+
 static __device__ __forceinline__ int slot_in_round(const dres_round *rd, int32_t n_round)
 {
     const int32_t me = (int32_t)blockIdx.x;
@@ -1263,8 +1271,7 @@ static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __gr
         if ((old >> 32) == gridDim.x * gridDim.y - 1u) {
             if ((old & 0xffffffffull) + (unsigned long long)had) {
                 __threadfence();
-                const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
-                if (key != NO_ERR && *(volatile int32_t *)st.err == 0) *st.err = (int32_t)(key & 0xff);
+                err_store(sc, st.err);
             }
             sc->skip = 1u;
             sc->ticket = 0;
@@ -1437,10 +1444,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
     /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
     /* the plan kernel's first error (the smallest key of all its blocks), if any */
-    if (sc && blockIdx.x == 0 && threadIdx.x == 0) {
-        const unsigned long long key = atomicExch(&sc->errkey, NO_ERR);
-        if (key != NO_ERR && *(volatile int32_t *)err == 0) *err = (int32_t)(key & 0xff);
-    }
+    if (sc && blockIdx.x == 0 && threadIdx.x == 0) err_store(sc, err);
     /* nothing left by the plan kernel (no misses, or every block copied its own): done. One load of the
        flag per block, not per warp: every copy block reads the same word, and a load per warp of a few
        hundred blocks queues at that word's L2 slice (the flag cost more than the npairs scan it skips) */
@@ -1572,13 +1576,6 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
        its launch overlaps the previous call's copy kernel inside a captured step */
     cudaLaunchAttribute at;
-    cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
-    /* the few-miss path copies its own rows (measured 0.84-0.99x the time of leaving them to the copy
-       kernel with 32 misses, batch 1-256, B 2048-65536, both layouts; neutral without misses) unless
-       asked not to (DRES_PLAN_COPY_KERNEL), with payload, and when the copy kernel on s moves every
-       source (not a split resolve) */
-    const int sp = split && payload && st->nsrc > 1 && !direct;
-    const int fuse = !(st->plan_flags & DRES_PLAN_COPY_KERNEL) && payload && !sp;
     if (direct) { /* DRES_MODE_DIRECT: the direct kernel alone, blocks of DIRECT_T entries of one request */
         const int64_t all = (int64_t)st->spec_width * k;
         cudaLaunchConfig_t dc = launch_cfg(dim3((unsigned)((all + DIRECT_T - 1) / DIRECT_T), (unsigned)st->N), DIRECT_T, 0, s,
@@ -1586,6 +1583,13 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
         return cudaLaunchKernelEx(&dc, dres_direct_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
                                   divs_make(st, k));
     }
+    cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
+    /* the few-miss path copies its own rows (measured 0.84-0.99x the time of leaving them to the copy
+       kernel with 32 misses, batch 1-256, B 2048-65536, both layouts; neutral without misses) unless
+       asked not to (DRES_PLAN_COPY_KERNEL), with payload, and when the copy kernel on s moves every
+       source (not a split resolve) */
+    const int sp = split && payload && st->nsrc > 1;
+    const int fuse = !(st->plan_flags & DRES_PLAN_COPY_KERNEL) && payload && !sp;
     cudaError_t e = (st->plan_flags & DRES_PLAN_BLOCK_ONLY)
                         ? cudaLaunchKernelEx(&cfg, dres_plan_kernel<false>, *st, rd, k, sel, loc,
                                              (dres_scratch *)scratch, divs_make(st, k), 0)

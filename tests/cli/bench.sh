@@ -13,7 +13,8 @@ trap 'rm -rf "$T"' EXIT
 # ---------------------------------------------------------------- help
 expect 0 "$DHS" bench resolve --help
 for f in --backend --hot --hot-rows --batch --misses --queries --k --row-bytes --rounds --policy --repeat --reps \
-         --graph-calls --layout --span-gib --host-pages --breakdown --carveout --copy-blocks --fresh-rounds --json --output; do
+         --graph-calls --layout --span-gib --host-pages --breakdown --carveout --copy-blocks --fresh-rounds --direct \
+         --json --output; do
     grep -q -- "^  \(-., \)\?$f " "$T/out" || fail "bench resolve --help does not list $f"
 done
 tr -s ' \n' '  ' <"$T/out" >"$T/help1" # one line: wrapped descriptions joined
@@ -63,6 +64,8 @@ expect 2 "$DHS" bench resolve --backend cpu --copy-blocks 8
 grep -q -- "--copy-blocks applies to --backend cuda only" "$T/err" || fail "cpu + --copy-blocks: message"
 expect 2 "$DHS" bench resolve --backend cpu --fresh-rounds
 grep -q -- "--fresh-rounds applies to --backend cuda only" "$T/err" || fail "cpu + --fresh-rounds: message"
+expect 2 "$DHS" bench resolve --backend cpu --direct
+grep -q -- "--direct applies to --backend cuda only" "$T/err" || fail "cpu + --direct: message"
 
 # ---------------------------------------------------------------- cuda: runs on a GPU, else exit 2 ("not available here") cleanly
 tiny=(--batch 1 --hot-rows 2048 --misses 0,32 --queries 1 --reps 10 --graph-calls 4 --span-gib 0.5 --json)

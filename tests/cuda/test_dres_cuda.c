@@ -541,7 +541,7 @@ static int do_resolve(world *w, int32_t k)
         return -1;
     const dres_round *hrd = (const dres_round *)(w->h + w->off[A_RD]);
     const dres_round *grd = (const dres_round *)(w->g + w->off[A_RD]);
-    /* every seventh call in direct mode (DRES_MODE_DIRECT: the plan kernel alone, its last block storing
+    /* every seventh call in direct mode (DRES_MODE_DIRECT: the direct kernel alone, its last block storing
        the error word; entries not served directly are DHS_ERR_STATE); chosen without the RNG */
     const int mode = w->calls % 7 == 3 ? DRES_MODE_DIRECT : 0;
     g_direct_calls += mode != 0;
