@@ -53,8 +53,9 @@
  *
  * Direct kernel (DRES_MODE_DIRECT, a round that cannot miss): instead of the plan and copy kernels. No
  * request can reach the hot cache, so a call maps selections to locations with no per-request decision
- * but the protection epoch: blocks (x, b) take DIRECT_T entries of round position b each, spread over
- * the SMs (the plan kernel's one block per request is bound by one SM's scattered loads); a valid entry
+ * but the protection epoch: blocks (x, b) take U x DIRECT_T entries of round position b each, spread over
+ * the SMs (the plan kernel's one block per request is bound by one SM's scattered loads), U the smallest
+ * that keeps the grid within DIRECT_BLOCKS_PER_SM blocks per SM; a valid entry
  * not served directly is DHS_ERR_STATE; the last block (a ticket) stores the call's first error.
  * Limit: k_max * max_k <= DHS_DRES_MAX_ENTRIES (16384; <= 32 tiles of T).
  * T = 1024 by default (measured on the H200: 512 is faster at batch 256
@@ -88,7 +89,9 @@
 #define DRES_CP_ROWS 4 /* rows of one warp in flight together */
 #define DRES_CP_VECS 2 /* 16-byte vectors per lane per pass (1 KiB per row per pass) */
 #define NO_ERR 0xffffffffffffffffull
-#define DIRECT_T 256 /* direct kernel: entries (threads) of a block */
+#define DIRECT_T 256 /* direct kernel: threads of a block */
+#define DIRECT_BLOCKS_PER_SM 4 /* direct kernel: its grid at most this many blocks per SM (U entries a thread) */
+static int g_direct_per_sm = DIRECT_BLOCKS_PER_SM; /* dhs_dres_set_direct_blocks (tests) */
 static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
@@ -1188,14 +1191,16 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
 /* ------------------------------------------------------------ direct kernel */
 
 /* DRES_MODE_DIRECT: the codes, locations, state, statistics and error word of dres_cpu_resolve with that
-   mode. Block (x, b): entries x * DIRECT_T + tid of round position b (padding positions b >= n_round: -1);
+   mode. Block (x, b): entries (x * U + u) * DIRECT_T + tid, u < U, of round position b (padding positions
+   b >= n_round: -1); U > 1 only where the grid would exceed a few blocks per SM (each block ends with a few
+   atomics on the same words, which a grid of thousands of blocks queues up);
    block (0, b) also sets the counters of b's slot (the protection epoch, no distinct misses) and zeroes
    npairs of slot index b (every slot's count is 0 after a call that copies nothing). */
 static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __grid_constant__ dres_state st,
                                                                       const dres_round *__restrict__ rd, int32_t k,
                                                                       const int32_t *__restrict__ sel,
                                                                       int32_t *__restrict__ loc, dres_scratch *sc,
-                                                                      const __grid_constant__ dres_divs dv)
+                                                                      const __grid_constant__ dres_divs dv, int32_t U)
 {
     __shared__ int s_direct, s_ent;
     __shared__ unsigned long long s_err;
@@ -1203,7 +1208,7 @@ static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __gr
     asm volatile("griddepcontrol.launch_dependents;");
     const int tid = (int)threadIdx.x;
     const int32_t b = (int32_t)blockIdx.y, N = st.N, nsrc = st.nsrc, KK = st.spec_width;
-    const int64_t all = (int64_t)KK * k, e = (int64_t)blockIdx.x * DIRECT_T + tid;
+    const int64_t all = (int64_t)KK * k, e0 = (int64_t)blockIdx.x * U * DIRECT_T + tid;
     const int64_t lstride = (int64_t)N * KK * k; /* loc: one source to the next */
     int32_t *locb = loc + (int64_t)b * KK * k;
     if (tid == 0) {
@@ -1215,30 +1220,38 @@ static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __gr
     int c_direct = 0, c_ent = 0;
     unsigned long long my_err = NO_ERR;
     if (b >= n_round) {
-        if (e < all)
-            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = -1;
+        for (int32_t u = 0; u < U; u++) {
+            const int64_t e = e0 + (int64_t)u * DIRECT_T;
+            if (e < all)
+                for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = -1;
+        }
     } else {
         const int32_t r = dres_rd_slot(rd, b), K = dres_rd_K(rd, b);
         const int64_t n = dres_rd_n(rd, b), tail_lo = dres_rd_tail_lo(rd, N, st.group, b);
         const int64_t nent = (int64_t)K * k;
-        int64_t c = DRES_PAD;
-        if (e < nent) {
-            const int32_t s = __ldg(sel + (int64_t)b * KK * k + e);
-            const int32_t v = dres_validate(s, st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
-            if (v == 0) {
-                c = direct_fast(s, tail_lo, dv, st.opt_ready + (int64_t)r * st.max_opt_pages, st.max_opt_pages);
-                if (c) c_direct = 1;
+        for (int32_t u = 0; u < U; u++) {
+            const int64_t e = e0 + (int64_t)u * DIRECT_T;
+            int64_t c = DRES_PAD;
+            if (e < nent) {
+                const int32_t s = __ldg(sel + (int64_t)b * KK * k + e);
+                const int32_t v = dres_validate(s, st.m, n, (int32_t)udiv_q(dv.k, (uint32_t)e), st.max_rows);
+                if (v == 0) {
+                    c = direct_fast(s, tail_lo, dv, st.opt_ready + (int64_t)r * st.max_opt_pages, st.max_opt_pages);
+                    if (c) c_direct++;
+                }
+                if (v > 1 || (v == 0 && !c)) { /* bad, or not served directly (DHS_ERR_STATE) */
+                    c = DRES_CODE(DRES_K_BAD, 0);
+                    const unsigned long long key = err_key(b, 0, e, v > 1 ? v : 12);
+                    if (key < my_err) my_err = key;
+                }
+                st.code[(int64_t)r * KK * st.sel_k + e] = c;
             }
-            if (v > 1 || (v == 0 && !c)) { /* bad, or not served directly (DHS_ERR_STATE) */
-                c = DRES_CODE(DRES_K_BAD, 0);
-                my_err = err_key(b, 0, e, v > 1 ? v : 12);
+            if (e < all) {
+                const int ok = c >= 0 && DRES_KIND(c) != DRES_K_BAD;
+                for (int32_t si = 0; si < nsrc; si++)
+                    locb[si * lstride + e] = ok ? (int32_t)phys_fast(&st, dv, r, si, c) : -1;
+                c_ent += ok;
             }
-            st.code[(int64_t)r * KK * st.sel_k + e] = c;
-        }
-        if (e < all) {
-            const int ok = c >= 0 && DRES_KIND(c) != DRES_K_BAD;
-            for (int32_t si = 0; si < nsrc; si++) locb[si * lstride + e] = ok ? (int32_t)phys_fast(&st, dv, r, si, c) : -1;
-            c_ent = ok;
         }
         if (blockIdx.x == 0 && tid == 0) { /* the request's counters: a call without misses */
             int32_t *meta = st.meta + (int64_t)r * DRES_META;
@@ -1576,12 +1589,20 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
     /* a programmatic dependent of whatever kernel precedes it on s (it waits for that grid first), so
        its launch overlaps the previous call's copy kernel inside a captured step */
     cudaLaunchAttribute at;
-    if (direct) { /* DRES_MODE_DIRECT: the direct kernel alone, blocks of DIRECT_T entries of one request */
-        const int64_t all = (int64_t)st->spec_width * k;
-        cudaLaunchConfig_t dc = launch_cfg(dim3((unsigned)((all + DIRECT_T - 1) / DIRECT_T), (unsigned)st->N), DIRECT_T, 0, s,
-                                           1, &at);
-        return cudaLaunchKernelEx(&dc, dres_direct_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch,
-                                  divs_make(st, k));
+    if (direct) { /* DRES_MODE_DIRECT: the direct kernel alone, blocks of U x DIRECT_T entries of one request,
+                     U the smallest that keeps the grid within DIRECT_BLOCKS_PER_SM blocks per SM */
+        int dev = 0, n_sm = 0;
+        cudaError_t e = cudaGetDevice(&dev);
+        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+        if (e != cudaSuccess) return e;
+        const int64_t tiles = ((int64_t)st->spec_width * k + DIRECT_T - 1) / DIRECT_T;
+        const int64_t cap = g_direct_per_sm > 0 ? (int64_t)g_direct_per_sm * n_sm : st->N; /* 0: a block a request */
+        int64_t U = (tiles * st->N + cap - 1) / cap;
+        if (U < 1) U = 1;
+        if (U > tiles) U = tiles;
+        cudaLaunchConfig_t dc = launch_cfg(dim3((unsigned)((tiles + U - 1) / U), (unsigned)st->N), DIRECT_T, 0, s, 1, &at);
+        return cudaLaunchKernelEx(&dc, dres_direct_kernel, *st, rd, k, sel, loc, (dres_scratch *)scratch, divs_make(st, k),
+                                  (int32_t)U);
     }
     cudaLaunchConfig_t cfg = launch_cfg(dim3((unsigned)st->N), DT, 0, s, 1, &at);
     /* the few-miss path copies its own rows (measured 0.84-0.99x the time of leaving them to the copy
@@ -1669,6 +1690,13 @@ extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot,
     if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;
     dres_reset_kernel<<<64, 256, 0, s>>>(*st, slot);
     return cudaGetLastError();
+}
+
+extern "C" cudaError_t dhs_dres_set_direct_blocks(int per_sm)
+{
+    if (per_sm < -1 || per_sm > 64) return cudaErrorInvalidValue;
+    g_direct_per_sm = per_sm < 0 ? DIRECT_BLOCKS_PER_SM : per_sm;
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t dhs_dres_set_carveout(int percent)

@@ -65,6 +65,10 @@ cudaError_t dhs_dres_phase_read(int path, int reset, double *mean_us, unsigned l
    copy kernel's blocks (launched beside it as programmatic dependents) can share an SM, and whether the SM
    must change its configuration between the two, may depend on it. cudaErrorInvalidValue outside -1..100. */
 cudaError_t dhs_dres_set_carveout(int percent);
+/* Tests: the direct kernel's grid (DRES_MODE_DIRECT) at most per_sm blocks per SM (1..64), each block taking
+   as many 256-entry tiles of its request as that needs; 0: one block per request (every tile in one block);
+   -1: the library's (4). Process-wide. cudaErrorInvalidValue outside -1..64. */
+cudaError_t dhs_dres_set_direct_blocks(int per_sm);
 cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s);
 
 cudaError_t dhs_dres_resolve_launch(const dres_state *st, const dres_round *rd, int32_t k, const int32_t *sel,

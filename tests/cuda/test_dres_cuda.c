@@ -47,6 +47,7 @@ TH_MAIN_WITHOUT_CUDA
 #include <cuda_runtime_api.h>
 
 #include "core/backend.h"
+#include "cuda/dres.cuh"
 #include "dhs_cuda.h"
 
 /* Harness self-check (DHS_DRES_SELFTEST=1, no GPU needed): the "device"
@@ -689,6 +690,9 @@ int main(void)
             w.gst.plan_flags = DRES_PLAN_COPY_KERNEL;
             copyk_cfgs++;
         }
+        /* the direct kernel's grid: the library's (a block per 256-entry tile here), one block per request
+           (every tile in one block), or one block per SM; without the RNG */
+        CHECK(dhs_dres_set_direct_blocks(cfgs % 3 == 0 ? -1 : cfgs % 3 == 1 ? 0 : 1) == cudaSuccess);
         const long budget = rndi(per_cfg_max / 4, per_cfg_max);
         const int bad = run_cfg(&w, budget, &epoch);
         if (bad) {
@@ -709,6 +713,7 @@ int main(void)
            (unsigned long long)stats[DRES_S_HOT], (unsigned long long)stats[DRES_S_HOST],
            (unsigned long long)stats[DRES_S_MISSES], (unsigned long long)stats[DRES_S_STAGED],
            (unsigned long long)stats[DRES_S_PROMOTED]);
+    CHECK(dhs_dres_set_direct_blocks(-1) == cudaSuccess && dhs_dres_set_direct_blocks(65) == cudaErrorInvalidValue);
     printf("error words: range %ld, visibility %ld, state (direct mode) %ld, staging %ld; %ld calls in direct mode\n",
            g_errs[8], g_errs[9], g_errs[12], g_errs[16], g_direct_calls);
     printf("plan paths: %d configurations few-miss where it fits (%d of them leaving the rows to the copy kernel), "
