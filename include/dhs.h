@@ -201,6 +201,11 @@ typedef struct dhs_config {
                                   each group's own B. Anything else: DHS_ERR_INVALID_ARG from
                                   dhs_ctx_create and dhs_config_sizes (docs/API.md "Per-group
                                   hot-cache sizes") */
+    int32_t decoded_optional;  /* non-zero (the default): with resident_first, the complete pages decoding
+                                  adds join the optional history once they have left the tail ring, so
+                                  they are repopulated (served directly, never missed) while capacity
+                                  allows, like imported pages; 0: they live on host and in the hot cache
+                                  (docs/API.md section 8) */
 } dhs_config;
 
 dhs_config dhs_config_default(void);

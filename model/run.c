@@ -43,6 +43,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.threads = 1;
     c.copy_overlap = 1;
     c.direct_resolve = 1;
+    c.decoded_optional = 1;
     c.topk_impl = DHS_REF_TOPK_SPLIT; /* the fastest on the H200, the same selections as the others */
     c.accept_hi = -1;
     return c;
@@ -551,6 +552,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
                  "least one page)", c.n_group_hot, arch.n_groups, r->lib_cfg.page_rows);
         if (c.device_bytes) r->lib_cfg.device_bytes = c.device_bytes;
         if (c.repop_pages > 0) r->lib_cfg.repop_pages = c.repop_pages;
+        r->lib_cfg.decoded_optional = c.decoded_optional;
         dhs_cpu_options co = {.async_delay = c.async_delay, .random_order = c.async_delay > 0, .seed = c.seed};
         dhs_status st = c.cuda ? dhs_backend_cuda_create(0, &be) : dhs_backend_cpu_create(&co, &be);
         if (st != DHS_OK && c.cuda) FAIL("no CUDA backend: %s (built without CUDA, or no device)", dhs_status_str(st));

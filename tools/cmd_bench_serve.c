@@ -200,7 +200,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 
 typedef struct sv_opts {
     int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, direct_resolve, host_fill, import_twice, tail_host,
-        end_early;
+        end_early, decoded_optional;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
     const char *deployment; /* NULL or "none": no weight reads */
@@ -689,6 +689,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.step = 2;
     o.copy_overlap = 1;
     o.direct_resolve = 1;
+    o.decoded_optional = 1;
     o.topk_impl = DHS_REF_TOPK_SPLIT;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
     o.n_contexts = 2;
@@ -772,6 +773,9 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--direct-resolve", &o.direct_resolve, sv_on_off,
                "cuda, device/graph step: on (default): a round that cannot miss resolves with DHS_RESOLVE_DIRECT, "
                "one kernel a group and no promotion (dhs run --direct-resolve); off: never"),
+        A_ENUM("--decoded-optional", &o.decoded_optional, sv_on_off,
+               "on (default): the complete pages decoding adds join the optional history once they leave the tail "
+               "ring (dhs run --decoded-optional); off: they stay on host and in the hot cache"),
         A_DBL("--host-cache-gib", &o.host_cache_gib, 0, 1 << 20,
               "the hierarchy keeps closed sessions' pinned host rows, up to this many GiB, for the next sessions' "
               "imports (dhs_config.host_cache_bytes; 0: freed at close)"),
@@ -963,6 +967,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
     base.direct_resolve = o.direct_resolve;
+    base.decoded_optional = o.decoded_optional;
     base.tail_host = o.tail_host;
     base.end_early = o.end_early;
     base.deploy = deploy;
@@ -1311,6 +1316,7 @@ int cmd_bench_serve(int argc, char **argv)
         cJSON_AddBoolToObject(cf, "host_cache_fill", o.host_fill);
         cJSON_AddStringToObject(cf, "import", sv_imports[o.import_mode]);
         cJSON_AddNumberToObject(cf, "repop_pages", o.repop_pages ? o.repop_pages : dhs_config_default().repop_pages);
+        cJSON_AddBoolToObject(cf, "decoded_optional", o.decoded_optional);
         cJSON_AddStringToObject(cf, "deployment", deploy ? deploy->name : "none");
         if (deploy) {
             cJSON *wb = cJSON_AddArrayToObject(cf, "weight_bytes_per_step"); /* at each --concurrency, spec tokens each */

@@ -31,6 +31,7 @@ typedef struct run_opts {
     int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap, direct_resolve;
     int tail_host;
     int end_early;
+    int decoded_optional;   /* dhs_config.decoded_optional (--decoded-optional) */
     int import_mode;        /* DHS_REF_IMPORT_* (the imports' flag) */
     int32_t repop_pages;    /* dhs_config.repop_pages (0: the library's default) */
     int32_t sessions;
@@ -99,6 +100,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->prefill_chunk = 2048;
     o->copy_overlap = 1;
     o->direct_resolve = 1;
+    o->decoded_optional = 1;
     o->topk_impl = DHS_REF_TOPK_SPLIT;
     arg_spec sp[] = {
         {.name = "--model", .type = ARG_ENUM, .dest = &o->model, .choices = models,
@@ -155,6 +157,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--direct-resolve", .type = ARG_ENUM, .dest = &o->direct_resolve, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): a round that cannot miss (dhs_round_may_miss 0) resolves "
                  "with DHS_RESOLVE_DIRECT, one kernel a group and no promotion; off: never (the same tokens)"},
+        {.name = "--decoded-optional", .type = ARG_ENUM, .dest = &o->decoded_optional, .choices = on_off,
+         .help = "hierarchical: on (default): the complete pages decoding adds join the optional history once they "
+                 "leave the tail ring (dhs_config.decoded_optional: repopulated while the budget has room, so later "
+                 "rounds can be direct); off: they stay on host and in the hot cache (the same tokens)"},
         {.name = "--deployment", .type = ARG_STR, .dest = &o->deployment, .meta = "NAME",
          .help = "device/graph step: both engines' steps also read the weights one GPU of this deployment reads "
                  "(glm-5.3-8xh200, deepseek-v3.2-8xh200; docs/SERVE.md); the tokens do not change",
@@ -359,6 +365,7 @@ int cmd_run(int argc, char **argv)
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
     c.direct_resolve = o.direct_resolve;
+    c.decoded_optional = o.decoded_optional;
     c.tail_host = o.tail_host;
     c.end_early = o.end_early;
     c.import_mode = o.import_mode;
@@ -588,6 +595,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddBoolToObject(cf, "direct_resolve", o.direct_resolve && o.step != 0);
+        cJSON_AddBoolToObject(cf, "decoded_optional", o.decoded_optional != 0);
         cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
         cJSON_AddStringToObject(cf, "round_end", round_ends[o.end_early]);
         cJSON_AddNumberToObject(cf, "prefill_buffers", o.prefill_buffers);
@@ -651,7 +659,7 @@ int cmd_run(int argc, char **argv)
             printf("  hierarchy    device budget %.1f MiB, %d slots: %" PRIu64 " admissions, %" PRIu64 " waits, %" PRIu64
                    " reclaims (%" PRIu64 " pages), %" PRIu64 " pages refilled, %" PRIu64 " rows staged (peak %" PRIu64 ")\n"
                    "               (a wait: a session could not be admitted until memory freed up; a reclaim: device\n"
-                   "               pages of a session's imported history given back, its rows then served from host)\n",
+                   "               pages of a session's history given back, its rows then served from host)\n",
                    mib(R.lib_cfg.device_bytes), R.lib_cfg.max_requests, R.st.admissions, R.st.waits, R.st.reclaims,
                    R.st.reclaimed_pages, R.st.repopulated_pages, R.st.staging_rows, R.st.staging_rows_peak);
             printf("  imports      %s: %" PRIu64 " histories, %.1f MiB in %.3f s of dhs_request_import (%.4f s per session, "

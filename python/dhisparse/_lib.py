@@ -77,6 +77,7 @@ class dhs_config(ctypes.Structure):
         ("host_cache_bytes", c_uint64),
         ("copy_threads", c_int32),
         ("group_hot_rows", c_int32 * DHS_MAX_SOURCES),
+        ("decoded_optional", c_int32),
     ]
 
 

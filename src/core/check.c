@@ -207,8 +207,16 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
             if (!rq->importing && backup_next_due_rows(ctx, gs) * ctx->grp_m[g] < rq->due_n)
                 fail(&v, "backup: request %d group %d has rows due at %lld positions, after due_n %lld", slot, g,
                      (long long)(backup_next_due_rows(ctx, gs) * ctx->grp_m[g]), (long long)rq->due_n);
-            /* optional pages */
+            /* optional pages; the arrays' spare entries past n_opt_pages are absent (page -1) */
             int64_t held = 0, ready = 0, busy = 0;
+            if (gs->n_opt_pages > gs->opt_cap)
+                fail(&v, "opt: request %d group %d has %lld optional pages in arrays of %lld", slot, g,
+                     (long long)gs->n_opt_pages, (long long)gs->opt_cap);
+            for (int64_t hp = gs->n_opt_pages; hp < gs->opt_cap; hp++)
+                if (gs->opt_state[hp] != OPT_ABSENT || gs->opt_backing[hp] || (nsrc > 0 && gs->src[0].opt_pages[hp] >= 0)) {
+                    fail(&v, "opt: request %d group %d spare optional entry %lld in use", slot, g, (long long)hp);
+                    break;
+                }
             for (int64_t hp = 0; hp < gs->n_opt_pages; hp++) {
                 int st = gs->opt_state[hp];
                 if (st != OPT_ABSENT) held++;

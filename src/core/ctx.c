@@ -113,6 +113,7 @@ dhs_config dhs_config_default(void)
     c.policy = DHS_POLICY_LRU;
     c.reclaim_order = DHS_RECLAIM_MOST_PAGES;
     c.resident_first = 1;
+    c.decoded_optional = 1;
     return c;
 }
 

@@ -66,7 +66,11 @@ typedef struct grp_state {
     dhs_ticket backup_ticket;
     uint64_t *host_valid;  /* bitmap [max_rows_g]: complete host copy */
     /* optional history pages */
-    int64_t n_opt_pages;   /* = import_rows / p (complete imported pages) */
+    int64_t n_opt_pages;   /* complete pages of the history that may be optional: import_rows / p at the
+                              import, then grown by housekeeping (opt_grow) to the complete pages with
+                              host copies, so decoded history can be repopulated like imported history */
+    int64_t opt_cap;       /* entries the four optional-page arrays hold (>= n_opt_pages; the ones past
+                              n_opt_pages absent, page -1) */
     uint8_t *opt_state;    /* [n_opt_pages] enum opt_state */
     uint8_t *opt_backing;  /* [n_opt_pages] 1 when a reclaim backup is in flight */
     dhs_ticket *opt_ticket;/* [n_opt_pages] copy or readers ticket */

@@ -34,7 +34,7 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
                                           HOST_CHUNK_ROWS * ctx->row_stride);
             ctx_free(ctx, ss->hot_pages, (size_t)(B / p), sizeof(int32_t));
             ss->tail_pages = NULL; /* in request.tp, freed with it */
-            ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+            ctx_free(ctx, ss->opt_pages, (size_t)gs->opt_cap, sizeof(int32_t));
             ctx_free(ctx, ss->host_chunks, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(uint8_t *));
             ctx_free(ctx, ss->chunk_span, (size_t)(mr / HOST_CHUNK_ROWS + 1), sizeof(int32_t));
         }
@@ -48,9 +48,9 @@ static void grp_state_free(dhs_ctx *ctx, request *rq, int32_t g, dhs_ticket t)
     ctx_free(ctx, gs->free_slots, (size_t)B, sizeof(int32_t));
     ctx_free(ctx, gs->host_valid, (size_t)(mr / 64 + 1), sizeof(uint64_t));
     ctx_free(ctx, gs->staged_row, (size_t)ctx->arena_rows_per_slot, sizeof(int64_t));
-    ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
-    ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
-    ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+    ctx_free(ctx, gs->opt_state, (size_t)gs->opt_cap, 1);
+    ctx_free(ctx, gs->opt_backing, (size_t)gs->opt_cap, 1);
+    ctx_free(ctx, gs->opt_ticket, (size_t)gs->opt_cap, sizeof(dhs_ticket));
     memset(gs, 0, sizeof *gs);
 }
 

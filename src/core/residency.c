@@ -233,14 +233,14 @@ static void import_release(dhs_ctx *ctx, request *rq)
                 ss->chunk_span[i] = 0;
             }
             ss->n_host_chunks = 0;
-            ctx_free(ctx, ss->opt_pages, (size_t)gs->n_opt_pages, sizeof(int32_t));
+            ctx_free(ctx, ss->opt_pages, (size_t)gs->opt_cap, sizeof(int32_t));
             ss->opt_pages = NULL;
         }
-        ctx_free(ctx, gs->opt_state, (size_t)gs->n_opt_pages, 1);
-        ctx_free(ctx, gs->opt_backing, (size_t)gs->n_opt_pages, 1);
-        ctx_free(ctx, gs->opt_ticket, (size_t)gs->n_opt_pages, sizeof(dhs_ticket));
+        ctx_free(ctx, gs->opt_state, (size_t)gs->opt_cap, 1);
+        ctx_free(ctx, gs->opt_backing, (size_t)gs->opt_cap, 1);
+        ctx_free(ctx, gs->opt_ticket, (size_t)gs->opt_cap, sizeof(dhs_ticket));
         gs->opt_state = NULL; gs->opt_backing = NULL; gs->opt_ticket = NULL;
-        gs->n_opt_pages = gs->opt_held = gs->opt_ready = gs->opt_busy = 0;
+        gs->n_opt_pages = gs->opt_cap = gs->opt_held = gs->opt_ready = gs->opt_busy = 0;
         memset(gs->host_valid, 0, sizeof(uint64_t) * (size_t)(ctx->grp_max_rows[g] / 64 + 1));
     }
     rq->tables_dirty = TABLES_ALL;
@@ -269,7 +269,7 @@ static dhs_status import_alloc(dhs_ctx *ctx, request *rq, int64_t n_positions)
         }
         int64_t nop = n_positions / m / p;
         if (nop == 0) continue;
-        gs->n_opt_pages = nop; /* before the checks: import_release frees what exists with this size */
+        gs->n_opt_pages = gs->opt_cap = nop; /* before the checks: import_release frees what exists with this size */
         gs->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
         gs->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
         gs->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
@@ -973,6 +973,60 @@ static void repop_release(dhs_ctx *ctx)
     ctx->repop_cap = 0;
 }
 
+/* Decoded history joins the optional pages: the group's complete pages below tail_lo (rows that left the
+   tail window; each has a complete host copy, tail_room saw to it) become optional-page entries, absent,
+   which the repopulation below fills like imported ones while the pool has room, so a long decode is
+   served directly (its rounds cannot miss) whenever the load allows, not from the hot cache. tail_lo
+   moves only in dhs_round_begin, so this decides the same with or without dhs_background. The arrays grow
+   by an eighth beyond the need, so a decode reallocates them rarely; an allocation that fails changes
+   nothing. */
+static void opt_grow(dhs_ctx *ctx, request *rq, int32_t g)
+{
+    grp_state *gs = &rq->g[g];
+    const int32_t p = ctx->cfg.page_rows;
+    const int64_t nop = (*gs->tail_lo) / p, most = ctx->grp_max_rows[g] / p + 1;
+    if (!ctx->cfg.decoded_optional || nop <= gs->n_opt_pages || nop > most) return;
+    if (nop > gs->opt_cap) {
+        int64_t cap = nop + nop / 8 + 8;
+        if (cap > most) cap = most;
+        const int32_t nsrc = ctx->grp_nsrc[g];
+        uint8_t *st = ctx_calloc(ctx, (size_t)cap, 1), *bk = ctx_calloc(ctx, (size_t)cap, 1);
+        dhs_ticket *tk = ctx_calloc(ctx, (size_t)cap, sizeof(dhs_ticket));
+        int32_t *pg[DHS_MAX_SOURCES] = {0};
+        int ok = st && bk && tk;
+        for (int32_t si = 0; si < nsrc && ok; si++) ok = (pg[si] = ctx_calloc(ctx, (size_t)cap, sizeof(int32_t))) != NULL;
+        if (!ok) {
+            ctx_free(ctx, st, (size_t)cap, 1);
+            ctx_free(ctx, bk, (size_t)cap, 1);
+            ctx_free(ctx, tk, (size_t)cap, sizeof(dhs_ticket));
+            for (int32_t si = 0; si < nsrc; si++) ctx_free(ctx, pg[si], (size_t)cap, sizeof(int32_t));
+            return;
+        }
+        const int64_t n = gs->n_opt_pages;
+        if (n) {
+            memcpy(st, gs->opt_state, (size_t)n);
+            memcpy(bk, gs->opt_backing, (size_t)n);
+            memcpy(tk, gs->opt_ticket, sizeof(dhs_ticket) * (size_t)n);
+        }
+        for (int32_t si = 0; si < nsrc; si++) {
+            src_state *ss = &gs->src[si];
+            for (int64_t i = 0; i < cap; i++) pg[si][i] = i < n ? ss->opt_pages[i] : -1;
+            ctx_free(ctx, ss->opt_pages, (size_t)gs->opt_cap, sizeof(int32_t));
+            ss->opt_pages = pg[si];
+        }
+        ctx_free(ctx, gs->opt_state, (size_t)gs->opt_cap, 1);
+        ctx_free(ctx, gs->opt_backing, (size_t)gs->opt_cap, 1);
+        ctx_free(ctx, gs->opt_ticket, (size_t)gs->opt_cap, sizeof(dhs_ticket));
+        gs->opt_state = st;
+        gs->opt_backing = bk;
+        gs->opt_ticket = tk;
+        gs->opt_cap = cap;
+    }
+    gs->n_opt_pages = nop; /* the entries [old, nop) are absent, page -1 */
+    rq->tables_dirty |= TABLES_SOME;
+    gs->tables_dirty = 1;
+}
+
 void res_repopulate(dhs_ctx *ctx)
 {
     int32_t budget = ctx->cfg.repop_pages, N = ctx->cfg.max_requests, p = ctx->cfg.page_rows;
@@ -987,6 +1041,7 @@ void res_repopulate(dhs_ctx *ctx)
         for (int32_t g = 0; g < ctx->arch.n_groups && budget > 0 && !stop; g++) {
             grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g];
+            opt_grow(ctx, rq, g);
             /* the common case (every imported page on the device) skips the page loop */
             if (gs->n_opt_pages <= 0 || !memchr(gs->opt_state, OPT_ABSENT, (size_t)gs->n_opt_pages)) continue;
             for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
@@ -1323,7 +1378,7 @@ dhs_status share_setup(dhs_ctx *ctx, request *pq, request *cq, int32_t slot, int
         }
         const int64_t nop = hist / p;
         if (nop == 0) continue;
-        cg->n_opt_pages = nop; /* before the checks: close frees what exists with this size */
+        cg->n_opt_pages = cg->opt_cap = nop; /* before the checks: close frees what exists with this size */
         cg->opt_state = ctx_calloc(ctx, (size_t)nop, 1);
         cg->opt_backing = ctx_calloc(ctx, (size_t)nop, 1);
         cg->opt_ticket = ctx_calloc(ctx, (size_t)nop, sizeof(dhs_ticket));
@@ -1391,7 +1446,7 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
         nop_new[g] = n / m / p;
         for (int32_t si = 0; si < ctx->grp_nsrc[g] && s == DHS_OK; si++)
             s = host_ensure(ctx, rq, g, &gs->src[si], (n + m - 1) / m);
-        if (s != DHS_OK || nop_new[g] == gs->n_opt_pages) continue;
+        if (s != DHS_OK || nop_new[g] <= gs->n_opt_pages) continue; /* never fewer (housekeeping may have grown them) */
         st_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
         bk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], 1);
         tk_new[g] = ctx_calloc(ctx, (size_t)nop_new[g], sizeof(dhs_ticket));
@@ -1463,9 +1518,9 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
                 memcpy(bk_new[g], gs->opt_backing, (size_t)old);
                 memcpy(tk_new[g], gs->opt_ticket, sizeof(dhs_ticket) * (size_t)old);
             }
-            ctx_free(ctx, gs->opt_state, (size_t)old, 1);
-            ctx_free(ctx, gs->opt_backing, (size_t)old, 1);
-            ctx_free(ctx, gs->opt_ticket, (size_t)old, sizeof(dhs_ticket));
+            ctx_free(ctx, gs->opt_state, (size_t)gs->opt_cap, 1);
+            ctx_free(ctx, gs->opt_backing, (size_t)gs->opt_cap, 1);
+            ctx_free(ctx, gs->opt_ticket, (size_t)gs->opt_cap, sizeof(dhs_ticket));
             gs->opt_state = st_new[g];
             gs->opt_backing = bk_new[g];
             gs->opt_ticket = tk_new[g];
@@ -1473,10 +1528,10 @@ static dhs_status import_extend(dhs_ctx *ctx, request *rq, int32_t slot, int64_t
                 src_state *ss = &gs->src[si];
                 int32_t *np = pg_new[ctx->grp_srcs[g][si]];
                 for (int64_t i = 0; i < nop_new[g]; i++) np[i] = i < old ? ss->opt_pages[i] : -1;
-                ctx_free(ctx, ss->opt_pages, (size_t)old, sizeof(int32_t));
+                ctx_free(ctx, ss->opt_pages, (size_t)gs->opt_cap, sizeof(int32_t));
                 ss->opt_pages = np;
             }
-            gs->n_opt_pages = nop_new[g];
+            gs->n_opt_pages = gs->opt_cap = nop_new[g];
         }
         for (int64_t row = (*gs->hist); row < hist; row++) bit_set(gs->host_valid, row);
         (*gs->hist) = gs->import_rows = hist;

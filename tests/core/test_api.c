@@ -576,6 +576,7 @@ static void test_config_validation(void)
     CFG_EXT(staging_arenas, INT32_MIN, OK, OK);      /* negative: no staging */
     CFG_EXT(repop_pages, INT32_MAX, OK, OK);
     CFG_EXT(resident_first, INT32_MIN, OK, OK);
+    CFG_EXT(decoded_optional, INT32_MIN, OK, OK);
     {   /* the largest rows and pages: the byte figures pass 2^64, never wrap */
         dhs_arch wide = api_arch();
         wide.sources[0].row_bytes = 0xFFFFFFF0u;
