@@ -816,7 +816,16 @@ int dres_may_miss(const dhs_ctx *ctx, int32_t group)
         for (int32_t g = g0; g < g1 && !any; g++) {
             const grp_state *gs = &rq->g[g];
             /* rows below the tail window are direct only in ready optional pages */
-            any = gs->opt_ready < gs->n_opt_pages || (*gs->tail_lo) > gs->n_opt_pages * p;
+            const int64_t lo = *gs->tail_lo, nop = gs->n_opt_pages;
+            any = lo > nop * p;
+            if (!any && gs->opt_ready < nop) {
+                /* a page not ready counts only if it holds a row below the window: the pages from
+                   ceil(lo / p) on (decoded pages that joined while the ring holds them, at most T / p + 1)
+                   are served by the ring */
+                int64_t above = 0;
+                for (int64_t hp = (lo + p - 1) / p; hp < nop; hp++) above += gs->opt_state[hp] != OPT_READY;
+                any = nop - gs->opt_ready > above;
+            }
         }
     }
     return any;

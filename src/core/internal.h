@@ -108,6 +108,9 @@ typedef struct request {
                            above backup_hi; req_due_update). Never above that position (dhs_check_invariants);
                            0 (a new request, an import) means "look at the next round end" */
     int reclaiming;     /* reclaim in progress (optional pages being given back) */
+    int64_t opt_pending;/* optional pages of every group in OPT_PENDING (kept by opt_set): while any is, a
+                           population may be reading rows of the tail ring, so tail_room takes its slow
+                           path (tail_room_move waits for such a copy before the ring lets its rows go) */
     int tables_dirty;   /* a table the device resolver mirrors (hot/tail/optional pages, host chunks,
                            optional-page readiness) may have changed since dres_round_begin last
                            published this request's: set by every such change, cleared by the publish
@@ -205,7 +208,8 @@ struct dhs_ctx {
     dhs_ticket memo_t;
     int memo_done, memo_on;
     /* the pages one repopulation pass populates, in one copy (grown on demand, up to repop_pages) */
-    struct repop_ent { int32_t slot, g; int64_t hp; } *repop;
+    struct repop_ent { int32_t slot, g; int64_t hp; int32_t host_rows; } *repop; /* host_rows: of the page's p
+                                                        (per source), those copied from host (the rest from the ring) */
     int32_t repop_cap;
 
     /* round */
@@ -424,7 +428,7 @@ static inline dhs_status tail_room(dhs_ctx *ctx, request *rq, int32_t g, int64_t
     if (need <= tail_lo[g]) return DHS_OK;
     /* the steady case: the ring's start moves over rows whose host copy completed (request.cm only,
        no group state: at C = 64 x 21 groups every ring moves every round) */
-    if (need <= cm_backed_hi(ctx, rq)[g]) {
+    if (need <= cm_backed_hi(ctx, rq)[g] && !rq->opt_pending) {
         tail_lo[g] = need;
         return DHS_OK;
     }

@@ -173,6 +173,7 @@ static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state
 {
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
     gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
+    rq->opt_pending += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
     rq->tables_dirty |= TABLES_SOME;
     gs->tables_dirty = 1;
@@ -699,13 +700,19 @@ void backup_complete(dhs_ctx *ctx, request *rq, int32_t g, int force)
 }
 
 /* tail_room (internal.h) for a ring short of room: tail_lo moves up to need = hi - tail_rows, over rows
-   whose host copy is complete (waiting for the backup when it is not; a failed copy is retried once).
-   DHS_ERR_BACKEND: the backup did not complete, nothing moved. */
+   whose host copy is complete (waiting for the backup when it is not; a failed copy is retried once) and
+   which no population still reads from the ring (waiting for it: the page stays pending until housekeeping
+   sees its copy complete). DHS_ERR_BACKEND: a copy did not complete, nothing moved. */
 dhs_status tail_room_move(dhs_ctx *ctx, request *rq, int32_t g, int64_t need)
 {
     grp_state *gs = &rq->g[g];
     for (int attempt = 0; attempt < 2 && (*gs->backed_hi) < need; attempt++) backup_complete(ctx, rq, g, 1);
     if ((*gs->backed_hi) < need) return DHS_ERR_BACKEND;
+    const int64_t p = ctx->cfg.page_rows;
+    for (int64_t hp = (*gs->tail_lo) / p; rq->opt_pending && hp < gs->n_opt_pages && hp * p < need; hp++)
+        if (gs->opt_state[hp] == OPT_PENDING && gs->opt_ticket[hp] && !ticket_done(ctx, gs->opt_ticket[hp]) &&
+            ctx->be->ops->wait(ctx->be, gs->opt_ticket[hp]) != DHS_OK)
+            return DHS_ERR_BACKEND;
     (*gs->tail_lo) = need;
     return DHS_OK;
 }
@@ -973,18 +980,17 @@ static void repop_release(dhs_ctx *ctx)
     ctx->repop_cap = 0;
 }
 
-/* Decoded history joins the optional pages: the group's complete pages below tail_lo (rows that left the
-   tail window; each has a complete host copy, tail_room saw to it) become optional-page entries, absent,
-   which the repopulation below fills like imported ones while the pool has room, so a long decode is
-   served directly (its rounds cannot miss) whenever the load allows, not from the hot cache. tail_lo
-   moves only in dhs_round_begin, so this decides the same with or without dhs_background. The arrays grow
-   by an eighth beyond the need, so a decode reallocates them rarely; an allocation that fails changes
-   nothing. */
+/* Decoded history joins the optional pages: the group's complete committed pages become optional-page
+   entries, absent, which the repopulation below fills from their host copies like imported ones while the
+   pool has room (once every row of the page has one), so a long decode is served directly (its rounds
+   cannot miss) whenever the load allows, not from the hot cache. A page joins while the tail ring still
+   holds it, so it is ready before the ring lets any of its rows go. The arrays grow by an eighth beyond the
+   need, so a decode reallocates them rarely; an allocation that fails changes nothing. */
 static void opt_grow(dhs_ctx *ctx, request *rq, int32_t g)
 {
     grp_state *gs = &rq->g[g];
     const int32_t p = ctx->cfg.page_rows;
-    const int64_t nop = (*gs->tail_lo) / p, most = ctx->grp_max_rows[g] / p + 1;
+    const int64_t nop = (*gs->hist) / p, most = ctx->grp_max_rows[g] / p + 1;
     if (!ctx->cfg.decoded_optional || nop <= gs->n_opt_pages || nop > most) return;
     if (nop > gs->opt_cap) {
         int64_t cap = nop + nop / 8 + 8;
@@ -1043,13 +1049,20 @@ void res_repopulate(dhs_ctx *ctx)
             int32_t nsrc = ctx->grp_nsrc[g];
             opt_grow(ctx, rq, g);
             /* the common case (every imported page on the device) skips the page loop */
-            if (gs->n_opt_pages <= 0 || !memchr(gs->opt_state, OPT_ABSENT, (size_t)gs->n_opt_pages)) continue;
+            if (gs->opt_held >= gs->n_opt_pages) continue; /* O(1): opt_held counts the pages not absent */
             for (int64_t hp = 0; hp < gs->n_opt_pages && budget > 0; hp++) {
                 if (gs->opt_state[hp] != OPT_ABSENT) continue;
                 if (ctx->n_free_pages - nsrc < ctx->pages_res) { stop = 1; break; }
+                /* the rows the tail ring holds are copied from the ring (a decoded page that joined while the
+                   ring holds it: tail_room_move keeps them there until the copy completed), the rest from
+                   their host copies, which they must have (always, below tail_lo <= backed_hi, but for an
+                   imported page placed on the device without one). Neither depends on when a backup
+                   completed, so the page is ready in the same round with or without dhs_background */
+                const int64_t lo = *gs->tail_lo;
                 int ok = 1;
-                for (int32_t i = 0; i < p && ok; i++) ok = bit_get(gs->host_valid, hp * p + i);
+                for (int32_t i = 0; i < p && ok; i++) ok = hp * p + i >= lo || bit_get(gs->host_valid, hp * p + i);
                 if (!ok) continue;
+                const int32_t host_rows = lo >= (hp + 1) * p ? p : lo <= hp * p ? 0 : (int32_t)(lo - hp * p);
                 if (!ctx->be->payload_free && pairs_reserve(ctx, n + (int64_t)p * nsrc) != DHS_OK) { stop = 1; break; }
                 if (nl == ctx->repop_cap) { /* the pass's page list grows (a failure ends the pass) */
                     int32_t cap = ctx->repop_cap ? 2 * ctx->repop_cap : 64;
@@ -1064,14 +1077,17 @@ void res_repopulate(dhs_ctx *ctx)
                     src_state *ss = &gs->src[si];
                     ss->opt_pages[hp] = page_alloc(ctx, PAGE_OPT, slot);
                     if (ctx->be->payload_free) continue;
-                    for (int32_t i = 0; i < p; i++)
-                        ctx->pairs[n++] = (dhs_copy_pair){host_row(ctx, ss, hp * p + i),
-                                                          pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};
+                    for (int32_t i = 0; i < p; i++) {
+                        const int64_t row = hp * p + i;
+                        const void *src = row >= lo ? pool_row(ctx, tail_row_loc(ss->tail_pages, ctx->cfg.tail_rows, p, row))
+                                                    : host_row(ctx, ss, row);
+                        ctx->pairs[n++] = (dhs_copy_pair){src, pool_row(ctx, (int64_t)ss->opt_pages[hp] * p + i)};
+                    }
                 }
                 gs->opt_held++;
                 opt_set(rq, gs, hp, OPT_PENDING); /* not read before the copy is issued below */
                 work_add(ctx, slot);
-                ctx->repop[nl++] = (struct repop_ent){slot, g, hp};
+                ctx->repop[nl++] = (struct repop_ent){slot, g, hp, host_rows};
                 budget--;
             }
         }
@@ -1097,8 +1113,9 @@ void res_repopulate(dhs_ctx *ctx)
             request *rq = &ctx->req[ctx->repop[i].slot];
             grp_state *gs = &rq->g[ctx->repop[i].g];
             const int64_t hp = ctx->repop[i].hp, nsrc = ctx->grp_nsrc[ctx->repop[i].g];
-            ctx->st.populate_rows += (uint64_t)p * (uint64_t)nsrc;
-            ctx->st.populate_bytes += (uint64_t)p * (uint64_t)nsrc * ctx->row_stride;
+            /* host -> device rows only: a decoded page's rows the ring held moved device to device */
+            ctx->st.populate_rows += (uint64_t)ctx->repop[i].host_rows * (uint64_t)nsrc;
+            ctx->st.populate_bytes += (uint64_t)ctx->repop[i].host_rows * (uint64_t)nsrc * ctx->row_stride;
             gs->opt_ticket[hp] = t;
             if (!t) {
                 opt_set(rq, gs, hp, OPT_READY);

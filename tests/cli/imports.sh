@@ -61,11 +61,12 @@ for x, mode in ((h, "host"), (d, "device")):
 assert h["tokens_digest"] == d["tokens_digest"], (h["tokens_digest"], d["tokens_digest"])
 assert h["imports"]["bytes"] == d["imports"]["bytes"], (h["imports"], d["imports"])
 # host: every device page of the history came through repopulation, a round at a time; device: the
-# budget (2 sessions' history) took the imported pages at once, nothing to repopulate
+# budget (2 sessions' history) took the imported pages at once, nothing to repopulate from host (the
+# decoded pages that join the optional history come from the tail ring: repopulated pages, no host bytes)
 assert h["repopulated_pages"] > 0 and h["imports"]["optional_fill_rounds"] >= 1, h["imports"]
 assert d["imports"]["optional_filling_at_end"] is False, d["imports"]
 assert h["bytes"]["refill_host_to_device"] > 0, h["bytes"]
-assert d["repopulated_pages"] == 0 and d["bytes"]["refill_host_to_device"] == 0, (d["repopulated_pages"], d["bytes"])
+assert d["bytes"]["refill_host_to_device"] == 0, (d["repopulated_pages"], d["bytes"])
 EOF
 done
 

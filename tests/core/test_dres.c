@@ -1927,15 +1927,19 @@ static void test_device_precedence(void)
     dhs_backend_destroy(be);
 }
 
-/* dhs_round_may_miss: 0 exactly while every row a query can select is direct (the imported history in
-   ready optional pages, the rest in the tail ring), and then a resolve of every visible row copies nothing;
-   1 once the ring has let decoded rows go (or the history stays on host), and then rows are recovered.
+/* dhs_round_may_miss: 0 exactly while every row a query can select is direct (the history in ready
+   optional pages, the rest in the tail ring), and then a resolve of every visible row copies nothing; 1 once
+   the ring has let decoded rows go that are in no ready optional page (decoded_optional 0), or while the
+   history stays on host, and then rows are recovered. With decoded_optional (the default) a decoded page
+   joins the optional pages while the ring holds it, so every round of this load is direct.
    DHS_RESOLVE_DIRECT: refused (DHS_ERR_STATE, locations untouched) where the group may miss; where it
    cannot, the same locations as a resolve without it, and dhs_group_done promotes nothing after it (the
    promotions counted on counted_backend) */
 static void test_round_may_miss(void)
 {
-    for (int resident = 1; resident >= 0; resident--) {
+    for (int mode = 2; mode >= 0; mode--) { /* 2: resident, decoded_optional; 1: resident without; 0: host */
+        const int resident = mode > 0;
+        const char *name = mode == 2 ? "resident" : mode ? "resident, decoded_optional 0" : "host";
         dhs_arch a;
         dhs_config c;
         two_groups(&a, &c, 1, 1, 8);
@@ -1944,6 +1948,7 @@ static void test_round_may_miss(void)
             c.device_bytes = 8 << 20;
             c.resident_first = 1;
             c.repop_pages = 64;
+            c.decoded_optional = mode == 2;
         }
         dhs_backend *be = counted_backend();
         if (!be) return;
@@ -2010,7 +2015,7 @@ static void test_round_may_miss(void)
             if (mm == 0) {
                 seen0++;
                 CHECKF(s1.distinct_misses == s0.distinct_misses, "round %d (%s): may_miss 0 but %llu rows recovered", t,
-                       resident ? "resident" : "host", (unsigned long long)(s1.distinct_misses - s0.distinct_misses));
+                       name, (unsigned long long)(s1.distinct_misses - s0.distinct_misses));
             } else {
                 seen1++;
             }
@@ -2018,13 +2023,13 @@ static void test_round_may_miss(void)
             CHECK_INV(ctx);
             n++;
         }
-        printf("round_may_miss %-8s: %d rounds 0 (nothing recovered in any), %d rounds 1\n", resident ? "resident" : "host",
-               seen0, seen1);
-        /* resident: direct until the 16-row ring lets decoded rows go; host: every round may miss */
-        CHECKF(resident ? seen0 > 0 && seen1 > 0 : seen0 == 0, "%s: %d rounds may_miss 0, %d rounds 1",
-               resident ? "resident" : "host", seen0, seen1);
-        CHECKF(resident ? direct_ok > 0 && direct_refused > 0 : direct_ok == 0 && direct_refused > 0,
-               "%s: %d direct resolves, %d refused", resident ? "resident" : "host", direct_ok, direct_refused);
+        printf("round_may_miss %s: %d rounds 0 (nothing recovered in any), %d rounds 1\n", name, seen0, seen1);
+        /* resident with decoded pages optional: every round direct; without: direct until the 16-row ring
+           lets decoded rows go; host: every round may miss */
+        CHECKF(mode == 2 ? seen1 == 0 : mode ? seen0 > 0 && seen1 > 0 : seen0 == 0, "%s: %d rounds may_miss 0, %d rounds 1",
+               name, seen0, seen1);
+        CHECKF(mode == 2 ? direct_refused == 0 : mode ? direct_ok > 0 && direct_refused > 0 : direct_ok == 0 && direct_refused > 0,
+               "%s: %d direct resolves, %d refused", name, direct_ok, direct_refused);
         dhs_ctx_destroy(ctx);
         counted_backend_destroy(be);
         free(rows);
