@@ -588,6 +588,15 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
         if (gs->src[si].n_host_chunks > nch) nch = gs->src[si].n_host_chunks;
     const int64_t wopt = nopt > dg->pub_nopt[r] ? nopt : dg->pub_nopt[r];
     const int64_t wch = nch > dg->pub_nchunks[r] ? nch : dg->pub_nchunks[r];
+    /* the optional entries to compare: [olo, ohi) of [0, wopt): all of them after TABLES_ALL (a new request,
+       an import, a forgotten mirror), else only those opt_set and opt_grow changed */
+    int64_t olo = 0, ohi = wopt;
+    if (!(ctx->req[r].tables_dirty & TABLES_ALL)) {
+        olo = gs->opt_dhi > gs->opt_dlo ? gs->opt_dlo : 0;
+        ohi = gs->opt_dhi > gs->opt_dlo ? (gs->opt_dhi < wopt ? gs->opt_dhi : wopt) : 0;
+        if (olo > ohi) olo = ohi;
+    }
+    const int64_t ovalid = nopt < olo ? 0 : (nopt < ohi ? nopt : ohi) - olo; /* entries of [olo, ohi) below nopt */
     for (int64_t si = 0; si < ns; si++) {
         const src_state *ss = &gs->src[si];
         const int64_t bh = ((int64_t)r * ns + si) * hp, bt = ((int64_t)r * ns + si) * tp;
@@ -596,18 +605,22 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
             SYNC_TABLE(ctx, int32_t, dg->m_hot, st->hot_pages, bh, hp, ss->hot_pages[i], s);
         if (!same_i32(dg->m_tail + bt, ss->tail_pages, tp, tp, 0))
             SYNC_TABLE(ctx, int32_t, dg->m_tail, st->tail_pages, bt, tp, ss->tail_pages[i], s);
-        if (!same_i32(dg->m_opt + bo, ss->opt_pages, nopt, wopt, -1))
-            SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, bo, wopt, i < nopt ? ss->opt_pages[i] : -1, s);
+        if (ohi > olo && !same_i32(dg->m_opt + bo + olo, ss->opt_pages + olo, ovalid, ohi - olo, -1))
+            SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, bo + olo, ohi - olo,
+                       i + olo < nopt ? ss->opt_pages[i + olo] : -1, s);
         if (!same_chunks(dg->m_chunks + bc, ss->host_chunks, ss->n_host_chunks, wch))
             SYNC_TABLE(ctx, uint64_t, dg->m_chunks, st->host_chunks, bc, wch,
                        i < ss->n_host_chunks ? (uint64_t)(uintptr_t)ss->host_chunks[i] : (uint64_t)0, s);
     }
-    if (!same_ready(dg->m_ready + (int64_t)r * st->max_opt_pages, gs->opt_state, nopt, wopt))
-        SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages, wopt,
-                   (uint8_t)(i < nopt && gs->opt_state[i] == OPT_READY), s);
+    if (ohi > olo && !same_ready(dg->m_ready + (int64_t)r * st->max_opt_pages + olo, gs->opt_state + olo, ovalid, ohi - olo))
+        SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages + olo, ohi - olo,
+                   (uint8_t)(i + olo < nopt && gs->opt_state[i + olo] == OPT_READY), s);
     if (s == DHS_OK) {
-        dg->pub_nopt[r] = nopt;
+        /* the mirror's entries at or past pub_nopt hold the fill (-1, not ready): after a partial comparison
+           the extent stays the wider one */
+        dg->pub_nopt[r] = olo == 0 && ohi == wopt ? nopt : wopt;
         dg->pub_nchunks[r] = nch;
+        ctx->req[r].g[g].opt_dlo = ctx->req[r].g[g].opt_dhi = 0;
     }
     return s;
 }

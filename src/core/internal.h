@@ -83,6 +83,10 @@ typedef struct grp_state {
     int32_t n_staged_call; /* n_staged when the current resolve call began */
     int64_t *staged_row;   /* [spec_width * sel_k] row of each staged index */
     uint8_t tables_dirty;  /* this group's mirrored tables may have changed (see request.tables_dirty) */
+    int64_t opt_dlo, opt_dhi; /* the optional-page entries [opt_dlo, opt_dhi) changed since this group's tables were
+                              last published (opt_set, opt_grow; empty when opt_dhi <= opt_dlo): the publish compares
+                              only them unless the request is TABLES_ALL (a decoded page changes one entry of
+                              ~1,563 at 100K rows, and a full comparison per source cost the round begin ~2x) */
     src_state *src;        /* [n_sources_of_group] */
 } grp_state;
 

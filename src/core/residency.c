@@ -169,12 +169,24 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
    together with its state, so this is the one place that marks the request's
    mirrored tables for dres_round_begin (tables_dirty; host chunks are marked by
    host_ensure). */
+static void opt_dirty(grp_state *gs, int64_t lo, int64_t hi)
+{
+    if (gs->opt_dhi <= gs->opt_dlo) {
+        gs->opt_dlo = lo;
+        gs->opt_dhi = hi;
+        return;
+    }
+    if (lo < gs->opt_dlo) gs->opt_dlo = lo;
+    if (hi > gs->opt_dhi) gs->opt_dhi = hi;
+}
+
 static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
 {
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
     gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     rq->opt_pending += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
+    opt_dirty(gs, hp, hp + 1);
     rq->tables_dirty |= TABLES_SOME;
     gs->tables_dirty = 1;
 }
@@ -1028,6 +1040,7 @@ static void opt_grow(dhs_ctx *ctx, request *rq, int32_t g)
         gs->opt_ticket = tk;
         gs->opt_cap = cap;
     }
+    opt_dirty(gs, gs->n_opt_pages, nop);
     gs->n_opt_pages = nop; /* the entries [old, nop) are absent, page -1 */
     rq->tables_dirty |= TABLES_SOME;
     gs->tables_dirty = 1;
