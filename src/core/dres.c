@@ -605,14 +605,16 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
             SYNC_TABLE(ctx, int32_t, dg->m_hot, st->hot_pages, bh, hp, ss->hot_pages[i], s);
         if (!same_i32(dg->m_tail + bt, ss->tail_pages, tp, tp, 0))
             SYNC_TABLE(ctx, int32_t, dg->m_tail, st->tail_pages, bt, tp, ss->tail_pages[i], s);
-        if (ohi > olo && !same_i32(dg->m_opt + bo + olo, ss->opt_pages + olo, ovalid, ohi - olo, -1))
+        /* no pointer arithmetic on a group's absent (NULL) arrays: they have no valid entry */
+        if (ohi > olo && !same_i32(dg->m_opt + bo + olo, ovalid > 0 ? ss->opt_pages + olo : NULL, ovalid, ohi - olo, -1))
             SYNC_TABLE(ctx, int32_t, dg->m_opt, st->opt_pages, bo + olo, ohi - olo,
                        i + olo < nopt ? ss->opt_pages[i + olo] : -1, s);
         if (!same_chunks(dg->m_chunks + bc, ss->host_chunks, ss->n_host_chunks, wch))
             SYNC_TABLE(ctx, uint64_t, dg->m_chunks, st->host_chunks, bc, wch,
                        i < ss->n_host_chunks ? (uint64_t)(uintptr_t)ss->host_chunks[i] : (uint64_t)0, s);
     }
-    if (ohi > olo && !same_ready(dg->m_ready + (int64_t)r * st->max_opt_pages + olo, gs->opt_state + olo, ovalid, ohi - olo))
+    if (ohi > olo && !same_ready(dg->m_ready + (int64_t)r * st->max_opt_pages + olo, ovalid > 0 ? gs->opt_state + olo : NULL,
+                                 ovalid, ohi - olo))
         SYNC_TABLE(ctx, uint8_t, dg->m_ready, st->opt_ready, (int64_t)r * st->max_opt_pages + olo, ohi - olo,
                    (uint8_t)(i + olo < nopt && gs->opt_state[i + olo] == OPT_READY), s);
     if (s == DHS_OK) {
