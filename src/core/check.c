@@ -133,6 +133,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                          si, (long long)ss->n_host_chunks, ss->n_host_chunks ? ss->chunk_span[0] : 0, (long long)rows);
             }
         }
+        int64_t pending = 0; /* optional pages in OPT_PENDING over the groups: request.opt_pending */
         for (int32_t g = 0; g < ctx->arch.n_groups; g++) {
             const grp_state *gs = &rq->g[g];
             int32_t nsrc = ctx->grp_nsrc[g], B = grp_hot_rows(ctx, g);
@@ -222,6 +223,7 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 if (st != OPT_ABSENT) held++;
                 ready += st == OPT_READY;
                 busy += (st == OPT_PENDING) + (gs->opt_backing[hp] != 0);
+                pending += st == OPT_PENDING;
                 for (int32_t si = 0; si < nsrc; si++) {
                     int32_t pg = gs->src[si].opt_pages[hp];
                     if ((st == OPT_ABSENT) != (pg < 0)) fail(&v, "opt: request %d page %lld state %d phys %d", slot, (long long)hp, st, pg);
@@ -290,6 +292,9 @@ int dhs_check_invariants(const dhs_ctx *ctx, char *msg, size_t msg_len)
                 for (int32_t i = 0; i < c->tail_rows / p; i++) own(&v, ctx, seen, ss->tail_pages[i], slot, PAGE_TAIL, "tail");
             }
         }
+        if (pending != rq->opt_pending)
+            fail(&v, "opt: request %d has %lld pending optional pages, counter %lld (tail_room's fast path reads it)", slot,
+                 (long long)pending, (long long)rq->opt_pending);
     }
     if (open != ctx->n_open) fail(&v, "requests: %d open, counter %d", open, ctx->n_open);
     for (int32_t k = 0; k < ctx->sspan_n; k++)
