@@ -589,7 +589,8 @@ static dhs_status sync_request(dhs_ctx *ctx, int32_t r, int32_t g)
     const int64_t wopt = nopt > dg->pub_nopt[r] ? nopt : dg->pub_nopt[r];
     const int64_t wch = nch > dg->pub_nchunks[r] ? nch : dg->pub_nchunks[r];
     /* the optional entries to compare: [olo, ohi) of [0, wopt): all of them after TABLES_ALL (a new request,
-       an import, a forgotten mirror), else only those opt_set and opt_grow changed */
+       an import, a forgotten mirror), else only those opt_set changed (opt_grow's new entries are absent,
+       which the mirror past pub_nopt holds already) */
     int64_t olo = 0, ohi = wopt;
     if (!(ctx->req[r].tables_dirty & TABLES_ALL)) {
         olo = gs->opt_dhi > gs->opt_dlo ? gs->opt_dlo : 0;

@@ -67,8 +67,8 @@ typedef struct grp_state {
     uint64_t *host_valid;  /* bitmap [max_rows_g]: complete host copy */
     /* optional history pages */
     int64_t n_opt_pages;   /* complete pages of the history that may be optional: import_rows / p at the
-                              import, then grown by housekeeping (opt_grow) to the complete pages with
-                              host copies, so decoded history can be repopulated like imported history */
+                              import, then grown by housekeeping (opt_grow, decoded_optional) to the complete
+                              committed pages, so decoded history is repopulated like imported history */
     int64_t opt_cap;       /* entries the four optional-page arrays hold (>= n_opt_pages; the ones past
                               n_opt_pages absent, page -1) */
     uint8_t *opt_state;    /* [n_opt_pages] enum opt_state */
@@ -84,7 +84,7 @@ typedef struct grp_state {
     int64_t *staged_row;   /* [spec_width * sel_k] row of each staged index */
     uint8_t tables_dirty;  /* this group's mirrored tables may have changed (see request.tables_dirty) */
     int64_t opt_dlo, opt_dhi; /* the optional-page entries [opt_dlo, opt_dhi) changed since this group's tables were
-                              last published (opt_set, opt_grow; empty when opt_dhi <= opt_dlo): the publish compares
+                              last published (opt_set; empty when opt_dhi <= opt_dlo): the publish compares
                               only them unless the request is TABLES_ALL (a decoded page changes one entry of
                               ~1,563 at 100K rows, and a full comparison per source cost the round begin ~2x) */
     src_state *src;        /* [n_sources_of_group] */

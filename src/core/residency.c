@@ -167,26 +167,21 @@ dhs_status host_ensure(dhs_ctx *ctx, request *rq, int32_t g, src_state *ss, int6
 
 /* Sets optional page hp's state. A page's opt_pages entries change only
    together with its state, so this is the one place that marks the request's
-   mirrored tables for dres_round_begin (tables_dirty; host chunks are marked by
-   host_ensure). */
-static void opt_dirty(grp_state *gs, int64_t lo, int64_t hi)
-{
-    if (gs->opt_dhi <= gs->opt_dlo) {
-        gs->opt_dlo = lo;
-        gs->opt_dhi = hi;
-        return;
-    }
-    if (lo < gs->opt_dlo) gs->opt_dlo = lo;
-    if (hi > gs->opt_dhi) gs->opt_dhi = hi;
-}
-
+   mirrored tables for dres_round_begin (tables_dirty, and the group's changed
+   range [opt_dlo, opt_dhi); host chunks are marked by host_ensure). */
 static void opt_set(request *rq, grp_state *gs, int64_t hp, enum opt_state state)
 {
     gs->opt_ready += (state == OPT_READY) - (gs->opt_state[hp] == OPT_READY);
     gs->opt_busy += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     rq->opt_pending += (state == OPT_PENDING) - (gs->opt_state[hp] == OPT_PENDING);
     gs->opt_state[hp] = (uint8_t)state;
-    opt_dirty(gs, hp, hp + 1);
+    if (gs->opt_dhi <= gs->opt_dlo) {
+        gs->opt_dlo = hp;
+        gs->opt_dhi = hp + 1;
+    } else {
+        if (hp < gs->opt_dlo) gs->opt_dlo = hp;
+        if (hp + 1 > gs->opt_dhi) gs->opt_dhi = hp + 1;
+    }
     rq->tables_dirty |= TABLES_SOME;
     gs->tables_dirty = 1;
 }
@@ -993,11 +988,13 @@ static void repop_release(dhs_ctx *ctx)
 }
 
 /* Decoded history joins the optional pages: the group's complete committed pages become optional-page
-   entries, absent, which the repopulation below fills from their host copies like imported ones while the
-   pool has room (once every row of the page has one), so a long decode is served directly (its rounds
+   entries, absent, which the repopulation below fills like imported ones while the pool has room (the rows
+   the tail ring holds from the ring, the rest from host), so a long decode is served directly (its rounds
    cannot miss) whenever the load allows, not from the hot cache. A page joins while the tail ring still
    holds it, so it is ready before the ring lets any of its rows go. The arrays grow by an eighth beyond the
-   need, so a decode reallocates them rarely; an allocation that fails changes nothing. */
+   need, so a decode reallocates them rarely; an allocation that fails changes nothing. Nothing is marked
+   for publishing: an absent entry is what the device mirror holds past the entries it published (page -1,
+   not ready); the population's opt_set marks the page. */
 static void opt_grow(dhs_ctx *ctx, request *rq, int32_t g)
 {
     grp_state *gs = &rq->g[g];
@@ -1040,10 +1037,7 @@ static void opt_grow(dhs_ctx *ctx, request *rq, int32_t g)
         gs->opt_ticket = tk;
         gs->opt_cap = cap;
     }
-    opt_dirty(gs, gs->n_opt_pages, nop);
     gs->n_opt_pages = nop; /* the entries [old, nop) are absent, page -1 */
-    rq->tables_dirty |= TABLES_SOME;
-    gs->tables_dirty = 1;
 }
 
 void res_repopulate(dhs_ctx *ctx)

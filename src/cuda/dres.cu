@@ -92,6 +92,24 @@
 #define DIRECT_T 256 /* direct kernel: threads of a block */
 #define DIRECT_BLOCKS_PER_SM 4 /* direct kernel: its grid at most this many blocks per SM (U entries a thread) */
 static int g_direct_per_sm = DIRECT_BLOCKS_PER_SM; /* dhs_dres_set_direct_blocks (tests) */
+
+/* The current device's SM count, asked of the runtime once per device: the direct launch needs it in every
+   resolve call of a step (one atomic word per device, 0 until known) */
+static cudaError_t sm_count(int *n)
+{
+    static int cache[64];
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return e;
+    const int cached = dev >= 0 && dev < 64 ? __atomic_load_n(&cache[dev], __ATOMIC_RELAXED) : 0;
+    if (cached > 0) {
+        *n = cached;
+        return cudaSuccess;
+    }
+    e = cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess && dev >= 0 && dev < 64) __atomic_store_n(&cache[dev], *n, __ATOMIC_RELAXED);
+    return e;
+}
 static_assert(DHS_DRES_MAX_ENTRIES <= 32 * DT, "miss bits: one per tile of DT entries, 32 at most");
 
 typedef struct dres_scratch {
@@ -1591,9 +1609,8 @@ extern "C" cudaError_t dhs_dres_resolve_launch_mark(const dres_state *st, const 
     cudaLaunchAttribute at;
     if (direct) { /* DRES_MODE_DIRECT: the direct kernel alone, blocks of U x DIRECT_T entries of one request,
                      U the smallest that keeps the grid within DIRECT_BLOCKS_PER_SM blocks per SM */
-        int dev = 0, n_sm = 0;
-        cudaError_t e = cudaGetDevice(&dev);
-        if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev);
+        int n_sm = 0;
+        const cudaError_t e = sm_count(&n_sm);
         if (e != cudaSuccess) return e;
         const int64_t tiles = ((int64_t)st->spec_width * k + DIRECT_T - 1) / DIRECT_T;
         const int64_t cap = g_direct_per_sm > 0 ? (int64_t)g_direct_per_sm * n_sm : st->N; /* 0: a block a request */
