@@ -567,6 +567,27 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
    graph). */
 dhs_status dhs_round_tail_locations_device(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc_dev);
 
+/* Page tables for the open round, written by the device: the vLLM / FlashMLA "block table" form of the
+   direct rows, so an engine whose top-k (or index transform) already maps a logical row s to block_table[s /
+   page_rows] * page_rows + s % page_rows can serve a group that cannot miss without any resolve call.
+   For request i of the round (dhs_round_begin's order) and source src, entry P of its pages [0, ceil(ceil((n_i
+   + K_i) / m) / page_rows)) (m the source group's positions per row) goes to tab_dev[src * src_stride + i *
+   page_stride + P]: the pool page (dhs_source_pool row index / page_rows) that holds logical rows P *
+   page_rows .. + page_rows - 1 at their offsets, for every row of that page the round's selections can name
+   that the round serves directly, or -1 where it serves the page's rows through the hot cache or host (an
+   optional page not on the device). A row read through an entry has the bytes dhs_resolve_device would
+   have located for it (the same copy, or another copy of the same committed row); where dhs_round_may_miss
+   reports 0 for a group, every page of every request has an entry >= 0 for each of the group's sources,
+   so the locations need no resolve (dhs_resolve_device and dhs_group_done may then be skipped for the
+   group: nothing is staged or promoted). The rest of each page_stride run is left alone. The entries hold
+   for the open round only (dhs_round_begin may move a request's rows). Needs the device resolver
+   (DHS_ERR_STATE in host mode); tab_dev is device memory (host memory on the CPU backend), written by one
+   launch on the backend's compute stream after the round begin's tables (no host synchronisation).
+   DHS_ERR_INVALID_ARG: ctx NULL, a negative stride, tab_dev NULL with requests in the round, a request
+   with more pages than page_stride, or src_stride < n_round x page_stride with more than one source;
+   DHS_ERR_MISALIGNED; DHS_ERR_NOT_IN_ROUND. An error launches nothing. */
+dhs_status dhs_round_page_tables_device(dhs_ctx *ctx, int32_t page_stride, int64_t src_stride, int32_t *tab_dev);
+
 /* *may_miss = 1 when a selection of the open round may have to recover a row from host
    memory in `group` (-1: any group): some request of the round has a
    committed row below its tail window that is not in a ready optional page

@@ -280,6 +280,7 @@ dhs_round_may_miss = _fn("dhs_round_may_miss", _S, _CTX, c_int32, ctypes.POINTER
 dhs_tail_locations = _fn("dhs_tail_locations", _S, _CTX, dhs_req, c_int32, c_int64, c_int32, _I32P)
 dhs_round_tail_locations = _fn("dhs_round_tail_locations", _S, _CTX, c_int32, c_int64, _I32P)
 dhs_round_tail_locations_device = _fn("dhs_round_tail_locations_device", _S, _CTX, c_int32, c_int64, _I32P)
+dhs_round_page_tables_device = _fn("dhs_round_page_tables_device", _S, _CTX, c_int32, c_int64, _I32P)
 dhs_group_done = _fn("dhs_group_done", _S, _CTX, c_int32)
 dhs_round_end = _fn("dhs_round_end", _S, _CTX, _I32P)
 dhs_round_end_early = _fn("dhs_round_end_early", _S, _CTX, _I32P)

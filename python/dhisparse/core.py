@@ -976,6 +976,38 @@ class Context:
               "dhs_round_tail_locations_device", f"req_stride {rs}")
         return loc
 
+    def round_page_tables_device(self, tab, stream=None):
+        """dhs_round_page_tables_device: the open round's page tables written by the device into tab, int32
+        [n_sources][m >= round_size][page_stride] (src_stride m * page_stride): entry [s][i][P] is the pool
+        page holding logical page P of request i's rows of source s wherever the round serves them directly,
+        -1 elsewhere; a group for which round_may_miss is False has every page. Device or numpy array as in
+        round_tail_locations_device. Returns tab."""
+        if stream is not None:
+            if not self.backend.is_cuda:
+                raise ValueError("stream: only the CUDA backend has streams")
+            if _cuda.stream_handle(stream) != self.backend.stream:
+                self.backend.set_stream(stream)
+        if self.backend.is_cuda:
+            if not _cuda.is_device_array(tab):
+                raise TypeError(f"tab: expected a CUDA device array on the CUDA backend, got {type(tab).__name__}")
+            tv = _cuda.device_view(tab, dtype=np.int32, ndim=3, device=self.backend.device, what="tab")
+            tshape, tp = tv.shape, tv.ptr
+        else:
+            if _cuda.is_device_array(tab):
+                raise TypeError(f"tab: a CUDA device array given to a {self.backend.name} backend")
+            if not (isinstance(tab, np.ndarray) and tab.dtype == np.int32 and tab.flags.c_contiguous
+                    and tab.ndim == 3 and tab.flags.writeable):
+                raise TypeError("tab: expected a writable C-contiguous 3-dimensional int32 numpy array")
+            tshape, tp = tab.shape, tab.ctypes.data
+        if tshape[0] != len(self._row_bytes) or tshape[1] < self.round_size:
+            raise ValueError(f"tab: shape {tshape}, expected [{len(self._row_bytes)} (sources)]"
+                             f"[m >= {self.round_size} (round size)][page_stride]")
+        ps = int(tshape[2])
+        check(_lib.dhs_round_page_tables_device(self.handle, ps, int(tshape[1]) * ps,
+                                                ctypes.cast(tp, ctypes.POINTER(ctypes.c_int32)) if tp else None),
+              "dhs_round_page_tables_device", f"page_stride {ps}")
+        return tab
+
     def resolve_device(self, group, sel, loc, stream=None, split=False):
         """dhs_resolve_device: the graph-capturable per-layer resolve of the whole open round
         (config.resolver = Resolver.DEVICE). No host synchronisation, nothing read back; bad

@@ -62,7 +62,7 @@ def test_resolve_device_exact_on_cpu(layout, seed, split):
             uids.append(uid)
         pool = writable_pool(ctx)
         ctx.reset_stats()
-        checked = stale_before_wait = 0
+        checked = stale_before_wait = pt_checked = 0
         for t in range(1, 25):
             order = list(rng.permutation(len(reqs)))  # round position b != request slot
             rr = [reqs[i] for i in order]
@@ -84,6 +84,24 @@ def test_resolve_device_exact_on_cpu(layout, seed, split):
                     assert (allt[s, b, :K[b]] == loc_t).all() and (allt[s, b, K[b]:] == -1).all()
                     assert loc_t.shape == (K[b],) and (loc_t >= 0).all() and (loc_t < ctx.pool_rows()).all()
                     pool[loc_t, :RB] = row_bytes_of(uu[b], s, np.arange(n[b], n[b] + K[b]), [t] * K[b], RB)
+            # the round's page tables: every entry >= 0 holds the bytes of its page's visible rows, nothing past
+            # a request's pages is written (m = 1 sources: rows are positions)
+            PS = 1000 // PAGE + 2
+            tab = ctx.round_page_tables_device(np.full((nsrc_all, N, PS), -9, np.int32))
+            for b in range(N):
+                for s in range(nsrc_all):
+                    if b >= len(rr) or arch.sources[s].m != 1:
+                        assert b < len(rr) or (tab[s, b] == -9).all()
+                        continue
+                    npg = (n[b] + K[b] + PAGE - 1) // PAGE
+                    assert (tab[s, b, npg:] == -9).all() and (tab[s, b, :npg] >= -1).all()
+                    for P in np.flatnonzero(tab[s, b, :npg] >= 0):
+                        for row in range(P * PAGE, min(P * PAGE + PAGE, n[b] + K[b])):
+                            v = t if row >= n[b] else ver[(uu[b], row)]
+                            got = ctx.read_location(s, int(tab[s, b, P]) * PAGE + row % PAGE)
+                            assert np.array_equal(got, row_bytes_of(uu[b], s, [row], [v], RB)[0]), \
+                                f"round {t} b={b} source {s} row {row}: page {tab[s, b, P]}"
+                            pt_checked += 1
             for g in range(G):
                 sel = np.full((N, KMAX, K_SEL), 10 ** 6, np.int32)  # rows past the round: never read
                 for b in range(len(rr)):
@@ -129,8 +147,9 @@ def test_resolve_device_exact_on_cpu(layout, seed, split):
                 assert rr[b].positions == n[b] + acc[b] + 1
             ctx.assert_invariants(f"round {t}")
         st = ctx.stats()
-        print(f"checked={checked} misses={st.distinct_misses} calls={st.resolve_calls} entries={st.entries}")
-        assert checked > 1000
+        print(f"checked={checked} misses={st.distinct_misses} calls={st.resolve_calls} entries={st.entries} "
+              f"page-table rows={pt_checked}")
+        assert checked > 1000 and pt_checked > 100
         if split and any(len(x) > 1 for x in gsrc):
             assert stale_before_wait > 0, "split: every later source's rows were in place before its wait"
         with pytest.raises(dhs.DhsError):

@@ -97,6 +97,12 @@ typedef struct dhs_backend_ops {
     dhs_status (*dres_tail_locs)(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
                                  int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t req_stride,
                                  int64_t src_stride, int32_t *loc);
+    /* the round's page tables (dres_page_table_one) of every group, source and round position b < n_round
+       into tab (device-tier memory), on the compute stream; the arguments as dres_tail_locs; NULL when the
+       backend lacks it */
+    dhs_status (*dres_page_tables)(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                   int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t page_stride,
+                                   int64_t src_stride, int32_t *tab);
     /* host (pinned) -> device copy ordered on the compute stream, no host
        sync: publishes control-plane tables; src must stay unchanged until the
        compute stream passes it (the core republishes only after round_end). */

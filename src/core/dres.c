@@ -907,6 +907,15 @@ dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_str
                                src_stride, loc);
 }
 
+dhs_status dres_page_tables(dhs_ctx *ctx, int32_t page_stride, int64_t src_stride, int32_t *tab)
+{
+    struct dres_ctx *d = ctx->dres;
+    const dhs_backend_ops *ops = ctx->be->ops;
+    if (!ops->dres_page_tables) return DHS_ERR_UNSUPPORTED;
+    return ops->dres_page_tables(ctx->be, d->st_all, d->st_all_h, d->G, d->nsrc_max, ctx->n_round, d->rd, page_stride,
+                                 src_stride, tab);
+}
+
 dhs_status dres_group_done(dhs_ctx *ctx, int32_t g)
 {
     /* promotion copies staging rows the queue may still be writing */

@@ -32,6 +32,8 @@ int dres_may_miss(const dhs_ctx *ctx, int32_t group);
 /* dhs_round_tail_locations_device after its checks: one launch on the compute stream (the round
    descriptor's first rows and the published tail pages); DHS_ERR_UNSUPPORTED when the backend lacks it */
 dhs_status dres_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t src_stride, int32_t *loc);
+/* dhs_round_page_tables_device after its checks: one launch on the compute stream */
+dhs_status dres_page_tables(dhs_ctx *ctx, int32_t page_stride, int64_t src_stride, int32_t *tab);
 /* dhs_round_end after its argument checks: promotion, the one sync, error word; wait 0
    (dhs_round_end_early): a fence before the promotion, queued for dres_settle, and the word left to it */
 dhs_status dres_round_end(dhs_ctx *ctx, int wait);

@@ -283,6 +283,45 @@ DHS_HD void dres_tail_loc_one(const dres_state *st, const dres_round *rd, int32_
     }
 }
 
+/* The page table of source si of the group for round position b (dhs_round_page_tables_device): entry P
+   of the block's pages [0, ceil(ceil((n + K) / m) / p)) at tab[src_id[si] * src_stride + b * page_stride + P]
+   is the pool page whose row s % p holds row s of logical page P = s / p, for every row s of P a selection
+   of the round can name, wherever the round serves that row directly (dres_direct); -1 where it does not
+   (a row of P below tail_lo whose optional page is not ready: the hot cache or host serves it). A page
+   wholly at or above tail_lo is the tail ring's (the ring index row % T keeps a page's rows on one ring
+   page, T a multiple of p); a page with a row below tail_lo is its ready optional page, whose p rows are
+   all committed (optional pages are complete pages), so a row of it at or above tail_lo reads the same
+   bytes there as in the ring. One thread block does one (source, request) pair on CUDA; the CPU backend
+   loops over them. */
+DHS_HD int32_t dres_page_entry(const dres_state *st, int32_t r, int32_t si, int64_t P, int64_t tail_lo)
+{
+    const int32_t p = st->p, tpp = st->T / p;
+    if (P * p >= tail_lo) return st->tail_pages[((int64_t)r * st->nsrc + si) * tpp + P % tpp];
+    if (P < st->max_opt_pages && st->opt_ready[(int64_t)r * st->max_opt_pages + P])
+        return st->opt_pages[((int64_t)r * st->nsrc + si) * st->max_opt_pages + P];
+    return -1;
+}
+
+/* the block's pages of round position b: ceil(ceil((n + K) / m) / p) */
+DHS_HD int64_t dres_page_count(const dres_state *st, const dres_round *rd, int32_t b)
+{
+    const int64_t hi = (dres_rd_n(rd, b) + dres_rd_K(rd, b) + st->m - 1) / st->m;
+    return (hi + st->p - 1) / st->p;
+}
+
+/* entries P = first, first + step, ... of the page table of (si, b): the CPU backend takes every entry
+   (0, 1), a CUDA block one thread's share */
+DHS_HD void dres_page_table_one(const dres_state *st, const dres_round *rd, int32_t si, int32_t b, int32_t page_stride,
+                                int64_t src_stride, int32_t *tab, int64_t first, int64_t step)
+{
+    const int32_t r = dres_rd_slot(rd, b);
+    /* never past the run (the host checked the stride against this round; a replayed launch stays inside) */
+    const int64_t npb = dres_page_count(st, rd, b), np = npb < page_stride ? npb : page_stride;
+    const int64_t tail_lo = dres_rd_tail_lo(rd, st->N, st->group, b);
+    int32_t *out = tab + (int64_t)st->src_id[si] * src_stride + (int64_t)b * page_stride;
+    for (int64_t P = first; P < np; P += step) out[P] = dres_page_entry(st, r, si, P, tail_lo);
+}
+
 /* One window of the CLOCK sweep, as a warp does it: `elig` has bit i set
    when slot hand+i is unprotected with its reference bit clear; `refd` when
    unprotected with the bit set; `width` slots (<= 32) are in the window.

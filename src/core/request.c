@@ -404,6 +404,30 @@ dhs_status dhs_round_tail_locations(dhs_ctx *ctx, int32_t req_stride, int64_t sr
     return DHS_OK;
 }
 
+/* The pages of request i's block in group g: ceil(ceil((n + K) / m) / p), as dres_page_count */
+static int64_t round_pages(const dhs_ctx *ctx, const request *rq, int32_t g)
+{
+    const int64_t p = ctx->cfg.page_rows;
+    return (grp_rows_ceil(ctx, g, rq->n + rq->K) + p - 1) / p;
+}
+
+/* The round's page tables written by the device from the tables the round begin published (the same ones
+   the direct resolve reads); the host checks the strides only: O(requests x groups), nothing marked */
+dhs_status dhs_round_page_tables_device(dhs_ctx *ctx, int32_t page_stride, int64_t src_stride, int32_t *tab_dev)
+{
+    if (!ctx) return DHS_ERR_INVALID_ARG;
+    if (!ctx->round_open) return DHS_ERR_NOT_IN_ROUND;
+    if (!ctx->dres) return DHS_ERR_STATE;
+    const int32_t nr = ctx->n_round;
+    if (page_stride < 0 || src_stride < 0 || (nr > 0 && !tab_dev)) return DHS_ERR_INVALID_ARG;
+    if ((uintptr_t)tab_dev % sizeof(int32_t)) return DHS_ERR_MISALIGNED;
+    if (nr > 0 && src_stride < (int64_t)nr * page_stride && ctx->arch.n_sources > 1) return DHS_ERR_INVALID_ARG;
+    for (int32_t i = 0; i < nr; i++)
+        for (int32_t g = 0; g < ctx->arch.n_groups; g++)
+            if (round_pages(ctx, &ctx->req[ctx->round_reqs[i]], g) > page_stride) return DHS_ERR_INVALID_ARG;
+    return nr == 0 ? DHS_OK : dres_page_tables(ctx, page_stride, src_stride, tab_dev);
+}
+
 /* The same locations written by the device (one launch on the compute stream from the tables the round
    begin published: the round descriptor's committed rows and each request's tail pages), so the host
    touches only each request's written marks. Device resolver only. */

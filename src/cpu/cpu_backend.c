@@ -309,6 +309,19 @@ static dhs_status cpu_dres_tail_locs(dhs_backend *be, const dres_state *st_dev, 
     return DHS_OK;
 }
 
+static dhs_status cpu_dres_page_tables(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                       int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t page_stride,
+                                       int64_t src_stride, int32_t *tab)
+{
+    (void)be;
+    (void)st_host;
+    (void)nsrc_max;
+    for (int32_t g = 0; g < G; g++)
+        for (int32_t si = 0; si < st_dev[g].nsrc; si++)
+            for (int32_t b = 0; b < n_round; b++) dres_page_table_one(&st_dev[g], rd, si, b, page_stride, src_stride, tab, 0, 1);
+    return DHS_OK;
+}
+
 static dhs_status cpu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
 {
     (void)be;
@@ -370,6 +383,7 @@ static const dhs_backend_ops cpu_ops = {
     .dres_promote = cpu_dres_promote,
     .dres_promote_all = cpu_dres_promote_all,
     .dres_tail_locs = cpu_dres_tail_locs,
+    .dres_page_tables = cpu_dres_page_tables,
     .dres_reset = cpu_dres_reset,
     .publish = cpu_publish,
     .publish_list = cpu_publish_list,

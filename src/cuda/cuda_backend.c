@@ -536,6 +536,19 @@ static dhs_status cu_dres_tail_locs(dhs_backend *be, const dres_state *st_dev, c
     return DHS_OK;
 }
 
+static dhs_status cu_dres_page_tables(dhs_backend *be, const dres_state *st_dev, const dres_state *st_host, int32_t G,
+                                      int32_t nsrc_max, int32_t n_round, const dres_round *rd, int32_t page_stride,
+                                      int64_t src_stride, int32_t *tab)
+{
+    cu_backend *c = cu_of(be);
+    if (!st_dev || !st_host || !rd || !tab || G <= 0 || nsrc_max <= 0 || n_round < 0) return DHS_ERR_INVALID_ARG;
+    if (n_round == 0) return DHS_OK;
+    dhs_status s = cu_enter(c);
+    if (s != DHS_OK) return s;
+    CU_TRY(c, dhs_dres_page_tables_launch(st_dev, G, nsrc_max, n_round, rd, page_stride, src_stride, tab, c->compute));
+    return DHS_OK;
+}
+
 static dhs_status cu_dres_reset(dhs_backend *be, const dres_state *st, int32_t slot)
 {
     cu_backend *c = cu_of(be);
@@ -638,6 +651,7 @@ static const dhs_backend_ops cu_ops = {
     .dres_promote = cu_dres_promote,
     .dres_promote_all = cu_dres_promote_all,
     .dres_tail_locs = cu_dres_tail_locs,
+    .dres_page_tables = cu_dres_page_tables,
     .dres_reset = cu_dres_reset,
     .publish = cu_publish,
     .publish_list = cu_publish_list,

@@ -1702,6 +1702,27 @@ extern "C" cudaError_t dhs_dres_tail_locs_launch(const dres_state *st_dev, int32
     return cudaGetLastError();
 }
 
+static __global__ void __launch_bounds__(128) dres_page_tables_kernel(const dres_state *__restrict__ sts, int32_t n_round,
+                                                                      const dres_round *__restrict__ rd,
+                                                                      int32_t page_stride, int64_t src_stride, int32_t *tab)
+{
+    const dres_state *st = &sts[blockIdx.y];
+    const int32_t si = (int32_t)(blockIdx.x / (unsigned)n_round), b = (int32_t)(blockIdx.x % (unsigned)n_round);
+    if (si >= st->nsrc) return;
+    dres_page_table_one(st, rd, si, b, page_stride, src_stride, tab, threadIdx.x, blockDim.x);
+}
+
+extern "C" cudaError_t dhs_dres_page_tables_launch(const dres_state *st_dev, int32_t G, int32_t nsrc_max, int32_t n_round,
+                                                   const dres_round *rd, int32_t page_stride, int64_t src_stride,
+                                                   int32_t *tab, cudaStream_t s)
+{
+    if (G <= 0 || G > 65535 || nsrc_max <= 0 || n_round <= 0 || (int64_t)nsrc_max * n_round > 0x7fffffff)
+        return cudaErrorInvalidValue;
+    dres_page_tables_kernel<<<dim3((unsigned)(nsrc_max * n_round), (unsigned)G), 128, 0, s>>>(st_dev, n_round, rd, page_stride,
+                                                                                           src_stride, tab);
+    return cudaGetLastError();
+}
+
 extern "C" cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s)
 {
     if (slot < 0 || slot >= st->N) return cudaErrorInvalidValue;
@@ -1723,7 +1744,7 @@ extern "C" cudaError_t dhs_dres_set_carveout(int percent)
                               (const void *)dres_direct_kernel,
                               (const void *)dres_copy_kernel,       (const void *)dres_copy_all_kernel,
                               (const void *)dres_promote_kernel,    (const void *)dres_promote_all_kernel,
-                              (const void *)dres_tail_locs_kernel};
+                              (const void *)dres_tail_locs_kernel,  (const void *)dres_page_tables_kernel};
     for (size_t i = 0; i < sizeof fn / sizeof fn[0]; i++) {
         const cudaError_t e = cudaFuncSetAttribute(fn[i], cudaFuncAttributePreferredSharedMemoryCarveout, percent);
         if (e != cudaSuccess) return e;

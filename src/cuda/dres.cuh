@@ -99,6 +99,11 @@ cudaError_t dhs_dres_promote_launch(const dres_state *st, const dres_round *rd, 
 cudaError_t dhs_dres_tail_locs_launch(const dres_state *st_dev, int32_t G, int32_t nsrc_max, int32_t n_round,
                                       const dres_round *rd, int32_t req_stride, int64_t src_stride, int32_t *loc,
                                       cudaStream_t s);
+/* the round's page tables of every group (grid.y): one block per (source, position) (grid.x), its threads
+   over the pages, dres_page_table_one */
+cudaError_t dhs_dres_page_tables_launch(const dres_state *st_dev, int32_t G, int32_t nsrc_max, int32_t n_round,
+                                        const dres_round *rd, int32_t page_stride, int64_t src_stride, int32_t *tab,
+                                        cudaStream_t s);
 cudaError_t dhs_dres_promote_all_launch(const dres_state *st_dev, const dres_state *st_host, int32_t G,
                                         const dres_round *rd, int payload, int32_t copy_blocks, cudaStream_t s);
 cudaError_t dhs_dres_reset_launch(const dres_state *st, int32_t slot, cudaStream_t s);

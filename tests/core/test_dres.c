@@ -1956,8 +1956,13 @@ static void test_round_may_miss(void)
         CHECK_ST(dhs_ctx_create(&a, &c, be, &ctx), DHS_OK);
         if (!ctx) return;
         int mm = -7, m0 = -7, m1 = -7, direct_ok = 0, direct_refused = 0;
+        enum { PS = 72 }; /* page tables: pages per request (max_rows 256 / 4 + spare) */
+        int32_t tab[2 * PS + 1];
+        long pt_rows = 0, pt_none = 0;
         CHECK_ST(dhs_round_may_miss(NULL, -1, &mm), DHS_ERR_INVALID_ARG);
         CHECK_ST(dhs_round_may_miss(ctx, -1, &mm), DHS_ERR_NOT_IN_ROUND);
+        CHECK_ST(dhs_round_page_tables_device(ctx, PS, PS, tab), DHS_ERR_NOT_IN_ROUND);
+        CHECK_ST(dhs_round_page_tables_device(NULL, PS, PS, tab), DHS_ERR_INVALID_ARG);
         CHECK(mm == -7); /* written only on DHS_OK */
         enum { H = 40 }; /* 10 pages of 4 rows */
         uint8_t *rows = aligned_alloc(64, (size_t)2 * H * 64);
@@ -2011,6 +2016,39 @@ static void test_round_may_miss(void)
                 if (!gm)
                     for (int i = 0; i < 64; i++) CHECKF(loc2[i] == loc[i], "round %d group %d entry %d: direct %d, %d", t, g, i, loc2[i], loc[i]);
             }
+            /* the page tables: refused with nothing written on bad arguments; then every entry >= 0 holds
+               the bytes of its page's visible rows (rows 0..n), every entry of a group that cannot miss is
+               >= 0, and the rest of each run is left alone */
+            for (int i = 0; i < 2 * PS + 1; i++) tab[i] = -9;
+            const int64_t npg = (n + 1 + 3) / 4;
+            CHECK_ST(dhs_round_page_tables_device(ctx, (int32_t)npg - 1, 2 * PS, tab), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_round_page_tables_device(ctx, PS, PS - 1, tab), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_round_page_tables_device(ctx, -1, PS, tab), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_round_page_tables_device(ctx, PS, PS, NULL), DHS_ERR_INVALID_ARG);
+            CHECK_ST(dhs_round_page_tables_device(ctx, PS, PS, (int32_t *)((char *)tab + 2)), DHS_ERR_MISALIGNED);
+            for (int i = 0; i < 2 * PS + 1; i++) CHECKF(tab[i] == -9, "round %d: a refused call wrote entry %d", t, i);
+            CHECK_ST(dhs_round_page_tables_device(ctx, PS, PS, tab), DHS_OK);
+            for (int src = 0; src < 2; src++) { /* source s is group s's */
+                const int gm = src ? m1 : m0;
+                for (int64_t P = 0; P < PS; P++) {
+                    const int32_t e = tab[src * PS + P];
+                    if (P >= npg) {
+                        CHECKF(e == -9, "round %d source %d: entry %lld past the %lld pages written", t, src, (long long)P,
+                               (long long)npg);
+                        continue;
+                    }
+                    if (e < 0) {
+                        CHECKF(e == -1 && gm, "round %d source %d page %lld: entry %d where the group %s", t, src,
+                               (long long)P, e, gm ? "may miss" : "cannot miss");
+                        pt_none++;
+                        continue;
+                    }
+                    for (int64_t row = P * 4; row < P * 4 + 4 && row <= n; row++, pt_rows++)
+                        CHECKF(th_loc_holds(ctx, src, 64, (int32_t)(e * 4 + row % 4), 1, row, 0),
+                               "round %d source %d row %lld: page %d does not hold it", t, src, (long long)row, e);
+                }
+            }
+            CHECK(tab[2 * PS] == -9);
             dhs_get_stats(ctx, &s1);
             if (mm == 0) {
                 seen0++;
@@ -2023,7 +2061,10 @@ static void test_round_may_miss(void)
             CHECK_INV(ctx);
             n++;
         }
-        printf("round_may_miss %s: %d rounds 0 (nothing recovered in any), %d rounds 1\n", name, seen0, seen1);
+        printf("round_may_miss %s: %d rounds 0 (nothing recovered in any), %d rounds 1; page tables: %ld rows read "
+               "through them, %ld pages not direct\n", name, seen0, seen1, pt_rows, pt_none);
+        CHECKF(pt_rows > 0 && (mode == 2 ? pt_none == 0 : pt_none > 0), "%s: %ld rows through page tables, %ld pages -1",
+               name, pt_rows, pt_none);
         /* resident with decoded pages optional: every round direct; without: direct until the 16-row ring
            lets decoded rows go; host: every round may miss */
         CHECKF(mode == 2 ? seen1 == 0 : mode ? seen0 > 0 && seen1 > 0 : seen0 == 0, "%s: %d rounds may_miss 0, %d rounds 1",

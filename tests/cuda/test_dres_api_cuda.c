@@ -7,6 +7,8 @@
  * CUDA kernels decide as the CPU reference of the device resolver does (the same per-group census over
  * the whole run).
  * dhs_round_tail_locations_device: the kernel writes what the host call writes, every entry.
+ * dhs_round_page_tables_device: every entry the kernel writes holds its page's rows (read back through the
+ * pool), every page of a group that cannot miss has one, and nothing past the pages is written.
  * No GPU (or built without CUDA): exits 77, which CMake maps to a skip. */
 #include <stdint.h>
 #include <stdio.h>
@@ -166,6 +168,116 @@ out:
     if (be) dhs_backend_destroy(be);
 }
 
+/* dhs_round_page_tables_device on the CUDA backend: three requests decoding from imports of different
+   lengths, decoded pages joining the optional history, a device budget that holds some of them; every
+   entry >= 0 is read back through the pool and compared with the row's bytes */
+static void test_round_page_tables_device(void)
+{
+    enum { NR = 3, NS = 3, RBY = 64, PS = 40, ROUNDS = 60 };
+    dhs_arch a = dhs_arch_default();
+    a.n_groups = 2;
+    a.n_sources = NS;
+    a.sources[0] = (dhs_source_desc){RBY, 1, 0};
+    a.sources[1] = (dhs_source_desc){RBY, 1, 1};
+    a.sources[2] = (dhs_source_desc){RBY, 1, 1};
+    a.n_consumers = 0;
+    dhs_config c = dhs_config_default();
+    c.max_requests = NR;
+    c.sel_k = 8;
+    c.spec_width = 1;
+    c.page_rows = 4;
+    c.hot_rows = 8;
+    c.tail_rows = 16;
+    c.max_rows = 150;
+    c.resolver = DHS_RESOLVER_DEVICE;
+    c.policy = DHS_POLICY_CLOCK;
+    c.resident_first = 1;
+    c.repop_pages = 4;
+    c.decoded_optional = 1;
+    dhs_backend *be = NULL;
+    dhs_ctx *ctx = NULL;
+    int32_t *dtab = NULL;
+    static int32_t tab[NS * NR * PS + 1];
+    static uint8_t hist[NS][120 * RBY];
+    const void *hp[NS] = {hist[0], hist[1], hist[2]};
+    long rows = 0, none = 0, direct_rounds = 0;
+    dhs_status sb = dhs_backend_cuda_create(0, &be), sc = DHS_ERR_BACKEND;
+    dhs_sizes sz;
+    if (sb == DHS_OK) { /* a budget of the fixed needs and about 40 optional pages */
+        (void)dhs_config_sizes(&a, &c, &sz);
+        c.device_bytes = sz.min_device_bytes + (uint64_t)(NR - 1) * sz.request_bytes + (uint64_t)40 * NS * sz.page_bytes;
+        sc = dhs_ctx_create(&a, &c, be, &ctx);
+    }
+    if (sc != DHS_OK || cudaMalloc((void **)&dtab, sizeof tab) != cudaSuccess) {
+        CHECKF(0, "page tables: set-up (backend %s, context %s)", dhs_status_str(sb), dhs_status_str(sc));
+        goto out;
+    }
+    dhs_req r[NR];
+    int64_t n[NR];
+    for (int i = 0; i < NR; i++) {
+        n[i] = 30 + 13 * i;
+        for (int s = 0; s < NS; s++)
+            for (int64_t row = 0; row < n[i]; row++) th_fill_row(hist[s] + row * RBY, RBY, (uint64_t)i + 1, s, row, 0);
+        CHECK_ST(dhs_request_open(ctx, 140, &r[i]), DHS_OK);
+        CHECK_ST(dhs_request_import(ctx, r[i], n[i], hp, DHS_IMPORT_HOST), DHS_OK);
+    }
+    for (int round = 0; round < ROUNDS; round++) {
+        int32_t K[NR] = {1, 1, 1}, acc[NR] = {0, 0, 0};
+        CHECK_ST(dhs_round_begin(ctx, NR, r, K), DHS_OK);
+        for (int i = 0; i < NR; i++)
+            for (int s = 0; s < NS; s++) {
+                int32_t tl = -1;
+                uint8_t row[RBY];
+                CHECK_ST(dhs_tail_locations(ctx, r[i], s, n[i], 1, &tl), DHS_OK);
+                th_fill_row(row, RBY, (uint64_t)i + 1, s, n[i], 0);
+                if (tl >= 0) cuda_write_loc(ctx, s, tl, row);
+            }
+        int mg[2] = {1, 1};
+        CHECK_ST(dhs_round_may_miss(ctx, 0, &mg[0]), DHS_OK);
+        CHECK_ST(dhs_round_may_miss(ctx, 1, &mg[1]), DHS_OK);
+        direct_rounds += !mg[0] && !mg[1];
+        for (size_t j = 0; j < sizeof tab / sizeof tab[0]; j++) tab[j] = -9;
+        CHECK(cudaMemcpy(dtab, tab, sizeof tab, cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK_ST(dhs_round_page_tables_device(ctx, PS, (int64_t)NR * PS, dtab), DHS_OK);
+        CHECK(cudaMemcpyAsync(tab, dtab, sizeof tab, cudaMemcpyDeviceToHost, (cudaStream_t)dhs_cuda_stream(be)) == cudaSuccess &&
+              cudaStreamSynchronize((cudaStream_t)dhs_cuda_stream(be)) == cudaSuccess);
+        for (int s = 0; s < NS; s++)
+            for (int i = 0; i < NR; i++) {
+                const int gm = mg[s == 0 ? 0 : 1];
+                const int64_t npg = (n[i] + 1 + 3) / 4;
+                for (int64_t P = 0; P < PS; P++) {
+                    const int32_t e = tab[(int64_t)s * NR * PS + (int64_t)i * PS + P];
+                    if (P >= npg) {
+                        CHECKF(e == -9, "round %d source %d request %d: entry %lld past its %lld pages", round, s, i,
+                               (long long)P, (long long)npg);
+                        continue;
+                    }
+                    if (e < 0) {
+                        CHECKF(e == -1 && gm, "round %d source %d request %d page %lld: entry %d (group may miss: %d)",
+                               round, s, i, (long long)P, e, gm);
+                        none++;
+                        continue;
+                    }
+                    for (int64_t row = P * 4; row < P * 4 + 4 && row <= n[i]; row++, rows++)
+                        CHECKF(th_loc_holds(ctx, s, RBY, (int32_t)(e * 4 + row % 4), (uint64_t)i + 1, row, 0),
+                               "round %d source %d request %d row %lld: page %d does not hold it", round, s, i,
+                               (long long)row, e);
+                }
+            }
+        CHECK(tab[NS * NR * PS] == -9);
+        CHECK_ST(dhs_round_end(ctx, acc), DHS_OK);
+        CHECK_INV(ctx);
+        for (int i = 0; i < NR; i++) n[i]++;
+    }
+    printf("test_dres_api_cuda: page tables over %d rounds: %ld rows read through their entries, %ld pages not "
+           "direct, %ld rounds with no group that may miss\n", ROUNDS, rows, none, direct_rounds);
+    CHECKF(rows > 0 && direct_rounds > 0, "page tables: %ld rows checked, %ld direct rounds", rows, direct_rounds);
+out:
+    if (dtab) cudaFree(dtab);
+    dhs_ctx_destroy(ctx);
+    if (be) dhs_backend_destroy(be);
+}
+
 int main(void)
 {
     dhs_backend *be = NULL;
@@ -178,6 +290,7 @@ int main(void)
     printf("test_dres_api_cuda: sequences 1-3 on %s\n", "the CUDA backend");
     test_group_hot();
     test_round_tail_locations_device();
+    test_round_page_tables_device();
     return th_summary();
 }
 #endif
