@@ -30,6 +30,7 @@
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dev/topk_spec.h"
 
@@ -120,12 +121,25 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 
 __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
 
+/* the page-table lookup of query q's entry i (row < 0: none) into every source's locations */
+__device__ static __forceinline__ void tk_pages_write(const dhs_topk_pages *pg, int q, int32_t k, uint32_t i, int32_t row)
+{
+    const int64_t b = q / pg->q_per_req, at = (int64_t)q * k + i;
+    int32_t e[DHS_TOPK_PAGES_MAX_SRC];
+    for (int s = 0; s < pg->nsrc; s++) /* every table load issued before any is used */
+        e[s] = row < 0 ? -1 : __ldg(pg->tab + pg->src[s] * pg->src_stride + b * pg->page_stride + row / pg->page_rows);
+    for (int s = 0; s < pg->nsrc; s++)
+        pg->locs[s * pg->loc_stride + at] = e[s] < 0 ? -1 : e[s] * pg->page_rows + row % pg->page_rows;
+}
+
 /* a query's answer when it has none (a NaN score): -1 in all k rows and locations */
-__device__ static void tk_write_none(int32_t k, int32_t *__restrict__ orow, int32_t *__restrict__ oloc)
+__device__ static void tk_write_none(int32_t k, int32_t *__restrict__ orow, int32_t *__restrict__ oloc,
+                                     const dhs_topk_pages *pg, int q)
 {
     for (int32_t i = threadIdx.x; i < k; i += TK_THREADS) {
         orow[i] = -1;
         if (oloc) oloc[i] = -1;
+        if (pg) tk_pages_write(pg, q, k, (uint32_t)i, -1);
     }
 }
 
@@ -172,7 +186,7 @@ __device__ static void tk_sort_regs(tk_shared &sh, uint32_t P, uint32_t lo, uint
    others in shared memory: 21 barriers for 2048 keys instead of 66. The keys are
    distinct but for the padding, so the order is the one sorted order. */
 __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, int32_t k, const int32_t *__restrict__ so,
-                                     int32_t *__restrict__ orow, int32_t *__restrict__ oloc)
+                                     int32_t *__restrict__ orow, int32_t *__restrict__ oloc, const dhs_topk_pages *pg, int q)
 {
     const int tid = threadIdx.x;
     uint32_t P = 64;
@@ -200,9 +214,11 @@ __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, in
             const uint32_t pos = dhs_topk_key_pos(sh.key[i]);
             orow[i] = (int32_t)pos;
             if (oloc) oloc[i] = __ldg(so + pos);
+            if (pg) tk_pages_write(pg, q, k, i, (int32_t)pos);
         } else {
             orow[i] = -1;
             if (oloc) oloc[i] = -1;
+            if (pg) tk_pages_write(pg, q, k, i, -1);
         }
     }
 }
@@ -211,7 +227,7 @@ __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, in
    scores, so its slot table (NULL: no lookup), orow/oloc its k outputs */
 __device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint32_t n, int32_t k,
                                 const int32_t *__restrict__ so, int32_t *__restrict__ orow, int32_t *__restrict__ oloc,
-                                int32_t *nanp)
+                                int32_t *nanp, const dhs_topk_pages *pg, int q)
 {
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const uint32_t cnt = n < (uint32_t)k ? n : (uint32_t)k;
@@ -309,10 +325,10 @@ __device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint
     __syncthreads();
     if (tid == 0 && nanp) *nanp = (int32_t)sh.nan;
     if (sh.nan) {
-        tk_write_none(k, orow, oloc);
+        tk_write_none(k, orow, oloc, pg, q);
         return;
     }
-    tk_sort_write(sh, m, cnt, k, so, orow, oloc);
+    tk_sort_write(sh, m, cnt, k, so, orow, oloc, pg, q);
 }
 
 __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld,
@@ -333,7 +349,7 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
     }
     const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
     tk_query(sh, scores + (int64_t)q * score_ld, (uint32_t)nq, k, so, out_rows + (int64_t)q * k,
-             so ? out_locs + (int64_t)q * k : nullptr, nan_count ? nan_count + q : nullptr);
+             so ? out_locs + (int64_t)q * k : nullptr, nan_count ? nan_count + q : nullptr, nullptr, q);
 }
 
 /* ------------------------------------------------------------------ split top-k
@@ -542,9 +558,11 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
                                                               int64_t n_add, int32_t k,
                                                               const int32_t *__restrict__ slot_of, int64_t slot_ld,
                                                               int32_t *__restrict__ out_rows, int32_t *__restrict__ out_locs,
-                                                              int32_t *__restrict__ nan_count, ts_qws *w)
+                                                              int32_t *__restrict__ nan_count, ts_qws *w,
+                                                              const __grid_constant__ dhs_topk_pages pgv, int use_pg)
 {
     __shared__ tk_shared sh;
+    const dhs_topk_pages *pg = use_pg ? &pgv : nullptr;
     const int q = blockIdx.x, tid = threadIdx.x;
     const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
     if (nq < 0) {
@@ -556,7 +574,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
     int32_t *orow = out_rows + (int64_t)q * k, *oloc = so ? out_locs + (int64_t)q * k : nullptr;
     int32_t *nanp = nan_count ? nan_count + q : nullptr;
     if (nq <= (int64_t)k) { /* no selection: the one-block path reads its n <= k scores */
-        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp);
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg, q);
         return;
     }
     ts_state *st = &w[q].st;
@@ -565,11 +583,11 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
     if (tid == 0) st->nan = 0, st->gt = 0, st->eq = 0, st->digit = 0, st->rem = 0;
     if (nan) {
         if (tid == 0 && nanp) *nanp = (int32_t)nan;
-        tk_write_none(k, orow, oloc);
+        tk_write_none(k, orow, oloc, pg, q);
         return;
     }
     if (eq > TS_TIECAP) { /* the tie list overflowed: the one-block algorithm for this query */
-        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp);
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg, q);
         return;
     }
     if (tid == 0 && nanp) *nanp = 0;
@@ -609,7 +627,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
         if ((key & pmask) >= T) sh.key[gt + atomicAdd(&sh.eq, 1u)] = key;
     }
     __syncthreads();
-    tk_sort_write(sh, gt + need, (uint32_t)k, k, so, orow, oloc);
+    tk_sort_write(sh, gt + need, (uint32_t)k, k, so, orow, oloc, pg, q);
 }
 
 __global__ void topk_lookup_kernel(const int32_t *__restrict__ rows, int32_t batch, int32_t k, const int32_t *__restrict__ slot_of,
@@ -676,7 +694,32 @@ extern "C" int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int3
         ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
         ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
     }
+    dhs_topk_pages none;
+    memset(&none, 0, sizeof none);
     ts_final_kernel<<<batch, TK_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, slot_of, slot_ld, out_rows,
-                                                  out_locs, nan_count, w);
+                                                  out_locs, nan_count, w, none, 0);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int dhs_cuda_topk_split_pages(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                                         int64_t n_add, int32_t k, const dhs_topk_pages *pg, int32_t *out_rows,
+                                         int32_t *nan_count, void *ws, size_t ws_bytes, void *stream)
+{
+    if (batch < 0 || batch > 65535 || n < 0 || n > INT32_MAX || k < 1 || k > DHS_TOPK_MAX_K || !out_rows ||
+        (n > 0 && !scores) || score_ld < (batch > 1 ? n : 0) || n_add < 0 || !ws || ((uintptr_t)ws & 15) ||
+        ws_bytes < ts_ws_bytes(batch) || !pg || pg->nsrc < 1 || pg->nsrc > DHS_TOPK_PAGES_MAX_SRC || !pg->tab ||
+        !pg->locs || pg->page_rows < 1 || pg->q_per_req < 1 || pg->page_stride < 0 || pg->src_stride < 0 ||
+        pg->loc_stride < 0)
+        return -1;
+    if (batch == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    ts_qws *const w = (ts_qws *)ws;
+    if (n > k) {
+        const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
+        ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+        ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+    }
+    ts_final_kernel<<<batch, TK_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, nullptr, 0, out_rows,
+                                                  nullptr, nan_count, w, *pg, 1);
     return (int)cudaGetLastError();
 }

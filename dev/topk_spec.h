@@ -174,6 +174,29 @@ int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int32_t batch, 
                           int32_t *nan_count, void *ws, size_t ws_bytes, void *stream);
 int dhs_cuda_topk_lookup(const int32_t *rows, int32_t batch, int32_t k, const int32_t *slot_of, int64_t slot_ld,
                          int32_t *locs, void *stream);
+/* The page-table lookup fused into the split top-k (dhs_cuda_topk_split_pages): beside query q's selected
+ * row i (row = out_rows[q * k + i]), the location of that row in each of nsrc sources, from page tables in
+ * the form of dhs_round_page_tables_device (include/dhs.h):
+ *   locs[s * loc_stride + q * k + i] = row < 0 ? -1 : e < 0 ? -1 : e * page_rows + row % page_rows,
+ *   e = tab[src[s] * src_stride + (q / q_per_req) * page_stride + row / page_rows]
+ * (q_per_req queries per request: a request's queries are consecutive). A round the library says cannot
+ * miss has e >= 0 for every row a selection names, so these are the locations the direct resolve would
+ * give, or other copies of the same rows. */
+#define DHS_TOPK_PAGES_MAX_SRC 16
+typedef struct dhs_topk_pages {
+    const int32_t *tab;
+    int64_t src_stride;
+    int32_t page_stride, page_rows, q_per_req, nsrc;
+    int32_t src[DHS_TOPK_PAGES_MAX_SRC];
+    int32_t *locs;
+    int64_t loc_stride;
+} dhs_topk_pages;
+/* dhs_cuda_topk_split_n (no slot lookup) with the page-table lookup of *pg (copied at the call: graph
+ *   capturable); -1 for bad arguments (those of dhs_cuda_topk_split_n, pg NULL, nsrc outside 1..16, a NULL
+ *   table or locs, page_rows or q_per_req < 1, a negative stride) */
+int dhs_cuda_topk_split_pages(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
+                              int64_t n_add, int32_t k, const dhs_topk_pages *pg, int32_t *out_rows, int32_t *nan_count,
+                              void *ws, size_t ws_bytes, void *stream);
 #ifdef __cplusplus
 }
 #endif

@@ -96,6 +96,8 @@ struct dhs_ref_engine {
     float *glog;            /* [slots*kmax][V] */
     int32_t *gtail;         /* device step, hier: [slots][ns][kmax] tail locations of the round */
     int32_t *gloc_dev;      /* device step, hier: [nsrc_max][N][kmax][k] locations (dhs_resolve_device) */
+    int32_t *ptab_dev;      /* cfg.page_tables: [ns][N][pt_stride] the round's page tables (dhs_round_page_tables_device) */
+    int32_t pt_stride;      /* pages per request and source in ptab_dev */
     int compact;            /* device step with compact tables (cfg.full_tables 0) */
     int32_t *rloc_dev;      /* compact tables, locations written by the library on the device (cfg.tail_host 0) */
     uint64_t epochs;        /* session starts so far (sess.epoch) */
@@ -284,6 +286,16 @@ static dhs_status gpu_create(dhs_ref_engine *e)
             set_err(e, "device step location buffer", st);
             return st;
         }
+        /* page tables ride with the device's tail locations (both written on the step's stream each round) */
+        if (e->cfg.page_tables && e->rloc_dev) {
+            const int64_t p = e->cfg.page_rows, pts = (e->cfg.max_positions + e->kmax + p - 1) / p + 1;
+            const uint64_t tb = (uint64_t)e->ns * (uint64_t)N * (uint64_t)pts * sizeof(int32_t);
+            if (pts > INT32_MAX || (st = dhs_ref_gpu_alloc(e->gpu, tb, (void **)&e->ptab_dev)) != DHS_OK) {
+                set_err(e, "device step page tables", pts > INT32_MAX ? DHS_ERR_INVALID_ARG : st);
+                return pts > INT32_MAX ? DHS_ERR_INVALID_ARG : st;
+            }
+            e->pt_stride = (int32_t)pts;
+        }
     }
     return DHS_OK;
 }
@@ -464,6 +476,7 @@ void dhs_ref_engine_destroy(dhs_ref_engine *e)
     free(e->gtail);
     free(e->tab_epoch);
     if (e->gloc_dev) dhs_ref_gpu_free(e->gpu, e->gloc_dev);
+    if (e->ptab_dev) dhs_ref_gpu_free(e->gpu, e->ptab_dev);
     for (int b = 0; b < 2; b++)
         if (e->probe_h[b]) dhs_ref_gpu_host_free(e->gpu, e->probe_h[b]);
     dhs_ref_gpu_destroy(e->gpu);
@@ -898,16 +911,39 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         /* rows (and keys) of every position of the block, in place, before any query */
         dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
         if ((st = dhs_ref_gpu_step_rows(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "rows", st);
+        /* a round that cannot miss with page tables: the top-k writes every source's locations itself */
+        const int by_pages = ctx && e->direct_now && e->ptab_dev;
         if (li->producer) {
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
-            if ((st = dhs_ref_gpu_step_select(e->gpu, l)) != DHS_OK) return step_gpu_fail(e, "select", st);
+            dhs_topk_pages pg;
+            if (by_pages) {
+                int32_t nsrc = 0;
+                const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
+                memset(&pg, 0, sizeof pg);
+                if (nsrc < 1 || nsrc > DHS_TOPK_PAGES_MAX_SRC) {
+                    snprintf(e->err, sizeof e->err, "page tables: group %d has %d sources (1..%d)", g, nsrc,
+                             DHS_TOPK_PAGES_MAX_SRC);
+                    return DHS_ERR_UNSUPPORTED;
+                }
+                pg.tab = e->ptab_dev;
+                pg.src_stride = (int64_t)e->cfg.ctx_requests * e->pt_stride;
+                pg.page_stride = e->pt_stride;
+                pg.page_rows = e->cfg.page_rows;
+                pg.q_per_req = e->kmax;
+                pg.nsrc = nsrc;
+                for (int32_t s = 0; s < nsrc; s++) pg.src[s] = gsrc[s];
+                pg.locs = e->gloc_dev;
+                pg.loc_stride = slice;
+            }
+            if ((st = dhs_ref_gpu_step_select_pages(e->gpu, l, by_pages ? &pg : NULL)) != DHS_OK)
+                return step_gpu_fail(e, "select", st);
             if (e->probe_h[0] && /* the queries of batch item 0 back to the host, for the locality meter */
                 (st = dhs_ref_gpu_probe_copy(e->gpu, e->probe_h[0] + (int64_t)g * e->kmax * e->k,
                                              e->probe_h[1] + (int64_t)g * e->kmax * e->k, dhs_ref_gpu_step_sel(e->gpu),
                                              sizeof(int32_t) * (uint64_t)e->kmax * (uint64_t)e->k)) != DHS_OK)
                 return step_gpu_fail(e, "locality probe", st);
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
-            if (ctx && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev,
+            if (ctx && !by_pages && (st = dhs_resolve_device(ctx, g, e->k, dhs_ref_gpu_step_sel(e->gpu), e->gloc_dev,
                                                 e->split_now    ? DHS_RESOLVE_SPLIT
                                                 : e->direct_now ? DHS_RESOLVE_DIRECT
                                                                 : 0)) != DHS_OK) {
@@ -939,7 +975,7 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
             }
         }
         dhs_ref_gpu_prof_mark(G, DHS_REF_PH_OTHER);
-        if (ctx && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
+        if (ctx && !by_pages && (l + 1 == c->n_layers || dhs_ref_layer(m, l + 1)->group != g) &&
             (st = dhs_group_done(ctx, g)) != DHS_OK) {
             set_err(e, "dhs_group_done", st);
             return st;
@@ -966,6 +1002,17 @@ void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], ui
     for (int i = 0; i < DHS_REF_PH_N; i++) us[i] = e->prof_us[i];
     *rounds = e->prof_rounds;
     *wall_s = e->prof_wall_s;
+}
+
+/* cfg.page_tables: the round's page tables, on the step's stream after the round begin's tables (every
+   round: a round that cannot miss reads them in its top-k instead of resolving) */
+static dhs_status page_tables(dhs_ref_engine *e)
+{
+    if (!e->ptab_dev) return DHS_OK;
+    const dhs_status st = dhs_round_page_tables_device(e->cfg.ctx, e->pt_stride, (int64_t)e->cfg.ctx_requests * e->pt_stride,
+                                                       e->ptab_dev);
+    if (st != DHS_OK) set_err(e, "dhs_round_page_tables_device", st);
+    return st;
 }
 
 /* the library's host work for the step in flight (dhs_background: the tail backups that fell due),
@@ -1033,6 +1080,7 @@ static dhs_status open_ahead(dhs_ref_engine *e)
             set_err(e, "dhs_round_tail_locations_device (the next round, opened ahead)", st);
             return st;
         }
+        if ((st = page_tables(e)) != DHS_OK) return st;
         e->ahead_tl = 1;
         e->stt.tailloc_s += dhs_wall_s() - t1;
     }
@@ -1110,6 +1158,7 @@ static dhs_status compact_tables(dhs_ref_engine *e, int32_t n, const int32_t *id
                 set_err(e, "dhs_round_tail_locations_device", st);
                 return st;
             }
+            if ((st = page_tables(e)) != DHS_OK) return st;
         } else if ((st = dhs_round_tail_locations(ctx, kmax, in->stride, in->rloc)) != DHS_OK) {
             /* the round's items in dhs_round_begin's order (e->reqs), every source: rows n_i .. n_i + K_i - 1
                (every source has one position per row here) */
@@ -1334,6 +1383,7 @@ upload:
     e->stt.rounds++;
     e->stt.split_rounds += (uint64_t)e->split_now;
     e->stt.direct_rounds += (uint64_t)e->direct_now;
+    e->stt.page_table_rounds += (uint64_t)(e->direct_now && e->ptab_dev);
     if (captured) {
         e->stt.captures++;
         e->stt.capture_s += t3 - t0;

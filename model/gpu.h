@@ -31,6 +31,7 @@
 
 #include <stdint.h>
 
+#include "dev/topk_spec.h" /* dhs_topk_pages */
 #include "model/model.h"
 
 #ifdef __cplusplus
@@ -195,6 +196,10 @@ dhs_status dhs_ref_gpu_step_tables(dhs_ref_gpu *g, int32_t q0, int32_t n);
 dhs_status dhs_ref_gpu_step_embed(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l);
 dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l);
+/* the same with the page-table lookup fused into the top-k (dev/topk_spec.h dhs_topk_pages: each selected
+   row's location in every source of pg, from dhs_round_page_tables_device's tables); pg NULL = step_select.
+   Needs the split top-k (DHS_ERR_UNSUPPORTED otherwise) */
+dhs_status dhs_ref_gpu_step_select_pages(dhs_ref_gpu *g, int32_t l, const dhs_topk_pages *pg);
 int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g);
 dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev);
 dhs_status dhs_ref_gpu_step_logits(dhs_ref_gpu *g);

@@ -173,6 +173,11 @@ dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
     (void)g, (void)l;
     return DHS_ERR_UNSUPPORTED;
 }
+dhs_status dhs_ref_gpu_step_select_pages(dhs_ref_gpu *g, int32_t l, const dhs_topk_pages *pg)
+{
+    (void)g, (void)l, (void)pg;
+    return DHS_ERR_UNSUPPORTED;
+}
 int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g)
 {
     (void)g;

@@ -466,6 +466,10 @@ typedef struct dhs_ref_engine_cfg {
     int direct_resolve;     /* device step, hierarchical: 1 = a round that cannot miss (dhs_round_may_miss 0)
                                resolves with DHS_RESOLVE_DIRECT (one kernel a group, no promotion), its
                                graph captured apart; 0: never. The same bytes either way */
+    int page_tables;        /* device step, hierarchical, with direct_resolve and the device's tail locations: a
+                               round that cannot miss takes its locations from dhs_round_page_tables_device
+                               (built each round on the step's stream) in the split top-k's output instead of
+                               resolving: no library call per group. The same rows, the same bytes */
     int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref
@@ -523,6 +527,7 @@ typedef struct dhs_ref_step_times {
     uint64_t rounds, captures;
     uint64_t split_rounds; /* rounds whose step used the split resolve (copy_overlap, the round may miss) */
     uint64_t direct_rounds; /* rounds whose step resolved with DHS_RESOLVE_DIRECT (direct_resolve, cannot miss) */
+    uint64_t page_table_rounds; /* of those, rounds located through page tables (page_tables) instead */
     double control_s, launch_s, wait_s, capture_s;
     /* every round (any step, profiled ones too): the host drafter, dhs_round_begin,
        dhs_round_end (hierarchical only) */

@@ -1012,8 +1012,22 @@ static g_iqs iqs_of(const dhs_ref_gpu *g, int32_t l)
     return z;
 }
 
-static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l)
+static dhs_status launch_topk(dhs_ref_gpu *g, int32_t l, const dhs_topk_pages *pg = NULL)
 {
+    if (pg) { /* the split top-k with the page-table lookup (dhs_ref_gpu_step_select_pages) */
+        if (!g->fused || !g->split) {
+            snprintf(g->err, sizeof g->err, "page-table locations need the split top-k (topk_fused 2)");
+            return DHS_ERR_UNSUPPORTED;
+        }
+        const int rc = dhs_cuda_topk_split_pages(g->scores, g->dims.maxpos, g->nq, g->dims.maxpos, g->pos, 1, g->dims.k, pg,
+                                                 g->sel, g->nanc + (size_t)l * g->maxq, g->tws, g->tws_bytes, g->st);
+        if (rc < 0) {
+            snprintf(g->err, sizeof g->err, "dhs_cuda_topk_split_pages: bad arguments (k %d, sources %d)", g->dims.k, pg->nsrc);
+            return DHS_ERR_INVALID_ARG;
+        }
+        CK((cudaError_t)rc, "dhs_cuda_topk_split_pages");
+        return DHS_OK;
+    }
     if (!g->fused) {
         k_topk<<<g->nq, 1024, 0, g->st>>>(g->dims, g->pos, g->scores, g->sel);
         CK(cudaGetLastError(), "k_topk");
@@ -1357,7 +1371,9 @@ extern "C" dhs_status dhs_ref_gpu_step_rows(dhs_ref_gpu *g, int32_t l)
     return DHS_OK;
 }
 
-extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
+extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l) { return dhs_ref_gpu_step_select_pages(g, l, NULL); }
+
+extern "C" dhs_status dhs_ref_gpu_step_select_pages(dhs_ref_gpu *g, int32_t l, const dhs_topk_pages *pg)
 {
     if (l < 0 || l >= g->L || !g->producer[l]) return DHS_ERR_INVALID_ARG;
     CK(pk_launch_iq(g->st, g->nq, &g->dims, &g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l)), "k_iq");
@@ -1368,7 +1384,7 @@ extern "C" dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
                      g->lut, g->scores),
        "k_scores");
     dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK);
-    return launch_topk(g, l); /* fused: NaN counts come back with the logits (step_logits / step_wait) */
+    return launch_topk(g, l, pg); /* fused: NaN counts come back with the logits (step_logits / step_wait) */
 }
 
 extern "C" int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g ? g->sel : NULL; }

@@ -617,6 +617,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
     ec.direct_resolve = use_hier && c.direct_resolve;
+    ec.page_tables = use_hier && c.direct_resolve && c.page_tables;
     ec.tail_host = c.tail_host;
     ec.end_early = use_hier ? c.end_early : 0;
     ec.import_mode = c.import_mode;

@@ -199,7 +199,7 @@ static int hier_fits(const dhs_ref_model *m, const dhs_ref_run_cfg *base, int32_
 }
 
 typedef struct sv_opts {
-    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, direct_resolve, host_fill, import_twice, tail_host,
+    int backend, geometry, step, json, quiet, waves, topk_impl, copy_overlap, direct_resolve, page_tables, host_fill, import_twice, tail_host,
         end_early, decoded_optional;
     int import_mode;         /* DHS_REF_IMPORT_*: the hierarchy's imports' flag (--import) */
     int32_t repop_pages;     /* dhs_config.repop_pages (0: the library's default) */
@@ -500,6 +500,7 @@ static cJSON *rec_json(const sv_rec *r)
         cJSON_AddNumberToObject(h, "capture_ms", 1e3 * r->st.capture_s);
         cJSON_AddNumberToObject(h, "split_rounds", (double)r->st.split_rounds);
         cJSON_AddNumberToObject(h, "direct_rounds", (double)r->st.direct_rounds);
+        cJSON_AddNumberToObject(h, "page_table_rounds", (double)r->st.page_table_rounds);
         /* the round's library work before and after the step (admission, tail locations, the
            hierarchy's copies and bookkeeping): decode time less the step's and the profiled rounds' */
         double in_step = r->st.control_s + r->st.launch_s + r->st.wait_s + r->st.capture_s;
@@ -773,6 +774,10 @@ int cmd_bench_serve(int argc, char **argv)
         A_ENUM("--direct-resolve", &o.direct_resolve, sv_on_off,
                "cuda, device/graph step: on (default): a round that cannot miss resolves with DHS_RESOLVE_DIRECT, "
                "one kernel a group and no promotion (dhs run --direct-resolve); off: never"),
+        A_ENUM("--page-tables", &o.page_tables, sv_on_off,
+               "cuda, device/graph step, with --direct-resolve on: on: a round that cannot miss takes its locations from "
+               "dhs_round_page_tables_device inside the split top-k, no resolve call per group (dhs run --page-tables); "
+               "off (default): DHS_RESOLVE_DIRECT"),
         A_ENUM("--decoded-optional", &o.decoded_optional, sv_on_off,
                "on (default): the complete pages decoding adds join the optional history once they leave the tail "
                "ring (dhs run --decoded-optional); off: they stay on host and in the hot cache"),
@@ -967,6 +972,7 @@ int cmd_bench_serve(int argc, char **argv)
     base.topk_impl = o.topk_impl;
     base.copy_overlap = o.copy_overlap;
     base.direct_resolve = o.direct_resolve;
+    base.page_tables = o.page_tables;
     base.decoded_optional = o.decoded_optional;
     base.tail_host = o.tail_host;
     base.end_early = o.end_early;

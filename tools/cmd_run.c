@@ -29,6 +29,7 @@ typedef struct run_opts {
     int model;              /* index into models[] */
     int geometry;           /* index into geometries[] */
     int layout, sessions_i, verify, backend, compare, storage, policy, resolver, step, topk_impl, copy_overlap, direct_resolve;
+    int page_tables;
     int tail_host;
     int end_early;
     int decoded_optional;   /* dhs_config.decoded_optional (--decoded-optional) */
@@ -157,6 +158,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
         {.name = "--direct-resolve", .type = ARG_ENUM, .dest = &o->direct_resolve, .choices = on_off,
          .help = "device/graph step, hierarchical: on (default): a round that cannot miss (dhs_round_may_miss 0) resolves "
                  "with DHS_RESOLVE_DIRECT, one kernel a group and no promotion; off: never (the same tokens)"},
+        {.name = "--page-tables", .type = ARG_ENUM, .dest = &o->page_tables, .choices = on_off,
+         .help = "device/graph step, hierarchical, with --direct-resolve on: on: a round that cannot miss takes its "
+                 "locations from dhs_round_page_tables_device inside the split top-k (no resolve call per group); "
+                 "off (default): DHS_RESOLVE_DIRECT (the same tokens)"},
         {.name = "--decoded-optional", .type = ARG_ENUM, .dest = &o->decoded_optional, .choices = on_off,
          .help = "hierarchical: on (default): the complete pages decoding adds join the optional history once they "
                  "leave the tail ring (dhs_config.decoded_optional: repopulated while the budget has room, so later "
@@ -365,6 +370,7 @@ int cmd_run(int argc, char **argv)
     c.topk_impl = o.topk_impl;
     c.copy_overlap = o.copy_overlap;
     c.direct_resolve = o.direct_resolve;
+    c.page_tables = o.page_tables;
     c.decoded_optional = o.decoded_optional;
     c.tail_host = o.tail_host;
     c.end_early = o.end_early;
@@ -530,6 +536,7 @@ int cmd_run(int argc, char **argv)
                 cJSON_AddNumberToObject(e, "capture_rounds_s", st->capture_s);
                 cJSON_AddNumberToObject(e, "split_rounds", (double)st->split_rounds);
                 cJSON_AddNumberToObject(e, "direct_rounds", (double)st->direct_rounds);
+                cJSON_AddNumberToObject(e, "page_table_rounds", (double)st->page_table_rounds);
             }
         }
         { /* every round, any step: the host drafter and the library's round calls, per engine */
@@ -595,6 +602,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddBoolToObject(cf, "direct_resolve", o.direct_resolve && o.step != 0);
+        cJSON_AddBoolToObject(cf, "page_tables", o.page_tables && o.direct_resolve && o.step != 0);
         cJSON_AddBoolToObject(cf, "decoded_optional", o.decoded_optional != 0);
         cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
         cJSON_AddStringToObject(cf, "round_end", round_ends[o.end_early]);

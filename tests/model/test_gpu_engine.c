@@ -57,6 +57,7 @@ static int g_host_api_calls; /* dhs_ref_gpu_begin / rows / select / attend / log
 static int g_step_calls;     /* dhs_ref_gpu_step_* launches */
 static int g_fused_selects;  /* selections through the fused top-k's CPU twin (desc.topk_fused) */
 static int g_split_creates;  /* GPU models created with desc.topk_fused == 2 (dhs_cuda_topk_split_n) */
+static int g_page_selects;   /* selections whose locations came from page tables (step_select_pages) */
 
 struct dhs_ref_gpu {
     const dhs_ref_model *m;
@@ -715,6 +716,31 @@ dhs_status dhs_ref_gpu_step_select(dhs_ref_gpu *g, int32_t l)
     return DHS_OK;
 }
 
+/* the split top-k's page-table lookup (dev/topk.cu tk_pages_write) on the CPU: every valid query's entries
+   located in each source of pg from the tables dhs_round_page_tables_device wrote (host memory on the CPU
+   backend); a skipped query (pos < 0) leaves its locations as they were, as the kernel does */
+dhs_status dhs_ref_gpu_step_select_pages(dhs_ref_gpu *g, int32_t l, const dhs_topk_pages *pg)
+{
+    if (!pg) return dhs_ref_gpu_step_select(g, l);
+    if (!g->fused) return DHS_ERR_UNSUPPORTED;
+    dhs_status st = dhs_ref_gpu_step_select(g, l);
+    if (st != DHS_OK || g_noop) return st;
+    g_page_selects++;
+    for (int32_t q = 0; q < g->nq; q++) {
+        if (g->pos[q] < 0) continue;
+        const int64_t b = q / pg->q_per_req;
+        for (int32_t i = 0; i < g->k; i++) {
+            const int32_t row = g->sel[(int64_t)q * g->k + i];
+            for (int32_t s = 0; s < pg->nsrc; s++) {
+                const int32_t e =
+                    row < 0 ? -1 : pg->tab[pg->src[s] * pg->src_stride + b * pg->page_stride + row / pg->page_rows];
+                pg->locs[s * pg->loc_stride + (int64_t)q * g->k + i] = e < 0 ? -1 : e * pg->page_rows + row % pg->page_rows;
+            }
+        }
+    }
+    return DHS_OK;
+}
+
 int32_t *dhs_ref_gpu_step_sel(dhs_ref_gpu *g) { return g->sel; }
 
 dhs_status dhs_ref_gpu_step_attend(dhs_ref_gpu *g, int32_t l, const int32_t *loc_dev)
@@ -1132,6 +1158,65 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     dhs_ref_run_result_free(&gpu);
     dhs_ref_model_destroy(m);
     g_model = NULL;
+}
+
+/* page tables (cfg.page_tables): a device step whose histories are all on the device decodes through
+   rounds that cannot miss; with page tables those rounds take their locations from the top-k's page-table
+   lookup (no resolve call) and give the bits of DHS_RESOLVE_DIRECT: hier == resident, tokens == the CPU run,
+   with and without speculation; every direct round went through the tables, and none without them */
+static void test_page_tables(uint64_t seed)
+{
+    for (int spec = 1; spec <= 3; spec += 2)
+        for (int pt = 0; pt <= 1; pt++) {
+            dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+            c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+            c.model.n_layers = 6;
+            c.model.topk = 64;
+            c.model.seed = seed;
+            c.geometry = dhs_ref_geometry_str(DHS_REF_GEOM_GLM53);
+            c.synthetic = 1;
+            c.sessions = 3;
+            c.context = 300;
+            c.tokens = 70; /* past a page of decoded rows: decoded pages join the optional history */
+            c.spec = spec;
+            c.seed = seed;
+            c.slots = 3;
+            c.history = 1.0;
+            c.check = 1;
+            c.topk_impl = DHS_REF_TOPK_SPLIT;
+            c.direct_resolve = 1;
+            c.page_tables = pt;
+            dhs_ref_run_result cpu, gpu;
+            int r1 = dhs_ref_run(&c, &cpu);
+            dhs_ref_model *m = NULL;
+            CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+            g_model = m;
+            c.gpu_model = 1;
+            c.step = DHS_REF_STEP_DEVICE;
+            const int pages0 = g_page_selects;
+            int r2 = dhs_ref_run(&c, &gpu);
+            CHECKF(r1 == 0 && r2 == 0, "page tables %d spec %d: %s / %s", pt, spec, cpu.errmsg, gpu.errmsg);
+            if (r1 == 0 && r2 == 0) {
+                const uint64_t dr = gpu.step_hier.direct_rounds, pr = gpu.step_hier.page_table_rounds;
+                CHECKF(dr > 0, "page tables %d spec %d: no round that cannot miss (%" PRIu64 " rounds)", pt, spec, gpu.rounds);
+                CHECKF(pt ? pr == dr && g_page_selects > pages0 : pr == 0 && g_page_selects == pages0,
+                       "page tables %d spec %d: %" PRIu64 " of %" PRIu64 " direct rounds through page tables, %d selections",
+                       pt, spec, pr, dr, g_page_selects - pages0);
+                CHECKF(gpu.identical, "page tables %d spec %d: hier vs resident: %" PRIu64 " logit rows differ", pt, spec,
+                       gpu.logit_mismatches);
+                CHECKF(gpu.invariant_violations == 0, "page tables %d spec %d: invariants", pt, spec);
+                for (int32_t i = 0; i < c.sessions; i++)
+                    CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "page tables %d spec %d: session %d: tokens differ", pt,
+                           spec, i);
+                printf("  page tables %s, spec %d: %" PRIu64 " of %" PRIu64 " rounds direct, %" PRIu64
+                       " through page tables; hier == resident, tokens == CPU run\n",
+                       pt ? "on" : "off", spec, dr, gpu.rounds, pr);
+            }
+            dhs_ref_run_result_free(&cpu);
+            dhs_ref_run_result_free(&gpu);
+            dhs_ref_model_destroy(m);
+            g_model = NULL;
+        }
 }
 
 /* --round-end ahead on the emulated device step (eager: the emulation has no graphs): width-1 rounds end early and, once
@@ -1763,6 +1848,7 @@ int main(int argc, char **argv)
     test_run(DHS_REF_GEOM_DSV32, 5, DHS_REF_VERIFY_GREEDY, DHS_REF_STEP_DEVICE, DHS_REF_TOPK_MODEL, seed + 12, 1, 1);
     test_profile(seed + 4);
     test_round_ahead(seed + 14);
+    test_page_tables(seed + 31);
     test_next_refusals(seed + 15);
     test_rope_ahead(seed + 12);
     test_deploy_step(seed + 10);
