@@ -676,6 +676,16 @@ extern "C" int dhs_cuda_topk_lookup(const int32_t *rows, int32_t batch, int32_t 
     return (int)cudaGetLastError();
 }
 
+/* the split top-k's first two launches (skipped where no query has more than k candidates) */
+static void ts_select(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of, int64_t n_add,
+                      int32_t k, ts_qws *w, cudaStream_t st)
+{
+    if (n <= k) return;
+    const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
+    ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+    ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
+}
+
 extern "C" size_t dhs_cuda_topk_split_ws(int32_t batch) { return batch < 0 ? 0 : ts_ws_bytes(batch); }
 
 extern "C" int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int32_t batch, int64_t n, const int64_t *n_of,
@@ -689,11 +699,7 @@ extern "C" int dhs_cuda_topk_split_n(const float *scores, int64_t score_ld, int3
     if (batch == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     ts_qws *const w = (ts_qws *)ws;
-    if (n > k) {
-        const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
-        ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
-        ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
-    }
+    ts_select(scores, score_ld, batch, n, n_of, n_add, k, w, st);
     dhs_topk_pages none;
     memset(&none, 0, sizeof none);
     ts_final_kernel<<<batch, TK_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, slot_of, slot_ld, out_rows,
@@ -714,11 +720,7 @@ extern "C" int dhs_cuda_topk_split_pages(const float *scores, int64_t score_ld, 
     if (batch == 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
     ts_qws *const w = (ts_qws *)ws;
-    if (n > k) {
-        const dim3 grid((unsigned)((n + TS_CHUNK - 1) / TS_CHUNK), (unsigned)batch);
-        ts_hist_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
-        ts_collect_kernel<<<grid, TS_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, w);
-    }
+    ts_select(scores, score_ld, batch, n, n_of, n_add, k, w, st);
     ts_final_kernel<<<batch, TK_THREADS, 0, st>>>(scores, score_ld, (uint32_t)n, n_of, n_add, k, nullptr, 0, out_rows,
                                                   nullptr, nan_count, w, *pg, 1);
     return (int)cudaGetLastError();

@@ -944,32 +944,39 @@ class Context:
               "dhs_round_tail_locations", f"req_stride {req_stride}")
         return out
 
-    def round_tail_locations_device(self, loc, stream=None):
-        """dhs_round_tail_locations_device: round_tail_locations written by the device into loc, int32
-        [n_sources][m >= round_size][req_stride] (src_stride m * req_stride), on the compute stream
-        (config.resolver = Resolver.DEVICE). On the CUDA backend loc is a device array (torch CUDA
-        tensor, __cuda_array_interface__ / DLPack producer); on the CPU backend a numpy array. The
-        rows count as written. stream: as in resolve_device. Returns loc."""
+    def _round_array(self, arr, what, last, stream):
+        """The [n_sources][m >= round_size][last] int32 array of a per-round device call: a device array on
+        the CUDA backend, a numpy array on the CPU backend; the stream as in resolve_device. Returns its
+        shape and address."""
         if stream is not None:
             if not self.backend.is_cuda:
                 raise ValueError("stream: only the CUDA backend has streams")
             if _cuda.stream_handle(stream) != self.backend.stream:
                 self.backend.set_stream(stream)
         if self.backend.is_cuda:
-            if not _cuda.is_device_array(loc):
-                raise TypeError(f"loc: expected a CUDA device array on the CUDA backend, got {type(loc).__name__}")
-            lv = _cuda.device_view(loc, dtype=np.int32, ndim=3, device=self.backend.device, what="loc")
-            lshape, lp = lv.shape, lv.ptr
+            if not _cuda.is_device_array(arr):
+                raise TypeError(f"{what}: expected a CUDA device array on the CUDA backend, got {type(arr).__name__}")
+            v = _cuda.device_view(arr, dtype=np.int32, ndim=3, device=self.backend.device, what=what)
+            shape, ptr = v.shape, v.ptr
         else:
-            if _cuda.is_device_array(loc):
-                raise TypeError(f"loc: a CUDA device array given to a {self.backend.name} backend")
-            if not (isinstance(loc, np.ndarray) and loc.dtype == np.int32 and loc.flags.c_contiguous
-                    and loc.ndim == 3 and loc.flags.writeable):
-                raise TypeError("loc: expected a writable C-contiguous 3-dimensional int32 numpy array")
-            lshape, lp = loc.shape, loc.ctypes.data
-        if lshape[0] != len(self._row_bytes) or lshape[1] < self.round_size:
-            raise ValueError(f"loc: shape {lshape}, expected [{len(self._row_bytes)} (sources)]"
-                             f"[m >= {self.round_size} (round size)][req_stride]")
+            if _cuda.is_device_array(arr):
+                raise TypeError(f"{what}: a CUDA device array given to a {self.backend.name} backend")
+            if not (isinstance(arr, np.ndarray) and arr.dtype == np.int32 and arr.flags.c_contiguous
+                    and arr.ndim == 3 and arr.flags.writeable):
+                raise TypeError(f"{what}: expected a writable C-contiguous 3-dimensional int32 numpy array")
+            shape, ptr = arr.shape, arr.ctypes.data
+        if shape[0] != len(self._row_bytes) or shape[1] < self.round_size:
+            raise ValueError(f"{what}: shape {shape}, expected [{len(self._row_bytes)} (sources)]"
+                             f"[m >= {self.round_size} (round size)][{last}]")
+        return shape, ptr
+
+    def round_tail_locations_device(self, loc, stream=None):
+        """dhs_round_tail_locations_device: round_tail_locations written by the device into loc, int32
+        [n_sources][m >= round_size][req_stride] (src_stride m * req_stride), on the compute stream
+        (config.resolver = Resolver.DEVICE). On the CUDA backend loc is a device array (torch CUDA
+        tensor, __cuda_array_interface__ / DLPack producer); on the CPU backend a numpy array. The
+        rows count as written. stream: as in resolve_device. Returns loc."""
+        lshape, lp = self._round_array(loc, "loc", "req_stride", stream)
         rs = int(lshape[2])
         check(_lib.dhs_round_tail_locations_device(self.handle, rs, int(lshape[1]) * rs,
                                                    ctypes.cast(lp, ctypes.POINTER(ctypes.c_int32)) if lp else None),
@@ -982,26 +989,7 @@ class Context:
         page holding logical page P of request i's rows of source s wherever the round serves them directly,
         -1 elsewhere; a group for which round_may_miss is False has every page. Device or numpy array as in
         round_tail_locations_device. Returns tab."""
-        if stream is not None:
-            if not self.backend.is_cuda:
-                raise ValueError("stream: only the CUDA backend has streams")
-            if _cuda.stream_handle(stream) != self.backend.stream:
-                self.backend.set_stream(stream)
-        if self.backend.is_cuda:
-            if not _cuda.is_device_array(tab):
-                raise TypeError(f"tab: expected a CUDA device array on the CUDA backend, got {type(tab).__name__}")
-            tv = _cuda.device_view(tab, dtype=np.int32, ndim=3, device=self.backend.device, what="tab")
-            tshape, tp = tv.shape, tv.ptr
-        else:
-            if _cuda.is_device_array(tab):
-                raise TypeError(f"tab: a CUDA device array given to a {self.backend.name} backend")
-            if not (isinstance(tab, np.ndarray) and tab.dtype == np.int32 and tab.flags.c_contiguous
-                    and tab.ndim == 3 and tab.flags.writeable):
-                raise TypeError("tab: expected a writable C-contiguous 3-dimensional int32 numpy array")
-            tshape, tp = tab.shape, tab.ctypes.data
-        if tshape[0] != len(self._row_bytes) or tshape[1] < self.round_size:
-            raise ValueError(f"tab: shape {tshape}, expected [{len(self._row_bytes)} (sources)]"
-                             f"[m >= {self.round_size} (round size)][page_stride]")
+        tshape, tp = self._round_array(tab, "tab", "page_stride", stream)
         ps = int(tshape[2])
         check(_lib.dhs_round_page_tables_device(self.handle, ps, int(tshape[1]) * ps,
                                                 ctypes.cast(tp, ctypes.POINTER(ctypes.c_int32)) if tp else None),
