@@ -77,6 +77,72 @@ static void check_split(bufs *b, const char *what, int64_t n, int32_t k, int32_t
     }
 }
 
+/* dhs_cuda_topk_split_pages on the same case: the rows of split_n, and beside each row its location in
+   three sources (table order 2, 0, 1) of random page tables (-1 entries included), q_per_req 1 or 2,
+   page_rows 4: every entry as the host computes it; a skipped query's locations untouched */
+static void check_pages(bufs *b, const char *what, int64_t n, int32_t k, int32_t batch, const int64_t *d_nof, int64_t n_add,
+                        uint64_t *rng)
+{
+    enum { NS = 3, PR = 4 };
+    const int32_t qpr = 1 + (int32_t)(dhs_rng_next(rng) % 2), nreq = (batch + qpr - 1) / qpr;
+    const int32_t pstride = (int32_t)(n / PR + 2);
+    const int64_t nt = (int64_t)NS * nreq * pstride, no = (int64_t)NS * k * batch;
+    int32_t *h_tab = malloc(sizeof(int32_t) * (size_t)nt), *h_loc = malloc(sizeof(int32_t) * (size_t)no), *d_tab = NULL,
+            *d_loc = NULL;
+    if (!h_tab || !h_loc || cudaMalloc((void **)&d_tab, sizeof(int32_t) * (size_t)nt) != cudaSuccess ||
+        cudaMalloc((void **)&d_loc, sizeof(int32_t) * (size_t)no) != cudaSuccess) {
+        CHECKF(0, "pages (%s): allocation", what);
+        goto out;
+    }
+    for (int64_t i = 0; i < nt; i++) h_tab[i] = (int32_t)(dhs_rng_next(rng) % 1001) - 1;
+    CK(cudaMemcpy(d_tab, h_tab, sizeof(int32_t) * (size_t)nt, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_loc, 0x5a, sizeof(int32_t) * (size_t)no));
+    CK(cudaMemset(b->d_rows2, 0x5a, sizeof(int32_t) * (size_t)k * batch));
+    dhs_topk_pages pg;
+    memset(&pg, 0, sizeof pg);
+    pg.tab = d_tab;
+    pg.src_stride = (int64_t)nreq * pstride;
+    pg.page_stride = pstride;
+    pg.page_rows = PR;
+    pg.q_per_req = qpr;
+    pg.nsrc = NS;
+    pg.src[0] = 2, pg.src[1] = 0, pg.src[2] = 1;
+    pg.locs = d_loc;
+    pg.loc_stride = (int64_t)k * batch;
+    int rc = dhs_cuda_topk_split_pages(b->d_sc, n, batch, n, d_nof, n_add, k, &pg, b->d_rows2, b->d_nan2, b->ws, b->ws_bytes,
+                                       NULL);
+    CHECKF(rc == 0, "pages launch: %d", rc);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(b->h_rows2, b->d_rows2, sizeof(int32_t) * (size_t)k * batch, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h_loc, d_loc, sizeof(int32_t) * (size_t)no, cudaMemcpyDeviceToHost));
+    int64_t bad = -1, badl = -1, want_bad = 0;
+    for (int32_t q = 0; q < batch; q++) {
+        const int skipped = b->h_rows2[(int64_t)q * k] == 0x5a5a5a5a;
+        for (int32_t i = 0; i < k; i++) {
+            const int64_t at = (int64_t)q * k + i;
+            const int32_t row = b->h_rows2[at];
+            if (bad < 0 && row != b->h_rows[at]) bad = at;
+            for (int s = 0; s < NS; s++) {
+                int32_t want = 0x5a5a5a5a;
+                if (!skipped) {
+                    const int32_t e = row < 0 ? -1 : h_tab[pg.src[s] * pg.src_stride + (int64_t)(q / qpr) * pstride + row / PR];
+                    want = e < 0 ? -1 : e * PR + row % PR;
+                }
+                if (badl < 0 && h_loc[s * pg.loc_stride + at] != want) badl = s * pg.loc_stride + at, want_bad = want;
+            }
+        }
+    }
+    CHECKF(bad < 0, "pages (%s) n %lld k %d batch %d: row %lld is %d, split_n's %d", what, (long long)n, k, batch,
+           (long long)bad, bad < 0 ? 0 : b->h_rows2[bad], bad < 0 ? 0 : b->h_rows[bad]);
+    CHECKF(badl < 0, "pages (%s) n %lld k %d batch %d q/req %d: location %lld is %d, want %lld", what, (long long)n, k, batch,
+           qpr, (long long)badl, badl < 0 ? 0 : h_loc[badl], (long long)want_bad);
+out:
+    free(h_tab);
+    free(h_loc);
+    if (d_tab) cudaFree(d_tab);
+    if (d_loc) cudaFree(d_loc);
+}
+
 /* batch queries of n candidates each; shared: one slot table (slot_ld 0);
    nan_q >= 0: query nan_q gets NaNs. Returns candidates compared. */
 static int64_t run_case(bufs *b, gen_kind g, int64_t n, int32_t k, int32_t batch, int shared, int nan_q, uint64_t *rng)
@@ -145,6 +211,7 @@ static int64_t run_case(bufs *b, gen_kind g, int64_t n, int32_t k, int32_t batch
                bad2 < 0 ? 0 : b->w_rows[bad2], bad2 < 0 ? 0 : b->w_locs[bad2]);
     }
     check_split(b, gen_name[g], n, k, batch, NULL, 0, sld);
+    check_pages(b, gen_name[g], n, k, batch, NULL, 0, rng);
     return tot;
 }
 
@@ -223,6 +290,7 @@ static int64_t run_case_n(bufs *b, int64_t n, int32_t k, int32_t batch, int shar
     free(wr);
     free(wl);
     check_split(b, "per-query", n, k, batch, d_nof, n_add, sld);
+    check_pages(b, "per-query", n, k, batch, d_nof, n_add, rng);
     return tot;
 }
 
