@@ -1166,57 +1166,60 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
    with and without speculation; every direct round went through the tables, and none without them */
 static void test_page_tables(uint64_t seed)
 {
-    for (int spec = 1; spec <= 3; spec += 2)
-        for (int pt = 0; pt <= 1; pt++) {
-            dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
-            c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
-            c.model.n_layers = 6;
-            c.model.topk = 64;
-            c.model.seed = seed;
-            c.geometry = dhs_ref_geometry_str(DHS_REF_GEOM_GLM53);
-            c.synthetic = 1;
-            c.sessions = 3;
-            c.context = 300;
-            c.tokens = 70; /* past a page of decoded rows: decoded pages join the optional history */
-            c.spec = spec;
-            c.seed = seed;
-            c.slots = 3;
-            c.history = 1.0;
-            c.check = 1;
-            c.topk_impl = DHS_REF_TOPK_SPLIT;
-            c.direct_resolve = 1;
-            c.page_tables = pt;
-            dhs_ref_run_result cpu, gpu;
-            int r1 = dhs_ref_run(&c, &cpu);
-            dhs_ref_model *m = NULL;
-            CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
-            g_model = m;
-            c.gpu_model = 1;
-            c.step = DHS_REF_STEP_DEVICE;
-            const int pages0 = g_page_selects;
-            int r2 = dhs_ref_run(&c, &gpu);
-            CHECKF(r1 == 0 && r2 == 0, "page tables %d spec %d: %s / %s", pt, spec, cpu.errmsg, gpu.errmsg);
-            if (r1 == 0 && r2 == 0) {
-                const uint64_t dr = gpu.step_hier.direct_rounds, pr = gpu.step_hier.page_table_rounds;
-                CHECKF(dr > 0, "page tables %d spec %d: no round that cannot miss (%" PRIu64 " rounds)", pt, spec, gpu.rounds);
-                CHECKF(pt ? pr == dr && g_page_selects > pages0 : pr == 0 && g_page_selects == pages0,
-                       "page tables %d spec %d: %" PRIu64 " of %" PRIu64 " direct rounds through page tables, %d selections",
-                       pt, spec, pr, dr, g_page_selects - pages0);
-                CHECKF(gpu.identical, "page tables %d spec %d: hier vs resident: %" PRIu64 " logit rows differ", pt, spec,
-                       gpu.logit_mismatches);
-                CHECKF(gpu.invariant_violations == 0, "page tables %d spec %d: invariants", pt, spec);
-                for (int32_t i = 0; i < c.sessions; i++)
-                    CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "page tables %d spec %d: session %d: tokens differ", pt,
-                           spec, i);
-                printf("  page tables %s, spec %d: %" PRIu64 " of %" PRIu64 " rounds direct, %" PRIu64
-                       " through page tables; hier == resident, tokens == CPU run\n",
-                       pt ? "on" : "off", spec, dr, gpu.rounds, pr);
-            }
-            dhs_ref_run_result_free(&cpu);
-            dhs_ref_run_result_free(&gpu);
-            dhs_ref_model_destroy(m);
-            g_model = NULL;
+    /* (speculation, page tables, end_early): the last also opens the next round ahead (its tables then) */
+    static const int var[5][3] = {{1, 0, 0}, {1, 1, 0}, {3, 0, 0}, {3, 1, 0}, {1, 1, 2}};
+    for (int v = 0; v < 5; v++) {
+        const int spec = var[v][0], pt = var[v][1];
+        dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
+        c.model = dhs_ref_cfg_geometry(DHS_REF_GEOM_GLM53);
+        c.model.n_layers = 6;
+        c.model.topk = 64;
+        c.model.seed = seed;
+        c.geometry = dhs_ref_geometry_str(DHS_REF_GEOM_GLM53);
+        c.synthetic = 1;
+        c.sessions = 3;
+        c.context = 300;
+        c.tokens = 70; /* past a page of decoded rows: decoded pages join the optional history */
+        c.spec = spec;
+        c.seed = seed;
+        c.slots = 3;
+        c.history = 1.0;
+        c.check = 1;
+        c.topk_impl = DHS_REF_TOPK_SPLIT;
+        c.direct_resolve = 1;
+        c.page_tables = pt;
+        c.end_early = var[v][2];
+        dhs_ref_run_result cpu, gpu;
+        int r1 = dhs_ref_run(&c, &cpu);
+        dhs_ref_model *m = NULL;
+        CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
+        g_model = m;
+        c.gpu_model = 1;
+        c.step = DHS_REF_STEP_DEVICE;
+        const int pages0 = g_page_selects;
+        int r2 = dhs_ref_run(&c, &gpu);
+        CHECKF(r1 == 0 && r2 == 0, "page tables %d spec %d: %s / %s", pt, spec, cpu.errmsg, gpu.errmsg);
+        if (r1 == 0 && r2 == 0) {
+            const uint64_t dr = gpu.step_hier.direct_rounds, pr = gpu.step_hier.page_table_rounds;
+            CHECKF(dr > 0, "page tables %d spec %d: no round that cannot miss (%" PRIu64 " rounds)", pt, spec, gpu.rounds);
+            CHECKF(pt ? pr == dr && g_page_selects > pages0 : pr == 0 && g_page_selects == pages0,
+                   "page tables %d spec %d: %" PRIu64 " of %" PRIu64 " direct rounds through page tables, %d selections",
+                   pt, spec, pr, dr, g_page_selects - pages0);
+            CHECKF(gpu.identical, "page tables %d spec %d: hier vs resident: %" PRIu64 " logit rows differ", pt, spec,
+                   gpu.logit_mismatches);
+            CHECKF(gpu.invariant_violations == 0, "page tables %d spec %d: invariants", pt, spec);
+            for (int32_t i = 0; i < c.sessions; i++)
+                CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "page tables %d spec %d: session %d: tokens differ", pt,
+                       spec, i);
+            printf("  page tables %s, spec %d%s: %" PRIu64 " of %" PRIu64 " rounds direct, %" PRIu64
+                   " through page tables; hier == resident, tokens == CPU run\n",
+                   pt ? "on" : "off", spec, var[v][2] ? ", round end ahead" : "", dr, gpu.rounds, pr);
         }
+        dhs_ref_run_result_free(&cpu);
+        dhs_ref_run_result_free(&gpu);
+        dhs_ref_model_destroy(m);
+        g_model = NULL;
+    }
 }
 
 /* --round-end ahead on the emulated device step (eager: the emulation has no graphs): width-1 rounds end early and, once
