@@ -125,11 +125,15 @@ __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint
 __device__ static __forceinline__ void tk_pages_write(const dhs_topk_pages *pg, int q, int32_t k, uint32_t i, int32_t row)
 {
     const int64_t b = q / pg->q_per_req, at = (int64_t)q * k + i;
+    /* unrolled over the bound so e stays in registers; every table load issued before any is used */
     int32_t e[DHS_TOPK_PAGES_MAX_SRC];
-    for (int s = 0; s < pg->nsrc; s++) /* every table load issued before any is used */
-        e[s] = row < 0 ? -1 : __ldg(pg->tab + pg->src[s] * pg->src_stride + b * pg->page_stride + row / pg->page_rows);
-    for (int s = 0; s < pg->nsrc; s++)
-        pg->locs[s * pg->loc_stride + at] = e[s] < 0 ? -1 : e[s] * pg->page_rows + row % pg->page_rows;
+#pragma unroll
+    for (int s = 0; s < DHS_TOPK_PAGES_MAX_SRC; s++)
+        e[s] = s >= pg->nsrc || row < 0 ? -1
+                                         : __ldg(pg->tab + pg->src[s] * pg->src_stride + b * pg->page_stride + row / pg->page_rows);
+#pragma unroll
+    for (int s = 0; s < DHS_TOPK_PAGES_MAX_SRC; s++)
+        if (s < pg->nsrc) pg->locs[s * pg->loc_stride + at] = e[s] < 0 ? -1 : e[s] * pg->page_rows + row % pg->page_rows;
 }
 
 /* a query's answer when it has none (a NaN score): -1 in all k rows and locations */

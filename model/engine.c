@@ -286,8 +286,18 @@ static dhs_status gpu_create(dhs_ref_engine *e)
             set_err(e, "device step location buffer", st);
             return st;
         }
-        /* page tables ride with the device's tail locations (both written on the step's stream each round) */
-        if (e->cfg.page_tables && e->rloc_dev) {
+        /* page tables ride with the device's tail locations (both written on the step's stream); the top-k
+           writes at most DHS_TOPK_PAGES_MAX_SRC sources' locations */
+        if (e->cfg.page_tables && e->cfg.direct_resolve && e->rloc_dev) {
+            for (int32_t g = 0; g < dhs_ref_n_groups(m); g++) {
+                int32_t nsrc = 0;
+                (void)dhs_ref_group_sources(m, g, &nsrc);
+                if (nsrc > DHS_TOPK_PAGES_MAX_SRC) {
+                    snprintf(e->err, sizeof e->err, "page tables: group %d has %d sources (at most %d)", g, nsrc,
+                             DHS_TOPK_PAGES_MAX_SRC);
+                    return DHS_ERR_UNSUPPORTED;
+                }
+            }
             const int64_t p = e->cfg.page_rows, pts = (e->cfg.max_positions + e->kmax + p - 1) / p + 1;
             const uint64_t tb = (uint64_t)e->ns * (uint64_t)N * (uint64_t)pts * sizeof(int32_t);
             if (pts > INT32_MAX || (st = dhs_ref_gpu_alloc(e->gpu, tb, (void **)&e->ptab_dev)) != DHS_OK) {
@@ -894,6 +904,24 @@ static dhs_status step_gpu_fail(dhs_ref_engine *e, const char *what, dhs_status 
     return st;
 }
 
+/* the top-k's page-table lookup for group g: its sources' locations at their places in gloc_dev (source si
+   of the group at si * slice), from the round's tables (gpu_create checked the group's source count) */
+static void page_desc(const dhs_ref_engine *e, int32_t g, int64_t slice, dhs_topk_pages *pg)
+{
+    int32_t nsrc = 0;
+    const int32_t *gsrc = dhs_ref_group_sources(e->m, g, &nsrc);
+    memset(pg, 0, sizeof *pg);
+    pg->tab = e->ptab_dev;
+    pg->src_stride = (int64_t)e->cfg.ctx_requests * e->pt_stride;
+    pg->page_stride = e->pt_stride;
+    pg->page_rows = e->cfg.page_rows;
+    pg->q_per_req = e->kmax;
+    pg->nsrc = nsrc;
+    for (int32_t s = 0; s < nsrc; s++) pg->src[s] = gsrc[s];
+    pg->locs = e->gloc_dev;
+    pg->loc_stride = slice;
+}
+
 /* the step itself: launches and library calls only (capturable) */
 static dhs_status gpu_step_issue(dhs_ref_engine *e)
 {
@@ -916,25 +944,7 @@ static dhs_status gpu_step_issue(dhs_ref_engine *e)
         if (li->producer) {
             dhs_ref_gpu_prof_mark(G, DHS_REF_PH_INDEXER); /* the model marks DHS_REF_PH_TOPK itself */
             dhs_topk_pages pg;
-            if (by_pages) {
-                int32_t nsrc = 0;
-                const int32_t *gsrc = dhs_ref_group_sources(m, g, &nsrc);
-                memset(&pg, 0, sizeof pg);
-                if (nsrc < 1 || nsrc > DHS_TOPK_PAGES_MAX_SRC) {
-                    snprintf(e->err, sizeof e->err, "page tables: group %d has %d sources (1..%d)", g, nsrc,
-                             DHS_TOPK_PAGES_MAX_SRC);
-                    return DHS_ERR_UNSUPPORTED;
-                }
-                pg.tab = e->ptab_dev;
-                pg.src_stride = (int64_t)e->cfg.ctx_requests * e->pt_stride;
-                pg.page_stride = e->pt_stride;
-                pg.page_rows = e->cfg.page_rows;
-                pg.q_per_req = e->kmax;
-                pg.nsrc = nsrc;
-                for (int32_t s = 0; s < nsrc; s++) pg.src[s] = gsrc[s];
-                pg.locs = e->gloc_dev;
-                pg.loc_stride = slice;
-            }
+            if (by_pages) page_desc(e, g, slice, &pg);
             if ((st = dhs_ref_gpu_step_select_pages(e->gpu, l, by_pages ? &pg : NULL)) != DHS_OK)
                 return step_gpu_fail(e, "select", st);
             if (e->probe_h[0] && /* the queries of batch item 0 back to the host, for the locality meter */
@@ -1004,13 +1014,16 @@ void dhs_ref_engine_profile(const dhs_ref_engine *e, double us[DHS_REF_PH_N], ui
     *wall_s = e->prof_wall_s;
 }
 
-/* cfg.page_tables: the round's page tables, on the step's stream after the round begin's tables (every
-   round: a round that cannot miss reads them in its top-k instead of resolving) */
+/* cfg.page_tables: the round's page tables, on the step's stream after the round begin's tables, for a round
+   that cannot miss only (the one that reads them, in its top-k instead of resolving; dhs_round_may_miss gives
+   the step the same answer: nothing between here and the launch changes it) */
 static dhs_status page_tables(dhs_ref_engine *e)
 {
     if (!e->ptab_dev) return DHS_OK;
-    const dhs_status st = dhs_round_page_tables_device(e->cfg.ctx, e->pt_stride, (int64_t)e->cfg.ctx_requests * e->pt_stride,
-                                                       e->ptab_dev);
+    int mm = 1;
+    dhs_status st = dhs_round_may_miss(e->cfg.ctx, -1, &mm);
+    if (st == DHS_OK && !mm)
+        st = dhs_round_page_tables_device(e->cfg.ctx, e->pt_stride, (int64_t)e->cfg.ctx_requests * e->pt_stride, e->ptab_dev);
     if (st != DHS_OK) set_err(e, "dhs_round_page_tables_device", st);
     return st;
 }
