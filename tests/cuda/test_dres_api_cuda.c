@@ -203,9 +203,11 @@ static void test_round_page_tables_device(void)
     long rows = 0, none = 0, direct_rounds = 0;
     dhs_status sb = dhs_backend_cuda_create(0, &be), sc = DHS_ERR_BACKEND;
     dhs_sizes sz;
-    if (sb == DHS_OK) { /* a budget of the fixed needs and about 40 optional pages */
+    if (sb == DHS_OK) { /* the fixed needs and 60 optional pages a source: 40 never let group 1's two sources hold
+                           all three histories (no round without a miss); 60 does for 30 of the 60 rounds (the
+                           same configuration on the CPU backend) */
         (void)dhs_config_sizes(&a, &c, &sz);
-        c.device_bytes = sz.min_device_bytes + (uint64_t)(NR - 1) * sz.request_bytes + (uint64_t)40 * NS * sz.page_bytes;
+        c.device_bytes = sz.min_device_bytes + (uint64_t)(NR - 1) * sz.request_bytes + (uint64_t)60 * NS * sz.page_bytes;
         sc = dhs_ctx_create(&a, &c, be, &ctx);
     }
     if (sc != DHS_OK || cudaMalloc((void **)&dtab, sizeof tab) != cudaSuccess) {
@@ -271,7 +273,8 @@ static void test_round_page_tables_device(void)
     }
     printf("test_dres_api_cuda: page tables over %d rounds: %ld rows read through their entries, %ld pages not "
            "direct, %ld rounds with no group that may miss\n", ROUNDS, rows, none, direct_rounds);
-    CHECKF(rows > 0 && direct_rounds > 0, "page tables: %ld rows checked, %ld direct rounds", rows, direct_rounds);
+    CHECKF(rows > 0 && direct_rounds > 0 && none > 0, "page tables: %ld rows checked, %ld pages not direct, %ld direct rounds",
+           rows, none, direct_rounds);
 out:
     if (dtab) cudaFree(dtab);
     dhs_ctx_destroy(ctx);
