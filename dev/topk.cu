@@ -121,29 +121,46 @@ __device__ static uint32_t block_excl_scan(uint32_t v, uint32_t *warp_sums)
 
 __device__ static uint64_t make_key(uint32_t skey, uint32_t pos) { return ((uint64_t)skey << 32) | (uint64_t)(0xffffffffu - pos); }
 
-/* the page-table lookup of query q's entry i (row < 0: none) into every source's locations */
-__device__ static __forceinline__ void tk_pages_write(const dhs_topk_pages *pg, int q, int32_t k, uint32_t i, int32_t row)
+/* the page-table lookup's constants of the block's query, in shared memory: set once from the kernel
+   parameter (tk_pgs_set), so the lookup of each entry reads no parameter through a pointer */
+struct tk_pgs {
+    const int32_t *tab[DHS_TOPK_PAGES_MAX_SRC]; /* source s's table row of the query's request */
+    int32_t *loc[DHS_TOPK_PAGES_MAX_SRC];       /* source s's k locations of the query */
+    int32_t nsrc, page_rows;
+};
+
+/* by threads 0..nsrc-1 before the block's first barrier */
+__device__ static void tk_pgs_set(tk_pgs *d, const dhs_topk_pages &pg, int q, int32_t k)
 {
-    const int64_t b = q / pg->q_per_req, at = (int64_t)q * k + i;
+    const int tid = threadIdx.x;
+    if (tid < pg.nsrc) {
+        d->tab[tid] = pg.tab + (int64_t)pg.src[tid] * pg.src_stride + (int64_t)(q / pg.q_per_req) * pg.page_stride;
+        d->loc[tid] = pg.locs + (int64_t)tid * pg.loc_stride + (int64_t)q * k;
+    }
+    if (tid == 0) d->nsrc = pg.nsrc, d->page_rows = pg.page_rows;
+}
+
+/* the page-table lookup of the query's entry i (row < 0: none) into every source's locations */
+__device__ static __forceinline__ void tk_pages_write(const tk_pgs *pg, uint32_t i, int32_t row)
+{
+    const int32_t nsrc = pg->nsrc, p = pg->page_rows, P = row < 0 ? 0 : row / p, o = row < 0 ? 0 : row % p;
     /* unrolled over the bound so e stays in registers; every table load issued before any is used */
     int32_t e[DHS_TOPK_PAGES_MAX_SRC];
 #pragma unroll
-    for (int s = 0; s < DHS_TOPK_PAGES_MAX_SRC; s++)
-        e[s] = s >= pg->nsrc || row < 0 ? -1
-                                         : __ldg(pg->tab + pg->src[s] * pg->src_stride + b * pg->page_stride + row / pg->page_rows);
+    for (int s = 0; s < DHS_TOPK_PAGES_MAX_SRC; s++) e[s] = s >= nsrc || row < 0 ? -1 : __ldg(pg->tab[s] + P);
 #pragma unroll
     for (int s = 0; s < DHS_TOPK_PAGES_MAX_SRC; s++)
-        if (s < pg->nsrc) pg->locs[s * pg->loc_stride + at] = e[s] < 0 ? -1 : e[s] * pg->page_rows + row % pg->page_rows;
+        if (s < nsrc) pg->loc[s][i] = e[s] < 0 ? -1 : e[s] * p + o;
 }
 
 /* a query's answer when it has none (a NaN score): -1 in all k rows and locations */
 __device__ static void tk_write_none(int32_t k, int32_t *__restrict__ orow, int32_t *__restrict__ oloc,
-                                     const dhs_topk_pages *pg, int q)
+                                     const tk_pgs *pg)
 {
     for (int32_t i = threadIdx.x; i < k; i += TK_THREADS) {
         orow[i] = -1;
         if (oloc) oloc[i] = -1;
-        if (pg) tk_pages_write(pg, q, k, (uint32_t)i, -1);
+        if (pg) tk_pages_write(pg, (uint32_t)i, -1);
     }
 }
 
@@ -190,7 +207,7 @@ __device__ static void tk_sort_regs(tk_shared &sh, uint32_t P, uint32_t lo, uint
    others in shared memory: 21 barriers for 2048 keys instead of 66. The keys are
    distinct but for the padding, so the order is the one sorted order. */
 __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, int32_t k, const int32_t *__restrict__ so,
-                                     int32_t *__restrict__ orow, int32_t *__restrict__ oloc, const dhs_topk_pages *pg, int q)
+                                     int32_t *__restrict__ orow, int32_t *__restrict__ oloc, const tk_pgs *pg)
 {
     const int tid = threadIdx.x;
     uint32_t P = 64;
@@ -218,11 +235,11 @@ __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, in
             const uint32_t pos = dhs_topk_key_pos(sh.key[i]);
             orow[i] = (int32_t)pos;
             if (oloc) oloc[i] = __ldg(so + pos);
-            if (pg) tk_pages_write(pg, q, k, i, (int32_t)pos);
+            if (pg) tk_pages_write(pg, i, (int32_t)pos);
         } else {
             orow[i] = -1;
             if (oloc) oloc[i] = -1;
-            if (pg) tk_pages_write(pg, q, k, i, -1);
+            if (pg) tk_pages_write(pg, i, -1);
         }
     }
 }
@@ -231,7 +248,7 @@ __device__ static void tk_sort_write(tk_shared &sh, uint32_t m, uint32_t cnt, in
    scores, so its slot table (NULL: no lookup), orow/oloc its k outputs */
 __device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint32_t n, int32_t k,
                                 const int32_t *__restrict__ so, int32_t *__restrict__ orow, int32_t *__restrict__ oloc,
-                                int32_t *nanp, const dhs_topk_pages *pg, int q)
+                                int32_t *nanp, const tk_pgs *pg)
 {
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const uint32_t cnt = n < (uint32_t)k ? n : (uint32_t)k;
@@ -329,10 +346,10 @@ __device__ static void tk_query(tk_shared &sh, const float *__restrict__ s, uint
     __syncthreads();
     if (tid == 0 && nanp) *nanp = (int32_t)sh.nan;
     if (sh.nan) {
-        tk_write_none(k, orow, oloc, pg, q);
+        tk_write_none(k, orow, oloc, pg);
         return;
     }
-    tk_sort_write(sh, m, cnt, k, so, orow, oloc, pg, q);
+    tk_sort_write(sh, m, cnt, k, so, orow, oloc, pg);
 }
 
 __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__restrict__ scores, int64_t score_ld,
@@ -353,7 +370,7 @@ __global__ void __launch_bounds__(TK_THREADS) topk_fused_kernel(const float *__r
     }
     const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
     tk_query(sh, scores + (int64_t)q * score_ld, (uint32_t)nq, k, so, out_rows + (int64_t)q * k,
-             so ? out_locs + (int64_t)q * k : nullptr, nan_count ? nan_count + q : nullptr, nullptr, q);
+             so ? out_locs + (int64_t)q * k : nullptr, nan_count ? nan_count + q : nullptr, nullptr);
 }
 
 /* ------------------------------------------------------------------ split top-k
@@ -566,8 +583,10 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
                                                               const __grid_constant__ dhs_topk_pages pgv, int use_pg)
 {
     __shared__ tk_shared sh;
-    const dhs_topk_pages *pg = use_pg ? &pgv : nullptr;
+    __shared__ tk_pgs pgs;
     const int q = blockIdx.x, tid = threadIdx.x;
+    if (use_pg) tk_pgs_set(&pgs, pgv, q, k); /* read after the first barrier of every path below */
+    const tk_pgs *pg = use_pg ? &pgs : nullptr;
     const int64_t nq = dhs_topk_query_n(n_of, n_add, (int64_t)n_max, q);
     if (nq < 0) {
         if (tid == 0 && nan_count) nan_count[q] = 0;
@@ -578,7 +597,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
     int32_t *orow = out_rows + (int64_t)q * k, *oloc = so ? out_locs + (int64_t)q * k : nullptr;
     int32_t *nanp = nan_count ? nan_count + q : nullptr;
     if (nq <= (int64_t)k) { /* no selection: the one-block path reads its n <= k scores */
-        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg, q);
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg);
         return;
     }
     ts_state *st = &w[q].st;
@@ -587,11 +606,11 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
     if (tid == 0) st->nan = 0, st->gt = 0, st->eq = 0, st->digit = 0, st->rem = 0;
     if (nan) {
         if (tid == 0 && nanp) *nanp = (int32_t)nan;
-        tk_write_none(k, orow, oloc, pg, q);
+        tk_write_none(k, orow, oloc, pg);
         return;
     }
     if (eq > TS_TIECAP) { /* the tie list overflowed: the one-block algorithm for this query */
-        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg, q);
+        tk_query(sh, s, (uint32_t)nq, k, so, orow, oloc, nanp, pg);
         return;
     }
     if (tid == 0 && nanp) *nanp = 0;
@@ -631,7 +650,7 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
         if ((key & pmask) >= T) sh.key[gt + atomicAdd(&sh.eq, 1u)] = key;
     }
     __syncthreads();
-    tk_sort_write(sh, gt + need, (uint32_t)k, k, so, orow, oloc, pg, q);
+    tk_sort_write(sh, gt + need, (uint32_t)k, k, so, orow, oloc, pg);
 }
 
 __global__ void topk_lookup_kernel(const int32_t *__restrict__ rows, int32_t batch, int32_t k, const int32_t *__restrict__ slot_of,
