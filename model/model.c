@@ -557,7 +557,8 @@ void dhs_ref_keys_clear(dhs_ref_keys *k, int64_t from, int64_t to)
 
 /* ------------------------------------------------------------- indexer
  * I[t,s] = sum_h w[t,h] * ReLU(q[t,h] . key[s]) with w = (W_iw xn) / sqrt(H_I d_I).
- * Order: each q.key sums i = 0..d_I-1 ascending; heads summed h = 0..H_I-1. */
+ * Order: each q.key sums i = 0..d_I-1 ascending, one fused multiply-add a step
+ * (dhs_ref_index_block_fma); heads summed h = 0..H_I-1 (multiply, then add). */
 /* the scores of query qt ([i][h]) with head weights w over n_cand keys */
 static void index_scores_q(const dhs_ref_model *m, float qt[DHS_REF_MAX_IDX_DIM][DHS_REF_MAX_IDX_HEADS], const float *w,
                            const dhs_ref_keys *keys, int64_t n_cand, float *scores);
@@ -631,13 +632,7 @@ static void index_scores_q(const dhs_ref_model *m, float qt[DHS_REF_MAX_IDX_DIM]
         float acc[DHS_REF_MAX_IDX_HEADS][DHS_REF_KEY_BLOCK];
         for (int32_t h = 0; h < H; h++)
             for (int l8 = 0; l8 < DHS_REF_KEY_BLOCK; l8++) acc[h][l8] = 0.0f;
-        for (int32_t i = 0; i < D; i++) {
-            const float *kv = kb + i * DHS_REF_KEY_BLOCK;
-            for (int32_t h = 0; h < H; h++) {
-                float qv = qt[i][h];
-                for (int l8 = 0; l8 < DHS_REF_KEY_BLOCK; l8++) acc[h][l8] += qv * kv[l8];
-            }
-        }
+        dhs_ref_index_block_fma(&qt[0][0], DHS_REF_MAX_IDX_HEADS, H, D, kb, &acc[0][0]);
         float sc[DHS_REF_KEY_BLOCK];
         for (int l8 = 0; l8 < DHS_REF_KEY_BLOCK; l8++) sc[l8] = 0.0f;
         for (int32_t h = 0; h < H; h++)

@@ -69,13 +69,16 @@ void dhs_ref_row_decode(const uint8_t row[DHS_REF_ROW_BYTES], float lat[DHS_REF_
 /* sum_i a[i]*b[i] in the fixed order: 8 lanes (i mod 8) summed in ascending i,
    lanes combined ((0+1)+(2+3))+((4+5)+(6+7)), then the tail i >= 8*(n/8). */
 float dhs_ref_dot(const float *a, const float *b, int32_t n);
-/* The attention's dot (scores only; the matvecs, norms and indexer keep
-   dhs_ref_dot): the same 8 lanes and lane tree, each lane's step one fused
+/* The attention's dot (scores only; the matvecs and norms keep dhs_ref_dot): the same 8 lanes and lane tree, each lane's step one fused
    multiply-add, acc[l] = fmaf(a[i], b[i], acc[l]); the tail s = fmaf(a[i],
    b[i], s). */
 float dhs_ref_dot_fma(const float *a, const float *b, int32_t n);
 /* y[i] = fmaf(a, x[i], y[i]) for i < n (the attention's value sums) */
 void dhs_ref_axpy_fma(float a, const float *x, float *y, int32_t n);
+/* The indexer's dot of one key block: acc[h * DHS_REF_KEY_BLOCK + l] =
+   fmaf(qt[i * qld + h], kb[i * DHS_REF_KEY_BLOCK + l], acc[...]) for i = 0..D-1
+   ascending (one fused multiply-add a step, as the GPU's __fmaf_rn) */
+void dhs_ref_index_block_fma(const float *qt, int32_t qld, int32_t H, int32_t D, const float *kb, float *acc);
 /* FP8 quantisation scale of n values: the smallest power of two >= max(amax,
    1e-4) / 448 (DeepSeek-V3.2 act_quant with UE8M0 scales, docs/FACTS.md §2) */
 float dhs_ref_fp8_scale(const float *v, int32_t n);

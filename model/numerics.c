@@ -181,6 +181,18 @@ FMA_CLONES void dhs_ref_axpy_fma(float a, const float *x, float *y, int32_t n)
     for (int32_t i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
+FMA_CLONES void dhs_ref_index_block_fma(const float *qt, int32_t qld, int32_t H, int32_t D, const float *kb, float *acc)
+{
+    for (int32_t i = 0; i < D; i++) {
+        const float *kv = kb + (int64_t)i * DHS_REF_KEY_BLOCK;
+        for (int32_t h = 0; h < H; h++) {
+            const float qv = qt[(int64_t)i * qld + h];
+            float *a = acc + (int64_t)h * DHS_REF_KEY_BLOCK;
+            for (int l = 0; l < DHS_REF_KEY_BLOCK; l++) a[l] = fmaf(qv, kv[l], a[l]);
+        }
+    }
+}
+
 /* ------------------------------------------------------------- exp
  * Every step is one IEEE float operation (the build does not contract), so
  * the CUDA twin (refmodel.cu: __fmul_rn, __fadd_rn, rintf) gives the same bits. */

@@ -82,7 +82,7 @@ __global__ void k_scores(g_dims g, const int64_t *pos, const float *iq, const fl
     const float *kf = (const float *)kcodes[q];
     for (int i = 0; i < g.D; i++) {
         float kv = g.key_fp8 ? lut[codes[base + (size_t)i * 8]] : kf[base + (size_t)i * 8];
-        for (int h = 0; h < g.H; h++) acc[h] = fa(acc[h], fm(sq[h * g.D + i], kv));
+        for (int h = 0; h < g.H; h++) acc[h] = ff(sq[h * g.D + i], kv, acc[h]);
     }
     float sc = 0.0f;
     for (int h = 0; h < g.H; h++) sc = fa(sc, fm(sw[h], acc[h] > 0.0f ? acc[h] : 0.0f));
@@ -170,10 +170,10 @@ __global__ void __launch_bounds__(SC_POS) k_scores_fp8(g_dims g, const int64_t *
 #pragma unroll
             for (int h = 0; h < H; h++) {
                 const float4 qv = *(const float4 *)&sqj[h * D + i];
-                acc[h] = fa(acc[h], fm(qv.x, k0));
-                acc[h] = fa(acc[h], fm(qv.y, k1));
-                acc[h] = fa(acc[h], fm(qv.z, k2));
-                acc[h] = fa(acc[h], fm(qv.w, k3));
+                acc[h] = ff(qv.x, k0, acc[h]);
+                acc[h] = ff(qv.y, k1, acc[h]);
+                acc[h] = ff(qv.z, k2, acc[h]);
+                acc[h] = ff(qv.w, k3, acc[h]);
             }
         }
         float sc = 0.0f;
@@ -237,10 +237,10 @@ static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const fl
             const float4 qv = *(const float4 *)&sqj[(i + e) * 4];
 #pragma unroll
             for (int p = 0; p < 4; p++) {
-                acc[p][0] = fa(acc[p][0], fm(qv.x, k[e][p]));
-                acc[p][1] = fa(acc[p][1], fm(qv.y, k[e][p]));
-                acc[p][2] = fa(acc[p][2], fm(qv.z, k[e][p]));
-                acc[p][3] = fa(acc[p][3], fm(qv.w, k[e][p]));
+                acc[p][0] = ff(qv.x, k[e][p], acc[p][0]);
+                acc[p][1] = ff(qv.y, k[e][p], acc[p][1]);
+                acc[p][2] = ff(qv.z, k[e][p], acc[p][2]);
+                acc[p][3] = ff(qv.w, k[e][p], acc[p][3]);
             }
         }
     }
