@@ -57,7 +57,7 @@ static float cpu_score(const float *iq, const float *iw, const sess_keys *k, int
     float acc[H] = {0, 0, 0, 0};
     for (int i = 0; i < D; i++) {
         float kv = lut[k->codes[((s / 8) * D + i) * 8 + s % 8]];
-        for (int h = 0; h < H; h++) acc[h] += iq[h * D + i] * kv;
+        for (int h = 0; h < H; h++) acc[h] = fmaf(iq[h * D + i], kv, acc[h]); /* one fused step, in order */
     }
     float sc = 0.0f;
     for (int h = 0; h < H; h++) sc += iw[h] * (acc[h] > 0.0f ? acc[h] : 0.0f);
