@@ -690,6 +690,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.step = 2;
     o.copy_overlap = 1;
     o.direct_resolve = 1;
+    o.page_tables = 1;
     o.decoded_optional = 1;
     o.topk_impl = DHS_REF_TOPK_SPLIT;
     o.contexts[0] = 32768, o.contexts[1] = 100000;
@@ -775,9 +776,9 @@ int cmd_bench_serve(int argc, char **argv)
                "cuda, device/graph step: on (default): a round that cannot miss resolves with DHS_RESOLVE_DIRECT, "
                "one kernel a group and no promotion (dhs run --direct-resolve); off: never"),
         A_ENUM("--page-tables", &o.page_tables, sv_on_off,
-               "cuda, device/graph step, with --direct-resolve on: on: a round that cannot miss takes its locations from "
-               "dhs_round_page_tables_device inside the split top-k, no resolve call per group (dhs run --page-tables); "
-               "off (default): DHS_RESOLVE_DIRECT"),
+               "cuda, device/graph step, with --direct-resolve on: on (default): a round that cannot miss takes its "
+               "locations from dhs_round_page_tables_device inside the split top-k, no resolve call per group (dhs run "
+               "--page-tables; another --topk-impl: as off); off: DHS_RESOLVE_DIRECT"),
         A_ENUM("--decoded-optional", &o.decoded_optional, sv_on_off,
                "on (default): the complete pages decoding adds join the optional history once they leave the tail "
                "ring (dhs run --decoded-optional); off: they stay on host and in the hot cache"),

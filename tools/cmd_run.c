@@ -101,6 +101,7 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
     o->prefill_chunk = 2048;
     o->copy_overlap = 1;
     o->direct_resolve = 1;
+    o->page_tables = 1;
     o->decoded_optional = 1;
     o->topk_impl = DHS_REF_TOPK_SPLIT;
     arg_spec sp[] = {
@@ -159,9 +160,10 @@ static int parse_args(int argc, char **argv, run_opts *o, int *help)
          .help = "device/graph step, hierarchical: on (default): a round that cannot miss (dhs_round_may_miss 0) resolves "
                  "with DHS_RESOLVE_DIRECT, one kernel a group and no promotion; off: never (the same tokens)"},
         {.name = "--page-tables", .type = ARG_ENUM, .dest = &o->page_tables, .choices = on_off,
-         .help = "device/graph step, hierarchical, with --direct-resolve on: on: a round that cannot miss takes its "
-                 "locations from dhs_round_page_tables_device inside the split top-k (no resolve call per group); "
-                 "off (default): DHS_RESOLVE_DIRECT (the same tokens)"},
+         .help = "device/graph step, hierarchical, with --direct-resolve on: on (default): a round that cannot miss "
+                 "takes its locations from dhs_round_page_tables_device inside the split top-k (no resolve call per "
+                 "group; with another --topk-impl, or a group of more than 16 sources, as off); off: "
+                 "DHS_RESOLVE_DIRECT (the same tokens)"},
         {.name = "--decoded-optional", .type = ARG_ENUM, .dest = &o->decoded_optional, .choices = on_off,
          .help = "hierarchical: on (default): the complete pages decoding adds join the optional history once they "
                  "leave the tail ring (dhs_config.decoded_optional: repopulated while the budget has room, so later "
@@ -602,7 +604,7 @@ int cmd_run(int argc, char **argv)
         cJSON_AddNumberToObject(cf, "repop_pages", R.lib_cfg.repop_pages);
         cJSON_AddBoolToObject(cf, "copy_overlap", o.copy_overlap && o.step != 0);
         cJSON_AddBoolToObject(cf, "direct_resolve", o.direct_resolve && o.step != 0);
-        cJSON_AddBoolToObject(cf, "page_tables", o.page_tables && o.direct_resolve && o.step != 0);
+        cJSON_AddBoolToObject(cf, "page_tables", o.page_tables && o.direct_resolve && o.step != 0 && o.topk_impl == DHS_REF_TOPK_SPLIT);
         cJSON_AddBoolToObject(cf, "decoded_optional", o.decoded_optional != 0);
         cJSON_AddStringToObject(cf, "tail_locations", tail_where[o.tail_host]);
         cJSON_AddStringToObject(cf, "round_end", round_ends[o.end_early]);
