@@ -221,6 +221,7 @@ static dhs_status gpu_create(dhs_ref_engine *e)
     dhs_ref_model_gpu_desc(m, d);
     d->topk_fused = e->cfg.topk_impl == DHS_REF_TOPK_SPLIT ? 2 : e->cfg.topk_impl == DHS_REF_TOPK_FUSED;
     d->max_queries = e->cfg.max_slots * e->kmax;
+    d->k_max = e->kmax;
     d->max_positions = e->cfg.max_positions + 8;
     dhs_status st = dhs_ref_gpu_create(d, e->cfg.gpu_stream, &e->gpu);
     free(d);

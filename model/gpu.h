@@ -54,6 +54,9 @@ typedef struct dhs_ref_gpu_desc {
                                    same output by dhs_cuda_topk_split_n (many blocks per query,
                                    a workspace of ~164 KiB per query) */
     int32_t max_queries;        /* batch items x k_max */
+    int32_t k_max;              /* queries a batch item has at most; 1: every query reads its own keys, so
+                                   the indexer scores each alone (k_scores_fp8r); 0 or more: groups of a
+                                   session's queries (k_scores_fp8v) */
     int64_t max_positions;      /* longest session (scores buffer) */
     const float *emb, *w_out;   /* host [V][d] */
     const float *fp8_lut;       /* dhs_ref_fp8_table() (the .cu lives in libdhs, below model/) */

@@ -210,14 +210,17 @@ static_assert(SV_T >= 4, "the head weights are loaded by threads 0..3");
    global memory (dimension i of the 4 positions at i * 8), else the two middle words of each 16 bytes
    swapped (dimensions i and i + 1 at i * 8, 8 bytes) */
 template <bool BIG, bool ASY>
-static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const float *sqj, int d0, int d1, float acc[4][4])
+static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const float *sqj, int d0, int d1, float acc[4][4],
+                                                   int cb = 0)
 {
     uint32_t nan = 0;
 #pragma unroll 4
     for (int i = d0; i < d1; i += 2) {
-        uint2 c; /* dimension i, then i + 1, of the 4 positions */
-        if (ASY) c = make_uint2(*(const uint32_t *)(mine + i * 8), *(const uint32_t *)(mine + i * 8 + 8));
-        else c = *(const uint2 *)(mine + i * 8);
+        uint2 c; /* dimension i, then i + 1, of the 4 positions (their codes at (i - cb) * 8: cb the first
+                    dimension held, 0 but in k_scores_fp8r's chunks) */
+        const int ci = i - cb;
+        if (ASY) c = make_uint2(*(const uint32_t *)(mine + ci * 8), *(const uint32_t *)(mine + ci * 8 + 8));
+        else c = *(const uint2 *)(mine + ci * 8);
         nan |= dhs_fp8_nan_mask(c.x) | dhs_fp8_nan_mask(c.y);
         float k[2][4];
 #pragma unroll
@@ -389,6 +392,109 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
     }
 }
 
+/* k_scores_fp8v<true>'s scores (the same bits) for blocks of one query (launch_scores with group 1: the
+   model's step when no session has more than one query), with the codes streamed through a ring of two
+   chunks of D / SVR_NCH dimensions instead of held whole. ncu at 100K, C = 20 found k_scores_fp8v limited by
+   its warps (six 2-warp blocks an SM, 35.3 KB of shared memory each: 18.75 % occupancy, no eligible warp in a
+   third of the cycles); here a block takes 2 KB of query and 2 x 32 groups x (D / 4 x 8 + 8) bytes of codes
+   (18.9 KB at D = 128), so twice as many blocks fit. Chunk c + 2 is copied (cp.async, one group a chunk)
+   while chunk c + 1 is summed; the sums still run over the dimensions in order, chunk after chunk. */
+#define SVR_NCH 4
+#define SVR_GB (SC_MAXD / SVR_NCH * 8 + 8) /* bytes per group of 8 positions in a chunk at D = SC_MAXD */
+static_assert((SVR_GB / 4) % 32 == 2, "a warp's 16 groups 2 banks apart");
+
+/* chunk c of the block's ng groups into buf (DC dimensions from c * DC); one cp.async group, empty where
+   the codes are not 8-byte aligned (copied byte by byte, visible after the next barrier) */
+static __device__ __forceinline__ void svr_issue(uint8_t *buf, const uint8_t *src, int ng, int D, int DC, int GB, int c,
+                                                 bool al)
+{
+    const int d0 = c * DC;
+    if (al)
+        for (int v = threadIdx.x; v < ng * DC; v += SV_T) {
+            const int gl = v / DC, d = v % DC;
+            sv_cp8(buf + gl * GB + d * 8, src + ((int64_t)gl * D + d0 + d) * 8);
+        }
+    else
+        for (int v = threadIdx.x; v < ng * DC * 8; v += SV_T) {
+            const int gl = v / (DC * 8), r = v % (DC * 8);
+            buf[gl * GB + r] = src[((int64_t)gl * D + d0) * 8 + r];
+        }
+    sv_commit();
+}
+
+__global__ void __launch_bounds__(SV_T) k_scores_fp8r(g_dims g, const int64_t *pos, const float *iq, const float *iw,
+                                                     void *const *kcodes, float *const *kscales, float *scores)
+{
+    enum { H = 4 };
+    __shared__ __align__(16) float sq[SC_MAXD * H]; /* [i][h], times 2^8 unless big */
+    __shared__ float sw[H];
+    __shared__ __align__(16) uint8_t kc[2][(SV_POS / 8) * SVR_GB];
+    const int q = blockIdx.x, tid = threadIdx.x, D = g.D, DC = D / SVR_NCH, GB = DC * 8 + 8;
+    const int64_t t = pos[q], s0 = (int64_t)blockIdx.y * SV_POS;
+    if (t < 0 || s0 > t) return; /* uniform over the block */
+    const uint8_t *codes = (const uint8_t *)kcodes[q];
+    const float *myks = kscales[q];
+    const int64_t g0 = s0 / 8, glast = t / 8;
+    const int ng = glast - g0 + 1 < SV_POS / 8 ? (int)(glast - g0 + 1) : SV_POS / 8;
+    const uint8_t *src = codes + g0 * D * 8;
+    const bool al = ((uintptr_t)src & 7) == 0;
+    svr_issue(kc[0], src, ng, D, DC, GB, 0, al);
+    svr_issue(kc[1], src, ng, D, DC, GB, 1, al);
+    /* the query while the first chunks arrive (k_scores_fp8v's scaling) */
+    const float big_q = __int_as_float(0x7b000000); /* 2^119 */
+    int big = 0;
+    for (int i = tid; i < H * D; i += SV_T) {
+        const float x = iq[(int64_t)q * H * D + i]; /* [h][d] */
+        big |= fabsf(x) > big_q && fabsf(x) != __int_as_float(0x7f800000);
+        sq[(i % D) * H + i / D] = x;
+    }
+    if (tid < H) sw[tid] = iw[(int64_t)q * H + tid];
+    big = __syncthreads_or(big);
+    if (!big)
+        for (int i = tid; i < H * D; i += SV_T) sq[(i % D) * H + i / D] = fm(sq[(i % D) * H + i / D], 256.0f);
+    const int64_t s = s0 + tid * 4;
+    float ksc[4];
+#pragma unroll
+    for (int p = 0; p < 4; p++) ksc[p] = s + p <= t ? myks[s + p] : 0.0f;
+    float acc[4][4];
+#pragma unroll
+    for (int p = 0; p < 4; p++)
+#pragma unroll
+        for (int h = 0; h < 4; h++) acc[p][h] = 0.0f;
+    uint32_t nan = 0;
+    for (int c = 0; c < SVR_NCH; c++) {
+        sv_wait<1>();    /* this thread's copies of chunk c (one group a chunk is committed after it) */
+        __syncthreads(); /* everyone's, and at c = 0 the scaled query */
+        if (s <= t) {
+            const uint8_t *mine = kc[c & 1] + (tid >> 1) * GB + (tid & 1) * 4;
+            nan |= big ? sv_dot4<true, true>(mine, sq, c * DC, (c + 1) * DC, acc, c * DC)
+                       : sv_dot4<false, true>(mine, sq, c * DC, (c + 1) * DC, acc, c * DC);
+        }
+        __syncthreads(); /* chunk c's buffer read by everyone */
+        if (c + 2 < SVR_NCH) svr_issue(kc[c & 1], src, ng, D, DC, GB, c + 2, al);
+        else sv_commit(); /* an empty group keeps the count */
+    }
+    if (s > t) return; /* candidates 0..t */
+    float out[4];
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        if (nan & (0x80u << (8 * p)))
+#pragma unroll
+            for (int h = 0; h < H; h++) acc[p][h] = __int_as_float(0x7fc00000);
+        float sc = 0.0f;
+#pragma unroll
+        for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[p][h] > 0.0f ? acc[p][h] : 0.0f));
+        out[p] = fm(sc, ksc[p]);
+    }
+    float *dst = scores + (int64_t)q * g.maxpos + s;
+    if (s + 3 <= t && ((uintptr_t)dst & 15) == 0)
+        *(float4 *)dst = make_float4(out[0], out[1], out[2], out[3]);
+    else
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+            if (s + p <= t) dst[p] = out[p];
+}
+
 /* DHS_REF_SCORES_PREV=1 in the environment: the model launches k_scores_fp8 instead (read once) */
 static int scores_prev(void)
 {
@@ -411,8 +517,19 @@ static int scores_sync(void)
     return sync;
 }
 
+/* DHS_REF_SCORES_WHOLE=1: blocks of one query also hold their codes whole (k_scores_fp8v) */
+static int scores_whole(void)
+{
+    static int whole = -1;
+    if (whole < 0) {
+        const char *e = getenv("DHS_REF_SCORES_WHOLE");
+        whole = e && e[0] && strcmp(e, "0") != 0;
+    }
+    return whole;
+}
+
 /* the indexer scores of one layer on stream st: the fast kernel where it applies; group: queries sharing
-   their keys scored together, at most this many (1: each alone) */
+   their keys scored together, at most this many (1: each alone, by k_scores_fp8r) */
 static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, const int64_t *pos, const float *iq,
                                  const float *iw, void *const *kc, float *const *ks, const float *lut, float *scores,
                                  int group = SC_MAXQ, int prev = -1) /* prev: -1 the environment's choice,
@@ -421,7 +538,9 @@ static cudaError_t launch_scores(const g_dims *d, dim3 grid, cudaStream_t st, co
 {
     if (prev < 0) prev = scores_prev() ? 1 : scores_sync() ? 2 : 0;
     const bool fast = d->key_fp8 && d->H == 4 && d->D % 16 == 0 && d->D <= SC_MAXD;
-    if (fast && prev == 1)
+    if (fast && prev == 0 && group == 1 && !scores_whole())
+        k_scores_fp8r<<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores);
+    else if (fast && prev == 1)
         k_scores_fp8<4><<<grid, SC_POS, 0, st>>>(*d, pos, iq, iw, kc, ks, lut, scores, group, (int)grid.x);
     else if (fast && prev == 2)
         k_scores_fp8v<false><<<grid, SV_T, 0, st>>>(*d, pos, iq, iw, kc, ks, scores, group, (int)grid.x);
@@ -525,6 +644,7 @@ __global__ void k_topk(g_dims g, const int64_t *pos, const float *scores, int32_
 struct dhs_ref_gpu {
     g_dims dims;
     int L, maxq;
+    int score_group; /* launch_scores' group: 1 where no batch item has more than one query (desc k_max 1) */
     int producer[DHS_REF_MAX_LAYERS];
     g_layer lw[DHS_REF_MAX_LAYERS];
     dhs_ref_iq_synth iqs;  /* the locality device (iqs.on == 0: off) */
@@ -718,6 +838,7 @@ extern "C" dhs_status dhs_ref_gpu_create(const dhs_ref_gpu_desc *d, void *stream
     m->maxpos = d->max_positions;
     g->L = d->n_layers;
     g->maxq = d->max_queries;
+    g->score_group = d->k_max == 1 ? 1 : SC_MAXQ;
     g->fused = d->topk_fused != 0;
     g->split = d->topk_fused == 2;
     dhs_status st = DHS_OK;
@@ -1076,7 +1197,8 @@ extern "C" dhs_status dhs_ref_gpu_select(dhs_ref_gpu *g, int32_t l, void *const 
     if ((st = put_ptrs(g, 2, kscales, &ks)) != DHS_OK) return st;
     CK(pk_launch_iq(g->st, g->nq, &g->dims, &g->lw[l], g->pos, g->xn, g->iq, g->iw, iqs_of(g, l)), "k_iq");
     dim3 grid((unsigned)g->nq, (unsigned)((g->max_t + 1 + 255) / 256));
-    CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores), "k_scores");
+    CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, kc, (float *const *)ks, g->lut, g->scores, g->score_group),
+       "k_scores");
     if ((st = launch_topk(g, l)) != DHS_OK) return st;
     if (sel_host)
         CK(cudaMemcpyAsync(sel_host, g->sel, sizeof(int32_t) * (size_t)g->nq * (size_t)g->dims.k, cudaMemcpyDeviceToHost,
@@ -1381,7 +1503,7 @@ extern "C" dhs_status dhs_ref_gpu_step_select_pages(dhs_ref_gpu *g, int32_t l, c
        grid does not depend on the round, so a captured step stays valid as positions grow */
     dim3 grid((unsigned)g->nq, (unsigned)((g->dims.maxpos + 255) / 256));
     CK(launch_scores(&g->dims, grid, g->st, g->pos, g->iq, g->iw, tab_at(g, 2, l), (float *const *)tab_at(g, 3, l),
-                     g->lut, g->scores),
+                     g->lut, g->scores, g->score_group),
        "k_scores");
     dhs_ref_gpu_prof_mark(g, DHS_REF_PH_TOPK);
     return launch_topk(g, l, pg); /* fused: NaN counts come back with the logits (step_logits / step_wait) */

@@ -125,7 +125,8 @@ done:
     dhs_ref_model_destroy(m);
 }
 
-static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
+/* spec 1: the GPU model scores each query alone (k_scores_fp8r); spec > 1 groups a session's queries */
+static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed, int32_t spec)
 {
     dhs_ref_run_cfg c = dhs_ref_run_cfg_default();
     c.model = dhs_ref_cfg_geometry(g);
@@ -136,7 +137,7 @@ static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
     c.sessions = 4;
     c.context = 3000;
     c.tokens = 8;
-    c.spec = 3;
+    c.spec = spec;
     c.seed = seed;
     c.slots = 2;
     c.history = 0.5;
@@ -156,9 +157,9 @@ static void test_runs(dhs_ref_geometry g, int32_t layers, uint64_t seed)
         CHECKF(gpu.invariant_violations == 0, "%s: invariants", c.geometry);
         for (int32_t i = 0; i < c.sessions; i++)
             CHECKF(cpu.tokens_of[i] == gpu.tokens_of[i], "%s: session %d: GPU tokens differ from the CPU's", c.geometry, i);
-        printf("  %-14s (%d layers) GPU run identical to resident, %" PRIu64 " reclaims, tokens equal to the CPU run; "
-               "decode %.2f s GPU hier vs %.2f s CPU hier\n",
-               c.geometry, layers, gpu.st.reclaims, gpu.t_hier, cpu.t_hier);
+        printf("  %-14s (%d layers, spec %d) GPU run identical to resident, %" PRIu64 " reclaims, tokens equal to the CPU "
+               "run; decode %.2f s GPU hier vs %.2f s CPU hier\n",
+               c.geometry, layers, spec, gpu.st.reclaims, gpu.t_hier, cpu.t_hier);
     }
     dhs_ref_run_result_free(&cpu);
     dhs_ref_run_result_free(&gpu);
@@ -530,8 +531,9 @@ int main(void)
     test_engines("odd shapes (exp_portable)", odd, 300, 4, 1);
     test_attend_edges("glm-5.3 (10 layers)", glm, seed);
     test_attend_edges("odd shapes (exp_portable)", odd, seed);
-    test_runs(DHS_REF_GEOM_GLM53, 78, seed);
-    test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1);
+    test_runs(DHS_REF_GEOM_GLM53, 78, seed, 3);
+    test_runs(DHS_REF_GEOM_DSV32, 61, seed + 1, 3);
+    test_runs(DHS_REF_GEOM_DSV32, 16, seed + 2, 1);
     test_steps(DHS_REF_GEOM_GLM53, 78, seed + 2);
     test_steps(DHS_REF_GEOM_DSV32, 61, seed + 3);
     test_fused_engines("glm-5.3 (10 layers, n<k)", glm, 1500, 4);
