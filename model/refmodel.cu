@@ -250,6 +250,30 @@ static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const fl
     return nan;
 }
 
+/* the 4 positions' scores from their head sums (NaN where a code was, as on the CPU), to dst (positions
+   s..s+3, those <= t) */
+static __device__ __forceinline__ void sv_store4(float acc[4][4], uint32_t nan, const float *sw, const float ksc[4],
+                                                 float *dst, int64_t s, int64_t t)
+{
+    float out[4];
+#pragma unroll
+    for (int p = 0; p < 4; p++) {
+        if (nan & (0x80u << (8 * p)))
+#pragma unroll
+            for (int h = 0; h < 4; h++) acc[p][h] = __int_as_float(0x7fc00000);
+        float sc = 0.0f;
+#pragma unroll
+        for (int h = 0; h < 4; h++) sc = fa(sc, fm(sw[h], acc[p][h] > 0.0f ? acc[p][h] : 0.0f));
+        out[p] = fm(sc, ksc[p]);
+    }
+    if (s + 3 <= t && ((uintptr_t)dst & 15) == 0)
+        *(float4 *)dst = make_float4(out[0], out[1], out[2], out[3]);
+    else
+#pragma unroll
+        for (int p = 0; p < 4; p++)
+            if (s + p <= t) dst[p] = out[p];
+}
+
 #define SV_GBA (SC_MAXD * 8 + 8) /* the same for ASY: groups 2 banks apart, for 4-byte reads */
 static_assert((SV_GBA / 4) % 32 == 2 && SV_GBA * (SV_POS / 8) <= SV_GB * (SV_POS / 8), "ASY layout");
 
@@ -371,24 +395,7 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
         }
         if (s > t) continue;
         if (ASY) nan |= big ? sv_dot4<true, ASY>(mine, sq, dh, D, acc) : sv_dot4<false, ASY>(mine, sq, dh, D, acc);
-        float out[4];
-#pragma unroll
-        for (int p = 0; p < 4; p++) {
-            if (nan & (0x80u << (8 * p)))
-#pragma unroll
-                for (int h = 0; h < H; h++) acc[p][h] = __int_as_float(0x7fc00000);
-            float sc = 0.0f;
-#pragma unroll
-            for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[p][h] > 0.0f ? acc[p][h] : 0.0f));
-            out[p] = fm(sc, ksc[p]);
-        }
-        float *dst = scores + (int64_t)(q + j) * g.maxpos + s;
-        if (s + 3 <= t && ((uintptr_t)dst & 15) == 0)
-            *(float4 *)dst = make_float4(out[0], out[1], out[2], out[3]);
-        else
-#pragma unroll
-            for (int p = 0; p < 4; p++)
-                if (s + p <= t) dst[p] = out[p];
+        sv_store4(acc, nan, sw, ksc, scores + (int64_t)(q + j) * g.maxpos + s, s, t);
     }
 }
 
@@ -475,24 +482,7 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8r(g_dims g, const int64_t *p
         else sv_commit(); /* an empty group keeps the count */
     }
     if (s > t) return; /* candidates 0..t */
-    float out[4];
-#pragma unroll
-    for (int p = 0; p < 4; p++) {
-        if (nan & (0x80u << (8 * p)))
-#pragma unroll
-            for (int h = 0; h < H; h++) acc[p][h] = __int_as_float(0x7fc00000);
-        float sc = 0.0f;
-#pragma unroll
-        for (int h = 0; h < H; h++) sc = fa(sc, fm(sw[h], acc[p][h] > 0.0f ? acc[p][h] : 0.0f));
-        out[p] = fm(sc, ksc[p]);
-    }
-    float *dst = scores + (int64_t)q * g.maxpos + s;
-    if (s + 3 <= t && ((uintptr_t)dst & 15) == 0)
-        *(float4 *)dst = make_float4(out[0], out[1], out[2], out[3]);
-    else
-#pragma unroll
-        for (int p = 0; p < 4; p++)
-            if (s + p <= t) dst[p] = out[p];
+    sv_store4(acc, nan, sw, ksc, scores + (int64_t)q * g.maxpos + s, s, t);
 }
 
 /* DHS_REF_SCORES_PREV=1 in the environment: the model launches k_scores_fp8 instead (read once) */
