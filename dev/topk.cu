@@ -140,20 +140,6 @@ __device__ static void tk_pgs_set(tk_pgs *d, const dhs_topk_pages &pg, int q, in
     if (tid == 0) d->nsrc = pg.nsrc, d->page_rows = pg.page_rows;
 }
 
-/* the table rows the query's n candidates can look up, into L2 before the select and sort (in a step the
-   weights' reads have evicted them since the round's tables were written: the lookup then waits on HBM) */
-__device__ static void tk_pages_prefetch(const dhs_topk_pages &pg, int q, int64_t n)
-{
-    const int64_t np = (n + pg.page_rows - 1) / pg.page_rows, lines = (np + 31) / 32; /* 32 entries a line */
-    for (int64_t x = threadIdx.x; x < pg.nsrc * lines; x += TK_THREADS) {
-        const int s = (int)(x / lines);
-        const int64_t e = (x % lines) * 32;
-        const int32_t *at = pg.tab + (int64_t)pg.src[s] * pg.src_stride + (int64_t)(q / pg.q_per_req) * pg.page_stride +
-                            (e < np ? e : np - 1);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-    }
-}
-
 /* the page-table lookup of the query's entry i (row < 0: none) into every source's locations */
 __device__ static __forceinline__ void tk_pages_write(const tk_pgs *pg, uint32_t i, int32_t row)
 {
@@ -606,7 +592,6 @@ __global__ void __launch_bounds__(TK_THREADS) ts_final_kernel(const float *__res
         if (tid == 0 && nan_count) nan_count[q] = 0;
         return;
     }
-    if (use_pg && nq > 0) tk_pages_prefetch(pgv, q, nq);
     const float *s = scores + (int64_t)q * score_ld;
     const int32_t *so = slot_of ? slot_of + (int64_t)q * slot_ld : nullptr;
     int32_t *orow = out_rows + (int64_t)q * k, *oloc = so ? out_locs + (int64_t)q * k : nullptr;
