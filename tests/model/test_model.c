@@ -316,6 +316,37 @@ static void test_dot(void)
     }
 }
 
+/* the indexer's dot (dhs_ref_index_block_fma): per head and position one fmaf a dimension, in order;
+   checked against that order written out, and an unfused sum must differ on some input (so the
+   check tells the two apart) */
+static void test_index_fma(void)
+{
+    enum { D = DHS_REF_MAX_IDX_DIM, H = DHS_REF_MAX_IDX_HEADS, B = DHS_REF_KEY_BLOCK };
+    static float qt[D][H], kb[D * B], acc[H * B];
+    int differs = 0, trials = 0;
+    for (; trials < 64 && (trials < 8 || !differs); trials++) {
+        const int32_t h_n = (int32_t)rndi(1, H), d_n = (int32_t)rndi(1, D);
+        for (int i = 0; i < D; i++)
+            for (int h = 0; h < H; h++) qt[i][h] = rndf() * 4.0f;
+        for (int i = 0; i < D * B; i++) kb[i] = dhs_ref_fp8_decode((uint8_t)rndi(0, 0x7e) | (uint8_t)(rnd() & 0x80));
+        for (int i = 0; i < H * B; i++) acc[i] = 0.0f;
+        dhs_ref_index_block_fma(&qt[0][0], H, h_n, d_n, kb, acc);
+        for (int h = 0; h < h_n; h++)
+            for (int l = 0; l < B; l++) {
+                float f = 0.0f, u = 0.0f;
+                for (int i = 0; i < d_n; i++) {
+                    f = fmaf(qt[i][h], kb[i * B + l], f);
+                    u = u + qt[i][h] * kb[i * B + l];
+                }
+                CHECKF(f2u(acc[h * B + l]) == f2u(f), "index dot H %d D %d head %d lane %d: %a vs %a", h_n, d_n, h, l,
+                       (double)acc[h * B + l], (double)f);
+                differs |= f2u(u) != f2u(f);
+            }
+    }
+    CHECKF(differs, "no input in %d told the fused indexer dot from the unfused one", trials);
+    printf("index dot: fused order bit-equal in %d inputs; the unfused sum differed\n", trials);
+}
+
 /* ---------------------------------------------------------------- top-k */
 static const float *g_sc;
 static int cmp_rule(const void *pa, const void *pb)
@@ -990,6 +1021,7 @@ int main(void)
     test_fp8();
     test_rows();
     test_dot();
+    test_index_fma();
     test_topk();
     test_argmax();
     test_ring();
