@@ -44,7 +44,7 @@ dhs_ref_run_cfg dhs_ref_run_cfg_default(void)
     c.threads = 1;
     c.copy_overlap = 1;
     c.direct_resolve = 1;
-    c.page_tables = 1; /* run 132: 0.5-0.8 % off the 100K, C = 2 step against the direct kernels */
+    c.page_tables = 1; /* 0.5-0.8 % off the 100K, C = 2 step against the direct kernels (H100) */
     c.decoded_optional = 1;
     c.topk_impl = DHS_REF_TOPK_SPLIT; /* the fastest on the H200, the same selections as the others */
     c.accept_hi = -1;
