@@ -485,37 +485,35 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8r(g_dims g, const int64_t *p
     sv_store4(acc, nan, sw, ksc, scores + (int64_t)q * g.maxpos + s, s, t);
 }
 
+/* 1 when the environment sets name to something other than "" or "0" (read once into *cache, -1 before) */
+static int env_flag(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && e[0] && strcmp(e, "0") != 0;
+    }
+    return *cache;
+}
+
 /* DHS_REF_SCORES_PREV=1 in the environment: the model launches k_scores_fp8 instead (read once) */
 static int scores_prev(void)
 {
     static int prev = -1;
-    if (prev < 0) {
-        const char *e = getenv("DHS_REF_SCORES_PREV");
-        prev = e && e[0] && strcmp(e, "0") != 0;
-    }
-    return prev;
+    return env_flag("DHS_REF_SCORES_PREV", &prev);
 }
 
 /* DHS_REF_SCORES_SYNC=1: k_scores_fp8v<false> (register staging) instead of <true> (cp.async halves) */
 static int scores_sync(void)
 {
     static int sync = -1;
-    if (sync < 0) {
-        const char *e = getenv("DHS_REF_SCORES_SYNC");
-        sync = e && e[0] && strcmp(e, "0") != 0;
-    }
-    return sync;
+    return env_flag("DHS_REF_SCORES_SYNC", &sync);
 }
 
 /* DHS_REF_SCORES_WHOLE=1: blocks of one query also hold their codes whole (k_scores_fp8v) */
 static int scores_whole(void)
 {
     static int whole = -1;
-    if (whole < 0) {
-        const char *e = getenv("DHS_REF_SCORES_WHOLE");
-        whole = e && e[0] && strcmp(e, "0") != 0;
-    }
-    return whole;
+    return env_flag("DHS_REF_SCORES_WHOLE", &whole);
 }
 
 /* the indexer scores of one layer on stream st: the fast kernel where it applies; group: queries sharing
