@@ -287,18 +287,16 @@ static dhs_status gpu_create(dhs_ref_engine *e)
             set_err(e, "device step location buffer", st);
             return st;
         }
-        /* page tables ride with the device's tail locations (both written on the step's stream); the top-k
-           writes at most DHS_TOPK_PAGES_MAX_SRC sources' locations */
-        if (e->cfg.page_tables && e->cfg.direct_resolve && e->rloc_dev) {
-            for (int32_t g = 0; g < dhs_ref_n_groups(m); g++) {
-                int32_t nsrc = 0;
-                (void)dhs_ref_group_sources(m, g, &nsrc);
-                if (nsrc > DHS_TOPK_PAGES_MAX_SRC) {
-                    snprintf(e->err, sizeof e->err, "page tables: group %d has %d sources (at most %d)", g, nsrc,
-                             DHS_TOPK_PAGES_MAX_SRC);
-                    return DHS_ERR_UNSUPPORTED;
-                }
-            }
+        /* page tables ride with the device's tail locations (both written on the step's stream), where the
+           step can read them: the split top-k, which writes at most DHS_TOPK_PAGES_MAX_SRC sources' locations;
+           elsewhere (no ptab_dev) the direct kernels */
+        int pt_fit = e->cfg.page_tables && e->cfg.direct_resolve && e->rloc_dev && e->cfg.topk_impl == DHS_REF_TOPK_SPLIT;
+        for (int32_t g = 0; pt_fit && g < dhs_ref_n_groups(m); g++) {
+            int32_t nsrc = 0;
+            (void)dhs_ref_group_sources(m, g, &nsrc);
+            pt_fit = nsrc <= DHS_TOPK_PAGES_MAX_SRC;
+        }
+        if (pt_fit) {
             const int64_t p = e->cfg.page_rows, pts = (e->cfg.max_positions + e->kmax + p - 1) / p + 1;
             const uint64_t tb = (uint64_t)e->ns * (uint64_t)N * (uint64_t)pts * sizeof(int32_t);
             if (pts > INT32_MAX || (st = dhs_ref_gpu_alloc(e->gpu, tb, (void **)&e->ptab_dev)) != DHS_OK) {

@@ -472,7 +472,9 @@ typedef struct dhs_ref_engine_cfg {
     int page_tables;        /* device step, hierarchical, with direct_resolve and the device's tail locations: a
                                round that cannot miss takes its locations from dhs_round_page_tables_device
                                (built each round on the step's stream) in the split top-k's output instead of
-                               resolving: no library call per group. The same rows, the same bytes */
+                               resolving: no library call per group. The same rows, the same bytes. Used
+                               only with the split top-k and at most DHS_TOPK_PAGES_MAX_SRC sources a group
+                               (the direct kernels otherwise) */
     int topk_impl;          /* the decode rounds' top-k (docs/MODEL.md "Top-k"): DHS_REF_TOPK_MODEL
                                (dhs_ref_topk's heap on the CPU, k_topk on the GPU) or
                                DHS_REF_TOPK_FUSED (the library's fused top-k: dhs_topk_fused_ref

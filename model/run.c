@@ -17,7 +17,6 @@
 #include "sim/trace.h"
 #include "sim/tracegen.h"
 #include "sim/util.h"
-#include "dev/topk_spec.h" /* DHS_TOPK_PAGES_MAX_SRC */
 #include "dhs_spec_auto.h"
 #include "util/rng.h"
 
@@ -619,15 +618,7 @@ int dhs_ref_run(const dhs_ref_run_cfg *cfg, dhs_ref_run_result *r)
     ec.topk_impl = c.topk_impl;
     ec.copy_overlap = use_hier && c.copy_overlap;
     ec.direct_resolve = use_hier && c.direct_resolve;
-    /* page tables where the split top-k runs and every group has at most DHS_TOPK_PAGES_MAX_SRC sources
-       (the top-k writes them all); elsewhere the direct kernels */
-    int pt_fit = c.topk_impl == DHS_REF_TOPK_SPLIT;
-    for (int32_t g = 0; pt_fit && g < dhs_ref_n_groups(m); g++) {
-        int32_t n = 0;
-        (void)dhs_ref_group_sources(m, g, &n);
-        pt_fit = n <= DHS_TOPK_PAGES_MAX_SRC;
-    }
-    ec.page_tables = use_hier && c.direct_resolve && c.page_tables && pt_fit;
+    ec.page_tables = use_hier && c.direct_resolve && c.page_tables; /* where the step can: the engine decides */
     ec.tail_host = c.tail_host;
     ec.end_early = use_hier ? c.end_early : 0;
     ec.import_mode = c.import_mode;

@@ -87,8 +87,8 @@ typedef struct dhs_ref_run_cfg {
     int direct_resolve;      /* device/graph step, hierarchical engine: DHS_RESOLVE_DIRECT in rounds that
                                 cannot miss (dhs_ref_engine_cfg.direct_resolve) */
     int page_tables;         /* with direct_resolve: such rounds located through page tables in the top-k
-                                (dhs_ref_engine_cfg.page_tables); 1 by default, used where the
-                                split top-k runs and no group has more than 16 sources */
+                                (dhs_ref_engine_cfg.page_tables: used where the step can); 1 by
+                                default */
     int decoded_optional;    /* hierarchical: dhs_config.decoded_optional (decoded pages that left the tail
                                 ring join the optional history) */
     int tail_host;           /* device/graph step, hierarchical engine: 1 = the round's tail locations
