@@ -804,7 +804,20 @@ dhs_status dhs_ref_gpu_graph_launch(dhs_ref_gpu *g)
 }
 
 /* ---------------------------------------------------------------- tests */
+/* the emulated GPU model for c's next run (c->gpu_model 1, c->step step): a model of c's config, so the
+   run's own weights, in g_model; the caller destroys it */
+static dhs_ref_model *use_gpu_model(dhs_ref_run_cfg *c, int step)
+{
+    dhs_ref_model *m = NULL;
+    CHECK_ST(dhs_ref_model_create(&c->model, &m), DHS_OK);
+    g_model = m;
+    c->gpu_model = 1;
+    c->step = step;
+    return m;
+}
+
 /* engines side by side: CPU resident vs emulated-GPU resident, per round */
+
 /* the locality meter on the device step: batch item 0's selections are copied back in the step and
    fed to the meter after the next round's launch (off the critical path), the last one when its
    session ends or the run reads the meter (dhs_ref_engine_meter_flush). With one slot, batch item 0
@@ -841,11 +854,7 @@ static void test_meter(uint64_t seed)
     c.compare = 0; /* the hierarchical engine alone: its host parts are its own and the run loop's */
     dhs_ref_run_result cpu, gpu;
     int r1 = dhs_ref_run(&c, &cpu);
-    dhs_ref_model *m = NULL;
-    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
-    g_model = m;
-    c.gpu_model = 1;
-    c.step = DHS_REF_STEP_DEVICE;
+    dhs_ref_model *m = use_gpu_model(&c, DHS_REF_STEP_DEVICE);
     int r2 = dhs_ref_run(&c, &gpu);
     CHECKF(r1 == 0 && r2 == 0, "meter runs: %s / %s", cpu.errmsg, gpu.errmsg);
     if (r1 == 0 && r2 == 0) {
@@ -1102,11 +1111,7 @@ static void test_run(dhs_ref_geometry g, int32_t layers, dhs_ref_verify verify, 
     c.tail_host = tail_host;
     dhs_ref_run_result cpu, gpu;
     int r1 = dhs_ref_run(&c, &cpu);
-    dhs_ref_model *m = NULL;
-    CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
-    g_model = m; /* same config: same weights as the run's own model */
-    c.gpu_model = 1;
-    c.step = step;
+    dhs_ref_model *m = use_gpu_model(&c, step);
     int calls0 = g_emulated_calls, host0 = g_host_api_calls, step0 = g_step_calls, fused0 = g_fused_selects,
         split0 = g_split_creates;
     int r2 = dhs_ref_run(&c, &gpu);
@@ -1191,11 +1196,7 @@ static void test_page_tables(uint64_t seed)
         c.end_early = var[v][2];
         dhs_ref_run_result cpu, gpu;
         int r1 = dhs_ref_run(&c, &cpu);
-        dhs_ref_model *m = NULL;
-        CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
-        g_model = m;
-        c.gpu_model = 1;
-        c.step = DHS_REF_STEP_DEVICE;
+        dhs_ref_model *m = use_gpu_model(&c, DHS_REF_STEP_DEVICE);
         const int pages0 = g_page_selects;
         int r2 = dhs_ref_run(&c, &gpu);
         CHECKF(r1 == 0 && r2 == 0, "page tables %d spec %d: %s / %s", pt, spec, cpu.errmsg, gpu.errmsg);
@@ -1243,11 +1244,7 @@ static void test_round_ahead(uint64_t seed)
         dhs_ref_run_result r[3];
         int rc[3];
         rc[0] = dhs_ref_run(&c, &r[0]); /* the CPU run */
-        dhs_ref_model *m = NULL;
-        CHECK_ST(dhs_ref_model_create(&c.model, &m), DHS_OK);
-        g_model = m;
-        c.gpu_model = 1;
-        c.step = step;
+        dhs_ref_model *m = use_gpu_model(&c, step);
         for (int ah = 0; ah < 2; ah++) {
             c.end_early = 1 + ah;
             rc[1 + ah] = dhs_ref_run(&c, &r[1 + ah]);
