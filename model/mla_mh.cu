@@ -122,6 +122,83 @@ static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t
     }
 }
 
+/* A block's end: its split's (m, l, O) to the partials pm / pl / po, or with clusters (CL) combined with the
+   other blocks of its cluster. NT threads call it (a __syncthreads inside); those with own hold O in o
+   (below), m0 / m1 / l0 / l1 of heads hb + g
+   and hb + g + 8 over their half of the rows (rl: 2 x 64 floats, l of each half). With clusters, O goes
+   into this block's own shared memory at xo (64 x MH_XS floats), m and l at xml (2 x 64), the weights
+   and the cluster's M and L at wt (64 x (MH_WS + 2)); then block r of the cluster combines a 1/cs share of
+   the 64 x 512 values over the cs blocks in rank (= split) order through distributed shared memory and
+   writes the output (ohg: this query's first head of the group; np == 1) or the cluster's partial.
+   O's layout in o: PV 0 heads oh + g (+ 8) and values ov + 8 j + 2 t; PV 1 o[16 i + j] heads oh + 16 i + g
+   (+ 8), values ov + 8 j + 2 t. */
+template <int PV, int CL, int NT>
+static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, float *wt, float (&o)[32][4], int own,
+                                                 int hb, int oh, int ov, int half, int g, int t, float m0, float m1,
+                                                 float l0, float l1, float *rl, float *pm, float *pl, float *po,
+                                                 float *ohg, int np, int cs)
+{
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (own && t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
+    __syncthreads(); /* also: every warp is done with the query, K and P buffers */
+    float *xo = (float *)xo_, *xm = (float *)xml, *xl = xm + DHS_MLA_HG;
+    float *dm = CL ? xm : pm, *dl = CL ? xl : pl, *dO = CL ? xo : po;
+    const int64_t ds = CL ? MH_XS : DHS_MLA_DV;
+    if (own && half == 0 && t == 0) {
+        dm[hb + g] = m0, dm[hb + g + 8] = m1;
+        dl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
+        dl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
+    }
+    if (own) {
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            const int hr = PV == 0 ? oh : oh + (j >> 4) * 16;
+            const int col = PV == 0 ? ov + 8 * j + 2 * t : ov + 8 * (j & 15) + 2 * t;
+            *(float2 *)(dO + (hr + g) * ds + col) = make_float2(o[j][0], o[j][1]);
+            *(float2 *)(dO + (hr + g + 8) * ds + col) = make_float2(o[j][2], o[j][3]);
+        }
+    }
+    if (!CL) return;
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    float *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
+    cl.sync(); /* every block's (m, l, O) visible to the cluster */
+    /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
+       shuffle trees), so one cluster per query gives the bits of the launch without clusters */
+    for (int h = tid >> 5; h < DHS_MLA_HG; h += NT / 32) {
+        const float mr = lane < cs ? cl.map_shared_rank(xm, lane)[h] : -INFINITY;
+        float M = mr;
+#pragma unroll
+        for (int x = 16; x; x >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, x));
+        const float wr = mr == -INFINITY ? 0.0f : exp2f(mr - M);
+        float L = lane < cs ? wr * cl.map_shared_rank(xl, lane)[h] : 0.0f;
+#pragma unroll
+        for (int x = 16; x; x >>= 1) L += __shfl_xor_sync(0xffffffffu, L, x);
+        if (lane < cs) wt[h * MH_WS + lane] = wr;
+        if (lane == 0) hM[h] = M, hL[h] = L;
+    }
+    __syncthreads();
+    const int rank = (int)cl.block_rank(), n4 = DHS_MLA_HG * DHS_MLA_DV / 4;
+    const int f0 = rank * n4 / cs, f1 = (rank + 1) * n4 / cs;
+    for (int f = f0 + tid; f < f1; f += NT) {
+        const int h = f / (DHS_MLA_DV / 4), col = (f - h * (DHS_MLA_DV / 4)) * 4;
+        float4 a = make_float4(0, 0, 0, 0);
+        for (int r = 0; r < cs; r++) {
+            const float wr = wt[h * MH_WS + r];
+            const float4 v = *(const float4 *)(cl.map_shared_rank(xo, r) + h * MH_XS + col);
+            a.x += wr * v.x, a.y += wr * v.y, a.z += wr * v.z, a.w += wr * v.w;
+        }
+        if (np == 1) {
+            const float L = hL[h];
+            *(float4 *)(ohg + (int64_t)h * DHS_MLA_DV + col) = make_float4(a.x / L, a.y / L, a.z / L, a.w / L);
+        } else {
+            *(float4 *)(po + (int64_t)h * DHS_MLA_DV + col) = a;
+        }
+    }
+    if (np > 1 && rank == 0 && tid < DHS_MLA_HG) pm[tid] = hM[tid], pl[tid] = hL[tid];
+    cl.sync(); /* no block leaves while another still reads its shared memory */
+}
+
 /* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
    32 (w & 1).., values 128 (w >> 1).. (V read by 2 head groups instead of 4; the rescale factors through
    shared memory). Both are exact to the same specification; mla_bench times them side by side.
@@ -309,69 +386,334 @@ __global__ void __launch_bounds__(MH_T, 1)
             }
         }
     }
-    /* the split's partials: l summed over the warp pair */
-    if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
-    __syncthreads(); /* also: every warp is done with the query, K and P buffers */
-    /* the split's (m, l, O): to the partials, or with clusters (below) into this block's own shared memory
-       (O over the query and K buffers, m and l in the P buffer) */
-    float *xo = (float *)sm, *xm = (float *)(sm + MH_OFF_P), *xl = xm + DHS_MLA_HG;
-    float *dm = CL ? xm : pm, *dl = CL ? xl : pl, *dO = CL ? xo : po;
-    const int64_t ds = CL ? MH_XS : DHS_MLA_DV;
-    if (half == 0 && t == 0) {
-        dm[hb + g] = m0, dm[hb + g + 8] = m1;
-        dl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
-        dl[hb + g + 8] = rl[hb + g + 8] + rl[DHS_MLA_HG + hb + g + 8];
-    }
+    mh_finish<PV, CL, MH_T>(sm, sm + MH_OFF_P, (float *)stg, o, 1, hb, PV == 0 ? hb : (w & 1) * 32,
+                            PV == 0 ? dvb : (w >> 1) * 128, half, g, t, m0, m1, l0, l1, rl, pm, pl, po,
+                            out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, cs);
+}
+
+/* ------------------------------------------------------------------ k_mla_ws (variant 3)
+   The algorithm of k_mla_mh variant 0 (the same products, maxima, sums and rescales in the same order:
+   the same bits) with the phases overlapped. 12 warps:
+     warps 8..11 (the producers, one warpgroup) gather the FP8 rows of a tile straight into registers
+       (WS_BR rows a warp at once, the next batch loading while the last one is decoded: a lane loads 2 x 8
+       codes and their 2 tile scales of each row, and one 16-byte RoPE vector of every 4th row) and decode
+       them into one of two K buffers while the consumers compute the other: they run ahead by at most
+       the two buffers;
+     warps 0..3 and 4..7 (two consumer warpgroups) each own 32 of the block's 64 heads and go through the
+       tiles independently of each other (S = Q K^T, the tile maxima, P, O += P V as k_mla_mh's warps, a
+       warp holding 16 heads x 32 rows of S and 16 heads x 256 values of O), so one group's softmax runs
+       beside the other's tensor-core work.
+   Named barriers: 0 the block; 1 + c consumer group c (128 threads); 3 + 2 s + c "buffer s is full" for
+   group c (the producers arrive, group c waits: 256 threads); 7 + s "buffer s is free" (both groups
+   arrive, the producers wait: 384). Registers are moved to the consumers where the kernel is built for
+   sm_90a (setmaxnreg: WS_PREG a producer thread, WS_CREG a consumer's; built for plain sm_90 every
+   thread has 168 and the consumers spill). Shared memory: the query (64 heads x 576 bf16), two K
+   buffers (64 rows x 576 bf16), all without padding, their 16-byte chunks permuted within each 128 bytes
+   by the row (chunk c of row r at c ^ (r & 7)) so that ldmatrix and the decode's stores are free of bank
+   conflicts; P (64 x 64 bf16, the same permutation); the maxima and l of the row halves. */
+#define WS_PW 4                                 /* producer warps (a warpgroup) */
+#define WS_BR 4                                 /* rows of a producer batch */
+#define WS_BPT (DHS_MLA_TILE / (WS_BR * WS_PW)) /* a producer warp's batches of a tile: 4 */
+#define WS_PREG 104                             /* registers (setmaxnreg) of a producer thread */
+#define WS_CREG 200                             /* and of a consumer's */
+#define WS_CT 128                               /* threads of a consumer group */
+#define WS_T (2 * WS_CT + 32 * WS_PW)           /* 384 */
+#define WS_RB (DHS_MLA_DQK * 2)                      /* bytes of a query / K row: 1152 */
+#define WS_OFF_K (DHS_MLA_HG * WS_RB)                /* 73,728 */
+#define WS_KB (DHS_MLA_TILE * WS_RB)                 /* one K buffer: 73,728 */
+#define WS_OFF_P (WS_OFF_K + 2 * WS_KB)              /* 221,184 */
+#define WS_OFF_R (WS_OFF_P + DHS_MLA_HG * DHS_MLA_TILE * 2)
+#define WS_SMEM (WS_OFF_R + 5 * DHS_MLA_HG * 4)      /* 230,656: the maxima and l (2 x 64 each), alpha (64) */
+
+static_assert(WS_SMEM <= 227 * 1024, "one block per SM");
+static_assert(WS_BPT % 2 == 0 && WS_BR % 4 == 0 && WS_BPT * WS_BR <= 32, "the producers' batches");
+static_assert(128 * WS_PREG + 256 * WS_CREG <= WS_T * 168, "the registers of the launch, redistributed");
+/* setmaxnreg (sm_90a): registers moved from the producers to the consumers */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WS_SETMAXNREG(op, n) asm volatile("setmaxnreg." #op ".sync.aligned.u32 %0;\n" ::"n"(n))
+#else
+#define WS_SETMAXNREG(op, n) ((void)0)
+#endif
+static_assert(DHS_MLA_HG * MH_XS * 4 + DHS_MLA_HG * (MH_WS + 2) * 4 <= WS_OFF_P, "the cluster combine's O and weights");
+
+static __device__ __forceinline__ void ws_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+static __device__ __forceinline__ void ws_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+/* byte offset of 16-byte chunk c of row r (rows of rb bytes, a multiple of 128) */
+static __device__ __forceinline__ int ws_at(int r, int c, int rb) { return r * rb + ((c ^ (r & 7)) << 4); }
+
+/* WS_BR rows of a tile in one producer lane's registers: codes 8 lane.. and 256 + 8 lane.. of each row with
+   their tile scales, and RoPE vector lane & 7 of rows 4 j + (lane >> 3) */
+typedef struct {
+    uint2 c0[WS_BR], c1[WS_BR];
+    float s0[WS_BR], s1[WS_BR];
+    uint4 rp[WS_BR / 4];
+} ws_batch;
+
+/* rows [rw, rw + WS_BR) of the tile whose valid rows are [0, nr); lane l of myloc holds the location of row
+   rw0 + l (rw - rw0 + WS_BR <= 32); rows past nr load as zeros */
+static __device__ __forceinline__ void ws_load(ws_batch &b, const uint8_t *bq, int myloc, int rw, int rw0, int nr)
+{
+    const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int j = 0; j < 32; j++) {
-        const int hr = PV == 0 ? hb : (w & 1) * 32 + (j >> 4) * 16;
-        const int col = PV == 0 ? dvb + 8 * j + 2 * t : (w >> 1) * 128 + 8 * (j & 15) + 2 * t;
-        *(float2 *)(dO + (hr + g) * ds + col) = make_float2(o[j][0], o[j][1]);
-        *(float2 *)(dO + (hr + g + 8) * ds + col) = make_float2(o[j][2], o[j][3]);
-    }
-    if (!CL) return;
-    /* the cluster's splits combined: block r of the cluster combines a 1/cs share of the 64 x 512 values,
-       reading every block's O in rank (= split) order through distributed shared memory, and writes the
-       output (one cluster per query) or the cluster's partial */
-    namespace cg = cooperative_groups;
-    cg::cluster_group cl = cg::this_cluster();
-    float *wt = (float *)stg, *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
-    cl.sync(); /* every block's (m, l, O) visible to the cluster */
-    /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
-       shuffle trees), so one cluster per query gives the bits of the launch without clusters */
-    for (int h = w; h < DHS_MLA_HG; h += MH_T / 32) {
-        const float mr = lane < cs ? cl.map_shared_rank(xm, lane)[h] : -INFINITY;
-        float M = mr;
-#pragma unroll
-        for (int x = 16; x; x >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, x));
-        const float wr = mr == -INFINITY ? 0.0f : exp2f(mr - M);
-        float L = lane < cs ? wr * cl.map_shared_rank(xl, lane)[h] : 0.0f;
-#pragma unroll
-        for (int x = 16; x; x >>= 1) L += __shfl_xor_sync(0xffffffffu, L, x);
-        if (lane < cs) wt[h * MH_WS + lane] = wr;
-        if (lane == 0) hM[h] = M, hL[h] = L;
-    }
-    __syncthreads();
-    const int rank = (int)cl.block_rank(), n4 = DHS_MLA_HG * DHS_MLA_DV / 4;
-    const int f0 = rank * n4 / cs, f1 = (rank + 1) * n4 / cs;
-    for (int f = f0 + tid; f < f1; f += MH_T) {
-        const int h = f / (DHS_MLA_DV / 4), col = (f - h * (DHS_MLA_DV / 4)) * 4;
-        float4 a = make_float4(0, 0, 0, 0);
-        for (int r = 0; r < cs; r++) {
-            const float wr = wt[h * MH_WS + r];
-            const float4 v = *(const float4 *)(cl.map_shared_rank(xo, r) + h * MH_XS + col);
-            a.x += wr * v.x, a.y += wr * v.y, a.z += wr * v.z, a.w += wr * v.w;
+    for (int r = 0; r < WS_BR; r++) {
+        const int64_t L = __shfl_sync(0xffffffffu, myloc, rw - rw0 + r);
+        b.c0[r] = b.c1[r] = make_uint2(0, 0), b.s0[r] = b.s1[r] = 0.0f;
+        if (rw + r < nr) {
+            const uint8_t *src = bq + L * MH_ROW;
+            b.c0[r] = __ldg((const uint2 *)(src + 8 * lane));
+            b.c1[r] = __ldg((const uint2 *)(src + 256 + 8 * lane));
+            b.s0[r] = __ldg((const float *)(src + DHS_MLA_DV) + (lane >> 4));
+            b.s1[r] = __ldg((const float *)(src + DHS_MLA_DV) + 2 + (lane >> 4));
         }
-        if (np == 1) {
-            const float L = hL[h];
-            *(float4 *)(out + ((int64_t)qi * nh + hg * DHS_MLA_HG + h) * DHS_MLA_DV + col) =
-                make_float4(a.x / L, a.y / L, a.z / L, a.w / L);
-        } else {
-            *(float4 *)(po + (int64_t)h * DHS_MLA_DV + col) = a;
-        }
     }
-    if (np > 1 && rank == 0 && tid < DHS_MLA_HG) pm[tid] = hM[tid], pl[tid] = hL[tid];
-    cl.sync(); /* no block leaves while another still reads its shared memory */
+#pragma unroll
+    for (int j = 0; j < WS_BR / 4; j++) {
+        const int r = rw + 4 * j + (lane >> 3);
+        const int64_t L = __shfl_sync(0xffffffffu, myloc, r - rw0);
+        b.rp[j] = make_uint4(0, 0, 0, 0);
+        if (r < nr) b.rp[j] = __ldg((const uint4 *)(bq + L * MH_ROW + DHS_MLA_DV + 16 + 16 * (lane & 7)));
+    }
+}
+
+/* the batch decoded into K buffer kb (the decode of k_mla_mh: zeros stay zeros) */
+static __device__ __forceinline__ void ws_store(const ws_batch &b, uint8_t *kb, int rw)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < WS_BR; r++) {
+        const uint4 v0 = make_uint4(mh_dec2(b.c0[r].x & 0xffffu, b.s0[r]), mh_dec2(b.c0[r].x >> 16, b.s0[r]),
+                                    mh_dec2(b.c0[r].y & 0xffffu, b.s0[r]), mh_dec2(b.c0[r].y >> 16, b.s0[r]));
+        const uint4 v1 = make_uint4(mh_dec2(b.c1[r].x & 0xffffu, b.s1[r]), mh_dec2(b.c1[r].x >> 16, b.s1[r]),
+                                    mh_dec2(b.c1[r].y & 0xffffu, b.s1[r]), mh_dec2(b.c1[r].y >> 16, b.s1[r]));
+        *(uint4 *)(kb + ws_at(rw + r, lane, WS_RB)) = v0;
+        *(uint4 *)(kb + ws_at(rw + r, 32 + lane, WS_RB)) = v1;
+    }
+#pragma unroll
+    for (int j = 0; j < WS_BR / 4; j++) *(uint4 *)(kb + ws_at(rw + 4 * j + (lane >> 3), 64 + (lane & 7), WS_RB)) = b.rp[j];
+}
+
+/* the location of row rw0 + lane of tile ti in lanes 0..15 (0 past the tile's valid rows or past t1) */
+static __device__ __forceinline__ int ws_loc(const int32_t *lq, int nv, int ti, int t1, int rw0)
+{
+    const int lane = threadIdx.x & 31, r = ti * DHS_MLA_TILE + rw0 + lane;
+    return ti < t1 && lane < WS_BPT * WS_BR && rw0 + lane < DHS_MLA_TILE && r < nv ? __ldg(lq + r) : 0;
+}
+
+/* the producer warp pw's share of every tile of the split: rows 16 pw.. in 4 batches of 4 (x, y, x, y), the
+   next batch loading while the last one is decoded; with PF, the warp's rows of the next tile are
+   prefetched into L2 (one bulk prefetch a row) as a tile starts, their locations loaded a tile before */
+template <int PF>
+static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq, const int32_t *lq, int nv, int t0,
+                                                  int t1, int pw)
+{
+    static_assert(WS_BPT == 4, "batches x, y, x, y");
+    const int lane = threadIdx.x & 31, rw0 = WS_BPT * WS_BR * pw;
+    if (t0 >= t1) return;
+    ws_batch x, y;
+    int myloc = ws_loc(lq, nv, t0, t1, rw0), nxt = ws_loc(lq, nv, t0 + 1, t1, rw0);
+#define WS_NR(ti) min(DHS_MLA_TILE, nv - (ti) * DHS_MLA_TILE)
+    ws_load(x, bq, myloc, rw0, rw0, WS_NR(t0));
+    for (int ti = t0; ti < t1; ti++) {
+        const int i = ti - t0, sb = i & 1, nr = WS_NR(ti);
+        uint8_t *kb = sm + WS_OFF_K + sb * WS_KB;
+        ws_load(y, bq, myloc, rw0 + WS_BR, rw0, nr);
+        if (PF && ti + 1 < t1 && lane < WS_BPT * WS_BR && rw0 + lane < WS_NR(ti + 1)) /* the next tile's rows */
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(bq + (int64_t)nxt * MH_ROW),
+                         "r"((unsigned)MH_ROW)
+                         : "memory");
+        if (i >= 2) ws_sync(7 + sb, WS_T); /* both groups are done with tile i - 2 */
+        ws_store(x, kb, rw0);
+        ws_load(x, bq, myloc, rw0 + 2 * WS_BR, rw0, nr);
+        ws_store(y, kb, rw0 + WS_BR);
+        ws_load(y, bq, myloc, rw0 + 3 * WS_BR, rw0, nr);
+        ws_store(x, kb, rw0 + 2 * WS_BR);
+        if (ti + 1 < t1) { /* the next tile's first batch, while this one's last is decoded */
+            myloc = nxt;
+            nxt = ws_loc(lq, nv, ti + 2, t1, rw0);
+            ws_load(x, bq, myloc, rw0, rw0, WS_NR(ti + 1));
+        }
+        ws_store(y, kb, rw0 + 3 * WS_BR);
+        ws_arrive(3 + 2 * sb, WS_CT + 32 * WS_PW); /* tile i decoded: both groups may read buffer sb */
+        ws_arrive(4 + 2 * sb, WS_CT + 32 * WS_PW);
+    }
+#undef WS_NR
+}
+
+template <int PV, int CL, int PF>
+__global__ void __launch_bounds__(WS_T, 1)
+    k_mla_ws(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
+             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
+             float *__restrict__ part, float *__restrict__ out)
+{
+    extern __shared__ __align__(16) uint8_t sm[];
+    uint8_t *qs = sm, *ps = sm + WS_OFF_P;
+    float *rmax = (float *)(sm + WS_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
+    const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    int nv = nvp[qi];
+    if (nv <= 0) return;
+    if (nv > k) nv = k;
+    int32_t t0, t1;
+    dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
+    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s;
+    const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG;
+    float *pm = part + pidx, *pl = part + (int64_t)nq * np * nh + pidx;
+    float *po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
+    if (!CL && t0 == t1) {
+        for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += WS_T) po[i] = 0.0f;
+        if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
+        return;
+    }
+    const uint8_t *bq = base[qi];
+    const int32_t *lq = loc + (int64_t)qi * k;
+    /* consumer mapping (also the epilogue's): group cg_, S over heads hb.. (16) and rows rb.. (32); O over
+       heads oh.. and values ov..: PV 0 16 heads x 256 values (ov = 256 half), PV 1 the group's 32 heads x 128
+       values (ov = 128 (w & 3)) */
+    const int cg_ = (w >> 2) & 1, hb = 32 * cg_ + 16 * (w & 1), half = (w >> 1) & 1, rb = half * 32;
+    const int oh = PV == 0 ? hb : 32 * cg_, ov = PV == 0 ? half * 256 : (w & 3) * 128;
+    float o[32][4];
+#pragma unroll
+    for (int j = 0; j < 32; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    /* the block's end, in each role's own code (its own registers): own, whether the thread holds O */
+#define WS_FINISH(own)                                                                                                 \
+    mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, own, hb, oh, ov, half, g, t, \
+                           m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, \
+                           cs)
+    if (w >= 8) { /* ---------------- producers */
+        WS_SETMAXNREG(dec, WS_PREG);
+        ws_produce<PF>(sm, bq, lq, nv, t0, t1, w - 8);
+        WS_FINISH(0);
+    } else { /* ---------------- consumers */
+        WS_SETMAXNREG(inc, WS_CREG);
+        if (t0 < t1) { /* this group's 32 heads of the query: 72 chunks each */
+            const uint16_t *qh = q + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DQK;
+            for (int v = (tid & 127); v < 32 * 72; v += 128) {
+                const int h = 32 * cg_ + v / 72, col = v - (v / 72) * 72;
+                mh_cp16(qs + ws_at(h, col, WS_RB), qh + (int64_t)h * DHS_MLA_DQK + col * 8);
+            }
+            mh_commit();
+            mh_wait_all();
+        }
+        /* the ldmatrix offsets within a 128-byte group: chunk 2 m + x of a row r with r & 7 = lane & 7 */
+        const int xa = lane >> 4, xb = (lane >> 3) & 1;
+        int oa[4], ob[4];
+#pragma unroll
+        for (int m = 0; m < 4; m++) oa[m] = ((2 * m + xa) ^ (lane & 7)) << 4, ob[m] = ((2 * m + xb) ^ (lane & 7)) << 4;
+        const uint8_t *qa = qs + (hb + (lane & 15)) * WS_RB;
+        const uint8_t *pa = ps + (hb + (lane & 15)) * (DHS_MLA_TILE * 2);
+        for (int ti = t0; ti < t1; ti++) {
+            const int sb = (ti - t0) & 1, nr = min(DHS_MLA_TILE, nv - ti * DHS_MLA_TILE);
+            const uint8_t *kb = sm + WS_OFF_K + sb * WS_KB;
+            ws_sync(3 + 2 * sb + cg_, WS_CT + 32 * WS_PW); /* this buffer decoded (and, the first time, the group's query) */
+            float sacc[4][4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) sacc[j][0] = sacc[j][1] = sacc[j][2] = sacc[j][3] = 0.0f;
+            {
+                const uint8_t *kr = kb + (rb + (lane & 7) + ((lane >> 4) << 3)) * WS_RB;
+#pragma unroll 1
+                for (int gq = 0; gq < DHS_MLA_DQK / 64; gq++) {
+#pragma unroll
+                    for (int m = 0; m < 4; m++) {
+                        uint32_t a[4], b[4];
+                        mh_ldsm4(a, qa + gq * 128 + oa[m]);
+                        mh_ldsm4(b, kr + gq * 128 + ob[m]);
+                        mh_mma(sacc[0], a, b[0], b[1]);
+                        mh_mma(sacc[1], a, b[2], b[3]);
+                        mh_ldsm4(b, kr + 16 * WS_RB + gq * 128 + ob[m]);
+                        mh_mma(sacc[2], a, b[0], b[1]);
+                        mh_mma(sacc[3], a, b[2], b[3]);
+                    }
+                }
+            }
+            float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int row = rb + 8 * j + 2 * t + e;
+                    sacc[j][e] = row < nr ? sacc[j][e] * c : -INFINITY;
+                    sacc[j][2 + e] = row < nr ? sacc[j][2 + e] * c : -INFINITY;
+                    x0 = fmaxf(x0, sacc[j][e]);
+                    x1 = fmaxf(x1, sacc[j][2 + e]);
+                }
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+            if (t == 0) rmax[half * DHS_MLA_HG + hb + g] = x0, rmax[half * DHS_MLA_HG + hb + g + 8] = x1;
+            ws_sync(1 + cg_, 128);
+            x0 = fmaxf(rmax[hb + g], rmax[DHS_MLA_HG + hb + g]);
+            x1 = fmaxf(rmax[hb + g + 8], rmax[DHS_MLA_HG + hb + g + 8]);
+            const float mn0 = fmaxf(m0, x0), mn1 = fmaxf(m1, x1);
+            const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+            const float al0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mu0), al1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mu1);
+            m0 = mn0, m1 = mn1;
+            float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float p0 = mh_bf(exp2f(sacc[j][0] - mu0)), p1 = mh_bf(exp2f(sacc[j][1] - mu0));
+                const float p2 = mh_bf(exp2f(sacc[j][2] - mu1)), p3 = mh_bf(exp2f(sacc[j][3] - mu1));
+                s0 += p0 + p1, s1 += p2 + p3;
+                const int at = (((rb >> 3) + j) ^ g) << 4 | t << 2; /* rows hb + g and hb + g + 8: r & 7 = g */
+                *(uint32_t *)(ps + (hb + g) * (DHS_MLA_TILE * 2) + at) = mh_pack(p0, p1);
+                *(uint32_t *)(ps + (hb + g + 8) * (DHS_MLA_TILE * 2) + at) = mh_pack(p2, p3);
+            }
+            s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+            s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+            s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+            l0 = l0 * al0 + s0, l1 = l1 * al1 + s1;
+            if (PV == 0) {
+#pragma unroll
+                for (int j = 0; j < 32; j++) o[j][0] *= al0, o[j][1] *= al0, o[j][2] *= al1, o[j][3] *= al1;
+            } else if (half == 0 && t == 0) {
+                salpha[hb + g] = al0, salpha[hb + g + 8] = al1;
+            }
+            ws_sync(1 + cg_, 128); /* the group's P (and alpha) complete */
+            const uint8_t *vr = kb + (lane & 15) * WS_RB + ov * 2;
+            if (PV == 0) { /* this warp's 16 heads x 256 values */
+#pragma unroll
+                for (int kk = 0; kk < DHS_MLA_TILE; kk += 16) {
+                    uint32_t a[4];
+                    mh_ldsm4(a, pa + oa[kk >> 4]);
+#pragma unroll
+                    for (int j = 0; j < 32; j += 2) {
+                        uint32_t b[4];
+                        mh_ldsm4t(b, vr + kk * WS_RB + (j >> 3) * 128 + oa[(j & 7) >> 1]);
+                        mh_mma(o[j], a, b[0], b[1]);
+                        mh_mma(o[j + 1], a, b[2], b[3]);
+                    }
+                }
+            } else { /* the group's 32 heads x this warp's 128 values: o[16 i + j], head tile i, value tile j */
+                const float a0 = salpha[oh + g], a1 = salpha[oh + g + 8], a2 = salpha[oh + 16 + g], a3 = salpha[oh + 24 + g];
+#pragma unroll
+                for (int j = 0; j < 16; j++) {
+                    o[j][0] *= a0, o[j][1] *= a0, o[j][2] *= a1, o[j][3] *= a1;
+                    o[16 + j][0] *= a2, o[16 + j][1] *= a2, o[16 + j][2] *= a3, o[16 + j][3] *= a3;
+                }
+                const uint8_t *pa0 = ps + (oh + (lane & 15)) * (DHS_MLA_TILE * 2);
+#pragma unroll
+                for (int kk = 0; kk < DHS_MLA_TILE; kk += 16) {
+                    uint32_t x0[4], x1[4];
+                    mh_ldsm4(x0, pa0 + oa[kk >> 4]);
+                    mh_ldsm4(x1, pa0 + 16 * (DHS_MLA_TILE * 2) + oa[kk >> 4]);
+#pragma unroll
+                    for (int j = 0; j < 16; j += 2) {
+                        uint32_t b[4];
+                        mh_ldsm4t(b, vr + kk * WS_RB + (j >> 3) * 128 + oa[(j & 7) >> 1]);
+                        mh_mma(o[j], x0, b[0], b[1]);
+                        mh_mma(o[16 + j], x1, b[0], b[1]);
+                        mh_mma(o[j + 1], x0, b[2], b[3]);
+                        mh_mma(o[17 + j], x1, b[2], b[3]);
+                    }
+                }
+            }
+            if (ti + 2 < t1) ws_arrive(7 + sb, WS_T); /* this group is done with the buffer */
+        }
+        WS_FINISH(1);
+    }
+#undef WS_FINISH
 }
 
 __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,
@@ -414,6 +756,9 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
         case 0: return k_mla_mh<0, 0, 1, 1>;
         case 1: return k_mla_mh<0, 0, 0, 1>;
         case 2: return k_mla_mh<1, 0, 1, 1>;
+        case 3: return k_mla_ws<0, 1, 1>;
+        case 5: return k_mla_ws<1, 1, 1>;
+        case 7: return k_mla_ws<1, 1, 0>;
         default: return NULL;
         }
     switch (variant) {
@@ -422,12 +767,23 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
         MH_V(0, 0, 0, 1) MH_V(1, 0, 0, 0) MH_V(2, 1, 0, 1) MH_V(0, 0, 1, 1) MH_V(0, 0, 2, 1) MH_V(0, 0, 4, 1)
         MH_V(0, 0, 6, 1) MH_V(0, 0, 8, 1) MH_V(0, 0, 9, 1) MH_V(0, 0, 14, 1) MH_V(0, 0, 15, 1)
 #undef MH_V
+    case 3: return k_mla_ws<0, 0, 1>;
+    case 5: return k_mla_ws<1, 0, 1>;
+    case 7: return k_mla_ws<1, 0, 0>;
     }
     return NULL;
 }
 
 /* the per-device attributes of a kernel (its shared memory; with clusters, sizes above 8): set for the
    first 16 devices once (a benign race: every setter sets the same values), on the others every time */
+/* the variant dhs_mla_mh_attend launches (and dhs_mla_mh_cluster_fit measures) */
+#define MH_DEFAULT 0
+
+/* threads and shared memory of a variant's blocks: the overlapped kernel's (3), else k_mla_mh's */
+static int mh_ws(int variant) { return variant == 3 || variant == 5 || variant == 7; }
+static int mh_threads(int variant) { return mh_ws(variant) ? WS_T : MH_T; }
+static int mh_smem(int variant) { return mh_ws(variant) ? WS_SMEM : MH_SMEM; }
+
 static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
 {
     static int set[16][2][64];
@@ -435,7 +791,8 @@ static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
     if (cudaGetDevice(&dev) != cudaSuccess) return DHS_ERR_BACKEND;
     const int known = dev >= 0 && dev < 16;
     if (known && set[dev][cl][variant]) return DHS_OK;
-    if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, MH_SMEM) != cudaSuccess) {
+    if (cudaFuncSetAttribute((const void *)fn, cudaFuncAttributeMaxDynamicSharedMemorySize, mh_smem(variant)) !=
+        cudaSuccess) {
         (void)cudaGetLastError(); /* not left pending for the caller's next check */
         return DHS_ERR_BACKEND;
     }
@@ -446,12 +803,13 @@ static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
 }
 
 /* the launch of grid in clusters of cs blocks along x (at: the configuration's one attribute) */
-static cudaLaunchConfig_t mh_cluster_cfg(dim3 grid, int cs, cudaStream_t st, cudaLaunchAttribute *at)
+static cudaLaunchConfig_t mh_cluster_cfg(dim3 grid, int cs, int variant, cudaStream_t st, cudaLaunchAttribute *at)
 {
     cudaLaunchConfig_t cfg = {};
     at->id = cudaLaunchAttributeClusterDimension;
     at->val.clusterDim.x = (unsigned)cs, at->val.clusterDim.y = 1, at->val.clusterDim.z = 1;
-    cfg.gridDim = grid, cfg.blockDim = dim3(MH_T), cfg.dynamicSmemBytes = MH_SMEM, cfg.stream = st;
+    cfg.gridDim = grid, cfg.blockDim = dim3((unsigned)mh_threads(variant)), cfg.stream = st;
+    cfg.dynamicSmemBytes = (size_t)mh_smem(variant);
     cfg.attrs = at, cfg.numAttrs = 1;
     return cfg;
 }
@@ -476,14 +834,15 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
     const dim3 grid((unsigned)d->splits, (unsigned)(d->n_heads / DHS_MLA_HG), (unsigned)d->nq);
     if (cl) {
         cudaLaunchAttribute at;
-        const cudaLaunchConfig_t cfg = mh_cluster_cfg(grid, cs, st, &at);
+        const cudaLaunchConfig_t cfg = mh_cluster_cfg(grid, cs, variant, st, &at);
         if (cudaLaunchKernelEx(&cfg, fn, q, base, loc, nv, d->k, d->n_heads, d->splits, (int32_t)cs, c, part, out) !=
             cudaSuccess) {
             (void)cudaGetLastError(); /* a retry without clusters must not find this error pending */
             return DHS_ERR_BACKEND;
         }
     } else {
-        fn<<<grid, MH_T, MH_SMEM, st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, 1, c, part, out);
+        fn<<<grid, mh_threads(variant), mh_smem(variant), st>>>(q, base, loc, nv, d->k, d->n_heads, d->splits, 1, c,
+                                                                part, out);
     }
     if (need_part)
         k_mla_mh_comb<<<(unsigned)(d->nq * d->n_heads), DHS_MLA_DV / 4, 0, st>>>(nv, d->n_heads, np, part, out);
@@ -493,19 +852,19 @@ extern "C" dhs_status dhs_mla_mh_attend_kernel(const dhs_mla_mh_desc *d, int var
 extern "C" dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const uint8_t *const *base,
                                         const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream)
 {
-    return dhs_mla_mh_attend_kernel(d, 0, q, base, loc, nv, part, out, stream);
+    return dhs_mla_mh_attend_kernel(d, MH_DEFAULT, q, base, loc, nv, part, out, stream);
 }
 
 extern "C" dhs_status dhs_mla_mh_cluster_fit(int32_t fit[DHS_MLA_MAX_CLUSTER + 1])
 {
     if (!fit) return DHS_ERR_INVALID_ARG;
     memset(fit, 0, sizeof(int32_t) * (DHS_MLA_MAX_CLUSTER + 1));
-    const mh_kernel_fn fn = mh_kernel(0, 1);
-    dhs_status e = mh_attrs(fn, 0, 1);
+    const mh_kernel_fn fn = mh_kernel(MH_DEFAULT, 1);
+    dhs_status e = mh_attrs(fn, MH_DEFAULT, 1);
     if (e != DHS_OK) return e;
     for (int c = 1; c <= DHS_MLA_MAX_CLUSTER; c++) {
         cudaLaunchAttribute at;
-        const cudaLaunchConfig_t cfg = mh_cluster_cfg(dim3((unsigned)c), c, NULL, &at);
+        const cudaLaunchConfig_t cfg = mh_cluster_cfg(dim3((unsigned)c), c, MH_DEFAULT, NULL, &at);
         int n = 0;
         const cudaError_t err = cudaOccupancyMaxActiveClusters(&n, (const void *)fn, &cfg);
         if (err != cudaSuccess) {

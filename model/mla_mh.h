@@ -182,7 +182,11 @@ dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const 
 
 /* The same with a choice of kernel variant (model/mla_mh.cu), for benchmarks that time them side by
    side: 0 the default (the rows gathered by the Hopper bulk copy, one per row), 1 the rows gathered by
-   16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the warps.
+   16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the warps, 3
+   the overlapped kernel (k_mla_ws: producer warps gather and decode the next tile while two consumer
+   groups of 32 heads compute; variant 0's bits, 230,656 bytes of shared memory and 384 threads a
+   block; the rows of a tile prefetched into L2 a tile ahead), 5 as 3 with the split of P V of variant 2
+   (a warp: its group's 32 heads x 128 values), 7 as 5 without the prefetch.
    AB << 2 with AB one of 1, 2, 4, 6, 8, 9, 14, 15 leaves parts of variant 0 out (the decode, the S
    product, the P V product, the gathers: mla_bench --ablate): the outputs are then wrong; ablations
    are without clusters (d->cluster >= 2: DHS_ERR_INVALID_ARG). Other variants: DHS_ERR_INVALID_ARG.

@@ -12,6 +12,8 @@
  *     query with nv > 0 is within 8e-3 x vmax + 1e-6 of the spec (vmax: max |V| over the query's
  *     valid rows, V as the spec decodes it); the worst |gpu - spec| / vmax is printed;
  *   - outputs of queries with nv <= 0 keep a sentinel bit pattern;
+ *   - variants 0 (k_mla_mh), 3, 5 and 7 (k_mla_ws, the overlapped kernel, with either split of P V, with
+ *     and without its L2 prefetch) give the default launch's bits in every case, with and without clusters;
  *   - determinism: a second launch gives the same bits; the same rows at other locations of a bigger
  *     pool (other bases, same entry order; the unused rows there are NaN) give the same bits; query 0's
  *     bits do not move when the other queries' rows, locations, counts and queries change;
@@ -72,6 +74,8 @@ enum { NV_RAND, NV_ALL, NV_NONE };
 #define CL_RAND (-2)
 static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit of the device */
 static long cluster_cases, cluster_one, cluster_same; /* cases with clusters; with one per query; compared without */
+static long variant_same;  /* cases where variants 0, 3, 5 and 7 (the overlapped kernels) were compared bit for bit */
+static int launch_variant = -1; /* launch(): dhs_mla_mh_attend (-1) or dhs_mla_mh_attend_kernel with this variant */
 
 /* one random row; its max |V| (the spec's decoded, bf16-rounded first 512 values) in *vmax */
 static void random_row(uint64_t *rng, int odd, uint8_t *row, float *vmax)
@@ -128,7 +132,9 @@ static dhs_status launch(const dhs_mla_mh_desc *d, const uint16_t *q, const uint
     CK(cudaMemset(part, poison, pb));
     CK(cudaMemset(part + pb, GPAT, GUARD));
     CK(cudaDeviceSynchronize());
-    const dhs_status s = dhs_mla_mh_attend(d, q, base, loc, nv, (float *)part, out, (void *)st);
+    const dhs_status s = launch_variant < 0
+                             ? dhs_mla_mh_attend(d, q, base, loc, nv, (float *)part, out, (void *)st)
+                             : dhs_mla_mh_attend_kernel(d, launch_variant, q, base, loc, nv, (float *)part, out, (void *)st);
     CK(cudaDeviceSynchronize());
     CK(cudaGetLastError());
     CK(cudaMemcpy(h_out, out, nout * 4, cudaMemcpyDeviceToHost));
@@ -275,6 +281,21 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, 0x00, d_out, o2, NULL, "second launch", cno);
     CHECKF(st == DHS_OK, "case %d: second launch returned %d", cno, (int)st);
     check_same_bits(o1, o2, (int64_t)nout, nh, cno, "a second launch");
+
+    /* 3d. variants 0, 3, 5 and 7 (k_mla_mh and the overlapped k_mla_ws with either split of P V, with and
+       without the L2 prefetch: the same algorithm in the same order) give the bits of the default launch,
+       with or without clusters */
+    static const int cmp_variants[] = {0, 3, 5, 7};
+    for (int i = 0; i < 4; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "variant %d against the default", cmp_variants[i]);
+        launch_variant = cmp_variants[i];
+        st = launch(&d, d_q, d_base, d_loc, d_nv, d_part, pb, i ? 0x7f : 0xff, d_out, o2, NULL, what, cno);
+        launch_variant = -1;
+        CHECKF(st == DHS_OK, "case %d: %s: returned %d", cno, what, (int)st);
+        check_same_bits(o1, o2, (int64_t)nout, nh, cno, what);
+    }
+    variant_same++;
 
     /* 3c. one cluster per query: the bits of the same splits without clusters (own workspace) */
     if (cluster >= 2 && cluster == splits) {
@@ -617,6 +638,8 @@ int main(void)
            "clusters held, but only %ld cases with them (%ld with one cluster per query, %ld compared without)",
            cluster_cases, cluster_one, cluster_same);
     printf("cases with clusters: %ld (one cluster per query: %ld)\n", cluster_cases, cluster_one);
+    CHECKF(variant_same >= 20, "only %ld cases compared variants 0, 3, 5 and 7", variant_same);
+    printf("cases where variants 0, 3, 5 and 7 gave the default's bits: %ld\n", variant_same);
     printf("cases: %d; outputs compared %ld; max |gpu - spec| / vmax %.3g (case %d; bound %g); %.1f s\n", cases,
            outputs_checked, worst_rel, worst_case, TOL, th_now() - t0);
     free(h_sent);
