@@ -122,8 +122,23 @@ static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t
     }
 }
 
+/* the syncs of mh_finish: k_mla_mh's block (MH_T threads, every thread on one path) by __syncthreads; k_mla_ws
+   reaches them from its two roles' code, so by the non-aligned forms: a named barrier of its NT threads, and
+   the cluster barrier's arrive (release) and wait (acquire) */
+template <int NT>
+static __device__ __forceinline__ void mh_block_sync(void)
+{
+    if (NT == MH_T) __syncthreads();
+    else asm volatile("barrier.sync 9, %0;\n" ::"n"(NT) : "memory");
+}
+static __device__ __forceinline__ void mh_cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait;\n" ::: "memory");
+}
+
 /* A block's end: its split's (m, l, O) to the partials pm / pl / po, or with clusters (CL) combined with the
-   other blocks of its cluster. NT threads call it (a __syncthreads inside); those with own hold O in o
+   other blocks of its cluster. All NT threads of the block call it (block syncs inside); those with own hold O in o
    (below), m0 / m1 / l0 / l1 of heads hb + g
    and hb + g + 8 over their half of the rows (rl: 2 x 64 floats, l of each half). With clusters, O goes
    into this block's own shared memory at xo (64 x MH_XS floats), m and l at xml (2 x 64), the weights
@@ -140,7 +155,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
 {
     const int tid = threadIdx.x, lane = tid & 31;
     if (own && t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
-    __syncthreads(); /* also: every warp is done with the query, K and P buffers */
+    mh_block_sync<NT>(); /* also: every warp is done with the query, K and P buffers */
     float *xo = (float *)xo_, *xm = (float *)xml, *xl = xm + DHS_MLA_HG;
     float *dm = CL ? xm : pm, *dl = CL ? xl : pl, *dO = CL ? xo : po;
     const int64_t ds = CL ? MH_XS : DHS_MLA_DV;
@@ -162,7 +177,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
     float *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
-    cl.sync(); /* every block's (m, l, O) visible to the cluster */
+    mh_cluster_sync(); /* every block's (m, l, O) visible to the cluster */
     /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
        shuffle trees), so one cluster per query gives the bits of the launch without clusters */
     for (int h = tid >> 5; h < DHS_MLA_HG; h += NT / 32) {
@@ -177,7 +192,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
         if (lane < cs) wt[h * MH_WS + lane] = wr;
         if (lane == 0) hM[h] = M, hL[h] = L;
     }
-    __syncthreads();
+    mh_block_sync<NT>();
     const int rank = (int)cl.block_rank(), n4 = DHS_MLA_HG * DHS_MLA_DV / 4;
     const int f0 = rank * n4 / cs, f1 = (rank + 1) * n4 / cs;
     for (int f = f0 + tid; f < f1; f += NT) {
@@ -196,7 +211,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
         }
     }
     if (np > 1 && rank == 0 && tid < DHS_MLA_HG) pm[tid] = hM[tid], pl[tid] = hL[tid];
-    cl.sync(); /* no block leaves while another still reads its shared memory */
+    mh_cluster_sync(); /* no block leaves while another still reads its shared memory */
 }
 
 /* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
@@ -395,8 +410,8 @@ __global__ void __launch_bounds__(MH_T, 1)
    The algorithm of k_mla_mh variant 0 (the same products, maxima, sums and rescales in the same order:
    the same bits) with the phases overlapped. 12 warps:
      warps 8..11 (the producers, one warpgroup) gather the FP8 rows of a tile straight into registers
-       (WS_BR rows a warp at once, the next batch loading while the last one is decoded: a lane loads 2 x 8
-       codes and their 2 tile scales of each row, and one 16-byte RoPE vector of every 4th row) and decode
+       (WS_BR rows a warp at once, the next batch loading while the last one is decoded: a lane loads 16
+       codes and their tile scale of each row, and one 16-byte RoPE vector of every 4th row) and decode
        them into one of two K buffers while the consumers compute the other: they run ahead by at most
        the two buffers;
      warps 0..3 and 4..7 (two consumer warpgroups) each own 32 of the block's 64 heads and go through the
@@ -414,8 +429,8 @@ __global__ void __launch_bounds__(MH_T, 1)
 #define WS_PW 4                                 /* producer warps (a warpgroup) */
 #define WS_BR 4                                 /* rows of a producer batch */
 #define WS_BPT (DHS_MLA_TILE / (WS_BR * WS_PW)) /* a producer warp's batches of a tile: 4 */
-#define WS_PREG 104                             /* registers (setmaxnreg) of a producer thread */
-#define WS_CREG 200                             /* and of a consumer's */
+#define WS_PREG 112                             /* registers (setmaxnreg) of a producer thread */
+#define WS_CREG 192                             /* and of a consumer's */
 #define WS_CT 128                               /* threads of a consumer group */
 #define WS_T (2 * WS_CT + 32 * WS_PW)           /* 384 */
 #define WS_RB (DHS_MLA_DQK * 2)                      /* bytes of a query / K row: 1152 */
@@ -436,16 +451,21 @@ static_assert(128 * WS_PREG + 256 * WS_CREG <= WS_T * 168, "the registers of the
 #endif
 static_assert(DHS_MLA_HG * MH_XS * 4 + DHS_MLA_HG * (MH_WS + 2) * 4 <= WS_OFF_P, "the cluster combine's O and weights");
 
-static __device__ __forceinline__ void ws_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
-static __device__ __forceinline__ void ws_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+/* named barriers in the roles' own code: the non-aligned forms (legal where the threads of the block take
+   different paths) */
+static __device__ __forceinline__ void ws_sync(int id, int n) { asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+static __device__ __forceinline__ void ws_arrive(int id, int n)
+{
+    asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 /* byte offset of 16-byte chunk c of row r (rows of rb bytes, a multiple of 128) */
 static __device__ __forceinline__ int ws_at(int r, int c, int rb) { return r * rb + ((c ^ (r & 7)) << 4); }
 
-/* WS_BR rows of a tile in one producer lane's registers: codes 8 lane.. and 256 + 8 lane.. of each row with
-   their tile scales, and RoPE vector lane & 7 of rows 4 j + (lane >> 3) */
+/* WS_BR rows of a tile in one producer lane's registers: codes 16 lane.. of each row (16 bytes) with their
+   tile scale, and RoPE vector lane & 7 of rows 4 j + (lane >> 3) */
 typedef struct {
-    uint2 c0[WS_BR], c1[WS_BR];
-    float s0[WS_BR], s1[WS_BR];
+    uint4 c[WS_BR];
+    float sc[WS_BR];
     uint4 rp[WS_BR / 4];
 } ws_batch;
 
@@ -457,13 +477,11 @@ static __device__ __forceinline__ void ws_load(ws_batch &b, const uint8_t *bq, i
 #pragma unroll
     for (int r = 0; r < WS_BR; r++) {
         const int64_t L = __shfl_sync(0xffffffffu, myloc, rw - rw0 + r);
-        b.c0[r] = b.c1[r] = make_uint2(0, 0), b.s0[r] = b.s1[r] = 0.0f;
+        b.c[r] = make_uint4(0, 0, 0, 0), b.sc[r] = 0.0f;
         if (rw + r < nr) {
             const uint8_t *src = bq + L * MH_ROW;
-            b.c0[r] = __ldg((const uint2 *)(src + 8 * lane));
-            b.c1[r] = __ldg((const uint2 *)(src + 256 + 8 * lane));
-            b.s0[r] = __ldg((const float *)(src + DHS_MLA_DV) + (lane >> 4));
-            b.s1[r] = __ldg((const float *)(src + DHS_MLA_DV) + 2 + (lane >> 4));
+            b.c[r] = __ldg((const uint4 *)(src + 16 * lane));
+            b.sc[r] = __ldg((const float *)(src + DHS_MLA_DV) + (lane >> 3));
         }
     }
 #pragma unroll
@@ -475,18 +493,21 @@ static __device__ __forceinline__ void ws_load(ws_batch &b, const uint8_t *bq, i
     }
 }
 
-/* the batch decoded into K buffer kb (the decode of k_mla_mh: zeros stay zeros) */
+/* the batch decoded into K buffer kb (the decode of k_mla_mh: zeros stay zeros): lane l's codes are chunks 2 l
+   and 2 l + 1, stored in the order that gives the 8 lanes of each store phase 8 different banks */
 static __device__ __forceinline__ void ws_store(const ws_batch &b, uint8_t *kb, int rw)
 {
-    const int lane = threadIdx.x & 31;
+    const int lane = threadIdx.x & 31, sw = (lane >> 2) & 1;
 #pragma unroll
     for (int r = 0; r < WS_BR; r++) {
-        const uint4 v0 = make_uint4(mh_dec2(b.c0[r].x & 0xffffu, b.s0[r]), mh_dec2(b.c0[r].x >> 16, b.s0[r]),
-                                    mh_dec2(b.c0[r].y & 0xffffu, b.s0[r]), mh_dec2(b.c0[r].y >> 16, b.s0[r]));
-        const uint4 v1 = make_uint4(mh_dec2(b.c1[r].x & 0xffffu, b.s1[r]), mh_dec2(b.c1[r].x >> 16, b.s1[r]),
-                                    mh_dec2(b.c1[r].y & 0xffffu, b.s1[r]), mh_dec2(b.c1[r].y >> 16, b.s1[r]));
-        *(uint4 *)(kb + ws_at(rw + r, lane, WS_RB)) = v0;
-        *(uint4 *)(kb + ws_at(rw + r, 32 + lane, WS_RB)) = v1;
+        const uint4 c = b.c[r];
+        const float sc = b.sc[r];
+        const uint32_t f0 = sw ? c.z : c.x, f1 = sw ? c.w : c.y; /* chunk 2 lane + sw first */
+        *(uint4 *)(kb + ws_at(rw + r, 2 * lane + sw, WS_RB)) =
+            make_uint4(mh_dec2(f0 & 0xffffu, sc), mh_dec2(f0 >> 16, sc), mh_dec2(f1 & 0xffffu, sc), mh_dec2(f1 >> 16, sc));
+        const uint32_t e0 = sw ? c.x : c.z, e1 = sw ? c.y : c.w;
+        *(uint4 *)(kb + ws_at(rw + r, 2 * lane + 1 - sw, WS_RB)) =
+            make_uint4(mh_dec2(e0 & 0xffffu, sc), mh_dec2(e0 >> 16, sc), mh_dec2(e1 & 0xffffu, sc), mh_dec2(e1 >> 16, sc));
     }
 #pragma unroll
     for (int j = 0; j < WS_BR / 4; j++) *(uint4 *)(kb + ws_at(rw + 4 * j + (lane >> 3), 64 + (lane & 7), WS_RB)) = b.rp[j];
@@ -500,14 +521,12 @@ static __device__ __forceinline__ int ws_loc(const int32_t *lq, int nv, int ti, 
 }
 
 /* the producer warp pw's share of every tile of the split: rows 16 pw.. in 4 batches of 4 (x, y, x, y), the
-   next batch loading while the last one is decoded; with PF, the warp's rows of the next tile are
-   prefetched into L2 (one bulk prefetch a row) as a tile starts, their locations loaded a tile before */
-template <int PF>
+   next batch loading while the last one is decoded (the next tile's locations loaded a tile before) */
 static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq, const int32_t *lq, int nv, int t0,
                                                   int t1, int pw)
 {
     static_assert(WS_BPT == 4, "batches x, y, x, y");
-    const int lane = threadIdx.x & 31, rw0 = WS_BPT * WS_BR * pw;
+    const int rw0 = WS_BPT * WS_BR * pw;
     if (t0 >= t1) return;
     ws_batch x, y;
     int myloc = ws_loc(lq, nv, t0, t1, rw0), nxt = ws_loc(lq, nv, t0 + 1, t1, rw0);
@@ -517,10 +536,6 @@ static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq
         const int i = ti - t0, sb = i & 1, nr = WS_NR(ti);
         uint8_t *kb = sm + WS_OFF_K + sb * WS_KB;
         ws_load(y, bq, myloc, rw0 + WS_BR, rw0, nr);
-        if (PF && ti + 1 < t1 && lane < WS_BPT * WS_BR && rw0 + lane < WS_NR(ti + 1)) /* the next tile's rows */
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(bq + (int64_t)nxt * MH_ROW),
-                         "r"((unsigned)MH_ROW)
-                         : "memory");
         if (i >= 2) ws_sync(7 + sb, WS_T); /* both groups are done with tile i - 2 */
         ws_store(x, kb, rw0);
         ws_load(x, bq, myloc, rw0 + 2 * WS_BR, rw0, nr);
@@ -539,7 +554,7 @@ static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq
 #undef WS_NR
 }
 
-template <int PV, int CL, int PF>
+template <int PV, int CL>
 __global__ void __launch_bounds__(WS_T, 1)
     k_mla_ws(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
              const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
@@ -575,15 +590,13 @@ __global__ void __launch_bounds__(WS_T, 1)
 #pragma unroll
     for (int j = 0; j < 32; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    /* the block's end, in each role's own code (its own registers): own, whether the thread holds O */
-#define WS_FINISH(own)                                                                                                 \
-    mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, own, hb, oh, ov, half, g, t, \
-                           m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, \
-                           cs)
     if (w >= 8) { /* ---------------- producers */
         WS_SETMAXNREG(dec, WS_PREG);
-        ws_produce<PF>(sm, bq, lq, nv, t0, t1, w - 8);
-        WS_FINISH(0);
+        ws_produce(sm, bq, lq, nv, t0, t1, w - 8);
+        mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 0, hb, oh, ov, half, g, t,
+                            m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np,
+                            cs);
+        return;
     } else { /* ---------------- consumers */
         WS_SETMAXNREG(inc, WS_CREG);
         if (t0 < t1) { /* this group's 32 heads of the query: 72 chunks each */
@@ -711,9 +724,10 @@ __global__ void __launch_bounds__(WS_T, 1)
             }
             if (ti + 2 < t1) ws_arrive(7 + sb, WS_T); /* this group is done with the buffer */
         }
-        WS_FINISH(1);
     }
-#undef WS_FINISH
+    mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 1, hb, oh, ov, half, g, t,
+                            m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np,
+                            cs);
 }
 
 __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,
@@ -756,9 +770,8 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
         case 0: return k_mla_mh<0, 0, 1, 1>;
         case 1: return k_mla_mh<0, 0, 0, 1>;
         case 2: return k_mla_mh<1, 0, 1, 1>;
-        case 3: return k_mla_ws<0, 1, 1>;
-        case 5: return k_mla_ws<1, 1, 1>;
-        case 7: return k_mla_ws<1, 1, 0>;
+        case 3: return k_mla_ws<0, 1>;
+        case 5: return k_mla_ws<1, 1>;
         default: return NULL;
         }
     switch (variant) {
@@ -767,9 +780,8 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
         MH_V(0, 0, 0, 1) MH_V(1, 0, 0, 0) MH_V(2, 1, 0, 1) MH_V(0, 0, 1, 1) MH_V(0, 0, 2, 1) MH_V(0, 0, 4, 1)
         MH_V(0, 0, 6, 1) MH_V(0, 0, 8, 1) MH_V(0, 0, 9, 1) MH_V(0, 0, 14, 1) MH_V(0, 0, 15, 1)
 #undef MH_V
-    case 3: return k_mla_ws<0, 0, 1>;
-    case 5: return k_mla_ws<1, 0, 1>;
-    case 7: return k_mla_ws<1, 0, 0>;
+    case 3: return k_mla_ws<0, 0>;
+    case 5: return k_mla_ws<1, 0>;
     }
     return NULL;
 }
@@ -777,10 +789,10 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
 /* the per-device attributes of a kernel (its shared memory; with clusters, sizes above 8): set for the
    first 16 devices once (a benign race: every setter sets the same values), on the others every time */
 /* the variant dhs_mla_mh_attend launches (and dhs_mla_mh_cluster_fit measures) */
-#define MH_DEFAULT 0
+#define MH_DEFAULT 3
 
 /* threads and shared memory of a variant's blocks: the overlapped kernel's (3), else k_mla_mh's */
-static int mh_ws(int variant) { return variant == 3 || variant == 5 || variant == 7; }
+static int mh_ws(int variant) { return variant == 3 || variant == 5; }
 static int mh_threads(int variant) { return mh_ws(variant) ? WS_T : MH_T; }
 static int mh_smem(int variant) { return mh_ws(variant) ? WS_SMEM : MH_SMEM; }
 

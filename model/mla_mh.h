@@ -169,8 +169,9 @@ dhs_status dhs_mla_mh_ref(const dhs_mla_mh_desc *d, const uint16_t *q, const uin
      hold one (dhs_mla_mh_cluster_fit gives 0) fails the launch:
      DHS_ERR_BACKEND;
    - on the GPU nv[qi] > k reads k rows, and locations are not checked;
-   - the kernel needs 202,000 bytes of shared memory per block (sm_90: H100,
-     H200); a GPU without them: DHS_ERR_BACKEND. A launch failure (or an
+   - the kernel (variant 3 of dhs_mla_mh_attend_kernel) needs 230,656 bytes
+     of shared memory per block (sm_90: H100, H200); a GPU without them:
+     DHS_ERR_BACKEND. A launch failure (or an
      earlier error of the caller's still pending on the device) gives
      DHS_ERR_BACKEND.
    Not the spec's bits: the tensor cores' dot products, the order of the l
@@ -181,12 +182,14 @@ dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const 
                              const int32_t *loc, const int32_t *nv, float *part, float *out, void *stream);
 
 /* The same with a choice of kernel variant (model/mla_mh.cu), for benchmarks that time them side by
-   side: 0 the default (the rows gathered by the Hopper bulk copy, one per row), 1 the rows gathered by
-   16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the warps, 3
-   the overlapped kernel (k_mla_ws: producer warps gather and decode the next tile while two consumer
-   groups of 32 heads compute; variant 0's bits, 230,656 bytes of shared memory and 384 threads a
-   block; the rows of a tile prefetched into L2 a tile ahead), 5 as 3 with the split of P V of variant 2
-   (a warp: its group's 32 heads x 128 values), 7 as 5 without the prefetch.
+   side: 3 the default, the overlapped kernel (k_mla_ws: four producer warps gather the next tile's rows
+   into registers and decode them into one of two K buffers while two consumer groups of 32 heads compute
+   over the other; 230,656 bytes of shared memory and 384 threads a block; built for sm_90a its warps'
+   registers are redistributed, 104 a producer thread and 200 a consumer's), 5 as 3 with the split of P V
+   of variant 2 (a warp: its group's 32 heads x 128 values), 0 the one-role kernel k_mla_mh (the rows
+   gathered by the Hopper bulk copy, one per row; 8 warps decode, then compute), 1 as 0 with the rows
+   gathered by 16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the
+   warps. 0, 3 and 5 compute the same sums in the same order: the same bits (test_mla_mh_cuda checks).
    AB << 2 with AB one of 1, 2, 4, 6, 8, 9, 14, 15 leaves parts of variant 0 out (the decode, the S
    product, the P V product, the gathers: mla_bench --ablate): the outputs are then wrong; ablations
    are without clusters (d->cluster >= 2: DHS_ERR_INVALID_ARG). Other variants: DHS_ERR_INVALID_ARG.

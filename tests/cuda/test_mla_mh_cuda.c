@@ -74,7 +74,7 @@ enum { NV_RAND, NV_ALL, NV_NONE };
 #define CL_RAND (-2)
 static int32_t cl_fit[DHS_MLA_MAX_CLUSTER + 1]; /* dhs_mla_mh_cluster_fit of the device */
 static long cluster_cases, cluster_one, cluster_same; /* cases with clusters; with one per query; compared without */
-static long variant_same;  /* cases where variants 0, 3, 5 and 7 (the overlapped kernels) were compared bit for bit */
+static long variant_same;  /* cases where variants 0, 3 and 5 (the overlapped kernels) were compared bit for bit */
 static int launch_variant = -1; /* launch(): dhs_mla_mh_attend (-1) or dhs_mla_mh_attend_kernel with this variant */
 
 /* one random row; its max |V| (the spec's decoded, bf16-rounded first 512 values) in *vmax */
@@ -282,11 +282,10 @@ static void run_case(const mcase *mc, int cno, uint64_t *rng)
     CHECKF(st == DHS_OK, "case %d: second launch returned %d", cno, (int)st);
     check_same_bits(o1, o2, (int64_t)nout, nh, cno, "a second launch");
 
-    /* 3d. variants 0, 3, 5 and 7 (k_mla_mh and the overlapped k_mla_ws with either split of P V, with and
-       without the L2 prefetch: the same algorithm in the same order) give the bits of the default launch,
-       with or without clusters */
-    static const int cmp_variants[] = {0, 3, 5, 7};
-    for (int i = 0; i < 4; i++) {
+    /* 3d. variants 0, 3 and 5 (k_mla_mh and the overlapped k_mla_ws with either split of P V: the same
+       algorithm in the same order) give the bits of the default launch, with or without clusters */
+    static const int cmp_variants[] = {0, 3, 5};
+    for (int i = 0; i < 3; i++) {
         char what[48];
         snprintf(what, sizeof what, "variant %d against the default", cmp_variants[i]);
         launch_variant = cmp_variants[i];
@@ -638,8 +637,8 @@ int main(void)
            "clusters held, but only %ld cases with them (%ld with one cluster per query, %ld compared without)",
            cluster_cases, cluster_one, cluster_same);
     printf("cases with clusters: %ld (one cluster per query: %ld)\n", cluster_cases, cluster_one);
-    CHECKF(variant_same >= 20, "only %ld cases compared variants 0, 3, 5 and 7", variant_same);
-    printf("cases where variants 0, 3, 5 and 7 gave the default's bits: %ld\n", variant_same);
+    CHECKF(variant_same >= 20, "only %ld cases compared variants 0, 3 and 5", variant_same);
+    printf("cases where variants 0, 3 and 5 gave the default's bits: %ld\n", variant_same);
     printf("cases: %d; outputs compared %ld; max |gpu - spec| / vmax %.3g (case %d; bound %g); %.1f s\n", cases,
            outputs_checked, worst_rel, worst_case, TOL, th_now() - t0);
     free(h_sent);
