@@ -122,22 +122,43 @@ static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t
     }
 }
 
+/* the syncs of mh_finish: k_mla_mh's block (MH_T threads, every thread on one path) by __syncthreads; k_mla_ws
+   reaches them from its two roles' code, so by the non-aligned forms: a named barrier of its NT threads, and
+   the cluster barrier's arrive (release) and wait (acquire) */
+template <int NT>
+static __device__ __forceinline__ void mh_block_sync(void)
+{
+    if (NT == MH_T) __syncthreads();
+    else asm volatile("barrier.sync 9, %0;\n" ::"n"(NT) : "memory");
+}
 static __device__ __forceinline__ void mh_cluster_sync(void)
 {
-    asm volatile("barrier.cluster.arrive;\n" ::: "memory"); /* release */
-    asm volatile("barrier.cluster.wait;\n" ::: "memory");   /* acquire */
+    asm volatile("barrier.cluster.arrive;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait;\n" ::: "memory");
 }
 
-/* A split's (m, l, O) written: to the partials dm / dl / dO (rows of ds floats), or with clusters into the
-   block's own shared memory for mh_combine. The threads with own hold O in o: PV 0 heads oh + g (+ 8) and
-   values ov + 8 j + 2 t; PV 1 o[16 i + j] heads oh + 16 i + g (+ 8), values ov + 8 j + 2 t; m0 / m1 are the
-   maxima of heads hb + g and hb + g + 8, rl (2 x 64 floats) the l of each half of the rows (complete for
-   these heads: the caller synchronised) */
-template <int PV>
-static __device__ __forceinline__ void mh_put(float *dm, float *dl, float *dO, int64_t ds, const float (&o)[32][4],
-                                              int own, int hb, int oh, int ov, int half, int g, int t, float m0,
-                                              float m1, const float *rl)
+/* A block's end: its split's (m, l, O) to the partials pm / pl / po, or with clusters (CL) combined with the
+   other blocks of its cluster. All NT threads of the block call it (block syncs inside); those with own hold O in o
+   (below), m0 / m1 / l0 / l1 of heads hb + g
+   and hb + g + 8 over their half of the rows (rl: 2 x 64 floats, l of each half). With clusters, O goes
+   into this block's own shared memory at xo (64 x MH_XS floats), m and l at xml (2 x 64), the weights
+   and the cluster's M and L at wt (64 x (MH_WS + 2)); then block r of the cluster combines a 1/cs share of
+   the 64 x 512 values over the cs blocks in rank (= split) order through distributed shared memory and
+   writes the output (ohg: this query's first head of the group; np == 1) or the cluster's partial.
+   O's layout in o: PV 0 heads oh + g (+ 8) and values ov + 8 j + 2 t; PV 1 o[16 i + j] heads oh + 16 i + g
+   (+ 8), values ov + 8 j + 2 t. */
+template <int PV, int CL, int NT>
+static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, float *wt, float (&o)[32][4], int own,
+                                                 int hb, int oh, int ov, int half, int g, int t, float m0, float m1,
+                                                 float l0, float l1, float *rl, float *pm, float *pl, float *po,
+                                                 float *ohg, int np, int cs)
 {
+    const int tid = threadIdx.x, lane = tid & 31;
+    if (own && t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
+    mh_block_sync<NT>(); /* also: every warp is done with the query, K and P buffers */
+    float *xo = (float *)xo_, *xm = (float *)xml, *xl = xm + DHS_MLA_HG;
+    float *dm = CL ? xm : pm, *dl = CL ? xl : pl, *dO = CL ? xo : po;
+    const int64_t ds = CL ? MH_XS : DHS_MLA_DV;
     if (own && half == 0 && t == 0) {
         dm[hb + g] = m0, dm[hb + g + 8] = m1;
         dl[hb + g] = rl[hb + g] + rl[DHS_MLA_HG + hb + g];
@@ -152,25 +173,13 @@ static __device__ __forceinline__ void mh_put(float *dm, float *dl, float *dO, i
             *(float2 *)(dO + (hr + g + 8) * ds + col) = make_float2(o[j][2], o[j][3]);
         }
     }
-}
-
-/* The splits of a cluster combined, by all NT threads of each block on one path (its syncs: the cluster
-   barrier and __syncthreads): every block's (m, l, O) is in its own shared memory (xm, xl: 64 floats each;
-   xo: 64 x MH_XS floats); block r combines a 1/cs share of the 64 x 512 values over the cs blocks in rank
-   (= split) order through distributed shared memory, with M, the weights and L per head computed as
-   k_mla_mh_comb computes them (lane r: rank r's m and l, the same shuffle trees, so one cluster per query
-   gives the bits of the launch without clusters; the weights and M, L at wt: 64 x (MH_WS + 2) floats), and
-   writes the output (ohg: this query's first head of the group; np == 1) or the cluster's partial
-   (pm / pl / po). */
-template <int NT>
-static __device__ __forceinline__ void mh_combine(float *xo, float *xm, float *xl, float *wt, float *pm, float *pl,
-                                                  float *po, float *ohg, int np, int cs)
-{
+    if (!CL) return;
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
-    const int tid = threadIdx.x, lane = tid & 31;
     float *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
     mh_cluster_sync(); /* every block's (m, l, O) visible to the cluster */
+    /* per head: M, the weights and L as k_mla_mh_comb computes them (lane r: rank r's m and l, the same
+       shuffle trees), so one cluster per query gives the bits of the launch without clusters */
     for (int h = tid >> 5; h < DHS_MLA_HG; h += NT / 32) {
         const float mr = lane < cs ? cl.map_shared_rank(xm, lane)[h] : -INFINITY;
         float M = mr;
@@ -183,7 +192,7 @@ static __device__ __forceinline__ void mh_combine(float *xo, float *xm, float *x
         if (lane < cs) wt[h * MH_WS + lane] = wr;
         if (lane == 0) hM[h] = M, hL[h] = L;
     }
-    __syncthreads();
+    mh_block_sync<NT>();
     const int rank = (int)cl.block_rank(), n4 = DHS_MLA_HG * DHS_MLA_DV / 4;
     const int f0 = rank * n4 / cs, f1 = (rank + 1) * n4 / cs;
     for (int f = f0 + tid; f < f1; f += NT) {
@@ -392,16 +401,9 @@ __global__ void __launch_bounds__(MH_T, 1)
             }
         }
     }
-    /* the split's partials (l summed over the warp pair), or with clusters (O over the query and K buffers, m
-       and l in the P buffer) combined with the cluster's other splits */
-    if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
-    __syncthreads(); /* also: every warp is done with the query, K and P buffers */
-    float *xo = (float *)sm, *xm = (float *)(sm + MH_OFF_P), *xl = xm + DHS_MLA_HG;
-    mh_put<PV>(CL ? xm : pm, CL ? xl : pl, CL ? xo : po, CL ? MH_XS : DHS_MLA_DV, o, 1, hb, PV == 0 ? hb : (w & 1) * 32,
-               PV == 0 ? dvb : (w >> 1) * 128, half, g, t, m0, m1, rl);
-    if (CL)
-        mh_combine<MH_T>(xo, xm, xl, (float *)stg, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV,
-                         np, cs);
+    mh_finish<PV, CL, MH_T>(sm, sm + MH_OFF_P, (float *)stg, o, 1, hb, PV == 0 ? hb : (w & 1) * 32,
+                            PV == 0 ? dvb : (w >> 1) * 128, half, g, t, m0, m1, l0, l1, rl, pm, pl, po,
+                            out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, cs);
 }
 
 /* ------------------------------------------------------------------ k_mla_ws (variant 3)
@@ -561,7 +563,6 @@ __global__ void __launch_bounds__(WS_T, 1)
     extern __shared__ __align__(16) uint8_t sm[];
     uint8_t *qs = sm, *ps = sm + WS_OFF_P;
     float *rmax = (float *)(sm + WS_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
-    float *xo = (float *)sm, *xm = (float *)ps, *xl = xm + DHS_MLA_HG; /* with clusters, at the end */
     const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     int nv = nvp[qi];
@@ -592,8 +593,10 @@ __global__ void __launch_bounds__(WS_T, 1)
     if (w >= 8) { /* ---------------- producers */
         WS_SETMAXNREG(dec, WS_PREG);
         ws_produce(sm, bq, lq, nv, t0, t1, w - 8);
-        if (!CL) return;
-        WS_SETMAXNREG(inc, 168); /* for the combine below, once the consumers gave theirs back */
+        mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 0, hb, oh, ov, half, g, t,
+                            m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np,
+                            cs);
+        return;
     } else { /* ---------------- consumers */
         WS_SETMAXNREG(inc, WS_CREG);
         if (t0 < t1) { /* this group's 32 heads of the query: 72 chunks each */
@@ -721,19 +724,10 @@ __global__ void __launch_bounds__(WS_T, 1)
             }
             if (ti + 2 < t1) ws_arrive(7 + sb, WS_T); /* this group is done with the buffer */
         }
-        /* the split's (m, l, O): l summed over the group's two row halves; with clusters O goes over the
-           query and K buffers, m and l over P, once both groups are done with them */
-        if (t == 0) rl[half * DHS_MLA_HG + hb + g] = l0, rl[half * DHS_MLA_HG + hb + g + 8] = l1;
-        ws_sync(1 + cg_, WS_CT);
-        if (CL) ws_sync(9, 2 * WS_CT);
-        mh_put<PV>(CL ? xm : pm, CL ? xl : pl, CL ? xo : po, CL ? MH_XS : DHS_MLA_DV, o, 1, hb, oh, ov, half, g, t, m0,
-                   m1, rl);
-        if (!CL) return;
-        WS_SETMAXNREG(dec, 168);
     }
-    /* both roles, on one path: the cluster's splits combined */
-    mh_combine<WS_T>(xo, xm, xl, (float *)(sm + DHS_MLA_HG * MH_XS * 4), pm, pl, po,
-                     out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, cs);
+    mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 1, hb, oh, ov, half, g, t,
+                            m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np,
+                            cs);
 }
 
 __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,
