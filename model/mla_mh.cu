@@ -2,7 +2,10 @@
  * cores (model/mla_mh.h; the CPU specification is dhs_mla_mh_ref in
  * mla_mh.c). C-style CUDA, one extern "C" launcher.
  *
- *   k_mla_mh       grid (splits, n_heads / 64, nq), 256 threads (8 warps),
+ *   k_mla_ws       the default (dhs_mla_mh_attend_kernel variants 3 and 5):
+ *                  k_mla_mh's algorithm and bits with its phases overlapped
+ *                  by warp roles (described at the kernel below).
+ *   k_mla_mh       (variants 0..2) grid (splits, n_heads / 64, nq), 256 threads (8 warps),
  *                  one block per SM (202,000 bytes of shared memory). The
  *                  block's 64 heads of the query (bf16, 576 values) are
  *                  loaded into shared memory once; then for each tile of 64
