@@ -217,6 +217,54 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
     mh_cluster_sync(); /* no block leaves while another still reads its shared memory */
 }
 
+/* The online softmax of one 64-row tile for a warp holding S of heads hb + g and hb + g + 8 over rows rb..
+   (32 rows; sacc as mma.sync left it): scaled by c, rows from nr on masked to -inf; the tile maxima of the
+   warp pair that shares these heads meet in rmax ([half][64 heads]) across sync(); then the running maxima
+   m0 / m1, the rescale factors al0 / al1, p = bf16(exp2(s - mu)) packed in pairs (pk[j][0]: head hb + g,
+   pk[j][1]: head hb + g + 8, columns rb + 8 j + 2 t and + 1) and the sums l0 / l1. */
+template <typename Sync>
+static __device__ __forceinline__ void mh_softmax(float (&sacc)[4][4], int nr, int rb, int t, int half, int hb, int g,
+                                                  float c, float *rmax, Sync sync, float &m0, float &m1, float &l0,
+                                                  float &l1, float &al0, float &al1, uint32_t (&pk)[4][2])
+{
+    float x0 = -INFINITY, x1 = -INFINITY; /* the tile maxima of heads hb + g, hb + g + 8 over this warp's rows */
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int row = rb + 8 * j + 2 * t + e;
+            sacc[j][e] = row < nr ? sacc[j][e] * c : -INFINITY;
+            sacc[j][2 + e] = row < nr ? sacc[j][2 + e] * c : -INFINITY;
+            x0 = fmaxf(x0, sacc[j][e]);
+            x1 = fmaxf(x1, sacc[j][2 + e]);
+        }
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+    x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+    x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+    if (t == 0) rmax[half * DHS_MLA_HG + hb + g] = x0, rmax[half * DHS_MLA_HG + hb + g + 8] = x1;
+    sync();
+    x0 = fmaxf(rmax[hb + g], rmax[DHS_MLA_HG + hb + g]);
+    x1 = fmaxf(rmax[hb + g + 8], rmax[DHS_MLA_HG + hb + g + 8]);
+    const float mn0 = fmaxf(m0, x0), mn1 = fmaxf(m1, x1);
+    const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+    al0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mu0), al1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mu1);
+    m0 = mn0, m1 = mn1;
+    float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float p0 = mh_bf(exp2f(sacc[j][0] - mu0)), p1 = mh_bf(exp2f(sacc[j][1] - mu0));
+        const float p2 = mh_bf(exp2f(sacc[j][2] - mu1)), p3 = mh_bf(exp2f(sacc[j][3] - mu1));
+        s0 += p0 + p1, s1 += p2 + p3;
+        pk[j][0] = mh_pack(p0, p1), pk[j][1] = mh_pack(p2, p3);
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    l0 = l0 * al0 + s0, l1 = l1 * al1 + s1;
+}
+
 /* PV: the warps' share of O += P V. 0: warp w has heads 16 (w & 3).., values 256 (w >> 2)..; 1: heads
    32 (w & 1).., values 128 (w >> 1).. (V read by 2 head groups instead of 4; the rescale factors through
    shared memory). Both are exact to the same specification; mla_bench times them side by side.
@@ -315,44 +363,15 @@ __global__ void __launch_bounds__(MH_T, 1)
                 mh_mma(sacc[3], a, b[2], b[3]);
             }
         }
-        float x0 = -INFINITY, x1 = -INFINITY; /* the tile maxima of heads hb + g, hb + g + 8 over this warp's rows */
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int row = rb + 8 * j + 2 * t + e;
-                sacc[j][e] = row < nr ? sacc[j][e] * c : -INFINITY;
-                sacc[j][2 + e] = row < nr ? sacc[j][2 + e] * c : -INFINITY;
-                x0 = fmaxf(x0, sacc[j][e]);
-                x1 = fmaxf(x1, sacc[j][2 + e]);
-            }
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-        x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-        x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-        if (t == 0) rmax[half * DHS_MLA_HG + hb + g] = x0, rmax[half * DHS_MLA_HG + hb + g + 8] = x1;
-        __syncthreads();
-        x0 = fmaxf(rmax[hb + g], rmax[DHS_MLA_HG + hb + g]);
-        x1 = fmaxf(rmax[hb + g + 8], rmax[DHS_MLA_HG + hb + g + 8]);
-        const float mn0 = fmaxf(m0, x0), mn1 = fmaxf(m1, x1);
-        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-        const float al0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mu0), al1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mu1);
-        m0 = mn0, m1 = mn1;
-        float s0 = 0.0f, s1 = 0.0f;
+        float al0, al1;
+        uint32_t pk[4][2];
+        mh_softmax(sacc, nr, rb, t, half, hb, g, c, rmax, [] { __syncthreads(); }, m0, m1, l0, l1, al0, al1, pk);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            const float p0 = mh_bf(exp2f(sacc[j][0] - mu0)), p1 = mh_bf(exp2f(sacc[j][1] - mu0));
-            const float p2 = mh_bf(exp2f(sacc[j][2] - mu1)), p3 = mh_bf(exp2f(sacc[j][3] - mu1));
-            s0 += p0 + p1, s1 += p2 + p3;
             const int col = rb + 8 * j + 2 * t;
-            *(uint32_t *)(ps + (hb + g) * MH_PS + col) = mh_pack(p0, p1);
-            *(uint32_t *)(ps + (hb + g + 8) * MH_PS + col) = mh_pack(p2, p3);
+            *(uint32_t *)(ps + (hb + g) * MH_PS + col) = pk[j][0];
+            *(uint32_t *)(ps + (hb + g + 8) * MH_PS + col) = pk[j][1];
         }
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-        l0 = l0 * al0 + s0, l1 = l1 * al1 + s1;
         if (PV == 0) {
 #pragma unroll
             for (int j = 0; j < 32; j++) o[j][0] *= al0, o[j][1] *= al0, o[j][2] *= al1, o[j][3] *= al1;
@@ -642,44 +661,16 @@ __global__ void __launch_bounds__(WS_T, 1)
                     }
                 }
             }
-            float x0 = -INFINITY, x1 = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int row = rb + 8 * j + 2 * t + e;
-                    sacc[j][e] = row < nr ? sacc[j][e] * c : -INFINITY;
-                    sacc[j][2 + e] = row < nr ? sacc[j][2 + e] * c : -INFINITY;
-                    x0 = fmaxf(x0, sacc[j][e]);
-                    x1 = fmaxf(x1, sacc[j][2 + e]);
-                }
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
-            x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
-            x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
-            if (t == 0) rmax[half * DHS_MLA_HG + hb + g] = x0, rmax[half * DHS_MLA_HG + hb + g + 8] = x1;
-            ws_sync(1 + cg_, 128);
-            x0 = fmaxf(rmax[hb + g], rmax[DHS_MLA_HG + hb + g]);
-            x1 = fmaxf(rmax[hb + g + 8], rmax[DHS_MLA_HG + hb + g + 8]);
-            const float mn0 = fmaxf(m0, x0), mn1 = fmaxf(m1, x1);
-            const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
-            const float al0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - mu0), al1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - mu1);
-            m0 = mn0, m1 = mn1;
-            float s0 = 0.0f, s1 = 0.0f;
+            float al0, al1;
+            uint32_t pk[4][2];
+            mh_softmax(sacc, nr, rb, t, half, hb, g, c, rmax, [cg_] { ws_sync(1 + cg_, 128); }, m0, m1, l0, l1, al0, al1,
+                       pk);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const float p0 = mh_bf(exp2f(sacc[j][0] - mu0)), p1 = mh_bf(exp2f(sacc[j][1] - mu0));
-                const float p2 = mh_bf(exp2f(sacc[j][2] - mu1)), p3 = mh_bf(exp2f(sacc[j][3] - mu1));
-                s0 += p0 + p1, s1 += p2 + p3;
                 const int at = (((rb >> 3) + j) ^ g) << 4 | t << 2; /* rows hb + g and hb + g + 8: r & 7 = g */
-                *(uint32_t *)(ps + (hb + g) * (DHS_MLA_TILE * 2) + at) = mh_pack(p0, p1);
-                *(uint32_t *)(ps + (hb + g + 8) * (DHS_MLA_TILE * 2) + at) = mh_pack(p2, p3);
+                *(uint32_t *)(ps + (hb + g) * (DHS_MLA_TILE * 2) + at) = pk[j][0];
+                *(uint32_t *)(ps + (hb + g + 8) * (DHS_MLA_TILE * 2) + at) = pk[j][1];
             }
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-            l0 = l0 * al0 + s0, l1 = l1 * al1 + s1;
             if (PV == 0) {
 #pragma unroll
                 for (int j = 0; j < 32; j++) o[j][0] *= al0, o[j][1] *= al0, o[j][2] *= al1, o[j][3] *= al1;
