@@ -481,7 +481,7 @@ static __device__ __forceinline__ void ws_arrive(int id, int n)
     asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 /* byte offset of 16-byte chunk c of row r (rows of rb bytes, a multiple of 128) */
-static __device__ __forceinline__ int ws_at(int r, int c, int rb) { return r * rb + ((c ^ (r & 7)) << 4); }
+static __device__ __forceinline__ int ws_at(int r, int c, int rb) { return r * rb + (dhs_mla_ws_chunk(r, c) << 4); }
 
 /* WS_BR rows of a tile in one producer lane's registers: codes 16 lane.. of each row (16 bytes) with their
    tile scale, and RoPE vector lane & 7 of rows 4 j + (lane >> 3) */
@@ -519,16 +519,16 @@ static __device__ __forceinline__ void ws_load(ws_batch &b, const uint8_t *bq, i
    and 2 l + 1, stored in the order that gives the 8 lanes of each store phase 8 different banks */
 static __device__ __forceinline__ void ws_store(const ws_batch &b, uint8_t *kb, int rw)
 {
-    const int lane = threadIdx.x & 31, sw = (lane >> 2) & 1;
+    const int lane = threadIdx.x & 31, sw = dhs_mla_ws_code_chunk(lane, 0) & 1; /* 1: chunk 2 lane + 1 first */
 #pragma unroll
     for (int r = 0; r < WS_BR; r++) {
         const uint4 c = b.c[r];
         const float sc = b.sc[r];
-        const uint32_t f0 = sw ? c.z : c.x, f1 = sw ? c.w : c.y; /* chunk 2 lane + sw first */
-        *(uint4 *)(kb + ws_at(rw + r, 2 * lane + sw, WS_RB)) =
+        const uint32_t f0 = sw ? c.z : c.x, f1 = sw ? c.w : c.y; /* the codes of chunk 2 lane + sw */
+        *(uint4 *)(kb + ws_at(rw + r, dhs_mla_ws_code_chunk(lane, 0), WS_RB)) =
             make_uint4(mh_dec2(f0 & 0xffffu, sc), mh_dec2(f0 >> 16, sc), mh_dec2(f1 & 0xffffu, sc), mh_dec2(f1 >> 16, sc));
         const uint32_t e0 = sw ? c.x : c.z, e1 = sw ? c.y : c.w;
-        *(uint4 *)(kb + ws_at(rw + r, 2 * lane + 1 - sw, WS_RB)) =
+        *(uint4 *)(kb + ws_at(rw + r, dhs_mla_ws_code_chunk(lane, 1), WS_RB)) =
             make_uint4(mh_dec2(e0 & 0xffffu, sc), mh_dec2(e0 >> 16, sc), mh_dec2(e1 & 0xffffu, sc), mh_dec2(e1 >> 16, sc));
     }
 #pragma unroll

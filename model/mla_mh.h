@@ -138,6 +138,24 @@ static inline DHS_MLA_HD void dhs_mla_mh_split_tiles(int32_t nv, int32_t splits,
     if (t1) *t1 = (int32_t)b;
 }
 
+/* The overlapped kernel's shared-memory layout (model/mla_mh.cu, k_mla_ws), here so that the CPU tests its
+   properties (tests/model/test_mla_mh.c). A row of its query, K and P buffers is a run of 16-byte chunks
+   (72 for 576 bf16 values, 8 for a P row of 64) without padding, each chunk stored within its 128-byte
+   group at a place the row permutes: chunk c of row r at dhs_mla_ws_chunk(r, c) = c ^ (r & 7). Row
+   strides are multiples of 128 bytes, so the 8 rows that one 8x8 ldmatrix reads (8 consecutive rows from a
+   multiple of 8, one chunk) land on 8 different bank groups. */
+static inline DHS_MLA_HD int32_t dhs_mla_ws_chunk(int32_t r, int32_t c) { return c ^ (r & 7); }
+
+/* A producer lane decodes codes 16 lane .. 16 lane + 15 of a row (chunks 2 lane and 2 lane + 1) and
+   stores chunk dhs_mla_ws_code_chunk(lane, 0) first, then (lane, 1): the 8 lanes of each 128-byte store
+   phase (lanes 8 p .. 8 p + 7) then write 8 different bank groups (in chunk order, lanes 4..7 of a phase
+   would land on the bank groups of lanes 0..3). */
+static inline DHS_MLA_HD int32_t dhs_mla_ws_code_chunk(int32_t lane, int32_t k)
+{
+    const int32_t sw = (lane >> 2) & 1;
+    return 2 * lane + (k ? 1 - sw : sw);
+}
+
 /* Bytes of the partials workspace the GPU launcher needs:
    nq * np * n_heads * (DHS_MLA_DV + 2) * 4 with np = splits (no clusters) or
    splits / cluster; 0 when d fails dhs_mla_mh_check, and 0 when cluster ==

@@ -26,6 +26,9 @@
  *   - argument errors (NULL pointers, n_heads 0/32/96/192, splits 0/33, k 0/2049, sm_scale <= 0, NaN or
  *     infinite, nq < 0, nv > k, a negative valid location, a NULL base of a valid query): the invalid
  *     status and out unchanged;
+ *   - the overlapped kernel's shared-memory layout (dhs_mla_ws_chunk, dhs_mla_ws_code_chunk): chunks
+ *     permuted within their 128-byte groups, 8-row ldmatrix reads and the producer's stores on 8 different
+ *     bank groups, every code and RoPE chunk stored once (test_ws_layout);
  *   - without CUDA, dhs_mla_mh_attend answers DHS_ERR_UNSUPPORTED.
  * Prints its seed (DHS_TEST_SEED replays it). */
 #include <math.h>
@@ -771,12 +774,80 @@ static void test_args(uint64_t *rng)
     case_free(&c);
 }
 
+/* The overlapped kernel's shared-memory layout (dhs_mla_ws_chunk, dhs_mla_ws_code_chunk), the properties
+   k_mla_ws relies on: every row's chunks permuted within their 128-byte groups; the 8 rows an 8x8
+   ldmatrix reads (8 consecutive rows from a multiple of 8, one chunk) on 8 different bank groups; the
+   producer's stores cover a row's 64 code chunks once (2 per lane), its RoPE stores a batch's 4 rows x 8
+   chunks once, and each 8-lane phase of a store instruction writes 8 different bank groups. A layout
+   without the permutation, or the code chunks stored in plain order, fails these checks. */
+static void test_ws_layout(uint64_t *rng)
+{
+    (void)rng;
+    long bad = 0;
+    for (int32_t nch = 8; nch <= 72; nch += 64) /* P rows (8 chunks), query and K rows (72) */
+        for (int32_t r = 0; r < 64; r++) {
+            int seen[72] = {0};
+            for (int32_t c = 0; c < nch; c++) {
+                const int32_t p = dhs_mla_ws_chunk(r, c);
+                if (p < 0 || p >= nch || p / 8 != c / 8 || seen[p]++) bad++;
+            }
+        }
+    CHECKF(bad == 0, "%ld chunks outside their group or twice", bad);
+    bad = 0;
+    for (int32_t r0 = 0; r0 < 64; r0 += 8) /* ldmatrix: 8 rows, one chunk */
+        for (int32_t c = 0; c < 72; c++) {
+            int bank[8] = {0};
+            for (int32_t r = r0; r < r0 + 8; r++) bank[dhs_mla_ws_chunk(r, c) & 7]++;
+            for (int b = 0; b < 8; b++) bad += bank[b] != 1;
+        }
+    CHECKF(bad == 0, "%ld bank groups of 8-row reads not hit exactly once", bad);
+    bad = 0;
+    for (int32_t r = 0; r < 64; r++) { /* the producer's code stores of row r */
+        int seen[64] = {0};
+        for (int32_t k = 0; k < 2; k++)
+            for (int32_t ph = 0; ph < 4; ph++) {
+                int bank[8] = {0};
+                for (int32_t lane = 8 * ph; lane < 8 * ph + 8; lane++) {
+                    const int32_t c = dhs_mla_ws_code_chunk(lane, k);
+                    if (c < 0 || c >= 64 || c / 2 != lane || seen[c]++) bad++;
+                    if (c >= 0 && c < 64) bank[dhs_mla_ws_chunk(r, c) & 7]++;
+                }
+                for (int b = 0; b < 8; b++) bad += bank[b] != 1;
+            }
+    }
+    CHECKF(bad == 0, "%ld faults in the producer's code stores (coverage, lane's own codes, bank groups)", bad);
+    bad = 0;
+    for (int32_t rw = 0; rw < 64; rw += 4) { /* RoPE: lane stores chunk 64 + (lane & 7) of row rw + (lane >> 3) */
+        int seen[4][8] = {{0}};
+        for (int32_t ph = 0; ph < 4; ph++) {
+            int bank[8] = {0};
+            for (int32_t lane = 8 * ph; lane < 8 * ph + 8; lane++) {
+                const int32_t r = rw + (lane >> 3), p = dhs_mla_ws_chunk(r, 64 + (lane & 7));
+                seen[lane >> 3][p - 64]++;
+                bank[p & 7]++;
+            }
+            for (int b = 0; b < 8; b++) bad += bank[b] != 1;
+        }
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 8; j++) bad += seen[i][j] != 1;
+    }
+    CHECKF(bad == 0, "%ld faults in the RoPE stores", bad);
+    /* the checks can fail: stored in plain order (chunk 2 lane, then 2 lane + 1), lanes 4..7 of a phase hit
+       the bank groups of lanes 0..3 */
+    int clash = 0, bank[8] = {0};
+    for (int32_t lane = 0; lane < 8; lane++) bank[dhs_mla_ws_chunk(0, 2 * lane) & 7]++;
+    for (int b = 0; b < 8; b++) clash += bank[b] > 1;
+    CHECKF(clash > 0, "plain order shows no bank clash: the store check is vacuous");
+    printf("the overlapped kernel's layout: 64 rows x (72, 8) chunks, ldmatrix rows, producer stores checked\n");
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_mla_mh");
-    static void (*const parts[])(uint64_t *) = {test_splits, test_args,     test_nan,
-                                                test_determinism, test_literal, test_mutation, test_against_double};
-    static const char *const names[] = {"split plan", "arguments", "NaN", "determinism", "literal", "mutation", "vs double"};
+    static void (*const parts[])(uint64_t *) = {test_splits,      test_args,    test_nan,      test_determinism,
+                                                test_literal,     test_mutation, test_against_double, test_ws_layout};
+    static const char *const names[] = {"split plan", "arguments", "NaN",       "determinism",
+                                        "literal",    "mutation",  "vs double", "overlapped kernel's layout"};
     const double t0 = th_now();
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         const double t = th_now();
