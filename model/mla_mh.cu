@@ -69,6 +69,14 @@
 #include "model/mla_mh.h"
 #include "model/mla_mh.cuh" /* cp.async, mma.sync, ldmatrix, bf16 packing */
 
+/* the kernels' bodies (clusters, the bulk copy, mbarrier transactions) are built for sm_90 and newer only */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define MH_SM90 1
+#else
+#define MH_SM90 0
+#pragma nv_diag_suppress 177 /* the bodies' helpers, declared and unused where the bodies are not built */
+#endif
+
 #define MH_T 256                  /* threads per block */
 #define MH_ROW 656                /* bytes per row */
 #define MH_RV (MH_ROW / 16)       /* 16-byte vectors per row: 41 */
@@ -177,6 +185,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
         }
     }
     if (!CL) return;
+#if MH_SM90
     namespace cg = cooperative_groups;
     cg::cluster_group cl = cg::this_cluster();
     float *hM = wt + DHS_MLA_HG * MH_WS, *hL = hM + DHS_MLA_HG;
@@ -215,6 +224,7 @@ static __device__ __forceinline__ void mh_finish(uint8_t *xo_, uint8_t *xml, flo
     }
     if (np > 1 && rank == 0 && tid < DHS_MLA_HG) pm[tid] = hM[tid], pl[tid] = hL[tid];
     mh_cluster_sync(); /* no block leaves while another still reads its shared memory */
+#endif
 }
 
 /* The online softmax of one 64-row tile for a warp holding S of heads hb + g and hb + g + 8 over rows rb..
@@ -276,6 +286,7 @@ __global__ void __launch_bounds__(MH_T, 1)
              const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
              float *__restrict__ part, float *__restrict__ out)
 {
+#if MH_SM90 /* built for an older GPU: no body (the launcher cannot get its shared memory there) */
     extern __shared__ __align__(16) uint8_t sm[];
     uint16_t *qs = (uint16_t *)sm, *ks = (uint16_t *)(sm + MH_OFF_K), *ps = (uint16_t *)(sm + MH_OFF_P);
     uint8_t *stg = sm + MH_OFF_ST;
@@ -426,6 +437,7 @@ __global__ void __launch_bounds__(MH_T, 1)
     mh_finish<PV, CL, MH_T>(sm, sm + MH_OFF_P, (float *)stg, o, 1, hb, PV == 0 ? hb : (w & 1) * 32,
                             PV == 0 ? dvb : (w >> 1) * 128, half, g, t, m0, m1, l0, l1, rl, pm, pl, po,
                             out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np, cs);
+#endif
 }
 
 /* ------------------------------------------------------------------ k_mla_ws (variant 3)
@@ -582,6 +594,7 @@ __global__ void __launch_bounds__(WS_T, 1)
              const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
              float *__restrict__ part, float *__restrict__ out)
 {
+#if MH_SM90 /* built for an older GPU: no body (the launcher cannot get its shared memory there) */
     extern __shared__ __align__(16) uint8_t sm[];
     uint8_t *qs = sm, *ps = sm + WS_OFF_P;
     float *rmax = (float *)(sm + WS_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
@@ -722,6 +735,7 @@ __global__ void __launch_bounds__(WS_T, 1)
     mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 1, hb, oh, ov, half, g, t,
                             m0, m1, l0, l1, rl, pm, pl, po, out + ((int64_t)qi * nh + hg * DHS_MLA_HG) * DHS_MLA_DV, np,
                             cs);
+#endif
 }
 
 __global__ void __launch_bounds__(128) k_mla_mh_comb(const int32_t *__restrict__ nvp, int32_t nh, int32_t splits,

@@ -454,6 +454,23 @@ template <int V> struct dres_ic {
 static_assert(FEW_WIN % NWARP == 0 && FEW_WIN == 64, "few-miss chunk: two windows per lane of one warp");
 static_assert(FEW_MAX <= 64, "few-miss dedupe: two entries per lane of warp 0");
 
+
+/* Programmatic dependent launch (sm_90 and newer): wait for the grid before this one on the stream, and let
+   the next one get resident. Built for an older GPU they are nothing: there the launches carry no
+   programmatic edge (launch_cfg leaves the attribute off), so every kernel starts after the one before. */
+static __device__ __forceinline__ void dres_pdl_wait(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void dres_pdl_launch(void)
+{
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 /* FEW = false (the block-only variant): the previous hit pass and the block-wide miss path only (steps
    2-4 of the header); FEW = true (the library's): the hit pass with its loads moved before the first
    barrier (see f_rs below), and a request whose miss entries fit FEW_MAX takes the few-miss path
@@ -493,7 +510,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
     /* launched as a programmatic dependent of the kernel before it on the stream (the previous call's
        copy kernel inside a captured step): wait for that grid before reading anything (a no-op when
        the launch had no programmatic edge) */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    dres_pdl_wait();
     PH_DECL /* boundary 0: after the wait */
     int left = 0; /* thread 0: this block leaves pairs to the copy kernel */
     const int32_t n_round = rd->n_round;
@@ -532,7 +549,7 @@ static __global__ void __launch_bounds__(DT, DT >= 1024 ? 1 : 2) dres_plan_kerne
         }
     }
     /* the copy kernel (programmatic dependent launch) may get resident now; it waits for this grid */
-    asm volatile("griddepcontrol.launch_dependents;");
+    dres_pdl_launch();
     if (tid == 0) {
         s_direct = s_hot = s_prot = s_host = s_entries = s_taken = 0;
         if (FEW) s_nm = 0;
@@ -1222,8 +1239,8 @@ static __global__ void __launch_bounds__(DIRECT_T) dres_direct_kernel(const __gr
 {
     __shared__ int s_direct, s_ent;
     __shared__ unsigned long long s_err;
-    asm volatile("griddepcontrol.wait;" ::: "memory"); /* as the plan kernel: after the kernel before it */
-    asm volatile("griddepcontrol.launch_dependents;");
+    dres_pdl_wait(); /* as the plan kernel: after the kernel before it */
+    dres_pdl_launch();
     const int tid = (int)threadIdx.x;
     const int32_t b = (int32_t)blockIdx.y, N = st.N, nsrc = st.nsrc, KK = st.spec_width;
     const int64_t all = (int64_t)KK * k, e0 = (int64_t)blockIdx.x * U * DIRECT_T + tid;
@@ -1323,7 +1340,7 @@ static __device__ __forceinline__ void promote_block(const dres_state *sp, const
     const int32_t B = st.B, nsrc = st.nsrc;
     const int32_t n_round = rd->n_round;
     const uint32_t epoch = rd->epoch, promo = epoch ^ DRES_PROMO_BIT;
-    asm volatile("griddepcontrol.launch_dependents;");
+    dres_pdl_launch();
     if (tid == 0) s_taken = 0;
     /* the arenas are free after this pass */
     if (b == 0 && tid == 0 && *st.stage_owner == st.group) *st.stage_owner = -1;
@@ -1473,7 +1490,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
                                                               int32_t *err)
 {
     /* launched as a programmatic dependent of the plan / promote kernel: wait for it (no-op otherwise) */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    dres_pdl_wait();
     /* the plan kernel's first error (the smallest key of all its blocks), if any */
     if (sc && blockIdx.x == 0 && threadIdx.x == 0) err_store(sc, err);
     /* nothing left by the plan kernel (no misses, or every block copied its own): done. One load of the
@@ -1486,7 +1503,7 @@ static __global__ void __launch_bounds__(CT) dres_copy_kernel(const uint64_t *__
 /* the promotions' pairs of every group (dhs_round_end): blocks (x, g) copy group g's pairs */
 static __global__ void __launch_bounds__(CT) dres_copy_all_kernel(const dres_state *__restrict__ sts, uint32_t vecs)
 {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    dres_pdl_wait();
     const dres_state *st = &sts[blockIdx.y];
     copy_pairs(st->pairs, st->npairs, st->N, (int64_t)st->spec_width * st->sel_k * st->nsrc, vecs, -1, 1);
 }
@@ -1551,6 +1568,20 @@ extern "C" cudaError_t dhs_dres_scratch_init(void *scratch, cudaStream_t s)
     return e;
 }
 
+/* whether the current device takes programmatic dependent launches (compute capability 9.0 or newer),
+   asked once a device (the first 16; others every time; a device that cannot be asked: no) */
+static int dres_pdl_device(void)
+{
+    static int known[16]; /* 0 unknown, 1 no, 2 yes; a benign race: every writer writes the same value */
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return (void)cudaGetLastError(), 0;
+    if (dev >= 0 && dev < 16 && known[dev]) return known[dev] == 2;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return (void)cudaGetLastError(), 0;
+    if (dev >= 0 && dev < 16) known[dev] = major >= 9 ? 2 : 1;
+    return major >= 9;
+}
+
 /* a launch configuration on s; pdl: launched as a programmatic dependent of the kernel before it on s
    (its blocks get resident while that kernel runs and wait in griddepcontrol.wait); at: storage for the
    one attribute */
@@ -1565,7 +1596,7 @@ static cudaLaunchConfig_t launch_cfg(dim3 grid, unsigned block, size_t smem, cud
     at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at->val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cfg.numAttrs = pdl && dres_pdl_device() ? 1 : 0;
     return cfg;
 }
 
