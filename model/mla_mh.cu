@@ -77,6 +77,12 @@
 #pragma nv_diag_suppress 177 /* the bodies' helpers, declared and unused where the bodies are not built */
 #endif
 
+/* the parameters of every attention kernel (the launcher's mh_kernel_fn) */
+#define MH_KERNEL_PARAMS                                                                                               \
+    const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,          \
+        const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,                   \
+        float *__restrict__ part, float *__restrict__ out
+
 #define MH_T 256                  /* threads per block */
 #define MH_ROW 656                /* bytes per row */
 #define MH_RV (MH_ROW / 16)       /* 16-byte vectors per row: 41 */
@@ -282,9 +288,7 @@ static __device__ __forceinline__ void mh_softmax(float (&sacc)[4][4], int nr, i
    S product, 4 the P V product, 8 the gathers of the rows. BULK: the rows by bulk copies, else cp.async. */
 template <int PV, int AB, int BULK, int CL>
 __global__ void __launch_bounds__(MH_T, 1)
-    k_mla_mh(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
-             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
-             float *__restrict__ part, float *__restrict__ out)
+    k_mla_mh(MH_KERNEL_PARAMS)
 {
 #if MH_SM90 /* built for an older GPU: no body (the launcher cannot get its shared memory there) */
     extern __shared__ __align__(16) uint8_t sm[];
@@ -590,9 +594,7 @@ static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq
 
 template <int PV, int CL>
 __global__ void __launch_bounds__(WS_T, 1)
-    k_mla_ws(const uint16_t *__restrict__ q, const uint8_t *const *__restrict__ base, const int32_t *__restrict__ loc,
-             const int32_t *__restrict__ nvp, int32_t k, int32_t nh, int32_t splits, int32_t cs, float c,
-             float *__restrict__ part, float *__restrict__ out)
+    k_mla_ws(MH_KERNEL_PARAMS)
 {
 #if MH_SM90 /* built for an older GPU: no body (the launcher cannot get its shared memory there) */
     extern __shared__ __align__(16) uint8_t sm[];
