@@ -574,7 +574,7 @@ static __device__ __forceinline__ void ws_produce(uint8_t *sm, const uint8_t *bq
         const int i = ti - t0, sb = i & 1, nr = WS_NR(ti);
         uint8_t *kb = sm + WS_OFF_K + sb * WS_KB;
         ws_load(y, bq, myloc, rw0 + WS_BR, rw0, nr);
-        if (i >= 2) ws_sync(7 + sb, WS_T); /* both groups are done with tile i - 2 */
+        if (dhs_mla_ws_waits_free(i)) ws_sync(7 + sb, WS_T); /* both groups are done with tile i - 2 */
         ws_store(x, kb, rw0);
         ws_load(x, bq, myloc, rw0 + 2 * WS_BR, rw0, nr);
         ws_store(y, kb, rw0 + WS_BR);
@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(WS_T, 1)
                     }
                 }
             }
-            if (ti + 2 < t1) ws_arrive(7 + sb, WS_T); /* this group is done with the buffer */
+            if (dhs_mla_ws_frees(ti - t0, t1 - t0)) ws_arrive(7 + sb, WS_T); /* this group is done with the buffer */
         }
     }
     mh_finish<PV, CL, WS_T>(sm, sm + WS_OFF_P, (float *)(sm + DHS_MLA_HG * MH_XS * 4), o, 1, hb, oh, ov, half, g, t,

@@ -156,6 +156,15 @@ static inline DHS_MLA_HD int32_t dhs_mla_ws_code_chunk(int32_t lane, int32_t k)
     return 2 * lane + (k ? 1 - sw : sw);
 }
 
+/* The overlapped kernel's hand-over of its two K buffers (model/mla_mh.cu), here so that the CPU tests the
+   protocol (tests/model/test_mla_mh.c). Tile i of a split's n tiles is decoded into buffer i % 2; the
+   producers wait for "buffer free" before decoding tile i where dhs_mla_ws_waits_free(i), and each consumer
+   group announces "buffer free" after computing tile i where dhs_mla_ws_frees(i, n): every announcement is
+   waited for exactly once (none left pending when the block ends), and no buffer is overwritten before both
+   groups are done with the tile it held. */
+static inline DHS_MLA_HD int dhs_mla_ws_waits_free(int32_t i) { return i >= 2; }
+static inline DHS_MLA_HD int dhs_mla_ws_frees(int32_t i, int32_t n) { return i + 2 < n; }
+
 /* Bytes of the partials workspace the GPU launcher needs:
    nq * np * n_heads * (DHS_MLA_DV + 2) * 4 with np = splits (no clusters) or
    splits / cluster; 0 when d fails dhs_mla_mh_check, and 0 when cluster ==

@@ -29,6 +29,10 @@
  *   - the overlapped kernel's shared-memory layout (dhs_mla_ws_chunk, dhs_mla_ws_code_chunk): chunks
  *     permuted within their 128-byte groups, 8-row ldmatrix reads and the producer's stores on 8 different
  *     bank groups, every code and RoPE chunk stored once (test_ws_layout);
+ *   - its buffer hand-over (dhs_mla_ws_waits_free, dhs_mla_ws_frees) under random schedules of the producers
+ *     and the two consumer groups, the named barriers counted as the hardware counts them: no deadlock, no
+ *     arrival left pending or counted into the wrong use, no tile overwritten while a group needs it
+ *     (test_ws_protocol);
  *   - without CUDA, dhs_mla_mh_attend answers DHS_ERR_UNSUPPORTED.
  * Prints its seed (DHS_TEST_SEED replays it). */
 #include <math.h>
@@ -841,13 +845,104 @@ static void test_ws_layout(uint64_t *rng)
     printf("the overlapped kernel's layout: 64 rows x (72, 8) chunks, ldmatrix rows, producer stores checked\n");
 }
 
+/* The overlapped kernel's buffer hand-over (dhs_mla_ws_waits_free, dhs_mla_ws_frees) run as the kernel runs
+   it, under random schedules of its three parties: the producers (decode tile i into buffer i % 2, having
+   waited on "free" where waits_free(i); then arrive at "full" of that buffer for each group) and two consumer
+   groups (wait on "full", compute, arrive at "free" where frees(i, n)). The named barriers as the hardware
+   counts them: "full" of (buffer, group) completes with 2 parties, "free" of a buffer with 3, and an arrival
+   at a barrier that already has all its parties would be counted into the wrong use. For n = 0..40 tiles:
+   every schedule ends (no deadlock), no barrier holds an arrival at the end, no arrival overflows, a
+   consumer reads the tile it waited for, and the producers never overwrite a tile a group still needs. */
+#define WS_SIM_BARS 6 /* full (b, c) at 2 b + c, free b at 4 + b */
+typedef struct {
+    int pc[3];     /* next step of each party: producer 0, groups 1 and 2 */
+    int waiting[3];/* the barrier a party waits on, -1 none */
+    int count[WS_SIM_BARS];
+    int held[2];   /* the tile each buffer holds, -1 none */
+    int done[2];   /* tiles each group finished */
+    long faults;
+} ws_sim;
+
+static int ws_sim_need(int b) { return b < 4 ? 2 : 3; }
+
+/* one party's arrival at barrier b (wait: it then waits for the barrier's completion) */
+static void ws_sim_arrive(ws_sim *m, int party, int b, int wait)
+{
+    if (++m->count[b] > ws_sim_need(b)) m->faults++; /* counted into the wrong use of the barrier */
+    if (wait) m->waiting[party] = b;
+    if (m->count[b] == ws_sim_need(b)) { /* complete: release its waiters */
+        m->count[b] = 0;
+        for (int p = 0; p < 3; p++)
+            if (m->waiting[p] == b) m->waiting[p] = -1;
+    }
+}
+
+/* party p's next step; 0 when it has none left */
+static int ws_sim_step(ws_sim *m, int p, int n)
+{
+    if (p == 0) { /* steps: per tile, [wait free], decode, arrive full (both groups) */
+        const int i = m->pc[0] / 3, ph = m->pc[0] % 3, b = i % 2;
+        if (i >= n) return 0;
+        if (ph == 0) {
+            if (dhs_mla_ws_waits_free(i)) ws_sim_arrive(m, 0, 4 + b, 1);
+        } else if (ph == 1) {
+            if (m->held[b] >= 0 && (m->done[0] <= m->held[b] || m->done[1] <= m->held[b])) m->faults++;
+            m->held[b] = i;
+        } else {
+            ws_sim_arrive(m, 0, 2 * b, 0);
+            ws_sim_arrive(m, 0, 2 * b + 1, 0);
+        }
+    } else { /* steps: per tile, wait full, compute, [arrive free] */
+        const int c = p - 1, i = m->pc[p] / 3, ph = m->pc[p] % 3, b = i % 2;
+        if (i >= n) return 0;
+        if (ph == 0) {
+            ws_sim_arrive(m, p, 2 * b + c, 1);
+        } else if (ph == 1) {
+            if (m->held[b] != i) m->faults++;
+            m->done[c] = i + 1;
+        } else if (dhs_mla_ws_frees(i, n)) {
+            ws_sim_arrive(m, p, 4 + b, 0);
+        }
+    }
+    m->pc[p]++;
+    return 1;
+}
+
+static void test_ws_protocol(uint64_t *rng)
+{
+    long deadlocks = 0, faults = 0, pending = 0, runs = 0;
+    for (int n = 0; n <= 40; n++)
+        for (int rep = 0; rep < 200; rep++, runs++) {
+            ws_sim m;
+            memset(&m, 0, sizeof m);
+            m.waiting[0] = m.waiting[1] = m.waiting[2] = -1;
+            m.held[0] = m.held[1] = -1;
+            for (;;) {
+                int ready[3], nr = 0;
+                for (int p = 0; p < 3; p++)
+                    if (m.waiting[p] < 0 && m.pc[p] < 3 * n) ready[nr++] = p;
+                if (nr == 0) break;
+                ws_sim_step(&m, ready[dhs_rng_below(rng, nr)], n);
+            }
+            for (int p = 0; p < 3; p++) deadlocks += m.waiting[p] >= 0 || m.pc[p] < 3 * n;
+            for (int b = 0; b < WS_SIM_BARS; b++) pending += m.count[b] != 0;
+            faults += m.faults;
+        }
+    CHECKF(deadlocks == 0, "%ld parties stuck over %ld runs", deadlocks, runs);
+    CHECKF(pending == 0, "%ld barriers left with arrivals", pending);
+    CHECKF(faults == 0, "%ld faults (an overflowing arrival, a wrong tile read, a tile overwritten in use)", faults);
+    printf("the overlapped kernel's buffer hand-over: %ld random schedules of 0..40 tiles\n", runs);
+}
+
 int main(void)
 {
     uint64_t seed = th_seed("test_mla_mh");
-    static void (*const parts[])(uint64_t *) = {test_splits,      test_args,    test_nan,      test_determinism,
-                                                test_literal,     test_mutation, test_against_double, test_ws_layout};
-    static const char *const names[] = {"split plan", "arguments", "NaN",       "determinism",
-                                        "literal",    "mutation",  "vs double", "overlapped kernel's layout"};
+    static void (*const parts[])(uint64_t *) = {test_splits,   test_args,     test_nan,
+                                                test_determinism, test_literal, test_mutation,
+                                                test_against_double, test_ws_layout, test_ws_protocol};
+    static const char *const names[] = {"split plan", "arguments", "NaN",
+                                        "determinism", "literal", "mutation",
+                                        "vs double", "overlapped kernel's layout", "overlapped kernel's hand-over"};
     const double t0 = th_now();
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         const double t = th_now();
