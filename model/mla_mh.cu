@@ -139,6 +139,35 @@ static __device__ __forceinline__ void mh_gather_tile(uint8_t *st, const uint8_t
     }
 }
 
+/* A block's split: the query's valid count nv (clamped to k), its tiles [t0, t1) (dhs_mla_mh_split_tiles)
+   and the partial the block writes (pm / pl / po: its split's, or with clusters its cluster's, np per
+   query). Returns 0 when the block has nothing more to do: its query has no rows (the combine leaves the
+   output alone; with clusters all blocks of the cluster, one query), or, without clusters, its split is
+   empty, whose partial (m = -inf, l = 0, O = 0) its NT threads write here (in a cluster an empty split's
+   partial is combined at the end as any other). */
+template <int CL, int NT>
+static __device__ __forceinline__ int mh_split_begin(const int32_t *nvp, int32_t k, int32_t nh, int32_t splits,
+                                                     int32_t cs, float *part, int &nv, int32_t &t0, int32_t &t1,
+                                                     int &np, float *&pm, float *&pl, float *&po)
+{
+    const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z, tid = threadIdx.x;
+    nv = nvp[qi];
+    if (nv <= 0) return 0;
+    if (nv > k) nv = k;
+    dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
+    np = CL ? splits / cs : splits;
+    const int pi = CL ? s / cs : s;                                       /* no division without clusters */
+    const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
+    pm = part + pidx, pl = part + (int64_t)nq * np * nh + pidx;
+    po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
+    if (!CL && t0 == t1) {
+        for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += NT) po[i] = 0.0f;
+        if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
+        return 0;
+    }
+    return 1;
+}
+
 /* the syncs of mh_finish: k_mla_mh's block (MH_T threads, every thread on one path) by __syncthreads; k_mla_ws
    reaches them from its two roles' code, so by the non-aligned forms: a named barrier of its NT threads, and
    the cluster barrier's arrive (release) and wait (acquire) */
@@ -296,24 +325,13 @@ __global__ void __launch_bounds__(MH_T, 1)
     uint8_t *stg = sm + MH_OFF_ST;
     float *rmax = (float *)(sm + MH_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
     uint64_t *bar = (uint64_t *)(sm + MH_OFF_B);
-    const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
+    const int hg = blockIdx.y, qi = blockIdx.z;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int hb = (w & 3) * 16, half = w >> 2, rb = half * 32, dvb = half * 256;
-    int nv = nvp[qi];
-    if (nv <= 0) return; /* the combine leaves the output alone (a cluster: all its blocks, one query) */
-    if (nv > k) nv = k;
+    int nv, np;
     int32_t t0, t1;
-    dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
-    /* the partial this block writes: its split's, or with clusters its cluster's (np per query) */
-    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s; /* no division without clusters */
-    const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG; /* this block's first head's partial */
-    float *pm = part + pidx, *pl = part + (int64_t)nq * np * nh + pidx;
-    float *po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
-    if (!CL && t0 == t1) { /* an empty split: m = -inf, l = 0, O = 0 (in a cluster: the same, combined below) */
-        for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += MH_T) po[i] = 0.0f;
-        if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
-        return;
-    }
+    float *pm, *pl, *po;
+    if (!mh_split_begin<CL, MH_T>(nvp, k, nh, splits, cs, part, nv, t0, t1, np, pm, pl, po)) return;
     const uint8_t *bq = base[qi];
     const int32_t *lq = loc + (int64_t)qi * k;
     if (t0 < t1) { /* the block's 64 heads of the query: 72 vectors of 16 bytes each */
@@ -600,22 +618,12 @@ __global__ void __launch_bounds__(WS_T, 1)
     extern __shared__ __align__(16) uint8_t sm[];
     uint8_t *qs = sm, *ps = sm + WS_OFF_P;
     float *rmax = (float *)(sm + WS_OFF_R), *rl = rmax + 2 * DHS_MLA_HG, *salpha = rl + 2 * DHS_MLA_HG;
-    const int s = blockIdx.x, hg = blockIdx.y, qi = blockIdx.z, nq = gridDim.z;
+    const int hg = blockIdx.y, qi = blockIdx.z;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    int nv = nvp[qi];
-    if (nv <= 0) return;
-    if (nv > k) nv = k;
+    int nv, np;
     int32_t t0, t1;
-    dhs_mla_mh_split_tiles(nv, splits, s, &t0, &t1);
-    const int np = CL ? splits / cs : splits, pi = CL ? s / cs : s;
-    const int64_t pidx = ((int64_t)qi * np + pi) * nh + hg * DHS_MLA_HG;
-    float *pm = part + pidx, *pl = part + (int64_t)nq * np * nh + pidx;
-    float *po = part + 2 * (int64_t)nq * np * nh + pidx * DHS_MLA_DV;
-    if (!CL && t0 == t1) {
-        for (int i = tid; i < DHS_MLA_HG * DHS_MLA_DV; i += WS_T) po[i] = 0.0f;
-        if (tid < DHS_MLA_HG) pm[tid] = -INFINITY, pl[tid] = 0.0f;
-        return;
-    }
+    float *pm, *pl, *po;
+    if (!mh_split_begin<CL, WS_T>(nvp, k, nh, splits, cs, part, nv, t0, t1, np, pm, pl, po)) return;
     const uint8_t *bq = base[qi];
     const int32_t *lq = loc + (int64_t)qi * k;
     /* consumer mapping (also the epilogue's): group cg_, S over heads hb.. (16) and rows rb.. (32); O over
@@ -649,7 +657,7 @@ __global__ void __launch_bounds__(WS_T, 1)
         const int xa = lane >> 4, xb = (lane >> 3) & 1;
         int oa[4], ob[4];
 #pragma unroll
-        for (int m = 0; m < 4; m++) oa[m] = ((2 * m + xa) ^ (lane & 7)) << 4, ob[m] = ((2 * m + xb) ^ (lane & 7)) << 4;
+        for (int m = 0; m < 4; m++) oa[m] = dhs_mla_ws_chunk(lane, 2 * m + xa) << 4, ob[m] = dhs_mla_ws_chunk(lane, 2 * m + xb) << 4;
         const uint8_t *qa = qs + (hb + (lane & 15)) * WS_RB;
         const uint8_t *pa = ps + (hb + (lane & 15)) * (DHS_MLA_TILE * 2);
         for (int ti = t0; ti < t1; ti++) {
@@ -682,7 +690,7 @@ __global__ void __launch_bounds__(WS_T, 1)
                        pk);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                const int at = (((rb >> 3) + j) ^ g) << 4 | t << 2; /* rows hb + g and hb + g + 8: r & 7 = g */
+                const int at = dhs_mla_ws_chunk(g, (rb >> 3) + j) << 4 | t << 2; /* rows hb + g and hb + g + 8: r & 7 = g */
                 *(uint32_t *)(ps + (hb + g) * (DHS_MLA_TILE * 2) + at) = pk[j][0];
                 *(uint32_t *)(ps + (hb + g + 8) * (DHS_MLA_TILE * 2) + at) = pk[j][1];
             }
@@ -796,15 +804,16 @@ static mh_kernel_fn mh_kernel(int variant, int cl)
     return NULL;
 }
 
-/* the per-device attributes of a kernel (its shared memory; with clusters, sizes above 8): set for the
-   first 16 devices once (a benign race: every setter sets the same values), on the others every time */
 /* the variant dhs_mla_mh_attend launches (and dhs_mla_mh_cluster_fit measures) */
 #define MH_DEFAULT 3
 
-/* threads and shared memory of a variant's blocks: the overlapped kernel's (3), else k_mla_mh's */
+/* threads and shared memory of a variant's blocks: the overlapped kernel's (3, 5), else k_mla_mh's */
 static int mh_ws(int variant) { return variant == 3 || variant == 5; }
 static int mh_threads(int variant) { return mh_ws(variant) ? WS_T : MH_T; }
 static int mh_smem(int variant) { return mh_ws(variant) ? WS_SMEM : MH_SMEM; }
+
+/* the per-device attributes of a kernel (its shared memory; with clusters, sizes above 8): set for the
+   first 16 devices once (a benign race: every setter sets the same values), on the others every time */
 
 static dhs_status mh_attrs(mh_kernel_fn fn, int variant, int cl)
 {

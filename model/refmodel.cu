@@ -250,6 +250,28 @@ static __device__ __forceinline__ uint32_t sv_dot4(const uint8_t *mine, const fl
     return nan;
 }
 
+/* query row qr of iq ([h][d], 4 heads) into sq ([d][h]) and its head weights into sw, by every thread of the
+   block; returns, in every thread, whether a value is too large to scale (big: |x| > 2^119, not infinite),
+   else the values are multiplied by 2^8 (each thread its own elements again: the caller's next barrier
+   publishes them) */
+static __device__ __forceinline__ int sv_load_query(float *sq, float *sw, const float *iq, const float *iw, int64_t qr,
+                                                    int D)
+{
+    const int tid = threadIdx.x;
+    const float big_q = __int_as_float(0x7b000000); /* 2^119 */
+    int big = 0;
+    for (int i = tid; i < 4 * D; i += SV_T) {
+        const float x = iq[qr * 4 * D + i];
+        big |= fabsf(x) > big_q && fabsf(x) != __int_as_float(0x7f800000);
+        sq[(i % D) * 4 + i / D] = x;
+    }
+    if (tid < 4) sw[tid] = iw[qr * 4 + tid];
+    big = __syncthreads_or(big);
+    if (!big)
+        for (int i = tid; i < 4 * D; i += SV_T) sq[(i % D) * 4 + i / D] = fm(sq[(i % D) * 4 + i / D], 256.0f);
+    return big;
+}
+
 /* the 4 positions' scores from their head sums (NaN where a code was, as on the CPU), to dst (positions
    s..s+3, those <= t) */
 static __device__ __forceinline__ void sv_store4(float acc[4][4], uint32_t nan, const float *sw, const float ksc[4],
@@ -362,21 +384,11 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8v(g_dims g, const int64_t *p
     float ksc[4];
 #pragma unroll
     for (int p = 0; p < 4; p++) ksc[p] = s + p <= tmax ? myks[s + p] : 0.0f;
-    const float big_q = __int_as_float(0x7b000000); /* 2^119 */
 #pragma unroll 1
     for (int j = 0; j < m; j++) {
         /* query j into shared memory (every thread reaches the barriers: no return before the end) */
         if (j) __syncthreads(); /* the previous query's sums are done with sq and sw */
-        int big = 0;
-        for (int i = tid; i < H * D; i += SV_T) {
-            const float x = iq[(int64_t)(q + j) * H * D + i]; /* [h][d] */
-            big |= fabsf(x) > big_q && fabsf(x) != __int_as_float(0x7f800000);
-            sq[(i % D) * H + i / D] = x;
-        }
-        if (tid < H) sw[tid] = iw[(int64_t)(q + j) * H + tid];
-        big = __syncthreads_or(big);
-        if (!big) /* each thread its own elements again: no other thread reads them before the barrier below */
-            for (int i = tid; i < H * D; i += SV_T) sq[(i % D) * H + i / D] = fm(sq[(i % D) * H + i / D], 256.0f);
+        const int big = sv_load_query(sq, sw, iq, iw, q + j, D);
         if (ASY && j == 0) sv_wait<1>(); /* this thread's copies of the first half */
         __syncthreads();                  /* the query and, at j = 0, the keys (ASY: their first half) */
         const int64_t t = pos[q + j];
@@ -447,18 +459,7 @@ __global__ void __launch_bounds__(SV_T) k_scores_fp8r(g_dims g, const int64_t *p
     const bool al = ((uintptr_t)src & 7) == 0;
     svr_issue(kc[0], src, ng, D, DC, GB, 0, al);
     svr_issue(kc[1], src, ng, D, DC, GB, 1, al);
-    /* the query while the first chunks arrive (k_scores_fp8v's scaling) */
-    const float big_q = __int_as_float(0x7b000000); /* 2^119 */
-    int big = 0;
-    for (int i = tid; i < H * D; i += SV_T) {
-        const float x = iq[(int64_t)q * H * D + i]; /* [h][d] */
-        big |= fabsf(x) > big_q && fabsf(x) != __int_as_float(0x7f800000);
-        sq[(i % D) * H + i / D] = x;
-    }
-    if (tid < H) sw[tid] = iw[(int64_t)q * H + tid];
-    big = __syncthreads_or(big);
-    if (!big)
-        for (int i = tid; i < H * D; i += SV_T) sq[(i % D) * H + i / D] = fm(sq[(i % D) * H + i / D], 256.0f);
+    const int big = sv_load_query(sq, sw, iq, iw, q, D); /* while the first chunks arrive */
     const int64_t s = s0 + tid * 4;
     float ksc[4];
 #pragma unroll
