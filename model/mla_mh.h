@@ -212,7 +212,7 @@ dhs_status dhs_mla_mh_attend(const dhs_mla_mh_desc *d, const uint16_t *q, const 
    side: 3 the default, the overlapped kernel (k_mla_ws: four producer warps gather the next tile's rows
    into registers and decode them into one of two K buffers while two consumer groups of 32 heads compute
    over the other; 230,656 bytes of shared memory and 384 threads a block; built for sm_90a its warps'
-   registers are redistributed, 104 a producer thread and 200 a consumer's), 5 as 3 with the split of P V
+   registers are redistributed, 112 a producer thread and 192 a consumer's), 5 as 3 with the split of P V
    of variant 2 (a warp: its group's 32 heads x 128 values), 0 the one-role kernel k_mla_mh (the rows
    gathered by the Hopper bulk copy, one per row; 8 warps decode, then compute), 1 as 0 with the rows
    gathered by 16-byte cp.async (the first kernel), 2 as 0 with another split of the P V product over the

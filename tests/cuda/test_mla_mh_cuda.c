@@ -12,8 +12,8 @@
  *     query with nv > 0 is within 8e-3 x vmax + 1e-6 of the spec (vmax: max |V| over the query's
  *     valid rows, V as the spec decodes it); the worst |gpu - spec| / vmax is printed;
  *   - outputs of queries with nv <= 0 keep a sentinel bit pattern;
- *   - variants 0 (k_mla_mh), 3, 5 and 7 (k_mla_ws, the overlapped kernel, with either split of P V, with
- *     and without its L2 prefetch) give the default launch's bits in every case, with and without clusters;
+ *   - variants 0 (k_mla_mh), 3 and 5 (k_mla_ws, the overlapped kernel, with either split of P V) give the
+ *     default launch's bits in every case, with and without clusters;
  *   - determinism: a second launch gives the same bits; the same rows at other locations of a bigger
  *     pool (other bases, same entry order; the unused rows there are NaN) give the same bits; query 0's
  *     bits do not move when the other queries' rows, locations, counts and queries change;
